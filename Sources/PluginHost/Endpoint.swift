@@ -1,0 +1,190 @@
+import Foundation
+import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What a stub answers with.
+public enum EndpointSampleResponse: Sendable {
+    /// A response with this status code and body.
+    case networkResponse(Int, Data)
+    /// A response with this status code, header fields and body.
+    case networkResponseWithHeaders(Int, [String: String], Data)
+    /// A transport failure (timeout, refused connection, …).
+    case networkError(TransportFailure)
+}
+
+/// The intermediate value between a target and a `URLRequest`: immutable, so edits make copies.
+///
+/// A provider's endpoint closure maps each target to an endpoint; that is the place to add
+/// headers to every request (``adding(newHTTPHeaderFields:)``) or swap the task
+/// (``replacing(task:)``).
+public struct Endpoint: Sendable {
+    /// The full URL as a string.
+    public let url: String
+    /// Produces the stubbed answer.
+    public let sampleResponseClosure: @Sendable () -> EndpointSampleResponse
+    /// The HTTP method.
+    public let method: HTTPMethod
+    /// What the request carries.
+    public let task: RequestTask
+    /// Header fields.
+    public let httpHeaderFields: [String: String]?
+    /// Parameters appended to the query string (server defaults for tasks without parameters).
+    let extraQueryParameters: Parameters
+
+    /// Creates an endpoint.
+    public init(url: String,
+                sampleResponseClosure: @escaping @Sendable () -> EndpointSampleResponse,
+                method: HTTPMethod,
+                task: RequestTask,
+                httpHeaderFields: [String: String]?) {
+        self.init(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+                  httpHeaderFields: httpHeaderFields, extraQueryParameters: [:])
+    }
+
+    init(url: String, sampleResponseClosure: @escaping @Sendable () -> EndpointSampleResponse, method: HTTPMethod,
+         task: RequestTask, httpHeaderFields: [String: String]?, extraQueryParameters: Parameters) {
+        self.url = url
+        self.sampleResponseClosure = sampleResponseClosure
+        self.method = method
+        self.task = task
+        self.httpHeaderFields = httpHeaderFields
+        self.extraQueryParameters = extraQueryParameters
+    }
+
+    /// A copy with `newHTTPHeaderFields` added; on a clash the new value wins.
+    public func adding(newHTTPHeaderFields: [String: String]) -> Endpoint {
+        var fields = httpHeaderFields ?? [:]
+        for (name, value) in newHTTPHeaderFields {
+            if let existing = fields.keys.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) {
+                fields.removeValue(forKey: existing)
+            }
+            fields[name] = value
+        }
+        return Endpoint(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+                        httpHeaderFields: fields, extraQueryParameters: extraQueryParameters)
+    }
+
+    /// A copy with `task` instead of the current task.
+    public func replacing(task: RequestTask) -> Endpoint {
+        Endpoint(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+                 httpHeaderFields: httpHeaderFields, extraQueryParameters: extraQueryParameters)
+    }
+
+    /// Builds the `URLRequest`: URL, method, headers, then the task's parameters or body.
+    ///
+    /// Throws ``NetworkError/requestMapping(_:)`` when ``url`` is not an absolute http(s) URL,
+    /// ``NetworkError/parameterEncoding(_:)`` and ``NetworkError/encodableMapping(_:)`` when
+    /// the task cannot be encoded, and ``NetworkError/fileAccess(path:reason:)`` for an
+    /// unreadable multipart file.
+    public func urlRequest() throws(NetworkError) -> URLRequest {
+        guard let requestURL = URL(string: url), URLParts.isAbsoluteHTTP(url) else {
+            throw .requestMapping(url)
+        }
+        var request = URLRequest(url: requestURL)
+        request.httpMethod = method.rawValue
+        for (name, value) in httpHeaderFields ?? [:] {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        request = try encodeTask(into: request)
+        if !extraQueryParameters.isEmpty, let current = request.url {
+            request.url = URLEncoding.appendingQuery(URLEncoding.queryString.query(extraQueryParameters), to: current)
+        }
+        return request
+    }
+
+    private func encodeTask(into request: URLRequest) throws(NetworkError) -> URLRequest {
+        switch task {
+        case .requestPlain, .uploadFile, .downloadDestination:
+            return request
+        case .requestData(let data):
+            var request = request
+            request.httpBody = data
+            return request
+        case .requestJSONEncodable(let value):
+            return try Self.encodeJSON(value, encoder: JSONEncoder(), into: request)
+        case .requestCustomJSONEncodable(let value, let encoder):
+            return try Self.encodeJSON(value, encoder: encoder, into: request)
+        case .requestParameters(let parameters, let encoding), .downloadParameters(let parameters, let encoding, _):
+            return try Self.encode(parameters, with: encoding, into: request)
+        case .requestCompositeData(let bodyData, let urlParameters):
+            var request = try Self.encode(urlParameters, with: URLEncoding.queryString, into: request)
+            request.httpBody = bodyData
+            return request
+        case .requestCompositeParameters(let bodyParameters, let bodyEncoding, let urlParameters):
+            let withQuery = try Self.encode(urlParameters, with: URLEncoding.queryString, into: request)
+            return try Self.encode(bodyParameters, with: bodyEncoding, into: withQuery)
+        case .uploadMultipart(let parts):
+            return try Self.encodeMultipart(parts, into: request)
+        case .uploadCompositeMultipart(let parts, let urlParameters):
+            let withQuery = try Self.encode(urlParameters, with: URLEncoding.queryString, into: request)
+            return try Self.encodeMultipart(parts, into: withQuery)
+        }
+    }
+
+    private static func encode(_ parameters: Parameters, with encoding: any ParameterEncoding, into request: URLRequest) throws(NetworkError) -> URLRequest {
+        do {
+            return try encoding.encode(request, with: parameters)
+        } catch {
+            throw .parameterEncoding(error)
+        }
+    }
+
+    private static func encodeJSON(_ value: any Encodable, encoder: JSONEncoder, into request: URLRequest) throws(NetworkError) -> URLRequest {
+        var request = request
+        do {
+            request.httpBody = try encoder.encode(value)
+        } catch {
+            throw .encodableMapping(error)
+        }
+        if request.value(forHTTPHeaderField: "Content-Type") == nil {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        return request
+    }
+
+    private static func encodeMultipart(_ parts: [MultipartFormBodyPart], into request: URLRequest) throws(NetworkError) -> URLRequest {
+        var request = request
+        let boundary = MultipartFormData.makeBoundary()
+        request.httpBody = try MultipartFormData.encode(parts, boundary: boundary)
+        request.setValue(MultipartFormData.contentType(boundary: boundary), forHTTPHeaderField: "Content-Type")
+        return request
+    }
+}
+
+extension Endpoint {
+    /// A copy with a server's default headers and parameters merged in; the endpoint's own win.
+    func merging(defaultHeaders: [String: String], defaultParameters: Parameters) -> Endpoint {
+        var headers = defaultHeaders
+        for (name, value) in httpHeaderFields ?? [:] {
+            if let existing = headers.keys.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) {
+                headers.removeValue(forKey: existing)
+            }
+            headers[name] = value
+        }
+        var task = self.task
+        var extra = extraQueryParameters
+        if !defaultParameters.isEmpty {
+            func merged(_ own: Parameters) -> Parameters { own.merging(defaultParameters) { mine, _ in mine } }
+            switch task {
+            case .requestParameters(let parameters, let encoding):
+                task = .requestParameters(parameters: merged(parameters), encoding: encoding)
+            case .requestCompositeData(let data, let urlParameters):
+                task = .requestCompositeData(bodyData: data, urlParameters: merged(urlParameters))
+            case .requestCompositeParameters(let body, let encoding, let urlParameters):
+                task = .requestCompositeParameters(bodyParameters: body, bodyEncoding: encoding, urlParameters: merged(urlParameters))
+            case .uploadCompositeMultipart(let parts, let urlParameters):
+                task = .uploadCompositeMultipart(parts, urlParameters: merged(urlParameters))
+            case .downloadParameters(let parameters, let encoding, let destination):
+                task = .downloadParameters(parameters: merged(parameters), encoding: encoding, destination: destination)
+            case .requestPlain:
+                task = .requestParameters(parameters: defaultParameters, encoding: URLEncoding.queryString)
+            default:
+                extra = extra.merging(defaultParameters) { mine, _ in mine }
+            }
+        }
+        return Endpoint(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+                        httpHeaderFields: headers.isEmpty ? nil : headers, extraQueryParameters: extra)
+    }
+}

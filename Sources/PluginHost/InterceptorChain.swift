@@ -1,0 +1,190 @@
+import Foundation
+import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One request, fully mapped, ready for the chain.
+struct CallPlan: Sendable {
+    var target: TargetInfo
+    var request: URLRequest
+    var body: TransportRequest.Body
+    var download: DownloadDestination?
+    var transport: any Transport
+    var validation: ValidationType
+}
+
+/// Runs requests through an ordered list of interceptors (outermost first).
+///
+/// Request side: every `prepare` first to last, then every `willSend` first to last.
+/// Response side: every `didReceive` last to first, then every `process` last to first.
+/// A short-circuit at interceptor k skips the network and the interceptors inside k;
+/// `willSend` runs for those outside k, and the response side runs from k outwards.
+struct InterceptorChain: Sendable {
+    let interceptors: [any Interceptor]
+    let bound: [BoundServices]
+    let services: PluginServices
+    /// How many times `process` may ask to retry one request.
+    let maxRetries: Int
+
+    init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
+        self.interceptors = interceptors
+        self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
+        self.services = services
+        self.maxRetries = maxRetries
+    }
+
+    private enum Outcome {
+        case response(ResponseState)
+        case failure(TransportFailure)
+
+        var view: InterceptorResult {
+            switch self {
+            case .response(let state): return .response(InterceptorResponse(backend: state))
+            case .failure(let failure): return .failure(failure)
+            }
+        }
+    }
+
+    /// Runs every attempt of `plan` and returns the validated response or the error.
+    func run(_ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?) async -> Result<Response, NetworkError> {
+        var attempt = 1
+        while true {
+            if Task.isCancelled { return .failure(.cancelled) }
+            let contexts = bound.map {
+                InterceptorContext(target: plan.target, requestID: requestID, attempt: attempt, services: $0)
+            }
+            let state = RequestState(plan.request)
+            let view = InterceptorRequest(backend: state)
+
+            // Request side: prepare, first to last; stop at a short-circuit.
+            var shortCircuit: (index: Int, response: SyntheticResponse)?
+            for (index, interceptor) in interceptors.enumerated() {
+                do {
+                    if case .respond(let response) = try interceptor.prepare(view, context: contexts[index]) {
+                        shortCircuit = (index, response)
+                        break
+                    }
+                } catch {
+                    return .failure(.interceptor(name: interceptor.name, hook: .prepare, message: Self.message(error)))
+                }
+            }
+
+            // willSend for every interceptor outside the short-circuit (all of them otherwise).
+            let sendingThrough = shortCircuit?.index ?? interceptors.count
+            for index in 0..<sendingThrough {
+                do {
+                    try interceptors[index].willSend(view, context: contexts[index])
+                } catch {
+                    let failure = NetworkError.interceptor(name: interceptors[index].name, hook: .willSend, message: Self.message(error))
+                    // Those that saw willSend still see the end of the attempt.
+                    let result = InterceptorResult.failure(TransportFailure(kind: .interceptorFailed, message: failure.description))
+                    for outer in stride(from: index - 1, through: 0, by: -1) {
+                        try? interceptors[outer].didReceive(result, context: contexts[outer])
+                    }
+                    return .failure(failure)
+                }
+            }
+
+            // The network, or the short-circuit's answer.
+            let finalRequest = state.makeURLRequest()
+            var outcome: Outcome
+            if let shortCircuit {
+                outcome = .response(ResponseState(shortCircuit.response, url: finalRequest.url))
+            } else {
+                let transportRequest = TransportRequest(
+                    urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
+                    challenge: interceptors.isEmpty ? nil : challengeHandler(contexts: contexts))
+                do {
+                    outcome = .response(ResponseState(try await plan.transport.send(transportRequest)))
+                } catch {
+                    outcome = .failure(error)
+                }
+            }
+
+            // Response side: didReceive innermost to outermost; every one runs even if one throws.
+            let innermost = (shortCircuit?.index ?? interceptors.count - 1)
+            var responseError: NetworkError?
+            let received = outcome.view
+            for index in stride(from: innermost, through: 0, by: -1) {
+                do {
+                    try interceptors[index].didReceive(received, context: contexts[index])
+                } catch {
+                    responseError = responseError
+                        ?? .interceptor(name: interceptors[index].name, hook: .didReceive, message: Self.message(error))
+                }
+            }
+            if let responseError { return .failure(responseError) }
+
+            // process innermost to outermost; a retry request stops the walk.
+            var retry: (delay: Double, refresh: CredentialRefresh?)?
+            for index in stride(from: innermost, through: 0, by: -1) {
+                let action: ProcessAction
+                do {
+                    action = try interceptors[index].process(outcome.view, context: contexts[index])
+                } catch {
+                    return .failure(.interceptor(name: interceptors[index].name, hook: .process, message: Self.message(error)))
+                }
+                switch action {
+                case .proceed:
+                    continue
+                case .replace(let response):
+                    outcome = .response(ResponseState(response, url: finalRequest.url))
+                case .retry(let delay, let refresh):
+                    retry = (delay, refresh)
+                }
+                if retry != nil { break }
+            }
+
+            if let retry, attempt <= maxRetries, !Task.isCancelled {
+                if let refresh = retry.refresh {
+                    do {
+                        try await services.refresh(key: refresh.key, staleValue: refresh.staleValue)
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+                if retry.delay > 0 {
+                    do {
+                        try await Task.sleep(nanoseconds: UInt64(retry.delay * 1_000_000_000))
+                    } catch {
+                        return .failure(.cancelled)
+                    }
+                }
+                attempt += 1
+                continue
+            }
+            return Self.finish(outcome, request: finalRequest, validation: plan.validation)
+        }
+    }
+
+    /// Asks the interceptors, in order, to answer an authentication challenge.
+    private func challengeHandler(contexts: [InterceptorContext]) -> @Sendable (AuthenticationChallenge) -> CredentialAnswer {
+        let interceptors = self.interceptors
+        return { challenge in
+            for (index, interceptor) in interceptors.enumerated() {
+                let answer = interceptor.credential(for: challenge, context: contexts[index])
+                if answer != .performDefault { return answer }
+            }
+            return .performDefault
+        }
+    }
+
+    private static func finish(_ outcome: Outcome, request: URLRequest, validation: ValidationType) -> Result<Response, NetworkError> {
+        switch outcome {
+        case .failure(let failure):
+            return .failure(failure.kind == .cancelled ? .cancelled : .underlying(failure, nil))
+        case .response(let state):
+            let response = Response(statusCode: state.statusCode, data: state.data, request: request,
+                                    response: state.makeHTTPURLResponse(fallbackURL: request.url), fileURL: state.fileURL)
+            guard validation.accepts(state.statusCode) else { return .failure(.statusCode(response)) }
+            return .success(response)
+        }
+    }
+
+    /// The message of an error thrown by a hook.
+    static func message(_ error: any Error) -> String {
+        if let error = error as? InterceptorError { return error.description }
+        return String(describing: error)
+    }
+}

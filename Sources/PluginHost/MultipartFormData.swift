@@ -1,0 +1,91 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One part of a `multipart/form-data` body.
+public struct MultipartFormBodyPart: Sendable {
+    /// Where the part's bytes come from.
+    public enum Source: Sendable {
+        /// Bytes in memory.
+        case data(Data)
+        /// The contents of a file.
+        case file(URL)
+    }
+
+    /// The bytes.
+    public var source: Source
+    /// The form field name.
+    public var name: String
+    /// The file name sent with the part (files default to their last path component).
+    public var fileName: String?
+    /// The part's `Content-Type` (files default to `application/octet-stream`).
+    public var mimeType: String?
+
+    /// Creates a part.
+    public init(source: Source, name: String, fileName: String? = nil, mimeType: String? = nil) {
+        self.source = source
+        self.name = name
+        self.fileName = fileName
+        self.mimeType = mimeType
+    }
+
+    /// A text field.
+    public static func text(_ value: String, name: String) -> MultipartFormBodyPart {
+        MultipartFormBodyPart(source: .data(Data(value.utf8)), name: name)
+    }
+
+    /// A file field read from disk.
+    public static func file(_ url: URL, name: String, fileName: String? = nil, mimeType: String? = nil) -> MultipartFormBodyPart {
+        MultipartFormBodyPart(source: .file(url), name: name, fileName: fileName ?? url.lastPathComponent,
+                              mimeType: mimeType ?? "application/octet-stream")
+    }
+}
+
+/// Builds `multipart/form-data` bodies (RFC 7578).
+public enum MultipartFormData {
+    /// A fresh random boundary.
+    public static func makeBoundary() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let hex = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        return "pluginhost.boundary.\(hex)"
+    }
+
+    /// The `Content-Type` header value for `boundary`.
+    public static func contentType(boundary: String) -> String {
+        "multipart/form-data; boundary=\(boundary)"
+    }
+
+    /// Encodes `parts` with `boundary`; throws ``NetworkError/fileAccess(path:reason:)`` for an unreadable file.
+    public static func encode(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> Data {
+        var body = Data()
+        for part in parts {
+            body.append(Data("--\(boundary)\r\n".utf8))
+            var disposition = "Content-Disposition: form-data; name=\"\(quoted(part.name))\""
+            if let fileName = part.fileName { disposition += "; filename=\"\(quoted(fileName))\"" }
+            body.append(Data("\(disposition)\r\n".utf8))
+            if let mimeType = part.mimeType { body.append(Data("Content-Type: \(mimeType)\r\n".utf8)) }
+            body.append(Data("\r\n".utf8))
+            switch part.source {
+            case .data(let data):
+                body.append(data)
+            case .file(let url):
+                do {
+                    body.append(try Data(contentsOf: url))
+                } catch {
+                    throw .fileAccess(path: url.path, reason: "cannot read multipart file: \(error.localizedDescription)")
+                }
+            }
+            body.append(Data("\r\n".utf8))
+        }
+        body.append(Data("--\(boundary)--\r\n".utf8))
+        return body
+    }
+
+    /// Escapes a quoted-string parameter (quotes, CR and LF percent-encoded, as browsers do).
+    static func quoted(_ value: String) -> String {
+        value.replacingOccurrences(of: "\"", with: "%22")
+            .replacingOccurrences(of: "\r", with: "%0D")
+            .replacingOccurrences(of: "\n", with: "%0A")
+    }
+}

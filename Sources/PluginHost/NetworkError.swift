@@ -1,0 +1,103 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PluginSDK
+
+/// Every way a request or a pipeline step can fail.
+public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedError {
+    /// The endpoint's URL is not an absolute http(s) URL.
+    case requestMapping(String)
+    /// Parameters could not be encoded (see ``ParameterEncodingError``).
+    case parameterEncoding(any Error)
+    /// An `Encodable` body could not be encoded.
+    case encodableMapping(any Error)
+    /// A file to upload or to download into could not be used.
+    case fileAccess(path: String, reason: String)
+    /// The status code was not accepted by validation or a filter step.
+    case statusCode(Response)
+    /// The body is not JSON.
+    case jsonMapping(Response)
+    /// The body (or the value at a key path) is not a string.
+    case stringMapping(Response)
+    /// The body could not be decoded into the requested type.
+    case objectMapping(any Error, Response)
+    /// The key path is not in the JSON body.
+    case keyPathNotFound(keyPath: String, Response)
+    /// The transport failed: timeout, refused connection, broken connection, …
+    case underlying(TransportFailure, Response?)
+    /// The request was cancelled (by the caller, its task, or ``Provider/cancelAll()``).
+    case cancelled
+    /// An interceptor's hook threw.
+    case interceptor(name: String, hook: InterceptorHook, message: String)
+    /// A credential refresh asked for by an interceptor failed.
+    case credentialRefresh(key: String, message: String)
+    /// A pipeline ``ResponsePipeline/filter(_:)`` step rejected the value.
+    case filtered(String)
+    /// A ``ResponsePipeline/tryMap(_:)`` step threw an error of its own.
+    case custom(any Error)
+
+    /// The response the error carries, if any.
+    public var response: Response? {
+        switch self {
+        case .statusCode(let response), .jsonMapping(let response), .stringMapping(let response),
+            .objectMapping(_, let response), .keyPathNotFound(_, let response):
+            return response
+        case .underlying(_, let response):
+            return response
+        default:
+            return nil
+        }
+    }
+
+    /// Whether this is a timeout.
+    public var isTimeout: Bool {
+        if case .underlying(let failure, _) = self { return failure.kind == .timedOut }
+        return false
+    }
+
+    /// Whether this is a cancellation.
+    public var isCancelled: Bool {
+        if case .cancelled = self { return true }
+        return false
+    }
+
+    /// A sentence saying what failed.
+    public var description: String {
+        switch self {
+        case .requestMapping(let url):
+            return "cannot make a request: \(url.debugDescription) is not an absolute http or https URL"
+        case .parameterEncoding(let error):
+            return "cannot encode parameters: \(error)"
+        case .encodableMapping(let error):
+            return "cannot encode the Encodable body: \(error)"
+        case .fileAccess(let path, let reason):
+            return "cannot use file \(path): \(reason)"
+        case .statusCode(let response):
+            return "status code \(response.statusCode) is not accepted (\(response.requestLine))"
+        case .jsonMapping(let response):
+            return "the body of \(response.requestLine) is not JSON (\(response.data.count) bytes)"
+        case .stringMapping(let response):
+            return "the body of \(response.requestLine) is not a string"
+        case .objectMapping(let error, let response):
+            return "cannot decode the body of \(response.requestLine): \(error)"
+        case .keyPathNotFound(let keyPath, let response):
+            return "key path \(keyPath.debugDescription) is not in the body of \(response.requestLine)"
+        case .underlying(let failure, _):
+            return "transport failed (\(failure.kind.rawValue)): \(failure.message)"
+        case .cancelled:
+            return "the request was cancelled"
+        case .interceptor(let name, let hook, let message):
+            return "interceptor \(name.debugDescription) failed in \(hook): \(message)"
+        case .credentialRefresh(let key, let message):
+            return "refreshing credential \(key.debugDescription) failed: \(message)"
+        case .filtered(let value):
+            return "a filter step rejected \(value)"
+        case .custom(let error):
+            return "a pipeline step failed: \(error)"
+        }
+    }
+
+    /// Same as ``description``.
+    public var errorDescription: String? { description }
+}

@@ -1,0 +1,217 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Encodes parameters into a request: its query string or its body.
+public protocol ParameterEncoding: Sendable {
+    /// Returns `request` with `parameters` encoded into it.
+    func encode(_ request: URLRequest, with parameters: Parameters?) throws -> URLRequest
+}
+
+/// Why parameters could not be encoded.
+public enum ParameterEncodingError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The request has no URL to add a query to.
+    case missingURL
+    /// A value JSON cannot represent, with the key path where it was found.
+    case invalidJSONValue(keyPath: String, type: String)
+    /// JSONSerialization failed.
+    case jsonSerializationFailed(String)
+
+    /// A sentence naming the problem.
+    public var description: String {
+        switch self {
+        case .missingURL:
+            return "the request has no URL"
+        case .invalidJSONValue(let keyPath, let type):
+            return "the value at \(keyPath) (of type \(type)) cannot be encoded as JSON"
+        case .jsonSerializationFailed(let message):
+            return "JSON serialization failed: \(message)"
+        }
+    }
+}
+
+/// Encodes parameters as `application/x-www-form-urlencoded` pairs, into the query string
+/// or the body.
+///
+/// Nested values follow the common convention: `key[sub]=v` for dictionaries and
+/// `key[]=v` (or `key=v`, see ``ArrayEncoding``) for arrays. Keys are sorted, so the same
+/// parameters always give the same bytes. Everything outside RFC 3986's unreserved set
+/// is percent-encoded.
+public struct URLEncoding: ParameterEncoding {
+    /// Where the encoded pairs go.
+    public enum Destination: Sendable, Equatable {
+        /// The query string for `GET`, `HEAD` and `DELETE`; the body otherwise.
+        case methodDependent
+        /// Always the query string.
+        case queryString
+        /// Always the body.
+        case httpBody
+    }
+
+    /// How arrays are written.
+    public enum ArrayEncoding: Sendable, Equatable {
+        /// `key[]=a&key[]=b`.
+        case brackets
+        /// `key=a&key=b`.
+        case noBrackets
+    }
+
+    /// How booleans are written.
+    public enum BoolEncoding: Sendable, Equatable {
+        /// `1` and `0`.
+        case numeric
+        /// `true` and `false`.
+        case literal
+    }
+
+    /// Method-dependent destination, brackets, numeric booleans.
+    public static let `default` = URLEncoding()
+    /// Always the query string.
+    public static let queryString = URLEncoding(destination: .queryString)
+    /// Always the body.
+    public static let httpBody = URLEncoding(destination: .httpBody)
+
+    /// Where the pairs go.
+    public var destination: Destination
+    /// How arrays are written.
+    public var arrayEncoding: ArrayEncoding
+    /// How booleans are written.
+    public var boolEncoding: BoolEncoding
+
+    /// Creates an encoding.
+    public init(destination: Destination = .methodDependent, arrayEncoding: ArrayEncoding = .brackets, boolEncoding: BoolEncoding = .numeric) {
+        self.destination = destination
+        self.arrayEncoding = arrayEncoding
+        self.boolEncoding = boolEncoding
+    }
+
+    /// Encodes into the query string or the body, per ``destination``.
+    public func encode(_ request: URLRequest, with parameters: Parameters?) throws -> URLRequest {
+        guard let parameters, !parameters.isEmpty else { return request }
+        var request = request
+        let method = (request.httpMethod ?? "GET").uppercased()
+        if encodesInQuery(method: method) {
+            guard let url = request.url else { throw ParameterEncodingError.missingURL }
+            request.url = Self.appendingQuery(query(parameters), to: url)
+        } else {
+            if request.value(forHTTPHeaderField: "Content-Type") == nil {
+                request.setValue("application/x-www-form-urlencoded; charset=utf-8", forHTTPHeaderField: "Content-Type")
+            }
+            request.httpBody = Data(query(parameters).utf8)
+        }
+        return request
+    }
+
+    func encodesInQuery(method: String) -> Bool {
+        switch destination {
+        case .queryString: return true
+        case .httpBody: return false
+        case .methodDependent: return ["GET", "HEAD", "DELETE"].contains(method)
+        }
+    }
+
+    /// The encoded pairs joined with `&`, keys sorted.
+    public func query(_ parameters: Parameters) -> String {
+        var pairs: [(String, String)] = []
+        for key in parameters.keys.sorted() {
+            components(key: key, value: parameters[key]!, into: &pairs)
+        }
+        return pairs.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+    }
+
+    private func components(key: String, value: Any, into pairs: inout [(String, String)]) {
+        switch value {
+        case let dictionary as [String: Any]:
+            for nested in dictionary.keys.sorted() {
+                components(key: "\(key)[\(nested)]", value: dictionary[nested]!, into: &pairs)
+            }
+        case let array as [Any]:
+            for element in array {
+                components(key: arrayEncoding == .brackets ? "\(key)[]" : key, value: element, into: &pairs)
+            }
+        case let bool as Bool:
+            let text = boolEncoding == .numeric ? (bool ? "1" : "0") : (bool ? "true" : "false")
+            pairs.append((Self.escape(key), Self.escape(text)))
+        case is NSNull:
+            pairs.append((Self.escape(key), ""))
+        default:
+            pairs.append((Self.escape(key), Self.escape("\(value)")))
+        }
+    }
+
+    /// Percent-encodes everything but RFC 3986 unreserved characters.
+    public static func escape(_ string: String) -> String {
+        var result = ""
+        result.reserveCapacity(string.utf8.count)
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                UInt8(ascii: "_"), UInt8(ascii: "~"):
+                result.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                result += String(format: "%%%02X", byte)
+            }
+        }
+        return result
+    }
+
+    static func appendingQuery(_ query: String, to url: URL) -> URL {
+        guard !query.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        let existing = components.percentEncodedQuery.map { $0.isEmpty ? "" : $0 + "&" } ?? ""
+        components.percentEncodedQuery = existing + query
+        return components.url ?? url
+    }
+}
+
+/// Encodes parameters as a JSON body (`Content-Type: application/json`).
+public struct JSONEncoding: ParameterEncoding {
+    /// Compact JSON.
+    public static let `default` = JSONEncoding()
+    /// Indented JSON.
+    public static let prettyPrinted = JSONEncoding(options: .prettyPrinted)
+
+    /// Serialization options; keys are always sorted.
+    public let options: JSONSerialization.WritingOptions
+
+    /// Creates an encoding.
+    public init(options: JSONSerialization.WritingOptions = []) {
+        self.options = options
+    }
+
+    /// Encodes `parameters` as the JSON body.
+    public func encode(_ request: URLRequest, with parameters: Parameters?) throws -> URLRequest {
+        guard let parameters else { return request }
+        var request = request
+        try Self.checkJSON(parameters, path: "$")
+        do {
+            request.httpBody = try JSONSerialization.data(withJSONObject: parameters as [String: Any], options: options.union(.sortedKeys))
+        } catch {
+            throw ParameterEncodingError.jsonSerializationFailed(String(describing: error))
+        }
+        if request.value(forHTTPHeaderField: "Content-Type") == nil {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        return request
+    }
+
+    /// Throws ``ParameterEncodingError/invalidJSONValue(keyPath:type:)`` at the first value JSON cannot hold.
+    static func checkJSON(_ value: Any, path: String) throws {
+        switch value {
+        case let dictionary as [String: Any]:
+            for (key, nested) in dictionary { try checkJSON(nested, path: "\(path).\(key)") }
+        case let array as [Any]:
+            for (index, nested) in array.enumerated() { try checkJSON(nested, path: "\(path)[\(index)]") }
+        case is String, is Bool, is Int, is Int8, is Int16, is Int32, is Int64, is UInt, is UInt8, is UInt16,
+            is UInt32, is UInt64, is NSNull, is NSNumber:
+            return
+        case let double as Double:
+            if !double.isFinite { throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Double (\(double))") }
+        case let float as Float:
+            if !float.isFinite { throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Float (\(float))") }
+        default:
+            throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: String(describing: type(of: value)))
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PluginSDK
+
+/// An event an interceptor emitted through ``HostServices/emit(_:fields:)``.
+public struct PluginEvent: Sendable, Equatable {
+    /// The emitting interceptor's name.
+    public var plugin: String
+    /// The event name, e.g. `began`.
+    public var name: String
+    /// The event's fields.
+    public var fields: [String: String]
+
+    /// Creates an event.
+    public init(plugin: String, name: String, fields: [String: String]) {
+        self.plugin = plugin
+        self.name = name
+        self.fields = fields
+    }
+}
+
+/// Keeps an event subscription alive; call ``cancel()`` to stop receiving events.
+public final class EventSubscription: Sendable {
+    private let onCancel: Locked<(@Sendable () -> Void)?>
+
+    init(onCancel: @escaping @Sendable () -> Void) {
+        self.onCancel = Locked(onCancel)
+    }
+
+    /// Stops the subscription; calling it again does nothing.
+    public func cancel() {
+        let action = onCancel.withLock { action -> (@Sendable () -> Void)? in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+}
+
+/// The services a provider offers its interceptors: a key/value store for tokens and
+/// secrets, an event sink the app subscribes to, a log sink, clocks, random bytes, and
+/// credential refreshers. Thread-safe.
+public final class PluginServices: Sendable {
+    /// Receives log lines: level, interceptor name, message.
+    public typealias LogHandler = @Sendable (LogLevel, String, String) -> Void
+    /// Produces a fresh credential value; gets the value that was rejected, if known.
+    public typealias Refresher = @Sendable (_ staleValue: String?) async throws -> String
+
+    private struct State {
+        var values: [String: String] = [:]
+        var observers: [UInt64: @Sendable (PluginEvent) -> Void] = [:]
+        var nextObserver: UInt64 = 0
+        var logHandler: LogHandler? = PluginServices.standardErrorLog
+        var refreshers: [String: Refresher] = [:]
+        var refreshing: [String: Task<Result<String, NetworkError>, Never>] = [:]
+        var refreshTimes: [String: [Double]] = [:]
+    }
+
+    private let state = Locked(State())
+    /// The most refreshes of one key allowed within ``refreshWindow`` seconds before
+    /// refreshing fails as excessive (a loop guard). Default 3.
+    public let maxRefreshes: Int
+    /// The window of ``maxRefreshes``, in seconds. Default 30.
+    public let refreshWindow: Double
+
+    /// Creates the services with a refresh loop guard.
+    public init(maxRefreshes: Int = 3, refreshWindow: Double = 30) {
+        self.maxRefreshes = maxRefreshes
+        self.refreshWindow = refreshWindow
+    }
+
+    /// Writes `warning` and `error` lines to standard error; the default log handler.
+    public static let standardErrorLog: LogHandler = { level, plugin, message in
+        guard level >= .warning else { return }
+        FileHandle.standardError.write(Data("[\(level)] \(plugin): \(message)\n".utf8))
+    }
+
+    // MARK: Key/value store
+
+    /// A stored value.
+    public func value(forKey key: String) -> String? {
+        state.withLock { $0.values[key] }
+    }
+
+    /// Stores or (with `nil`) removes a value.
+    public func setValue(_ value: String?, forKey key: String) {
+        state.withLock { $0.values[key] = value }
+    }
+
+    // MARK: Events
+
+    /// Calls `handler` for every event from now on, on the emitting thread.
+    public func subscribe(_ handler: @escaping @Sendable (PluginEvent) -> Void) -> EventSubscription {
+        let id = state.withLock { state -> UInt64 in
+            state.nextObserver += 1
+            state.observers[state.nextObserver] = handler
+            return state.nextObserver
+        }
+        return EventSubscription { [weak self] in
+            _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
+        }
+    }
+
+    /// Events as an asynchronous sequence; it ends when the consuming task stops iterating.
+    public func events(bufferingNewest limit: Int = 10_000) -> AsyncStream<PluginEvent> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(limit)) { continuation in
+            let subscription = subscribe { continuation.yield($0) }
+            continuation.onTermination = { _ in subscription.cancel() }
+        }
+    }
+
+    /// Delivers an event to every subscriber.
+    public func emit(_ event: PluginEvent) {
+        let observers = state.withLock { Array($0.observers.values) }
+        for observer in observers { observer(event) }
+    }
+
+    // MARK: Log
+
+    /// Replaces the log handler; `nil` discards log lines.
+    public func setLogHandler(_ handler: LogHandler?) {
+        state.withLock { $0.logHandler = handler }
+    }
+
+    /// Writes a log line.
+    public func log(_ level: LogLevel, plugin: String, _ message: String) {
+        let handler = state.withLock { $0.logHandler }
+        handler?(level, plugin, message)
+    }
+
+    // MARK: Credential refresh
+
+    /// Registers the refresher for the credential stored under `key`.
+    public func registerRefresher(forKey key: String, _ refresher: @escaping Refresher) {
+        state.withLock { $0.refreshers[key] = refresher }
+    }
+
+    /// Refreshes the credential under `key`, sharing one refresh among concurrent callers.
+    ///
+    /// Returns at once when the store no longer holds `staleValue` (someone refreshed
+    /// already). Fails with ``NetworkError/credentialRefresh(key:message:)`` when no
+    /// refresher is registered, the refresher throws, or more than ``maxRefreshes``
+    /// refreshes happened within ``refreshWindow`` seconds.
+    public func refresh(key: String, staleValue: String?) async throws(NetworkError) {
+        let now = Date().timeIntervalSince1970
+        let task: Task<Result<String, NetworkError>, Never>? = try state.withLock { state throws(NetworkError) in
+            if let staleValue, state.values[key] != staleValue { return nil }
+            if let running = state.refreshing[key] { return running }
+            guard let refresher = state.refreshers[key] else {
+                throw NetworkError.credentialRefresh(key: key, message: "no refresher is registered for this key")
+            }
+            let recent = (state.refreshTimes[key] ?? []).filter { now - $0 < refreshWindow }
+            guard recent.count < maxRefreshes else {
+                throw NetworkError.credentialRefresh(
+                    key: key, message: "excessive refresh: \(recent.count) refreshes within \(refreshWindow) s (limit \(maxRefreshes))")
+            }
+            state.refreshTimes[key] = recent + [now]
+            let task = Task { [weak self] () -> Result<String, NetworkError> in
+                let result: Result<String, NetworkError>
+                do {
+                    result = .success(try await refresher(staleValue))
+                } catch {
+                    result = .failure(.credentialRefresh(key: key, message: String(describing: error)))
+                }
+                self?.state.withLock { state in
+                    if case .success(let value) = result { state.values[key] = value }
+                    state.refreshing[key] = nil
+                }
+                return result
+            }
+            state.refreshing[key] = task
+            return task
+        }
+        guard let task else { return }
+        _ = try await task.value.get()
+    }
+}
+
+/// The ``HostServices`` one interceptor sees: the provider's services, with events and
+/// log lines labelled with the interceptor's name.
+struct BoundServices: HostServices {
+    let services: PluginServices
+    let plugin: String
+
+    func value(forKey key: String) -> String? { services.value(forKey: key) }
+    func setValue(_ value: String?, forKey key: String) { services.setValue(value, forKey: key) }
+    func emit(_ name: String, fields: [String: String]) {
+        services.emit(PluginEvent(plugin: plugin, name: name, fields: fields))
+    }
+    func log(_ level: LogLevel, _ message: String) { services.log(level, plugin: plugin, message) }
+    func now() -> Double { Date().timeIntervalSince1970 }
+    func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+    func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<max(0, count)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+}

@@ -1,0 +1,198 @@
+import Dispatch
+import Foundation
+import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends requests for targets of type `Target` through an interceptor chain and a transport.
+///
+/// ```swift
+/// let provider = Provider<GitHub>(interceptors: [MyLogger()])
+/// let user = try await provider.request(.user("octocat")).filterSuccessfulStatusCodes().map(User.self).value
+/// ```
+///
+/// Every request goes target → ``Endpoint`` (endpoint closure) → server defaults →
+/// `URLRequest` (request closure) → interceptors → transport (or stub) → interceptors →
+/// validation → ``Response``.
+public final class Provider<Target: TargetType>: Sendable {
+    /// Maps a target to an endpoint.
+    public typealias EndpointClosure = @Sendable (Target) -> Endpoint
+    /// The last chance to edit the `URLRequest` (e.g. its timeout); may suspend.
+    public typealias RequestClosure = @Sendable (Endpoint, URLRequest) async throws -> URLRequest
+    /// Decides whether a target is stubbed.
+    public typealias StubClosure = @Sendable (Target) -> StubBehavior
+
+    /// The endpoint closure.
+    public let endpointClosure: EndpointClosure
+    /// The request closure.
+    public let requestClosure: RequestClosure
+    /// The stub closure.
+    public let stubClosure: StubClosure
+    /// Where callback-style completions run; `nil` means a global queue.
+    public let callbackQueue: DispatchQueue?
+    /// The transport for requests that are not stubbed.
+    public let transport: any Transport
+    /// The interceptors, outermost first.
+    public let interceptors: [any Interceptor]
+    /// The server layer, if any.
+    public let server: ServerConfiguration?
+    /// Whether identical in-flight requests share one network call.
+    public let trackInflights: Bool
+    /// The services interceptors use: key/value store, events, log, credential refreshers.
+    public let services: PluginServices
+
+    let chain: InterceptorChain
+    let registry = RequestRegistry()
+
+    /// Creates a provider.
+    ///
+    /// - Parameters:
+    ///   - endpointClosure: target → endpoint; default ``defaultEndpointMapping(for:)``.
+    ///   - requestClosure: last edit of the `URLRequest`; default returns it unchanged.
+    ///   - stubClosure: default ``neverStub(_:)``.
+    ///   - callbackQueue: where completion callbacks run; default a global queue.
+    ///   - configuration: the `URLSessionConfiguration` of the default transport.
+    ///   - transport: a transport to use instead of a `URLSession` one.
+    ///   - interceptors: the chain, outermost first.
+    ///   - server: default headers, parameters, timeout and a switchable base URL.
+    ///   - trackInflights: share identical in-flight requests (one network call, every caller gets the result).
+    ///   - services: the services interceptors see; a new set by default.
+    ///   - maxInterceptorRetries: how often `process` may ask to retry one request; default 2.
+    public init(endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
+                requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
+                stubClosure: @escaping StubClosure = Provider.neverStub(_:),
+                callbackQueue: DispatchQueue? = nil,
+                configuration: URLSessionConfiguration = .default,
+                transport: (any Transport)? = nil,
+                interceptors: [any Interceptor] = [],
+                server: ServerConfiguration? = nil,
+                trackInflights: Bool = false,
+                services: PluginServices = PluginServices(),
+                maxInterceptorRetries: Int = 2) {
+        self.endpointClosure = endpointClosure
+        self.requestClosure = requestClosure
+        self.stubClosure = stubClosure
+        self.callbackQueue = callbackQueue
+        self.transport = transport ?? URLSessionTransport(configuration: configuration)
+        self.interceptors = interceptors
+        self.server = server
+        self.trackInflights = trackInflights
+        self.services = services
+        self.chain = InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries)
+    }
+
+    /// A pipeline for `target`. Nothing is sent until the pipeline is consumed.
+    public func request(_ target: Target) -> ResponsePipeline<Response> {
+        let info = TargetInfo(method: target.method.rawValue, baseURL: target.baseURL.absoluteString, path: target.path,
+                              pluginOptions: target.pluginOptions)
+        return pipeline(method: target.method, info: info, validation: target.validationType,
+                        stub: { [stubClosure] in stubClosure(target) },
+                        endpoint: { [endpointClosure] in endpointClosure(target) })
+    }
+
+    /// Cancels every request of this provider that is in flight; each caller gets ``NetworkError/cancelled``.
+    public func cancelAll() {
+        registry.cancelAll()
+    }
+
+    /// How many distinct requests are in flight.
+    public var inflightCount: Int { registry.runningCount }
+
+    /// Builds the lazy pipeline shared by targets and ad-hoc calls.
+    func pipeline(method: HTTPMethod, info: TargetInfo, validation: ValidationType,
+                  stub: @escaping @Sendable () -> StubBehavior,
+                  endpoint: @escaping @Sendable () -> Endpoint) -> ResponsePipeline<Response> {
+        ResponsePipeline(method: method) { [self] progress async throws(NetworkError) -> Response in
+            let plan = try await makePlan(info: info, validation: validation, stub: stub(), endpoint: endpoint())
+            let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
+            let chain = self.chain
+            let requestID = registry.makeID()
+            return try await registry.run(sharingKey: key) {
+                await chain.run(plan, requestID: requestID, progress: progress)
+            }.get()
+        }
+    }
+
+    private func makePlan(info: TargetInfo, validation: ValidationType, stub: StubBehavior, endpoint: Endpoint) async throws(NetworkError) -> CallPlan {
+        var endpoint = endpoint
+        var timeout: TimeInterval?
+        if let server {
+            let snapshot = server.snapshot
+            endpoint = endpoint.merging(defaultHeaders: snapshot.headers, defaultParameters: snapshot.parameters)
+            timeout = snapshot.timeout
+        }
+        var request = try endpoint.urlRequest()
+        if let timeout { request.timeoutInterval = timeout }
+        do {
+            request = try await requestClosure(endpoint, request)
+        } catch let error as NetworkError {
+            throw error
+        } catch {
+            throw .custom(error)
+        }
+        let body: TransportRequest.Body
+        switch endpoint.task {
+        case .uploadFile(let url):
+            guard FileManager.default.isReadableFile(atPath: url.path) else {
+                throw .fileAccess(path: url.path, reason: "the file to upload does not exist or cannot be read")
+            }
+            body = .file(url)
+        case .uploadMultipart, .uploadCompositeMultipart:
+            body = .upload
+        default:
+            body = .inline
+        }
+        let transport: any Transport
+        let mapped = endpoint
+        switch stub {
+        case .never:
+            transport = self.transport
+        case .immediate:
+            transport = StubTransport(delay: 0) { _ in mapped.sampleResponseClosure() }
+        case .delayed(let seconds):
+            transport = StubTransport(delay: seconds) { _ in mapped.sampleResponseClosure() }
+        }
+        return CallPlan(target: info, request: request, body: body, download: endpoint.task.downloadDestination,
+                        transport: transport, validation: validation)
+    }
+
+    private static func sharingKey(_ plan: CallPlan) -> String {
+        let request = plan.request
+        let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key.lowercased() < $1.key.lowercased() }
+            .map { "\($0.key.lowercased()):\($0.value)" }.joined(separator: "\n")
+        let body = request.httpBody.map { $0.base64EncodedString() } ?? ""
+        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(body)"
+    }
+}
+
+extension URLRequest {
+    fileprivate func isUploadLike(_ body: TransportRequest.Body) -> Bool {
+        if case .inline = body { return false }
+        return true
+    }
+}
+
+extension Provider {
+    /// The default mapping: the target's URL, method, task and headers, and its sample response.
+    public static func defaultEndpointMapping(for target: Target) -> Endpoint {
+        Endpoint(url: target.url.absoluteString, sampleResponseClosure: { target.sampleResponse },
+                 method: target.method, task: target.task, httpHeaderFields: target.headers)
+    }
+
+    /// The default request mapping: the request unchanged.
+    @Sendable public static func defaultRequestMapping(for endpoint: Endpoint, request: URLRequest) async throws -> URLRequest {
+        request
+    }
+
+    /// Never stub.
+    public static func neverStub(_ target: Target) -> StubBehavior { .never }
+
+    /// Stub every target at once.
+    public static func immediatelyStub(_ target: Target) -> StubBehavior { .immediate }
+
+    /// Stub every target after `seconds`.
+    public static func delayedStub(_ seconds: Double) -> StubClosure {
+        { _ in .delayed(seconds: seconds) }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension Response {
+    /// Returns self when the status code is in `statusCodes`; throws ``NetworkError/statusCode(_:)`` otherwise.
+    public func filter<R: RangeExpression>(statusCodes: R) throws(NetworkError) -> Response where R.Bound == Int {
+        guard statusCodes.contains(statusCode) else { throw .statusCode(self) }
+        return self
+    }
+
+    /// Returns self when the status code is `statusCode`.
+    public func filter(statusCode code: Int) throws(NetworkError) -> Response {
+        try filter(statusCodes: code...code)
+    }
+
+    /// Returns self for 200 to 299.
+    public func filterSuccessfulStatusCodes() throws(NetworkError) -> Response {
+        try filter(statusCodes: 200...299)
+    }
+
+    /// Returns self for 200 to 399.
+    public func filterSuccessfulStatusAndRedirectCodes() throws(NetworkError) -> Response {
+        try filter(statusCodes: 200...399)
+    }
+
+    /// Parses the body as JSON; an empty body is `null` unless `failsOnEmptyData`.
+    public func mapJSON(failsOnEmptyData: Bool = true) throws(NetworkError) -> JSONValue {
+        if data.isEmpty && !failsOnEmptyData { return .null }
+        do {
+            return try JSONValue(parsing: data)
+        } catch {
+            throw .jsonMapping(self)
+        }
+    }
+
+    /// The body as UTF-8 text, or the string at `keyPath` (dot-separated) of a JSON body.
+    public func mapString(atKeyPath keyPath: String? = nil) throws(NetworkError) -> String {
+        guard let keyPath else {
+            guard let string = String(data: data, encoding: .utf8) else { throw .stringMapping(self) }
+            return string
+        }
+        guard let string = try value(atKeyPath: keyPath) as? String else { throw .stringMapping(self) }
+        return string
+    }
+
+    /// Decodes the body, or the value at `keyPath`, into `type`.
+    ///
+    /// Values at a key path may be fragments (a number, string, Boolean or URL). An empty
+    /// body fails with ``NetworkError/objectMapping(_:_:)`` unless `failsOnEmptyData` is
+    /// false and `type` can be decoded from `null` (an optional).
+    public func map<D: Decodable>(_ type: D.Type, atKeyPath keyPath: String? = nil, using decoder: JSONDecoder = JSONDecoder(),
+                                  failsOnEmptyData: Bool = true) throws(NetworkError) -> D {
+        let source: Data
+        if let keyPath {
+            let value = try self.value(atKeyPath: keyPath)
+            do {
+                source = try JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed])
+            } catch {
+                throw .objectMapping(error, self)
+            }
+        } else if data.isEmpty && !failsOnEmptyData {
+            source = Data("null".utf8)
+        } else {
+            source = data
+        }
+        do {
+            return try decoder.decode(D.self, from: source)
+        } catch {
+            throw .objectMapping(error, self)
+        }
+    }
+
+    /// The Foundation value at a dot-separated key path of the JSON body.
+    private func value(atKeyPath keyPath: String) throws(NetworkError) -> Any {
+        let root: Any
+        do {
+            root = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        } catch {
+            throw .jsonMapping(self)
+        }
+        var current: Any = root
+        for key in keyPath.split(separator: ".", omittingEmptySubsequences: false) {
+            if let dictionary = current as? [String: Any], let next = dictionary[String(key)] {
+                current = next
+            } else if let array = current as? [Any], let index = Int(key), array.indices.contains(index) {
+                current = array[index]
+            } else {
+                throw .keyPathNotFound(keyPath: keyPath, self)
+            }
+        }
+        return current
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A response: status code, body, and the request and `HTTPURLResponse` it belongs to.
+public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
+    /// The HTTP status code.
+    public let statusCode: Int
+    /// The body (empty for downloads: see ``fileURL``).
+    public let data: Data
+    /// The request as it was finally sent.
+    public let request: URLRequest?
+    /// The HTTP response with its header fields.
+    public let response: HTTPURLResponse?
+    /// Where a download was saved.
+    public let fileURL: URL?
+
+    /// Creates a response.
+    public init(statusCode: Int, data: Data, request: URLRequest? = nil, response: HTTPURLResponse? = nil, fileURL: URL? = nil) {
+        self.statusCode = statusCode
+        self.data = data
+        self.request = request
+        self.response = response
+        self.fileURL = fileURL
+    }
+
+    /// The value of a response header (case-insensitive).
+    public func value(forHTTPHeaderField name: String) -> String? {
+        response?.value(forHTTPHeaderField: name)
+    }
+
+    /// `METHOD URL` of the request, for messages.
+    public var requestLine: String {
+        "\(request?.httpMethod ?? "GET") \(request?.url?.absoluteString ?? "<no URL>")"
+    }
+
+    /// `Status Code: N, Data Length: N`.
+    public var debugDescription: String {
+        "Status Code: \(statusCode), Data Length: \(data.count)"
+    }
+
+    /// Compares status code, body, request and response.
+    public static func == (lhs: Response, rhs: Response) -> Bool {
+        lhs.statusCode == rhs.statusCode && lhs.data == rhs.data && lhs.request == rhs.request
+            && lhs.response == rhs.response && lhs.fileURL == rhs.fileURL
+    }
+}

@@ -1,0 +1,225 @@
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PluginSDK
+
+/// A lazy, immutable description of a request and the steps applied to its result.
+///
+/// Building a pipeline sends nothing; every consumption (``value``, ``result``,
+/// ``start(on:progress:completion:)``, ``events()``) sends the request once and runs the
+/// steps in order. Steps return new pipelines, so one pipeline can be consumed or
+/// extended many times.
+///
+/// ```swift
+/// let user = try await provider.request(.user(id: 1))
+///     .filterSuccessfulStatusCodes()
+///     .map(User.self)
+///     .value
+/// ```
+public struct ResponsePipeline<Value: Sendable>: Sendable {
+    /// Receives transfer progress.
+    public typealias ProgressHandler = @Sendable (TransferProgress) -> Void
+
+    /// The request's method, used by ``retry(_:)``.
+    public let method: HTTPMethod?
+    let body: @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
+
+    /// Creates a pipeline from a closure that produces the value.
+    public init(method: HTTPMethod? = nil, _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value) {
+        self.method = method
+        self.body = body
+    }
+
+    /// Runs the pipeline, reporting progress to `progress`.
+    public func run(progress: ProgressHandler? = nil) async throws(NetworkError) -> Value {
+        try await body(progress)
+    }
+
+    /// Sends the request, runs the steps and returns the value; throws ``NetworkError``.
+    public var value: Value {
+        get async throws(NetworkError) { try await body(nil) }
+    }
+
+    /// Sends the request, runs the steps and returns the outcome.
+    public var result: Result<Value, NetworkError> {
+        get async {
+            do throws(NetworkError) {
+                return .success(try await body(nil))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// Sends the request and calls `completion` once on `queue` (default: the provider's
+    /// callback queue for pipelines built by a provider, else a global queue).
+    ///
+    /// Cancelling the returned token cancels the request; `completion` then gets
+    /// ``NetworkError/cancelled``.
+    @discardableResult
+    public func start(on queue: DispatchQueue? = nil, progress: ProgressHandler? = nil,
+                      completion: @escaping @Sendable (Result<Value, NetworkError>) -> Void) -> any Cancellable {
+        let queue = queue ?? DispatchQueue.global()
+        var progressOnQueue: ProgressHandler?
+        if let progress {
+            progressOnQueue = { value in queue.async { progress(value) } }
+        }
+        let onQueue = progressOnQueue
+        let task = Task {
+            let result: Result<Value, NetworkError>
+            do throws(NetworkError) {
+                result = .success(try await body(onQueue))
+            } catch {
+                result = .failure(error)
+            }
+            queue.async { completion(result) }
+        }
+        return CancellableToken { task.cancel() }
+    }
+
+    /// Progress events followed by one ``PipelineEvent/completed(_:)`` with the value.
+    ///
+    /// The stream throws ``NetworkError`` on failure. Stopping the iteration cancels the request.
+    public func events() -> AsyncThrowingStream<PipelineEvent<Value>, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    let value = try await body { continuation.yield(.progress($0)) }
+                    continuation.yield(.completed(value))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    // MARK: General steps
+
+    /// Transforms the value.
+    public func map<T: Sendable>(_ transform: @escaping @Sendable (Value) -> T) -> ResponsePipeline<T> {
+        ResponsePipeline<T>(method: method) { progress async throws(NetworkError) in transform(try await body(progress)) }
+    }
+
+    /// Transforms the value with a step that may throw; a thrown ``NetworkError`` passes
+    /// through, any other error becomes ``NetworkError/custom(_:)``.
+    public func tryMap<T: Sendable>(_ transform: @escaping @Sendable (Value) throws -> T) -> ResponsePipeline<T> {
+        ResponsePipeline<T>(method: method) { progress async throws(NetworkError) in
+            let value = try await body(progress)
+            do {
+                return try transform(value)
+            } catch let error as NetworkError {
+                throw error
+            } catch {
+                throw .custom(error)
+            }
+        }
+    }
+
+    /// Keeps values for which `isIncluded` is true; others fail with ``NetworkError/filtered(_:)``.
+    public func filter(_ isIncluded: @escaping @Sendable (Value) -> Bool) -> ResponsePipeline<Value> {
+        ResponsePipeline(method: method) { progress async throws(NetworkError) in
+            let value = try await body(progress)
+            guard isIncluded(value) else { throw .filtered(String(describing: value)) }
+            return value
+        }
+    }
+
+    /// Sends the request again, per `policy`, when it fails with a retryable error.
+    public func retry(_ policy: RetryPolicy = .default) -> ResponsePipeline<Value> {
+        retrying(policy) { _ in nil }
+    }
+
+    /// The retry loop; `reasonForValue` can ask to retry a successful value (e.g. a 503 response).
+    func retrying(_ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> String?) -> ResponsePipeline<Value> {
+        let method = self.method
+        return ResponsePipeline(method: method) { progress async throws(NetworkError) in
+            var retries = 0
+            while true {
+                let reason: String
+                do throws(NetworkError) {
+                    let value = try await body(progress)
+                    guard retries < policy.retryLimit, let why = reasonForValue(value),
+                        method.map(policy.retryableHTTPMethods.contains) ?? true
+                    else { return value }
+                    reason = why
+                } catch {
+                    guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: method) else { throw error }
+                    reason = why
+                }
+                retries += 1
+                let delay = policy.delay(beforeRetry: retries)
+                policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))
+                do {
+                    try await Task.sleep(nanoseconds: UInt64(max(0, delay) * 1_000_000_000))
+                } catch {
+                    throw .cancelled
+                }
+            }
+        }
+    }
+}
+
+/// An element of ``ResponsePipeline/events()``.
+public enum PipelineEvent<Value: Sendable>: Sendable {
+    /// Bytes moved.
+    case progress(TransferProgress)
+    /// The final value; the last event.
+    case completed(Value)
+}
+
+extension ResponsePipeline where Value == Response {
+    /// Keeps responses whose status code is in `statusCodes`.
+    public func filter<R: RangeExpression & Sendable>(statusCodes: R) -> ResponsePipeline<Response> where R.Bound == Int {
+        step { response throws(NetworkError) in try response.filter(statusCodes: statusCodes) }
+    }
+
+    /// Keeps responses with exactly `statusCode`.
+    public func filter(statusCode: Int) -> ResponsePipeline<Response> {
+        step { response throws(NetworkError) in try response.filter(statusCode: statusCode) }
+    }
+
+    /// Keeps 2xx responses.
+    public func filterSuccessfulStatusCodes() -> ResponsePipeline<Response> {
+        step { response throws(NetworkError) in try response.filterSuccessfulStatusCodes() }
+    }
+
+    /// Keeps 2xx and 3xx responses.
+    public func filterSuccessfulStatusAndRedirectCodes() -> ResponsePipeline<Response> {
+        step { response throws(NetworkError) in try response.filterSuccessfulStatusAndRedirectCodes() }
+    }
+
+    /// Parses the body as JSON.
+    public func mapJSON(failsOnEmptyData: Bool = true) -> ResponsePipeline<JSONValue> {
+        step { response throws(NetworkError) in try response.mapJSON(failsOnEmptyData: failsOnEmptyData) }
+    }
+
+    /// The body as text, or the string at a key path of a JSON body.
+    public func mapString(atKeyPath keyPath: String? = nil) -> ResponsePipeline<String> {
+        step { response throws(NetworkError) in try response.mapString(atKeyPath: keyPath) }
+    }
+
+    /// Decodes the body, or the value at a key path, into `type`.
+    public func map<D: Decodable & Sendable>(_ type: D.Type, atKeyPath keyPath: String? = nil,
+                                             using decoder: @autoclosure @escaping @Sendable () -> JSONDecoder = JSONDecoder(),
+                                             failsOnEmptyData: Bool = true) -> ResponsePipeline<D> {
+        step { response throws(NetworkError) in
+            try response.map(type, atKeyPath: keyPath, using: decoder(), failsOnEmptyData: failsOnEmptyData)
+        }
+    }
+
+    /// Sends the request again, per `policy`, on retryable errors and on responses whose
+    /// status code the policy retries (so it works before or after a filter step).
+    public func retry(_ policy: RetryPolicy = .default) -> ResponsePipeline<Response> {
+        retrying(policy) { response in
+            policy.retryableStatusCodes.contains(response.statusCode) ? "status \(response.statusCode)" : nil
+        }
+    }
+
+    private func step<T: Sendable>(_ transform: @escaping @Sendable (Response) throws(NetworkError) -> T) -> ResponsePipeline<T> {
+        ResponsePipeline<T>(method: method) { progress async throws(NetworkError) in try transform(try await body(progress)) }
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PluginSDK
+
+/// When and how a pipeline's ``ResponsePipeline/retry(_:)`` step sends a request again.
+///
+/// Defaults: at most 2 retries; exponential backoff of `0.5 s × 2^(n-1)` before retry n
+/// (0.5 s, then 1 s); only idempotent methods (`DELETE`, `GET`, `HEAD`, `OPTIONS`,
+/// `PUT`, `TRACE`); status codes 408, 500, 502, 503 and 504; transport failures that
+/// are timeouts, refused or lost connections and malformed responses. Cancellation
+/// is never retried.
+public struct RetryPolicy: Sendable {
+    /// One retry about to happen, for observers.
+    public struct Attempt: Sendable, Equatable {
+        /// 1 for the first retry.
+        public var retry: Int
+        /// The seconds waited before it.
+        public var delay: Double
+        /// Why: the status code or failure kind.
+        public var reason: String
+    }
+
+    /// The most retries.
+    public var retryLimit: Int
+    /// The backoff base.
+    public var exponentialBackoffBase: Double
+    /// The backoff scale in seconds.
+    public var exponentialBackoffScale: Double
+    /// Methods that may be retried.
+    public var retryableHTTPMethods: Set<HTTPMethod>
+    /// Status codes that are retried.
+    public var retryableStatusCodes: Set<Int>
+    /// Transport failure kinds that are retried.
+    public var retryableFailureKinds: Set<TransportFailureKind>
+    /// Called before each retry (for logs and tests).
+    public var onRetry: (@Sendable (Attempt) -> Void)?
+
+    /// The defaults described above.
+    public static let `default` = RetryPolicy()
+
+    /// Creates a policy.
+    public init(retryLimit: Int = 2,
+                exponentialBackoffBase: Double = 2,
+                exponentialBackoffScale: Double = 0.5,
+                retryableHTTPMethods: Set<HTTPMethod> = [.delete, .get, .head, .options, .put, .trace],
+                retryableStatusCodes: Set<Int> = [408, 500, 502, 503, 504],
+                retryableFailureKinds: Set<TransportFailureKind> = [.timedOut, .cannotConnect, .connectionLost, .badResponse],
+                onRetry: (@Sendable (Attempt) -> Void)? = nil) {
+        self.retryLimit = retryLimit
+        self.exponentialBackoffBase = exponentialBackoffBase
+        self.exponentialBackoffScale = exponentialBackoffScale
+        self.retryableHTTPMethods = retryableHTTPMethods
+        self.retryableStatusCodes = retryableStatusCodes
+        self.retryableFailureKinds = retryableFailureKinds
+        self.onRetry = onRetry
+    }
+
+    /// The wait before retry `n` (1-based).
+    public func delay(beforeRetry n: Int) -> Double {
+        exponentialBackoffScale * pow(exponentialBackoffBase, Double(n - 1))
+    }
+
+    /// Why `error` should be retried for `method`, or nil.
+    func retryReason(for error: NetworkError, method: HTTPMethod?) -> String? {
+        if let method, !retryableHTTPMethods.contains(method) { return nil }
+        switch error {
+        case .statusCode(let response) where retryableStatusCodes.contains(response.statusCode):
+            return "status \(response.statusCode)"
+        case .underlying(let failure, _) where retryableFailureKinds.contains(failure.kind):
+            return failure.kind.rawValue
+        default:
+            return nil
+        }
+    }
+}

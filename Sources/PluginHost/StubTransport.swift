@@ -1,0 +1,72 @@
+import Foundation
+import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Whether and how a provider stubs a target.
+public enum StubBehavior: Sendable, Equatable {
+    /// Send real requests.
+    case never
+    /// Answer from the sample response at once.
+    case immediate
+    /// Answer from the sample response after this many seconds.
+    case delayed(seconds: Double)
+}
+
+/// A ``Transport`` that answers every request with a sample response, optionally after a delay.
+///
+/// Stubbed requests go through the same interceptor chain and validation as real ones.
+public struct StubTransport: Transport {
+    /// Seconds to wait before answering.
+    public let delay: Double
+    /// Produces the answer for a request.
+    public let sample: @Sendable (URLRequest) -> EndpointSampleResponse
+
+    /// Creates a stub transport.
+    public init(delay: Double = 0, sample: @escaping @Sendable (URLRequest) -> EndpointSampleResponse) {
+        self.delay = delay
+        self.sample = sample
+    }
+
+    /// Answers `request` from ``sample``; cancellation during the delay throws a cancelled failure.
+    public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        if delay > 0 {
+            do {
+                try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+            } catch {
+                throw TransportFailure(kind: .cancelled, message: "cancelled while the stub was waiting")
+            }
+        }
+        if Task.isCancelled { throw TransportFailure(kind: .cancelled, message: "cancelled") }
+        let url = request.urlRequest.url ?? URL(string: "http://stub.invalid/")!
+        let (status, headers, data): (Int, [String: String], Data)
+        switch sample(request.urlRequest) {
+        case .networkError(let failure):
+            throw failure
+        case .networkResponse(let code, let body):
+            (status, headers, data) = (code, [:], body)
+        case .networkResponseWithHeaders(let code, let fields, let body):
+            (status, headers, data) = (code, fields, body)
+        }
+        var fields = headers
+        if !fields.keys.contains(where: { $0.caseInsensitiveCompare("Content-Length") == .orderedSame }) {
+            fields["Content-Length"] = String(data.count)
+        }
+        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields) else {
+            throw TransportFailure(kind: .badResponse, message: "cannot build a stub response for status \(status)")
+        }
+        request.progress?(TransferProgress(direction: .download, completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
+        guard let destination = request.download else {
+            return TransportResponse(response: response, data: data)
+        }
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-stub-\(UUID().uuidString)")
+        do {
+            try data.write(to: temporary)
+            let placed = try destination.place(temporary, response: response)
+            return TransportResponse(response: response, data: Data(), fileURL: placed)
+        } catch {
+            throw TransportFailure(kind: .other, message: "cannot save the stub download: \(error.localizedDescription)")
+        }
+    }
+}

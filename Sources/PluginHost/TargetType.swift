@@ -1,0 +1,52 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Describes one API call. Conform an enum (one case per call) or a struct.
+///
+/// Only ``baseURL``, ``path`` and ``method`` are required; the rest have defaults:
+/// a plain task, no extra headers, empty sample data answered with status 200, no
+/// status-code validation and no plugin options.
+public protocol TargetType: Sendable {
+    /// The server's base URL, e.g. `https://api.example.com/v1`.
+    var baseURL: URL { get }
+    /// The path appended to ``baseURL``; an empty path adds nothing (no trailing slash).
+    var path: String { get }
+    /// The HTTP method.
+    var method: HTTPMethod { get }
+    /// What the request carries: parameters, a body, an upload or a download.
+    var task: RequestTask { get }
+    /// Header fields for this call (merged over the server's defaults: these win).
+    var headers: [String: String]? { get }
+    /// The body a stub answers with.
+    var sampleData: Data { get }
+    /// The whole stubbed answer; by default status 200 with ``sampleData``.
+    var sampleResponse: EndpointSampleResponse { get }
+    /// Which status codes count as success.
+    var validationType: ValidationType { get }
+    /// String-keyed options for interceptors, e.g. `["auth": "bearer", "cache": "60"]`.
+    var pluginOptions: [String: String] { get }
+}
+
+extension TargetType {
+    /// Default: ``RequestTask/requestPlain``.
+    public var task: RequestTask { .requestPlain }
+    /// Default: no headers of its own.
+    public var headers: [String: String]? { nil }
+    /// Default: empty.
+    public var sampleData: Data { Data() }
+    /// Default: status 200 with ``sampleData``.
+    public var sampleResponse: EndpointSampleResponse { .networkResponse(200, sampleData) }
+    /// Default: ``ValidationType/none``.
+    public var validationType: ValidationType { .none }
+    /// Default: no options.
+    public var pluginOptions: [String: String] { [:] }
+}
+
+extension TargetType {
+    /// The full URL: ``baseURL`` with ``path`` appended (unchanged when the path is empty).
+    public var url: URL {
+        path.isEmpty ? baseURL : baseURL.appendingPathComponent(path)
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Progress of one transfer.
+public struct TransferProgress: Sendable, Equatable {
+    /// Which direction the bytes go.
+    public enum Direction: String, Sendable, Equatable {
+        /// Request body bytes sent.
+        case upload
+        /// Response body bytes received.
+        case download
+    }
+
+    /// Which direction.
+    public var direction: Direction
+    /// Bytes done so far.
+    public var completedBytes: Int64
+    /// Bytes expected in all, or -1 when unknown.
+    public var totalBytes: Int64
+
+    /// Creates a progress value.
+    public init(direction: Direction, completedBytes: Int64, totalBytes: Int64) {
+        self.direction = direction
+        self.completedBytes = completedBytes
+        self.totalBytes = totalBytes
+    }
+
+    /// Completed over total, between 0 and 1; nil when the total is unknown.
+    public var fractionCompleted: Double? {
+        totalBytes > 0 ? min(1, Double(completedBytes) / Double(totalBytes)) : nil
+    }
+}
+
+/// Everything a transport needs to send one request.
+public struct TransportRequest: Sendable {
+    /// How the body travels.
+    public enum Body: Sendable {
+        /// The request's `httpBody` (or none), sent with an ordinary data task.
+        case inline
+        /// The request's `httpBody` sent as an upload, reporting upload progress.
+        case upload
+        /// The contents of a file, streamed.
+        case file(URL)
+    }
+
+    /// The request to send.
+    public var urlRequest: URLRequest
+    /// How the body travels.
+    public var body: Body
+    /// When set, the response body is written to a file placed by this destination.
+    public var download: DownloadDestination?
+    /// Receives progress; called on an arbitrary thread.
+    public var progress: (@Sendable (TransferProgress) -> Void)?
+    /// Answers HTTP authentication challenges.
+    public var challenge: (@Sendable (AuthenticationChallenge) -> CredentialAnswer)?
+
+    /// Creates a transport request.
+    public init(urlRequest: URLRequest, body: Body = .inline, download: DownloadDestination? = nil,
+                progress: (@Sendable (TransferProgress) -> Void)? = nil,
+                challenge: (@Sendable (AuthenticationChallenge) -> CredentialAnswer)? = nil) {
+        self.urlRequest = urlRequest
+        self.body = body
+        self.download = download
+        self.progress = progress
+        self.challenge = challenge
+    }
+}
+
+/// What a transport returns for a request that got a response.
+public struct TransportResponse: Sendable {
+    /// The HTTP response.
+    public var response: HTTPURLResponse
+    /// The body (empty for downloads).
+    public var data: Data
+    /// The saved file, for downloads.
+    public var fileURL: URL?
+
+    /// Creates a transport response.
+    public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil) {
+        self.response = response
+        self.data = data
+        self.fileURL = fileURL
+    }
+}
+
+/// Sends requests. ``URLSessionTransport`` is the default; ``StubTransport`` answers from samples.
+///
+/// Cancellation is the calling task's: when it is cancelled, the transport stops the
+/// transfer and throws a ``TransportFailure`` of kind ``TransportFailureKind/cancelled``.
+/// A transport throws exactly once or returns exactly once for every call.
+public protocol Transport: Sendable {
+    /// Sends `request` and returns its response, or throws why there is none.
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse
+}

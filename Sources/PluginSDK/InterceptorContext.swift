@@ -1,0 +1,85 @@
+/// What an interceptor knows about the target a request was made for.
+///
+/// A plugin loaded at run time cannot know the app's target enum, so targets pass
+/// string-keyed ``pluginOptions`` (e.g. `auth: bearer`, `cache: 60`, `activity: show`).
+public struct TargetInfo: Sendable, Equatable {
+    /// The HTTP method, e.g. `GET`.
+    public var method: String
+    /// The base URL as a string.
+    public var baseURL: String
+    /// The path appended to the base URL.
+    public var path: String
+    /// Options for interceptors, set per target.
+    public var pluginOptions: [String: String]
+
+    /// Creates target information.
+    public init(method: String, baseURL: String, path: String, pluginOptions: [String: String] = [:]) {
+        self.method = method
+        self.baseURL = baseURL
+        self.path = path
+        self.pluginOptions = pluginOptions
+    }
+}
+
+/// Per-call information given to every hook.
+public struct InterceptorContext: Sendable {
+    /// The target the request was made for.
+    public var target: TargetInfo
+    /// A number unique to this request within the process (the same for all its attempts).
+    public var requestID: UInt64
+    /// 1 for the first attempt, 2 for the first retry, and so on.
+    public var attempt: Int
+    /// Services of the host: key/value store, events, log, clock, random bytes.
+    public var services: any HostServices
+
+    /// Creates a context.
+    public init(target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices) {
+        self.target = target
+        self.requestID = requestID
+        self.attempt = attempt
+        self.services = services
+    }
+}
+
+/// Severity of a log line sent through ``HostServices/log(_:_:)``.
+public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable, CustomStringConvertible {
+    /// Fine detail.
+    case debug = 0
+    /// Normal operation.
+    case info = 1
+    /// Something unexpected that did not fail the request.
+    case warning = 2
+    /// A failure.
+    case error = 3
+
+    /// Orders by severity.
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// `debug`, `info`, `warning` or `error`.
+    public var description: String {
+        switch self {
+        case .debug: return "debug"
+        case .info: return "info"
+        case .warning: return "warning"
+        case .error: return "error"
+        }
+    }
+}
+
+/// Services the host offers every interceptor. All methods are thread-safe.
+public protocol HostServices: Sendable {
+    /// A value from the host's key/value store (tokens, secrets), if set.
+    func value(forKey key: String) -> String?
+    /// Stores (or with `nil` removes) a value in the host's key/value store.
+    func setValue(_ value: String?, forKey key: String)
+    /// Sends an event to the app's subscribers; the host adds the emitting interceptor's name.
+    func emit(_ name: String, fields: [String: String])
+    /// Writes a line to the host's log sink.
+    func log(_ level: LogLevel, _ message: String)
+    /// Wall-clock time, in seconds since 1970.
+    func now() -> Double
+    /// A monotonic clock in nanoseconds, for durations.
+    func monotonicNanoseconds() -> UInt64
+    /// `count` cryptographically random bytes.
+    func randomBytes(_ count: Int) -> [UInt8]
+}

@@ -1,0 +1,166 @@
+/// Storage behind an ``InterceptorRequest``.
+///
+/// The host implements it over its own request state; the plugin side of the C ABI
+/// implements it over host callbacks. Plugin authors use ``InterceptorRequest`` instead.
+public protocol RequestBackend: AnyObject {
+    /// The HTTP method, e.g. `GET`.
+    var method: String { get }
+    /// Replaces the method.
+    func setMethod(_ method: String) throws
+    /// The absolute URL as sent.
+    var urlString: String { get }
+    /// Replaces the URL; throws ``InterceptorError/invalidURL(_:)`` when it is not an absolute http(s) URL.
+    func setURL(_ string: String) throws
+    /// All header fields in order.
+    var headers: [HTTPHeader] { get }
+    /// The `index`-th value of the header `name` (case-insensitive), if present.
+    func header(named name: String, index: Int) -> String?
+    /// Replaces every field named `name` with one field, or removes them when `value` is nil.
+    func setHeader(named name: String, value: String?) throws
+    /// Adds a field, keeping the existing ones of the same name.
+    func addHeader(named name: String, value: String) throws
+    /// The body, if any.
+    var body: [UInt8]? { get }
+    /// Replaces the body.
+    func setBody(_ body: [UInt8]?)
+    /// The timeout in seconds.
+    var timeout: Double { get }
+    /// Replaces the timeout.
+    func setTimeout(_ seconds: Double)
+}
+
+/// The request an interceptor sees: cheap accessors over host-owned state.
+///
+/// Setters validate their input: header names must be tokens and values may not contain
+/// CR or LF (no header injection); URLs must be absolute http(s) URLs.
+public struct InterceptorRequest {
+    /// The storage this view reads and writes.
+    public let backend: any RequestBackend
+
+    /// Wraps a backend.
+    public init(backend: any RequestBackend) {
+        self.backend = backend
+    }
+
+    /// The HTTP method, e.g. `GET`.
+    public var method: String { backend.method }
+
+    /// Replaces the method (upper-case token, e.g. `PATCH`).
+    public func setMethod(_ method: String) throws { try backend.setMethod(method) }
+
+    /// The absolute URL as it will be sent.
+    public var url: String { backend.urlString }
+
+    /// Replaces the URL.
+    public func setURL(_ url: String) throws { try backend.setURL(url) }
+
+    /// Every header field in order.
+    public var headers: [HTTPHeader] { backend.headers }
+
+    /// The first value of the header `name` (case-insensitive).
+    public func header(_ name: String) -> String? { backend.header(named: name, index: 0) }
+
+    /// Every value of the header `name`, in order.
+    public func headerValues(_ name: String) -> [String] {
+        var values: [String] = []
+        while let value = backend.header(named: name, index: values.count) { values.append(value) }
+        return values
+    }
+
+    /// Sets `name` to `value`, replacing earlier values; `nil` removes the header.
+    public func setHeader(_ name: String, _ value: String?) throws {
+        try backend.setHeader(named: name, value: value)
+    }
+
+    /// Adds a value for `name`, keeping earlier ones.
+    public func addHeader(_ name: String, _ value: String) throws {
+        try backend.addHeader(named: name, value: value)
+    }
+
+    /// Removes every field named `name`.
+    public func removeHeader(_ name: String) throws {
+        try backend.setHeader(named: name, value: nil)
+    }
+
+    /// The body bytes, if any.
+    public var body: [UInt8]? { backend.body }
+
+    /// Replaces the body.
+    public func setBody(_ body: [UInt8]?) { backend.setBody(body) }
+
+    /// The timeout in seconds.
+    public var timeout: Double { backend.timeout }
+
+    /// Replaces the timeout in seconds.
+    public func setTimeout(_ seconds: Double) { backend.setTimeout(seconds) }
+
+    /// The query items of the URL, decoded, in order.
+    public var queryItems: [(name: String, value: String)] {
+        URLParts(url).queryItems
+    }
+}
+
+/// Errors the SDK's views raise on invalid edits.
+public enum InterceptorError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A header name that is not an RFC 9110 token.
+    case invalidHeaderName(String)
+    /// A header value containing CR, LF or NUL.
+    case invalidHeaderValue(name: String)
+    /// A URL that is not an absolute http or https URL.
+    case invalidURL(String)
+    /// A method that is not an RFC 9110 token.
+    case invalidMethod(String)
+    /// The hook's own failure, with its message.
+    case failed(String)
+
+    /// A sentence naming what was refused and why.
+    public var description: String {
+        switch self {
+        case .invalidHeaderName(let name):
+            return "invalid header name \(name.debugDescription): must be a token (letters, digits and !#$%&'*+-.^_`|~)"
+        case .invalidHeaderValue(let name):
+            return "invalid value for header \(name.debugDescription): CR, LF and NUL are not allowed"
+        case .invalidURL(let url):
+            return "invalid URL \(url.debugDescription): must be an absolute http or https URL"
+        case .invalidMethod(let method):
+            return "invalid method \(method.debugDescription): must be a token"
+        case .failed(let message):
+            return message
+        }
+    }
+}
+
+/// Validation shared by every backend, so the host and plugins refuse the same inputs.
+public enum HeaderValidation {
+    /// Whether `name` is an RFC 9110 token.
+    public static func isValidName(_ name: String) -> Bool {
+        guard !name.isEmpty else { return false }
+        return name.utf8.allSatisfy(isTokenByte)
+    }
+
+    /// Whether `value` is free of CR, LF and NUL.
+    public static func isValidValue(_ value: String) -> Bool {
+        !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }
+    }
+
+    /// Throws unless both name and value are acceptable.
+    public static func check(name: String, value: String?) throws {
+        guard isValidName(name) else { throw InterceptorError.invalidHeaderName(name) }
+        if let value, !isValidValue(value) { throw InterceptorError.invalidHeaderValue(name: name) }
+    }
+
+    /// Throws unless `method` is a token.
+    public static func checkMethod(_ method: String) throws {
+        guard isValidName(method) else { throw InterceptorError.invalidMethod(method) }
+    }
+
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}

@@ -1,0 +1,120 @@
+/// Storage behind an ``InterceptorResponse``; implemented by the host and by the C ABI bridge.
+public protocol ResponseBackend: AnyObject {
+    /// The HTTP status code.
+    var statusCode: Int { get }
+    /// Replaces the status code.
+    func setStatusCode(_ code: Int)
+    /// Every header field in order.
+    var headers: [HTTPHeader] { get }
+    /// The `index`-th value of header `name` (case-insensitive).
+    func header(named name: String, index: Int) -> String?
+    /// Replaces or removes (`nil`) every field named `name`.
+    func setHeader(named name: String, value: String?) throws
+    /// Adds a field.
+    func addHeader(named name: String, value: String) throws
+    /// The body bytes (empty for a download, whose body is in a file).
+    var body: [UInt8] { get }
+    /// Replaces the body.
+    func setBody(_ body: [UInt8])
+}
+
+/// The response an interceptor sees in its response-side hooks.
+public struct InterceptorResponse {
+    /// The storage this view reads and writes.
+    public let backend: any ResponseBackend
+
+    /// Wraps a backend.
+    public init(backend: any ResponseBackend) {
+        self.backend = backend
+    }
+
+    /// The HTTP status code.
+    public var statusCode: Int { backend.statusCode }
+
+    /// Replaces the status code.
+    public func setStatusCode(_ code: Int) { backend.setStatusCode(code) }
+
+    /// Every header field in order.
+    public var headers: [HTTPHeader] { backend.headers }
+
+    /// The first value of header `name` (case-insensitive).
+    public func header(_ name: String) -> String? { backend.header(named: name, index: 0) }
+
+    /// Every value of header `name`, in order.
+    public func headerValues(_ name: String) -> [String] {
+        var values: [String] = []
+        while let value = backend.header(named: name, index: values.count) { values.append(value) }
+        return values
+    }
+
+    /// Sets `name` to `value`, replacing earlier values; `nil` removes it.
+    public func setHeader(_ name: String, _ value: String?) throws {
+        try backend.setHeader(named: name, value: value)
+    }
+
+    /// Adds a value for `name`.
+    public func addHeader(_ name: String, _ value: String) throws {
+        try backend.addHeader(named: name, value: value)
+    }
+
+    /// The body bytes.
+    public var body: [UInt8] { backend.body }
+
+    /// Replaces the body.
+    public func setBody(_ body: [UInt8]) { backend.setBody(body) }
+}
+
+/// Why a transport attempt produced no response.
+public enum TransportFailureKind: String, Sendable, Hashable, CaseIterable {
+    /// The request ran past its timeout.
+    case timedOut
+    /// The request was cancelled.
+    case cancelled
+    /// Nothing accepted the connection (refused, unreachable, DNS failure).
+    case cannotConnect
+    /// The connection broke while the request or response was in flight.
+    case connectionLost
+    /// The response was malformed (e.g. shorter than its `Content-Length`).
+    case badResponse
+    /// An interceptor failed before the network was reached.
+    case interceptorFailed
+    /// Anything else.
+    case other
+}
+
+/// A failed attempt as interceptors see it.
+public struct TransportFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The category.
+    public var kind: TransportFailureKind
+    /// The transport's own message.
+    public var message: String
+
+    /// Creates a failure.
+    public init(kind: TransportFailureKind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// `kind: message`.
+    public var description: String { "\(kind.rawValue): \(message)" }
+}
+
+/// The outcome of one attempt, as response-side hooks see it.
+public enum InterceptorResult {
+    /// A response arrived (any status code).
+    case response(InterceptorResponse)
+    /// No response arrived.
+    case failure(TransportFailure)
+
+    /// The response, when there is one.
+    public var response: InterceptorResponse? {
+        if case .response(let response) = self { return response }
+        return nil
+    }
+
+    /// The failure, when there is one.
+    public var failure: TransportFailure? {
+        if case .failure(let failure) = self { return failure }
+        return nil
+    }
+}
