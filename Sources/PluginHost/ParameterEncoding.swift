@@ -203,13 +203,13 @@ public struct JSONEncoding: ParameterEncoding {
             for (key, nested) in dictionary { try checkJSON(nested, path: "\(path).\(key)") }
         case let array as [Any]:
             for (index, nested) in array.enumerated() { try checkJSON(nested, path: "\(path)[\(index)]") }
+        case let double as Double where !double.isFinite:
+            throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Double (\(double))")
+        case let float as Float where !float.isFinite:
+            throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Float (\(float))")
         case is String, is Bool, is Int, is Int8, is Int16, is Int32, is Int64, is UInt, is UInt8, is UInt16,
-            is UInt32, is UInt64, is NSNull, is NSNumber:
+            is UInt32, is UInt64, is Double, is Float, is NSNull, is NSNumber:
             return
-        case let double as Double:
-            if !double.isFinite { throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Double (\(double))") }
-        case let float as Float:
-            if !float.isFinite { throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Float (\(float))") }
         default:
             throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: String(describing: type(of: value)))
         }

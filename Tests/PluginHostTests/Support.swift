@@ -1,0 +1,199 @@
+import Dispatch
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The httpbin server started by `Tests/test`.
+enum TestServer {
+    struct Missing: Error, CustomStringConvertible {
+        let variable: String
+        var description: String {
+            "\(variable) is not set: the suite needs httpbin on loopback. Run `Tests/test` (it installs httpbin and "
+                + "gunicorn from PyPI into .build/test-venv, starts them and runs swift test), or start one yourself: "
+                + "`python3 -m venv .build/test-venv && .build/test-venv/bin/pip install -r Tests/Fixtures/requirements.txt && "
+                + "eval \"$(python3 Tests/Fixtures/testserver.py start .build/test-venv .build/test-server)\"`"
+        }
+    }
+
+    static func url(_ variable: String = "HTTPBIN_URL") throws -> URL {
+        guard let value = ProcessInfo.processInfo.environment[variable], let url = URL(string: value) else {
+            throw Missing(variable: variable)
+        }
+        return url
+    }
+
+    static func second() throws -> URL { try url("HTTPBIN_URL_2") }
+}
+
+/// A target whose every property a test can set.
+struct Bin: TargetType {
+    var baseURL: URL
+    var path: String
+    var method: HTTPMethod = .get
+    var task: RequestTask = .requestPlain
+    var headers: [String: String]?
+    var sample: EndpointSampleResponse = .networkResponse(200, Data())
+    var validationType: ValidationType = .none
+    var pluginOptions: [String: String] = [:]
+    var sampleResponse: EndpointSampleResponse { sample }
+
+    init(_ path: String, method: HTTPMethod = .get, task: RequestTask = .requestPlain, headers: [String: String]? = nil,
+         validation: ValidationType = .none, options: [String: String] = [:], base: URL? = nil) throws {
+        self.baseURL = try base ?? TestServer.url()
+        self.path = path
+        self.method = method
+        self.task = task
+        self.headers = headers
+        self.validationType = validation
+        self.pluginOptions = options
+    }
+}
+
+/// A transport that counts the requests it forwards.
+final class CountingTransport: Transport, @unchecked Sendable {
+    let inner: any Transport
+    private let counter = LockedCounter()
+    init(_ inner: any Transport = URLSessionTransport()) { self.inner = inner }
+    var count: Int { counter.value }
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        counter.increment()
+        return try await inner.send(request)
+    }
+}
+
+/// A thread-safe counter and log for tests.
+final class LockedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    private var items: [String] = []
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+    var log: [String] { lock.lock(); defer { lock.unlock() }; return items }
+    @discardableResult func increment() -> Int { lock.lock(); defer { lock.unlock() }; count += 1; return count }
+    func append(_ item: String) { lock.lock(); items.append(item); lock.unlock() }
+}
+
+/// A loopback port with nothing listening on it.
+func closedPortURL() -> URL {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            _ = bind(fd, $0, length)
+            _ = getsockname(fd, $0, &length)
+        }
+    }
+    let port = UInt16(bigEndian: address.sin_port)
+    close(fd)
+    return URL(string: "http://127.0.0.1:\(port)")!
+}
+
+/// httpbin's echo of a request (`/anything`, `/get`, `/post`, …).
+struct Echo: Decodable, Sendable {
+    let args: [String: JSONAny]?
+    let data: String?
+    let form: [String: JSONAny]?
+    let files: [String: String]?
+    let headers: [String: String]
+    let json: JSONAny?
+    let method: String?
+    let url: String
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// Any JSON value, decodable, for echoes whose fields vary in type.
+enum JSONAny: Decodable, Sendable, Equatable {
+    case string(String), number(Double), bool(Bool), array([JSONAny]), object([String: JSONAny]), null
+    init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([JSONAny].self) { self = .array(value) }
+        else { self = .object(try container.decode([String: JSONAny].self)) }
+    }
+    var string: String? { if case .string(let s) = self { return s }; return nil }
+    var strings: [String]? {
+        switch self {
+        case .string(let s): return [s]
+        case .array(let a): return a.compactMap(\.string)
+        default: return nil
+        }
+    }
+}
+
+/// Records the hooks called on it, in order, into a shared log as `name.hook`.
+struct Recorder: Interceptor {
+    let name: String
+    let log: LockedCounter
+    var respondInPrepare: SyntheticResponse?
+    var throwIn: InterceptorHook?
+
+    init(_ name: String, log: LockedCounter, respond: SyntheticResponse? = nil, throwIn: InterceptorHook? = nil) {
+        self.name = name
+        self.log = log
+        self.respondInPrepare = respond
+        self.throwIn = throwIn
+    }
+
+    struct Boom: Error, CustomStringConvertible {
+        let hook: InterceptorHook
+        var description: String { "boom in \(hook)" }
+    }
+
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        log.append("\(name).prepare")
+        if throwIn == .prepare { throw Boom(hook: .prepare) }
+        try request.setHeader("X-Order", [request.header("X-Order"), name].compactMap { $0 }.joined(separator: ","))
+        if let respondInPrepare { return .respond(respondInPrepare) }
+        return .proceed
+    }
+
+    func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        log.append("\(name).willSend")
+        if throwIn == .willSend { throw Boom(hook: .willSend) }
+    }
+
+    func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        log.append("\(name).didReceive")
+        if throwIn == .didReceive { throw Boom(hook: .didReceive) }
+    }
+
+    func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        log.append("\(name).process")
+        if throwIn == .process { throw Boom(hook: .process) }
+        if let response = result.response {
+            try response.setHeader("X-Response-Order", [response.header("X-Response-Order"), name].compactMap { $0 }.joined(separator: ","))
+        }
+        return .proceed
+    }
+}
+
+/// Decodes httpbin's echo from a response.
+func echo(_ response: Response) throws -> Echo {
+    try JSONDecoder().decode(Echo.self, from: response.data)
+}
+
+/// Waits until `condition` holds, polling, for at most `seconds`.
+func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 10_000_000)
+    }
+    return condition()
+}

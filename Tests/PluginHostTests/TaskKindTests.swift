@@ -1,0 +1,173 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+struct Greeting: Codable, Sendable, Equatable {
+    var firstName: String
+    var count: Int
+}
+
+@Suite("Every task kind against httpbin")
+struct TaskKindTests {
+    let provider = Provider<Bin>()
+
+    func send(_ target: Bin) async throws -> Echo {
+        try echo(try await provider.request(target).filterSuccessfulStatusCodes().value)
+    }
+
+    @Test func plain() async throws {
+        let e = try await send(try Bin("anything"))
+        #expect(e.method == "GET")
+        #expect(e.data == "")
+        #expect(e.args?.isEmpty == true)
+    }
+
+    @Test func rawData() async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestData(Data("raw-bytes".utf8)), headers: ["Content-Type": "text/plain"]))
+        #expect(e.data == "raw-bytes")
+    }
+
+    @Test func encodableAsJSON() async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestJSONEncodable(Greeting(firstName: "Ann", count: 2))))
+        #expect(e.json == .object(["firstName": .string("Ann"), "count": .number(2)]))
+        #expect(e.header("Content-Type") == "application/json")
+    }
+
+    @Test func encodableWithCustomEncoder() async throws {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        let e = try await send(try Bin("anything", method: .post,
+                                       task: .requestCustomJSONEncodable(Greeting(firstName: "Ann", count: 2), encoder: encoder)))
+        #expect(e.json == .object(["first_name": .string("Ann"), "count": .number(2)]))
+    }
+
+    @Test func urlEncodedGETGoesToTheQuery() async throws {
+        let e = try await send(try Bin("anything", task: .requestParameters(parameters: ["q": "a b", "n": 3], encoding: URLEncoding.default)))
+        #expect(e.args?["q"] == .string("a b"))
+        #expect(e.args?["n"] == .string("3"))
+        #expect(e.url.contains("n=3&q=a%20b"))
+    }
+
+    @Test(arguments: [HTTPMethod.get, .head, .delete])
+    func methodDependentUsesQueryFor(method: HTTPMethod) async throws {
+        let response = try await provider.request(
+            try Bin("anything", method: method, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.default))).value
+        #expect(response.statusCode == 200)
+        #expect(response.request?.url?.query == "k=v")
+        #expect(response.request?.httpBody == nil)
+    }
+
+    @Test func urlEncodedPOSTGoesToTheFormBody() async throws {
+        let e = try await send(try Bin("anything", method: .post,
+                                       task: .requestParameters(parameters: ["name": "Zoë", "tags": ["a", "b"]], encoding: URLEncoding.default)))
+        #expect(e.form?["name"] == .string("Zoë"))
+        #expect(e.form?["tags[]"]?.strings == ["a", "b"])
+        #expect(e.header("Content-Type") == "application/x-www-form-urlencoded; charset=utf-8")
+        #expect(e.args?.isEmpty == true)
+    }
+
+    @Test func forcedQueryStringForPOST() async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.queryString)))
+        #expect(e.args?["k"] == .string("v"))
+        #expect(e.form?.isEmpty == true)
+    }
+
+    @Test func forcedBodyForDELETE() async throws {
+        let e = try await send(try Bin("anything", method: .delete, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.httpBody)))
+        #expect(e.form?["k"] == .string("v"))
+        #expect(e.args?.isEmpty == true)
+    }
+
+    @Test func jsonEncodedParameters() async throws {
+        let e = try await send(try Bin("anything", method: .put, task: .requestParameters(parameters: ["a": 1, "b": ["c": true]], encoding: JSONEncoding.default)))
+        #expect(e.json == .object(["a": .number(1), "b": .object(["c": .bool(true)])]))
+        #expect(e.method == "PUT")
+    }
+
+    @Test func compositeDataAndQuery() async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestCompositeData(bodyData: Data("body!".utf8), urlParameters: ["page": 2]),
+                                       headers: ["Content-Type": "text/plain"]))
+        #expect(e.data == "body!")
+        #expect(e.args?["page"] == .string("2"))
+    }
+
+    @Test func compositeParametersJSONBodyAndQuery() async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestCompositeParameters(
+            bodyParameters: ["x": "y"], bodyEncoding: JSONEncoding.default, urlParameters: ["page": 2])))
+        #expect(e.json == .object(["x": .string("y")]))
+        #expect(e.args?["page"] == .string("2"))
+    }
+
+    @Test func uploadFile() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("upload-\(UUID().uuidString).txt")
+        try Data("file contents here".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let e = try await send(try Bin("anything", method: .post, task: .uploadFile(file)))
+        #expect(e.data == "file contents here")
+    }
+
+    @Test func multipartTextAndFileParts() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("photo-\(UUID().uuidString).txt")
+        try Data("pretend image".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let parts: [MultipartFormBodyPart] = [
+            .text("Ann", name: "user"),
+            .file(file, name: "avatar", fileName: "me.png", mimeType: "image/png"),
+            MultipartFormBodyPart(source: .data(Data("{\"a\":1}".utf8)), name: "meta", fileName: "meta.json", mimeType: "application/json"),
+        ]
+        let response = try await provider.request(try Bin("anything", method: .post, task: .uploadMultipart(parts))).filterSuccessfulStatusCodes().value
+        let e = try echo(response)
+        #expect(e.form?["user"] == .string("Ann"))
+        #expect(e.files?["avatar"] == "pretend image")
+        #expect(e.files?["meta"] == "{\"a\":1}")
+        let contentType = try #require(e.header("Content-Type"))
+        #expect(contentType.hasPrefix("multipart/form-data; boundary=pluginhost.boundary."))
+        let boundary = String(contentType.split(separator: "=").last!)
+        let body = String(decoding: try #require(response.request?.httpBody), as: UTF8.self)
+        #expect(body.hasSuffix("--\(boundary)--\r\n"))
+        #expect(body.contains("Content-Disposition: form-data; name=\"avatar\"; filename=\"me.png\"\r\nContent-Type: image/png\r\n\r\npretend image\r\n"))
+    }
+
+    @Test func compositeMultipartWithQuery() async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .uploadCompositeMultipart([.text("v", name: "k")], urlParameters: ["page": 3])))
+        #expect(e.form?["k"] == .string("v"))
+        #expect(e.args?["page"] == .string("3"))
+    }
+
+    @Test func downloadToDestinationWithProgress() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dl-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let destination = directory.appendingPathComponent("nested/bytes.bin")
+        let pipeline = provider.request(try Bin("bytes/100000", task: .downloadDestination(.file(destination))))
+        var progress: [TransferProgress] = []
+        var final: Response?
+        for try await event in pipeline.events() {
+            switch event {
+            case .progress(let p): progress.append(p)
+            case .completed(let response): final = response
+            }
+        }
+        let response = try #require(final)
+        #expect(response.statusCode == 200)
+        #expect(response.fileURL == destination)
+        #expect(try Data(contentsOf: destination).count == 100_000)
+        #expect(!progress.isEmpty)
+        #expect(progress.last?.completedBytes == 100_000)
+        #expect(progress.allSatisfy { $0.direction == .download })
+    }
+
+    @Test func downloadWithParameters() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dlp-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let response = try await provider.request(try Bin("get", task: .downloadParameters(
+            parameters: ["who": "me"], encoding: URLEncoding.default, destination: .directory(directory)))).value
+        let saved = try #require(response.fileURL)
+        let body = try JSONDecoder().decode(Echo.self, from: Data(contentsOf: saved))
+        #expect(body.args?["who"] == .string("me"))
+        #expect(saved.deletingLastPathComponent().path == directory.path)
+    }
+}

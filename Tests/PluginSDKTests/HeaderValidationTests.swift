@@ -1,0 +1,41 @@
+import PluginSDK
+import Testing
+
+@Suite("PluginSDK validation")
+struct HeaderValidationTests {
+    @Test(arguments: ["X-Token", "accept", "x_y.z~1", "!#$%&'*+-.^_`|~"])
+    func tokensAreValidNames(name: String) throws {
+        try HeaderValidation.check(name: name, value: "v")
+    }
+
+    @Test(arguments: ["", "X Token", "X:Token", "Ä", "X\r\nInjected"])
+    func nonTokensAreRefused(name: String) {
+        #expect(throws: InterceptorError.invalidHeaderName(name)) { try HeaderValidation.check(name: name, value: "v") }
+    }
+
+    @Test(arguments: ["a\r\nX-Evil: 1", "a\nb", "a\rb", "a\u{0}b"])
+    func crlfAndNulValuesAreRefused(value: String) {
+        #expect(throws: InterceptorError.invalidHeaderValue(name: "X-A")) { try HeaderValidation.check(name: "X-A", value: value) }
+    }
+
+    @Test func errorsDescribeTheProblem() {
+        #expect(InterceptorError.invalidHeaderValue(name: "X-A").description
+            == "invalid value for header \"X-A\": CR, LF and NUL are not allowed")
+        #expect(InterceptorError.invalidURL("nope").description == "invalid URL \"nope\": must be an absolute http or https URL")
+        #expect(InterceptorError.invalidMethod("GE T").description == "invalid method \"GE T\": must be a token")
+    }
+
+    @Test func absoluteHTTPURLs() {
+        #expect(URLParts.isAbsoluteHTTP("http://127.0.0.1:8080/x?y=1"))
+        #expect(URLParts.isAbsoluteHTTP("HTTPS://example.com"))
+        #expect(!URLParts.isAbsoluteHTTP("ftp://example.com"))
+        #expect(!URLParts.isAbsoluteHTTP("/relative"))
+        #expect(!URLParts.isAbsoluteHTTP("http://"))
+    }
+
+    @Test func queryItemsAreDecodedInOrder() {
+        let items = URLParts("http://h/p?b=2&a=x%20y&c").queryItems
+        #expect(items.map(\.name) == ["b", "a", "c"])
+        #expect(items.map(\.value) == ["2", "x y", ""])
+    }
+}
