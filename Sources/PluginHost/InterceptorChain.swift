@@ -89,17 +89,13 @@ struct InterceptorChain: Sendable {
             // The network, or the short-circuit's answer.
             let finalRequest = state.makeURLRequest()
             var outcome: Outcome
+            var sentRequest = finalRequest
             if let shortCircuit {
                 outcome = .response(ResponseState(shortCircuit.response, url: finalRequest.url))
             } else {
-                let transportRequest = TransportRequest(
-                    urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
-                    challenge: interceptors.isEmpty ? nil : challengeHandler(contexts: contexts))
-                do {
-                    outcome = .response(ResponseState(try await plan.transport.send(transportRequest)))
-                } catch {
-                    outcome = .failure(error)
-                }
+                (outcome, sentRequest) = await sendAuthenticating(
+                    TransportRequest(urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress),
+                    transport: plan.transport, contexts: contexts)
             }
 
             // Response side: didReceive innermost to outermost; every one runs even if one throws.
@@ -154,20 +150,72 @@ struct InterceptorChain: Sendable {
                 attempt += 1
                 continue
             }
-            return Self.finish(outcome, request: finalRequest, validation: plan.validation)
+            return Self.finish(outcome, request: sentRequest, validation: plan.validation)
         }
     }
 
-    /// Asks the interceptors, in order, to answer an authentication challenge.
-    private func challengeHandler(contexts: [InterceptorContext]) -> @Sendable (AuthenticationChallenge) -> CredentialAnswer {
-        let interceptors = self.interceptors
-        return { challenge in
-            for (index, interceptor) in interceptors.enumerated() {
-                let answer = interceptor.credential(for: challenge, context: contexts[index])
-                if answer != .performDefault { return answer }
+    /// How many times one attempt answers authentication challenges before giving up.
+    static let maxAuthenticationRounds = 3
+
+    /// Sends a request; answers `401`/`407` challenges with the interceptors' `credential`
+    /// hooks (asked in order, the first answer other than `performDefault` wins) and sends
+    /// again with the credential. Basic is answered; other schemes deliver the challenge
+    /// response unanswered.
+    private func sendAuthenticating(_ request: TransportRequest, transport: any Transport,
+                                    contexts: [InterceptorContext]) async -> (Outcome, URLRequest) {
+        var request = request
+        var failures = 0
+        while true {
+            let outcome: Outcome
+            do {
+                outcome = .response(ResponseState(try await transport.send(request)))
+            } catch {
+                return (.failure(error), request.urlRequest)
             }
-            return .performDefault
+            guard case .response(let response) = outcome, !interceptors.isEmpty, failures < Self.maxAuthenticationRounds,
+                let url = request.urlRequest.url,
+                let challenge = Self.challenge(in: response, for: url, previousFailureCount: failures)
+            else { return (outcome, request.urlRequest) }
+            var answer = CredentialAnswer.performDefault
+            var answeredBy = ""
+            for (index, interceptor) in interceptors.enumerated() {
+                answer = interceptor.credential(for: challenge, context: contexts[index])
+                answeredBy = interceptor.name
+                if answer != .performDefault { break }
+            }
+            switch answer {
+            case .useCredential(let user, let password) where challenge.method.caseInsensitiveCompare("Basic") == .orderedSame:
+                let field = response.statusCode == 407 ? "Proxy-Authorization" : "Authorization"
+                let token = Data("\(user):\(password)".utf8).base64EncodedString()
+                request.urlRequest.setValue("Basic \(token)", forHTTPHeaderField: field)
+                failures += 1
+            case .cancel:
+                return (.failure(TransportFailure(kind: .cancelled, message: "\(answeredBy) cancelled the authentication challenge")),
+                        request.urlRequest)
+            default:
+                return (outcome, request.urlRequest)
+            }
         }
+    }
+
+    /// The challenge a `401` (`WWW-Authenticate`) or `407` (`Proxy-Authenticate`) response makes, if any.
+    static func challenge(in response: ResponseState, for url: URL, previousFailureCount: Int) -> AuthenticationChallenge? {
+        let field: String
+        switch response.statusCode {
+        case 401: field = "WWW-Authenticate"
+        case 407: field = "Proxy-Authenticate"
+        default: return nil
+        }
+        guard let header = response.header(named: field, index: 0), !header.isEmpty else { return nil }
+        let scheme = String(header.prefix { !$0.isWhitespace && $0 != "," })
+        var realm: String?
+        if let range = header.range(of: "realm=\"") {
+            realm = String(header[range.upperBound...].prefix { $0 != "\"" })
+        }
+        let secure = url.scheme?.lowercased() == "https"
+        return AuthenticationChallenge(host: url.host ?? "", port: url.port ?? (secure ? 443 : 80),
+                                       scheme: url.scheme?.lowercased() ?? "http", realm: realm, method: scheme,
+                                       previousFailureCount: previousFailureCount)
     }
 
     private static func finish(_ outcome: Outcome, request: URLRequest, validation: ValidationType) -> Result<Response, NetworkError> {

@@ -54,18 +54,14 @@ public struct TransportRequest: Sendable {
     public var download: DownloadDestination?
     /// Receives progress; called on an arbitrary thread.
     public var progress: (@Sendable (TransferProgress) -> Void)?
-    /// Answers HTTP authentication challenges.
-    public var challenge: (@Sendable (AuthenticationChallenge) -> CredentialAnswer)?
 
     /// Creates a transport request.
     public init(urlRequest: URLRequest, body: Body = .inline, download: DownloadDestination? = nil,
-                progress: (@Sendable (TransferProgress) -> Void)? = nil,
-                challenge: (@Sendable (AuthenticationChallenge) -> CredentialAnswer)? = nil) {
+                progress: (@Sendable (TransferProgress) -> Void)? = nil) {
         self.urlRequest = urlRequest
         self.body = body
         self.download = download
         self.progress = progress
-        self.challenge = challenge
     }
 }
 
@@ -87,6 +83,9 @@ public struct TransportResponse: Sendable {
 }
 
 /// Sends requests. ``URLSessionTransport`` is the default; ``StubTransport`` answers from samples.
+///
+/// A transport does not answer HTTP authentication challenges: it returns the `401`, and
+/// the interceptor chain asks its interceptors' `credential` hooks and retries.
 ///
 /// Cancellation is the calling task's: when it is cancelled, the transport stops the
 /// transfer and throws a ``TransportFailure`` of kind ``TransportFailureKind/cancelled``.

@@ -68,6 +68,7 @@ final class SessionCall: @unchecked Sendable {
         var fileURL: URL?
         var fileError: String?
         var received: Int64 = 0
+        var challenged: HTTPURLResponse?
     }
     private let state = Locked(State())
 
@@ -124,7 +125,18 @@ final class SessionCall: @unchecked Sendable {
         }
     }
 
+    /// Marks the call as answered by `response`: the cancellation that follows delivers it.
+    func deliverChallenged(_ response: HTTPURLResponse) {
+        state.withLock { $0.challenged = response }
+    }
+
     func complete(task: URLSessionTask, error: Error?) {
+        let (challenged, cancelled) = state.withLock { ($0.challenged, $0.cancelled) }
+        if let challenged, !cancelled {
+            let data = state.withLock { $0.data }
+            finish(.success(TransportResponse(response: challenged, data: data)))
+            return
+        }
         if let error {
             finish(.failure(Self.failure(for: error, cancelled: isCancelled)))
             return
@@ -221,35 +233,23 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
         completionHandler(next)
     }
 
+    /// HTTP authentication is answered by the interceptor chain, not by URL loading: a
+    /// challenged response is delivered as it is (e.g. a `401`), so behaviour is the same on
+    /// every platform. (swift-corelibs-foundation also hangs under default handling of a
+    /// `401` with `WWW-Authenticate`.) Server trust keeps the system's default handling.
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
                     completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
-        let space = challenge.protectionSpace
-        guard let ask = call(for: task)?.request.challenge else {
+        let method = challenge.protectionSpace.authenticationMethod
+        guard method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest
+            || method == NSURLAuthenticationMethodDefault,
+            let response = (challenge.failureResponse ?? task.response) as? HTTPURLResponse,
+            let call = call(for: task)
+        else {
             completionHandler(.performDefaultHandling, nil)
             return
         }
-        let method: String
-        switch space.authenticationMethod {
-        case NSURLAuthenticationMethodHTTPBasic: method = "Basic"
-        case NSURLAuthenticationMethodHTTPDigest: method = "Digest"
-        #if canImport(Darwin)
-        case NSURLAuthenticationMethodServerTrust: method = "ServerTrust"
-        #endif
-        default: method = space.authenticationMethod
-        }
-        let answer = ask(AuthenticationChallenge(host: space.host, port: space.port, scheme: space.protocol ?? "http",
-                                                 realm: space.realm, method: method,
-                                                 previousFailureCount: challenge.previousFailureCount))
-        switch answer {
-        case .performDefault:
-            completionHandler(.performDefaultHandling, nil)
-        case .useCredential(let user, let password):
-            completionHandler(.useCredential, URLCredential(user: user, password: password, persistence: .forSession))
-        case .rejectProtectionSpace:
-            completionHandler(.rejectProtectionSpace, nil)
-        case .cancel:
-            completionHandler(.cancelAuthenticationChallenge, nil)
-        }
+        call.deliverChallenged(response)
+        completionHandler(.cancelAuthenticationChallenge, nil)
     }
 
     static func sameOrigin(_ a: URL, _ b: URL) -> Bool {

@@ -68,7 +68,10 @@ def stop(state):
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    os.remove(path)
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 if __name__ == "__main__":

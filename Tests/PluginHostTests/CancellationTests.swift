@@ -1,0 +1,90 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Cancellation")
+struct CancellationTests {
+    @Test func cancellingACallbackRequestDeliversCancelledOnce() async throws {
+        let provider = Provider<Bin>()
+        let calls = LockedCounter()
+        let started = Date()
+        let target = try Bin("delay/5")
+        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+            let token = provider.request(target).start { result in
+                if calls.increment() == 1 { continuation.resume(returning: result) }
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) {
+                token.cancel()
+                token.cancel()
+            }
+        }
+        guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
+        #expect(Date().timeIntervalSince(started) < 4)
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(calls.value == 1)
+    }
+
+    @Test func cancellingTheAwaitingTaskCancelsTheRequest() async throws {
+        let provider = Provider<Bin>()
+        let target = try Bin("delay/5")
+        let started = Date()
+        let task = Task { await provider.request(target).result }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        task.cancel()
+        let result = await task.value
+        guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
+        #expect(Date().timeIntervalSince(started) < 4)
+        #expect(await eventually { provider.inflightCount == 0 })
+    }
+
+    @Test func cancelAllCancelsEveryInflightRequest() async throws {
+        let provider = Provider<Bin>()
+        let target = try Bin("delay/5")
+        let tasks = (0..<5).map { _ in Task { await provider.request(target).result } }
+        #expect(await eventually { provider.inflightCount == 5 })
+        provider.cancelAll()
+        for task in tasks {
+            let result = await task.value
+            guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); continue }
+        }
+        #expect(await eventually { provider.inflightCount == 0 })
+    }
+
+    @Test func oneSharedWaiterCancellingLeavesTheOthers() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport, trackInflights: true)
+        let target = try Bin("delay/1")
+        let staying = Task { await provider.request(target).result }
+        let leaving = Task { await provider.request(target).result }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        leaving.cancel()
+        guard case .failure(.cancelled) = await leaving.value else { Issue.record("leaving waiter not cancelled"); return }
+        #expect(try await staying.value.get().statusCode == 200)
+        #expect(transport.count == 1)
+    }
+
+    @Test func releasedProviderStillCompletesItsRequests() async throws {
+        var provider: Provider<Bin>? = Provider<Bin>()
+        weak let weakProvider = provider
+        let target = try Bin("delay/1")
+        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+            provider!.request(target).start { continuation.resume(returning: $0) }
+            provider = nil
+        }
+        #expect(try result.get().statusCode == 200)
+        #expect(await eventually { weakProvider == nil })
+    }
+
+    @Test func cancelledStubDelayIsCancelled() async throws {
+        let provider = Provider<Bin>(stubClosure: Provider.delayedStub(5))
+        let target = try Bin("get")
+        let task = Task { await provider.request(target).result }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else { Issue.record("stub not cancelled"); return }
+    }
+}

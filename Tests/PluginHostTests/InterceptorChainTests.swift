@@ -1,0 +1,247 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Adds `Authorization: Bearer <token>` from the store; on 401 asks the host to refresh.
+/// A token of `bad` is sent to `/status/401`, any other to `/bearer`.
+struct TokenInterceptor: Interceptor {
+    var name: String { "token" }
+
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        guard let token = context.services.value(forKey: "access_token") else { return .proceed }
+        try request.setHeader("Authorization", "Bearer \(token)")
+        if token.hasPrefix("bad") {
+            try request.setURL(request.url.replacingOccurrences(of: "/bearer", with: "/status/401"))
+        }
+        return .proceed
+    }
+
+    func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        guard result.response?.statusCode == 401 else { return .proceed }
+        return .retry(refresh: CredentialRefresh(key: "access_token", staleValue: context.services.value(forKey: "access_token")))
+    }
+}
+
+/// Answers every challenge with fixed credentials, counting the challenges.
+struct BasicCredentials: Interceptor {
+    let user: String, password: String
+    let challenges: LockedCounter
+    func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+        challenges.append("\(challenge.method) \(challenge.host) \(challenge.previousFailureCount)")
+        return challenge.previousFailureCount == 0 ? .useCredential(user: user, password: password) : .rejectProtectionSpace
+    }
+}
+
+@Suite("Interceptor chain")
+struct InterceptorChainTests {
+    @Test func requestSideRunsInOrderResponseSideInReverse() async throws {
+        let log = LockedCounter()
+        let provider = Provider<Bin>(interceptors: [Recorder("A", log: log), Recorder("B", log: log), Recorder("C", log: log)])
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(try echo(response).header("X-Order") == "A,B,C")
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "C,B,A")
+        #expect(log.log == ["A.prepare", "B.prepare", "C.prepare", "A.willSend", "B.willSend", "C.willSend",
+                            "C.didReceive", "B.didReceive", "A.didReceive", "C.process", "B.process", "A.process"])
+    }
+
+    @Test(arguments: 0..<3)
+    func shortCircuitAtEachPosition(position: Int) async throws {
+        let log = LockedCounter()
+        let transport = CountingTransport()
+        let names = ["A", "B", "C"]
+        let chain = names.enumerated().map { index, name in
+            Recorder(name, log: log, respond: index == position ? SyntheticResponse(statusCode: 203, body: Array("cached".utf8)) : nil)
+        }
+        let provider = Provider<Bin>(transport: transport, interceptors: chain)
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(transport.count == 0)
+        #expect(response.statusCode == 203)
+        #expect(response.data == Data("cached".utf8))
+        let outer = names[0...position]
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == outer.reversed().joined(separator: ","))
+        var expected = outer.map { "\($0).prepare" }
+        expected += names[0..<position].map { "\($0).willSend" }
+        expected += outer.reversed().map { "\($0).didReceive" }
+        expected += outer.reversed().map { "\($0).process" }
+        #expect(log.log == expected)
+    }
+
+    @Test(arguments: [InterceptorHook.prepare, .willSend, .didReceive, .process])
+    func throwingHookFailsOnlyThatRequestNamingInterceptorAndHook(hook: InterceptorHook) async throws {
+        let log = LockedCounter()
+        let provider = Provider<Bin>(interceptors: [Recorder("A", log: log), Recorder("B", log: log, throwIn: hook), Recorder("C", log: log)])
+        let result = await provider.request(try Bin("get")).result
+        guard case .failure(.interceptor(let name, let failedHook, let message)) = result else { Issue.record("got \(result)"); return }
+        #expect(name == "B")
+        #expect(failedHook == hook)
+        #expect(message == "boom in \(hook)")
+        // The outer interceptor always sees the end of an attempt it saw begin.
+        let began = log.log.filter { $0 == "A.willSend" }.count
+        let ended = log.log.filter { $0 == "A.didReceive" }.count
+        #expect(began == ended)
+        // Another request through a healthy provider is unaffected.
+        let healthy = Provider<Bin>(interceptors: [Recorder("A", log: LockedCounter())])
+        #expect(try await healthy.request(try Bin("get")).value.statusCode == 200)
+    }
+
+    @Test func contextCarriesTargetRequestIDAttemptAndServices() async throws {
+        struct Inspector: Interceptor {
+            let seen: LockedCounter
+            var name: String { "inspector" }
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                let t = context.target
+                seen.append("\(t.method) \(t.path) \(t.pluginOptions["auth"] ?? "-") id=\(context.requestID) attempt=\(context.attempt)")
+                context.services.setValue("from-plugin", forKey: "written")
+                context.services.emit("began", fields: ["path": t.path])
+                context.services.log(.warning, "hello")
+                #expect(context.services.randomBytes(16).count == 16)
+                #expect(context.services.now() > 1_700_000_000)
+                return .proceed
+            }
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                context.attempt == 1 ? .retry() : .proceed
+            }
+        }
+        let seen = LockedCounter()
+        let provider = Provider<Bin>(interceptors: [Inspector(seen: seen)])
+        let events = LockedCounter()
+        let subscription = provider.services.subscribe { events.append("\($0.plugin):\($0.name):\($0.fields["path"] ?? "")") }
+        defer { subscription.cancel() }
+        let logs = LockedCounter()
+        provider.services.setLogHandler { level, plugin, message in logs.append("\(level) \(plugin) \(message)") }
+        _ = try await provider.request(try Bin("get", method: .get, options: ["auth": "bearer"])).value
+        #expect(seen.log.count == 2)
+        let id = seen.log[0].split(separator: " ")[3]
+        #expect(seen.log == ["GET get bearer \(id) attempt=1", "GET get bearer \(id) attempt=2"])
+        #expect(provider.services.value(forKey: "written") == "from-plugin")
+        #expect(events.log == ["inspector:began:get", "inspector:began:get"])
+        #expect(logs.log == ["warning inspector hello", "warning inspector hello"])
+    }
+
+    @Test func interceptorsCannotInjectHeadersOrSetBadURLs() async throws {
+        struct Injector: Interceptor {
+            let value: String
+            var name: String { "injector" }
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                try request.setHeader("X-A", value)
+                return .proceed
+            }
+        }
+        struct BadURL: Interceptor {
+            var name: String { "bad-url" }
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                try request.setURL("not a url")
+                return .proceed
+            }
+        }
+        let injected = await Provider<Bin>(interceptors: [Injector(value: "x\r\nX-Evil: 1")]).request(try Bin("get")).result
+        guard case .failure(.interceptor("injector", .prepare, let message)) = injected else { Issue.record("got \(injected)"); return }
+        #expect(message == "invalid value for header \"X-A\": CR, LF and NUL are not allowed")
+        let bad = await Provider<Bin>(interceptors: [BadURL()]).request(try Bin("get")).result
+        guard case .failure(.interceptor("bad-url", .prepare, let badMessage)) = bad else { Issue.record("got \(bad)"); return }
+        #expect(badMessage == "invalid URL \"not a url\": must be an absolute http or https URL")
+    }
+
+    @Test func concurrent401sShareOneRefreshAndRetry() async throws {
+        let refreshes = LockedCounter()
+        let provider = Provider<Bin>(interceptors: [TokenInterceptor()])
+        provider.services.setValue("bad-1", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { stale in
+            refreshes.append(stale ?? "-")
+            try await Task.sleep(nanoseconds: 200_000_000)
+            return "good-\(refreshes.log.count)"
+        }
+        let target = try Bin("bearer")
+        let codes = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<6 { group.addTask { try await provider.request(target).value.statusCode } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(codes == Array(repeating: 200, count: 6))
+        #expect(refreshes.log == ["bad-1"])
+        #expect(provider.services.value(forKey: "access_token") == "good-1")
+    }
+
+    @Test func refreshFailureFailsTheRequest() async throws {
+        struct Denied: Error, CustomStringConvertible { var description: String { "refresh denied" } }
+        let provider = Provider<Bin>(interceptors: [TokenInterceptor()])
+        provider.services.setValue("bad", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in throw Denied() }
+        let result = await provider.request(try Bin("bearer")).result
+        guard case .failure(.credentialRefresh("access_token", "refresh denied")) = result else { Issue.record("got \(result)"); return }
+    }
+
+    @Test func excessiveRefreshIsStopped() async throws {
+        let services = PluginServices(maxRefreshes: 1, refreshWindow: 60)
+        let provider = Provider<Bin>(interceptors: [TokenInterceptor()], services: services, maxInterceptorRetries: 5)
+        services.setValue("bad-0", forKey: "access_token")
+        let count = LockedCounter()
+        services.registerRefresher(forKey: "access_token") { _ in "bad-\(count.increment())" }
+        let result = await provider.request(try Bin("bearer")).result
+        guard case .failure(.credentialRefresh("access_token", let message)) = result else { Issue.record("got \(result)"); return }
+        #expect(message == "excessive refresh: 1 refreshes within 60.0 s (limit 1)")
+        #expect(count.value == 1)
+    }
+
+    @Test func credentialHookAnswersBasicChallenges() async throws {
+        let challenges = LockedCounter()
+        let provider = Provider<Bin>(interceptors: [BasicCredentials(user: "u", password: "p", challenges: challenges)])
+        let ok = try await provider.request(try Bin("basic-auth/u/p")).value
+        #expect(ok.statusCode == 200)
+        #expect(try ok.mapJSON()["user"]?.stringValue == "u")
+        #expect(challenges.log.first?.hasPrefix("Basic 127.0.0.1 0") == true)
+        let wrongLog = LockedCounter()
+        let wrongProvider = Provider<Bin>(interceptors: [BasicCredentials(user: "u", password: "p", challenges: wrongLog)])
+        let wrong = try await wrongProvider.request(try Bin("basic-auth/u/other")).value
+        #expect(wrong.statusCode == 401)
+        #expect(wrongLog.log.map { $0.split(separator: " ").last! } == ["0", "1"])
+    }
+
+    @Test func challengeWithoutAnAnswerDeliversThe401() async throws {
+        let plain = try await Provider<Bin>().request(try Bin("status/401")).value
+        #expect(plain.statusCode == 401)
+        #expect(plain.value(forHTTPHeaderField: "WWW-Authenticate") == "Basic realm=\"Fake Realm\"")
+        let log = LockedCounter()
+        let chained = try await Provider<Bin>(interceptors: [Recorder("A", log: log)]).request(try Bin("status/401")).value
+        #expect(chained.statusCode == 401)
+    }
+
+    @Test func credentialHookCanCancelTheChallenge() async throws {
+        struct Refuser: Interceptor {
+            var name: String { "refuser" }
+            func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+                challenge.realm == "Fake Realm" ? .cancel : .performDefault
+            }
+        }
+        let result = await Provider<Bin>(interceptors: [Refuser()]).request(try Bin("basic-auth/u/p")).result
+        guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
+    }
+
+    @Test func processCanReplaceAFailure() async throws {
+        struct Fallback: Interceptor {
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                guard let failure = result.failure else { return .proceed }
+                return .replace(SyntheticResponse(statusCode: 200, headers: [HTTPHeader(name: "X-Cache", value: "stale")],
+                                                  body: Array(failure.kind.rawValue.utf8)))
+            }
+        }
+        let provider = Provider<Bin>(interceptors: [Fallback()])
+        let response = try await provider.request(try Bin("get", base: closedPortURL())).value
+        #expect(response.value(forHTTPHeaderField: "X-Cache") == "stale")
+        #expect(String(decoding: response.data, as: UTF8.self) == "cannotConnect")
+    }
+
+    @Test func responseSideSeesCancellation() async throws {
+        let log = LockedCounter()
+        let provider = Provider<Bin>(interceptors: [Recorder("A", log: log)])
+        let target = try Bin("delay/5")
+        let task = Task { await provider.request(target).result }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else { Issue.record("not cancelled"); return }
+        #expect(await eventually { log.log.contains("A.didReceive") })
+    }
+}

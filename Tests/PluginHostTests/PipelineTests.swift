@@ -1,0 +1,139 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Result pipelines")
+struct PipelineTests {
+    @Test func buildingSendsNothingAndEachConsumptionSendsOnce() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport)
+        let pipeline = provider.request(try Bin("get")).filterSuccessfulStatusCodes().mapJSON()
+        _ = pipeline.map { $0["url"] }
+        #expect(transport.count == 0)
+        _ = try await pipeline.value
+        #expect(transport.count == 1)
+        _ = await pipeline.result
+        #expect(transport.count == 2)
+    }
+
+    @Test func mapTryMapAndFilter() async throws {
+        let provider = Provider<Bin>()
+        let pipeline = provider.request(try Bin("anything", task: .requestParameters(parameters: ["n": 41], encoding: URLEncoding.default)))
+            .mapJSON()
+        let n = try await pipeline.tryMap { json -> Int in
+            guard let text = json["args"]?["n"]?.stringValue, let n = Int(text) else { throw NetworkError.filtered("no n") }
+            return n
+        }.map { $0 + 1 }.value
+        #expect(n == 42)
+
+        struct Odd: Error {}
+        let thrown = await pipeline.tryMap { _ -> Int in throw Odd() }.result
+        guard case .failure(.custom(let inner)) = thrown else { Issue.record("got \(thrown)"); return }
+        #expect(inner is Odd)
+
+        let filtered = await pipeline.map { _ in 7 }.filter { $0.isMultiple(of: 2) }.result
+        guard case .failure(.filtered("7")) = filtered else { Issue.record("got \(filtered)"); return }
+    }
+
+    @Test func mapJSONAndStrings() async throws {
+        let provider = Provider<Bin>()
+        let json = try await provider.request(try Bin("json")).mapJSON().value
+        #expect(json["slideshow"]?["author"]?.stringValue == "Yours Truly")
+        #expect(json["slideshow"]?["slides"]?[0]?["type"]?.stringValue == "all")
+        let author = try await provider.request(try Bin("json")).mapString(atKeyPath: "slideshow.author").value
+        #expect(author == "Yours Truly")
+        let html = try await provider.request(try Bin("html")).mapString().value
+        #expect(html.contains("<html>"))
+        let empty = try await provider.request(try Bin("status/204")).mapJSON(failsOnEmptyData: false).value
+        #expect(empty == .null)
+        guard case .failure(.jsonMapping) = await provider.request(try Bin("status/204")).mapJSON().result else {
+            Issue.record("empty body did not fail mapJSON"); return
+        }
+    }
+
+    @Test func decodableFragmentsAtKeyPaths() async throws {
+        let body = Data(#"{"data":{"n":3,"s":"text","b":true,"u":"http://example.com/a","d":2.5,"list":[1,2]}}"#.utf8)
+        let target = try Bin("anything")
+        var stubbed = target
+        stubbed.sample = .networkResponse(200, body)
+        let provider = Provider<Bin>(stubClosure: Provider.immediatelyStub)
+        let pipeline = provider.request(stubbed)
+        #expect(try await pipeline.map(Int.self, atKeyPath: "data.n").value == 3)
+        #expect(try await pipeline.map(String.self, atKeyPath: "data.s").value == "text")
+        #expect(try await pipeline.map(Bool.self, atKeyPath: "data.b").value == true)
+        #expect(try await pipeline.map(URL.self, atKeyPath: "data.u").value == URL(string: "http://example.com/a"))
+        #expect(try await pipeline.map(Double.self, atKeyPath: "data.d").value == 2.5)
+        #expect(try await pipeline.map([Int].self, atKeyPath: "data.list").value == [1, 2])
+        #expect(try await pipeline.map(Int.self, atKeyPath: "data.list.1").value == 2)
+        let json = try await pipeline.mapJSON().value
+        #expect(json["data"]?["b"] == .bool(true))
+        #expect(json["data"]?["n"] == .int(3))
+        #expect(json["data"]?["d"] == .double(2.5))
+    }
+
+    @Test func retryRetriesRetryableStatusWithBackoff() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport)
+        let attempts = LockedCounter()
+        let policy = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01) { attempt in
+            attempts.append("\(attempt.retry):\(attempt.delay):\(attempt.reason)")
+        }
+        let response = try await provider.request(try Bin("status/503")).retry(policy).value
+        #expect(response.statusCode == 503)
+        #expect(transport.count == 3)
+        #expect(attempts.log == ["1:0.01:status 503", "2:0.02:status 503"])
+        // After a filter the error is retried the same way.
+        let filtered = await provider.request(try Bin("status/500")).filterSuccessfulStatusCodes().retry(policy).result
+        guard case .failure(.statusCode(let r)) = filtered else { Issue.record("got \(filtered)"); return }
+        #expect(r.statusCode == 500)
+        #expect(transport.count == 6)
+    }
+
+    @Test func retryLeavesNonIdempotentMethodsAndOtherCodesAlone() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport)
+        let policy = RetryPolicy(exponentialBackoffScale: 0.01)
+        _ = await provider.request(try Bin("status/503", method: .post)).retry(policy).result
+        #expect(transport.count == 1)
+        _ = await provider.request(try Bin("status/404")).filterSuccessfulStatusCodes().retry(policy).result
+        #expect(transport.count == 2)
+    }
+
+    @Test func retryRetriesTransportFailures() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport)
+        let result = await provider.request(try Bin("get", base: closedPortURL())).retry(RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.001)).result
+        guard case .failure(.underlying(let failure, _)) = result else { Issue.record("got \(result)"); return }
+        #expect(failure.kind == .cannotConnect)
+        #expect(transport.count == 4)
+    }
+
+    @Test func retryPolicyDefaultsAreDocumented() {
+        let policy = RetryPolicy.default
+        #expect(policy.retryLimit == 2)
+        #expect(policy.delay(beforeRetry: 1) == 0.5)
+        #expect(policy.delay(beforeRetry: 2) == 1.0)
+        #expect(policy.retryableHTTPMethods == [.delete, .get, .head, .options, .put, .trace])
+        #expect(policy.retryableStatusCodes == [408, 500, 502, 503, 504])
+        #expect(policy.retryableFailureKinds == [.timedOut, .cannotConnect, .connectionLost, .badResponse])
+    }
+
+    @Test func completionCallbackDeliversOnce() async throws {
+        let provider = Provider<Bin>()
+        let calls = LockedCounter()
+        let target = try Bin("get")
+        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+            provider.request(target).start { result in
+                calls.increment()
+                continuation.resume(returning: result)
+            }
+        }
+        #expect(try result.get().statusCode == 200)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        #expect(calls.value == 1)
+    }
+}

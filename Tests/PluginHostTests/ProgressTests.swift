@@ -1,0 +1,51 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Progress")
+struct ProgressTests {
+    @Test func uploadReportsProgressUpToTheFileSize() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("up-\(UUID().uuidString).bin")
+        try Data(repeating: 0x61, count: 300_000).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let provider = Provider<Bin>()
+        var uploads: [TransferProgress] = []
+        var final: Response?
+        for try await event in provider.request(try Bin("anything", method: .post, task: .uploadFile(file))).events() {
+            switch event {
+            case .progress(let p) where p.direction == .upload: uploads.append(p)
+            case .progress: break
+            case .completed(let response): final = response
+            }
+        }
+        #expect(try #require(final).statusCode == 200)
+        #expect(!uploads.isEmpty)
+        #expect(uploads.last?.completedBytes == 300_000)
+        #expect(uploads.last?.fractionCompleted == 1)
+    }
+
+    @Test func dataRequestsReportDownloadProgressWithKnownLength() async throws {
+        let provider = Provider<Bin>()
+        let seen = LockedCounter()
+        let response = try await provider.request(try Bin("bytes/50000")).run { p in
+            seen.append("\(p.completedBytes)/\(p.totalBytes)")
+        }
+        #expect(response.data.count == 50_000)
+        #expect(seen.log.last == "50000/50000")
+    }
+
+    @Test func callbackProgressAndFinalResponse() async throws {
+        let provider = Provider<Bin>()
+        let seen = LockedCounter()
+        let target = try Bin("bytes/20000")
+        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+            provider.request(target).start(progress: { p in seen.append("\(p.completedBytes)") }) { continuation.resume(returning: $0) }
+        }
+        #expect(try result.get().data.count == 20_000)
+        #expect(await eventually { seen.log.last == "20000" })
+    }
+}

@@ -1,0 +1,122 @@
+import Dispatch
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Provider")
+struct ProviderTests {
+    @Test func adHocVerbsWithoutAnEnum() async throws {
+        let base = try TestServer.url().absoluteString
+        let provider = Provider<MultiTarget>()
+        let get = try echo(try await provider.get("\(base)/get", parameters: ["q": "1"], headers: ["X-A": "a"]).value)
+        #expect(get.args?["q"] == .string("1"))
+        #expect(get.header("X-A") == "a")
+        let post = try echo(try await provider.post("\(base)/post", parameters: ["name": "Ann"]).value)
+        #expect(post.json == .object(["name": .string("Ann")]))
+        let put = try echo(try await provider.put("\(base)/put", parameters: ["v": 2]).value)
+        #expect(put.json == .object(["v": .number(2)]))
+        let delete = try echo(try await provider.delete("\(base)/delete", parameters: ["id": "9"]).value)
+        #expect(delete.args?["id"] == .string("9"))
+    }
+
+    @Test func adHocRelativePathsUseTheServerBaseURL() async throws {
+        let server = ServerConfiguration(baseURL: try TestServer.url(), headers: ["X-Server": "1"])
+        let provider = Provider<MultiTarget>(server: server)
+        let e = try echo(try await provider.get("/anything/rel").value)
+        let base = try TestServer.url().absoluteString
+        #expect(e.url == base + "/anything/rel")
+        #expect(e.header("X-Server") == "1")
+    }
+
+    @Test func multiTargetServesSeveralTargetTypes() async throws {
+        let provider = Provider<MultiTarget>()
+        let a = try await provider.request(MultiTarget(try Bin("status/201"))).value
+        let b = try await provider.request(.target(try Bin("anything", options: ["k": "v"]))).value
+        #expect(a.statusCode == 201)
+        #expect(b.statusCode == 200)
+        #expect(MultiTarget(try Bin("x", options: ["k": "v"])).pluginOptions == ["k": "v"])
+    }
+
+    @Test func requestClosureEditsTheURLRequestAsynchronously() async throws {
+        let provider = Provider<Bin>(requestClosure: { endpoint, request in
+            try await Task.sleep(nanoseconds: 1_000_000)
+            var request = request
+            if endpoint.url.contains("/delay/") { request.timeoutInterval = 0.5 }
+            request.setValue(endpoint.method.rawValue, forHTTPHeaderField: "X-From-Closure")
+            return request
+        })
+        let e = try echo(try await provider.request(try Bin("anything")).value)
+        #expect(e.header("X-From-Closure") == "GET")
+        let timedOut = await provider.request(try Bin("delay/3")).result
+        guard case .failure(let error) = timedOut else { Issue.record("expected timeout"); return }
+        #expect(error.isTimeout)
+    }
+
+    @Test func requestClosureErrorsReachTheCaller() async throws {
+        struct Denied: Error {}
+        let provider = Provider<Bin>(requestClosure: { _, _ in throw Denied() })
+        let result = await provider.request(try Bin("anything")).result
+        guard case .failure(.custom(let inner)) = result else { Issue.record("got \(result)"); return }
+        #expect(inner is Denied)
+    }
+
+    @Test func endpointClosureAddsHeadersToEveryRequest() async throws {
+        let provider = Provider<Bin>(endpointClosure: { target in
+            Provider<Bin>.defaultEndpointMapping(for: target).adding(newHTTPHeaderFields: ["X-App": "demo"])
+        })
+        #expect(try echo(try await provider.request(try Bin("anything")).value).header("X-App") == "demo")
+    }
+
+    @Test func callbackRunsOnTheGivenQueue() async throws {
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "callbacks")
+        queue.setSpecific(key: key, value: "callbacks")
+        let provider = Provider<Bin>()
+        let target = try Bin("get")
+        let label: String? = await withCheckedContinuation { continuation in
+            provider.request(target).start(on: queue) { _ in
+                continuation.resume(returning: DispatchQueue.getSpecific(key: key))
+            }
+        }
+        #expect(label == "callbacks")
+    }
+
+    @Test func identicalInflightRequestsShareOneNetworkCall() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport, trackInflights: true)
+        let target = try Bin("delay/1")
+        let responses = try await withThrowingTaskGroup(of: Response.self) { group in
+            for _ in 0..<5 { group.addTask { try await provider.request(target).value } }
+            return try await group.reduce(into: [Response]()) { $0.append($1) }
+        }
+        #expect(transport.count == 1)
+        #expect(responses.count == 5)
+        #expect(Set(responses.map(\.data)).count == 1)
+    }
+
+    @Test func withoutSharingEachCallerSends() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport)
+        let target = try Bin("get")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<5 { group.addTask { _ = try await provider.request(target).value } }
+            try await group.waitForAll()
+        }
+        #expect(transport.count == 5)
+    }
+
+    @Test func validationTypeRejectsWithStatusCodeError() async throws {
+        let provider = Provider<Bin>()
+        let result = await provider.request(try Bin("status/404", validation: .successCodes)).result
+        guard case .failure(.statusCode(let response)) = result else { Issue.record("got \(result)"); return }
+        #expect(response.statusCode == 404)
+        let custom = await provider.request(try Bin("status/404", validation: .customCodes([404]))).result
+        #expect(try custom.get().statusCode == 404)
+        let redirect = await provider.request(try Bin("status/304", validation: .successAndRedirectCodes)).result
+        #expect(try redirect.get().statusCode == 304)
+    }
+}
