@@ -103,7 +103,7 @@ public final class Provider<Target: TargetType>: Sendable {
     func pipeline(method: HTTPMethod, info: TargetInfo, validation: ValidationType,
                   stub: @escaping @Sendable () -> StubBehavior,
                   endpoint: @escaping @Sendable () -> Endpoint) -> ResponsePipeline<Response> {
-        ResponsePipeline(method: method) { [self] progress async throws(NetworkError) -> Response in
+        ResponsePipeline(method: method, callbackQueue: callbackQueue) { [self] progress async throws(NetworkError) -> Response in
             let plan = try await makePlan(info: info, validation: validation, stub: stub(), endpoint: endpoint())
             let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
             let chain = self.chain

@@ -24,12 +24,21 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
 
     /// The request's method, used by ``retry(_:)``.
     public let method: HTTPMethod?
+    /// Where ``start(on:progress:completion:)`` calls back when no queue is given.
+    public let callbackQueue: DispatchQueue?
     let body: @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
 
     /// Creates a pipeline from a closure that produces the value.
-    public init(method: HTTPMethod? = nil, _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value) {
+    public init(method: HTTPMethod? = nil, callbackQueue: DispatchQueue? = nil,
+                _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value) {
         self.method = method
+        self.callbackQueue = callbackQueue
         self.body = body
+    }
+
+    /// A pipeline with the same method and callback queue and a new body.
+    func derived<T: Sendable>(_ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> T) -> ResponsePipeline<T> {
+        ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, body)
     }
 
     /// Runs the pipeline, reporting progress to `progress`.
@@ -61,7 +70,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     @discardableResult
     public func start(on queue: DispatchQueue? = nil, progress: ProgressHandler? = nil,
                       completion: @escaping @Sendable (Result<Value, NetworkError>) -> Void) -> any Cancellable {
-        let queue = queue ?? DispatchQueue.global()
+        let queue = queue ?? callbackQueue ?? DispatchQueue.global()
         var progressOnQueue: ProgressHandler?
         if let progress {
             progressOnQueue = { value in queue.async { progress(value) } }
@@ -101,13 +110,13 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
 
     /// Transforms the value.
     public func map<T: Sendable>(_ transform: @escaping @Sendable (Value) -> T) -> ResponsePipeline<T> {
-        ResponsePipeline<T>(method: method) { progress async throws(NetworkError) in transform(try await body(progress)) }
+        derived { progress async throws(NetworkError) in transform(try await body(progress)) }
     }
 
     /// Transforms the value with a step that may throw; a thrown ``NetworkError`` passes
     /// through, any other error becomes ``NetworkError/custom(_:)``.
     public func tryMap<T: Sendable>(_ transform: @escaping @Sendable (Value) throws -> T) -> ResponsePipeline<T> {
-        ResponsePipeline<T>(method: method) { progress async throws(NetworkError) in
+        derived { progress async throws(NetworkError) in
             let value = try await body(progress)
             do {
                 return try transform(value)
@@ -121,7 +130,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
 
     /// Keeps values for which `isIncluded` is true; others fail with ``NetworkError/filtered(_:)``.
     public func filter(_ isIncluded: @escaping @Sendable (Value) -> Bool) -> ResponsePipeline<Value> {
-        ResponsePipeline(method: method) { progress async throws(NetworkError) in
+        derived { progress async throws(NetworkError) in
             let value = try await body(progress)
             guard isIncluded(value) else { throw .filtered(String(describing: value)) }
             return value
@@ -136,7 +145,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// The retry loop; `reasonForValue` can ask to retry a successful value (e.g. a 503 response).
     func retrying(_ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> String?) -> ResponsePipeline<Value> {
         let method = self.method
-        return ResponsePipeline(method: method) { progress async throws(NetworkError) in
+        return derived { progress async throws(NetworkError) in
             var retries = 0
             while true {
                 let reason: String
@@ -220,6 +229,6 @@ extension ResponsePipeline where Value == Response {
     }
 
     private func step<T: Sendable>(_ transform: @escaping @Sendable (Response) throws(NetworkError) -> T) -> ResponsePipeline<T> {
-        ResponsePipeline<T>(method: method) { progress async throws(NetworkError) in try transform(try await body(progress)) }
+        derived { progress async throws(NetworkError) in try transform(try await body(progress)) }
     }
 }

@@ -1,21 +1,78 @@
+// A runnable tour of PluginHost: a target enum, an interceptor, a pipeline mapping to a model.
+//
+//   swift run pluginhost-example                         # offline: answers come from stubs
+//   swift run pluginhost-example http://127.0.0.1:8080   # against a running httpbin
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import PluginHost
+import PluginSDK
 
-let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"]!
-final class D: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
-        print("delegate complete", (task.response as? HTTPURLResponse)?.statusCode as Any, error as Any)
+/// The API, one case per call.
+enum HTTPBin: TargetType {
+    case slideshow
+    case echo(name: String)
+
+    static let live = CommandLine.arguments.dropFirst().first.flatMap(URL.init(string:))
+
+    var baseURL: URL { Self.live ?? URL(string: "http://stub.invalid")! }
+    var path: String {
+        switch self {
+        case .slideshow: return "json"
+        case .echo: return "anything"
+        }
+    }
+    var method: HTTPMethod {
+        switch self {
+        case .slideshow: return .get
+        case .echo: return .post
+        }
+    }
+    var task: RequestTask {
+        switch self {
+        case .slideshow: return .requestPlain
+        case .echo(let name): return .requestParameters(parameters: ["name": name], encoding: JSONEncoding.default)
+        }
+    }
+    var validationType: ValidationType { .successCodes }
+    var pluginOptions: [String: String] { ["activity": "show"] }
+    var sampleData: Data {
+        switch self {
+        case .slideshow: return Data(#"{"slideshow":{"title":"Sample Slide Show","author":"Stub","slides":[]}}"#.utf8)
+        case .echo(let name): return Data(#"{"json":{"name":"\#(name)"}}"#.utf8)
+        }
     }
 }
-let mode = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "plain"
-if mode == "plain" {
-    let (data, response) = try await URLSession.shared.data(from: URL(string: "\(base)/status/401")!)
-    print("plain", (response as! HTTPURLResponse).statusCode, data.count)
-} else {
-    let s = URLSession(configuration: mode == "nostore" ? { let c = URLSessionConfiguration.default; c.urlCredentialStorage = nil; return c }() : .default, delegate: D(), delegateQueue: nil)
-    s.dataTask(with: URL(string: "\(base)/status/401")!).resume()
-    try await Task.sleep(nanoseconds: 3_000_000_000)
-    print("end")
+
+/// The model the slideshow maps to.
+struct Slideshow: Decodable, Sendable {
+    let title: String
+    let author: String
 }
+
+/// An in-process interceptor: stamps a header and reports each call on the event sink.
+struct Stamp: Interceptor {
+    var name: String { "stamp" }
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        try request.setHeader("X-Client", "pluginhost-example")
+        return .proceed
+    }
+    func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        let status = result.response.map { String($0.statusCode) } ?? "failed"
+        context.services.emit("done", fields: ["path": context.target.path, "status": status])
+    }
+}
+
+let provider = Provider<HTTPBin>(stubClosure: { _ in HTTPBin.live == nil ? .immediate : .never }, interceptors: [Stamp()])
+let subscription = provider.services.subscribe { event in
+    print("event \(event.plugin).\(event.name) path=\(event.fields["path"] ?? "") status=\(event.fields["status"] ?? "")")
+}
+
+do {
+    let show = try await provider.request(.slideshow).map(Slideshow.self, atKeyPath: "slideshow").value
+    print("slideshow: \(show.title) by \(show.author)")
+    let name = try await provider.request(.echo(name: "Ann")).mapString(atKeyPath: "json.name").value
+    print("echoed name: \(name)")
+} catch {
+    print("error: \(error)")
+    exit(1)
+}
+subscription.cancel()

@@ -85,6 +85,20 @@ struct ProviderTests {
         #expect(label == "callbacks")
     }
 
+    @Test func providerCallbackQueueIsTheDefault() async throws {
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "provider-callbacks")
+        queue.setSpecific(key: key, value: "provider")
+        let provider = Provider<Bin>(callbackQueue: queue)
+        let target = try Bin("get")
+        let label: String? = await withCheckedContinuation { continuation in
+            provider.request(target).filterSuccessfulStatusCodes().mapJSON().start { _ in
+                continuation.resume(returning: DispatchQueue.getSpecific(key: key))
+            }
+        }
+        #expect(label == "provider")
+    }
+
     @Test func identicalInflightRequestsShareOneNetworkCall() async throws {
         let transport = CountingTransport()
         let provider = Provider<Bin>(transport: transport, trackInflights: true)
