@@ -1,6 +1,27 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// Test fixtures: plugin libraries the tests load with dlopen. Three Swift plugins sharing a
+// kit, a plugin written in C, and deliberately broken C libraries for the loader's refusals.
+let swiftTestPlugins = ["Alpha", "Beta", "Gamma"]
+let cTestPlugins = ["CPlugin", "BadMajor", "NewerMinor", "SmallDescriptor", "NoEntry"]
+
+var testFixtureTargets: [Target] {
+    [.target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit")]
+        + swiftTestPlugins.map {
+            .target(name: "\($0)TestPlugin", dependencies: ["TestPluginKit", "PluginSDK"], path: "Tests/Fixtures/Plugins/\($0)")
+        }
+        + cTestPlugins.map {
+            .target(name: "\($0)TestPlugin", dependencies: ["CPluginABI"], path: "Tests/Fixtures/Plugins/\($0)", publicHeadersPath: ".")
+        }
+}
+
+var testFixtureProducts: [Product] {
+    (swiftTestPlugins + cTestPlugins).map {
+        .library(name: "\($0)TestPlugin", type: .dynamic, targets: ["\($0)TestPlugin"])
+    }
+}
+
 /// PluginHost: a Moya-style networking layer whose interceptors can be plugins.
 ///
 /// No external packages: only the toolchain's Swift, Foundation, FoundationNetworking,
@@ -12,13 +33,14 @@ let package = Package(
         .library(name: "PluginHost", targets: ["PluginHost"]),
         .library(name: "PluginSDK", targets: ["PluginSDK"]),
         .executable(name: "pluginhost-example", targets: ["PluginHostExample"]),
-    ],
+    ] + testFixtureProducts,
     targets: [
-        .target(name: "PluginSDK"),
+        .target(name: "CPluginABI"),
+        .target(name: "PluginSDK", dependencies: ["CPluginABI"]),
         .target(name: "PluginHost", dependencies: ["PluginSDK"]),
         .executableTarget(name: "PluginHostExample", dependencies: ["PluginHost"]),
         .testTarget(name: "PluginSDKTests", dependencies: ["PluginSDK"]),
         .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"]),
-    ],
+    ] + testFixtureTargets,
     swiftLanguageModes: [.v6]
 )

@@ -27,8 +27,12 @@ struct InterceptorChain: Sendable {
     /// How many times `process` may ask to retry one request.
     let maxRetries: Int
 
+    /// Whether any interceptor is a loaded plugin (which reads a C view of the context).
+    let hasLoadedPlugins: Bool
+
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
+        self.hasLoadedPlugins = interceptors.contains { $0 is LoadedPlugin }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -51,8 +55,12 @@ struct InterceptorChain: Sendable {
         var attempt = 1
         while true {
             if Task.isCancelled { return .failure(.cancelled) }
-            let contexts = bound.map {
+            var contexts = bound.map {
                 InterceptorContext(target: plan.target, requestID: requestID, attempt: attempt, services: $0)
+            }
+            if hasLoadedPlugins, let first = contexts.first {
+                let shared = CContext(first)
+                for index in contexts.indices { contexts[index].hostAttachment = shared }
             }
             let state = RequestState(plan.request)
             let view = InterceptorRequest(backend: state)

@@ -56,6 +56,8 @@ final class RequestState: RequestBackend {
 
     func setBody(_ body: [UInt8]?) { bodyData = body.map { Data($0) } }
 
+    func setBodyData(_ data: Data?) { bodyData = data }
+
     func setTimeout(_ seconds: Double) { timeout = seconds }
 
     /// The request to send, keeping everything the views cannot change (cache policy, …).
@@ -141,6 +143,8 @@ final class ResponseState: ResponseBackend {
     var body: [UInt8] { [UInt8](data) }
 
     func setBody(_ body: [UInt8]) { data = Data(body) }
+
+    func setData(_ data: Data) { self.data = data }
 
     /// The `HTTPURLResponse` to hand to the app: the transport's own unless a hook edited it.
     func makeHTTPURLResponse(fallbackURL: URL?) -> HTTPURLResponse? {

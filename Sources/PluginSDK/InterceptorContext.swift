@@ -31,13 +31,17 @@ public struct InterceptorContext: Sendable {
     public var attempt: Int
     /// Services of the host: key/value store, events, log, clock, random bytes.
     public var services: any HostServices
+    /// Per-attempt data the host keeps for plugins loaded from libraries; interceptors ignore it.
+    public var hostAttachment: (any AnyObject & Sendable)?
 
     /// Creates a context.
-    public init(target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices) {
+    public init(target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices,
+                hostAttachment: (any AnyObject & Sendable)? = nil) {
         self.target = target
         self.requestID = requestID
         self.attempt = attempt
         self.services = services
+        self.hostAttachment = hostAttachment
     }
 }
 

@@ -239,9 +239,9 @@ struct InterceptorChainTests {
         let provider = Provider<Bin>(interceptors: [Recorder("A", log: log)])
         let target = try Bin("delay/5")
         let task = Task { await provider.request(target).result }
-        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(await eventually { log.log.contains("A.willSend") })
         task.cancel()
         guard case .failure(.cancelled) = await task.value else { Issue.record("not cancelled"); return }
-        #expect(await eventually { log.log.contains("A.didReceive") })
+        #expect(log.log == ["A.prepare", "A.willSend", "A.didReceive", "A.process"])
     }
 }

@@ -1,0 +1,217 @@
+/*
+ * pluginhost.h — the ABI between a PluginHost application and its plugins.
+ *
+ * Only C data crosses this boundary: each side keeps its own Swift (or C) types.
+ *
+ * VERSIONING
+ *   A plugin is loaded when its ABI major equals the host's and its minor is not newer than
+ *   the host's. Structs only ever grow at the end; every struct starts with its size, so a
+ *   reader never touches fields the writer did not have.
+ *
+ * ENTRY POINT
+ *   A plugin library exports exactly one symbol, PH_ENTRY_SYMBOL ("pluginhost_plugin_v1"):
+ *       const ph_plugin_descriptor *pluginhost_plugin_v1(void);
+ *   It returns a pointer to static, constant data and runs no plugin logic, so tools can list
+ *   plugins safely. The host never unloads a library (dlclose) once loaded.
+ *
+ * OWNERSHIP AND LIFETIME
+ *   - ph_bytes handed by the host to a plugin (getters, hook arguments) are BORROWED: valid
+ *     until the hook returns or until the plugin calls a setter on the same handle.
+ *   - ph_bytes handed by a plugin to the host (setters) are copied before the call returns.
+ *   - Request, response, context and challenge handles are owned by the host and valid only
+ *     during the hook call they were passed to.
+ *   - Errors are written by the plugin into a host-provided ph_error_buf (truncated to its
+ *     capacity); nothing is ever freed across the boundary.
+ *   - The instance returned by create() belongs to the plugin until destroy() is called.
+ *   - Hooks may be called concurrently from several threads (different requests); a plugin
+ *     must be thread-safe. Calls for one request are never concurrent with each other.
+ *   - Nothing may unwind across this boundary: hooks report failure by return value.
+ */
+#ifndef PLUGINHOST_H
+#define PLUGINHOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PH_ABI_MAJOR 1
+#define PH_ABI_MINOR 0
+#define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
+
+/* Return codes of hooks and setters. */
+#define PH_OK 0             /* proceed */
+#define PH_ERROR 1          /* failed: the message is in the error buffer */
+#define PH_INVALID 2        /* a setter refused its input (bad header name/value, bad URL) */
+#define PH_NOT_FOUND 3      /* a getter found nothing */
+
+/* Log levels for ph_host_api.log. */
+#define PH_LOG_DEBUG 0
+#define PH_LOG_INFO 1
+#define PH_LOG_WARNING 2
+#define PH_LOG_ERROR 3
+
+/* Transport failure kinds (ph_host_api.result_failure). */
+#define PH_FAILURE_NONE 0
+#define PH_FAILURE_TIMED_OUT 1
+#define PH_FAILURE_CANCELLED 2
+#define PH_FAILURE_CANNOT_CONNECT 3
+#define PH_FAILURE_CONNECTION_LOST 4
+#define PH_FAILURE_BAD_RESPONSE 5
+#define PH_FAILURE_INTERCEPTOR_FAILED 6
+#define PH_FAILURE_OTHER 7
+
+/* Answers to an authentication challenge (ph_plugin_descriptor.credential). */
+#define PH_CREDENTIAL_DEFAULT 0     /* no opinion: ask the next plugin */
+#define PH_CREDENTIAL_USE 1         /* answer with the user and password given */
+#define PH_CREDENTIAL_REJECT 2      /* deliver the 401 as the response */
+#define PH_CREDENTIAL_CANCEL 3      /* cancel the request */
+
+/* A byte string: not NUL-terminated; UTF-8 for text. */
+typedef struct ph_bytes {
+    const uint8_t *data;
+    size_t len;
+} ph_bytes;
+
+/* Where a plugin writes an error message. The plugin writes at most `capacity` bytes to `data`
+ * and sets `len`; a longer message is truncated. */
+typedef struct ph_error_buf {
+    uint8_t *data;
+    size_t capacity;
+    size_t len;
+} ph_error_buf;
+
+/* Opaque host-owned handles. */
+typedef struct ph_request ph_request;   /* the request being prepared or sent */
+typedef struct ph_result ph_result;     /* one attempt's outcome: a response or a failure */
+
+/* What a hook knows about the request's target. Borrowed, valid during the hook. */
+typedef struct ph_context {
+    uint32_t struct_size;
+    uint64_t request_id;        /* unique per request in the process, the same for all attempts */
+    int32_t attempt;            /* 1 for the first attempt */
+    ph_bytes target_method;     /* e.g. "GET" */
+    ph_bytes target_base_url;
+    ph_bytes target_path;
+    size_t option_count;        /* the target's pluginOptions */
+    const ph_bytes *option_keys;
+    const ph_bytes *option_values;
+} ph_context;
+
+/* An HTTP authentication challenge. Borrowed, valid during the hook. */
+typedef struct ph_challenge {
+    uint32_t struct_size;
+    ph_bytes host;
+    int32_t port;
+    ph_bytes scheme;            /* "http" or "https" */
+    ph_bytes realm;             /* empty when the server named none */
+    ph_bytes method;            /* "Basic", "Digest", ... */
+    int32_t previous_failure_count;
+} ph_challenge;
+
+/* The host's services and accessors. One table per plugin instance, passed to create() and
+ * valid until destroy() returns. Functions take the table itself as their first argument. */
+typedef struct ph_host_api ph_host_api;
+struct ph_host_api {
+    uint32_t struct_size;
+    uint16_t abi_major;
+    uint16_t abi_minor;
+    void *host_data;                    /* the host's; plugins do not touch it */
+
+    /* Services. */
+    void (*log)(const ph_host_api *host, int32_t level, ph_bytes message);
+    /* Copies the value of `key` into out[0..capacity) and returns its full length, or -1 when
+     * unset. Call again with a larger buffer when the result exceeds `capacity`. */
+    int64_t (*kv_get)(const ph_host_api *host, ph_bytes key, uint8_t *out, size_t capacity);
+    /* Stores a value; `remove` non-zero removes the key instead. */
+    void (*kv_set)(const ph_host_api *host, ph_bytes key, ph_bytes value, int32_t remove);
+    /* Sends an event with `count` key/value fields to the app's subscribers. */
+    void (*emit)(const ph_host_api *host, ph_bytes name, const ph_bytes *keys, const ph_bytes *values, size_t count);
+    double (*now)(const ph_host_api *host);                 /* seconds since 1970 */
+    uint64_t (*monotonic_ns)(const ph_host_api *host);
+    void (*random_bytes)(const ph_host_api *host, uint8_t *out, size_t count);
+
+    /* Request accessors (prepare, will_send). Getters return borrowed bytes. */
+    ph_bytes (*request_method)(ph_request *request);
+    int32_t (*request_set_method)(ph_request *request, ph_bytes method);
+    ph_bytes (*request_url)(ph_request *request);
+    int32_t (*request_set_url)(ph_request *request, ph_bytes url);           /* PH_INVALID unless absolute http(s) */
+    /* The index-th value of header `name` (case-insensitive): PH_OK or PH_NOT_FOUND. */
+    int32_t (*request_header)(ph_request *request, ph_bytes name, size_t index, ph_bytes *value);
+    size_t (*request_header_count)(ph_request *request);
+    int32_t (*request_header_at)(ph_request *request, size_t index, ph_bytes *name, ph_bytes *value);
+    /* Replaces every field named `name`; PH_INVALID for a non-token name or CR/LF/NUL in the value. */
+    int32_t (*request_set_header)(ph_request *request, ph_bytes name, ph_bytes value);
+    int32_t (*request_add_header)(ph_request *request, ph_bytes name, ph_bytes value);
+    int32_t (*request_remove_header)(ph_request *request, ph_bytes name);
+    /* PH_OK with the body, or PH_NOT_FOUND when there is none. */
+    int32_t (*request_body)(ph_request *request, ph_bytes *body);
+    void (*request_set_body)(ph_request *request, ph_bytes body, int32_t present);
+    double (*request_timeout)(ph_request *request);
+    void (*request_set_timeout)(ph_request *request, double seconds);
+    /* From prepare only: answer the request with this response (a short-circuit). */
+    int32_t (*request_respond)(ph_request *request, int32_t status, const ph_bytes *header_names,
+                               const ph_bytes *header_values, size_t header_count, ph_bytes body);
+
+    /* Result accessors (did_receive, process). */
+    /* PH_FAILURE_NONE when the result is a response; otherwise the kind, with the message. */
+    int32_t (*result_failure)(ph_result *result, ph_bytes *message);
+    int32_t (*result_status)(ph_result *result);                              /* 0 for a failure */
+    void (*result_set_status)(ph_result *result, int32_t status);
+    int32_t (*result_header)(ph_result *result, ph_bytes name, size_t index, ph_bytes *value);
+    size_t (*result_header_count)(ph_result *result);
+    int32_t (*result_header_at)(ph_result *result, size_t index, ph_bytes *name, ph_bytes *value);
+    int32_t (*result_set_header)(ph_result *result, ph_bytes name, ph_bytes value);
+    int32_t (*result_add_header)(ph_result *result, ph_bytes name, ph_bytes value);
+    int32_t (*result_remove_header)(ph_result *result, ph_bytes name);
+    ph_bytes (*result_body)(ph_result *result);
+    void (*result_set_body)(ph_result *result, ph_bytes body);
+    /* From process only: replace the result (failure or not) with this response. */
+    int32_t (*result_replace)(ph_result *result, int32_t status, const ph_bytes *header_names,
+                              const ph_bytes *header_values, size_t header_count, ph_bytes body);
+    /* From process only: send the request again after `delay` seconds; when `refresh_key` is
+     * not empty the host first refreshes that credential (rejected value: `stale_value`,
+     * `has_stale` non-zero when known). */
+    int32_t (*result_retry)(ph_result *result, double delay, ph_bytes refresh_key, ph_bytes stale_value, int32_t has_stale);
+};
+
+/* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning int32_t
+ * return PH_OK, or PH_ERROR with a message in `error`. */
+typedef struct ph_plugin_descriptor {
+    uint32_t struct_size;               /* sizeof(ph_plugin_descriptor) as the plugin knew it */
+    uint16_t abi_major;                 /* PH_ABI_MAJOR the plugin was built against */
+    uint16_t abi_minor;
+    const char *name;                   /* NUL-terminated, e.g. "logger"; must match the bundle */
+    const char *version;                /* e.g. "1.0.0" */
+    const char *summary;
+    const char *license;                /* SPDX identifier, e.g. "MIT" */
+    const char *build_signature;        /* compiler and target, shown by tools */
+
+    /* Creates an instance from its JSON configuration (an object; "{}" when empty). Returns
+     * NULL and writes a message into `error` when the configuration is refused. */
+    void *(*create)(ph_bytes config_json, const ph_host_api *host, ph_error_buf *error);
+    void (*destroy)(void *instance);
+
+    int32_t (*prepare)(void *instance, ph_request *request, const ph_context *context, ph_error_buf *error);
+    int32_t (*will_send)(void *instance, ph_request *request, const ph_context *context, ph_error_buf *error);
+    int32_t (*did_receive)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
+    int32_t (*process)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
+    /* Returns a PH_CREDENTIAL_* answer; for PH_CREDENTIAL_USE writes user and password into
+     * the host's buffers (each `capacity` bytes) and their lengths into the *_len arguments. */
+    int32_t (*credential)(void *instance, const ph_challenge *challenge, const ph_context *context,
+                          uint8_t *user, size_t *user_len, uint8_t *password, size_t *password_len, size_t capacity);
+} ph_plugin_descriptor;
+
+/* The size of the first published descriptor (ABI 1.0): hosts refuse anything smaller. */
+#define PH_DESCRIPTOR_SIZE_V1_0 (offsetof(ph_plugin_descriptor, credential) + sizeof(void *))
+
+/* The one exported symbol's type. */
+typedef const ph_plugin_descriptor *(*ph_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PLUGINHOST_H */

@@ -1,0 +1,273 @@
+import CPluginABI
+import Dispatch
+import Foundation
+import PluginSDK
+
+/// Heap copies of byte strings handed to a plugin; freed when the owner goes away.
+final class ByteArena {
+    private var blocks: [UnsafeMutableRawPointer] = []
+
+    func bytes(_ string: String) -> ph_bytes {
+        var string = string
+        return string.withUTF8 { bytes($0) }
+    }
+
+    func bytes(_ data: Data) -> ph_bytes {
+        data.withUnsafeBytes { bytes(UnsafeBufferPointer(start: $0.baseAddress?.assumingMemoryBound(to: UInt8.self), count: $0.count)) }
+    }
+
+    func bytes(_ source: UnsafeBufferPointer<UInt8>) -> ph_bytes {
+        let block = UnsafeMutableRawPointer.allocate(byteCount: max(1, source.count), alignment: 1)
+        if let base = source.baseAddress, source.count > 0 { block.copyMemory(from: base, byteCount: source.count) }
+        blocks.append(block)
+        return ph_bytes(data: block.assumingMemoryBound(to: UInt8.self), len: source.count)
+    }
+
+    deinit {
+        for block in blocks { block.deallocate() }
+    }
+}
+
+/// Reads ABI byte strings on the host side.
+enum HostBytes {
+    static func string(_ bytes: ph_bytes) -> String {
+        guard let data = bytes.data, bytes.len > 0 else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: data, count: bytes.len), as: UTF8.self)
+    }
+
+    static func data(_ bytes: ph_bytes) -> Data {
+        guard let data = bytes.data, bytes.len > 0 else { return Data() }
+        return Data(bytes: data, count: bytes.len)
+    }
+
+    static func headers(_ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int) -> [HTTPHeader]? {
+        guard count > 0 else { return [] }
+        guard let names, let values else { return nil }
+        var headers: [HTTPHeader] = []
+        for index in 0..<count {
+            let header = HTTPHeader(name: string(names[index]), value: string(values[index]))
+            guard HeaderValidation.isValidName(header.name), HeaderValidation.isValidValue(header.value) else { return nil }
+            headers.append(header)
+        }
+        return headers
+    }
+}
+
+/// The request a plugin hook works on: the host's request state plus what the hook decided.
+final class RequestHandle {
+    let state: RequestState
+    let arena = ByteArena()
+    let mayRespond: Bool
+    var response: SyntheticResponse?
+
+    init(state: RequestState, mayRespond: Bool) {
+        self.state = state
+        self.mayRespond = mayRespond
+    }
+
+    static func from(_ pointer: OpaquePointer?) -> RequestHandle {
+        Unmanaged<RequestHandle>.fromOpaque(UnsafeRawPointer(pointer!)).takeUnretainedValue()
+    }
+}
+
+/// The result a plugin hook works on: a response state or a failure, plus what the hook decided.
+final class ResultHandle {
+    let response: ResponseState?
+    let failure: TransportFailure?
+    let arena = ByteArena()
+    let mayDecide: Bool
+    var replacement: SyntheticResponse?
+    var retry: (delay: Double, refresh: CredentialRefresh?)?
+
+    init(response: ResponseState?, failure: TransportFailure?, mayDecide: Bool) {
+        self.response = response
+        self.failure = failure
+        self.mayDecide = mayDecide
+    }
+
+    static func from(_ pointer: OpaquePointer?) -> ResultHandle {
+        Unmanaged<ResultHandle>.fromOpaque(UnsafeRawPointer(pointer!)).takeUnretainedValue()
+    }
+}
+
+/// One plugin instance's host API table; `host_data` points back at this object.
+final class HostTable: @unchecked Sendable {
+    let services: BoundServices
+    let table: UnsafeMutablePointer<ph_host_api>
+
+    init(services: BoundServices) {
+        self.services = services
+        table = UnsafeMutablePointer<ph_host_api>.allocate(capacity: 1)
+        table.initialize(to: HostTable.template)
+        table.pointee.host_data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    deinit {
+        table.deinitialize(count: 1)
+        table.deallocate()
+    }
+
+    static func from(_ api: UnsafePointer<ph_host_api>?) -> HostTable {
+        Unmanaged<HostTable>.fromOpaque(api!.pointee.host_data).takeUnretainedValue()
+    }
+
+    /// The callbacks, shared by every table.
+    nonisolated(unsafe) static let template: ph_host_api = {
+        var api = ph_host_api()
+        api.struct_size = UInt32(MemoryLayout<ph_host_api>.size)
+        api.abi_major = UInt16(PH_ABI_MAJOR)
+        api.abi_minor = UInt16(PH_ABI_MINOR)
+        api.log = { api, level, message in
+            HostTable.from(api).services.log(LogLevel(rawValue: Int(level)) ?? .info, HostBytes.string(message))
+        }
+        api.kv_get = { api, key, out, capacity in
+            guard let value = HostTable.from(api).services.value(forKey: HostBytes.string(key)) else { return -1 }
+            let utf8 = Array(value.utf8)
+            if utf8.count <= capacity, let out, !utf8.isEmpty {
+                utf8.withUnsafeBufferPointer { out.update(from: $0.baseAddress!, count: $0.count) }
+            }
+            return Int64(utf8.count)
+        }
+        api.kv_set = { api, key, value, remove in
+            HostTable.from(api).services.setValue(remove != 0 ? nil : HostBytes.string(value), forKey: HostBytes.string(key))
+        }
+        api.emit = { api, name, keys, values, count in
+            var fields: [String: String] = [:]
+            if let keys, let values {
+                for index in 0..<count { fields[HostBytes.string(keys[index])] = HostBytes.string(values[index]) }
+            }
+            HostTable.from(api).services.emit(HostBytes.string(name), fields: fields)
+        }
+        api.now = { _ in Date().timeIntervalSince1970 }
+        api.monotonic_ns = { _ in DispatchTime.now().uptimeNanoseconds }
+        api.random_bytes = { _, out, count in
+            guard let out else { return }
+            var generator = SystemRandomNumberGenerator()
+            for index in 0..<count { out[index] = UInt8.random(in: 0...255, using: &generator) }
+        }
+
+        api.request_method = { request in
+            let handle = RequestHandle.from(request)
+            return handle.arena.bytes(handle.state.method)
+        }
+        api.request_set_method = { request, method in
+            (try? RequestHandle.from(request).state.setMethod(HostBytes.string(method))) != nil ? PH_OK : PH_INVALID
+        }
+        api.request_url = { request in
+            let handle = RequestHandle.from(request)
+            return handle.arena.bytes(handle.state.urlString)
+        }
+        api.request_set_url = { request, url in
+            (try? RequestHandle.from(request).state.setURL(HostBytes.string(url))) != nil ? PH_OK : PH_INVALID
+        }
+        api.request_header = { request, name, index, value in
+            let handle = RequestHandle.from(request)
+            guard let found = handle.state.header(named: HostBytes.string(name), index: index) else { return PH_NOT_FOUND }
+            value?.pointee = handle.arena.bytes(found)
+            return PH_OK
+        }
+        api.request_header_count = { request in RequestHandle.from(request).state.headers.count }
+        api.request_header_at = { request, index, name, value in
+            let handle = RequestHandle.from(request)
+            let headers = handle.state.headers
+            guard index < headers.count else { return PH_NOT_FOUND }
+            name?.pointee = handle.arena.bytes(headers[index].name)
+            value?.pointee = handle.arena.bytes(headers[index].value)
+            return PH_OK
+        }
+        api.request_set_header = { request, name, value in
+            (try? RequestHandle.from(request).state.setHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+        }
+        api.request_add_header = { request, name, value in
+            (try? RequestHandle.from(request).state.addHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+        }
+        api.request_remove_header = { request, name in
+            (try? RequestHandle.from(request).state.setHeader(named: HostBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+        }
+        api.request_body = { request, body in
+            let handle = RequestHandle.from(request)
+            guard let data = handle.state.bodyData else { return PH_NOT_FOUND }
+            body?.pointee = handle.arena.bytes(data)
+            return PH_OK
+        }
+        api.request_set_body = { request, body, present in
+            RequestHandle.from(request).state.setBodyData(present != 0 ? HostBytes.data(body) : nil)
+        }
+        api.request_timeout = { request in RequestHandle.from(request).state.timeout }
+        api.request_set_timeout = { request, seconds in RequestHandle.from(request).state.setTimeout(seconds) }
+        api.request_respond = { request, status, names, values, count, body in
+            let handle = RequestHandle.from(request)
+            guard handle.mayRespond, (100...999).contains(status), let headers = HostBytes.headers(names, values, count) else { return PH_INVALID }
+            handle.response = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(HostBytes.data(body)))
+            return PH_OK
+        }
+
+        api.result_failure = { result, message in
+            let handle = ResultHandle.from(result)
+            guard let failure = handle.failure else { return PH_FAILURE_NONE }
+            message?.pointee = handle.arena.bytes(failure.message)
+            return HostTable.code(failure.kind)
+        }
+        api.result_status = { result in Int32(clamping: ResultHandle.from(result).response?.statusCode ?? 0) }
+        api.result_set_status = { result, status in ResultHandle.from(result).response?.setStatusCode(Int(status)) }
+        api.result_header = { result, name, index, value in
+            let handle = ResultHandle.from(result)
+            guard let found = handle.response?.header(named: HostBytes.string(name), index: index) else { return PH_NOT_FOUND }
+            value?.pointee = handle.arena.bytes(found)
+            return PH_OK
+        }
+        api.result_header_count = { result in ResultHandle.from(result).response?.headers.count ?? 0 }
+        api.result_header_at = { result, index, name, value in
+            let handle = ResultHandle.from(result)
+            guard let headers = handle.response?.headers, index < headers.count else { return PH_NOT_FOUND }
+            name?.pointee = handle.arena.bytes(headers[index].name)
+            value?.pointee = handle.arena.bytes(headers[index].value)
+            return PH_OK
+        }
+        api.result_set_header = { result, name, value in
+            guard let response = ResultHandle.from(result).response else { return PH_INVALID }
+            return (try? response.setHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+        }
+        api.result_add_header = { result, name, value in
+            guard let response = ResultHandle.from(result).response else { return PH_INVALID }
+            return (try? response.addHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+        }
+        api.result_remove_header = { result, name in
+            guard let response = ResultHandle.from(result).response else { return PH_INVALID }
+            return (try? response.setHeader(named: HostBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+        }
+        api.result_body = { result in
+            let handle = ResultHandle.from(result)
+            guard let response = handle.response else { return ph_bytes() }
+            return handle.arena.bytes(response.data)
+        }
+        api.result_set_body = { result, body in ResultHandle.from(result).response?.setData(HostBytes.data(body)) }
+        api.result_replace = { result, status, names, values, count, body in
+            let handle = ResultHandle.from(result)
+            guard handle.mayDecide, (100...999).contains(status), let headers = HostBytes.headers(names, values, count) else { return PH_INVALID }
+            handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(HostBytes.data(body)))
+            return PH_OK
+        }
+        api.result_retry = { result, delay, key, stale, hasStale in
+            let handle = ResultHandle.from(result)
+            guard handle.mayDecide, delay.isFinite, delay >= 0 else { return PH_INVALID }
+            let keyString = HostBytes.string(key)
+            let refresh = keyString.isEmpty ? nil : CredentialRefresh(key: keyString, staleValue: hasStale != 0 ? HostBytes.string(stale) : nil)
+            handle.retry = (delay, refresh)
+            return PH_OK
+        }
+        return api
+    }()
+
+    static func code(_ kind: TransportFailureKind) -> Int32 {
+        switch kind {
+        case .timedOut: return PH_FAILURE_TIMED_OUT
+        case .cancelled: return PH_FAILURE_CANCELLED
+        case .cannotConnect: return PH_FAILURE_CANNOT_CONNECT
+        case .connectionLost: return PH_FAILURE_CONNECTION_LOST
+        case .badResponse: return PH_FAILURE_BAD_RESPONSE
+        case .interceptorFailed: return PH_FAILURE_INTERCEPTOR_FAILED
+        case .other: return PH_FAILURE_OTHER
+        }
+    }
+}

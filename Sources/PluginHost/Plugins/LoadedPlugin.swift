@@ -1,0 +1,192 @@
+import CPluginABI
+import Foundation
+import PluginSDK
+
+/// A plugin created from a shared library, seen by the provider as an ordinary ``Interceptor``.
+///
+/// Only C data crosses into the library: the hooks receive handles to the host's request and
+/// result, and host callbacks read and edit them.
+public final class LoadedPlugin: Interceptor, @unchecked Sendable {
+    /// The plugin's name (from its descriptor).
+    public let name: String
+    /// The library it came from.
+    public let library: PluginLibrary
+    private let descriptor: UnsafePointer<ph_plugin_descriptor>
+    private let instance: UnsafeMutableRawPointer
+    private let table: HostTable
+    /// Error messages longer than this are truncated.
+    static let errorCapacity = 4096
+
+    /// Creates an instance of `library`'s plugin with `configJSON`, its services bound to `services`.
+    ///
+    /// Throws ``PluginLoadError`` of kind ``PluginLoadError/Kind/createFailed`` with the plugin's message.
+    public init(library: PluginLibrary, configJSON: Data, services: PluginServices) throws(PluginLoadError) {
+        self.library = library
+        self.name = library.info.name
+        self.descriptor = library.descriptor
+        let table = HostTable(services: BoundServices(services: services, plugin: library.info.name))
+        self.table = table
+        var message = [UInt8](repeating: 0, count: Self.errorCapacity)
+        var length = 0
+        let created: UnsafeMutableRawPointer? = configJSON.withUnsafeBytes { config in
+            message.withUnsafeMutableBufferPointer { buffer in
+                var error = ph_error_buf(data: buffer.baseAddress, capacity: buffer.count, len: 0)
+                defer { length = min(error.len, buffer.count) }
+                return library.descriptor.pointee.create(
+                    ph_bytes(data: config.baseAddress?.assumingMemoryBound(to: UInt8.self), len: config.count),
+                    UnsafePointer(table.table), &error)
+            }
+        }
+        guard let created else {
+            let text = String(decoding: message[0..<length], as: UTF8.self)
+            throw PluginLoadError(.createFailed, file: library.path, plugin: library.info.name,
+                                  reason: text.isEmpty ? "create failed without a message" : text)
+        }
+        instance = created
+    }
+
+    deinit {
+        descriptor.pointee.destroy?(instance)
+    }
+
+    // MARK: Hooks
+
+    public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        guard let hook = descriptor.pointee.prepare else { return .proceed }
+        let handle = try requestHandle(request, mayRespond: true)
+        try call(.prepare) { error in
+            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
+        }
+        return handle.response.map { .respond($0) } ?? .proceed
+    }
+
+    public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        guard let hook = descriptor.pointee.will_send else { return }
+        let handle = try requestHandle(request, mayRespond: false)
+        try call(.willSend) { error in
+            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
+        }
+    }
+
+    public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        guard let hook = descriptor.pointee.did_receive else { return }
+        let handle = resultHandle(result, mayDecide: false)
+        try call(.didReceive) { error in
+            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
+        }
+    }
+
+    public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        guard let hook = descriptor.pointee.process else { return .proceed }
+        let handle = resultHandle(result, mayDecide: true)
+        try call(.process) { error in
+            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
+        }
+        if let retry = handle.retry { return .retry(delay: retry.delay, refresh: retry.refresh) }
+        if let replacement = handle.replacement { return .replace(replacement) }
+        return .proceed
+    }
+
+    public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+        guard let hook = descriptor.pointee.credential else { return .performDefault }
+        let arena = ByteArena()
+        var c = ph_challenge()
+        c.struct_size = UInt32(MemoryLayout<ph_challenge>.size)
+        c.host = arena.bytes(challenge.host)
+        c.port = Int32(clamping: challenge.port)
+        c.scheme = arena.bytes(challenge.scheme)
+        c.realm = arena.bytes(challenge.realm ?? "")
+        c.method = arena.bytes(challenge.method)
+        c.previous_failure_count = Int32(clamping: challenge.previousFailureCount)
+        let capacity = 1024
+        var user = [UInt8](repeating: 0, count: capacity), password = [UInt8](repeating: 0, count: capacity)
+        var userLength = 0, passwordLength = 0
+        let answer = withContext(context) { ctx in
+            user.withUnsafeMutableBufferPointer { u in
+                password.withUnsafeMutableBufferPointer { p in
+                    hook(instance, &c, ctx, u.baseAddress, &userLength, p.baseAddress, &passwordLength, capacity)
+                }
+            }
+        }
+        switch answer {
+        case PH_CREDENTIAL_USE:
+            return .useCredential(user: String(decoding: user[0..<min(userLength, capacity)], as: UTF8.self),
+                                  password: String(decoding: password[0..<min(passwordLength, capacity)], as: UTF8.self))
+        case PH_CREDENTIAL_REJECT: return .rejectProtectionSpace
+        case PH_CREDENTIAL_CANCEL: return .cancel
+        default: return .performDefault
+        }
+    }
+
+    // MARK: Plumbing
+
+    private static func opaque(_ object: AnyObject) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    private func requestHandle(_ request: InterceptorRequest, mayRespond: Bool) throws -> RequestHandle {
+        guard let state = request.backend as? RequestState else {
+            throw InterceptorError.failed("a loaded plugin can only work on requests made by the host")
+        }
+        return RequestHandle(state: state, mayRespond: mayRespond)
+    }
+
+    private func resultHandle(_ result: InterceptorResult, mayDecide: Bool) -> ResultHandle {
+        switch result {
+        case .response(let response):
+            return ResultHandle(response: response.backend as? ResponseState, failure: nil, mayDecide: mayDecide)
+        case .failure(let failure):
+            return ResultHandle(response: nil, failure: failure, mayDecide: mayDecide)
+        }
+    }
+
+    /// Calls a hook with an error buffer; a non-OK status throws the plugin's message.
+    private func call(_ hook: InterceptorHook, _ body: (UnsafeMutablePointer<ph_error_buf>) -> Int32) throws {
+        var message = [UInt8](repeating: 0, count: Self.errorCapacity)
+        var length = 0
+        let status = message.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var error = ph_error_buf(data: buffer.baseAddress, capacity: buffer.count, len: 0)
+            defer { length = min(error.len, buffer.count) }
+            return body(&error)
+        }
+        guard status != PH_OK else { return }
+        let text = String(decoding: message[0..<length], as: UTF8.self)
+        throw InterceptorError.failed(text.isEmpty ? "\(hook) failed with status \(status) and no message" : text)
+    }
+
+    private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) -> R) -> R {
+        if let cached = context.hostAttachment as? CContext { return body(cached.pointer) }
+        return body(CContext(context).pointer)
+    }
+}
+
+/// The C view of an ``InterceptorContext``, built once per attempt and shared by every
+/// loaded plugin of the chain.
+final class CContext: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<ph_context>
+    private let arena = ByteArena()
+    private let keys: UnsafeMutablePointer<ph_bytes>
+    private let values: UnsafeMutablePointer<ph_bytes>
+
+    init(_ context: InterceptorContext) {
+        let options = context.target.pluginOptions.sorted { $0.key < $1.key }
+        keys = .allocate(capacity: max(1, options.count))
+        values = .allocate(capacity: max(1, options.count))
+        for (index, option) in options.enumerated() {
+            (keys + index).initialize(to: arena.bytes(option.key))
+            (values + index).initialize(to: arena.bytes(option.value))
+        }
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: ph_context(
+            struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: context.requestID,
+            attempt: Int32(clamping: context.attempt), target_method: arena.bytes(context.target.method),
+            target_base_url: arena.bytes(context.target.baseURL), target_path: arena.bytes(context.target.path),
+            option_count: options.count, option_keys: UnsafePointer(keys), option_values: UnsafePointer(values)))
+    }
+
+    deinit {
+        pointer.deallocate()
+        keys.deallocate()
+        values.deallocate()
+    }
+}

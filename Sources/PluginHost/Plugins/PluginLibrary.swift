@@ -1,0 +1,237 @@
+import CPluginABI
+import Foundation
+import PluginSDK
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What a plugin library's static descriptor says about it.
+public struct PluginInfo: Sendable, Equatable, Codable {
+    /// The name, e.g. `logger`.
+    public var name: String
+    /// The plugin's version.
+    public var version: String
+    /// One line saying what it does.
+    public var summary: String
+    /// SPDX license identifier.
+    public var license: String
+    /// Compiler and target the plugin was built with.
+    public var buildSignature: String
+    /// The ABI major version the plugin speaks.
+    public var abiMajor: Int
+    /// The ABI minor version the plugin speaks.
+    public var abiMinor: Int
+    /// The hooks it implements, in chain order.
+    public var hooks: [String]
+}
+
+/// A plugin shared library, opened with `dlopen` and never closed.
+///
+/// The loader reads the file once, checks its SHA-256 against every expectation, and loads
+/// exactly the bytes it verified (from a private copy), so the file cannot be swapped between
+/// the check and the load. A library already loaded (same device and inode) is reused.
+public final class PluginLibrary: @unchecked Sendable {
+    /// The path it was loaded from.
+    public let path: String
+    /// The descriptor's contents.
+    public let info: PluginInfo
+    /// Lower-case hex SHA-256 of the file.
+    public let sha256: String
+    /// The file's size in bytes.
+    public let size: Int
+    let descriptor: UnsafePointer<ph_plugin_descriptor>
+
+    /// The ABI version of this host.
+    public static let hostABI = (major: Int(PH_ABI_MAJOR), minor: Int(PH_ABI_MINOR))
+    /// The exported symbol every plugin library defines.
+    public static let entrySymbol = "pluginhost_plugin_v1"
+    /// The smallest descriptor ABI 1.0 accepts.
+    static let minimumDescriptorSize = MemoryLayout<ph_plugin_descriptor>.offset(of: \ph_plugin_descriptor.credential)!
+        + MemoryLayout<UnsafeRawPointer>.size
+
+    private init(path: String, info: PluginInfo, sha256: String, size: Int, descriptor: UnsafePointer<ph_plugin_descriptor>) {
+        self.path = path
+        self.info = info
+        self.sha256 = sha256
+        self.size = size
+        self.descriptor = descriptor
+    }
+
+    /// A file's identity: device and inode, plus the digest, because an inode number is
+    /// reused once its file is deleted.
+    private struct FileID: Hashable {
+        let device: UInt64
+        let inode: UInt64
+        let sha256: String
+    }
+
+    private static let loaded = Locked([FileID: PluginLibrary]())
+    private static let privateDirectory = Locked<String?>(nil)
+
+    /// Opens the library at `path` and reads its descriptor; creates no plugin.
+    ///
+    /// - Parameter expectedDigests: SHA-256 values the file must have, each with the place
+    ///   that states it (e.g. `plugin.json`), checked before anything is loaded.
+    public static func open(path: String, expectedDigests: [(source: String, sha256: String)] = [],
+                            checkPermissions: Bool = true) throws(PluginLoadError) -> PluginLibrary {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw PluginLoadError(.libraryMissing, file: path, reason: "no such file")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw PluginLoadError(.notSharedObject, file: path, reason: "not a regular file")
+        }
+        if checkPermissions { try FileSecurity.check(path: path, info: info) }
+        guard let bytes = FileManager.default.contents(atPath: path) else {
+            throw PluginLoadError(.unreadable, file: path, reason: "cannot read the library")
+        }
+        let digest = bytes.withUnsafeBytes { raw -> String in
+            var hasher = SHA256()
+            hasher.update(raw)
+            return SHA256.hex(hasher.finalize())
+        }
+        for expectation in expectedDigests where expectation.sha256.lowercased() != digest {
+            throw PluginLoadError(.digestMismatch, file: path,
+                                  reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
+        }
+        let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest)
+        if let existing = loaded.withLock({ $0[id] }) { return existing }
+
+        let copy = try writePrivateCopy(bytes, of: path)
+        guard let handle = dlopen(copy, RTLD_NOW | RTLD_LOCAL) else {
+            unlink(copy)
+            throw PluginLoadError(.notSharedObject, file: path, reason: dlerrorText(stripping: copy))
+        }
+        unlink(copy)
+        _ = dlerror()
+        guard let symbol = dlsym(handle, entrySymbol) else {
+            throw PluginLoadError(.missingEntrySymbol, file: path,
+                                  reason: "no \(entrySymbol) symbol: \(dlerrorText(stripping: copy))")
+        }
+        let entry = unsafeBitCast(symbol, to: ph_entry_fn.self)
+        guard let descriptor = entry() else {
+            throw PluginLoadError(.descriptorInvalid, file: path, reason: "\(entrySymbol) returned NULL")
+        }
+        let pluginInfo = try validate(descriptor, path: path)
+        let library = PluginLibrary(path: path, info: pluginInfo, sha256: digest, size: bytes.count, descriptor: descriptor)
+        return loaded.withLock { table in
+            if let raced = table[id] { return raced }
+            table[id] = library
+            return library
+        }
+    }
+
+    private static func validate(_ descriptor: UnsafePointer<ph_plugin_descriptor>, path: String) throws(PluginLoadError) -> PluginInfo {
+        let d = descriptor.pointee
+        let host = "\(hostABI.major).\(hostABI.minor)"
+        guard Int(d.struct_size) >= minimumDescriptorSize else {
+            throw PluginLoadError(.descriptorInvalid, file: path,
+                                  reason: "descriptor is \(d.struct_size) bytes; ABI \(host) needs at least \(minimumDescriptorSize)")
+        }
+        guard Int(d.abi_major) == hostABI.major else {
+            throw PluginLoadError(.abiMismatch, file: path,
+                                  reason: "the plugin speaks ABI \(d.abi_major).\(d.abi_minor), the host speaks \(host) (majors differ)")
+        }
+        guard Int(d.abi_minor) <= hostABI.minor else {
+            throw PluginLoadError(.abiMismatch, file: path,
+                                  reason: "the plugin needs ABI \(d.abi_major).\(d.abi_minor), newer than the host's \(host)")
+        }
+        guard let name = d.name.map({ String(cString: $0) }), !name.isEmpty else {
+            throw PluginLoadError(.descriptorInvalid, file: path, reason: "the descriptor has no name")
+        }
+        guard d.create != nil, d.destroy != nil else {
+            throw PluginLoadError(.descriptorInvalid, file: path, plugin: name, reason: "the descriptor lacks create or destroy")
+        }
+        var hooks: [String] = []
+        if d.prepare != nil { hooks.append("prepare") }
+        if d.will_send != nil { hooks.append("willSend") }
+        if d.did_receive != nil { hooks.append("didReceive") }
+        if d.process != nil { hooks.append("process") }
+        if d.credential != nil { hooks.append("credential") }
+        func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
+        return PluginInfo(name: name, version: text(d.version), summary: text(d.summary), license: text(d.license),
+                          buildSignature: text(d.build_signature), abiMajor: Int(d.abi_major), abiMinor: Int(d.abi_minor),
+                          hooks: hooks)
+    }
+
+    /// Writes the verified bytes to a fresh file in a private (0700) directory.
+    private static func writePrivateCopy(_ bytes: Data, of path: String) throws(PluginLoadError) -> String {
+        let directory = try privateDirectory.withLock { current throws(PluginLoadError) -> String in
+            if let current { return current }
+            var template = Array((NSTemporaryDirectory() + "/pluginhost-XXXXXX").utf8CString)
+            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+                throw PluginLoadError(.unreadable, file: path, reason: "cannot create a private directory for verified copies")
+            }
+            let directory = String(cString: made)
+            current = directory
+            return directory
+        }
+        let copy = "\(directory)/\(UUID().uuidString)-\((path as NSString).lastPathComponent)"
+        let fd = Glibc_or_Darwin.openExclusive(copy)
+        guard fd >= 0 else {
+            throw PluginLoadError(.unreadable, file: path, reason: "cannot write a verified copy: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        let written = bytes.withUnsafeBytes { raw -> Int in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n <= 0 { return -1 }
+                offset += n
+            }
+            return offset
+        }
+        guard written == bytes.count else {
+            unlink(copy)
+            throw PluginLoadError(.unreadable, file: path, reason: "cannot write a verified copy")
+        }
+        return copy
+    }
+
+    /// The `dlerror` text without the private copy's path (the error already names the file).
+    private static func dlerrorText(stripping copy: String) -> String {
+        let text = dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
+        return text.replacingOccurrences(of: copy + ": ", with: "").replacingOccurrences(of: copy, with: "the library")
+    }
+}
+
+/// Platform shims.
+enum Glibc_or_Darwin {
+    static func openExclusive(_ path: String) -> Int32 {
+        open(path, O_WRONLY | O_CREAT | O_EXCL, 0o500)
+    }
+}
+
+/// Ownership and permission checks for plugin files and directories.
+enum FileSecurity {
+    /// Refuses a path writable by group or others, or owned by a user other than root or us.
+    static func check(path: String, info: stat) throws(PluginLoadError) {
+        let mode = info.st_mode & 0o777
+        if mode & 0o022 != 0 {
+            throw PluginLoadError(.insecurePermissions, file: path,
+                                  reason: "writable by group or others (mode \(String(mode, radix: 8))); remove write access with chmod go-w")
+        }
+        if info.st_uid != 0 && info.st_uid != geteuid() {
+            throw PluginLoadError(.insecurePermissions, file: path,
+                                  reason: "owned by uid \(info.st_uid), neither root nor the current user (uid \(geteuid()))")
+        }
+    }
+
+    /// `stat` + ``check(path:info:)``.
+    static func check(path: String) throws(PluginLoadError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw PluginLoadError(.unreadable, file: path, reason: "no such file or directory")
+        }
+        try check(path: path, info: info)
+    }
+
+    /// The canonical path (symlinks resolved), or nil.
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+
+/// The host app's plugin manifest (JSON): where bundles are, which plugins are enabled in
+/// which order (outermost first), and each plugin's configuration.
+///
+/// ```json
+/// {
+///   "pluginDirectories": ["plugins"],
+///   "plugins": [
+///     { "name": "activity" },
+///     { "name": "logger", "config": { "level": "headers" } },
+///     { "name": "cache", "enabled": false, "sha256": "…" }
+///   ]
+/// }
+/// ```
+/// Relative directories are relative to the manifest file. An entry's `config` is merged
+/// over the bundle's `defaultConfig` (objects key by key, the manifest wins); `sha256` pins
+/// the library; `enabled: false` keeps the plugin listed but not loaded. A `comment` key is
+/// allowed anywhere the manifest has an object.
+public struct PluginManifest: Sendable {
+    /// One plugin entry.
+    public struct Entry: Sendable {
+        /// The plugin (and bundle) name.
+        public let name: String
+        /// Whether it is loaded.
+        public let enabled: Bool
+        /// Its configuration object, as JSON, or nil.
+        public let configJSON: Data?
+        /// A pinned SHA-256 of the library, or nil.
+        public let sha256: String?
+        /// Its position in `plugins`.
+        public let index: Int
+    }
+
+    /// The manifest file.
+    public let file: String
+    /// Directories searched for `NAME.plugin`, absolute, in order.
+    public let pluginDirectories: [String]
+    /// The entries, outermost first.
+    public let entries: [Entry]
+
+    static let keys: Set<String> = ["pluginDirectories", "plugins", "comment"]
+    static let entryKeys: Set<String> = ["name", "enabled", "config", "sha256", "comment"]
+
+    /// Reads and validates a manifest file.
+    public static func read(_ url: URL) throws(PluginLoadError) -> PluginManifest {
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            let exists = FileManager.default.fileExists(atPath: url.path)
+            throw PluginLoadError(.unreadable, file: url.path, reason: exists ? "cannot read the manifest" : "no such file")
+        }
+        return try parse(data, file: url.path)
+    }
+
+    /// Validates manifest JSON; relative directories resolve against `file`'s directory.
+    public static func parse(_ data: Data, file: String) throws(PluginLoadError) -> PluginManifest {
+        let root = try JSONReader.parse(data, file: file)
+        let members = try root.object(allowing: keys)
+        guard let directoriesReader = members["pluginDirectories"] else {
+            throw root.schemaError("missing required key \"pluginDirectories\"", at: "pluginDirectories")
+        }
+        guard let pluginsReader = members["plugins"] else {
+            throw root.schemaError("missing required key \"plugins\"", at: "plugins")
+        }
+        let base = (file as NSString).deletingLastPathComponent
+        var directories: [String] = []
+        let directoryReaders = try directoriesReader.array()
+        if directoryReaders.isEmpty { throw directoriesReader.schemaError("must name at least one directory") }
+        for reader in directoryReaders {
+            let path = try reader.nonEmptyString()
+            directories.append(path.hasPrefix("/") ? path : ((base.isEmpty ? "." : base) as NSString).appendingPathComponent(path))
+        }
+        var entries: [Entry] = []
+        var seen: [String: String] = [:]
+        for (index, reader) in try pluginsReader.array().enumerated() {
+            let fields = try reader.object(allowing: entryKeys)
+            guard let nameReader = fields["name"] else {
+                throw reader.schemaError("missing required key \"name\"", at: reader.child("name"))
+            }
+            let name = try nameReader.nonEmptyString()
+            if let first = seen[name] {
+                throw PluginLoadError(.duplicateName, file: file, jsonPath: nameReader.path, plugin: name,
+                                      reason: "duplicate plugin name (also at \(first))")
+            }
+            seen[name] = nameReader.path
+            var configJSON: Data?
+            if let config = fields["config"] {
+                let object = try config.configObject()
+                configJSON = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            }
+            entries.append(Entry(name: name, enabled: try fields["enabled"]?.bool() ?? true, configJSON: configJSON,
+                                 sha256: try fields["sha256"]?.sha256(), index: index))
+        }
+        return PluginManifest(file: file, pluginDirectories: directories, entries: entries)
+    }
+
+    /// The bundle directory for `name`: the first plugin directory holding `name.plugin`.
+    public func bundleDirectory(for name: String) -> (bundle: String, pluginDirectory: String)? {
+        for directory in pluginDirectories {
+            let candidate = (directory as NSString).appendingPathComponent(name + ".plugin")
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory) || isSymlink(candidate) {
+                return (candidate, directory)
+            }
+        }
+        return nil
+    }
+
+    private func isSymlink(_ path: String) -> Bool {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil
+    }
+}

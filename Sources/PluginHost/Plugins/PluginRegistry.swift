@@ -1,0 +1,74 @@
+import Foundation
+import PluginSDK
+
+/// Loads the plugins a manifest enables, all or nothing.
+public enum PluginRegistry {
+    /// Reads `manifest`, resolves and verifies every enabled bundle, loads each library, and
+    /// creates each plugin with its merged configuration, bound to `services`.
+    ///
+    /// Returns the plugins outermost first. On any error nothing is returned: plugins already
+    /// created are destroyed, and the error names the file, JSON path and plugin. (Libraries
+    /// that were opened stay mapped: Swift code is never unloaded.)
+    public static func load(manifest: URL, services: PluginServices) throws(PluginLoadError) -> [LoadedPlugin] {
+        try load(PluginManifest.read(manifest), services: services)
+    }
+
+    /// Loads an already parsed manifest.
+    public static func load(_ manifest: PluginManifest, services: PluginServices) throws(PluginLoadError) -> [LoadedPlugin] {
+        var prepared: [(PluginLibrary, Data)] = []
+        for entry in manifest.entries where entry.enabled {
+            prepared.append(try prepare(entry, in: manifest))
+        }
+        var plugins: [LoadedPlugin] = []
+        for (library, config) in prepared {
+            plugins.append(try LoadedPlugin(library: library, configJSON: config, services: services))
+        }
+        return plugins
+    }
+
+    /// Finds, verifies and opens one entry's library; returns it with its merged configuration.
+    static func prepare(_ entry: PluginManifest.Entry, in manifest: PluginManifest) throws(PluginLoadError) -> (PluginLibrary, Data) {
+        guard let (directory, root) = manifest.bundleDirectory(for: entry.name) else {
+            throw PluginLoadError(.pluginNotFound, file: manifest.file, jsonPath: "plugins[\(entry.index)].name", plugin: entry.name,
+                                  reason: "no \(entry.name).plugin in \(manifest.pluginDirectories.joined(separator: ", "))")
+        }
+        let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root)
+        var digests = [(source: "plugin.json", sha256: bundle.sha256)]
+        if let pin = entry.sha256 { digests.append((source: "the manifest (plugins[\(entry.index)].sha256)", sha256: pin)) }
+        let library = try PluginLibrary.open(path: bundle.libraryPath, expectedDigests: digests)
+        guard library.info.name == bundle.name else {
+            throw PluginLoadError(.nameMismatch, file: bundle.libraryPath, plugin: bundle.name,
+                                  reason: "the library's descriptor names \(library.info.name.debugDescription), the bundle is \(bundle.name).plugin")
+        }
+        return (library, mergedConfig(defaults: bundle.defaultConfigJSON, overrides: entry.configJSON))
+    }
+
+    static func mergedConfig(defaults: Data, overrides: Data?) -> Data {
+        let base = (try? JSONSerialization.jsonObject(with: defaults)) as? [String: Any] ?? [:]
+        let overlay = overrides.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] } ?? [:]
+        return (try? JSONSerialization.data(withJSONObject: mergeJSON(base, overlay), options: [.sortedKeys])) ?? Data("{}".utf8)
+    }
+}
+
+extension Provider {
+    /// Creates a provider whose chain is `before` + the manifest's plugins + `after`.
+    ///
+    /// Throws ``PluginLoadError`` (and loads nothing) when the manifest or any enabled
+    /// plugin is refused.
+    public convenience init(manifest: URL,
+                            before: [any Interceptor] = [],
+                            after: [any Interceptor] = [],
+                            endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
+                            requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
+                            stubClosure: @escaping StubClosure = Provider.neverStub(_:),
+                            callbackQueue: DispatchQueue? = nil,
+                            transport: (any Transport)? = nil,
+                            server: ServerConfiguration? = nil,
+                            trackInflights: Bool = false,
+                            services: PluginServices = PluginServices()) throws(PluginLoadError) {
+        let loaded = try PluginRegistry.load(manifest: manifest, services: services)
+        self.init(endpointClosure: endpointClosure, requestClosure: requestClosure, stubClosure: stubClosure,
+                  callbackQueue: callbackQueue, transport: transport, interceptors: before + loaded + after,
+                  server: server, trackInflights: trackInflights, services: services)
+    }
+}

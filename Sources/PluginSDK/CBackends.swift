@@ -1,0 +1,168 @@
+import CPluginABI
+import Foundation
+
+/// ``HostServices`` over the host's C API table (the plugin side of the ABI).
+final class CHostServices: HostServices, @unchecked Sendable {
+    let api: UnsafePointer<ph_host_api>
+
+    init(api: UnsafePointer<ph_host_api>) {
+        self.api = api
+    }
+
+    func value(forKey key: String) -> String? {
+        CBytes.with(key) { keyBytes -> String? in
+            var capacity = 256
+            while true {
+                var buffer = [UInt8](repeating: 0, count: capacity)
+                let length = buffer.withUnsafeMutableBufferPointer { api.pointee.kv_get(api, keyBytes, $0.baseAddress, capacity) }
+                if length < 0 { return nil }
+                if Int(length) <= capacity { return String(decoding: buffer[0..<Int(length)], as: UTF8.self) }
+                capacity = Int(length)
+            }
+        }
+    }
+
+    func setValue(_ value: String?, forKey key: String) {
+        CBytes.with(key) { keyBytes in
+            CBytes.with(value ?? "") { api.pointee.kv_set(api, keyBytes, $0, value == nil ? 1 : 0) }
+        }
+    }
+
+    func emit(_ name: String, fields: [String: String]) {
+        let pairs = fields.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        CBytes.with(name) { nameBytes in
+            CBytes.withPairs(pairs) { keys, values, count in api.pointee.emit(api, nameBytes, keys, values, count) }
+        }
+    }
+
+    func log(_ level: LogLevel, _ message: String) {
+        CBytes.with(message) { api.pointee.log(api, Int32(level.rawValue), $0) }
+    }
+
+    func now() -> Double { api.pointee.now(api) }
+
+    func monotonicNanoseconds() -> UInt64 { api.pointee.monotonic_ns(api) }
+
+    func randomBytes(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: max(0, count))
+        bytes.withUnsafeMutableBufferPointer { api.pointee.random_bytes(api, $0.baseAddress, $0.count) }
+        return bytes
+    }
+}
+
+/// ``RequestBackend`` over a host request handle.
+final class CRequestBackend: RequestBackend {
+    let handle: OpaquePointer
+    let api: UnsafePointer<ph_host_api>
+
+    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {
+        self.handle = handle
+        self.api = api
+    }
+
+    var method: String { CBytes.string(api.pointee.request_method(handle)) }
+
+    func setMethod(_ method: String) throws {
+        try HeaderValidation.checkMethod(method)
+        let status = CBytes.with(method) { api.pointee.request_set_method(handle, $0) }
+        if status != PH_OK { throw InterceptorError.invalidMethod(method) }
+    }
+
+    var urlString: String { CBytes.string(api.pointee.request_url(handle)) }
+
+    func setURL(_ string: String) throws {
+        guard URLParts.isAbsoluteHTTP(string) else { throw InterceptorError.invalidURL(string) }
+        let status = CBytes.with(string) { api.pointee.request_set_url(handle, $0) }
+        if status != PH_OK { throw InterceptorError.invalidURL(string) }
+    }
+
+    var headers: [HTTPHeader] {
+        (0..<api.pointee.request_header_count(handle)).compactMap { index in
+            var name = ph_bytes(), value = ph_bytes()
+            guard api.pointee.request_header_at(handle, index, &name, &value) == PH_OK else { return nil }
+            return HTTPHeader(name: CBytes.string(name), value: CBytes.string(value))
+        }
+    }
+
+    func header(named name: String, index: Int) -> String? {
+        var value = ph_bytes()
+        let status = CBytes.with(name) { api.pointee.request_header(handle, $0, index, &value) }
+        return status == PH_OK ? CBytes.string(value) : nil
+    }
+
+    func setHeader(named name: String, value: String?) throws {
+        try HeaderValidation.check(name: name, value: value)
+        let status = CBytes.with(name) { nameBytes -> Int32 in
+            guard let value else { return api.pointee.request_remove_header(handle, nameBytes) }
+            return CBytes.with(value) { api.pointee.request_set_header(handle, nameBytes, $0) }
+        }
+        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+    }
+
+    func addHeader(named name: String, value: String) throws {
+        try HeaderValidation.check(name: name, value: value)
+        let status = CBytes.with(name) { nameBytes in CBytes.with(value) { api.pointee.request_add_header(handle, nameBytes, $0) } }
+        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+    }
+
+    var body: [UInt8]? {
+        var bytes = ph_bytes()
+        return api.pointee.request_body(handle, &bytes) == PH_OK ? CBytes.array(bytes) : nil
+    }
+
+    func setBody(_ body: [UInt8]?) {
+        CBytes.with(body ?? []) { api.pointee.request_set_body(handle, $0, body == nil ? 0 : 1) }
+    }
+
+    var timeout: Double { api.pointee.request_timeout(handle) }
+
+    func setTimeout(_ seconds: Double) { api.pointee.request_set_timeout(handle, seconds) }
+}
+
+/// ``ResponseBackend`` over a host result handle.
+final class CResultBackend: ResponseBackend {
+    let handle: OpaquePointer
+    let api: UnsafePointer<ph_host_api>
+
+    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {
+        self.handle = handle
+        self.api = api
+    }
+
+    var statusCode: Int { Int(api.pointee.result_status(handle)) }
+
+    func setStatusCode(_ code: Int) { api.pointee.result_set_status(handle, Int32(clamping: code)) }
+
+    var headers: [HTTPHeader] {
+        (0..<api.pointee.result_header_count(handle)).compactMap { index in
+            var name = ph_bytes(), value = ph_bytes()
+            guard api.pointee.result_header_at(handle, index, &name, &value) == PH_OK else { return nil }
+            return HTTPHeader(name: CBytes.string(name), value: CBytes.string(value))
+        }
+    }
+
+    func header(named name: String, index: Int) -> String? {
+        var value = ph_bytes()
+        let status = CBytes.with(name) { api.pointee.result_header(handle, $0, index, &value) }
+        return status == PH_OK ? CBytes.string(value) : nil
+    }
+
+    func setHeader(named name: String, value: String?) throws {
+        try HeaderValidation.check(name: name, value: value)
+        let status = CBytes.with(name) { nameBytes -> Int32 in
+            guard let value else { return api.pointee.result_remove_header(handle, nameBytes) }
+            return CBytes.with(value) { api.pointee.result_set_header(handle, nameBytes, $0) }
+        }
+        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+    }
+
+    func addHeader(named name: String, value: String) throws {
+        try HeaderValidation.check(name: name, value: value)
+        let status = CBytes.with(name) { nameBytes in CBytes.with(value) { api.pointee.result_add_header(handle, nameBytes, $0) } }
+        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+    }
+
+    var body: [UInt8] { CBytes.array(api.pointee.result_body(handle)) }
+
+    func setBody(_ body: [UInt8]) { CBytes.with(body) { api.pointee.result_set_body(handle, $0) } }
+}

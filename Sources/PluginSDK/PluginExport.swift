@@ -1,0 +1,281 @@
+import CPluginABI
+import Foundation
+
+/// An interceptor that can be exported from a shared library as a plugin.
+///
+/// ```swift
+/// import PluginSDK
+///
+/// struct Stamp: ExportablePlugin {
+///     static let pluginName = "stamp"
+///     static let pluginVersion = "1.0.0"
+///     static let pluginSummary = "Adds X-Stamp to every request"
+///     let value: String
+///     init(configuration: PluginConfiguration, host: any HostServices) throws {
+///         value = try configuration.string("value", default: "on") ?? "on"
+///     }
+///     func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+///         try request.setHeader("X-Stamp", value)
+///         return .proceed
+///     }
+/// }
+///
+/// @_cdecl("pluginhost_plugin_v1")
+/// public func pluginhostPlugin() -> UnsafeRawPointer { PluginExport.descriptor(for: Stamp.self) }
+/// ```
+public protocol ExportablePlugin: Interceptor {
+    /// The name in manifests and bundles, e.g. `logger`.
+    static var pluginName: String { get }
+    /// The plugin's version, e.g. `1.0.0`.
+    static var pluginVersion: String { get }
+    /// One line saying what the plugin does.
+    static var pluginSummary: String { get }
+    /// An SPDX license identifier; default `MIT`.
+    static var pluginLicense: String { get }
+    /// Creates an instance; throw (ideally a ``PluginConfigurationError``) to refuse the configuration.
+    init(configuration: PluginConfiguration, host: any HostServices) throws
+}
+
+extension ExportablePlugin {
+    /// Default: `MIT`.
+    public static var pluginLicense: String { "MIT" }
+    /// The plugin name.
+    public var name: String { Self.pluginName }
+}
+
+/// Builds the C descriptor behind a library's one entry point.
+public enum PluginExport {
+    /// The compiler and target this SDK was built with, e.g. `swift-6.3 x86_64-linux`.
+    public static let buildSignature: String = {
+        #if compiler(>=6.3)
+        let compiler = "swift-6.3"
+        #elseif compiler(>=6.2)
+        let compiler = "swift-6.2"
+        #elseif compiler(>=6.1)
+        let compiler = "swift-6.1"
+        #else
+        let compiler = "swift-6.0"
+        #endif
+        #if arch(x86_64)
+        let arch = "x86_64"
+        #elseif arch(arm64)
+        let arch = "arm64"
+        #else
+        let arch = "unknown"
+        #endif
+        #if os(Linux)
+        let os = "linux"
+        #elseif os(macOS)
+        let os = "macos"
+        #else
+        let os = "other"
+        #endif
+        return "\(compiler) \(arch)-\(os)"
+    }()
+
+    /// The ABI version this SDK speaks.
+    public static let abiVersion = (major: Int(PH_ABI_MAJOR), minor: Int(PH_ABI_MINOR))
+
+    /// The static descriptor for `type`. Call it from the library's `pluginhost_plugin_v1`
+    /// entry point; it allocates once and runs no plugin code.
+    public static func descriptor<P: ExportablePlugin>(for type: P.Type) -> UnsafeRawPointer {
+        exportState.lock.lock()
+        defer { exportState.lock.unlock() }
+        if let existing = exportState.descriptor { return UnsafeRawPointer(existing) }
+        exportState.name = P.pluginName
+        exportState.factory = { configuration, host in try P(configuration: configuration, host: host) }
+        let descriptor = UnsafeMutablePointer<ph_plugin_descriptor>.allocate(capacity: 1)
+        descriptor.initialize(to: ph_plugin_descriptor(
+            struct_size: UInt32(MemoryLayout<ph_plugin_descriptor>.size),
+            abi_major: UInt16(PH_ABI_MAJOR), abi_minor: UInt16(PH_ABI_MINOR),
+            name: strdup(P.pluginName), version: strdup(P.pluginVersion), summary: strdup(P.pluginSummary),
+            license: strdup(P.pluginLicense), build_signature: strdup(buildSignature),
+            create: sdkCreate, destroy: sdkDestroy,
+            prepare: sdkPrepare, will_send: sdkWillSend, did_receive: sdkDidReceive, process: sdkProcess,
+            credential: sdkCredential))
+        exportState.descriptor = descriptor
+        return UnsafeRawPointer(descriptor)
+    }
+}
+
+/// The one plugin type of this library and its descriptor.
+private final class ExportState: @unchecked Sendable {
+    let lock = NSLock()
+    var descriptor: UnsafeMutablePointer<ph_plugin_descriptor>?
+    var factory: ((PluginConfiguration, any HostServices) throws -> any Interceptor)?
+    var name = ""
+}
+
+private let exportState = ExportState()
+
+/// A created instance: the interceptor and the host table it talks to.
+private final class ExportedInstance {
+    let interceptor: any Interceptor
+    let api: UnsafePointer<ph_host_api>
+    let services: CHostServices
+
+    init(interceptor: any Interceptor, api: UnsafePointer<ph_host_api>, services: CHostServices) {
+        self.interceptor = interceptor
+        self.api = api
+        self.services = services
+    }
+
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> ExportedInstance {
+        Unmanaged<ExportedInstance>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    func context(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {
+        guard let c = c?.pointee else {
+            return InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
+        }
+        var options: [String: String] = [:]
+        for index in 0..<c.option_count {
+            options[CBytes.string(c.option_keys[index])] = CBytes.string(c.option_values[index])
+        }
+        let target = TargetInfo(method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url),
+                                path: CBytes.string(c.target_path), pluginOptions: options)
+        return InterceptorContext(target: target, requestID: c.request_id, attempt: Int(c.attempt), services: services)
+    }
+
+    func result(_ handle: OpaquePointer) -> InterceptorResult {
+        var message = ph_bytes()
+        let kind = api.pointee.result_failure(handle, &message)
+        guard kind != PH_FAILURE_NONE else { return .response(InterceptorResponse(backend: CResultBackend(handle: handle, api: api))) }
+        return .failure(TransportFailure(kind: Self.kind(kind), message: CBytes.string(message)))
+    }
+
+    static func kind(_ code: Int32) -> TransportFailureKind {
+        switch code {
+        case PH_FAILURE_TIMED_OUT: return .timedOut
+        case PH_FAILURE_CANCELLED: return .cancelled
+        case PH_FAILURE_CANNOT_CONNECT: return .cannotConnect
+        case PH_FAILURE_CONNECTION_LOST: return .connectionLost
+        case PH_FAILURE_BAD_RESPONSE: return .badResponse
+        case PH_FAILURE_INTERCEPTOR_FAILED: return .interceptorFailed
+        default: return .other
+        }
+    }
+}
+
+/// The message for an error thrown by plugin code.
+private func message(of error: any Error) -> String {
+    if let error = error as? InterceptorError { return error.description }
+    return String(describing: error)
+}
+
+private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, UnsafeMutablePointer<ph_error_buf>?) -> UnsafeMutableRawPointer? = { config, api, errorBuffer in
+    exportState.lock.lock()
+    let factory = exportState.factory, name = exportState.name
+    exportState.lock.unlock()
+    guard let api, let factory else {
+        CBytes.write("the plugin was created without a host table or before its descriptor was read", to: errorBuffer)
+        return nil
+    }
+    let services = CHostServices(api: api)
+    do {
+        let configuration = try PluginConfiguration(plugin: name, json: CBytes.array(config))
+        let interceptor = try factory(configuration, services)
+        return Unmanaged.passRetained(ExportedInstance(interceptor: interceptor, api: api, services: services)).toOpaque()
+    } catch {
+        CBytes.write(message(of: error), to: errorBuffer)
+        return nil
+    }
+}
+
+private let sdkDestroy: @convention(c) (UnsafeMutableRawPointer?) -> Void = { instance in
+    guard let instance else { return }
+    Unmanaged<ExportedInstance>.fromOpaque(instance).release()
+}
+
+private let sdkPrepare: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, request, context, errorBuffer in
+    let box = ExportedInstance.from(instance)
+    guard let request else { return PH_ERROR }
+    do {
+        let action = try box.interceptor.prepare(InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)),
+                                                 context: box.context(context))
+        guard case .respond(let response) = action else { return PH_OK }
+        let pairs = response.headers.map { ($0.name, $0.value) }
+        return CBytes.withPairs(pairs) { names, values, count in
+            CBytes.with(response.body) { box.api.pointee.request_respond(request, Int32(clamping: response.statusCode), names, values, count, $0) }
+        }
+    } catch {
+        CBytes.write(message(of: error), to: errorBuffer)
+        return PH_ERROR
+    }
+}
+
+private let sdkWillSend: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, request, context, errorBuffer in
+    let box = ExportedInstance.from(instance)
+    guard let request else { return PH_ERROR }
+    do {
+        try box.interceptor.willSend(InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)), context: box.context(context))
+        return PH_OK
+    } catch {
+        CBytes.write(message(of: error), to: errorBuffer)
+        return PH_ERROR
+    }
+}
+
+private let sdkDidReceive: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, result, context, errorBuffer in
+    let box = ExportedInstance.from(instance)
+    guard let result else { return PH_ERROR }
+    do {
+        try box.interceptor.didReceive(box.result(result), context: box.context(context))
+        return PH_OK
+    } catch {
+        CBytes.write(message(of: error), to: errorBuffer)
+        return PH_ERROR
+    }
+}
+
+private let sdkProcess: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, result, context, errorBuffer in
+    let box = ExportedInstance.from(instance)
+    guard let result else { return PH_ERROR }
+    do {
+        switch try box.interceptor.process(box.result(result), context: box.context(context)) {
+        case .proceed:
+            return PH_OK
+        case .replace(let response):
+            let pairs = response.headers.map { ($0.name, $0.value) }
+            return CBytes.withPairs(pairs) { names, values, count in
+                CBytes.with(response.body) { box.api.pointee.result_replace(result, Int32(clamping: response.statusCode), names, values, count, $0) }
+            }
+        case .retry(let delay, let refresh):
+            return CBytes.with(refresh?.key ?? "") { key in
+                CBytes.with(refresh?.staleValue ?? "") { stale in
+                    box.api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
+                }
+            }
+        }
+    } catch {
+        CBytes.write(message(of: error), to: errorBuffer)
+        return PH_ERROR
+    }
+}
+
+private let sdkCredential: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<ph_challenge>?, UnsafePointer<ph_context>?,
+                                           UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<UInt8>?,
+                                           UnsafeMutablePointer<Int>?, Int) -> Int32 = { instance, challenge, context, user, userLength, password, passwordLength, capacity in
+    let box = ExportedInstance.from(instance)
+    guard let c = challenge?.pointee else { return PH_CREDENTIAL_DEFAULT }
+    let realm = CBytes.string(c.realm)
+    let question = AuthenticationChallenge(host: CBytes.string(c.host), port: Int(c.port), scheme: CBytes.string(c.scheme),
+                                           realm: realm.isEmpty ? nil : realm, method: CBytes.string(c.method),
+                                           previousFailureCount: Int(c.previous_failure_count))
+    switch box.interceptor.credential(for: question, context: box.context(context)) {
+    case .performDefault:
+        return PH_CREDENTIAL_DEFAULT
+    case .rejectProtectionSpace:
+        return PH_CREDENTIAL_REJECT
+    case .cancel:
+        return PH_CREDENTIAL_CANCEL
+    case .useCredential(let name, let secret):
+        let nameBytes = Array(name.utf8), secretBytes = Array(secret.utf8)
+        guard nameBytes.count <= capacity, secretBytes.count <= capacity, let user, let password else { return PH_CREDENTIAL_REJECT }
+        nameBytes.withUnsafeBufferPointer { if !$0.isEmpty { user.update(from: $0.baseAddress!, count: $0.count) } }
+        secretBytes.withUnsafeBufferPointer { if !$0.isEmpty { password.update(from: $0.baseAddress!, count: $0.count) } }
+        userLength?.pointee = nameBytes.count
+        passwordLength?.pointee = secretBytes.count
+        return PH_CREDENTIAL_USE
+    }
+}

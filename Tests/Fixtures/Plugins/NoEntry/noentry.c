@@ -1,0 +1,2 @@
+/* A shared library without the plugin entry symbol (test fixture). */
+int pluginhost_not_the_entry(void) { return 42; }

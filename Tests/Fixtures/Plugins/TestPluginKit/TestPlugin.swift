@@ -1,0 +1,66 @@
+import PluginSDK
+
+/// Names a test plugin.
+public protocol TestPluginName {
+    static var name: String { get }
+}
+
+/// A configurable plugin for the loader tests.
+///
+/// Always: `prepare` appends its name to the request header `X-Order` and `process` appends it
+/// to the response header `X-Response-Order`. Configuration:
+/// - `respond` (number): answer in `prepare` with this status and body `from <name>`.
+/// - `throwIn` (one of prepare, willSend, didReceive, process): throw `boom in <hook>` there.
+/// - `event` (string): emit this event from `willSend`.
+public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
+    public static var pluginName: String { N.name }
+    public static var pluginVersion: String { "0.1.0" }
+    public static var pluginSummary: String { "Records its place in the chain (test fixture)" }
+    public static var pluginLicense: String { "MIT" }
+
+    let respond: Int?
+    let throwIn: String?
+    let event: String?
+
+    public init(configuration: PluginConfiguration, host: any HostServices) throws {
+        try configuration.rejectUnknownKeys(["respond", "throwIn", "event"])
+        respond = configuration.values["respond"] == nil ? nil : try configuration.integer("respond", default: 200, in: 100...599)
+        throwIn = configuration.values["throwIn"] == nil ? nil
+            : try configuration.oneOf("throwIn", ["prepare", "willSend", "didReceive", "process"], default: "prepare")
+        event = try configuration.string("event")
+    }
+
+    struct Boom: Error, CustomStringConvertible {
+        let hook: String
+        var description: String { "boom in \(hook)" }
+    }
+
+    public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        if throwIn == "prepare" { throw Boom(hook: "prepare") }
+        try request.setHeader("X-Order", [request.header("X-Order"), N.name].compactMap { $0 }.joined(separator: ","))
+        if let respond {
+            return .respond(SyntheticResponse(statusCode: respond, headers: [HTTPHeader(name: "X-Responder", value: N.name)],
+                                              body: Array("from \(N.name)".utf8)))
+        }
+        return .proceed
+    }
+
+    public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        if throwIn == "willSend" { throw Boom(hook: "willSend") }
+        if let event {
+            context.services.emit(event, fields: ["order": request.header("X-Order") ?? "", "option": context.target.pluginOptions["tag"] ?? ""])
+        }
+    }
+
+    public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        if throwIn == "didReceive" { throw Boom(hook: "didReceive") }
+    }
+
+    public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        if throwIn == "process" { throw Boom(hook: "process") }
+        if let response = result.response {
+            try response.setHeader("X-Response-Order", [response.header("X-Response-Order"), N.name].compactMap { $0 }.joined(separator: ","))
+        }
+        return .proceed
+    }
+}

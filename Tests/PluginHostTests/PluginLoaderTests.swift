@@ -1,0 +1,151 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Plugins loaded from shared libraries")
+struct PluginLoaderTests {
+    @Test func requestSideInManifestOrderResponseSideReversed() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for product in ["AlphaTestPlugin", "BetaTestPlugin", "GammaTestPlugin"] { try f.bundle(product) }
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "beta"], ["name": "gamma"]]))
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(try echo(response).header("X-Order") == "alpha,beta,gamma")
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "gamma,beta,alpha")
+        #expect(provider.interceptors.map(\.name) == ["alpha", "beta", "gamma"])
+    }
+
+    @Test func loadedAndInProcessInterceptorsMix() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        try f.bundle("BetaTestPlugin")
+        let log = LockedCounter()
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "beta"]]),
+                                         before: [Recorder("first", log: log)], after: [Recorder("last", log: log)])
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(try echo(response).header("X-Order") == "first,alpha,beta,last")
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "last,beta,alpha,first")
+    }
+
+    @Test func cPluginRunsNextToSwiftPlugins() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        try f.bundle("CPluginTestPlugin")
+        try f.bundle("GammaTestPlugin")
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "cplugin"], ["name": "gamma"]]))
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(try echo(response).header("X-Order") == "alpha,cplugin,gamma")
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "gamma,cplugin,alpha")
+    }
+
+    @Test func shortCircuitFromALoadedPlugin() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for product in ["AlphaTestPlugin", "BetaTestPlugin", "GammaTestPlugin"] { try f.bundle(product) }
+        let transport = CountingTransport()
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "beta", "config": ["respond": 203]], ["name": "gamma"]]),
+                                         transport: transport)
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(transport.count == 0)
+        #expect(response.statusCode == 203)
+        #expect(String(decoding: response.data, as: UTF8.self) == "from beta")
+        #expect(response.value(forHTTPHeaderField: "X-Responder") == "beta")
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "beta,alpha")
+    }
+
+    @Test(arguments: [InterceptorHook.prepare, .willSend, .didReceive, .process])
+    func loadedPluginThrowingFailsOnlyThatRequest(hook: InterceptorHook) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        try f.bundle("BetaTestPlugin")
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "beta", "config": ["throwIn": hook.rawValue]]]))
+        let result = await provider.request(try Bin("get")).result
+        guard case .failure(.interceptor(let name, let failedHook, let message)) = result else { Issue.record("got \(result)"); return }
+        #expect(name == "beta")
+        #expect(failedHook == hook)
+        #expect(message == "boom in \(hook.rawValue)")
+    }
+
+    @Test func eventsContextAndOptionsCrossTheABI() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin", defaultConfig: ["event": "sending"])
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"]]))
+        let events = LockedCounter()
+        let subscription = provider.services.subscribe { events.append("\($0.plugin) \($0.name) \($0.fields["order"] ?? "") \($0.fields["option"] ?? "")") }
+        defer { subscription.cancel() }
+        _ = try await provider.request(try Bin("get", options: ["tag": "blue"])).value
+        #expect(events.log == ["alpha sending alpha blue"])
+    }
+
+    @Test func fiveHundredConcurrentRequestsCompleteExactlyOnce() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for product in ["AlphaTestPlugin", "CPluginTestPlugin", "GammaTestPlugin"] { try f.bundle(product) }
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "cplugin"], ["name": "gamma"]]))
+        let completions = LockedCounter()
+        let target = try Bin("get")
+        let outcomes = await withTaskGroup(of: (Int, Int).self) { group in
+            for index in 0..<500 {
+                group.addTask {
+                    let response = await provider.request(target).result
+                    completions.append("\(index)")
+                    return (index, (try? response.get().value(forHTTPHeaderField: "X-Response-Order")) == "gamma,cplugin,alpha" ? 1 : 0)
+                }
+            }
+            return await group.reduce(into: [Int: Int]()) { $0[$1.0, default: 0] += $1.1 }
+        }
+        #expect(completions.log.count == 500)
+        #expect(Set(completions.log).count == 500)
+        #expect(outcomes.count == 500)
+        #expect(outcomes.values.allSatisfy { $0 == 1 })
+    }
+
+    @Test func aLibraryLoadedTwiceIsOpenedOnce() throws {
+        let path = try PluginFixtures.library("GammaTestPlugin")
+        let first = try PluginLibrary.open(path: path)
+        let second = try PluginLibrary.open(path: path)
+        #expect(first === second)
+        #expect(first.info.name == "gamma")
+        #expect(first.info.hooks == ["prepare", "willSend", "didReceive", "process", "credential"])
+        #expect(first.info.abiMajor == 1)
+    }
+
+    @Test func disabledPluginsAreListedButNotLoaded() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let url = try f.manifest([["name": "alpha"], ["name": "absent", "enabled": false]])
+        let manifest = try PluginManifest.read(url)
+        #expect(manifest.entries.map(\.name) == ["alpha", "absent"])
+        #expect(manifest.entries.map(\.enabled) == [true, false])
+        let plugins = try PluginRegistry.load(manifest, services: PluginServices())
+        #expect(plugins.map(\.name) == ["alpha"])
+    }
+
+    @Test func manifestConfigMergesOverBundleDefaults() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin", defaultConfig: ["respond": 299, "event": "x"])
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha", "config": ["respond": 202]]]))
+        #expect(try await provider.request(try Bin("get")).value.statusCode == 202)
+    }
+
+    @Test func bundleCommandRefusesALibraryWithoutDescriptor() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let error = loadError { try f.bundle("NoEntryTestPlugin") }
+        #expect(error?.kind == .missingEntrySymbol)
+        #expect(error?.reason.hasPrefix("no pluginhost_plugin_v1 symbol:") == true)
+    }
+}

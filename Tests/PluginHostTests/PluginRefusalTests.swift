@@ -1,0 +1,281 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every refusal of the loader, each with its own fixture, asserting kind, file, JSON path and reason.
+@Suite("Plugin loader refusals")
+struct PluginRefusalTests {
+    func load(_ f: PluginFixtures, _ url: URL) -> PluginLoadError? {
+        loadError { _ = try PluginRegistry.load(manifest: url, services: PluginServices()) }
+    }
+
+    // MARK: Manifest
+
+    @Test func manifestThatIsNotJSON() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let url = try f.manifest(raw: Data("{ plugins: [".utf8))
+        let error = load(f, url)
+        #expect(error?.kind == .notJSON)
+        #expect(error?.file == url.path)
+        #expect(error?.reason.hasPrefix("not valid JSON") == true)
+    }
+
+    @Test func manifestThatDoesNotExist() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let error = load(f, URL(fileURLWithPath: f.root + "/missing.json"))
+        #expect(error == PluginLoadError(.unreadable, file: f.root + "/missing.json", reason: "no such file"))
+    }
+
+    @Test func manifestWithAnUnknownKey() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let url = try f.manifest([["name": "alpha", "colour": "red"]])
+        let error = load(f, url)
+        #expect(error == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[0].colour",
+                                         reason: "unknown key \"colour\"; expected one of comment, config, enabled, name, sha256"))
+        #expect(error?.description == "\(url.path): plugins[0].colour: unknown key \"colour\"; expected one of comment, config, enabled, name, sha256")
+    }
+
+    @Test func manifestWithAConfigThatIsNotAnObject() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let url = try f.manifest([["name": "a"], ["name": "b"], ["name": "c", "config": "level=basic"]])
+        #expect(load(f, url) == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[2].config", reason: "must be an object"))
+    }
+
+    @Test func manifestWithWrongTypes() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let enabled = try f.manifest([["name": "a", "enabled": "yes"]], file: "enabled.json")
+        #expect(load(f, enabled) == PluginLoadError(.schema, file: enabled.path, jsonPath: "plugins[0].enabled", reason: "must be true or false"))
+        let directories = try f.manifest([], extra: ["pluginDirectories": "plugins"], file: "dirs.json")
+        #expect(load(f, directories) == PluginLoadError(.schema, file: directories.path, jsonPath: "pluginDirectories", reason: "must be an array"))
+        let pin = try f.manifest([["name": "a", "sha256": "abc"]], file: "pin.json")
+        #expect(load(f, pin) == PluginLoadError(.schema, file: pin.path, jsonPath: "plugins[0].sha256", reason: "must be 64 hexadecimal digits (a SHA-256)"))
+    }
+
+    @Test func manifestWithAnEmptyName() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let url = try f.manifest([["name": "alpha"], ["name": "  "]])
+        #expect(load(f, url) == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[1].name", reason: "must not be empty"))
+    }
+
+    @Test func manifestWithADuplicateName() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let url = try f.manifest([["name": "alpha"], ["name": "beta"], ["name": "alpha"]])
+        #expect(load(f, url) == PluginLoadError(.duplicateName, file: url.path, jsonPath: "plugins[2].name", plugin: "alpha",
+                                                reason: "duplicate plugin name (also at plugins[0].name)"))
+    }
+
+    @Test func pluginNotFoundInAnyDirectory() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let url = try f.manifest([["name": "ghost"]])
+        #expect(load(f, url) == PluginLoadError(.pluginNotFound, file: url.path, jsonPath: "plugins[0].name", plugin: "ghost",
+                                                reason: "no ghost.plugin in \(f.plugins)"))
+    }
+
+    @Test func configThePluginRejects() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("AlphaTestPlugin")
+        let url = try f.manifest([["name": "alpha", "config": ["throwIn": "nowhere"]]])
+        #expect(load(f, url) == PluginLoadError(.createFailed, file: bundle + "/libAlphaTestPlugin.so", plugin: "alpha",
+                                                reason: "alpha: throwIn must be one of prepare, willSend, didReceive, process"))
+        let unknown = try f.manifest([["name": "alpha", "config": ["colour": 1]]], file: "unknown.json")
+        #expect(load(f, unknown)?.reason == "alpha: unknown key \"colour\"; known keys: event, respond, throwIn")
+    }
+
+    @Test func loadingIsAllOrNothing() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        try f.bundle("BetaTestPlugin")
+        let url = try f.manifest([["name": "alpha"], ["name": "beta", "config": ["respond": 7]]])
+        let error = loadError { _ = try Provider<Bin>(manifest: url) }
+        #expect(error?.kind == .createFailed)
+        #expect(error?.plugin == "beta")
+        #expect(error?.reason == "beta: respond must be between 100 and 599")
+    }
+
+    // MARK: Libraries
+
+    @Test func libraryFileMissing() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "alpha", bytes: Data("x".utf8), libraryName: "libalpha.so")
+        unlink(bundle + "/libalpha.so")
+        let url = try f.manifest([["name": "alpha"]])
+        #expect(load(f, url) == PluginLoadError(.libraryMissing, file: bundle + "/libalpha.so", reason: "no such file"))
+    }
+
+    @Test func garbageBytesAreNotASharedObject() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        let bundle = try f.handBundle(name: "x", bytes: garbage, libraryName: "libx.so")
+        let error = load(f, try f.manifest([["name": "x"]]))
+        #expect(error?.kind == .notSharedObject)
+        #expect(error?.file == bundle + "/libx.so")
+        #expect(error?.reason.contains("invalid ELF header") == true)
+    }
+
+    @Test func libraryWithoutTheEntrySymbol() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "noentry", source: try PluginFixtures.library("NoEntryTestPlugin"))
+        let error = load(f, try f.manifest([["name": "noentry"]]))
+        #expect(error?.kind == .missingEntrySymbol)
+        #expect(error?.file == bundle + "/libplugin.so")
+        #expect(error?.reason.hasPrefix("no pluginhost_plugin_v1 symbol: ") == true)
+        #expect(error?.reason.contains("undefined symbol") == true)
+    }
+
+    @Test func descriptorWithAnotherABIMajor() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "badmajor", source: try PluginFixtures.library("BadMajorTestPlugin"))
+        #expect(load(f, try f.manifest([["name": "badmajor"]])) == PluginLoadError(
+            .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.0 (majors differ)"))
+    }
+
+    @Test func descriptorWithANewerMinor() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "newerminor", source: try PluginFixtures.library("NewerMinorTestPlugin"))
+        #expect(load(f, try f.manifest([["name": "newerminor"]])) == PluginLoadError(
+            .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.0"))
+    }
+
+    @Test func descriptorStructTooSmall() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "smalldescriptor", source: try PluginFixtures.library("SmallDescriptorTestPlugin"))
+        let error = load(f, try f.manifest([["name": "smalldescriptor"]]))
+        #expect(error?.kind == .descriptorInvalid)
+        #expect(error?.file == bundle + "/libplugin.so")
+        #expect(error?.reason.hasPrefix("descriptor is 16 bytes; ABI 1.0 needs at least ") == true)
+    }
+
+    @Test func descriptorNameDiffersFromTheBundle() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "beta", source: try PluginFixtures.library("AlphaTestPlugin"))
+        #expect(load(f, try f.manifest([["name": "beta"]])) == PluginLoadError(
+            .nameMismatch, file: bundle + "/libplugin.so", plugin: "beta",
+            reason: "the library's descriptor names \"alpha\", the bundle is beta.plugin"))
+    }
+
+    @Test func pluginJSONNameDiffersFromTheDirectory() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "alpha", source: try PluginFixtures.library("AlphaTestPlugin"), overrides: ["name": "other"])
+        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
+            .nameMismatch, file: bundle + "/plugin.json", jsonPath: "name", plugin: "alpha",
+            reason: "plugin.json names \"other\" but the bundle is alpha.plugin"))
+    }
+
+    @Test func createFailingWithAMessage() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("CPluginTestPlugin")
+        #expect(load(f, try f.manifest([["name": "cplugin", "config": ["fail": "disk on fire"]]])) == PluginLoadError(
+            .createFailed, file: bundle + "/libCPluginTestPlugin.so", plugin: "cplugin", reason: "disk on fire"))
+    }
+
+    @Test func sha256MismatchWithPluginJSON() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let wrong = String(repeating: "0", count: 64)
+        let library = try PluginFixtures.library("AlphaTestPlugin")
+        let actual = SHA256.hex(SHA256.hash(try Data(contentsOf: URL(fileURLWithPath: library))))
+        let bundle = try f.handBundle(name: "alpha", source: library, overrides: ["sha256": wrong])
+        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
+            .digestMismatch, file: bundle + "/libplugin.so", reason: "sha256 mismatch: the file is \(actual), plugin.json says \(wrong)"))
+    }
+
+    @Test func sha256MismatchWithTheManifestPin() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("AlphaTestPlugin")
+        let pin = String(repeating: "ab", count: 32)
+        let error = load(f, try f.manifest([["name": "alpha", "sha256": pin]]))
+        #expect(error?.kind == .digestMismatch)
+        #expect(error?.file == bundle + "/libAlphaTestPlugin.so")
+        #expect(error?.reason.hasSuffix("the manifest (plugins[0].sha256) says \(pin)") == true)
+    }
+
+    @Test func groupWritableLibraryIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("AlphaTestPlugin")
+        chmod(bundle + "/libAlphaTestPlugin.so", 0o775)
+        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
+            .insecurePermissions, file: bundle + "/libAlphaTestPlugin.so",
+            reason: "writable by group or others (mode 775); remove write access with chmod go-w"))
+    }
+
+    @Test func worldWritableBundleDirectoryIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("AlphaTestPlugin")
+        chmod(bundle, 0o777)
+        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
+            .insecurePermissions, file: bundle, reason: "writable by group or others (mode 777); remove write access with chmod go-w"))
+    }
+
+    @Test func libraryPathWithDotDotEscapes() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "alpha", bytes: Data(), libraryName: "../../evil.so")
+        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
+            .pathEscape, file: bundle + "/plugin.json", jsonPath: "library", plugin: "alpha",
+            reason: "library must be a file name inside the bundle, not \"../../evil.so\""))
+    }
+
+    @Test func bundleSymlinkPointingOutsideEscapes() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let outside = try PluginFixtures()
+        defer { outside.remove() }
+        let real = try outside.bundle("AlphaTestPlugin")
+        try FileManager.default.createSymbolicLink(atPath: f.plugins + "/alpha.plugin", withDestinationPath: real)
+        let error = load(f, try f.manifest([["name": "alpha"]]))
+        #expect(error?.kind == .pathEscape)
+        #expect(error?.file == f.plugins + "/alpha.plugin")
+        #expect(error?.reason.hasSuffix("outside the plugin directory \(FileManager.default.destinationOrSelf(f.plugins))") == true)
+    }
+
+    @Test func librarySymlinkPointingOutsideEscapes() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "alpha", source: try PluginFixtures.library("AlphaTestPlugin"), libraryName: "liblink.so")
+        unlink(bundle + "/liblink.so")
+        try FileManager.default.createSymbolicLink(atPath: bundle + "/liblink.so", withDestinationPath: try PluginFixtures.library("AlphaTestPlugin"))
+        let error = load(f, try f.manifest([["name": "alpha"]]))
+        #expect(error?.kind == .pathEscape)
+        #expect(error?.file == bundle + "/liblink.so")
+        #expect(error?.reason.hasSuffix("outside its bundle") == true)
+    }
+
+    @Test func everyKindDescribesItself() {
+        let error = PluginLoadError(.schema, file: "/m.json", jsonPath: "plugins[2].config", plugin: "logger", reason: "must be an object")
+        #expect(error.description == "/m.json: plugins[2].config: plugin \"logger\": must be an object")
+        #expect(PluginLoadError(.libraryMissing, file: "/x.so", reason: "no such file").description == "/x.so: no such file")
+    }
+}
+
+extension FileManager {
+    /// The path with symlinks resolved.
+    func destinationOrSelf(_ path: String) -> String {
+        URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+    }
+}
