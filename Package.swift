@@ -7,7 +7,8 @@ let swiftTestPlugins = ["Alpha", "Beta", "Gamma"]
 let cTestPlugins = ["CPlugin", "BadMajor", "NewerMinor", "SmallDescriptor", "NoEntry"]
 
 var testFixtureTargets: [Target] {
-    [.target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit")]
+    [.target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit"),
+     .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop")]
         + swiftTestPlugins.map {
             .target(name: "\($0)TestPlugin", dependencies: ["TestPluginKit", "PluginSDK"], path: "Tests/Fixtures/Plugins/\($0)")
         }
@@ -17,7 +18,7 @@ var testFixtureTargets: [Target] {
 }
 
 var testFixtureProducts: [Product] {
-    (swiftTestPlugins + cTestPlugins).map {
+    (swiftTestPlugins + cTestPlugins + ["Noop"]).map {
         .library(name: "\($0)TestPlugin", type: .dynamic, targets: ["\($0)TestPlugin"])
     }
 }
@@ -33,12 +34,14 @@ let package = Package(
         .library(name: "PluginHost", targets: ["PluginHost"]),
         .library(name: "PluginSDK", targets: ["PluginSDK"]),
         .executable(name: "pluginhost-example", targets: ["PluginHostExample"]),
+        .executable(name: "pluginhost-bench", targets: ["PluginHostBench"]),
     ] + testFixtureProducts,
     targets: [
         .target(name: "CPluginABI"),
         .target(name: "PluginSDK", dependencies: ["CPluginABI"]),
         .target(name: "PluginHost", dependencies: ["PluginSDK"]),
         .executableTarget(name: "PluginHostExample", dependencies: ["PluginHost"]),
+        .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"]),
         .testTarget(name: "PluginSDKTests", dependencies: ["PluginSDK"]),
         .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"]),
     ] + testFixtureTargets,

@@ -56,7 +56,7 @@ enum HostBytes {
 /// The request a plugin hook works on: the host's request state plus what the hook decided.
 final class RequestHandle {
     let state: RequestState
-    let arena = ByteArena()
+    lazy var arena = ByteArena()
     let mayRespond: Bool
     var response: SyntheticResponse?
 
@@ -74,7 +74,7 @@ final class RequestHandle {
 final class ResultHandle {
     let response: ResponseState?
     let failure: TransportFailure?
-    let arena = ByteArena()
+    lazy var arena = ByteArena()
     let mayDecide: Bool
     var replacement: SyntheticResponse?
     var retry: (delay: Double, refresh: CredentialRefresh?)?

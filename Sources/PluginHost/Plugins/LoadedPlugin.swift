@@ -142,16 +142,15 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 
     /// Calls a hook with an error buffer; a non-OK status throws the plugin's message.
     private func call(_ hook: InterceptorHook, _ body: (UnsafeMutablePointer<ph_error_buf>) -> Int32) throws {
-        var message = [UInt8](repeating: 0, count: Self.errorCapacity)
-        var length = 0
-        let status = message.withUnsafeMutableBufferPointer { buffer -> Int32 in
+        // The message buffer lives on the stack: most calls succeed and never write to it.
+        let failure: String? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.errorCapacity) { buffer in
             var error = ph_error_buf(data: buffer.baseAddress, capacity: buffer.count, len: 0)
-            defer { length = min(error.len, buffer.count) }
-            return body(&error)
+            let status = body(&error)
+            guard status != PH_OK else { return nil }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<min(error.len, buffer.count)]), as: UTF8.self)
+            return text.isEmpty ? "\(hook) failed with status \(status) and no message" : text
         }
-        guard status != PH_OK else { return }
-        let text = String(decoding: message[0..<length], as: UTF8.self)
-        throw InterceptorError.failed(text.isEmpty ? "\(hook) failed with status \(status) and no message" : text)
+        if let failure { throw InterceptorError.failed(failure) }
     }
 
     private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) -> R) -> R {
