@@ -6,6 +6,20 @@ import PackageDescription
 let swiftTestPlugins = ["Alpha", "Beta", "Gamma"]
 let cTestPlugins = ["CPlugin", "BadMajor", "NewerMinor", "SmallDescriptor", "NoEntry"]
 
+// The contrib plugins: each a dynamic library (lib<Name>Plugin.so) depending on PluginSDK only.
+let contribPlugins = ["AccessToken", "Credentials", "Activity", "Logger", "Signature", "Cache"]
+
+var contribTargets: [Target] {
+    contribPlugins.map {
+        .target(name: "\($0)Plugin", dependencies: ["PluginSDK"], path: "PluginsContrib/\($0)",
+                exclude: ["README.md", "plugin-config.json"])
+    }
+}
+
+var contribProducts: [Product] {
+    contribPlugins.map { .library(name: "\($0)Plugin", type: .dynamic, targets: ["\($0)Plugin"]) }
+}
+
 var testFixtureTargets: [Target] {
     [.target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit"),
      .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop")]
@@ -35,7 +49,7 @@ let package = Package(
         .library(name: "PluginSDK", targets: ["PluginSDK"]),
         .executable(name: "pluginhost-example", targets: ["PluginHostExample"]),
         .executable(name: "pluginhost-bench", targets: ["PluginHostBench"]),
-    ] + testFixtureProducts,
+    ] + contribProducts + testFixtureProducts,
     targets: [
         .target(name: "CPluginABI"),
         .target(name: "PluginSDK", dependencies: ["CPluginABI"]),
@@ -44,6 +58,6 @@ let package = Package(
         .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"]),
         .testTarget(name: "PluginSDKTests", dependencies: ["PluginSDK"]),
         .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"]),
-    ] + testFixtureTargets,
+    ] + contribTargets + testFixtureTargets,
     swiftLanguageModes: [.v6]
 )

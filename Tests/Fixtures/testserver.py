@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Starts and stops the test suite's HTTP server: httpbin under gunicorn on 127.0.0.1.
+"""Starts and stops the test suite's HTTP server: httpbin (plus fixtureapp.py's /fixture/ endpoints)
+under gunicorn on 127.0.0.1.
 
   testserver.py start VENV STATE_DIR   prints `export NAME=value` lines for the shell
   testserver.py stop STATE_DIR         stops the server started with that state dir
@@ -35,8 +36,10 @@ def start(venv, state):
         proc = subprocess.Popen(
             [gunicorn, "--workers", "2", "--worker-class", "gthread", "--threads", "48",
              "--timeout", "120", "--graceful-timeout", "2", "--keep-alive", "30",
-             "--bind", f"127.0.0.1:{ports[0]}", "--bind", f"127.0.0.1:{ports[1]}", "httpbin:app"],
-            stdout=log, stderr=log, start_new_session=True)
+             "--bind", f"127.0.0.1:{ports[0]}", "--bind", f"127.0.0.1:{ports[1]}",
+             "--chdir", os.path.dirname(os.path.abspath(__file__)), "fixtureapp:app"],
+            stdout=log, stderr=log, start_new_session=True,
+            env=dict(os.environ, FIXTURE_STATE_DIR=os.path.join(state, "fixture-state")))
         deadline = time.time() + 30
         while time.time() < deadline and proc.poll() is None:
             try:

@@ -1,0 +1,133 @@
+import Foundation
+import PluginSDK
+
+/// Adds `Authorization: <Scheme> <token>` to requests and refreshes the token on a `401`.
+///
+/// Per target, `pluginOptions["auth"]` picks the scheme: `bearer` (the default), `basic`,
+/// `custom:<Scheme>`, or `none`. The header replaces any earlier `Authorization` value. The token
+/// comes from the host store (key `key`, default `access_token`), else the environment variable
+/// `env`, else the file `file`. Without a token the request goes unauthenticated, unless
+/// `required` is true: then it fails with a clear error.
+///
+/// On a `401` to a request that carried a token, the request is retried once: at once when the
+/// store already holds a newer token (another request refreshed it), otherwise after the host
+/// refreshes the token with the refresher the app registered (`provider.services
+/// .registerRefresher(forKey: "access_token")`). Concurrent `401`s share one refresh. More than
+/// `maxRefreshes` refreshes within `refreshWindow` seconds fail the request as excessive.
+public struct AccessTokenPlugin: ExportablePlugin {
+    public static var pluginName: String { "access-token" }
+    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginSummary: String { "Adds Authorization from the host store and refreshes it on 401" }
+
+    let key: String
+    let environmentVariable: String?
+    let file: String?
+    let required: Bool
+    let refreshOnUnauthorized: Bool
+    let maxRefreshes: Int
+    let refreshWindow: Double
+    private let carried = PerRequestState<Carried>()
+    private let refreshes: RefreshLog
+
+    struct Carried {
+        var token: String
+        var retried = false
+    }
+
+    final class RefreshLog: @unchecked Sendable {
+        let lock = NSLock()
+        var times: [(token: String, time: Double)] = []
+    }
+
+    public init(configuration: PluginConfiguration, host: any HostServices) throws {
+        try configuration.rejectUnknownKeys(["key", "env", "file", "required", "refreshOn401", "maxRefreshes", "refreshWindow"])
+        key = try configuration.string("key", default: "access_token") ?? "access_token"
+        environmentVariable = try configuration.string("env")
+        file = try configuration.string("file")
+        required = try configuration.bool("required", default: false)
+        refreshOnUnauthorized = try configuration.bool("refreshOn401", default: true)
+        maxRefreshes = try configuration.integer("maxRefreshes", default: 3, in: 1...1000)
+        refreshWindow = try configuration.number("refreshWindow", default: 30, in: 0.001...86_400)
+        if key.isEmpty { throw configuration.error("key must not be empty") }
+        refreshes = RefreshLog()
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The current token: host store, then environment, then file.
+    func token(_ services: any HostServices) -> String? {
+        if let stored = services.value(forKey: key), !stored.isEmpty { return stored }
+        if let name = environmentVariable, let value = ProcessInfo.processInfo.environment[name], !value.isEmpty { return value }
+        if let file, let text = try? String(contentsOfFile: file, encoding: .utf8) {
+            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !trimmed.isEmpty { return trimmed }
+        }
+        return nil
+    }
+
+    /// The scheme for a target, or nil for `none`.
+    func scheme(_ context: InterceptorContext) throws -> String? {
+        let option = context.target.pluginOptions["auth"] ?? "bearer"
+        switch option {
+        case "bearer": return "Bearer"
+        case "basic": return "Basic"
+        case "none": return nil
+        default:
+            guard option.hasPrefix("custom:"), HeaderValidation.isValidName(String(option.dropFirst(7))) else {
+                throw Failure(description: "access-token: pluginOptions[\"auth\"] must be bearer, basic, custom:<Scheme> or none, not \(option.debugDescription)")
+            }
+            return String(option.dropFirst(7))
+        }
+    }
+
+    public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        guard let scheme = try scheme(context) else {
+            carried.remove(context.requestID)
+            return .proceed
+        }
+        guard let token = token(context.services) else {
+            if required {
+                var places = ["host store key \(key.debugDescription)"]
+                if let environmentVariable { places.append("environment variable \(environmentVariable)") }
+                if let file { places.append("file \(file)") }
+                throw Failure(description: "access-token: no token (looked in \(places.joined(separator: ", ")))")
+            }
+            return .proceed
+        }
+        try request.setHeader("Authorization", "\(scheme) \(token)")
+        carried.update(context.requestID, initial: Carried(token: token)) { $0.token = token }
+        return .proceed
+    }
+
+    public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        guard refreshOnUnauthorized, result.response?.statusCode == 401, let sent = carried.get(context.requestID), !sent.retried else {
+            carried.remove(context.requestID)
+            return .proceed
+        }
+        carried.update(context.requestID, initial: sent) { $0.retried = true }
+        if let current = token(context.services), current != sent.token {
+            return .retry()
+        }
+        // Count refreshes, not requests asking for one: 401s carrying the same token share a refresh.
+        let now = context.services.now()
+        refreshes.lock.lock()
+        refreshes.times = refreshes.times.filter { now - $0.time < refreshWindow }
+        let shared = refreshes.times.contains { $0.token == sent.token }
+        let recent = refreshes.times.count
+        let allowed = shared || recent < maxRefreshes
+        if allowed && !shared { refreshes.times.append((sent.token, now)) }
+        refreshes.lock.unlock()
+        guard allowed else {
+            carried.remove(context.requestID)
+            throw Failure(description: "access-token: excessive refresh: \(recent) refreshes within \(refreshWindow) s (maxRefreshes \(maxRefreshes))")
+        }
+        return .retry(refresh: CredentialRefresh(key: key, staleValue: sent.token))
+    }
+}
+
+@_cdecl("pluginhost_plugin_v1")
+public func pluginhostPlugin() -> UnsafeRawPointer {
+    PluginExport.descriptor(for: AccessTokenPlugin.self)
+}

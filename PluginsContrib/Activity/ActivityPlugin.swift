@@ -1,0 +1,79 @@
+import Foundation
+import PluginSDK
+
+/// Network activity: emits `began` and `ended` events for every attempt, with the number of
+/// requests in flight, so an app can show and hide a loading indicator.
+///
+/// Per target, `pluginOptions["activity"]` is `show` or `hide` (the "show loading" flag) and is
+/// passed on in both events. `ended` comes exactly once for every `began`, also when the attempt
+/// fails, times out or is cancelled; the count never goes negative.
+public struct ActivityPlugin: ExportablePlugin {
+    public static var pluginName: String { "activity" }
+    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginSummary: String { "Emits began/ended events with the in-flight count (loading indicators)" }
+
+    /// `show` or `hide` for targets that do not say.
+    let defaultVisibility: String
+    private let state: Shared
+
+    final class Shared: @unchecked Sendable {
+        let lock = NSLock()
+        var inFlight = 0
+        var open = Set<Key>()
+    }
+
+    struct Key: Hashable {
+        let request: UInt64
+        let attempt: Int
+    }
+
+    public init(configuration: PluginConfiguration, host: any HostServices) throws {
+        try configuration.rejectUnknownKeys(["defaultVisibility"])
+        defaultVisibility = try configuration.oneOf("defaultVisibility", ["show", "hide"], default: "show")
+        state = Shared()
+    }
+
+    func visibility(_ context: InterceptorContext) -> String {
+        switch context.target.pluginOptions["activity"] {
+        case "show": return "show"
+        case "hide": return "hide"
+        default: return defaultVisibility
+        }
+    }
+
+    func fields(_ context: InterceptorContext, inFlight: Int) -> [String: String] {
+        ["requestID": String(context.requestID), "attempt": String(context.attempt), "method": context.target.method,
+         "path": context.target.path, "inFlight": String(inFlight), "activity": visibility(context)]
+    }
+
+    public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        let key = Key(request: context.requestID, attempt: context.attempt)
+        state.lock.lock()
+        let inserted = state.open.insert(key).inserted
+        if inserted { state.inFlight += 1 }
+        let count = state.inFlight
+        state.lock.unlock()
+        if inserted { context.services.emit("began", fields: fields(context, inFlight: count)) }
+    }
+
+    public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        let key = Key(request: context.requestID, attempt: context.attempt)
+        state.lock.lock()
+        let removed = state.open.remove(key) != nil
+        if removed { state.inFlight = max(0, state.inFlight - 1) }
+        let count = state.inFlight
+        state.lock.unlock()
+        guard removed else { return }
+        var fields = fields(context, inFlight: count)
+        switch result {
+        case .response(let response): fields["outcome"] = String(response.statusCode)
+        case .failure(let failure): fields["outcome"] = failure.kind.rawValue
+        }
+        context.services.emit("ended", fields: fields)
+    }
+}
+
+@_cdecl("pluginhost_plugin_v1")
+public func pluginhostPlugin() -> UnsafeRawPointer {
+    PluginExport.descriptor(for: ActivityPlugin.self)
+}

@@ -1,0 +1,190 @@
+import Foundation
+import PluginSDK
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Memory LRU in front of an optional disk store. Thread-safe.
+///
+/// Disk: one file per entry named by the SHA-256 of its key, mode 0600 in a 0700 directory,
+/// written to a temporary file and renamed into place. A file that is truncated, corrupted
+/// (checked by a SHA-256 of its contents) or unreadable is a miss and is removed. The total
+/// size is bounded; the least recently used files go first.
+final class CacheStore: @unchecked Sendable {
+    private let lock = NSLock()
+    private var memory: [String: (entry: CacheEntry, size: Int, used: UInt64)] = [:]
+    private var memoryBytes = 0
+    private var clock: UInt64 = 0
+    private let maxMemoryEntries: Int
+    private let maxMemoryBytes: Int
+    private let directory: String?
+    private let maxDiskBytes: Int
+    private var disk: [String: (size: Int, used: UInt64)] = [:]
+    private var diskBytes = 0
+
+    static let magic: [UInt8] = Array("PHC1".utf8)
+
+    init(maxMemoryEntries: Int, maxMemoryBytes: Int, directory: String?, maxDiskBytes: Int) throws {
+        self.maxMemoryEntries = maxMemoryEntries
+        self.maxMemoryBytes = maxMemoryBytes
+        self.directory = directory
+        self.maxDiskBytes = maxDiskBytes
+        guard let directory else { return }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        chmod(directory, 0o700)
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var found: [(String, Int, Double)] = []
+        for name in files {
+            let path = directory + "/" + name
+            if name.contains(".tmp-") { unlink(path); continue }
+            guard name.hasSuffix(".entry"), let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { continue }
+            let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
+            let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+            found.append((name, size, modified))
+        }
+        for (name, size, _) in found.sorted(by: { $0.2 < $1.2 }) {
+            clock += 1
+            disk[name] = (size, clock)
+            diskBytes += size
+        }
+        evictDisk()
+    }
+
+    /// The entry for `key`, from memory or disk.
+    func get(_ key: String) -> CacheEntry? {
+        lock.lock()
+        defer { lock.unlock() }
+        clock += 1
+        if let hit = memory[key] {
+            memory[key]!.used = clock
+            return hit.entry
+        }
+        guard let directory else { return nil }
+        let name = Self.fileName(key)
+        guard disk[name] != nil else { return nil }
+        guard let entry = Self.read(directory + "/" + name), entry.key == key else {
+            removeDisk(name)
+            return nil
+        }
+        disk[name]!.used = clock
+        putMemory(entry)
+        return entry
+    }
+
+    /// Stores `entry` in memory and on disk.
+    func put(_ entry: CacheEntry) {
+        lock.lock()
+        defer { lock.unlock() }
+        clock += 1
+        putMemory(entry)
+        guard let directory else { return }
+        let name = Self.fileName(entry.key)
+        guard let data = Self.encode(entry), data.count <= maxDiskBytes else { return }
+        let temporary = directory + "/" + name + ".tmp-" + SHA256.hex(Array(UUID().uuidString.utf8)).prefix(12)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard fd >= 0 else { return }
+        let written = data.withUnsafeBufferPointer { buffer -> Bool in
+            var offset = 0
+            while offset < buffer.count {
+                let n = Glibc_or_Darwin.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if n <= 0 { return false }
+                offset += n
+            }
+            return true
+        }
+        close(fd)
+        guard written, rename(temporary, directory + "/" + name) == 0 else {
+            unlink(temporary)
+            return
+        }
+        if let old = disk[name] { diskBytes -= old.size }
+        disk[name] = (data.count, clock)
+        diskBytes += data.count
+        evictDisk()
+    }
+
+    /// Removes the entry for `key` everywhere.
+    func remove(_ key: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        if let old = memory.removeValue(forKey: key) { memoryBytes -= old.size }
+        if directory != nil { removeDisk(Self.fileName(key)) }
+    }
+
+    /// Entry counts, for tests and tools.
+    var counts: (memory: Int, disk: Int, diskBytes: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        return (memory.count, disk.count, diskBytes)
+    }
+
+    // MARK: Internals (called with the lock held)
+
+    private func putMemory(_ entry: CacheEntry) {
+        let size = entry.body.count + entry.headerValues.reduce(0) { $0 + $1.utf8.count } + 256
+        if let old = memory[entry.key] { memoryBytes -= old.size }
+        memory[entry.key] = (entry, size, clock)
+        memoryBytes += size
+        while memory.count > maxMemoryEntries || (memoryBytes > maxMemoryBytes && memory.count > 1) {
+            guard let oldest = memory.min(by: { $0.value.used < $1.value.used }) else { break }
+            memory.removeValue(forKey: oldest.key)
+            memoryBytes -= oldest.value.size
+        }
+    }
+
+    private func evictDisk() {
+        while diskBytes > maxDiskBytes, let oldest = disk.min(by: { $0.value.used < $1.value.used }) {
+            removeDisk(oldest.key)
+        }
+    }
+
+    private func removeDisk(_ name: String) {
+        guard let directory else { return }
+        unlink(directory + "/" + name)
+        if let old = disk.removeValue(forKey: name) { diskBytes -= old.size }
+    }
+
+    static func fileName(_ key: String) -> String { SHA256.hex(SHA256.hash(Array(key.utf8))) + ".entry" }
+
+    /// `PHC1` · body SHA-256 (32 bytes) · metadata length (4 bytes, big-endian) · metadata JSON · body.
+    static func encode(_ entry: CacheEntry) -> [UInt8]? {
+        var metadata = entry
+        metadata.body = []
+        guard let json = try? JSONEncoder().encode(metadata) else { return nil }
+        let length = UInt32(json.count)
+        var out = magic + SHA256.hash(entry.body)
+        out += [UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)]
+        out += Array(json)
+        out += entry.body
+        return out
+    }
+
+    static func read(_ path: String) -> CacheEntry? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        let bytes = [UInt8](data)
+        let header = magic.count + 32 + 4
+        guard bytes.count >= header, Array(bytes[0..<magic.count]) == magic else { return nil }
+        let digest = Array(bytes[magic.count..<magic.count + 32])
+        let lengthBytes = bytes[(magic.count + 32)..<header]
+        let length = lengthBytes.reduce(0) { $0 << 8 | Int($1) }
+        guard bytes.count >= header + length else { return nil }
+        guard var entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(bytes[header..<header + length])) else { return nil }
+        let body = Array(bytes[(header + length)...])
+        guard SHA256.hash(body) == digest else { return nil }
+        entry.body = body
+        return entry
+    }
+}
+
+/// Platform shims.
+enum Glibc_or_Darwin {
+    static func write(_ fd: Int32, _ buffer: UnsafePointer<UInt8>, _ count: Int) -> Int {
+        #if canImport(Glibc)
+        return Glibc.write(fd, buffer, count)
+        #else
+        return Darwin.write(fd, buffer, count)
+        #endif
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import PluginSDK
+
+/// Answers HTTP authentication challenges with a user and password per host (and realm),
+/// and can send Basic credentials preemptively.
+///
+/// Only `Basic` is answered (the host answers challenges itself, and implements Basic only; a
+/// `Digest` challenge gets its `401` delivered). Credentials go only to the hosts listed: a
+/// challenge from any other host, or a second challenge after a failed answer, is not answered.
+/// On a redirect to another scheme, host or port the transport drops `Authorization`.
+public struct CredentialsPlugin: ExportablePlugin {
+    public static var pluginName: String { "credentials" }
+    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginSummary: String { "Answers Basic authentication challenges for listed hosts" }
+
+    struct Entry {
+        let host: String
+        let port: Int?
+        let scheme: String?
+        let realm: String?
+        let user: String
+        let password: String?
+        let passwordKey: String?
+        let passwordEnv: String?
+        let preemptive: Bool
+
+        func password(_ services: any HostServices) -> String? {
+            if let password { return password }
+            if let passwordKey, let stored = services.value(forKey: passwordKey) { return stored }
+            if let passwordEnv { return ProcessInfo.processInfo.environment[passwordEnv] }
+            return nil
+        }
+
+        func matches(host: String, port: Int, scheme: String, realm: String?) -> Bool {
+            self.host.lowercased() == host.lowercased() && (self.port == nil || self.port == port)
+                && (self.scheme == nil || self.scheme == scheme.lowercased())
+                && (self.realm == nil || realm == nil || self.realm == realm)
+        }
+    }
+
+    let entries: [Entry]
+
+    public init(configuration: PluginConfiguration, host: any HostServices) throws {
+        try configuration.rejectUnknownKeys(["credentials"])
+        guard let list = configuration.values["credentials"] as? [Any] else {
+            if configuration.values["credentials"] == nil { entries = []; return }
+            throw configuration.error("credentials must be a list of objects")
+        }
+        let allowed: Set<String> = ["host", "port", "scheme", "realm", "user", "password", "passwordKey", "passwordEnv", "preemptive"]
+        entries = try list.enumerated().map { index, item in
+            guard let object = item as? [String: Any] else { throw configuration.error("credentials[\(index)] must be an object") }
+            let entry = PluginConfiguration(plugin: configuration.plugin, values: object)
+            if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw configuration.error("credentials[\(index)]: unknown key \(unknown.debugDescription); known keys: \(allowed.sorted().joined(separator: ", "))")
+            }
+            func field<T>(_ read: () throws -> T) throws -> T {
+                do { return try read() } catch let error as PluginConfigurationError {
+                    throw configuration.error("credentials[\(index)].\(error.message)")
+                }
+            }
+            guard let host = try field({ try entry.string("host") }), !host.isEmpty else {
+                throw configuration.error("credentials[\(index)].host must name a host")
+            }
+            guard let user = try field({ try entry.string("user") }) else {
+                throw configuration.error("credentials[\(index)].user must be a string")
+            }
+            let password = try field { try entry.string("password") }
+            let passwordKey = try field { try entry.string("passwordKey") }
+            let passwordEnv = try field { try entry.string("passwordEnv") }
+            if password == nil && passwordKey == nil && passwordEnv == nil {
+                throw configuration.error("credentials[\(index)] needs password, passwordKey (host store) or passwordEnv")
+            }
+            let port = object["port"] == nil ? nil : try field { try entry.integer("port", default: 0, in: 1...65535) }
+            let scheme = try field { try entry.string("scheme") }?.lowercased()
+            if let scheme, scheme != "http", scheme != "https" { throw configuration.error("credentials[\(index)].scheme must be http or https") }
+            return Entry(host: host, port: port, scheme: scheme, realm: try field { try entry.string("realm") }, user: user,
+                         password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
+                         preemptive: try field { try entry.bool("preemptive", default: false) })
+        }
+    }
+
+    public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        guard entries.contains(where: \.preemptive), let url = URLComponents(string: request.url), let host = url.host else { return .proceed }
+        let scheme = url.scheme?.lowercased() ?? "http"
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        guard request.header("Authorization") == nil,
+            let entry = entries.first(where: { $0.preemptive && $0.matches(host: host, port: port, scheme: scheme, realm: nil) }),
+            let password = entry.password(context.services)
+        else { return .proceed }
+        try request.setHeader("Authorization", "Basic " + Data("\(entry.user):\(password)".utf8).base64EncodedString())
+        return .proceed
+    }
+
+    public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+        guard challenge.method.caseInsensitiveCompare("Basic") == .orderedSame, challenge.previousFailureCount == 0,
+            let entry = entries.first(where: { $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm) }),
+            let password = entry.password(context.services)
+        else { return .performDefault }
+        return .useCredential(user: entry.user, password: password)
+    }
+}
+
+@_cdecl("pluginhost_plugin_v1")
+public func pluginhostPlugin() -> UnsafeRawPointer {
+    PluginExport.descriptor(for: CredentialsPlugin.self)
+}

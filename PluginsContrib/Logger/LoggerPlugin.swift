@@ -1,0 +1,230 @@
+import Foundation
+import PluginSDK
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Logs requests and responses: `basic` (method, URL, status, duration, size), `headers`, or
+/// `body`, to standard error, a file (appended, created with mode 0600) or the host's log sink,
+/// optionally rendering each request as a cURL command.
+///
+/// Redaction is always on: values of `Authorization`, `Proxy-Authorization`, `Cookie`,
+/// `Set-Cookie` and of configured headers and query parameters print as `<redacted>`, in
+/// headers, URLs and the cURL form. Every value so redacted (and the values of configured host
+/// store keys, e.g. tokens and signing secrets) is also scrubbed from bodies and anything else
+/// the logger prints.
+public struct LoggerPlugin: ExportablePlugin {
+    public static var pluginName: String { "logger" }
+    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginSummary: String { "Logs requests and responses with secrets redacted" }
+
+    enum Level: Int { case off = 0, basic, headers, body }
+    enum Output { case standardError, file(Int32), host }
+
+    static let alwaysRedacted: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+
+    let level: Level
+    let output: Output
+    let curl: Bool
+    let redactedHeaders: Set<String>
+    let redactedQuery: Set<String>
+    let secretKeys: [String]
+    let maxBodyBytes: Int
+    let host: any HostServices
+    private let sink: Sink
+    private let started = PerRequestState<(start: UInt64, secrets: [String])>()
+
+    final class Sink: @unchecked Sendable {
+        let lock = NSLock()
+        let descriptor: Int32?
+        init(descriptor: Int32?) { self.descriptor = descriptor }
+        deinit { if let descriptor { close(descriptor) } }
+    }
+
+    public init(configuration: PluginConfiguration, host: any HostServices) throws {
+        try configuration.rejectUnknownKeys(["level", "output", "file", "curl", "redactHeaders", "redactQuery", "redactStoreKeys", "maxBodyBytes"])
+        switch try configuration.oneOf("level", ["off", "basic", "headers", "body"], default: "basic") {
+        case "off": level = .off
+        case "headers": level = .headers
+        case "body": level = .body
+        default: level = .basic
+        }
+        let output = try configuration.oneOf("output", ["stderr", "file", "host"], default: "stderr")
+        switch output {
+        case "file":
+            guard let path = try configuration.string("file"), !path.isEmpty else {
+                throw configuration.error("file must name a file when output is file")
+            }
+            let fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0o600)
+            guard fd >= 0 else { throw configuration.error("file \(path.debugDescription) cannot be opened: \(String(cString: strerror(errno)))") }
+            self.output = .file(fd)
+            sink = Sink(descriptor: fd)
+        case "host":
+            self.output = .host
+            sink = Sink(descriptor: nil)
+        default:
+            self.output = .standardError
+            sink = Sink(descriptor: nil)
+        }
+        curl = try configuration.bool("curl", default: false)
+        redactedHeaders = Self.alwaysRedacted.union(try configuration.strings("redactHeaders").map { $0.lowercased() })
+        redactedQuery = Set(try configuration.strings("redactQuery", default: ["token", "access_token", "sign", "signature", "x-signature", "password"]).map { $0.lowercased() })
+        secretKeys = try configuration.strings("redactStoreKeys", default: ["access_token", "signing_secret"])
+        maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
+        self.host = host
+    }
+
+    // MARK: Hooks
+
+    public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        guard level != .off else { return }
+        let headers = request.headers
+        var secrets = secretKeys.compactMap { context.services.value(forKey: $0) }.filter { !$0.isEmpty }
+        for header in headers where redactedHeaders.contains(header.name.lowercased()) {
+            secrets.append(header.value)
+            if let space = header.value.firstIndex(of: " ") { secrets.append(String(header.value[header.value.index(after: space)...])) }
+        }
+        for item in request.queryItems where redactedQuery.contains(item.name.lowercased()) && !item.value.isEmpty {
+            secrets.append(item.value)
+            secrets.append(URLEncodingLite.escape(item.value))
+        }
+        secrets = secrets.filter { $0.count >= 3 }.sorted { $0.count > $1.count }
+        started.set((context.services.monotonicNanoseconds(), secrets), for: context.requestID)
+        let url = redact(url: request.url)
+        var lines = ["→ \(request.method) \(url) #\(context.requestID)" + (context.attempt > 1 ? " attempt \(context.attempt)" : "")]
+        if level.rawValue >= Level.headers.rawValue {
+            lines += headers.map { "  \($0.name): \(redact(header: $0))" }
+        }
+        if level == .body, let body = request.body, !body.isEmpty { lines.append("  " + describe(body: body)) }
+        if curl { lines.append("  " + curlCommand(request, url: url)) }
+        write(lines, secrets: secrets)
+    }
+
+    public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        guard level != .off else { return }
+        let entry = started.remove(context.requestID)
+        let secrets = entry?.secrets ?? []
+        let elapsed = entry.map { Double(context.services.monotonicNanoseconds() &- $0.start) / 1_000_000 }
+        let duration = elapsed.map { String(format: "%.1f ms", $0) } ?? "-"
+        let path = context.target.path
+        switch result {
+        case .failure(let failure):
+            write(["← failed \(failure.kind.rawValue) \(path) #\(context.requestID) (\(duration)): \(failure.message)"], secrets: secrets)
+        case .response(let response):
+            let body = response.body
+            var lines = ["← \(response.statusCode) \(path) #\(context.requestID) (\(duration), \(body.count) bytes)"]
+            if level.rawValue >= Level.headers.rawValue {
+                lines += response.headers.map { "  \($0.name): \(redact(header: $0))" }
+            }
+            if level == .body, !body.isEmpty { lines.append("  " + describe(body: body)) }
+            write(lines, secrets: secrets)
+        }
+    }
+
+    // MARK: Rendering
+
+    func redact(header: HTTPHeader) -> String {
+        redactedHeaders.contains(header.name.lowercased()) ? "<redacted>" : header.value
+    }
+
+    /// The URL with the values of redacted query parameters replaced.
+    func redact(url: String) -> String {
+        guard let questionMark = url.firstIndex(of: "?") else { return url }
+        let base = url[..<questionMark]
+        let query = url[url.index(after: questionMark)...]
+        let pairs = query.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
+            let name = String(pair[..<equals])
+            let decoded = name.removingPercentEncoding ?? name
+            return redactedQuery.contains(decoded.lowercased()) ? "\(name)=<redacted>" : String(pair)
+        }
+        return base + "?" + pairs.joined(separator: "&")
+    }
+
+    func describe(body: [UInt8]) -> String {
+        let shown = body.prefix(maxBodyBytes)
+        // A cut may split a character: try dropping up to three trailing bytes.
+        let candidates = shown.count < body.count ? (0...3).map { shown.dropLast($0) } : [shown]
+        guard let text = candidates.lazy.compactMap({ String(bytes: $0, encoding: .utf8) }).first else {
+            return "<\(body.count) bytes, not UTF-8>"
+        }
+        return shown.count < body.count ? "\(text)… (truncated, \(body.count) bytes in all)" : text
+    }
+
+    func curlCommand(_ request: InterceptorRequest, url: String) -> String {
+        var parts = ["curl", "-X", request.method]
+        for header in request.headers { parts += ["-H", shellQuote("\(header.name): \(redact(header: header))")] }
+        if let body = request.body, !body.isEmpty {
+            if level == .body, body.count <= maxBodyBytes, let text = String(bytes: body, encoding: .utf8) {
+                parts += ["--data-binary", shellQuote(text)]
+            } else {
+                parts += ["--data-binary", shellQuote("<\(body.count) bytes>")]
+            }
+        }
+        parts.append(shellQuote(url))
+        return parts.joined(separator: " ")
+    }
+
+    func shellQuote(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
+    func write(_ lines: [String], secrets: [String]) {
+        var text = lines.joined(separator: "\n")
+        for secret in secrets { text = text.replacingOccurrences(of: secret, with: "<redacted>") }
+        switch output {
+        case .host:
+            host.log(.info, text)
+        case .standardError:
+            sink.lock.lock()
+            FileHandle.standardError.write(Data((text + "\n").utf8))
+            sink.lock.unlock()
+        case .file(let fd):
+            let data = Array((text + "\n").utf8)
+            sink.lock.lock()
+            data.withUnsafeBufferPointer { buffer in
+                var offset = 0
+                while offset < buffer.count {
+                    let n = Glibc_or_Darwin_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                    if n <= 0 { break }
+                    offset += n
+                }
+            }
+            sink.lock.unlock()
+        }
+    }
+}
+
+/// `write(2)`, named apart from the plugin's own `write`.
+@inline(__always)
+func Glibc_or_Darwin_write(_ fd: Int32, _ buffer: UnsafePointer<UInt8>, _ count: Int) -> Int {
+    #if canImport(Glibc)
+    return Glibc.write(fd, buffer, count)
+    #else
+    return Darwin.write(fd, buffer, count)
+    #endif
+}
+
+/// RFC 3986 escaping, to find query values as they appear in URLs.
+enum URLEncodingLite {
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+}
+
+@_cdecl("pluginhost_plugin_v1")
+public func pluginhostPlugin() -> UnsafeRawPointer {
+    PluginExport.descriptor(for: LoggerPlugin.self)
+}

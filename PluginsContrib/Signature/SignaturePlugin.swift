@@ -1,0 +1,167 @@
+import Foundation
+import PluginSDK
+
+/// Signs every request with a shared secret, in one of two schemes.
+///
+/// `hmac-sha256`: canonical string = METHOD `\n` PATH (percent-encoded as sent) `\n`
+/// CANONICAL_QUERY `\n` TIMESTAMP `\n` NONCE `\n` lower-case hex SHA-256 of the body (of the empty
+/// string when there is none). CANONICAL_QUERY is the query parameters as sent, names and values
+/// percent-encoded per RFC 3986 (only `A–Z a–z 0–9 - . _ ~` kept, `%XX` upper-case), sorted by name
+/// then value, joined as `name=value` with `&`. The signature is the lower-case hex
+/// HMAC-SHA256(secret, canonical string), sent in `X-Signature`, with `X-Timestamp` (Unix seconds
+/// from the host clock), `X-Nonce` (32 lower-case hex characters from the host's random bytes) and
+/// `X-Key-Id`; or, with `placement: query`, as the query parameters `x-signature`, `x-timestamp`,
+/// `x-nonce` and `x-key-id`, which are then left out of CANONICAL_QUERY.
+///
+/// `md5-sorted` (a common legacy scheme): the request's parameters (the query, or the body of a
+/// form-encoded request) plus `t` (timestamp) and `nonce`, sorted by key; every key and value
+/// except `sign` concatenated; the secret appended; MD5; upper-case hex; added as parameter `sign`
+/// (with `t` and `nonce`) where the parameters came from.
+///
+/// The secret comes from the host store (`secretKey`, default `signing_secret`), the environment
+/// variable `secretEnv`, or the file `secretFile`; it is never logged. A missing secret fails the
+/// request with a clear error.
+public struct SignaturePlugin: ExportablePlugin {
+    public static var pluginName: String { "signature" }
+    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginSummary: String { "Signs requests (HMAC-SHA256 canonical request, or legacy MD5 of sorted parameters)" }
+
+    enum Scheme: String { case hmac = "hmac-sha256", md5 = "md5-sorted" }
+
+    let scheme: Scheme
+    let keyID: String
+    let inQuery: Bool
+    let secretKey: String
+    let secretEnv: String?
+    let secretFile: String?
+
+    static let queryNames = (signature: "x-signature", timestamp: "x-timestamp", nonce: "x-nonce", keyID: "x-key-id")
+
+    public init(configuration: PluginConfiguration, host: any HostServices) throws {
+        try configuration.rejectUnknownKeys(["scheme", "keyId", "placement", "secretKey", "secretEnv", "secretFile"])
+        scheme = Scheme(rawValue: try configuration.oneOf("scheme", ["hmac-sha256", "md5-sorted"], default: "hmac-sha256"))!
+        keyID = try configuration.string("keyId", default: "default") ?? "default"
+        inQuery = try configuration.oneOf("placement", ["header", "query"], default: "header") == "query"
+        secretKey = try configuration.string("secretKey", default: "signing_secret") ?? "signing_secret"
+        secretEnv = try configuration.string("secretEnv")
+        secretFile = try configuration.string("secretFile")
+        if !HeaderValidation.isValidValue(keyID) { throw configuration.error("keyId must not contain CR, LF or NUL") }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    func secret(_ services: any HostServices) throws -> [UInt8] {
+        if let stored = services.value(forKey: secretKey), !stored.isEmpty { return Array(stored.utf8) }
+        if let secretEnv, let value = ProcessInfo.processInfo.environment[secretEnv], !value.isEmpty { return Array(value.utf8) }
+        if let secretFile, let data = FileManager.default.contents(atPath: secretFile) {
+            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !text.isEmpty { return Array(text.utf8) }
+        }
+        var places = ["host store key \(secretKey.debugDescription)"]
+        if let secretEnv { places.append("environment variable \(secretEnv)") }
+        if let secretFile { places.append("file \(secretFile)") }
+        throw Failure(description: "signature: no signing secret (looked in \(places.joined(separator: ", ")))")
+    }
+
+    public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        let secret = try secret(context.services)
+        let timestamp = String(Int(context.services.now()))
+        let nonce = SHA256.hex(context.services.randomBytes(16))
+        switch scheme {
+        case .hmac: try signHMAC(request, secret: secret, timestamp: timestamp, nonce: nonce)
+        case .md5: try signMD5(request, secret: secret, timestamp: timestamp, nonce: nonce)
+        }
+        return .proceed
+    }
+
+    /// The HMAC-SHA256 canonical string of a request.
+    static func canonicalString(method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>) -> String {
+        let parts = URLParts(url)
+        var pairs: [(name: String, value: String)] = []
+        for item in parts.queryItems where !excluding.contains(item.name) {
+            pairs.append((escape(item.name), escape(item.value)))
+        }
+        pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
+        let query = pairs.map { $0.name + "=" + $0.value }.joined(separator: "&")
+        let path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
+        return [method, path, query, timestamp, nonce, SHA256.hex(SHA256.hash(body ?? []))].joined(separator: "\n")
+    }
+
+    func signHMAC(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {
+        let names = Self.queryNames
+        if inQuery {
+            let extra = [(names.timestamp, timestamp), (names.nonce, nonce), (names.keyID, keyID)]
+            try request.setURL(Self.appending(extra, to: request.url))
+        }
+        let canonical = Self.canonicalString(method: request.method, url: request.url, body: request.body, timestamp: timestamp,
+                                             nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : [])
+        let signature = SHA256.hex(HMACSHA256.authenticate(Array(canonical.utf8), key: secret))
+        if inQuery {
+            try request.setURL(Self.appending([(names.signature, signature)], to: request.url))
+        } else {
+            try request.setHeader("X-Signature", signature)
+            try request.setHeader("X-Timestamp", timestamp)
+            try request.setHeader("X-Nonce", nonce)
+            try request.setHeader("X-Key-Id", keyID)
+        }
+    }
+
+    func signMD5(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {
+        let form = request.header("Content-Type")?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true
+        let body = request.body ?? []
+        let fromBody = form && !body.isEmpty
+        var parameters = fromBody ? Self.formPairs(body) : URLParts(request.url).queryItems.map { ($0.name, $0.value) }
+        parameters.removeAll { $0.0 == "sign" || $0.0 == "t" || $0.0 == "nonce" }
+        parameters += [("t", timestamp), ("nonce", nonce)]
+        let text = parameters.sorted { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }.map { $0.0 + $0.1 }.joined()
+        let sign = SHA256.hex(MD5.hash(Array(text.utf8) + secret)).uppercased()
+        let added = [("t", timestamp), ("nonce", nonce), ("sign", sign)]
+        if fromBody {
+            let suffix = added.map { "\(Self.escape($0.0))=\(Self.escape($0.1))" }.joined(separator: "&")
+            request.setBody(body + Array(("&" + suffix).utf8))
+        } else {
+            try request.setURL(Self.appending(added, to: request.url))
+        }
+    }
+
+    static func formPairs(_ body: [UInt8]) -> [(String, String)] {
+        String(decoding: body, as: UTF8.self).split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ s: Substring) -> String { String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s) }
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+        }
+    }
+
+    static func appending(_ pairs: [(String, String)], to url: String) -> String {
+        let query = pairs.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&")
+        let (base, fragment) = url.firstIndex(of: "#").map { (String(url[..<$0]), String(url[$0...])) } ?? (url, "")
+        let separator = base.contains("?") ? (base.hasSuffix("?") || base.hasSuffix("&") ? "" : "&") : "?"
+        return base + separator + query + fragment
+    }
+
+    /// RFC 3986 percent-encoding: unreserved characters kept, everything else `%XX` upper-case.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte >> 4)]))
+                out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte & 0x0f)]))
+            }
+        }
+        return out
+    }
+}
+
+@_cdecl("pluginhost_plugin_v1")
+public func pluginhostPlugin() -> UnsafeRawPointer {
+    PluginExport.descriptor(for: SignaturePlugin.self)
+}

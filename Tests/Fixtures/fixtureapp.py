@@ -1,0 +1,131 @@
+"""The test server: httpbin, plus a few endpoints under /fixture/ that httpbin lacks.
+
+  /fixture/token                  200 for `Authorization: Bearer good...`, else 401 with a Bearer challenge
+  /fixture/counted?key=K&...      counts a hit for K and answers with the count; response headers can be
+                                  set with h_NAME=value query parameters (e.g. h_Cache-Control=max-age=60)
+  /fixture/hits?key=K             how many hits K has had
+  /fixture/verify-hmac            recomputes the hmac-sha256 signature of the request as received
+  /fixture/verify-md5             recomputes the md5-sorted signature of the request as received
+
+The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
+PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
+workers) under $FIXTURE_STATE_DIR.
+"""
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import urllib.parse
+
+from httpbin import app as httpbin_app
+
+SIGNING_SECRET = b"fixture-signing-secret"
+STATE_DIR = os.environ.get("FIXTURE_STATE_DIR", "/tmp/pluginhost-fixture-state")
+os.makedirs(STATE_DIR, exist_ok=True)
+
+
+def respond(start_response, status, body, headers=()):
+    data = json.dumps(body, sort_keys=True).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))] + list(headers))
+    return [data]
+
+
+def counter_path(key):
+    return os.path.join(STATE_DIR, "hits-" + hashlib.sha256(key.encode()).hexdigest())
+
+
+def bump(key):
+    with open(counter_path(key), "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        count = int(f.read() or "0") + 1
+        f.seek(0)
+        f.truncate()
+        f.write(str(count))
+        return count
+
+
+def hits(key):
+    try:
+        with open(counter_path(key)) as f:
+            return int(f.read() or "0")
+    except FileNotFoundError:
+        return 0
+
+
+def rfc3986(text):
+    return urllib.parse.quote(text, safe="-._~")
+
+
+def read_body(environ):
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    return environ["wsgi.input"].read(length) if length else b""
+
+
+def raw_query_pairs(query_string):
+    """Query pairs decoded with unquote (a literal + stays +), as RFC 3986 URLs mean them."""
+    pairs = []
+    for part in query_string.split("&") if query_string else []:
+        name, _, value = part.partition("=")
+        pairs.append((urllib.parse.unquote(name), urllib.parse.unquote(value)))
+    return pairs
+
+
+def verify_hmac(environ):
+    headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+    query = raw_query_pairs(environ.get("QUERY_STRING", ""))
+    signature_names = {"x-signature", "x-timestamp", "x-nonce", "x-key-id"}
+    in_query = any(name in signature_names for name, _ in query)
+    if in_query:
+        params = dict((n, v) for n, v in query if n in signature_names)
+        signature, timestamp, nonce = params.get("x-signature", ""), params.get("x-timestamp", ""), params.get("x-nonce", "")
+        key_id = params.get("x-key-id", "")
+    else:
+        signature, timestamp = headers.get("x-signature", ""), headers.get("x-timestamp", "")
+        nonce, key_id = headers.get("x-nonce", ""), headers.get("x-key-id", "")
+    canonical_query = "&".join(
+        f"{n}={v}" for n, v in sorted((rfc3986(n), rfc3986(v)) for n, v in query if n not in signature_names))
+    body = read_body(environ)
+    raw_path = environ.get("RAW_URI", environ.get("PATH_INFO", "")).split("?", 1)[0]
+    canonical = "\n".join([environ["REQUEST_METHOD"], raw_path, canonical_query, timestamp, nonce,
+                           hashlib.sha256(body).hexdigest()])
+    expected = hmac.new(SIGNING_SECRET, canonical.encode(), hashlib.sha256).hexdigest()
+    return {"valid": hmac.compare_digest(expected, signature), "expected": expected, "signature": signature,
+            "canonical": canonical, "keyId": key_id, "timestamp": timestamp, "nonce": nonce, "inQuery": in_query}
+
+
+def verify_md5(environ):
+    query = urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+    body = read_body(environ)
+    form = environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded")
+    params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True) if form and body else query
+    sign = dict(params).get("sign", "")
+    text = "".join(k + v for k, v in sorted(params) if k != "sign") + SIGNING_SECRET.decode()
+    expected = hashlib.md5(text.encode()).hexdigest().upper()
+    return {"valid": expected == sign, "expected": expected, "sign": sign, "params": sorted(params), "fromBody": form}
+
+
+def app(environ, start_response):
+    path = environ.get("PATH_INFO", "")
+    if not path.startswith("/fixture/"):
+        return httpbin_app(environ, start_response)
+    query = dict(urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
+    if path == "/fixture/token":
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        if auth.startswith("Bearer good"):
+            return respond(start_response, "200 OK", {"token": auth[len("Bearer "):]})
+        return respond(start_response, "401 Unauthorized", {"error": "bad token", "got": auth},
+                       [("WWW-Authenticate", 'Bearer realm="fixture"')])
+    if path == "/fixture/counted":
+        key = query.get("key", "")
+        extra = [(n[2:], v) for n, v in urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")) if n.startswith("h_")]
+        status = query.get("status", "200")
+        return respond(start_response, f"{status} X", {"key": key, "count": bump(key)}, extra)
+    if path == "/fixture/hits":
+        return respond(start_response, "200 OK", {"key": query.get("key", ""), "count": hits(query.get("key", ""))})
+    if path == "/fixture/verify-hmac":
+        return respond(start_response, "200 OK", verify_hmac(environ))
+    if path == "/fixture/verify-md5":
+        return respond(start_response, "200 OK", verify_md5(environ))
+    return respond(start_response, "404 Not Found", {"error": "no such fixture"})
