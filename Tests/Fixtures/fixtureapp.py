@@ -4,6 +4,7 @@
   /fixture/counted?key=K&...      counts a hit for K and answers with the count; response headers can be
                                   set with h_NAME=value query parameters (e.g. h_Cache-Control=max-age=60)
   /fixture/hits?key=K             how many hits K has had
+  /fixture/lastmod/K              counts a hit for its path and query; Last-Modified ten days ago
   /fixture/verify-hmac            recomputes the hmac-sha256 signature of the request as received
   /fixture/verify-md5             recomputes the md5-sorted signature of the request as received
 
@@ -11,11 +12,13 @@ The signature checks are an independent implementation (Python's hmac and hashli
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
 workers) under $FIXTURE_STATE_DIR.
 """
+import email.utils
 import fcntl
 import hashlib
 import hmac
 import json
 import os
+import time
 import urllib.parse
 
 from httpbin import app as httpbin_app
@@ -122,6 +125,10 @@ def app(environ, start_response):
         extra = [(n[2:], v) for n, v in urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")) if n.startswith("h_")]
         status = query.get("status", "200")
         return respond(start_response, f"{status} X", {"key": key, "count": bump(key)}, extra)
+    if path.startswith("/fixture/lastmod/"):
+        key = path + "?" + environ.get("QUERY_STRING", "")
+        modified = email.utils.formatdate(time.time() - 10 * 86400, usegmt=True)
+        return respond(start_response, "200 OK", {"count": bump(key)}, [("Last-Modified", modified)])
     if path == "/fixture/hits":
         return respond(start_response, "200 OK", {"key": query.get("key", ""), "count": hits(query.get("key", ""))})
     if path == "/fixture/verify-hmac":

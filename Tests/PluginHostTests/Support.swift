@@ -189,7 +189,7 @@ func echo(_ response: Response) throws -> Echo {
 }
 
 /// Waits until `condition` holds, polling, for at most `seconds`.
-func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+func eventually(_ seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }

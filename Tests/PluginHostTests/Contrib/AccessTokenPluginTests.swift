@@ -1,0 +1,159 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("access-token plugin (loaded from its bundle)")
+struct AccessTokenPluginTests {
+    func authorization(_ provider: Provider<Bin>, options: [String: String] = [:], headers: [String: String]? = nil) async throws -> [String] {
+        let response = try await provider.request(try Bin("anything", headers: headers, options: options)).mapJSON().value
+        let value = response["headers"]?["Authorization"]?.stringValue
+        return value.map { $0.components(separatedBy: ", ") } ?? []
+    }
+
+    @Test func bearerFromTheHostStoreReplacingAnyEarlierValue() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        provider.services.setValue("t0k3n", forKey: "access_token")
+        let bearer = try await provider.request(try Bin("bearer")).mapJSON().value
+        #expect(bearer["token"]?.stringValue == "t0k3n")
+        #expect(try await authorization(provider, headers: ["Authorization": "Bearer stale"]) == ["Bearer t0k3n"])
+    }
+
+    @Test func schemesPerTarget() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        provider.services.setValue("abc", forKey: "access_token")
+        #expect(try await authorization(provider, options: ["auth": "basic"]) == ["Basic abc"])
+        #expect(try await authorization(provider, options: ["auth": "custom:Token"]) == ["Token abc"])
+        #expect(try await authorization(provider, options: ["auth": "none"]) == [])
+        let bad = await provider.request(try Bin("get", options: ["auth": "custom:Two Words"])).result
+        guard case .failure(.interceptor("access-token", .prepare, let message)) = bad else { Issue.record("got \(bad)"); return }
+        #expect(message == "access-token: pluginOptions[\"auth\"] must be bearer, basic, custom:<Scheme> or none, not \"custom:Two Words\"")
+    }
+
+    @Test func tokenFromEnvironmentThenFile() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let variable = "PLUGINHOST_TEST_TOKEN_" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        setenv(variable, "from-env", 1)
+        defer { unsetenv(variable) }
+        let file = f.root + "/token.txt"
+        try "from-file\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let envProvider = try f.provider([("access-token", ["env": variable, "file": file])])
+        #expect(try await authorization(envProvider) == ["Bearer from-env"])
+        let fileProvider = try f.provider([("access-token", ["env": variable + "_UNSET", "file": file])])
+        #expect(try await authorization(fileProvider) == ["Bearer from-file"])
+    }
+
+    @Test func requiredTokenMissingFailsClearly() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", ["required": true, "env": "PLUGINHOST_NO_SUCH_VARIABLE"])])
+        let result = await provider.request(try Bin("get")).result
+        guard case .failure(.interceptor("access-token", .prepare, let message)) = result else { Issue.record("got \(result)"); return }
+        #expect(message == "access-token: no token (looked in host store key \"access_token\", environment variable PLUGINHOST_NO_SUCH_VARIABLE)")
+        let optional = try f.provider([("access-token", ["required": false])])
+        #expect(try await authorization(optional) == [])
+    }
+
+    @Test func a401RefreshesOnceAndRetries() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        let refreshes = LockedCounter()
+        provider.services.setValue("bad-1", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { stale in
+            refreshes.append(stale ?? "-")
+            return "good-1"
+        }
+        let response = try await provider.request(try Bin("fixture/token")).value
+        #expect(response.statusCode == 200)
+        #expect(try response.mapJSON()["token"]?.stringValue == "good-1")
+        #expect(refreshes.log == ["bad-1"])
+        // A 401 that persists after the retry is delivered, not retried again.
+        let always = try await provider.request(try Bin("status/401")).value
+        #expect(always.statusCode == 401)
+    }
+
+    @Test func concurrent401sShareOneRefresh() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        let refreshes = LockedCounter()
+        provider.services.setValue("bad-1", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            refreshes.increment()
+            try await Task.sleep(nanoseconds: 300_000_000)
+            return "good-shared"
+        }
+        let target = try Bin("fixture/token")
+        let codes = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 { group.addTask { try await provider.request(target).value.statusCode } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(codes == Array(repeating: 200, count: 8))
+        #expect(refreshes.value == 1)
+    }
+
+    @Test func aRequestCarryingAnOlderTokenRetriesWithoutRefresh() async throws {
+        /// Plays "another request refreshed meanwhile": swaps the stored token after the first send.
+        struct RefreshedMeanwhile: Interceptor {
+            func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+                if context.attempt == 1 { context.services.setValue("good-new", forKey: "access_token") }
+            }
+        }
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])], after: [RefreshedMeanwhile()])
+        let refreshes = LockedCounter()
+        provider.services.setValue("bad-old", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            refreshes.increment()
+            return "good-refreshed"
+        }
+        let response = try await provider.request(try Bin("fixture/token")).value
+        #expect(response.statusCode == 200)
+        #expect(try response.mapJSON()["token"]?.stringValue == "good-new")
+        #expect(refreshes.value == 0)
+    }
+
+    @Test func aRefreshFailureFailsEveryWaitingRequest() async throws {
+        struct Denied: Error, CustomStringConvertible { var description: String { "identity provider said no" } }
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        provider.services.setValue("bad-1", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            try await Task.sleep(nanoseconds: 300_000_000)
+            throw Denied()
+        }
+        let target = try Bin("fixture/token")
+        let results = await withTaskGroup(of: Result<Response, NetworkError>.self) { group in
+            for _ in 0..<4 { group.addTask { await provider.request(target).result } }
+            return await group.reduce(into: [Result<Response, NetworkError>]()) { $0.append($1) }
+        }
+        for result in results {
+            guard case .failure(.credentialRefresh("access_token", "identity provider said no")) = result else { Issue.record("got \(result)"); continue }
+        }
+    }
+
+    @Test func excessiveRefreshIsAnError() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", ["maxRefreshes": 1, "refreshWindow": 60])])
+        let count = LockedCounter()
+        provider.services.setValue("bad-0", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in "bad-\(count.increment())" }
+        #expect(try await provider.request(try Bin("fixture/token")).value.statusCode == 401)
+        let second = await provider.request(try Bin("fixture/token")).result
+        guard case .failure(.interceptor("access-token", .process, let message)) = second else { Issue.record("got \(second)"); return }
+        #expect(message == "access-token: excessive refresh: 1 refreshes within 60.0 s (maxRefreshes 1)")
+        #expect(count.value == 1)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+@Suite("activity plugin (loaded from its bundle)")
+struct ActivityPluginTests {
+    @Test func beganAndEndedWithFieldsAndTheShowLoadingFlag() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("activity", [:])])
+        let events = LockedCounter()
+        let subscription = provider.services.subscribe { event in
+            events.append("\(event.plugin) \(event.name) \(event.fields["method"]!) \(event.fields["path"]!) \(event.fields["inFlight"]!) \(event.fields["activity"]!) \(event.fields["outcome"] ?? "-")")
+        }
+        defer { subscription.cancel() }
+        _ = try await provider.request(try Bin("status/201", options: ["activity": "hide"])).value
+        _ = try await provider.request(try Bin("get")).value
+        #expect(events.log == [
+            "activity began GET status/201 1 hide -", "activity ended GET status/201 0 hide 201",
+            "activity began GET get 1 show -", "activity ended GET get 0 show 200",
+        ])
+    }
+
+    @Test func endedComesOnErrorsTimeoutsAndCancellation() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("activity", ["defaultVisibility": "hide"])])
+        let outcomes = LockedCounter()
+        let subscription = provider.services.subscribe { if $0.name == "ended" { outcomes.append($0.fields["outcome"]!) } }
+        defer { subscription.cancel() }
+        _ = await provider.request(try Bin("get", base: closedPortURL())).result
+        let slow = try f.provider([("activity", [:])], services: provider.services, requestTimeout: 0.5)
+        _ = await slow.request(try Bin("delay/3")).result
+        let target = try Bin("delay/5")
+        let task = Task { await provider.request(target).result }
+        #expect(await eventually { outcomes.log.count == 2 && provider.inflightCount == 1 })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        task.cancel()
+        _ = await task.value
+        #expect(await eventually { outcomes.log.count == 3 })
+        #expect(outcomes.log == ["cannotConnect", "timedOut", "cancelled"])
+    }
+
+    @Test func inFlightReturnsToZeroAfterABurstWithCancellations() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("activity", [:])])
+        let lock = NSLock()
+        nonisolated(unsafe) var open: [String: Int] = [:]
+        nonisolated(unsafe) var began = 0, ended = 0, negative = 0, unmatched = 0
+        let subscription = provider.services.subscribe { event in
+            let key = event.fields["requestID"]! + "/" + event.fields["attempt"]!
+            lock.lock()
+            defer { lock.unlock() }
+            if Int(event.fields["inFlight"]!)! < 0 { negative += 1 }
+            if event.name == "began" {
+                began += 1
+                open[key, default: 0] += 1
+            } else {
+                ended += 1
+                if open[key] != 1 { unmatched += 1 }
+                open[key] = nil
+            }
+        }
+        defer { subscription.cancel() }
+        let fast = try Bin("get"), slow = try Bin("delay/2")
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<200 {
+                let cancelled = index % 5 == 0
+                group.addTask {
+                    let task = Task { await provider.request(cancelled ? slow : fast).result }
+                    if cancelled {
+                        try? await Task.sleep(nanoseconds: 150_000_000)
+                        task.cancel()
+                    }
+                    _ = await task.value
+                }
+            }
+        }
+        #expect(await eventually { lock.withLock { began == ended } })
+        let last = LockedCounter()
+        let probe = provider.services.subscribe { if $0.name == "began" { last.append($0.fields["inFlight"]!) } }
+        defer { probe.cancel() }
+        _ = try await provider.request(fast).value
+        lock.withLock {
+            // Requests cancelled before they were sent never begin; every one that began ended.
+            #expect(began >= 161)
+            #expect(ended == began)
+            #expect(negative == 0)
+            #expect(unmatched == 0)
+            #expect(open.isEmpty)
+        }
+        #expect(last.log == ["1"])
+    }
+}

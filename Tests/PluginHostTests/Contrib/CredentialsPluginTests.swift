@@ -1,0 +1,89 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+@Suite("credentials plugin (loaded from its bundle)")
+struct CredentialsPluginTests {
+    func entry(port: Int? = nil, host: String = "127.0.0.1", preemptive: Bool = false, extra: [String: Any] = [:]) throws -> [String: Any] {
+        var entry: [String: Any] = ["host": host, "user": "u", "password": "p", "preemptive": preemptive]
+        entry["port"] = try port ?? TestServer.url().port!
+        for (key, value) in extra { entry[key] = value }
+        return entry
+    }
+
+    @Test func answersABasicChallengeForAListedHost() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("credentials", ["credentials": [try entry()]])])
+        let response = try await provider.request(try Bin("basic-auth/u/p")).value
+        #expect(response.statusCode == 200)
+        #expect(try response.mapJSON()["authenticated"]?.boolValue == true)
+    }
+
+    @Test func realmMustMatchWhenGiven() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let matching = try f.provider([("credentials", ["credentials": [try entry(extra: ["realm": "Fake Realm"])]])])
+        #expect(try await matching.request(try Bin("basic-auth/u/p")).value.statusCode == 200)
+        let other = try f.provider([("credentials", ["credentials": [try entry(extra: ["realm": "Other Realm"])]])])
+        #expect(try await other.request(try Bin("basic-auth/u/p")).value.statusCode == 401)
+    }
+
+    @Test func neverAnswersForAnUnlistedHostOrPort() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let otherHost = try f.provider([("credentials", ["credentials": [try entry(host: "api.example.invalid")]])])
+        #expect(try await otherHost.request(try Bin("basic-auth/u/p")).value.statusCode == 401)
+        let otherPort = try f.provider([("credentials", ["credentials": [try entry(port: try TestServer.second().port!)]])])
+        #expect(try await otherPort.request(try Bin("basic-auth/u/p")).value.statusCode == 401)
+    }
+
+    @Test func wrongPasswordIsNotRetriedForever() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("credentials", ["credentials": [try entry()]])])
+        #expect(try await provider.request(try Bin("basic-auth/u/secret")).value.statusCode == 401)
+    }
+
+    @Test func preemptiveBasicForHiddenAuth() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let lazy = try f.provider([("credentials", ["credentials": [try entry()]])])
+        #expect(try await lazy.request(try Bin("hidden-basic-auth/u/p")).value.statusCode == 404)
+        let eager = try f.provider([("credentials", ["credentials": [try entry(preemptive: true)]])])
+        #expect(try await eager.request(try Bin("hidden-basic-auth/u/p")).value.statusCode == 200)
+    }
+
+    @Test func passwordFromTheHostStore() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        var stored = try entry()
+        stored["password"] = nil
+        stored["passwordKey"] = "api_password"
+        let provider = try f.provider([("credentials", ["credentials": [stored]])])
+        provider.services.setValue("p", forKey: "api_password")
+        #expect(try await provider.request(try Bin("basic-auth/u/p")).value.statusCode == 200)
+    }
+
+    @Test func authorizationIsDroppedOnACrossOriginRedirect() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("credentials", ["credentials": [try entry(preemptive: true)]])])
+        let other = try TestServer.second().absoluteString + "/headers"
+        let crossed = try await provider.request(try Bin("redirect-to", task: .requestParameters(parameters: ["url": other], encoding: URLEncoding.default))).mapJSON().value
+        #expect(crossed["headers"]?["Authorization"] == nil)
+        #expect(crossed["headers"]?["Host"]?.stringValue == "127.0.0.1:\(try TestServer.second().port!)")
+        let same = try await provider.request(try Bin("redirect-to", task: .requestParameters(parameters: ["url": "/headers"], encoding: URLEncoding.default))).mapJSON().value
+        #expect(same["headers"]?["Authorization"]?.stringValue == "Basic dTpw")
+    }
+
+    @Test func digestChallengesAreDeliveredUnanswered() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("credentials", ["credentials": [try entry()]])])
+        let response = try await provider.request(try Bin("digest-auth/auth/u/p")).value
+        #expect(response.statusCode == 401)
+        #expect(response.value(forHTTPHeaderField: "WWW-Authenticate")?.hasPrefix("Digest") == true)
+    }
+}

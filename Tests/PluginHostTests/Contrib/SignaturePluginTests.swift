@@ -1,0 +1,102 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The fixture server recomputes every signature with Python's hmac and hashlib.
+@Suite("signature plugin (loaded from its bundle)")
+struct SignaturePluginTests {
+    static let secret = "fixture-signing-secret"
+
+    func verify(_ provider: Provider<Bin>, _ path: String, method: HTTPMethod = .get, task: RequestTask = .requestPlain,
+                headers: [String: String]? = nil) async throws -> JSONValue {
+        try await provider.request(try Bin(path, method: method, task: task, headers: headers)).filterSuccessfulStatusCodes().mapJSON().value
+    }
+
+    @Test func hmacInHeadersVerifiesIndependently() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["keyId": "key-7"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let result = try await verify(provider, "fixture/verify-hmac")
+        #expect(result["valid"] == .bool(true))
+        #expect(result["keyId"]?.stringValue == "key-7")
+        let nonce = try #require(result["nonce"]?.stringValue)
+        #expect(nonce.count == 32 && nonce.allSatisfy { "0123456789abcdef".contains($0) })
+        let timestamp = try #require(result["timestamp"]?.stringValue.flatMap(Double.init))
+        #expect(abs(timestamp - Date().timeIntervalSince1970) < 60)
+    }
+
+    @Test func hmacCoversQueryBodyAndEncodedPaths() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", [:])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let parameters: Parameters = ["b": "two words", "a": ["z", "y"], "emoji": "é✓", "sym": "a+b=c&d/e~"]
+        let result = try await verify(provider, "fixture/verify-hmac", method: .post,
+                                      task: .requestCompositeParameters(bodyParameters: ["x": 1], bodyEncoding: JSONEncoding.default, urlParameters: parameters))
+        #expect(result["valid"] == .bool(true), "\(result)")
+        let canonical = try #require(result["canonical"]?.stringValue).split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(canonical[0] == "POST")
+        #expect(canonical[2] == "a%5B%5D=y&a%5B%5D=z&b=two%20words&emoji=%C3%A9%E2%9C%93&sym=a%2Bb%3Dc%26d%2Fe~")
+        #expect(canonical[5] == SHA256.hex(SHA256.hash(Array(#"{"x":1}"#.utf8))))
+    }
+
+    @Test func hmacInTheQuery() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["placement": "query"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let result = try await verify(provider, "fixture/verify-hmac", task: .requestParameters(parameters: ["page": 2], encoding: URLEncoding.default))
+        #expect(result["valid"] == .bool(true), "\(result)")
+        #expect(result["inQuery"] == .bool(true))
+        #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "page=2")
+    }
+
+    @Test func md5SortedOverTheQuery() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let result = try await verify(provider, "fixture/verify-md5", task: .requestParameters(parameters: ["uid": 42, "name": "Zoë"], encoding: URLEncoding.default))
+        #expect(result["valid"] == .bool(true), "\(result)")
+        #expect(result["fromBody"] == .bool(false))
+        #expect(result["sign"]?.stringValue?.count == 32)
+    }
+
+    @Test func md5SortedOverAFormBody() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let result = try await verify(provider, "fixture/verify-md5", method: .post,
+                                      task: .requestParameters(parameters: ["uid": 42, "city": "São Paulo"], encoding: URLEncoding.default))
+        #expect(result["valid"] == .bool(true), "\(result)")
+        #expect(result["fromBody"] == .bool(true))
+    }
+
+    @Test func secretFromEnvironmentOrFile() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let variable = "PLUGINHOST_TEST_SECRET_" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        setenv(variable, Self.secret, 1)
+        defer { unsetenv(variable) }
+        let fromEnv = try f.provider([("signature", ["secretEnv": variable])])
+        #expect(try await verify(fromEnv, "fixture/verify-hmac")["valid"] == .bool(true))
+        try (Self.secret + "\n").write(toFile: f.root + "/secret", atomically: true, encoding: .utf8)
+        let fromFile = try f.provider([("signature", ["secretFile": f.root + "/secret"])])
+        #expect(try await verify(fromFile, "fixture/verify-hmac")["valid"] == .bool(true))
+    }
+
+    @Test func missingSecretIsAClearError() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["secretEnv": "PLUGINHOST_NO_SUCH_SECRET"])])
+        let result = await provider.request(try Bin("get")).result
+        guard case .failure(.interceptor("signature", .prepare, let message)) = result else { Issue.record("got \(result)"); return }
+        #expect(message == "signature: no signing secret (looked in host store key \"signing_secret\", environment variable PLUGINHOST_NO_SUCH_SECRET)")
+    }
+}
