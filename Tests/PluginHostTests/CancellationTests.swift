@@ -9,35 +9,39 @@ import FoundationNetworking
 @Suite("Cancellation")
 struct CancellationTests {
     @Test func cancellingACallbackRequestDeliversCancelledOnce() async throws {
-        let provider = Provider<Bin>()
+        let transport = RecordingTransport()
+        let provider = Provider<Bin>(transport: transport)
         let calls = LockedCounter()
-        let started = Date()
-        let target = try Bin("delay/5")
-        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
-            let token = provider.request(target).start { result in
+        let target = try Bin("delay/10")
+        let box = LockedBox<(any Cancellable)?>(nil)
+        async let delivered: Result<Response, NetworkError> = withCheckedContinuation { continuation in
+            box.set(provider.request(target).start { result in
                 if calls.increment() == 1 { continuation.resume(returning: result) }
-            }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) {
-                token.cancel()
-                token.cancel()
-            }
+            })
         }
+        #expect(await eventually { transport.started.value == 1 && box.get() != nil })
+        try await Task.sleep(nanoseconds: 100_000_000)
+        box.get()?.cancel()
+        box.get()?.cancel()
+        let result = await delivered
         guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
-        #expect(Date().timeIntervalSince(started) < 4)
+        // The URL task itself was cancelled: it did not run to the server's answer.
+        #expect(await eventually { transport.outcomes.log == ["cancelled"] })
         try await Task.sleep(nanoseconds: 200_000_000)
         #expect(calls.value == 1)
     }
 
     @Test func cancellingTheAwaitingTaskCancelsTheRequest() async throws {
-        let provider = Provider<Bin>()
-        let target = try Bin("delay/5")
-        let started = Date()
+        let transport = RecordingTransport()
+        let provider = Provider<Bin>(transport: transport)
+        let target = try Bin("delay/10")
         let task = Task { await provider.request(target).result }
-        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(await eventually { transport.started.value == 1 })
+        try await Task.sleep(nanoseconds: 100_000_000)
         task.cancel()
         let result = await task.value
         guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
-        #expect(Date().timeIntervalSince(started) < 4)
+        #expect(await eventually { transport.outcomes.log == ["cancelled"] })
         #expect(await eventually { provider.inflightCount == 0 })
     }
 

@@ -68,6 +68,25 @@ final class CountingTransport: Transport, @unchecked Sendable {
     }
 }
 
+/// A transport that records how each call ended (`200`, `cancelled`, `timedOut`, …).
+final class RecordingTransport: Transport, @unchecked Sendable {
+    let inner: any Transport
+    let outcomes = LockedCounter()
+    let started = LockedCounter()
+    init(_ inner: any Transport = URLSessionTransport()) { self.inner = inner }
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        started.increment()
+        do {
+            let response = try await inner.send(request)
+            outcomes.append(String(response.response.statusCode))
+            return response
+        } catch {
+            outcomes.append(error.kind.rawValue)
+            throw error
+        }
+    }
+}
+
 /// A thread-safe counter and log for tests.
 final class LockedCounter: @unchecked Sendable {
     private let lock = NSLock()
@@ -196,4 +215,13 @@ func eventually(_ seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
         try? await Task.sleep(nanoseconds: 10_000_000)
     }
     return condition()
+}
+
+/// A value shared between a test and its callbacks.
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func get() -> Value { lock.lock(); defer { lock.unlock() }; return value }
+    func set(_ newValue: Value) { lock.lock(); value = newValue; lock.unlock() }
 }
