@@ -22,7 +22,8 @@ var contribProducts: [Product] {
 
 var testFixtureTargets: [Target] {
     [.target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit"),
-     .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop")]
+     .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop"),
+     .target(name: "TrapTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Trap")]
         + swiftTestPlugins.map {
             .target(name: "\($0)TestPlugin", dependencies: ["TestPluginKit", "PluginSDK"], path: "Tests/Fixtures/Plugins/\($0)")
         }
@@ -32,7 +33,7 @@ var testFixtureTargets: [Target] {
 }
 
 var testFixtureProducts: [Product] {
-    (swiftTestPlugins + cTestPlugins + ["Noop"]).map {
+    (swiftTestPlugins + cTestPlugins + ["Noop", "Trap"]).map {
         .library(name: "\($0)TestPlugin", type: .dynamic, targets: ["\($0)TestPlugin"])
     }
 }
@@ -49,6 +50,7 @@ let package = Package(
         .library(name: "PluginSDK", targets: ["PluginSDK"]),
         .executable(name: "pluginhost-example", targets: ["PluginHostExample"]),
         .executable(name: "pluginhost-bench", targets: ["PluginHostBench"]),
+        .executable(name: "pluginhost", targets: ["pluginhost"]),
     ] + contribProducts + testFixtureProducts,
     targets: [
         .target(name: "CPluginABI"),
@@ -56,8 +58,10 @@ let package = Package(
         .target(name: "PluginHost", dependencies: ["PluginSDK"]),
         .executableTarget(name: "PluginHostExample", dependencies: ["PluginHost"]),
         .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"]),
+        .executableTarget(name: "pluginhost", dependencies: ["PluginHost", "PluginSDK"]),
         .testTarget(name: "PluginSDKTests", dependencies: ["PluginSDK"]),
         .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"]),
+        .testTarget(name: "pluginhostTests", dependencies: ["PluginHost"]),
     ] + contribTargets + testFixtureTargets,
     swiftLanguageModes: [.v6]
 )

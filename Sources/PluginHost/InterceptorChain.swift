@@ -32,6 +32,7 @@ struct InterceptorChain: Sendable {
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
+        // Loaded plugins read a C view of the context, built once per attempt (a wrapped one builds its own).
         self.hasLoadedPlugins = interceptors.contains { $0 is LoadedPlugin }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services

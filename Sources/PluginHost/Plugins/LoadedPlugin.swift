@@ -154,8 +154,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) -> R) -> R {
-        if let cached = context.hostAttachment as? CContext { return body(cached.pointer) }
-        return body(CContext(context).pointer)
+        let cContext = context.hostAttachment as? CContext ?? CContext(context)
+        return withExtendedLifetime(cContext) { body(cContext.pointer) }
     }
 }
 

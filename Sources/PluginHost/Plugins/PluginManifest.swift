@@ -51,6 +51,75 @@ public struct PluginManifest: Sendable {
         return try parse(data, file: url.path)
     }
 
+    /// Every problem of the manifest file, each with its JSON path (empty when it is valid):
+    /// unlike ``read(_:)``, which stops at the first, this goes on checking.
+    public static func problems(in url: URL) -> [PluginLoadError] {
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            let exists = FileManager.default.fileExists(atPath: url.path)
+            return [PluginLoadError(.unreadable, file: url.path, reason: exists ? "cannot read the manifest" : "no such file")]
+        }
+        return problems(in: data, file: url.path)
+    }
+
+    /// Every problem of manifest JSON.
+    public static func problems(in data: Data, file: String) -> [PluginLoadError] {
+        var found: [PluginLoadError] = []
+        func check(_ body: () throws(PluginLoadError) -> Void) {
+            do { try body() } catch { found.append(error) }
+        }
+        let root: JSONReader
+        do { root = try JSONReader.parse(data, file: file) } catch { return [error] }
+        guard let object = root.value as? [String: Any] else { return [root.schemaError("must be an object")] }
+        for key in object.keys.sorted() where !keys.contains(key) {
+            found.append(root.schemaError("unknown key \(key.debugDescription); expected one of \(keys.sorted().joined(separator: ", "))", at: key))
+        }
+        let members = object.mapValues { $0 }
+        if let directories = members["pluginDirectories"] {
+            check { () throws(PluginLoadError) in
+                let readers = try JSONReader(file: file, value: directories, path: "pluginDirectories").array()
+                if readers.isEmpty { throw root.schemaError("must name at least one directory", at: "pluginDirectories") }
+                for reader in readers { check { () throws(PluginLoadError) in _ = try reader.nonEmptyString() } }
+            }
+        } else {
+            found.append(root.schemaError("missing required key \"pluginDirectories\"", at: "pluginDirectories"))
+        }
+        guard let plugins = members["plugins"] else {
+            found.append(root.schemaError("missing required key \"plugins\"", at: "plugins"))
+            return found
+        }
+        let entries: [JSONReader]
+        do { entries = try JSONReader(file: file, value: plugins, path: "plugins").array() } catch { return found + [error] }
+        var seen: [String: String] = [:]
+        for reader in entries {
+            guard let fields = reader.value as? [String: Any] else {
+                found.append(reader.schemaError("must be an object"))
+                continue
+            }
+            for key in fields.keys.sorted() where !entryKeys.contains(key) {
+                found.append(reader.schemaError("unknown key \(key.debugDescription); expected one of \(entryKeys.sorted().joined(separator: ", "))",
+                                                at: reader.child(key)))
+            }
+            func member(_ key: String) -> JSONReader? {
+                fields[key].map { JSONReader(file: file, value: $0, path: reader.child(key)) }
+            }
+            if let name = member("name") {
+                check { () throws(PluginLoadError) in
+                    let text = try name.nonEmptyString()
+                    if let first = seen[text] {
+                        throw PluginLoadError(.duplicateName, file: file, jsonPath: name.path, plugin: text, reason: "duplicate plugin name (also at \(first))")
+                    }
+                    seen[text] = name.path
+                }
+            } else {
+                found.append(reader.schemaError("missing required key \"name\"", at: reader.child("name")))
+            }
+            if let enabled = member("enabled") { check { () throws(PluginLoadError) in _ = try enabled.bool() } }
+            if let config = member("config") { check { () throws(PluginLoadError) in _ = try config.configObject() } }
+            if let pin = member("sha256") { check { () throws(PluginLoadError) in _ = try pin.sha256() } }
+        }
+        return found
+    }
+
     /// Validates manifest JSON; relative directories resolve against `file`'s directory.
     public static func parse(_ data: Data, file: String) throws(PluginLoadError) -> PluginManifest {
         let root = try JSONReader.parse(data, file: file)
@@ -91,6 +160,11 @@ public struct PluginManifest: Sendable {
                                  sha256: try fields["sha256"]?.sha256(), index: index))
         }
         return PluginManifest(file: file, pluginDirectories: directories, entries: entries)
+    }
+
+    /// The same manifest with only the entries for which `isIncluded` is true.
+    public func filtered(_ isIncluded: (Entry) -> Bool) -> PluginManifest {
+        PluginManifest(file: file, pluginDirectories: pluginDirectories, entries: entries.filter(isIncluded))
     }
 
     /// The bundle directory for `name`: the first plugin directory holding `name.plugin`.

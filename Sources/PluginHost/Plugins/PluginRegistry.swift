@@ -43,7 +43,9 @@ public enum PluginRegistry {
         return (library, mergedConfig(defaults: bundle.defaultConfigJSON, overrides: entry.configJSON))
     }
 
-    static func mergedConfig(defaults: Data, overrides: Data?) -> Data {
+    /// A bundle's default configuration with a manifest entry's configuration merged over it
+    /// (objects key by key, the manifest wins).
+    public static func mergedConfig(defaults: Data, overrides: Data?) -> Data {
         let base = (try? JSONSerialization.jsonObject(with: defaults)) as? [String: Any] ?? [:]
         let overlay = overrides.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] } ?? [:]
         return (try? JSONSerialization.data(withJSONObject: mergeJSON(base, overlay), options: [.sortedKeys])) ?? Data("{}".utf8)

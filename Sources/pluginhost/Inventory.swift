@@ -1,0 +1,129 @@
+import Foundation
+import PluginHost
+import PluginSDK
+
+/// What `list` reports for one bundle.
+struct BundleReport {
+    var position: Int?
+    var name: String
+    var directory: String?
+    var version: String?
+    var abi: (major: Int, minor: Int)?
+    var hooks: [String] = []
+    var library: String?
+    var size: Int?
+    var sha256: String?
+    var verdict = "unknown"
+    var enabled: Bool
+    var summary: String?
+    var problems: [String] = []
+    var loaded: PluginLibrary?
+    var config = Data("{}".utf8)
+
+    var json: [String: Any] {
+        var object: [String: Any] = [
+            "name": name, "enabled": enabled, "hooks": hooks, "sha256Verdict": verdict, "problems": problems,
+            "hostAbi": ["major": PluginLibrary.hostABI.major, "minor": PluginLibrary.hostABI.minor],
+        ]
+        object["position"] = position ?? NSNull()
+        object["version"] = version ?? NSNull()
+        object["abi"] = abi.map { ["major": $0.major, "minor": $0.minor] } ?? NSNull()
+        object["library"] = library ?? NSNull()
+        object["size"] = size ?? NSNull()
+        object["sha256"] = sha256 ?? NSNull()
+        object["bundle"] = directory ?? NSNull()
+        object["summary"] = summary ?? NSNull()
+        return object
+    }
+}
+
+/// Finds every bundle of a manifest and extra directories, and checks each one without
+/// creating any plugin: `plugin.json`, paths, permissions, digest, descriptor.
+enum Inventory {
+    static func collect(manifest: PluginManifest?, directories extra: [String]) -> [BundleReport] {
+        var directories = manifest?.pluginDirectories ?? []
+        for directory in extra where !directories.contains(directory) { directories.append(directory) }
+        var reports: [BundleReport] = []
+        var seen = Set<String>()
+        for (offset, entry) in (manifest?.entries ?? []).enumerated() {
+            seen.insert(entry.name)
+            var report = BundleReport(position: offset + 1, name: entry.name, enabled: entry.enabled)
+            if let (bundle, root) = find(entry.name, in: directories) {
+                inspect(&report, bundle: bundle, root: root, pin: entry.sha256.map { ($0, entry.index) })
+                report.config = PluginRegistry.mergedConfig(defaults: report.config, overrides: entry.configJSON)
+            } else {
+                report.problems.append("reject: no \(entry.name).plugin in \(directories.joined(separator: ", "))")
+            }
+            reports.append(report)
+        }
+        for directory in directories {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".plugin") }.sorted()
+            for name in names {
+                let pluginName = String(name.dropLast(".plugin".count))
+                guard !seen.contains(pluginName) else { continue }
+                seen.insert(pluginName)
+                var report = BundleReport(position: nil, name: pluginName, enabled: false)
+                inspect(&report, bundle: directory + "/" + name, root: directory, pin: nil)
+                reports.append(report)
+            }
+        }
+        return reports
+    }
+
+    static func find(_ name: String, in directories: [String]) -> (String, String)? {
+        for directory in directories {
+            let candidate = directory + "/" + name + ".plugin"
+            if FileManager.default.fileExists(atPath: candidate) || (try? FileManager.default.destinationOfSymbolicLink(atPath: candidate)) != nil {
+                return (candidate, directory)
+            }
+        }
+        return nil
+    }
+
+    static func inspect(_ report: inout BundleReport, bundle directory: String, root: String, pin: (String, Int)?) {
+        report.directory = directory
+        let bundle: PluginBundle
+        do {
+            bundle = try PluginBundle.read(directory: directory, pluginDirectory: root)
+        } catch {
+            report.problems.append("reject: \(error.description)")
+            return
+        }
+        report.version = bundle.version
+        report.abi = bundle.abi
+        report.library = bundle.libraryPath
+        report.summary = bundle.summary
+        report.config = bundle.defaultConfigJSON
+        if let attributes = try? FileManager.default.attributesOfItem(atPath: bundle.libraryPath) {
+            report.size = (attributes[.size] as? NSNumber)?.intValue
+        }
+        if let data = FileManager.default.contents(atPath: bundle.libraryPath) {
+            report.sha256 = data.withUnsafeBytes { raw in
+                var hasher = SHA256()
+                hasher.update(raw)
+                return SHA256.hex(hasher.finalize())
+            }
+        }
+        var digests = [(source: "plugin.json", sha256: bundle.sha256)]
+        if let (value, index) = pin { digests.append((source: "the manifest (plugins[\(index)].sha256)", sha256: value)) }
+        do {
+            let library = try PluginLibrary.open(path: bundle.libraryPath, expectedDigests: digests)
+            report.verdict = "ok"
+            report.loaded = library
+            report.version = library.info.version
+            report.abi = (library.info.abiMajor, library.info.abiMinor)
+            report.hooks = library.info.hooks
+            report.summary = library.info.summary
+            if library.info.name != bundle.name {
+                report.problems.append("reject: the library's descriptor names \(library.info.name.debugDescription), the bundle is \(bundle.name).plugin")
+            }
+        } catch {
+            if error.kind == .digestMismatch {
+                report.verdict = "mismatch"
+                report.problems.append("reject: sha256 mismatch (\(error.reason))")
+            } else {
+                report.problems.append("reject: \(error.reason)")
+            }
+        }
+    }
+}

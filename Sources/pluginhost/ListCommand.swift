@@ -1,0 +1,114 @@
+import Foundation
+import PluginHost
+import PluginSDK
+
+/// `pluginhost list`: every bundle, from static descriptors only.
+enum ListCommand {
+    static let spec = CommandSpec(
+        name: "list", summary: "List plugin bundles from their static descriptors (no plugin code runs).",
+        positionals: [],
+        flags: [
+            FlagSpec(name: "manifest", value: "FILE", repeatable: false, help: "the app's manifest: its directories, order and enabled plugins"),
+            FlagSpec(name: "dir", value: "DIR", repeatable: true, help: "another plugin directory to search"),
+            FlagSpec(name: "json", value: nil, repeatable: false, help: "print a JSON document (keys documented in the README)"),
+        ],
+        details: """
+            Bundles in manifest order come first, then installed bundles the manifest does not enable.
+            Exit codes: 0 all bundles usable; 1 usage; 2 manifest error; 3 a bundle is rejected or none was found.
+            """)
+
+    static func run(_ arguments: ParsedArguments) -> ExitCode {
+        let manifestPath = arguments.value("manifest")
+        let directories = arguments.all("dir").map { ($0 as NSString).standardizingPath }
+        guard manifestPath != nil || !directories.isEmpty else {
+            Terminal.error("list needs --manifest FILE or --dir DIR")
+            return .usage
+        }
+        var manifest: PluginManifest?
+        if let manifestPath {
+            do {
+                manifest = try PluginManifest.read(URL(fileURLWithPath: manifestPath))
+            } catch {
+                Terminal.error(error.description)
+                return .manifest
+            }
+        }
+        let reports = Inventory.collect(manifest: manifest, directories: directories)
+        if reports.isEmpty {
+            let searched = (manifest?.pluginDirectories ?? []) + directories
+            Terminal.error("no plugin bundles (NAME.plugin) in \(searched.joined(separator: ", "))")
+            return .refused
+        }
+        if arguments.has("json") {
+            let document: [String: Any] = [
+                "host": ["tool": Version.tool, "abi": ["major": PluginLibrary.hostABI.major, "minor": PluginLibrary.hostABI.minor],
+                         "buildSignature": PluginExport.buildSignature],
+                "manifest": manifest?.file ?? NSNull(),
+                "plugins": reports.map(\.json),
+            ]
+            Terminal.out(Terminal.json(document))
+        } else {
+            print(reports)
+        }
+        return reports.contains { !$0.problems.isEmpty } ? .refused : .ok
+    }
+
+    static func print(_ reports: [BundleReport]) {
+        let host = "\(PluginLibrary.hostABI.major).\(PluginLibrary.hostABI.minor)"
+        Terminal.out(Terminal.bold("#  NAME            VERSION  ABI (host \(host))  ENABLED  SHA256    HOOKS"))
+        for report in reports {
+            let position = Terminal.pad(report.position.map(String.init) ?? "-", 2)
+            let abi = report.abi.map { "\($0.major).\($0.minor)" } ?? "?"
+            let verdict = report.verdict == "ok" ? Terminal.green("ok") : report.verdict == "mismatch" ? Terminal.red("mismatch") : Terminal.yellow("unknown")
+            let line = "\(position) \(Terminal.pad(report.name, 15)) \(Terminal.pad(report.version ?? "?", 8)) \(Terminal.pad(abi, 15)) "
+                + "\(Terminal.pad(report.enabled ? "yes" : "no", 8)) \(Terminal.pad(verdict, Terminal.colour ? 17 : 8)) "
+                + (report.hooks.isEmpty ? "-" : report.hooks.joined(separator: ","))
+            Terminal.out(line)
+            if let library = report.library {
+                Terminal.out("   library \(library) (\(report.size.map { "\($0) bytes" } ?? "size unknown"))")
+            }
+            for problem in report.problems { Terminal.out("   " + Terminal.red(problem)) }
+        }
+    }
+}
+
+/// `pluginhost bundle`: turns a built library into NAME.plugin/.
+enum BundleCommand {
+    static let spec = CommandSpec(
+        name: "bundle", summary: "Write NAME.plugin/ (the library and plugin.json) from a built plugin library.",
+        positionals: [("LIBRARY", "the shared library, e.g. .build/release/libLoggerPlugin.so")],
+        flags: [
+            FlagSpec(name: "out", value: "DIR", repeatable: false, help: "where to write the bundle (default: the current directory)"),
+            FlagSpec(name: "config", value: "FILE", repeatable: false, help: "a JSON object to store as the bundle's defaultConfig"),
+        ],
+        details: "Exit codes: 0 written; 1 usage; 3 the library has no valid descriptor (the reason is printed).")
+
+    static func run(_ arguments: ParsedArguments) -> ExitCode {
+        let library = arguments.positionals[0]
+        var config: [String: Any] = [:]
+        if let path = arguments.value("config") {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                Terminal.error("\(path): cannot read the configuration file")
+                return .usage
+            }
+            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                Terminal.error("\(path): the configuration must be a JSON object")
+                return .usage
+            }
+            config = object
+        }
+        do {
+            let bundle = try PluginBundle.create(fromLibrary: library, in: arguments.value("out") ?? FileManager.default.currentDirectoryPath,
+                                                 defaultConfig: config)
+            Terminal.out("wrote \(bundle)")
+            return .ok
+        } catch {
+            Terminal.error("refusing \(library): \(error.reason)")
+            return .refused
+        }
+    }
+}
+
+enum Version {
+    static let tool = "0.1.0"
+}
