@@ -61,7 +61,7 @@ let package = Package(
         .executableTarget(name: "pluginhost", dependencies: ["PluginHost", "PluginSDK"]),
         .testTarget(name: "PluginSDKTests", dependencies: ["PluginSDK"]),
         .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"]),
-        .testTarget(name: "pluginhostTests", dependencies: ["PluginHost"]),
+        .testTarget(name: "pluginhostTests", dependencies: ["PluginHost", "PluginSDK"], exclude: ["Golden"]),
     ] + contribTargets + testFixtureTargets,
     swiftLanguageModes: [.v6]
 )

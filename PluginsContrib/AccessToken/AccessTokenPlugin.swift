@@ -18,6 +18,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
     public static var pluginName: String { "access-token" }
     public static var pluginVersion: String { "1.0.0" }
     public static var pluginSummary: String { "Adds Authorization from the host store and refreshes it on 401" }
+    public static var implementedHooks: Set<InterceptorHook> { [.prepare, .process] }
 
     let key: String
     let environmentVariable: String?

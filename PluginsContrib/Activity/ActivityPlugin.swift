@@ -11,6 +11,7 @@ public struct ActivityPlugin: ExportablePlugin {
     public static var pluginName: String { "activity" }
     public static var pluginVersion: String { "1.0.0" }
     public static var pluginSummary: String { "Emits began/ended events with the in-flight count (loading indicators)" }
+    public static var implementedHooks: Set<InterceptorHook> { [.willSend, .didReceive] }
 
     /// `show` or `hide` for targets that do not say.
     let defaultVisibility: String

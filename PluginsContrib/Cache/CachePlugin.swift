@@ -21,6 +21,7 @@ public struct CachePlugin: ExportablePlugin {
     public static var pluginName: String { "cache" }
     public static var pluginVersion: String { "1.0.0" }
     public static var pluginSummary: String { "Private HTTP cache (RFC 9111), memory LRU plus disk" }
+    public static var implementedHooks: Set<InterceptorHook> { [.prepare, .willSend, .process] }
 
     let store: CacheStore
     let staleIfError: Double

@@ -12,6 +12,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     public static var pluginName: String { "credentials" }
     public static var pluginVersion: String { "1.0.0" }
     public static var pluginSummary: String { "Answers Basic authentication challenges for listed hosts" }
+    public static var implementedHooks: Set<InterceptorHook> { [.prepare, .credential] }
 
     struct Entry {
         let host: String

@@ -19,6 +19,7 @@ public struct LoggerPlugin: ExportablePlugin {
     public static var pluginName: String { "logger" }
     public static var pluginVersion: String { "1.0.0" }
     public static var pluginSummary: String { "Logs requests and responses with secrets redacted" }
+    public static var implementedHooks: Set<InterceptorHook> { [.willSend, .didReceive] }
 
     enum Level: Int { case off = 0, basic, headers, body }
     enum Output { case standardError, file(Int32), host }

@@ -25,6 +25,7 @@ public struct SignaturePlugin: ExportablePlugin {
     public static var pluginName: String { "signature" }
     public static var pluginVersion: String { "1.0.0" }
     public static var pluginSummary: String { "Signs requests (HMAC-SHA256 canonical request, or legacy MD5 of sorted parameters)" }
+    public static var implementedHooks: Set<InterceptorHook> { [.prepare] }
 
     enum Scheme: String { case hmac = "hmac-sha256", md5 = "md5-sorted" }
 

@@ -32,6 +32,9 @@ public protocol ExportablePlugin: Interceptor {
     static var pluginSummary: String { get }
     /// An SPDX license identifier; default `MIT`.
     static var pluginLicense: String { get }
+    /// The hooks the plugin implements; only these are exported (the others are NULL in the
+    /// descriptor, so the host never calls across the ABI for them). Default: all five.
+    static var implementedHooks: Set<InterceptorHook> { get }
     /// Creates an instance; throw (ideally a ``PluginConfigurationError``) to refuse the configuration.
     init(configuration: PluginConfiguration, host: any HostServices) throws
 }
@@ -39,6 +42,8 @@ public protocol ExportablePlugin: Interceptor {
 extension ExportablePlugin {
     /// Default: `MIT`.
     public static var pluginLicense: String { "MIT" }
+    /// Default: every hook.
+    public static var implementedHooks: Set<InterceptorHook> { Set(InterceptorHook.allCases) }
     /// The plugin name.
     public var name: String { Self.pluginName }
 }
@@ -84,6 +89,7 @@ public enum PluginExport {
         if let existing = exportState.descriptor { return UnsafeRawPointer(existing) }
         exportState.name = P.pluginName
         exportState.factory = { configuration, host in try P(configuration: configuration, host: host) }
+        let hooks = P.implementedHooks
         let descriptor = UnsafeMutablePointer<ph_plugin_descriptor>.allocate(capacity: 1)
         descriptor.initialize(to: ph_plugin_descriptor(
             struct_size: UInt32(MemoryLayout<ph_plugin_descriptor>.size),
@@ -91,8 +97,9 @@ public enum PluginExport {
             name: strdup(P.pluginName), version: strdup(P.pluginVersion), summary: strdup(P.pluginSummary),
             license: strdup(P.pluginLicense), build_signature: strdup(buildSignature),
             create: sdkCreate, destroy: sdkDestroy,
-            prepare: sdkPrepare, will_send: sdkWillSend, did_receive: sdkDidReceive, process: sdkProcess,
-            credential: sdkCredential))
+            prepare: hooks.contains(.prepare) ? sdkPrepare : nil, will_send: hooks.contains(.willSend) ? sdkWillSend : nil,
+            did_receive: hooks.contains(.didReceive) ? sdkDidReceive : nil, process: hooks.contains(.process) ? sdkProcess : nil,
+            credential: hooks.contains(.credential) ? sdkCredential : nil))
         exportState.descriptor = descriptor
         return UnsafeRawPointer(descriptor)
     }

@@ -117,7 +117,7 @@ struct PluginLoaderTests {
         let second = try PluginLibrary.open(path: path)
         #expect(first === second)
         #expect(first.info.name == "gamma")
-        #expect(first.info.hooks == ["prepare", "willSend", "didReceive", "process", "credential"])
+        #expect(first.info.hooks == ["prepare", "willSend", "didReceive", "process"])
         #expect(first.info.abiMajor == 1)
     }
 

@@ -1,1 +1,317 @@
+import Foundation
+import PluginHost
+import PluginSDK
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the `pluginhost` executable as a subprocess.
+struct CLI {
+    static var binDirectory: String {
+        if let dir = ProcessInfo.processInfo.environment["PLUGINHOST_BIN_DIR"] { return dir }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/debug").path
+    }
+
+    static var root: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
+    struct Output {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    @discardableResult
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binDirectory + "/pluginhost")
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Output(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                      stderr: String(decoding: stderrData, as: UTF8.self))
+    }
+}
+
+/// A temporary directory with the six contrib plugins bundled by `pluginhost bundle`.
+final class Workspace {
+    let root: String
+    var plugins: String { root + "/plugins" }
+    static let contrib = ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"]
+
+    init(bundling products: [String] = Workspace.contrib) throws {
+        root = NSTemporaryDirectory() + "pluginhost-cli-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: root + "/plugins", withIntermediateDirectories: true)
+        chmod(root, 0o755)
+        chmod(root + "/plugins", 0o755)
+        for product in products {
+            let config = CLI.root + "/PluginsContrib/\(product)/plugin-config.json"
+            var arguments = ["bundle", CLI.binDirectory + "/lib\(product)Plugin.so", "--out", plugins]
+            if FileManager.default.fileExists(atPath: config) { arguments += ["--config", config] }
+            let output = try CLI.run(arguments)
+            guard output.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: output.stderr]) }
+        }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: root) }
+
+    /// Copies the example manifest next to the bundles.
+    func exampleManifest() throws -> String {
+        let path = root + "/manifest.json"
+        try FileManager.default.copyItem(atPath: CLI.root + "/PluginsContrib/manifest.example.json", toPath: path)
+        return path
+    }
+
+    func manifest(_ json: String) throws -> String {
+        let path = root + "/manifest-\(UUID().uuidString).json"
+        try json.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// Replaces volatile parts (paths, sizes, digests, times, nonces) so output can be compared.
+    func mask(_ text: String) -> String {
+        var masked = text.replacingOccurrences(of: root, with: "<DIR>")
+        let rules: [(String, String)] = [
+            (#"\([0-9]+ bytes\)"#, "(<SIZE> bytes)"),
+            (#""size" : [0-9]+"#, #""size" : "<SIZE>""#),
+            (#"[0-9a-f]{64}"#, "<SHA256>"),
+            (#"[0-9]+ µs"#, "<T> µs"),
+            (#"X-Nonce: [0-9a-f]{32}"#, "X-Nonce: <NONCE>"),
+            (#"X-Timestamp: [0-9]+"#, "X-Timestamp: <TS>"),
+            (#"swift-[0-9.]+ [a-z0-9_]+-[a-z]+"#, "<BUILD>"),
+            (#"\(ABI 1\.0, <BUILD>\)"#, "(ABI 1.0, <BUILD>)"),
+        ]
+        for (pattern, replacement) in rules {
+            masked = masked.replacingOccurrences(of: pattern, with: replacement, options: .regularExpression)
+        }
+        return masked
+    }
+}
+
+/// Compares against `Golden/NAME`; with PLUGINHOST_UPDATE_GOLDEN=1 rewrites it instead.
+func expectGolden(_ actual: String, _ name: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden/\(name)").path
+    if ProcessInfo.processInfo.environment["PLUGINHOST_UPDATE_GOLDEN"] == "1" {
+        try actual.write(toFile: path, atomically: true, encoding: .utf8)
+        return
+    }
+    let expected = try String(contentsOfFile: path, encoding: .utf8)
+    #expect(actual == expected, "golden \(name) differs", sourceLocation: sourceLocation)
+}
+
+/// Validates JSON against a schema in Tests/Fixtures with Python's jsonschema.
+func expectSchema(_ json: String, _ schema: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let python = ProcessInfo.processInfo.environment["PLUGINHOST_TEST_PYTHON"] ?? CLI.root + "/.build/test-venv/bin/python"
+    let file = NSTemporaryDirectory() + "pluginhost-json-\(UUID().uuidString).json"
+    try json.write(toFile: file, atomically: true, encoding: .utf8)
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: python)
+    process.arguments = ["-c", "import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
+                         file, CLI.root + "/Tests/Fixtures/\(schema)"]
+    let err = Pipe()
+    process.standardError = err
+    try process.run()
+    let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0, "schema \(schema): \(message)", sourceLocation: sourceLocation)
+}
+
+@Suite("pluginhost CLI")
+struct CLITests {
+    @Test func helpAndVersion() throws {
+        let help = try CLI.run(["--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("exit codes: 0 ok; 1 usage; 2 manifest error; 3 plugin refused; 4 plugin crashed; 5 request failed."))
+        for command in ["list", "test", "bundle"] {
+            let output = try CLI.run([command, "--help"])
+            #expect(output.status == 0)
+            #expect(output.stdout.contains("usage: pluginhost \(command)"))
+            #expect(output.stdout.contains("Exit codes:"))
+        }
+        let version = try CLI.run(["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.0, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
+    }
+
+    @Test func unknownCommandSuggestsTheClosest() throws {
+        let output = try CLI.run(["lsit"])
+        #expect(output.status == 1)
+        #expect(output.stdout.isEmpty)
+        #expect(output.stderr == "pluginhost: unknown command 'lsit'; did you mean 'list'? (commands: list, test, bundle)\n")
+    }
+
+    @Test func unknownFlagSuggestsTheClosest() throws {
+        let output = try CLI.run(["list", "--manifset", "m.json"])
+        #expect(output.status == 1)
+        #expect(output.stderr == "pluginhost: unknown option '--manifset' for 'list'; did you mean '--manifest'?\n")
+    }
+
+    @Test func missingValueForAFlag() throws {
+        let output = try CLI.run(["test", "--manifest"])
+        #expect(output.status == 1)
+        #expect(output.stderr == "pluginhost: option '--manifest' needs a value (FILE)\n")
+        let header = try CLI.run(["test", "--manifest", "m.json", "--header", "no-colon"])
+        #expect(header.status == 1)
+        #expect(header.stderr == "pluginhost: --header must look like 'Name: value', not 'no-colon'\n")
+    }
+
+    @Test func manifestThatDoesNotExist() throws {
+        for command in ["list", "test"] {
+            let output = try CLI.run([command, "--manifest", "/nonexistent/manifest.json"])
+            #expect(output.status == 2)
+            #expect(output.stderr == "pluginhost: /nonexistent/manifest.json: no such file\n")
+        }
+    }
+
+    @Test func testReportsEveryManifestProblemWithItsPath() throws {
+        let workspace = try Workspace(bundling: [])
+        let path = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a", "colour": 1}, {"name": ""}, {"name": "b", "config": []}], "extra": true}"#)
+        let output = try CLI.run(["test", "--manifest", path])
+        #expect(output.status == 2)
+        #expect(workspace.mask(output.stderr) == """
+            pluginhost: <DIR>/\((path as NSString).lastPathComponent): extra: unknown key "extra"; expected one of comment, pluginDirectories, plugins
+            pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[0].colour: unknown key "colour"; expected one of comment, config, enabled, name, sha256
+            pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[1].name: must not be empty
+            pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[2].config: must be an object
+
+            """)
+    }
+
+    @Test func directoryWithNoBundles() throws {
+        let workspace = try Workspace(bundling: [])
+        let output = try CLI.run(["list", "--dir", workspace.plugins])
+        #expect(output.status == 3)
+        #expect(workspace.mask(output.stderr) == "pluginhost: no plugin bundles (NAME.plugin) in <DIR>/plugins\n")
+    }
+
+    @Test func garbageLibraryIsRejected() throws {
+        let workspace = try Workspace(bundling: ["Activity"])
+        let bundle = workspace.plugins + "/x.plugin"
+        try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        chmod(bundle, 0o755)
+        let garbage = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+        try garbage.write(to: URL(fileURLWithPath: bundle + "/libx.so"))
+        chmod(bundle + "/libx.so", 0o755)
+        let digest = SHA256.hex(SHA256.hash(garbage))
+        try #"{"name": "x", "version": "1.0.0", "abi": {"major": 1, "minor": 0}, "library": "libx.so", "sha256": "\#(digest)"}"#
+            .write(toFile: bundle + "/plugin.json", atomically: true, encoding: .utf8)
+        let output = try CLI.run(["list", "--dir", workspace.plugins])
+        #expect(output.status == 3)
+        #expect(output.stdout.contains("reject: invalid ELF header"))
+        #expect(output.stdout.contains("activity"))
+    }
+
+    @Test func wrongSHA256IsRejectedByListAndTest() throws {
+        let workspace = try Workspace(bundling: ["Activity", "Logger"])
+        let pluginJSON = workspace.plugins + "/logger.plugin/plugin.json"
+        var object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: pluginJSON))) as! [String: Any]
+        object["sha256"] = String(repeating: "0", count: 64)
+        try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: pluginJSON))
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "logger"}]}"#)
+        let list = try CLI.run(["list", "--manifest", manifest])
+        #expect(list.status == 3)
+        #expect(list.stdout.contains("reject: sha256 mismatch"))
+        let test = try CLI.run(["test", "--manifest", manifest])
+        #expect(test.status == 3)
+        #expect(test.stdout.contains("probe  activity       ok"))
+        #expect(test.stdout.contains("probe  logger         reject: sha256 mismatch"))
+        #expect(test.stdout.contains("  1  activity"))
+    }
+
+    @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() throws {
+        let workspace = try Workspace(bundling: ["Activity"])
+        try CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.so", "--out", workspace.plugins])
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "create"}}]}"#)
+        let output = try CLI.run(["test", "--manifest", manifest])
+        #expect(output.status == 4)
+        #expect(output.stdout.contains("probe  activity       ok"))
+        #expect(output.stdout.contains("probe  trap           crashed (signal 4)"))
+        #expect(output.stdout.contains("  1  activity      events: began, ended"))
+        #expect(output.stdout.contains("response  200"))
+        #expect(output.stdout.contains("result failed (exit 4)"))
+    }
+
+    @Test func closedPortIsARequestFailure() throws {
+        let workspace = try Workspace(bundling: ["Activity"])
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)
+        let output = try CLI.run(["test", "--manifest", manifest, "--url", "http://127.0.0.1:9/nothing"])
+        #expect(output.status == 5)
+        #expect(output.stdout.contains("request failed: transport failed (cannotConnect)"))
+    }
+
+    @Test func bundleRefusesALibraryWithoutADescriptor() throws {
+        let workspace = try Workspace(bundling: [])
+        let output = try CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.so", "--out", workspace.plugins])
+        #expect(output.status == 3)
+        #expect(output.stderr.hasPrefix("pluginhost: refusing \(CLI.binDirectory)/libNoEntryTestPlugin.so: no pluginhost_plugin_v1 symbol: "))
+        let config = workspace.root + "/config.json"
+        try "[1, 2]".write(toFile: config, atomically: true, encoding: .utf8)
+        let badConfig = try CLI.run(["bundle", CLI.binDirectory + "/libLoggerPlugin.so", "--out", workspace.plugins, "--config", config])
+        #expect(badConfig.status == 1)
+        #expect(badConfig.stderr == "pluginhost: \(config): the configuration must be a JSON object\n")
+    }
+
+    @Test func listGoldenTextAndJSON() throws {
+        let workspace = try Workspace()
+        try CLI.run(["bundle", CLI.binDirectory + "/libAlphaTestPlugin.so", "--out", workspace.plugins])
+        let manifest = try workspace.exampleManifest()
+        let text = try CLI.run(["list", "--manifest", manifest])
+        #expect(text.status == 0)
+        #expect(!text.stdout.contains("\u{1B}["))
+        try expectGolden(workspace.mask(text.stdout), "list.txt")
+        let json = try CLI.run(["list", "--manifest", manifest, "--json"])
+        #expect(json.status == 0)
+        try expectSchema(json.stdout, "list.schema.json")
+        try expectGolden(workspace.mask(json.stdout), "list.json")
+    }
+
+    @Test func testGoldenOnTheExampleManifest() throws {
+        let workspace = try Workspace()
+        let manifest = try workspace.exampleManifest()
+        let output = try CLI.run(["test", "--manifest", manifest, "--store", "access_token=demo-token", "--store", "signing_secret=demo-secret"])
+        #expect(output.status == 0)
+        #expect(!output.stdout.contains("demo-token"))
+        try expectGolden(workspace.mask(output.stdout), "test.txt")
+        let json = try CLI.run(["test", "--manifest", manifest, "--json", "--bench", "50", "--store", "signing_secret=demo-secret"])
+        #expect(json.status == 0)
+        try expectSchema(json.stdout, "test.schema.json")
+    }
+
+    @Test func benchPrintsPerPluginAndChainCost() throws {
+        let workspace = try Workspace()
+        let manifest = try workspace.exampleManifest()
+        let output = try CLI.run(["test", "--manifest", manifest, "--bench", "200", "--store", "signing_secret=s"])
+        #expect(output.status == 0)
+        #expect(output.stdout.contains("bench  200 requests on the stub transport (µs per request)"))
+        for name in ["activity", "cache", "access-token", "credentials", "signature", "logger", "whole chain"] {
+            #expect(output.stdout.range(of: "\n  \(name) +p50 +[0-9.]+  p99 +[0-9.]+", options: .regularExpression) != nil, "\(name)")
+        }
+    }
+
+    @Test func liveURLAgainstHTTPBin() throws {
+        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
+            throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
+        }
+        let workspace = try Workspace()
+        let manifest = try workspace.exampleManifest()
+        let output = try CLI.run(["test", "--manifest", manifest, "--url", base + "/anything", "--method", "POST", "--header", "X-Demo: 1",
+                                  "--store", "signing_secret=s", "--store", "access_token=t"])
+        #expect(output.status == 0)
+        #expect(output.stdout.contains("chain  POST \(base)/anything\n"))
+        #expect(output.stdout.contains("response  200"))
+        #expect(output.stdout.contains("  X-Demo: 1"))
+    }
+}
+

@@ -5,6 +5,7 @@ public struct NoopPlugin: ExportablePlugin {
     public static var pluginName: String { "noop" }
     public static var pluginVersion: String { "1.0.0" }
     public static var pluginSummary: String { "Does nothing in every hook (benchmark fixture)" }
+    public static var implementedHooks: Set<InterceptorHook> { [.prepare, .willSend, .didReceive, .process] }
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {}
 

@@ -16,6 +16,7 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     public static var pluginName: String { N.name }
     public static var pluginVersion: String { "0.1.0" }
     public static var pluginSummary: String { "Records its place in the chain (test fixture)" }
+    public static var implementedHooks: Set<InterceptorHook> { [.prepare, .willSend, .didReceive, .process] }
     public static var pluginLicense: String { "MIT" }
 
     let respond: Int?

@@ -5,6 +5,7 @@ public struct TrapPlugin: ExportablePlugin {
     public static var pluginName: String { "trap" }
     public static var pluginVersion: String { "0.0.1" }
     public static var pluginSummary: String { "Crashes on purpose (test fixture)" }
+    public static var implementedHooks: Set<InterceptorHook> { [.prepare] }
 
     let inPrepare: Bool
 
