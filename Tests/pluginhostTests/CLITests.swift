@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import PluginHost
 import PluginSDK
@@ -24,8 +25,17 @@ struct CLI {
         let stderr: String
     }
 
+    /// Runs the CLI on a Dispatch thread, so the wait never blocks Swift's cooperative pool.
     @discardableResult
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try runBlocking(arguments, environment: environment) })
+            }
+        }
+    }
+
+    static func runBlocking(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDirectory + "/pluginhost")
         process.arguments = arguments
@@ -45,7 +55,7 @@ struct CLI {
 }
 
 /// A temporary directory with the six contrib plugins bundled by `pluginhost bundle`.
-final class Workspace {
+final class Workspace: @unchecked Sendable {
     let root: String
     var plugins: String { root + "/plugins" }
     static let contrib = ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"]
@@ -59,12 +69,19 @@ final class Workspace {
             let config = CLI.root + "/PluginsContrib/\(product)/plugin-config.json"
             var arguments = ["bundle", CLI.binDirectory + "/lib\(product)Plugin.so", "--out", plugins]
             if FileManager.default.fileExists(atPath: config) { arguments += ["--config", config] }
-            let output = try CLI.run(arguments)
+            let output = try CLI.runBlocking(arguments)
             guard output.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: output.stderr]) }
         }
     }
 
     deinit { try? FileManager.default.removeItem(atPath: root) }
+
+    /// Creates a workspace on a Dispatch thread (bundling runs the CLI and waits for it).
+    static func make(bundling products: [String] = Workspace.contrib) async throws -> Workspace {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try Workspace(bundling: products) }) }
+        }
+    }
 
     /// Copies the example manifest next to the bundles.
     func exampleManifest() throws -> String {
@@ -130,55 +147,55 @@ func expectSchema(_ json: String, _ schema: String, sourceLocation: SourceLocati
 
 @Suite("pluginhost CLI")
 struct CLITests {
-    @Test func helpAndVersion() throws {
-        let help = try CLI.run(["--help"])
+    @Test func helpAndVersion() async throws {
+        let help = try await CLI.run(["--help"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("exit codes: 0 ok; 1 usage; 2 manifest error; 3 plugin refused; 4 plugin crashed; 5 request failed."))
         for command in ["list", "test", "bundle"] {
-            let output = try CLI.run([command, "--help"])
+            let output = try await CLI.run([command, "--help"])
             #expect(output.status == 0)
             #expect(output.stdout.contains("usage: pluginhost \(command)"))
             #expect(output.stdout.contains("Exit codes:"))
         }
-        let version = try CLI.run(["--version"])
+        let version = try await CLI.run(["--version"])
         #expect(version.status == 0)
         #expect(version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.0, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
     }
 
-    @Test func unknownCommandSuggestsTheClosest() throws {
-        let output = try CLI.run(["lsit"])
+    @Test func unknownCommandSuggestsTheClosest() async throws {
+        let output = try await CLI.run(["lsit"])
         #expect(output.status == 1)
         #expect(output.stdout.isEmpty)
         #expect(output.stderr == "pluginhost: unknown command 'lsit'; did you mean 'list'? (commands: list, test, bundle)\n")
     }
 
-    @Test func unknownFlagSuggestsTheClosest() throws {
-        let output = try CLI.run(["list", "--manifset", "m.json"])
+    @Test func unknownFlagSuggestsTheClosest() async throws {
+        let output = try await CLI.run(["list", "--manifset", "m.json"])
         #expect(output.status == 1)
         #expect(output.stderr == "pluginhost: unknown option '--manifset' for 'list'; did you mean '--manifest'?\n")
     }
 
-    @Test func missingValueForAFlag() throws {
-        let output = try CLI.run(["test", "--manifest"])
+    @Test func missingValueForAFlag() async throws {
+        let output = try await CLI.run(["test", "--manifest"])
         #expect(output.status == 1)
         #expect(output.stderr == "pluginhost: option '--manifest' needs a value (FILE)\n")
-        let header = try CLI.run(["test", "--manifest", "m.json", "--header", "no-colon"])
+        let header = try await CLI.run(["test", "--manifest", "m.json", "--header", "no-colon"])
         #expect(header.status == 1)
         #expect(header.stderr == "pluginhost: --header must look like 'Name: value', not 'no-colon'\n")
     }
 
-    @Test func manifestThatDoesNotExist() throws {
+    @Test func manifestThatDoesNotExist() async throws {
         for command in ["list", "test"] {
-            let output = try CLI.run([command, "--manifest", "/nonexistent/manifest.json"])
+            let output = try await CLI.run([command, "--manifest", "/nonexistent/manifest.json"])
             #expect(output.status == 2)
             #expect(output.stderr == "pluginhost: /nonexistent/manifest.json: no such file\n")
         }
     }
 
-    @Test func testReportsEveryManifestProblemWithItsPath() throws {
-        let workspace = try Workspace(bundling: [])
+    @Test func testReportsEveryManifestProblemWithItsPath() async throws {
+        let workspace = try await Workspace.make(bundling: [])
         let path = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a", "colour": 1}, {"name": ""}, {"name": "b", "config": []}], "extra": true}"#)
-        let output = try CLI.run(["test", "--manifest", path])
+        let output = try await CLI.run(["test", "--manifest", path])
         #expect(output.status == 2)
         #expect(workspace.mask(output.stderr) == """
             pluginhost: <DIR>/\((path as NSString).lastPathComponent): extra: unknown key "extra"; expected one of comment, pluginDirectories, plugins
@@ -189,15 +206,15 @@ struct CLITests {
             """)
     }
 
-    @Test func directoryWithNoBundles() throws {
-        let workspace = try Workspace(bundling: [])
-        let output = try CLI.run(["list", "--dir", workspace.plugins])
+    @Test func directoryWithNoBundles() async throws {
+        let workspace = try await Workspace.make(bundling: [])
+        let output = try await CLI.run(["list", "--dir", workspace.plugins])
         #expect(output.status == 3)
         #expect(workspace.mask(output.stderr) == "pluginhost: no plugin bundles (NAME.plugin) in <DIR>/plugins\n")
     }
 
-    @Test func garbageLibraryIsRejected() throws {
-        let workspace = try Workspace(bundling: ["Activity"])
+    @Test func garbageLibraryIsRejected() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
         let bundle = workspace.plugins + "/x.plugin"
         try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
         chmod(bundle, 0o755)
@@ -207,34 +224,34 @@ struct CLITests {
         let digest = SHA256.hex(SHA256.hash(garbage))
         try #"{"name": "x", "version": "1.0.0", "abi": {"major": 1, "minor": 0}, "library": "libx.so", "sha256": "\#(digest)"}"#
             .write(toFile: bundle + "/plugin.json", atomically: true, encoding: .utf8)
-        let output = try CLI.run(["list", "--dir", workspace.plugins])
+        let output = try await CLI.run(["list", "--dir", workspace.plugins])
         #expect(output.status == 3)
         #expect(output.stdout.contains("reject: invalid ELF header"))
         #expect(output.stdout.contains("activity"))
     }
 
-    @Test func wrongSHA256IsRejectedByListAndTest() throws {
-        let workspace = try Workspace(bundling: ["Activity", "Logger"])
+    @Test func wrongSHA256IsRejectedByListAndTest() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity", "Logger"])
         let pluginJSON = workspace.plugins + "/logger.plugin/plugin.json"
         var object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: pluginJSON))) as! [String: Any]
         object["sha256"] = String(repeating: "0", count: 64)
         try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: pluginJSON))
         let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "logger"}]}"#)
-        let list = try CLI.run(["list", "--manifest", manifest])
+        let list = try await CLI.run(["list", "--manifest", manifest])
         #expect(list.status == 3)
         #expect(list.stdout.contains("reject: sha256 mismatch"))
-        let test = try CLI.run(["test", "--manifest", manifest])
+        let test = try await CLI.run(["test", "--manifest", manifest])
         #expect(test.status == 3)
         #expect(test.stdout.contains("probe  activity       ok"))
         #expect(test.stdout.contains("probe  logger         reject: sha256 mismatch"))
         #expect(test.stdout.contains("  1  activity"))
     }
 
-    @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() throws {
-        let workspace = try Workspace(bundling: ["Activity"])
-        try CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.so", "--out", workspace.plugins])
+    @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.so", "--out", workspace.plugins])
         let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "create"}}]}"#)
-        let output = try CLI.run(["test", "--manifest", manifest])
+        let output = try await CLI.run(["test", "--manifest", manifest])
         #expect(output.status == 4)
         #expect(output.stdout.contains("probe  activity       ok"))
         #expect(output.stdout.contains("probe  trap           crashed (signal 4)"))
@@ -243,56 +260,56 @@ struct CLITests {
         #expect(output.stdout.contains("result failed (exit 4)"))
     }
 
-    @Test func closedPortIsARequestFailure() throws {
-        let workspace = try Workspace(bundling: ["Activity"])
+    @Test func closedPortIsARequestFailure() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
         let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)
-        let output = try CLI.run(["test", "--manifest", manifest, "--url", "http://127.0.0.1:9/nothing"])
+        let output = try await CLI.run(["test", "--manifest", manifest, "--url", "http://127.0.0.1:9/nothing"])
         #expect(output.status == 5)
         #expect(output.stdout.contains("request failed: transport failed (cannotConnect)"))
     }
 
-    @Test func bundleRefusesALibraryWithoutADescriptor() throws {
-        let workspace = try Workspace(bundling: [])
-        let output = try CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.so", "--out", workspace.plugins])
+    @Test func bundleRefusesALibraryWithoutADescriptor() async throws {
+        let workspace = try await Workspace.make(bundling: [])
+        let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.so", "--out", workspace.plugins])
         #expect(output.status == 3)
         #expect(output.stderr.hasPrefix("pluginhost: refusing \(CLI.binDirectory)/libNoEntryTestPlugin.so: no pluginhost_plugin_v1 symbol: "))
         let config = workspace.root + "/config.json"
         try "[1, 2]".write(toFile: config, atomically: true, encoding: .utf8)
-        let badConfig = try CLI.run(["bundle", CLI.binDirectory + "/libLoggerPlugin.so", "--out", workspace.plugins, "--config", config])
+        let badConfig = try await CLI.run(["bundle", CLI.binDirectory + "/libLoggerPlugin.so", "--out", workspace.plugins, "--config", config])
         #expect(badConfig.status == 1)
         #expect(badConfig.stderr == "pluginhost: \(config): the configuration must be a JSON object\n")
     }
 
-    @Test func listGoldenTextAndJSON() throws {
-        let workspace = try Workspace()
-        try CLI.run(["bundle", CLI.binDirectory + "/libAlphaTestPlugin.so", "--out", workspace.plugins])
+    @Test func listGoldenTextAndJSON() async throws {
+        let workspace = try await Workspace.make()
+        try await CLI.run(["bundle", CLI.binDirectory + "/libAlphaTestPlugin.so", "--out", workspace.plugins])
         let manifest = try workspace.exampleManifest()
-        let text = try CLI.run(["list", "--manifest", manifest])
+        let text = try await CLI.run(["list", "--manifest", manifest])
         #expect(text.status == 0)
         #expect(!text.stdout.contains("\u{1B}["))
         try expectGolden(workspace.mask(text.stdout), "list.txt")
-        let json = try CLI.run(["list", "--manifest", manifest, "--json"])
+        let json = try await CLI.run(["list", "--manifest", manifest, "--json"])
         #expect(json.status == 0)
         try expectSchema(json.stdout, "list.schema.json")
         try expectGolden(workspace.mask(json.stdout), "list.json")
     }
 
-    @Test func testGoldenOnTheExampleManifest() throws {
-        let workspace = try Workspace()
+    @Test func testGoldenOnTheExampleManifest() async throws {
+        let workspace = try await Workspace.make()
         let manifest = try workspace.exampleManifest()
-        let output = try CLI.run(["test", "--manifest", manifest, "--store", "access_token=demo-token", "--store", "signing_secret=demo-secret"])
+        let output = try await CLI.run(["test", "--manifest", manifest, "--store", "access_token=demo-token", "--store", "signing_secret=demo-secret"])
         #expect(output.status == 0)
         #expect(!output.stdout.contains("demo-token"))
         try expectGolden(workspace.mask(output.stdout), "test.txt")
-        let json = try CLI.run(["test", "--manifest", manifest, "--json", "--bench", "50", "--store", "signing_secret=demo-secret"])
+        let json = try await CLI.run(["test", "--manifest", manifest, "--json", "--bench", "50", "--store", "signing_secret=demo-secret"])
         #expect(json.status == 0)
         try expectSchema(json.stdout, "test.schema.json")
     }
 
-    @Test func benchPrintsPerPluginAndChainCost() throws {
-        let workspace = try Workspace()
+    @Test func benchPrintsPerPluginAndChainCost() async throws {
+        let workspace = try await Workspace.make()
         let manifest = try workspace.exampleManifest()
-        let output = try CLI.run(["test", "--manifest", manifest, "--bench", "200", "--store", "signing_secret=s"])
+        let output = try await CLI.run(["test", "--manifest", manifest, "--bench", "200", "--store", "signing_secret=s"])
         #expect(output.status == 0)
         #expect(output.stdout.contains("bench  200 requests on the stub transport (µs per request)"))
         for name in ["activity", "cache", "access-token", "credentials", "signature", "logger", "whole chain"] {
@@ -300,13 +317,13 @@ struct CLITests {
         }
     }
 
-    @Test func liveURLAgainstHTTPBin() throws {
+    @Test func liveURLAgainstHTTPBin() async throws {
         guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
             throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
         }
-        let workspace = try Workspace()
+        let workspace = try await Workspace.make()
         let manifest = try workspace.exampleManifest()
-        let output = try CLI.run(["test", "--manifest", manifest, "--url", base + "/anything", "--method", "POST", "--header", "X-Demo: 1",
+        let output = try await CLI.run(["test", "--manifest", manifest, "--url", base + "/anything", "--method", "POST", "--header", "X-Demo: 1",
                                   "--store", "signing_secret=s", "--store", "access_token=t"])
         #expect(output.status == 0)
         #expect(output.stdout.contains("chain  POST \(base)/anything\n"))
