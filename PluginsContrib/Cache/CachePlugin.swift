@@ -191,7 +191,7 @@ public struct CachePlugin: ExportablePlugin {
             status != 206, status != 304 else { return nil }
         var vary: [String: String] = [:]
         for name in varyNames where !name.isEmpty { vary[name] = state.requestHeaders[name] ?? "" }
-        let headers = response.headers.filter { $0.name.caseInsensitiveCompare("X-Cache") != .orderedSame }
+        let headers = response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") }
         return CacheEntry(key: state.key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
                           body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,
                           hasQuery: state.hasQuery)

@@ -99,11 +99,11 @@ struct CacheEntry: Codable {
     var headers: [HTTPHeader] { zip(headerNames, headerValues).map { HTTPHeader(name: $0, value: $1) } }
 
     func header(_ name: String) -> String? {
-        zip(headerNames, headerValues).first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+        zip(headerNames, headerValues).first { HTTPHeader.namesEqual($0.0, name) }?.1
     }
 
     func headerValues(_ name: String) -> [String] {
-        zip(headerNames, headerValues).filter { $0.0.caseInsensitiveCompare(name) == .orderedSame }.map(\.1)
+        zip(headerNames, headerValues).filter { HTTPHeader.namesEqual($0.0, name) }.map(\.1)
     }
 
     var directives: CacheDirectives { CacheDirectives(headerValues("Cache-Control")) }
@@ -140,7 +140,7 @@ struct CacheEntry: Codable {
         let skipped: Set<String> = ["content-length", "content-encoding", "transfer-encoding", "content-range"]
         var fields = headers
         for header in notModified where !skipped.contains(header.name.lowercased()) {
-            fields.removeAll { $0.name.caseInsensitiveCompare(header.name) == .orderedSame }
+            fields.removeAll { HTTPHeader.namesEqual($0.name, header.name) }
         }
         fields += notModified.filter { !skipped.contains($0.name.lowercased()) }
         headerNames = fields.map(\.name)

@@ -93,7 +93,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     }
 
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
-        guard challenge.method.caseInsensitiveCompare("Basic") == .orderedSame, challenge.previousFailureCount == 0,
+        guard HTTPHeader.namesEqual(challenge.method, "Basic"), challenge.previousFailureCount == 0,
             let entry = entries.first(where: { $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm) }),
             let password = entry.password(context.services)
         else { return .performDefault }

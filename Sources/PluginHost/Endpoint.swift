@@ -57,7 +57,7 @@ public struct Endpoint: Sendable {
     public func adding(newHTTPHeaderFields: [String: String]) -> Endpoint {
         var fields = httpHeaderFields ?? [:]
         for (name, value) in newHTTPHeaderFields {
-            if let existing = fields.keys.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) {
+            if let existing = fields.keys.first(where: { HTTPHeader.namesEqual($0, name) }) {
                 fields.removeValue(forKey: existing)
             }
             fields[name] = value
@@ -158,7 +158,7 @@ extension Endpoint {
     func merging(defaultHeaders: [String: String], defaultParameters: Parameters) -> Endpoint {
         var headers = defaultHeaders
         for (name, value) in httpHeaderFields ?? [:] {
-            if let existing = headers.keys.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) {
+            if let existing = headers.keys.first(where: { HTTPHeader.namesEqual($0, name) }) {
                 headers.removeValue(forKey: existing)
             }
             headers[name] = value

@@ -52,10 +52,11 @@ struct InterceptorChain: Sendable {
     }
 
     /// Runs every attempt of `plan` and returns the validated response or the error.
-    func run(_ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?) async -> Result<Response, NetworkError> {
+    func run(_ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?,
+             cancellation: CancellationSignal) async -> Result<Response, NetworkError> {
         var attempt = 1
         while true {
-            if Task.isCancelled { return .failure(.cancelled) }
+            if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
             var contexts = bound.map {
                 InterceptorContext(target: plan.target, requestID: requestID, attempt: attempt, services: $0)
             }
@@ -103,7 +104,8 @@ struct InterceptorChain: Sendable {
                 outcome = .response(ResponseState(shortCircuit.response, url: finalRequest.url))
             } else {
                 (outcome, sentRequest) = await sendAuthenticating(
-                    TransportRequest(urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress),
+                    TransportRequest(urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
+                                     cancellation: cancellation),
                     transport: plan.transport, contexts: contexts)
             }
 
@@ -141,7 +143,7 @@ struct InterceptorChain: Sendable {
                 if retry != nil { break }
             }
 
-            if let retry, attempt <= maxRetries, !Task.isCancelled {
+            if let retry, attempt <= maxRetries, !cancellation.isCancelled, !Task.isCancelled {
                 if let refresh = retry.refresh {
                     do {
                         try await services.refresh(key: refresh.key, staleValue: refresh.staleValue)
@@ -149,12 +151,8 @@ struct InterceptorChain: Sendable {
                         return .failure(error)
                     }
                 }
-                if retry.delay > 0 {
-                    do {
-                        try await Task.sleep(nanoseconds: UInt64(retry.delay * 1_000_000_000))
-                    } catch {
-                        return .failure(.cancelled)
-                    }
+                if retry.delay > 0, await !cancellation.sleep(seconds: retry.delay) {
+                    return .failure(.cancelled)
                 }
                 attempt += 1
                 continue
@@ -193,7 +191,7 @@ struct InterceptorChain: Sendable {
                 if answer != .performDefault { break }
             }
             switch answer {
-            case .useCredential(let user, let password) where challenge.method.caseInsensitiveCompare("Basic") == .orderedSame:
+            case .useCredential(let user, let password) where HTTPHeader.namesEqual(challenge.method, "Basic"):
                 let field = response.statusCode == 407 ? "Proxy-Authorization" : "Authorization"
                 let token = Data("\(user):\(password)".utf8).base64EncodedString()
                 request.urlRequest.setValue("Basic \(token)", forHTTPHeaderField: field)

@@ -192,8 +192,5 @@ struct BoundServices: HostServices {
     func log(_ level: LogLevel, _ message: String) { services.log(level, plugin: plugin, message) }
     func now() -> Double { Date().timeIntervalSince1970 }
     func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-    func randomBytes(_ count: Int) -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<max(0, count)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-    }
+    func randomBytes(_ count: Int) -> [UInt8] { RandomBytes.make(count) }
 }

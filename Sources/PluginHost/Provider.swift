@@ -108,8 +108,8 @@ public final class Provider<Target: TargetType>: Sendable {
             let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
             let chain = self.chain
             let requestID = registry.makeID()
-            return try await registry.run(sharingKey: key) {
-                await chain.run(plan, requestID: requestID, progress: progress)
+            return try await registry.run(sharingKey: key) { signal in
+                await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)
             }.get()
         }
     }

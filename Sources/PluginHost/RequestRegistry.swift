@@ -1,27 +1,29 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Tracks every running request of a provider: lets callers share identical in-flight
 /// requests, lets each caller cancel alone, and lets the provider cancel them all.
 ///
-/// Each request runs in a task of its own. A caller waits on a continuation, so a caller
-/// that is cancelled gets ``NetworkError/cancelled`` at once even while others keep
-/// waiting; the shared work is cancelled when its last caller leaves.
+/// An unshared request runs inline in the caller's task (no hop to another thread); its
+/// ``CancellationSignal`` fires when the caller's task is cancelled or on ``cancelAll()``.
+/// A shared request runs in a task of its own that callers wait on: a caller that is
+/// cancelled gets ``NetworkError/cancelled`` at once while the others keep waiting, and the
+/// shared work is cancelled when its last caller leaves.
 final class RequestRegistry: Sendable {
     typealias Outcome = Result<Response, NetworkError>
     typealias Waiter = CheckedContinuation<Outcome, Never>
+    typealias Work = @Sendable (CancellationSignal) async -> Outcome
 
     private final class Entry: @unchecked Sendable {
         let id: UInt64
+        let signal = CancellationSignal()
         var task: Task<Void, Never>?
         var waiters: [UInt64: Waiter] = [:]
         init(id: UInt64) { self.id = id }
     }
 
     private struct State {
-        var entries: [String: Entry] = [:]
+        var shared: [String: Entry] = [:]
+        var inline: [UInt64: CancellationSignal] = [:]
         var nextID: UInt64 = 0
         var cancelledEarly: Set<UInt64> = []
     }
@@ -29,7 +31,7 @@ final class RequestRegistry: Sendable {
     private let state = Locked(State())
 
     /// How many distinct requests are running.
-    var runningCount: Int { state.withLock { $0.entries.count } }
+    var runningCount: Int { state.withLock { $0.shared.count + $0.inline.count } }
 
     /// A fresh identifier (also used as a request id).
     func makeID() -> UInt64 {
@@ -40,9 +42,28 @@ final class RequestRegistry: Sendable {
     }
 
     /// Runs `work`, or joins an identical running request when `sharingKey` matches one.
-    func run(sharingKey: String?, work: @escaping @Sendable () async -> Outcome) async -> Outcome {
+    func run(sharingKey: String?, work: @escaping Work) async -> Outcome {
+        guard let sharingKey else { return await runInline(work) }
+        return await runShared(key: sharingKey, work: work)
+    }
+
+    private func runInline(_ work: Work) async -> Outcome {
+        let signal = CancellationSignal()
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            state.inline[state.nextID] = signal
+            return state.nextID
+        }
+        defer { _ = state.withLock { $0.inline.removeValue(forKey: id) } }
+        return await withTaskCancellationHandler {
+            await work(signal)
+        } onCancel: {
+            signal.cancel()
+        }
+    }
+
+    private func runShared(key: String, work: @escaping Work) async -> Outcome {
         let waiterID = makeID()
-        let key = sharingKey ?? "#\(waiterID)"
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: Waiter) in
                 state.withLock { state in
@@ -50,16 +71,17 @@ final class RequestRegistry: Sendable {
                         continuation.resume(returning: .failure(.cancelled))
                         return
                     }
-                    if let entry = state.entries[key] {
+                    if let entry = state.shared[key] {
                         entry.waiters[waiterID] = continuation
                         return
                     }
                     state.nextID += 1
                     let entry = Entry(id: state.nextID)
                     entry.waiters[waiterID] = continuation
-                    state.entries[key] = entry
+                    state.shared[key] = entry
+                    let signal = entry.signal
                     entry.task = Task { [weak self] in
-                        let outcome = await work()
+                        let outcome = await work(signal)
                         self?.finish(key: key, entryID: entry.id, outcome: outcome)
                     }
                 }
@@ -71,14 +93,14 @@ final class RequestRegistry: Sendable {
 
     /// Cancels every running request; each caller gets ``NetworkError/cancelled``.
     func cancelAll() {
-        let tasks = state.withLock { $0.entries.values.compactMap(\.task) }
-        for task in tasks { task.cancel() }
+        let signals = state.withLock { Array($0.inline.values) + $0.shared.values.map(\.signal) }
+        for signal in signals { signal.cancel() }
     }
 
     private func finish(key: String, entryID: UInt64, outcome: Outcome) {
         let waiters = state.withLock { state -> [Waiter] in
-            guard let entry = state.entries[key], entry.id == entryID else { return [] }
-            state.entries[key] = nil
+            guard let entry = state.shared[key], entry.id == entryID else { return [] }
+            state.shared[key] = nil
             defer { entry.waiters = [:] }
             return Array(entry.waiters.values)
         }
@@ -86,18 +108,21 @@ final class RequestRegistry: Sendable {
     }
 
     private func leave(key: String, waiterID: UInt64) {
-        let (waiter, orphaned) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
-            guard let entry = state.entries[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else {
+        let (waiter, orphaned) = state.withLock { state -> (Waiter?, Entry?) in
+            guard let entry = state.shared[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else {
                 state.cancelledEarly.insert(waiterID)
                 return (nil, nil)
             }
             if entry.waiters.isEmpty {
-                state.entries[key] = nil
-                return (waiter, entry.task)
+                state.shared[key] = nil
+                return (waiter, entry)
             }
             return (waiter, nil)
         }
-        orphaned?.cancel()
+        if let orphaned {
+            orphaned.signal.cancel()
+            orphaned.task?.cancel()
+        }
         waiter?.resume(returning: .failure(.cancelled))
     }
 }

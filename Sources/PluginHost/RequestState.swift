@@ -7,34 +7,47 @@ import FoundationNetworking
 /// The host's mutable request during one attempt; what ``InterceptorRequest`` views.
 final class RequestState: RequestBackend {
     private(set) var method: String
-    private(set) var urlString: String
-    private(set) var headers: [HTTPHeader]
     private(set) var bodyData: Data?
     private(set) var timeout: Double
     private let original: URLRequest
+    private var changedURL: String?
+    private var changedHeaders: [HTTPHeader]?
+    private var changed = false
 
     init(_ request: URLRequest) {
         original = request
         method = request.httpMethod ?? "GET"
-        urlString = request.url?.absoluteString ?? ""
-        headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
         bodyData = request.httpBody
         timeout = request.timeoutInterval
+    }
+
+    var urlString: String { changedURL ?? original.url?.absoluteString ?? "" }
+
+    /// Header fields, read from the original request until a hook changes them.
+    var headers: [HTTPHeader] {
+        if let changedHeaders { return changedHeaders }
+        return (original.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
     }
 
     func setMethod(_ method: String) throws {
         try HeaderValidation.checkMethod(method)
         self.method = method
+        changed = true
     }
 
     func setURL(_ string: String) throws {
         guard URLParts.isAbsoluteHTTP(string), URL(string: string) != nil else { throw InterceptorError.invalidURL(string) }
-        urlString = string
+        changedURL = string
+        changed = true
     }
 
     func header(named name: String, index: Int) -> String? {
+        if changedHeaders == nil {
+            guard index == 0 else { return nil }
+            return original.value(forHTTPHeaderField: name)
+        }
         var seen = 0
-        for header in headers where header.name.caseInsensitiveCompare(name) == .orderedSame {
+        for header in changedHeaders! where HTTPHeader.namesEqual(header.name, name) {
             if seen == index { return header.value }
             seen += 1
         }
@@ -43,41 +56,57 @@ final class RequestState: RequestBackend {
 
     func setHeader(named name: String, value: String?) throws {
         try HeaderValidation.check(name: name, value: value)
-        headers.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
-        if let value { headers.append(HTTPHeader(name: name, value: value)) }
+        var fields = headers
+        fields.removeAll { HTTPHeader.namesEqual($0.name, name) }
+        if let value { fields.append(HTTPHeader(name: name, value: value)) }
+        changedHeaders = fields
+        changed = true
     }
 
     func addHeader(named name: String, value: String) throws {
         try HeaderValidation.check(name: name, value: value)
-        headers.append(HTTPHeader(name: name, value: value))
+        changedHeaders = headers + [HTTPHeader(name: name, value: value)]
+        changed = true
     }
 
     var body: [UInt8]? { bodyData.map { [UInt8]($0) } }
 
-    func setBody(_ body: [UInt8]?) { bodyData = body.map { Data($0) } }
+    func setBody(_ body: [UInt8]?) {
+        bodyData = body.map { Data($0) }
+        changed = true
+    }
 
-    func setBodyData(_ data: Data?) { bodyData = data }
+    func setBodyData(_ data: Data?) {
+        bodyData = data
+        changed = true
+    }
 
-    func setTimeout(_ seconds: Double) { timeout = seconds }
+    func setTimeout(_ seconds: Double) {
+        timeout = seconds
+        changed = true
+    }
 
-    /// The request to send, keeping everything the views cannot change (cache policy, …).
+    /// The request to send: the original itself when no hook changed anything, else a copy
+    /// with the changes (keeping what the views cannot change: cache policy, …).
     func makeURLRequest() -> URLRequest {
+        guard changed else { return original }
         var request = original
-        request.url = URL(string: urlString)
+        if let changedURL { request.url = URL(string: changedURL) }
         request.httpMethod = method
-        request.allHTTPHeaderFields = [:]
-        var written = Set<String>()
-        for header in headers {
-            let key = header.name.lowercased()
-            if written.contains(key) {
-                request.addValue(header.value, forHTTPHeaderField: header.name)
-            } else {
-                request.setValue(header.value, forHTTPHeaderField: header.name)
-                written.insert(key)
-            }
-        }
         request.httpBody = bodyData
         request.timeoutInterval = timeout
+        guard let changedHeaders else { return request }
+        var fields: [String: String] = [:]
+        var order: [String] = []
+        for header in changedHeaders {
+            if let existing = order.first(where: { HTTPHeader.namesEqual($0, header.name) }) {
+                fields[existing] = fields[existing]! + "," + header.value
+            } else {
+                order.append(header.name)
+                fields[header.name] = header.value
+            }
+        }
+        request.allHTTPHeaderFields = fields
         return request
     }
 }
@@ -85,7 +114,7 @@ final class RequestState: RequestBackend {
 /// The host's mutable response during the response side of one attempt.
 final class ResponseState: ResponseBackend {
     private(set) var statusCode: Int
-    private(set) var headers: [HTTPHeader]
+    private var fields: [HTTPHeader]?
     private(set) var data: Data
     let fileURL: URL?
     private let url: URL?
@@ -95,10 +124,6 @@ final class ResponseState: ResponseBackend {
     init(_ response: TransportResponse) {
         original = response.response
         statusCode = response.response.statusCode
-        headers = response.response.allHeaderFields.compactMap { key, value in
-            guard let name = key as? String else { return nil }
-            return HTTPHeader(name: name, value: "\(value)")
-        }.sorted { $0.name < $1.name }
         data = response.data
         fileURL = response.fileURL
         url = response.response.url
@@ -107,20 +132,35 @@ final class ResponseState: ResponseBackend {
     init(_ synthetic: SyntheticResponse, url: URL?) {
         original = nil
         statusCode = synthetic.statusCode
-        headers = synthetic.headers
+        fields = synthetic.headers
         data = Data(synthetic.body)
         fileURL = nil
         self.url = url
     }
 
+    /// Header fields, read from the transport's response the first time a hook asks.
+    var headers: [HTTPHeader] {
+        if let fields { return fields }
+        let parsed = (original?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
+            guard let name = key as? String else { return nil }
+            return HTTPHeader(name: name, value: "\(value)")
+        }.sorted { $0.name < $1.name }
+        fields = parsed
+        return parsed
+    }
+
     func setStatusCode(_ code: Int) {
+        _ = headers
         statusCode = code
         original = nil
     }
 
     func header(named name: String, index: Int) -> String? {
+        if fields == nil, let original {
+            return index == 0 ? original.value(forHTTPHeaderField: name) : nil
+        }
         var seen = 0
-        for header in headers where header.name.caseInsensitiveCompare(name) == .orderedSame {
+        for header in headers where HTTPHeader.namesEqual(header.name, name) {
             if seen == index { return header.value }
             seen += 1
         }
@@ -129,14 +169,16 @@ final class ResponseState: ResponseBackend {
 
     func setHeader(named name: String, value: String?) throws {
         try HeaderValidation.check(name: name, value: value)
-        headers.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
-        if let value { headers.append(HTTPHeader(name: name, value: value)) }
+        var updated = headers
+        updated.removeAll { HTTPHeader.namesEqual($0.name, name) }
+        if let value { updated.append(HTTPHeader(name: name, value: value)) }
+        fields = updated
         original = nil
     }
 
     func addHeader(named name: String, value: String) throws {
         try HeaderValidation.check(name: name, value: value)
-        headers.append(HTTPHeader(name: name, value: value))
+        fields = headers + [HTTPHeader(name: name, value: value)]
         original = nil
     }
 
@@ -150,10 +192,12 @@ final class ResponseState: ResponseBackend {
     func makeHTTPURLResponse(fallbackURL: URL?) -> HTTPURLResponse? {
         if let original { return original }
         var fields: [String: String] = [:]
+        var order: [String] = []
         for header in headers {
-            if let existing = fields.keys.first(where: { $0.caseInsensitiveCompare(header.name) == .orderedSame }) {
+            if let existing = order.first(where: { HTTPHeader.namesEqual($0, header.name) }) {
                 fields[existing] = fields[existing]! + ", " + header.value
             } else {
+                order.append(header.name)
                 fields[header.name] = header.value
             }
         }

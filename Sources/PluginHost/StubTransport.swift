@@ -31,14 +31,12 @@ public struct StubTransport: Transport {
 
     /// Answers `request` from ``sample``; cancellation during the delay throws a cancelled failure.
     public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-        if delay > 0 {
-            do {
-                try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
-            } catch {
-                throw TransportFailure(kind: .cancelled, message: "cancelled while the stub was waiting")
-            }
+        if delay > 0, await !(request.cancellation ?? CancellationSignal()).sleep(seconds: delay) {
+            throw TransportFailure(kind: .cancelled, message: "cancelled while the stub was waiting")
         }
-        if Task.isCancelled { throw TransportFailure(kind: .cancelled, message: "cancelled") }
+        if Task.isCancelled || request.cancellation?.isCancelled == true {
+            throw TransportFailure(kind: .cancelled, message: "cancelled")
+        }
         let url = request.urlRequest.url ?? URL(string: "http://stub.invalid/")!
         let (status, headers, data): (Int, [String: String], Data)
         switch sample(request.urlRequest) {
@@ -50,7 +48,7 @@ public struct StubTransport: Transport {
             (status, headers, data) = (code, fields, body)
         }
         var fields = headers
-        if !fields.keys.contains(where: { $0.caseInsensitiveCompare("Content-Length") == .orderedSame }) {
+        if !fields.keys.contains(where: { HTTPHeader.namesEqual($0, "Content-Length") }) {
             fields["Content-Length"] = String(data.count)
         }
         guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields) else {

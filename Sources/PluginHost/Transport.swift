@@ -54,14 +54,17 @@ public struct TransportRequest: Sendable {
     public var download: DownloadDestination?
     /// Receives progress; called on an arbitrary thread.
     public var progress: (@Sendable (TransferProgress) -> Void)?
+    /// Fires when the request is cancelled (besides the calling task's own cancellation).
+    public var cancellation: CancellationSignal?
 
     /// Creates a transport request.
     public init(urlRequest: URLRequest, body: Body = .inline, download: DownloadDestination? = nil,
-                progress: (@Sendable (TransferProgress) -> Void)? = nil) {
+                progress: (@Sendable (TransferProgress) -> Void)? = nil, cancellation: CancellationSignal? = nil) {
         self.urlRequest = urlRequest
         self.body = body
         self.download = download
         self.progress = progress
+        self.cancellation = cancellation
     }
 }
 
@@ -87,8 +90,9 @@ public struct TransportResponse: Sendable {
 /// A transport does not answer HTTP authentication challenges: it returns the `401`, and
 /// the interceptor chain asks its interceptors' `credential` hooks and retries.
 ///
-/// Cancellation is the calling task's: when it is cancelled, the transport stops the
-/// transfer and throws a ``TransportFailure`` of kind ``TransportFailureKind/cancelled``.
+/// Cancellation: when the calling task is cancelled or the request's ``TransportRequest/cancellation``
+/// signal fires, the transport stops the transfer and throws a ``TransportFailure`` of kind
+/// ``TransportFailureKind/cancelled``.
 /// A transport throws exactly once or returns exactly once for every call.
 public protocol Transport: Sendable {
     /// Sends `request` and returns its response, or throws why there is none.

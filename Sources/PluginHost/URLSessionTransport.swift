@@ -29,6 +29,8 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     /// Sends `request` through the session.
     public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
         let call = SessionCall(request: request)
+        let registration = request.cancellation?.onCancel { call.cancel() }
+        defer { request.cancellation?.removeHandler(registration) }
         let result: Result<TransportResponse, TransportFailure> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 call.start(continuation: continuation) { [session, router] in

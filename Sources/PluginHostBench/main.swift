@@ -27,6 +27,7 @@ struct Options {
     var noop = ""
     var nginx = "/usr/sbin/nginx"
     var loadOnce: String?
+    var profile: String?
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -39,10 +40,11 @@ struct Options {
             case "--downloads": downloads = number(downloads)
             case "--cache-requests": cacheRequests = number(cacheRequests)
             case "--rss-requests": rssRequests = number(rssRequests)
-            case "--plugins": plugins = iterator.next() ?? ""
+            case "--plugins": plugins = URL(fileURLWithPath: iterator.next() ?? "").standardizedFileURL.path
             case "--noop": noop = iterator.next() ?? ""
             case "--nginx": nginx = iterator.next() ?? nginx
             case "--load-once": loadOnce = iterator.next()
+            case "--profile": profile = iterator.next()
             default:
                 FileHandle.standardError.write(Data("""
                     usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--rounds R] [--stub-requests N]
@@ -190,190 +192,207 @@ if let manifest = options.loadOnce {
     exit(0)
 }
 
-guard !options.plugins.isEmpty, !options.noop.isEmpty else {
-    FileHandle.standardError.write(Data("error: --plugins DIR and --noop LIBRARY are required; run Tests/bench\n".utf8))
-    exit(2)
-}
+/// The whole benchmark, in a nonisolated function: closures formed here run on the global
+/// executor, like an app's requests, instead of hopping to the main actor for every request.
+func runBench(_ options: Options) async throws {
+    guard !options.plugins.isEmpty, !options.noop.isEmpty else {
+        FileHandle.standardError.write(Data("error: --plugins DIR and --noop LIBRARY are required; run Tests/bench\n".utf8))
+        exit(2)
+    }
 
-let manifest = try manifestURL(options.plugins)
-let loadedServices = services()
-let loaded6: [any Interceptor] = try PluginRegistry.load(manifest: manifest, services: loadedServices)
-let noopLibrary = try PluginLibrary.open(path: options.noop, checkPermissions: false)
-let noop6: [any Interceptor] = try (0..<6).map { _ in try LoadedPlugin(library: noopLibrary, configJSON: Data("{}".utf8), services: services()) }
-let inProcess6: [any Interceptor] = (0..<6).map { _ in InProcessNoop() }
+    let manifest = try manifestURL(options.plugins)
+    let loadedServices = services()
+    let loaded6: [any Interceptor] = try PluginRegistry.load(manifest: manifest, services: loadedServices)
+    let noopLibrary = try PluginLibrary.open(path: options.noop, checkPermissions: false)
+    let noop6: [any Interceptor] = try (0..<6).map { _ in try LoadedPlugin(library: noopLibrary, configJSON: Data("{}".utf8), services: services()) }
+    let inProcess6: [any Interceptor] = (0..<6).map { _ in InProcessNoop() }
 
-let nginx: NginxServer
-do {
-    nginx = try NginxServer(binary: options.nginx)
-} catch {
-    FileHandle.standardError.write(Data("error: \(error.localizedDescription)\n".utf8))
-    exit(1)
-}
-defer { nginx.stop() }
+    let stubProvider = { (chain: [any Interceptor], services: PluginServices) in
+        Provider<BenchTarget>(stubClosure: { _ in .immediate }, interceptors: chain, services: services)
+    }
 
-let small = URL(string: nginx.base + "/small.json")!
-let big = URL(string: nginx.base + "/big.bin")!
-let raw = RawClient(session: URLSession(configuration: .default))
-func httpProvider(_ chain: [any Interceptor], _ services: PluginServices) -> Provider<BenchTarget> {
-    Provider<BenchTarget>(configuration: .default, interceptors: chain, services: services)
-}
-let stubProvider = { (chain: [any Interceptor], services: PluginServices) in
-    Provider<BenchTarget>(stubClosure: { _ in .immediate }, interceptors: chain, services: services)
-}
-let http0 = httpProvider([], PluginServices())
-let http6 = httpProvider(loaded6, loadedServices)
-let smallTarget = BenchTarget(baseURL: URL(string: nginx.base)!, path: "small.json")
-let bigTarget = BenchTarget(baseURL: URL(string: nginx.base)!, path: "big.bin")
-
-let figures = Figures()
-print("pluginhost-bench  \(ProcessInfo.processInfo.activeProcessorCount) cores  \(options.rounds) rounds  nginx at \(nginx.base)")
-
-// Warm up everything once.
-_ = await latencies(200) { _ = try? await stubProvider(loaded6, loadedServices).request(.stub).value }
-_ = await raw.get(small)
-_ = try? await http0.request(smallTarget).value
-_ = try? await http6.request(smallTarget).value
-
-for round in 1...options.rounds {
-    // 1. Chain overhead on the stub transport.
-    let stubScenarios: [(String, [any Interceptor], PluginServices)] = [
-        ("stub_0", [], PluginServices()), ("stub_inprocess_noop6", inProcess6, PluginServices()),
-        ("stub_noop6", noop6, PluginServices()), ("stub_loaded6", loaded6, loadedServices),
-    ]
-    for (key, chain, scenarioServices) in stubScenarios {
-        let provider = stubProvider(chain, scenarioServices)
+    if let profile = options.profile {
+        // Only one stub scenario, for a profiler: `0`, `noop6` or `loaded6`.
+        let chain = profile == "loaded6" ? loaded6 : profile == "noop6" ? noop6 : []
+        let provider = stubProvider(chain, profile == "loaded6" ? loadedServices : PluginServices())
         let pipeline = provider.request(.stub)
         let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
-        figures.add(key + "_p50", percentile(samples, 0.5))
-        figures.add(key + "_p99", percentile(samples, 0.99))
+        print("\(profile): p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs")
+        exit(0)
     }
-    figures.add("abi_hook_ns", (figures.median("stub_noop6_p50") - figures.median("stub_inprocess_noop6_p50")) * 1000 / 24)
 
-    // 2. Loopback HTTP, small JSON, sequential and 64 concurrent.
-    let rawSeq = await latencies(options.httpRequests) { _ = await raw.get(small) }
-    let zeroSeq = await latencies(options.httpRequests) { _ = try? await http0.request(smallTarget).value }
-    let sixSeq = await latencies(options.httpRequests) { _ = try? await http6.request(smallTarget).value }
-    for (key, samples) in [("raw", rawSeq), ("0", zeroSeq), ("loaded6", sixSeq)] {
-        figures.add("seq_rps_" + key, Double(samples.count) / (samples.reduce(0, +) / 1e6))
-        figures.add("seq_us_p50_" + key, percentile(samples, 0.5))
-        figures.add("seq_us_p99_" + key, percentile(samples, 0.99))
+    let nginx: NginxServer
+    do {
+        nginx = try NginxServer(binary: options.nginx)
+    } catch {
+        FileHandle.standardError.write(Data("error: \(error.localizedDescription)\n".utf8))
+        exit(1)
     }
-    figures.add("ratio_seq", figures.median("seq_rps_loaded6") > 0 ? (Double(sixSeq.count) / (sixSeq.reduce(0, +) / 1e6)) / (Double(rawSeq.count) / (rawSeq.reduce(0, +) / 1e6)) : .nan)
-    let total = options.httpRequests * 2
-    let rawConc = await throughput(total: total, workers: 64) { _ = await raw.get(small) }
-    let zeroConc = await throughput(total: total, workers: 64) { _ = try? await http0.request(smallTarget).value }
-    let sixConc = await throughput(total: total, workers: 64) { _ = try? await http6.request(smallTarget).value }
-    figures.add("conc64_rps_raw", rawConc)
-    figures.add("conc64_rps_0", zeroConc)
-    figures.add("conc64_rps_loaded6", sixConc)
-    figures.add("ratio_conc64", sixConc / rawConc)
+    defer { nginx.stop() }
 
-    // 3. 1 MiB downloads.
-    let rawDownload = await latencies(options.downloads) { _ = await raw.get(big) }
-    let sixDownload = await latencies(options.downloads) { _ = try? await http6.request(bigTarget).value }
-    let mb = Double(1 << 20) / 1e6
-    figures.add("download_mbps_raw", mb * Double(rawDownload.count) / (rawDownload.reduce(0, +) / 1e6))
-    figures.add("download_mbps_loaded6", mb * Double(sixDownload.count) / (sixDownload.reduce(0, +) / 1e6))
-    figures.add("ratio_download", figures.median("download_mbps_loaded6") / figures.median("download_mbps_raw"))
-
-    // 5. Cache hits from memory and from disk.
-    let cacheDirectory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
-    let memoryServices = PluginServices()
-    let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so", checkPermissions: false)
-    let memoryCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data("{}".utf8), services: memoryServices)
-    let diskCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(#"{"directory": "\#(cacheDirectory)", "maxMemoryEntries": 1}"#.utf8), services: memoryServices)
-    let memoryProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [memoryCache], services: memoryServices)
-    let diskProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [diskCache], services: memoryServices)
-    let a = CacheableTarget(path: "a"), b = CacheableTarget(path: "b")
-    _ = try? await memoryProvider.request(a).value
-    _ = try? await diskProvider.request(a).value
-    _ = try? await diskProvider.request(b).value
-    let memoryPipeline = memoryProvider.request(a)
-    let memoryHits = await latencies(options.cacheRequests) { _ = try? await memoryPipeline.value }
-    var flip = false
-    let diskHits = await latencies(options.cacheRequests / 10) {
-        flip.toggle()
-        _ = try? await diskProvider.request(flip ? a : b).value
+    let small = URL(string: nginx.base + "/small.json")!
+    let big = URL(string: nginx.base + "/big.bin")!
+    let raw = RawClient(session: URLSession(configuration: .default))
+    func httpProvider(_ chain: [any Interceptor], _ services: PluginServices) -> Provider<BenchTarget> {
+        Provider<BenchTarget>(configuration: .default, interceptors: chain, services: services)
     }
-    figures.add("cache_hit_us_p50_memory", percentile(memoryHits, 0.5))
-    figures.add("cache_hit_us_p99_memory", percentile(memoryHits, 0.99))
-    figures.add("cache_hit_us_p50_disk", percentile(diskHits, 0.5))
-    figures.add("cache_hit_us_p99_disk", percentile(diskHits, 0.99))
-    figures.add("cache_hit_rps_memory", Double(memoryHits.count) / (memoryHits.reduce(0, +) / 1e6))
-    try? FileManager.default.removeItem(atPath: cacheDirectory)
-    print("round \(round) done: stub loaded6 p50 \(fmt(figures.summary("stub_loaded6_p50").2)) µs, ratio_seq \(fmt(figures.summary("ratio_seq").2, 3)), ratio_conc64 \(fmt(figures.summary("ratio_conc64").2, 3))")
+    let http0 = httpProvider([], PluginServices())
+    let http6 = httpProvider(loaded6, loadedServices)
+    let smallTarget = BenchTarget(baseURL: URL(string: nginx.base)!, path: "small.json")
+    let bigTarget = BenchTarget(baseURL: URL(string: nginx.base)!, path: "big.bin")
+
+    let figures = Figures()
+    print("pluginhost-bench  \(ProcessInfo.processInfo.activeProcessorCount) cores  \(options.rounds) rounds  nginx at \(nginx.base)")
+
+    // Warm up everything once.
+    _ = await latencies(200) { _ = try? await stubProvider(loaded6, loadedServices).request(.stub).value }
+    _ = await raw.get(small)
+    _ = try? await http0.request(smallTarget).value
+    _ = try? await http6.request(smallTarget).value
+
+    for round in 1...options.rounds {
+        // 1. Chain overhead on the stub transport.
+        let stubScenarios: [(String, [any Interceptor], PluginServices)] = [
+            ("stub_0", [], PluginServices()), ("stub_inprocess_noop6", inProcess6, PluginServices()),
+            ("stub_noop6", noop6, PluginServices()), ("stub_loaded6", loaded6, loadedServices),
+        ]
+        for (key, chain, scenarioServices) in stubScenarios {
+            let provider = stubProvider(chain, scenarioServices)
+            let pipeline = provider.request(.stub)
+            let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
+            figures.add(key + "_p50", percentile(samples, 0.5))
+            figures.add(key + "_p99", percentile(samples, 0.99))
+        }
+        figures.add("abi_hook_ns", (figures.median("stub_noop6_p50") - figures.median("stub_inprocess_noop6_p50")) * 1000 / 24)
+
+        // 2. Loopback HTTP, small JSON, sequential and 64 concurrent.
+        let rawSeq = await latencies(options.httpRequests) { _ = await raw.get(small) }
+        let zeroSeq = await latencies(options.httpRequests) { _ = try? await http0.request(smallTarget).value }
+        let sixSeq = await latencies(options.httpRequests) { _ = try? await http6.request(smallTarget).value }
+        for (key, samples) in [("raw", rawSeq), ("0", zeroSeq), ("loaded6", sixSeq)] {
+            figures.add("seq_rps_" + key, Double(samples.count) / (samples.reduce(0, +) / 1e6))
+            figures.add("seq_us_p50_" + key, percentile(samples, 0.5))
+            figures.add("seq_us_p99_" + key, percentile(samples, 0.99))
+        }
+        figures.add("ratio_seq", figures.median("seq_rps_loaded6") > 0 ? (Double(sixSeq.count) / (sixSeq.reduce(0, +) / 1e6)) / (Double(rawSeq.count) / (rawSeq.reduce(0, +) / 1e6)) : .nan)
+        let total = options.httpRequests * 2
+        let rawConc = await throughput(total: total, workers: 64) { _ = await raw.get(small) }
+        let zeroConc = await throughput(total: total, workers: 64) { _ = try? await http0.request(smallTarget).value }
+        let sixConc = await throughput(total: total, workers: 64) { _ = try? await http6.request(smallTarget).value }
+        figures.add("conc64_rps_raw", rawConc)
+        figures.add("conc64_rps_0", zeroConc)
+        figures.add("conc64_rps_loaded6", sixConc)
+        figures.add("ratio_conc64", sixConc / rawConc)
+
+        // 3. 1 MiB downloads.
+        let rawDownload = await latencies(options.downloads) { _ = await raw.get(big) }
+        let sixDownload = await latencies(options.downloads) { _ = try? await http6.request(bigTarget).value }
+        let mb = Double(1 << 20) / 1e6
+        figures.add("download_mbps_raw", mb * Double(rawDownload.count) / (rawDownload.reduce(0, +) / 1e6))
+        figures.add("download_mbps_loaded6", mb * Double(sixDownload.count) / (sixDownload.reduce(0, +) / 1e6))
+        figures.add("ratio_download", figures.median("download_mbps_loaded6") / figures.median("download_mbps_raw"))
+
+        // 5. Cache hits from memory and from disk.
+        let cacheDirectory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
+        let memoryServices = PluginServices()
+        let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so", checkPermissions: false)
+        let memoryCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data("{}".utf8), services: memoryServices)
+        let diskCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(#"{"directory": "\#(cacheDirectory)", "maxMemoryEntries": 1}"#.utf8), services: memoryServices)
+        let memoryProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [memoryCache], services: memoryServices)
+        let diskProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [diskCache], services: memoryServices)
+        let a = CacheableTarget(path: "a"), b = CacheableTarget(path: "b")
+        _ = try? await memoryProvider.request(a).value
+        _ = try? await diskProvider.request(a).value
+        _ = try? await diskProvider.request(b).value
+        let memoryPipeline = memoryProvider.request(a)
+        let memoryHits = await latencies(options.cacheRequests) { _ = try? await memoryPipeline.value }
+        var flip = false
+        let diskHits = await latencies(options.cacheRequests / 10) {
+            flip.toggle()
+            _ = try? await diskProvider.request(flip ? a : b).value
+        }
+        figures.add("cache_hit_us_p50_memory", percentile(memoryHits, 0.5))
+        figures.add("cache_hit_us_p99_memory", percentile(memoryHits, 0.99))
+        figures.add("cache_hit_us_p50_disk", percentile(diskHits, 0.5))
+        figures.add("cache_hit_us_p99_disk", percentile(diskHits, 0.99))
+        figures.add("cache_hit_rps_memory", Double(memoryHits.count) / (memoryHits.reduce(0, +) / 1e6))
+        try? FileManager.default.removeItem(atPath: cacheDirectory)
+        print("round \(round) done: stub loaded6 p50 \(fmt(figures.summary("stub_loaded6_p50").2)) µs, ratio_seq \(fmt(figures.summary("ratio_seq").2, 3)), ratio_conc64 \(fmt(figures.summary("ratio_conc64").2, 3))")
+    }
+
+    // 4. Manifest load in fresh child processes.
+    var loads: [Double] = []
+    for _ in 0..<20 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = ["--load-once", manifest.path]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        if let value = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) { loads.append(value) }
+    }
+    figures.add("load_ms_p50", percentile(loads, 0.5))
+
+    // 6. Memory: RSS before and after many stub requests through the six plugins.
+    let rssProvider = stubProvider(loaded6, loadedServices)
+    let rssPipeline = rssProvider.request(.stub)
+    for _ in 0..<1000 { _ = try? await rssPipeline.value }
+    let before = residentMiB()
+    for _ in 0..<options.rssRequests { _ = try? await rssPipeline.value }
+    let after = residentMiB()
+    figures.add("rss_before_mib", before)
+    figures.add("rss_after_mib", after)
+    figures.add("rss_growth_mib", after - before)
+
+    // MARK: Report
+
+    let rows: [(String, String, String)] = [
+        ("1 stub, 0 interceptors (µs p50 / p99)", "stub_0_p50", "stub_0_p99"),
+        ("1 stub, 6 in-process no-op", "stub_inprocess_noop6_p50", "stub_inprocess_noop6_p99"),
+        ("1 stub, 6 loaded no-op (ABI)", "stub_noop6_p50", "stub_noop6_p99"),
+        ("1 stub, six contrib loaded", "stub_loaded6_p50", "stub_loaded6_p99"),
+        ("2 sequential, raw URLSession (µs p50 / p99)", "seq_us_p50_raw", "seq_us_p99_raw"),
+        ("2 sequential, provider 0", "seq_us_p50_0", "seq_us_p99_0"),
+        ("2 sequential, provider six loaded", "seq_us_p50_loaded6", "seq_us_p99_loaded6"),
+        ("5 cache hit, memory (µs p50 / p99)", "cache_hit_us_p50_memory", "cache_hit_us_p99_memory"),
+        ("5 cache hit, disk", "cache_hit_us_p50_disk", "cache_hit_us_p99_disk"),
+    ]
+    print("")
+    print("scenario                                      p50 (min / median / max)          p99 median")
+    for (title, p50, p99) in rows {
+        let s = figures.summary(p50)
+        print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0)) / \(fmt(s.1)) / \(fmt(s.2))".padding(toLength: 80, withPad: " ", startingAt: 0) + fmt(figures.median(p99)))
+    }
+    let single: [(String, String, Int)] = [
+        ("2 sequential rps: raw", "seq_rps_raw", 0), ("2 sequential rps: provider 0", "seq_rps_0", 0),
+        ("2 sequential rps: six loaded", "seq_rps_loaded6", 0), ("2 ratio six loaded / raw, sequential", "ratio_seq", 3),
+        ("2 64 concurrent rps: raw", "conc64_rps_raw", 0), ("2 64 concurrent rps: provider 0", "conc64_rps_0", 0),
+        ("2 64 concurrent rps: six loaded", "conc64_rps_loaded6", 0), ("2 ratio six loaded / raw, 64 concurrent", "ratio_conc64", 3),
+        ("3 1 MiB download MB/s: raw", "download_mbps_raw", 1), ("3 1 MiB download MB/s: six loaded", "download_mbps_loaded6", 1),
+        ("3 ratio download six loaded / raw", "ratio_download", 3), ("4 manifest load, six bundles (ms p50 of 20)", "load_ms_p50", 2),
+        ("5 cache 100%-hit rps (memory)", "cache_hit_rps_memory", 0), ("1 ABI cost per hook call (ns)", "abi_hook_ns", 0),
+        ("6 RSS growth, \(options.rssRequests) stub requests (MiB)", "rss_growth_mib", 2),
+    ]
+    print("")
+    print("figure                                        min / median / max")
+    for (title, key, digits) in single {
+        let s = figures.summary(key)
+        print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0, digits)) / \(fmt(s.1, digits)) / \(fmt(s.2, digits))")
+    }
+    var json: [String: Double] = [:]
+    for key in ["stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
+                "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50"] { json[key.key] = figures.median(key.value) }
+    for key in ["seq_rps_raw", "seq_rps_0", "seq_rps_loaded6", "conc64_rps_raw", "conc64_rps_0", "conc64_rps_loaded6", "ratio_seq",
+                "ratio_conc64", "download_mbps_raw", "download_mbps_loaded6", "ratio_download", "load_ms_p50", "cache_hit_us_p50_memory",
+                "cache_hit_us_p50_disk", "cache_hit_rps_memory", "rss_growth_mib", "abi_hook_ns"] {
+        json[key] = figures.median(key)
+    }
+    let rounded = json.mapValues { ($0 * 1000).rounded() / 1000 }
+    let data = try JSONSerialization.data(withJSONObject: rounded, options: [.sortedKeys])
+    print("")
+    print("BENCH_JSON " + String(decoding: data, as: UTF8.self))
 }
 
-// 4. Manifest load in fresh child processes.
-var loads: [Double] = []
-for _ in 0..<20 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = ["--load-once", manifest.path]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    if let value = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) { loads.append(value) }
-}
-figures.add("load_ms_p50", percentile(loads, 0.5))
-
-// 6. Memory: RSS before and after many stub requests through the six plugins.
-let rssProvider = stubProvider(loaded6, loadedServices)
-let rssPipeline = rssProvider.request(.stub)
-for _ in 0..<1000 { _ = try? await rssPipeline.value }
-let before = residentMiB()
-for _ in 0..<options.rssRequests { _ = try? await rssPipeline.value }
-let after = residentMiB()
-figures.add("rss_before_mib", before)
-figures.add("rss_after_mib", after)
-figures.add("rss_growth_mib", after - before)
-
-// MARK: Report
-
-let rows: [(String, String, String)] = [
-    ("1 stub, 0 interceptors (µs p50 / p99)", "stub_0_p50", "stub_0_p99"),
-    ("1 stub, 6 in-process no-op", "stub_inprocess_noop6_p50", "stub_inprocess_noop6_p99"),
-    ("1 stub, 6 loaded no-op (ABI)", "stub_noop6_p50", "stub_noop6_p99"),
-    ("1 stub, six contrib loaded", "stub_loaded6_p50", "stub_loaded6_p99"),
-    ("2 sequential, raw URLSession (µs p50 / p99)", "seq_us_p50_raw", "seq_us_p99_raw"),
-    ("2 sequential, provider 0", "seq_us_p50_0", "seq_us_p99_0"),
-    ("2 sequential, provider six loaded", "seq_us_p50_loaded6", "seq_us_p99_loaded6"),
-    ("5 cache hit, memory (µs p50 / p99)", "cache_hit_us_p50_memory", "cache_hit_us_p99_memory"),
-    ("5 cache hit, disk", "cache_hit_us_p50_disk", "cache_hit_us_p99_disk"),
-]
-print("")
-print("scenario                                      p50 (min / median / max)          p99 median")
-for (title, p50, p99) in rows {
-    let s = figures.summary(p50)
-    print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0)) / \(fmt(s.1)) / \(fmt(s.2))".padding(toLength: 80, withPad: " ", startingAt: 0) + fmt(figures.median(p99)))
-}
-let single: [(String, String, Int)] = [
-    ("2 sequential rps: raw", "seq_rps_raw", 0), ("2 sequential rps: provider 0", "seq_rps_0", 0),
-    ("2 sequential rps: six loaded", "seq_rps_loaded6", 0), ("2 ratio six loaded / raw, sequential", "ratio_seq", 3),
-    ("2 64 concurrent rps: raw", "conc64_rps_raw", 0), ("2 64 concurrent rps: provider 0", "conc64_rps_0", 0),
-    ("2 64 concurrent rps: six loaded", "conc64_rps_loaded6", 0), ("2 ratio six loaded / raw, 64 concurrent", "ratio_conc64", 3),
-    ("3 1 MiB download MB/s: raw", "download_mbps_raw", 1), ("3 1 MiB download MB/s: six loaded", "download_mbps_loaded6", 1),
-    ("3 ratio download six loaded / raw", "ratio_download", 3), ("4 manifest load, six bundles (ms p50 of 20)", "load_ms_p50", 2),
-    ("5 cache 100%-hit rps (memory)", "cache_hit_rps_memory", 0), ("1 ABI cost per hook call (ns)", "abi_hook_ns", 0),
-    ("6 RSS growth, \(options.rssRequests) stub requests (MiB)", "rss_growth_mib", 2),
-]
-print("")
-print("figure                                        min / median / max")
-for (title, key, digits) in single {
-    let s = figures.summary(key)
-    print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0, digits)) / \(fmt(s.1, digits)) / \(fmt(s.2, digits))")
-}
-var json: [String: Double] = [:]
-for key in ["stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
-            "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50"] { json[key.key] = figures.median(key.value) }
-for key in ["seq_rps_raw", "seq_rps_0", "seq_rps_loaded6", "conc64_rps_raw", "conc64_rps_0", "conc64_rps_loaded6", "ratio_seq",
-            "ratio_conc64", "download_mbps_raw", "download_mbps_loaded6", "ratio_download", "load_ms_p50", "cache_hit_us_p50_memory",
-            "cache_hit_us_p50_disk", "cache_hit_rps_memory", "rss_growth_mib", "abi_hook_ns"] {
-    json[key] = figures.median(key)
-}
-let rounded = json.mapValues { ($0 * 1000).rounded() / 1000 }
-let data = try JSONSerialization.data(withJSONObject: rounded, options: [.sortedKeys])
-print("")
-print("BENCH_JSON " + String(decoding: data, as: UTF8.self))
+try await runBench(options)

@@ -141,9 +141,7 @@ final class HostTable: @unchecked Sendable {
         api.now = { _ in Date().timeIntervalSince1970 }
         api.monotonic_ns = { _ in DispatchTime.now().uptimeNanoseconds }
         api.random_bytes = { _, out, count in
-            guard let out else { return }
-            var generator = SystemRandomNumberGenerator()
-            for index in 0..<count { out[index] = UInt8.random(in: 0...255, using: &generator) }
+            RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil ? 0 : count))
         }
 
         api.request_method = { request in
