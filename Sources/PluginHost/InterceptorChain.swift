@@ -66,6 +66,7 @@ struct InterceptorChain: Sendable {
             }
             let state = RequestState(plan.request)
             let view = InterceptorRequest(backend: state)
+            let started = DispatchTime.now().uptimeNanoseconds
 
             // Request side: prepare, first to last; stop at a short-circuit.
             var shortCircuit: (index: Int, response: SyntheticResponse)?
@@ -96,8 +97,22 @@ struct InterceptorChain: Sendable {
                 }
             }
 
-            // The network, or the short-circuit's answer.
-            let finalRequest = state.makeURLRequest()
+            // The network, or the short-circuit's answer. The request's timeout covers the time
+            // its hooks took: what is left of it goes to the transport.
+            var finalRequest = state.makeURLRequest()
+            let spent = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
+            if shortCircuit == nil, spent > 0.001, finalRequest.timeoutInterval > 0 {
+                let remaining = finalRequest.timeoutInterval - spent
+                guard remaining > 0 else {
+                    let failure = TransportFailure(kind: .timedOut, message: String(
+                        format: "the request's timeout (%.1f s) ran out in interceptor hooks (%.1f s)", finalRequest.timeoutInterval, spent))
+                    for index in stride(from: sendingThrough - 1, through: 0, by: -1) {
+                        try? interceptors[index].didReceive(.failure(failure), context: contexts[index])
+                    }
+                    return .failure(.underlying(failure, nil))
+                }
+                finalRequest.timeoutInterval = remaining
+            }
             var outcome: Outcome
             var sentRequest = finalRequest
             if let shortCircuit {

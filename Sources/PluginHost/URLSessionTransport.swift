@@ -183,6 +183,11 @@ final class SessionCall: @unchecked Sendable {
             NSURLErrorCannotDecodeContentData, NSURLErrorCannotDecodeRawData:
             return TransportFailure(kind: .badResponse, message: message)
         default:
+            // swift-corelibs-foundation reports a body shorter than its Content-Length as an
+            // unknown error with curl's message ("transfer closed with N bytes remaining to read").
+            if message.contains("transfer closed with") || message.contains("bytes remaining") {
+                return TransportFailure(kind: .badResponse, message: message)
+            }
             return TransportFailure(kind: .other, message: "\(message) (URL error \(nsError.code))")
         }
     }

@@ -6,7 +6,8 @@ under gunicorn on 127.0.0.1.
   testserver.py stop STATE_DIR         stops the server started with that state dir
 
 The server listens on two free loopback ports (HTTPBIN_URL and HTTPBIN_URL_2), so tests
-can switch servers and redirect across origins. Every wait is bounded.
+can switch servers and redirect across origins; faultserver.py misbehaves on a third (FAULT_URL).
+Every wait is bounded.
 """
 import os
 import signal
@@ -45,10 +46,21 @@ def start(venv, state):
             try:
                 ok = all(urllib.request.urlopen(f"http://127.0.0.1:{p}/get", timeout=2).status == 200 for p in ports)
                 if ok:
+                    fault_port = free_port()
+                    fault = subprocess.Popen(
+                        [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "faultserver.py"), str(fault_port)],
+                        stdout=log, stderr=log, start_new_session=True)
+                    for _ in range(100):
+                        try:
+                            socket.create_connection(("127.0.0.1", fault_port), timeout=1).close()
+                            break
+                        except OSError:
+                            time.sleep(0.1)
                     with open(os.path.join(state, "pid"), "w") as f:
-                        f.write(str(proc.pid))
+                        f.write(f"{proc.pid} {fault.pid}")
                     print(f"export HTTPBIN_URL=http://127.0.0.1:{ports[0]}")
                     print(f"export HTTPBIN_URL_2=http://127.0.0.1:{ports[1]}")
+                    print(f"export FAULT_URL=http://127.0.0.1:{fault_port}")
                     return
             except OSError:
                 time.sleep(0.2)
@@ -60,17 +72,18 @@ def start(venv, state):
 def stop(state):
     path = os.path.join(state, "pid")
     try:
-        pid = int(open(path).read())
+        pids = [int(p) for p in open(path).read().split()]
     except (OSError, ValueError):
         return
-    try:
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(50):
-            os.killpg(pid, 0)
-            time.sleep(0.1)
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            for _ in range(50):
+                os.killpg(pid, 0)
+                time.sleep(0.1)
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     try:
         os.remove(path)
     except FileNotFoundError:

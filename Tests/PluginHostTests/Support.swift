@@ -15,7 +15,7 @@ enum TestServer {
     struct Missing: Error, CustomStringConvertible {
         let variable: String
         var description: String {
-            "\(variable) is not set: the suite needs httpbin on loopback. Run `Tests/test` (it installs httpbin and "
+            "\(variable) is not set: the suite needs its test servers (httpbin and the fault server) on loopback. Run `Tests/test` (it installs httpbin and "
                 + "gunicorn from PyPI into .build/test-venv, starts them and runs swift test), or start one yourself: "
                 + "`python3 -m venv .build/test-venv && .build/test-venv/bin/pip install -r Tests/Fixtures/requirements.txt && "
                 + "eval \"$(python3 Tests/Fixtures/testserver.py start .build/test-venv .build/test-server)\"`"

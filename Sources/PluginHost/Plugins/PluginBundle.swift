@@ -60,6 +60,16 @@ public struct PluginBundle: Sendable {
         guard let data = FileManager.default.contents(atPath: manifestPath) else {
             throw PluginLoadError(.unreadable, file: manifestPath, plugin: name, reason: "cannot read plugin.json")
         }
+        let bundle = try parse(data, file: manifestPath, directory: directory, name: name)
+        if let realLibrary = FileSecurity.realPath(bundle.libraryPath), !realLibrary.hasPrefix(realDirectory + "/") {
+            throw PluginLoadError(.pathEscape, file: bundle.libraryPath, plugin: name,
+                                  reason: "the library resolves to \(realLibrary), outside its bundle")
+        }
+        return bundle
+    }
+
+    /// Validates `plugin.json` bytes of the bundle `name` in `directory`.
+    static func parse(_ data: Data, file manifestPath: String, directory: String, name: String) throws(PluginLoadError) -> PluginBundle {
         let root = try JSONReader.parse(data, file: manifestPath)
         let members = try root.object(allowing: keys)
         func required(_ key: String) throws(PluginLoadError) -> JSONReader {
@@ -80,18 +90,13 @@ public struct PluginBundle: Sendable {
             throw PluginLoadError(.pathEscape, file: manifestPath, jsonPath: "library", plugin: name,
                                   reason: "library must be a file name inside the bundle, not \(library.debugDescription)")
         }
-        let libraryPath = directory + "/" + library
-        if let realLibrary = FileSecurity.realPath(libraryPath), !realLibrary.hasPrefix(realDirectory + "/") {
-            throw PluginLoadError(.pathEscape, file: libraryPath, plugin: name,
-                                  reason: "the library resolves to \(realLibrary), outside its bundle")
-        }
         var defaultConfig = Data("{}".utf8)
         if let config = members["defaultConfig"] {
             let object = try config.configObject()
             defaultConfig = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? defaultConfig
         }
         return PluginBundle(directory: directory, name: name, version: try required("version").nonEmptyString(),
-                            abi: (try majorReader.int(), try minorReader.int()), libraryPath: libraryPath,
+                            abi: (try majorReader.int(), try minorReader.int()), libraryPath: directory + "/" + library,
                             sha256: try required("sha256").sha256(), summary: try members["summary"]?.string() ?? "",
                             defaultConfigJSON: defaultConfig)
     }

@@ -1,0 +1,103 @@
+/* A plugin that misbehaves on purpose (test fixture). Configuration {"mode": M}:
+ *   big-error     prepare fails with a 100 KB message (the host must truncate it safely)
+ *   silent-error  prepare fails without writing a message
+ *   slow          prepare sleeps 1.5 s
+ *   crlf          prepare tries to set a header whose value contains CR/LF (must be refused)
+ *   bad-url       prepare tries to set an invalid URL (must be refused)
+ *   bad-name      prepare tries to set a header named "X Bad" (must be refused) */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "pluginhost.h"
+
+typedef struct { const ph_host_api *host; char mode[32]; } instance_t;
+
+static void copy_mode(ph_bytes config, char *out, size_t capacity) {
+    const char *key = "\"mode\"";
+    size_t klen = strlen(key);
+    out[0] = 0;
+    for (size_t i = 0; i + klen < config.len; i++) {
+        if (memcmp(config.data + i, key, klen) != 0) continue;
+        size_t j = i + klen;
+        while (j < config.len && config.data[j] != '"') j++;
+        j++;
+        size_t n = 0;
+        while (j < config.len && config.data[j] != '"' && n + 1 < capacity) out[n++] = (char)config.data[j++];
+        out[n] = 0;
+        return;
+    }
+}
+
+static void *create(ph_bytes config, const ph_host_api *host, ph_error_buf *error) {
+    instance_t *instance = calloc(1, sizeof *instance);
+    instance->host = host;
+    copy_mode(config, instance->mode, sizeof instance->mode);
+    (void)error;
+    return instance;
+}
+
+static void destroy(void *instance) { free(instance); }
+
+static int32_t fail_with(ph_error_buf *error, const char *message) {
+    size_t n = strlen(message);
+    if (n > error->capacity) n = error->capacity;
+    memcpy(error->data, message, n);
+    error->len = n;
+    return PH_ERROR;
+}
+
+static int32_t prepare(void *opaque, ph_request *request, const ph_context *context, ph_error_buf *error) {
+    instance_t *self = opaque;
+    const ph_host_api *host = self->host;
+    (void)context;
+    if (strcmp(self->mode, "big-error") == 0) {
+        size_t size = 100 * 1024;
+        char *message = malloc(size + 1);
+        for (size_t i = 0; i < size; i++) message[i] = 'A' + (char)(i % 26);
+        message[size] = 0;
+        /* Writes honestly up to the capacity; also claims a huge length, which the host must clamp. */
+        size_t n = size < error->capacity ? size : error->capacity;
+        memcpy(error->data, message, n);
+        error->len = size;
+        free(message);
+        return PH_ERROR;
+    }
+    if (strcmp(self->mode, "silent-error") == 0) return PH_ERROR;
+    if (strcmp(self->mode, "slow") == 0) {
+        struct timespec pause = {1, 500000000};
+        nanosleep(&pause, NULL);
+        return PH_OK;
+    }
+    if (strcmp(self->mode, "crlf") == 0) {
+        ph_bytes name = {(const uint8_t *)"X-Evil", 6}, value = {(const uint8_t *)"a\r\nInjected: yes", 16};
+        if (host->request_set_header(request, name, value) != PH_OK) return fail_with(error, "the host refused a CR/LF header value");
+        return PH_OK;
+    }
+    if (strcmp(self->mode, "bad-name") == 0) {
+        ph_bytes name = {(const uint8_t *)"X Bad", 5}, value = {(const uint8_t *)"v", 1};
+        if (host->request_set_header(request, name, value) != PH_OK) return fail_with(error, "the host refused a bad header name");
+        return PH_OK;
+    }
+    if (strcmp(self->mode, "bad-url") == 0) {
+        ph_bytes url = {(const uint8_t *)"not a url", 9};
+        if (host->request_set_url(request, url) != PH_OK) return fail_with(error, "the host refused an invalid URL");
+        return PH_OK;
+    }
+    return PH_OK;
+}
+
+static const ph_plugin_descriptor descriptor = {
+    .struct_size = sizeof(ph_plugin_descriptor),
+    .abi_major = PH_ABI_MAJOR,
+    .abi_minor = PH_ABI_MINOR,
+    .name = "hostile",
+    .version = "0.0.1",
+    .summary = "Misbehaves on purpose (test fixture)",
+    .license = "MIT",
+    .build_signature = "c99",
+    .create = create,
+    .destroy = destroy,
+    .prepare = prepare,
+};
+
+const ph_plugin_descriptor *pluginhost_plugin_v1(void) { return &descriptor; }

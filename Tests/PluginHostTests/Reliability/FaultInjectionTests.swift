@@ -1,0 +1,99 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+/// A misbehaving server (Tests/Fixtures/faultserver.py): exactly one completion per request,
+/// with the right error case, and no hang.
+@Suite("Fault injection")
+struct FaultInjectionTests {
+    static func fault(_ path: String, query: Parameters = [:]) throws -> Bin {
+        guard let value = ProcessInfo.processInfo.environment["FAULT_URL"], let url = URL(string: value) else {
+            throw TestServer.Missing(variable: "FAULT_URL")
+        }
+        return try Bin(path, task: query.isEmpty ? .requestPlain : .requestParameters(parameters: query, encoding: URLEncoding.default), base: url)
+    }
+
+    /// Runs `target` through the callback API and checks the completion comes exactly once.
+    func once(_ provider: Provider<Bin>, _ target: Bin) async throws -> Result<Response, NetworkError> {
+        let calls = LockedCounter()
+        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+            provider.request(target).start { result in
+                if calls.increment() == 1 { continuation.resume(returning: result) }
+            }
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(calls.value == 1)
+        return result
+    }
+
+    func timeout(_ seconds: Double) -> Provider<Bin> {
+        Provider<Bin>(requestClosure: { _, request in
+            var request = request
+            request.timeoutInterval = seconds
+            return request
+        })
+    }
+
+    func kind(_ result: Result<Response, NetworkError>) -> TransportFailureKind? {
+        if case .failure(.underlying(let failure, _)) = result { return failure.kind }
+        Issue.record("expected a transport failure, got \(result)")
+        return nil
+    }
+
+    @Test func resetBeforeHeaders() async throws {
+        #expect(kind(try await once(timeout(10), try Self.fault("reset-before-headers"))) == .connectionLost)
+    }
+
+    @Test func resetMidBody() async throws {
+        #expect(kind(try await once(timeout(10), try Self.fault("reset-mid-body"))) == .connectionLost)
+    }
+
+    @Test func bodyShorterThanContentLength() async throws {
+        #expect(kind(try await once(timeout(10), try Self.fault("short-body"))) == .badResponse)
+    }
+
+    @Test func headersThenSilencePastTheTimeout() async throws {
+        #expect(kind(try await once(timeout(1), try Self.fault("silence"))) == .timedOut)
+    }
+
+    @Test func slowDripCompletes() async throws {
+        let seen = LockedCounter()
+        let response = try await timeout(10).request(try Self.fault("drip", query: ["n": 8, "gap": 0.1])).run { seen.append("\($0.completedBytes)") }
+        #expect(response.data == Data(String(repeating: "z", count: 8).utf8))
+        #expect(seen.log.last == "8")
+    }
+
+    @Test func a503BurstThenSuccessHonoursTheRetryPolicy() async throws {
+        let attempts = LockedCounter()
+        let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.05) { attempts.append("\($0.retry) \($0.delay) \($0.reason)") }
+        let response = try await timeout(10).request(try Self.fault("burst", query: ["key": UUID().uuidString, "fail": 2])).retry(policy).value
+        #expect(response.statusCode == 200)
+        #expect(try response.mapJSON()["attempt"]?.intValue == 3)
+        #expect(attempts.log == ["1 0.05 status 503", "2 0.1 status 503"])
+        let exhausted = await timeout(10).request(try Self.fault("burst", query: ["key": UUID().uuidString, "fail": 9]))
+            .filterSuccessfulStatusCodes().retry(RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01)).result
+        guard case .failure(.statusCode(let last)) = exhausted else { Issue.record("got \(exhausted)"); return }
+        #expect(try last.mapJSON()["attempt"]?.intValue == 3)
+    }
+
+    @Test func a401StormDuringATokenRefreshSharesOneRefresh() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        let refreshes = LockedCounter()
+        provider.services.setValue("bad-storm", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            refreshes.increment()
+            try await Task.sleep(nanoseconds: 500_000_000)
+            return "good-after-storm"
+        }
+        let target = try Bin("fixture/token")
+        let codes = await withTaskGroup(of: Int.self) { group in
+            for _ in 0..<50 { group.addTask { (try? await provider.request(target).value.statusCode) ?? -1 } }
+            return await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(codes == Array(repeating: 200, count: 50))
+        #expect(refreshes.value == 1)
+    }
+}

@@ -1,0 +1,150 @@
+import CPluginABI
+import Foundation
+@testable import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A seeded, deterministic mutation fuzzer (SplitMix64): the same inputs every run.
+struct Mutator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
+
+    static let tokens: [[UInt8]] = ["{", "}", "[", "]", "\"", ",", ":", "null", "true", "false", "0", "-1", "1e309", "1.5",
+                                    "\\u0000", "\\\"", "\u{0}", "\r\n", "..", "/", "../../x", "\"name\"", "\"plugins\"",
+                                    "\"config\"", "\"sha256\"", "\"library\"", "\u{00E9}", "\u{1F600}", String(repeating: "[", count: 64),
+                                    String(repeating: "a", count: 300)].map { Array($0.utf8) }
+
+    /// One to four random edits of `seed`, sometimes spliced with `other`.
+    mutating func mutate(_ seed: [UInt8], other: [UInt8]) -> [UInt8] {
+        var bytes = seed
+        for _ in 0...below(3) {
+            let position = below(bytes.count + 1)
+            switch below(7) {
+            case 0 where !bytes.isEmpty: bytes[min(position, bytes.count - 1)] ^= UInt8(truncatingIfNeeded: 1 << below(8))
+            case 1: bytes.insert(contentsOf: Self.tokens[below(Self.tokens.count)], at: position)
+            case 2 where !bytes.isEmpty: bytes.removeSubrange(position..<min(bytes.count, position + 1 + below(16)))
+            case 3 where !bytes.isEmpty:
+                let start = below(bytes.count), length = 1 + below(min(32, bytes.count - start))
+                bytes.insert(contentsOf: bytes[start..<start + length], at: position)
+            case 4: bytes.insert(UInt8(truncatingIfNeeded: next()), at: position)
+            case 5 where !other.isEmpty: bytes = Array(bytes.prefix(position)) + Array(other.suffix(from: below(other.count)))
+            default: bytes = Array(bytes.prefix(position))
+            }
+        }
+        return bytes
+    }
+}
+
+/// No input crashes the parsers or the ABI's header and URL handling; every refusal is a typed error.
+@Suite("Fuzzing")
+struct FuzzTests {
+    static var scale: Int { Int(ProcessInfo.processInfo.environment["PLUGINHOST_FUZZ_SCALE"] ?? "") ?? 1 }
+
+    static let manifests: [[UInt8]] = [
+        #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "logger", "config": {"level": "basic"}}]}"#,
+        #"{"comment": "x", "pluginDirectories": ["a", "/b"], "plugins": [{"name": "cache", "enabled": false, "sha256": "\#(String(repeating: "ab", count: 32))"}]}"#,
+        #"{"pluginDirectories": [], "plugins": []}"#,
+    ].map { Array($0.utf8) }
+
+    static let pluginJSONs: [[UInt8]] = [
+        #"{"name": "x", "version": "1.0.0", "abi": {"major": 1, "minor": 0}, "library": "libx.so", "sha256": "\#(String(repeating: "0", count: 64))", "defaultConfig": {"a": [1, {"b": null}]}}"#,
+        #"{"name": "x", "version": "2", "abi": {"major": 1, "minor": 9}, "library": "libx.so", "sha256": "\#(String(repeating: "f", count: 64))", "summary": "s", "license": "MIT"}"#,
+    ].map { Array($0.utf8) }
+
+    @Test func manifestParser() {
+        var fuzz = Mutator(seed: 0x5EED_0001)
+        let count = 40_000 * Self.scale
+        var refused = 0
+        for index in 0..<count {
+            let input = fuzz.mutate(Self.manifests[index % Self.manifests.count], other: Self.manifests[(index + 1) % Self.manifests.count])
+            let data = Data(input)
+            let problems = PluginManifest.problems(in: data, file: "/fuzz/manifest.json")
+            do {
+                _ = try PluginManifest.parse(data, file: "/fuzz/manifest.json")
+                #expect(problems.isEmpty, "parse accepted what problems(in:) refused: \(problems)")
+            } catch {
+                refused += 1
+                #expect(!problems.isEmpty)
+                #expect(error.file == "/fuzz/manifest.json")
+                #expect(!error.reason.isEmpty)
+            }
+        }
+        #expect(refused > count / 10)
+        print("fuzz: manifest parser, \(count) inputs, \(refused) refused with typed errors")
+    }
+
+    @Test func pluginJSONParser() {
+        var fuzz = Mutator(seed: 0x5EED_0002)
+        let count = 30_000 * Self.scale
+        var refused = 0
+        for index in 0..<count {
+            let input = fuzz.mutate(Self.pluginJSONs[index % 2], other: Self.pluginJSONs[(index + 1) % 2])
+            do {
+                let bundle = try PluginBundle.parse(Data(input), file: "/fuzz/x.plugin/plugin.json", directory: "/fuzz/x.plugin", name: "x")
+                #expect(bundle.libraryPath.hasPrefix("/fuzz/x.plugin/"))
+                #expect(!bundle.libraryPath.dropFirst("/fuzz/x.plugin/".count).contains("/"))
+            } catch {
+                refused += 1
+                #expect(error.file.hasPrefix("/fuzz/x.plugin/"))
+            }
+        }
+        #expect(refused > count / 10)
+        print("fuzz: plugin.json parser, \(count) inputs, \(refused) refused with typed errors")
+    }
+
+    @Test func headersAndURLsAcrossTheABI() throws {
+        var fuzz = Mutator(seed: 0x5EED_0003)
+        let api = HostTable.template
+        let count = 40_000 * Self.scale
+        let seeds: [[UInt8]] = ["X-Token", "Authorization", "http://127.0.0.1:8080/a?b=c", "https://example.com/", "value with spaces"].map { Array($0.utf8) }
+        var accepted = 0
+        for index in 0..<count {
+            let state = RequestState(URLRequest(url: URL(string: "http://127.0.0.1:9/start")!))
+            let handle = RequestHandle(state: state, mayRespond: true)
+            let pointer = OpaquePointer(Unmanaged.passUnretained(handle).toOpaque())
+            let name = fuzz.mutate(seeds[index % 2], other: seeds[2 + index % 3])
+            let value = fuzz.mutate(seeds[2 + index % 3], other: seeds[index % 2])
+            let status: Int32 = name.withUnsafeBufferPointer { n in
+                value.withUnsafeBufferPointer { v in
+                    let nameBytes = ph_bytes(data: n.baseAddress, len: n.count), valueBytes = ph_bytes(data: v.baseAddress, len: v.count)
+                    switch index % 4 {
+                    case 0: return api.request_set_header(pointer, nameBytes, valueBytes)
+                    case 1: return api.request_add_header(pointer, nameBytes, valueBytes)
+                    case 2: return api.request_set_url(pointer, valueBytes)
+                    default:
+                        var names = [nameBytes], values = [valueBytes]
+                        return api.request_respond(pointer, Int32(truncatingIfNeeded: fuzz.next() % 1200), &names, &values, 1, valueBytes)
+                    }
+                }
+            }
+            #expect(status == PH_OK || status == PH_INVALID)
+            if status == PH_OK { accepted += 1 }
+            // Whatever was accepted is well-formed: no header injection, only absolute http(s) URLs.
+            for header in state.headers {
+                #expect(HeaderValidation.isValidName(header.name) && HeaderValidation.isValidValue(header.value))
+            }
+            #expect(URLParts.isAbsoluteHTTP(state.urlString))
+            if let response = handle.response {
+                #expect((100...999).contains(response.statusCode))
+                #expect(response.headers.allSatisfy { HeaderValidation.isValidName($0.name) && HeaderValidation.isValidValue($0.value) })
+            }
+            _ = state.makeURLRequest()
+        }
+        #expect(accepted > 0 && accepted < count)
+        print("fuzz: ABI header/URL setters, \(count) inputs, \(count - accepted) refused")
+    }
+}
