@@ -38,7 +38,7 @@ public struct CachePlugin: ExportablePlugin {
         var ttl: Double?
         var requestTime: Double
         var authorized = false
-        var requestHeaders: [String: String] = [:]
+        var requestHeaders: [HTTPHeader] = []
         var hasQuery = false
     }
 
@@ -124,11 +124,11 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
-        guard pending.get(context.requestID) != nil else { return }
-        var headers: [String: String] = [:]
-        for header in request.headers { headers[header.name.lowercased()] = headers[header.name.lowercased()].map { $0 + ", " + header.value } ?? header.value }
-        let authorized = request.header("Authorization") != nil
-        pending.update(context.requestID, initial: Pending(key: "", method: "", requestTime: 0)) {
+        guard let state = pending.get(context.requestID), state.method == "GET" || state.method == "HEAD" else { return }
+        // The request as sent: whether it carries credentials, and its headers (for Vary).
+        let headers = request.headers
+        let authorized = headers.contains { HTTPHeader.namesEqual($0.name, "Authorization") }
+        pending.update(context.requestID, initial: state) {
             $0.authorized = authorized
             $0.requestHeaders = headers
         }
@@ -190,7 +190,9 @@ public struct CachePlugin: ExportablePlugin {
         guard state.ttl != nil ? (200..<300).contains(status) : (explicit || CacheEntry.heuristicallyCacheable.contains(status)),
             status != 206, status != 304 else { return nil }
         var vary: [String: String] = [:]
-        for name in varyNames where !name.isEmpty { vary[name] = state.requestHeaders[name] ?? "" }
+        for name in varyNames where !name.isEmpty {
+            vary[name] = state.requestHeaders.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value).joined(separator: ", ")
+        }
         let headers = response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") }
         return CacheEntry(key: state.key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
                           body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,

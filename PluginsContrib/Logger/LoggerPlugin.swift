@@ -89,7 +89,7 @@ public struct LoggerPlugin: ExportablePlugin {
         }
         for item in request.queryItems where redactedQuery.contains(item.name.lowercased()) && !item.value.isEmpty {
             secrets.append(item.value)
-            secrets.append(URLEncodingLite.escape(item.value))
+            secrets.append(RFC3986.escape(item.value))
         }
         secrets = secrets.filter { $0.count >= 3 }.sorted { $0.count > $1.count }
         started.set((context.services.monotonicNanoseconds(), secrets), for: context.requestID)
@@ -206,23 +206,6 @@ func Glibc_or_Darwin_write(_ fd: Int32, _ buffer: UnsafePointer<UInt8>, _ count:
     #else
     return Darwin.write(fd, buffer, count)
     #endif
-}
-
-/// RFC 3986 escaping, to find query values as they appear in URLs.
-enum URLEncodingLite {
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out += String(format: "%%%02X", byte)
-            }
-        }
-        return out
-    }
 }
 
 @_cdecl("pluginhost_plugin_v1")

@@ -143,23 +143,7 @@ public struct SignaturePlugin: ExportablePlugin {
     }
 
     /// RFC 3986 percent-encoding: unreserved characters kept, everything else `%XX` upper-case.
-    static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        let hex = Array("0123456789ABCDEF".utf8)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out.unicodeScalars.append("%")
-                out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte >> 4)]))
-                out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte & 0x0f)]))
-            }
-        }
-        return out
-    }
+    static func escape(_ text: String) -> String { RFC3986.escape(text) }
 }
 
 @_cdecl("pluginhost_plugin_v1")

@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -141,21 +142,7 @@ public struct URLEncoding: ParameterEncoding {
     }
 
     /// Percent-encodes everything but RFC 3986 unreserved characters.
-    public static func escape(_ string: String) -> String {
-        var result = ""
-        result.reserveCapacity(string.utf8.count)
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                UInt8(ascii: "_"), UInt8(ascii: "~"):
-                result.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                result += String(format: "%%%02X", byte)
-            }
-        }
-        return result
-    }
+    public static func escape(_ string: String) -> String { RFC3986.escape(string) }
 
     static func appendingQuery(_ query: String, to url: URL) -> URL {
         guard !query.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }

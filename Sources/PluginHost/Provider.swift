@@ -107,7 +107,7 @@ public final class Provider<Target: TargetType>: Sendable {
             let plan = try await makePlan(info: info, validation: validation, stub: stub(), endpoint: endpoint())
             let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
             let chain = self.chain
-            let requestID = registry.makeID()
+            let requestID = registry.makeRequestID()
             return try await registry.run(sharingKey: key) { signal in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)
             }.get()

@@ -30,6 +30,17 @@ final class RequestRegistry: Sendable {
 
     private let state = Locked(State())
 
+    /// Request ids, unique within the process (across providers).
+    private static let requestIDs = Locked<UInt64>(0)
+
+    /// A request id unique within the process.
+    func makeRequestID() -> UInt64 {
+        Self.requestIDs.withLock { value in
+            value += 1
+            return value
+        }
+    }
+
     /// How many distinct requests are running.
     var runningCount: Int { state.withLock { $0.shared.count + $0.inline.count } }
 

@@ -46,19 +46,13 @@ final class RequestState: RequestBackend {
             guard index == 0 else { return nil }
             return original.value(forHTTPHeaderField: name)
         }
-        var seen = 0
-        for header in changedHeaders! where HTTPHeader.namesEqual(header.name, name) {
-            if seen == index { return header.value }
-            seen += 1
-        }
-        return nil
+        return changedHeaders!.value(named: name, index: index)
     }
 
     func setHeader(named name: String, value: String?) throws {
         try HeaderValidation.check(name: name, value: value)
         var fields = headers
-        fields.removeAll { HTTPHeader.namesEqual($0.name, name) }
-        if let value { fields.append(HTTPHeader(name: name, value: value)) }
+        fields.set(named: name, value: value)
         changedHeaders = fields
         changed = true
     }
@@ -159,19 +153,13 @@ final class ResponseState: ResponseBackend {
         if fields == nil, let original {
             return index == 0 ? original.value(forHTTPHeaderField: name) : nil
         }
-        var seen = 0
-        for header in headers where HTTPHeader.namesEqual(header.name, name) {
-            if seen == index { return header.value }
-            seen += 1
-        }
-        return nil
+        return headers.value(named: name, index: index)
     }
 
     func setHeader(named name: String, value: String?) throws {
         try HeaderValidation.check(name: name, value: value)
         var updated = headers
-        updated.removeAll { HTTPHeader.namesEqual($0.name, name) }
-        if let value { updated.append(HTTPHeader(name: name, value: value)) }
+        updated.set(named: name, value: value)
         fields = updated
         original = nil
     }

@@ -42,3 +42,55 @@ public enum RandomBytes {
         }
     }
 }
+
+extension Array where Element == HTTPHeader {
+    /// The `index`-th value of the field `name` (case-insensitive).
+    public func value(named name: String, index: Int = 0) -> String? {
+        var seen = 0
+        for header in self where HTTPHeader.namesEqual(header.name, name) {
+            if seen == index { return header.value }
+            seen += 1
+        }
+        return nil
+    }
+
+    /// Every value of the field `name`, in order.
+    public func values(named name: String) -> [String] {
+        filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value)
+    }
+
+    /// Replaces every field named `name` with one field, or removes them when `value` is nil.
+    public mutating func set(named name: String, value: String?) {
+        removeAll { HTTPHeader.namesEqual($0.name, name) }
+        if let value { append(HTTPHeader(name: name, value: value)) }
+    }
+}
+
+/// RFC 3986 percent-encoding, shared by the host and plugins.
+public enum RFC3986 {
+    /// Percent-encodes everything but the unreserved characters `A–Z a–z 0–9 - . _ ~`, as `%XX` upper-case.
+    public static func escape(_ text: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(byte)
+            default:
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0f)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Reads every value of a header through an indexed getter (as the views' backends offer).
+enum HeaderReading {
+    static func values(named name: String, _ header: (String, Int) -> String?) -> [String] {
+        var values: [String] = []
+        while let value = header(name, values.count) { values.append(value) }
+        return values
+    }
+}

@@ -61,11 +61,7 @@ public struct InterceptorRequest {
     public func header(_ name: String) -> String? { backend.header(named: name, index: 0) }
 
     /// Every value of the header `name`, in order.
-    public func headerValues(_ name: String) -> [String] {
-        var values: [String] = []
-        while let value = backend.header(named: name, index: values.count) { values.append(value) }
-        return values
-    }
+    public func headerValues(_ name: String) -> [String] { HeaderReading.values(named: name, backend.header(named:index:)) }
 
     /// Sets `name` to `value`, replacing earlier values; `nil` removes the header.
     public func setHeader(_ name: String, _ value: String?) throws {

@@ -41,11 +41,7 @@ public struct InterceptorResponse {
     public func header(_ name: String) -> String? { backend.header(named: name, index: 0) }
 
     /// Every value of header `name`, in order.
-    public func headerValues(_ name: String) -> [String] {
-        var values: [String] = []
-        while let value = backend.header(named: name, index: values.count) { values.append(value) }
-        return values
-    }
+    public func headerValues(_ name: String) -> [String] { HeaderReading.values(named: name, backend.header(named:index:)) }
 
     /// Sets `name` to `value`, replacing earlier values; `nil` removes it.
     public func setHeader(_ name: String, _ value: String?) throws {

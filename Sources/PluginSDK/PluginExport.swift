@@ -131,7 +131,29 @@ private final class ExportedInstance {
         Unmanaged<ExportedInstance>.fromOpaque(pointer!).takeUnretainedValue()
     }
 
-    func context(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {
+    /// The last context built, reused while hooks of the same attempt follow each other.
+    private let lastLock = NSLock()
+    private var last: (pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?
+
+    func context(_ pointer: UnsafePointer<ph_context>?) -> InterceptorContext {
+        if let pointer {
+            lastLock.lock()
+            if let last, last.pointer == pointer, last.requestID == pointer.pointee.request_id, last.attempt == pointer.pointee.attempt {
+                lastLock.unlock()
+                return last.context
+            }
+            lastLock.unlock()
+        }
+        let built = buildContext(pointer)
+        if let pointer {
+            lastLock.lock()
+            last = (pointer, pointer.pointee.request_id, pointer.pointee.attempt, built)
+            lastLock.unlock()
+        }
+        return built
+    }
+
+    private func buildContext(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {
         guard let c = c?.pointee else {
             return InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
         }

@@ -225,3 +225,11 @@ final class LockedBox<Value>: @unchecked Sendable {
     func get() -> Value { lock.lock(); defer { lock.unlock() }; return value }
     func set(_ newValue: Value) { lock.lock(); value = newValue; lock.unlock() }
 }
+
+/// Runs long synchronous work on a Dispatch thread, so it never holds one of the few threads of
+/// Swift's cooperative pool (which would starve every other test running in parallel).
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}

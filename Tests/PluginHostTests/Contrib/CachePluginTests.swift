@@ -115,15 +115,15 @@ struct CachePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("cache", [:])])
         let key = counterKey()
-        let stored = try counted(key, headers: ["Cache-Control": "max-age=60"])
+        let stored = try counted(key, headers: ["Cache-Control": "max-age=3600"])
         _ = try await get(provider, stored)
-        func with(_ directive: String) throws -> Bin { try counted(key, headers: ["Cache-Control": "max-age=60"], requestHeaders: ["Cache-Control": directive]) }
+        func with(_ directive: String) throws -> Bin { try counted(key, headers: ["Cache-Control": "max-age=3600"], requestHeaders: ["Cache-Control": directive]) }
         #expect(try await get(provider, try with("max-age=3600")).cache == "hit")
-        #expect(try await get(provider, try with("min-fresh=30")).cache == "hit")
-        #expect(try await get(provider, try with("min-fresh=3600")).cache == "miss")
+        #expect(try await get(provider, try with("min-fresh=1800")).cache == "hit")
+        #expect(try await get(provider, try with("min-fresh=7200")).cache == "miss")
         #expect(try await get(provider, try with("no-cache")).cache == "miss")
         #expect(try await get(provider, try with("only-if-cached")).cache == "hit")
-        let pragma = try counted(key, headers: ["Cache-Control": "max-age=60"], requestHeaders: ["Pragma": "no-cache"])
+        let pragma = try counted(key, headers: ["Cache-Control": "max-age=3600"], requestHeaders: ["Pragma": "no-cache"])
         #expect(try await get(provider, pragma).cache == "miss")
         #expect(try await serverHits(key) == 4)
     }

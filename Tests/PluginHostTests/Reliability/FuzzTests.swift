@@ -65,7 +65,14 @@ struct FuzzTests {
         #"{"name": "x", "version": "2", "abi": {"major": 1, "minor": 9}, "library": "libx.so", "sha256": "\#(String(repeating: "f", count: 64))", "summary": "s", "license": "MIT"}"#,
     ].map { Array($0.utf8) }
 
-    @Test func manifestParser() {
+    @Test func manifestParser() async throws {
+        let failures = try await offThePool { try Self.manifestParserBody() }
+        #expect(failures.isEmpty, "\(failures.count) failures, first: \(failures.prefix(3))")
+    }
+
+    static func manifestParserBody() throws -> [String] {
+        var failures: [String] = []
+        func check(_ ok: Bool, _ message: @autoclosure () -> String = "") { if !ok { failures.append(message()) } }
         var fuzz = Mutator(seed: 0x5EED_0001)
         let count = 40_000 * Self.scale
         var refused = 0
@@ -75,19 +82,27 @@ struct FuzzTests {
             let problems = PluginManifest.problems(in: data, file: "/fuzz/manifest.json")
             do {
                 _ = try PluginManifest.parse(data, file: "/fuzz/manifest.json")
-                #expect(problems.isEmpty, "parse accepted what problems(in:) refused: \(problems)")
+                check(problems.isEmpty, "parse accepted what problems(in:) refused: \(problems)")
             } catch {
                 refused += 1
-                #expect(!problems.isEmpty)
-                #expect(error.file == "/fuzz/manifest.json")
-                #expect(!error.reason.isEmpty)
+                check(!problems.isEmpty)
+                check(error.file == "/fuzz/manifest.json")
+                check(!error.reason.isEmpty)
             }
         }
-        #expect(refused > count / 10)
+        check(refused > count / 10)
         print("fuzz: manifest parser, \(count) inputs, \(refused) refused with typed errors")
+        return failures
     }
 
-    @Test func pluginJSONParser() {
+    @Test func pluginJSONParser() async throws {
+        let failures = try await offThePool { try Self.pluginJSONParserBody() }
+        #expect(failures.isEmpty, "\(failures.count) failures, first: \(failures.prefix(3))")
+    }
+
+    static func pluginJSONParserBody() throws -> [String] {
+        var failures: [String] = []
+        func check(_ ok: Bool, _ message: @autoclosure () -> String = "") { if !ok { failures.append(message()) } }
         var fuzz = Mutator(seed: 0x5EED_0002)
         let count = 30_000 * Self.scale
         var refused = 0
@@ -95,18 +110,26 @@ struct FuzzTests {
             let input = fuzz.mutate(Self.pluginJSONs[index % 2], other: Self.pluginJSONs[(index + 1) % 2])
             do {
                 let bundle = try PluginBundle.parse(Data(input), file: "/fuzz/x.plugin/plugin.json", directory: "/fuzz/x.plugin", name: "x")
-                #expect(bundle.libraryPath.hasPrefix("/fuzz/x.plugin/"))
-                #expect(!bundle.libraryPath.dropFirst("/fuzz/x.plugin/".count).contains("/"))
+                check(bundle.libraryPath.hasPrefix("/fuzz/x.plugin/"))
+                check(!bundle.libraryPath.dropFirst("/fuzz/x.plugin/".count).contains("/"))
             } catch {
                 refused += 1
-                #expect(error.file.hasPrefix("/fuzz/x.plugin/"))
+                check(error.file.hasPrefix("/fuzz/x.plugin/"))
             }
         }
-        #expect(refused > count / 10)
+        check(refused > count / 10)
         print("fuzz: plugin.json parser, \(count) inputs, \(refused) refused with typed errors")
+        return failures
     }
 
-    @Test func headersAndURLsAcrossTheABI() throws {
+    @Test func headersAndURLsAcrossTheABI() async throws {
+        let failures = try await offThePool { try Self.headersAndURLsAcrossTheABIBody() }
+        #expect(failures.isEmpty, "\(failures.count) failures, first: \(failures.prefix(3))")
+    }
+
+    static func headersAndURLsAcrossTheABIBody() throws -> [String] {
+        var failures: [String] = []
+        func check(_ ok: Bool, _ message: @autoclosure () -> String = "") { if !ok { failures.append(message()) } }
         var fuzz = Mutator(seed: 0x5EED_0003)
         let api = HostTable.template
         let count = 40_000 * Self.scale
@@ -131,20 +154,21 @@ struct FuzzTests {
                     }
                 }
             }
-            #expect(status == PH_OK || status == PH_INVALID)
+            check(status == PH_OK || status == PH_INVALID)
             if status == PH_OK { accepted += 1 }
             // Whatever was accepted is well-formed: no header injection, only absolute http(s) URLs.
             for header in state.headers {
-                #expect(HeaderValidation.isValidName(header.name) && HeaderValidation.isValidValue(header.value))
+                check(HeaderValidation.isValidName(header.name) && HeaderValidation.isValidValue(header.value))
             }
-            #expect(URLParts.isAbsoluteHTTP(state.urlString))
+            check(URLParts.isAbsoluteHTTP(state.urlString))
             if let response = handle.response {
-                #expect((100...999).contains(response.statusCode))
-                #expect(response.headers.allSatisfy { HeaderValidation.isValidName($0.name) && HeaderValidation.isValidValue($0.value) })
+                check((100...999).contains(response.statusCode))
+                check(response.headers.allSatisfy { HeaderValidation.isValidName($0.name) && HeaderValidation.isValidValue($0.value) })
             }
             _ = state.makeURLRequest()
         }
-        #expect(accepted > 0 && accepted < count)
+        check(accepted > 0 && accepted < count)
         print("fuzz: ABI header/URL setters, \(count) inputs, \(count - accepted) refused")
+        return failures
     }
 }
