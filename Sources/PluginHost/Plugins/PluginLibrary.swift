@@ -59,12 +59,13 @@ public final class PluginLibrary: @unchecked Sendable {
         self.descriptor = descriptor
     }
 
-    /// A file's identity: device and inode, plus the digest, because an inode number is
-    /// reused once its file is deleted.
+    /// A file's identity: device and inode, plus the digest and path, because an inode number
+    /// is reused once its file is deleted (and a library reports the path it was opened from).
     private struct FileID: Hashable {
         let device: UInt64
         let inode: UInt64
         let sha256: String
+        let path: String
     }
 
     private static let loaded = Locked([FileID: PluginLibrary]())
@@ -96,7 +97,7 @@ public final class PluginLibrary: @unchecked Sendable {
             throw PluginLoadError(.digestMismatch, file: path,
                                   reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
         }
-        let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest)
+        let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest, path: path)
         if let existing = loaded.withLock({ $0[id] }) { return existing }
 
         let copy = try writePrivateCopy(bytes, of: path)
