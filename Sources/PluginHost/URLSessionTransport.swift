@@ -10,7 +10,7 @@ import FoundationNetworking
 /// so credentials never follow a request to a server they were not meant for.
 public final class URLSessionTransport: Transport, @unchecked Sendable {
     private let session: URLSession
-    private let router: SessionRouter
+    let router: SessionRouter
 
     /// Creates a transport with its own session built from `configuration`.
     public init(configuration: URLSessionConfiguration = .default) {
@@ -27,41 +27,67 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     }
 
     /// Sends `request` through the session.
+    ///
+    /// A plain data request without a progress handler uses a completion-handler task (one
+    /// callback in all); the others use delegate callbacks (progress, uploads, downloads). A
+    /// completion-handler task that meets an authentication challenge is sent again with
+    /// delegate callbacks, so the challenged response arrives with its body.
     public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-        let call = SessionCall(request: request)
+        if request.progress == nil, request.download == nil, case .inline = request.body {
+            let call = SessionCall(request: request, completionHandler: true)
+            let result = await run(call) { [session, router] in
+                let identifier = Locked<Int?>(nil)
+                let task = session.dataTask(with: request.urlRequest) { data, response, error in
+                    if let id = identifier.withLock({ $0 }) { router.unregister(id) }
+                    call.complete(data: data, response: response, error: error)
+                }
+                identifier.withLock { $0 = task.taskIdentifier }
+                router.register(call, for: task)
+                return task
+            }
+            if !call.wasChallenged { return try result.get() }
+        }
+        let call = SessionCall(request: request, completionHandler: false)
+        return try await run(call) { [session, router] in
+            let task: URLSessionTask
+            switch (request.body, request.download) {
+            case (_, .some):
+                task = session.downloadTask(with: request.urlRequest)
+            case (.file(let url), nil):
+                task = session.uploadTask(with: request.urlRequest, fromFile: url)
+            case (.upload, nil):
+                var bare = request.urlRequest
+                let body = bare.httpBody ?? Data()
+                bare.httpBody = nil
+                task = session.uploadTask(with: bare, from: body)
+            case (.inline, nil):
+                task = session.dataTask(with: request.urlRequest)
+            }
+            router.register(call, for: task)
+            return task
+        }.get()
+    }
+
+    /// Starts `call`'s task and waits for it, cancelling it with the request or the calling task.
+    private func run(_ call: SessionCall, makeTask: @escaping () -> URLSessionTask) async -> Result<TransportResponse, TransportFailure> {
+        let request = call.request
         let registration = request.cancellation?.onCancel { call.cancel() }
         defer { request.cancellation?.removeHandler(registration) }
-        let result: Result<TransportResponse, TransportFailure> = await withTaskCancellationHandler {
+        return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                call.start(continuation: continuation) { [session, router] in
-                    let task: URLSessionTask
-                    switch (request.body, request.download) {
-                    case (_, .some):
-                        task = session.downloadTask(with: request.urlRequest)
-                    case (.file(let url), nil):
-                        task = session.uploadTask(with: request.urlRequest, fromFile: url)
-                    case (.upload, nil):
-                        var bare = request.urlRequest
-                        let body = bare.httpBody ?? Data()
-                        bare.httpBody = nil
-                        task = session.uploadTask(with: bare, from: body)
-                    case (.inline, nil):
-                        task = session.dataTask(with: request.urlRequest)
-                    }
-                    router.register(call, for: task)
-                    return task
-                }
+                call.start(continuation: continuation, makeTask: makeTask)
             }
         } onCancel: {
             call.cancel()
         }
-        return try result.get()
     }
 }
 
 /// State of one call: collects the body, reports progress, resumes its continuation once.
 final class SessionCall: @unchecked Sendable {
     let request: TransportRequest
+    /// Whether the task reports through a completion handler rather than delegate callbacks.
+    let completionHandler: Bool
     private struct State {
         var continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?
         var task: URLSessionTask?
@@ -74,8 +100,30 @@ final class SessionCall: @unchecked Sendable {
     }
     private let state = Locked(State())
 
-    init(request: TransportRequest) {
+    init(request: TransportRequest, completionHandler: Bool) {
         self.request = request
+        self.completionHandler = completionHandler
+    }
+
+    /// Whether an authentication challenge was met (the response is then delivered by a
+    /// delegate-callback task, which keeps the body).
+    var wasChallenged: Bool { state.withLock { $0.challenged != nil } }
+
+    /// The completion handler of a completion-handler task.
+    func complete(data: Data?, response: URLResponse?, error: Error?) {
+        if wasChallenged {
+            finish(.failure(TransportFailure(kind: .other, message: "challenged: sent again with delegate callbacks")))
+            return
+        }
+        if let error {
+            finish(.failure(Self.failure(for: error, cancelled: isCancelled)))
+            return
+        }
+        guard let response = response as? HTTPURLResponse else {
+            finish(.failure(TransportFailure(kind: .badResponse, message: "the server's answer is not an HTTP response")))
+            return
+        }
+        finish(.success(TransportResponse(response: response, data: data ?? Data())))
     }
 
     /// Creates the task with `makeTask` and resumes it, unless the call was already cancelled.
@@ -133,6 +181,7 @@ final class SessionCall: @unchecked Sendable {
     }
 
     func complete(task: URLSessionTask, error: Error?) {
+        if completionHandler { return }
         let (challenged, cancelled) = state.withLock { ($0.challenged, $0.cancelled) }
         if let challenged, !cancelled {
             let data = state.withLock { $0.data }
@@ -200,6 +249,13 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
     func register(_ call: SessionCall, for task: URLSessionTask) {
         calls.withLock { $0[task.taskIdentifier] = call }
     }
+
+    func unregister(_ identifier: Int) {
+        _ = calls.withLock { $0.removeValue(forKey: identifier) }
+    }
+
+    /// Calls still registered (for tests of leaks).
+    var registeredCount: Int { calls.withLock { $0.count } }
 
     private func call(for task: URLSessionTask) -> SessionCall? {
         calls.withLock { $0[task.taskIdentifier] }
