@@ -25,13 +25,27 @@ enum CBytes {
         try bytes.withUnsafeBufferPointer { try body(ph_bytes(data: $0.baseAddress, len: $0.count)) }
     }
 
-    /// Calls `body` with parallel arrays of borrowed byte strings for `pairs`.
+    /// Calls `body` with parallel arrays of borrowed byte strings for `pairs`, all copied into
+    /// one buffer.
     static func withPairs<R>(_ pairs: [(String, String)], _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R) -> R {
-        let arena = Arena()
-        let names = pairs.map { arena.copy($0.0) }
-        let values = pairs.map { arena.copy($0.1) }
-        return names.withUnsafeBufferPointer { n in
-            values.withUnsafeBufferPointer { v in body(n.baseAddress, v.baseAddress, pairs.count) }
+        let total = pairs.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { buffer in
+            withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, pairs.count * 2)) { slots in
+                var offset = 0
+                func place(_ text: String) -> ph_bytes {
+                    let start = offset
+                    for byte in text.utf8 {
+                        buffer[offset] = byte
+                        offset += 1
+                    }
+                    return ph_bytes(data: UnsafePointer(buffer.baseAddress! + start), len: offset - start)
+                }
+                for (index, pair) in pairs.enumerated() {
+                    slots[index] = place(pair.0)
+                    slots[pairs.count + index] = place(pair.1)
+                }
+                return body(UnsafePointer(slots.baseAddress!), UnsafePointer(slots.baseAddress! + pairs.count), pairs.count)
+            }
         }
     }
 
@@ -47,22 +61,5 @@ enum CBytes {
             if count > 0 { data.update(from: source.baseAddress!, count: count) }
         }
         buffer.pointee.len = count
-    }
-
-    /// Heap copies that live as long as the arena.
-    final class Arena {
-        private var blocks: [UnsafeMutablePointer<UInt8>] = []
-
-        func copy(_ string: String) -> ph_bytes {
-            let utf8 = Array(string.utf8)
-            let block = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, utf8.count))
-            utf8.withUnsafeBufferPointer { if !$0.isEmpty { block.update(from: $0.baseAddress!, count: $0.count) } }
-            blocks.append(block)
-            return ph_bytes(data: UnsafePointer(block), len: utf8.count)
-        }
-
-        deinit {
-            for block in blocks { block.deallocate() }
-        }
     }
 }

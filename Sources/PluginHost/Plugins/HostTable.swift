@@ -3,9 +3,13 @@ import Dispatch
 import Foundation
 import PluginSDK
 
-/// Heap copies of byte strings handed to a plugin; freed when the owner goes away.
+/// Copies of byte strings handed to a plugin, bump-allocated in a few chunks that never move;
+/// freed when the owner (a hook call's handle) goes away.
 final class ByteArena {
-    private var blocks: [UnsafeMutableRawPointer] = []
+    private var chunks: [UnsafeMutableRawPointer] = []
+    private var cursor: UnsafeMutableRawPointer?
+    private var left = 0
+    private static let chunkSize = 2048
 
     func bytes(_ string: String) -> ph_bytes {
         var string = string
@@ -17,14 +21,28 @@ final class ByteArena {
     }
 
     func bytes(_ source: UnsafeBufferPointer<UInt8>) -> ph_bytes {
-        let block = UnsafeMutableRawPointer.allocate(byteCount: max(1, source.count), alignment: 1)
-        if let base = source.baseAddress, source.count > 0 { block.copyMemory(from: base, byteCount: source.count) }
-        blocks.append(block)
-        return ph_bytes(data: block.assumingMemoryBound(to: UInt8.self), len: source.count)
+        let count = source.count
+        let target: UnsafeMutableRawPointer
+        if count > Self.chunkSize / 2 {
+            target = UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 1)
+            chunks.append(target)
+        } else {
+            if count > left || cursor == nil {
+                let chunk = UnsafeMutableRawPointer.allocate(byteCount: Self.chunkSize, alignment: 1)
+                chunks.append(chunk)
+                cursor = chunk
+                left = Self.chunkSize
+            }
+            target = cursor!
+            cursor = target + count
+            left -= count
+        }
+        if let base = source.baseAddress, count > 0 { target.copyMemory(from: base, byteCount: count) }
+        return ph_bytes(data: target.assumingMemoryBound(to: UInt8.self), len: count)
     }
 
     deinit {
-        for block in blocks { block.deallocate() }
+        for chunk in chunks { chunk.deallocate() }
     }
 }
 
