@@ -67,9 +67,10 @@ public struct SHA256: Sendable {
                 buffer.removeAll(keepingCapacity: true)
             }
         }
-        while bytes.count - index >= 64 {
-            compress(UnsafeRawBufferPointer(rebasing: bytes[index..<index + 64]))
-            index += 64
+        let whole = (bytes.count - index) / 64
+        if whole > 0 {
+            compress(UnsafeRawBufferPointer(rebasing: bytes[index..<index + whole * 64]))
+            index += whole * 64
         }
         if index < bytes.count { buffer.append(contentsOf: bytes[index...]) }
         length &+= UInt64(bytes.count)
@@ -95,30 +96,46 @@ public struct SHA256: Sendable {
         return digest
     }
 
-    private mutating func compress(_ block: UnsafeRawBufferPointer) {
+    /// Compresses whole 64-byte blocks.
+    private mutating func compress(_ blocks: UnsafeRawBufferPointer) {
+        var (h0, h1, h2, h3, h4, h5, h6, h7) = state
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
-            for i in 0..<16 {
-                w[i] = UInt32(block[4 * i]) << 24 | UInt32(block[4 * i + 1]) << 16 | UInt32(block[4 * i + 2]) << 8 | UInt32(block[4 * i + 3])
-            }
-            for i in 16..<64 {
-                let s0 = w[i - 15].rotatedRight(7) ^ w[i - 15].rotatedRight(18) ^ (w[i - 15] >> 3)
-                let s1 = w[i - 2].rotatedRight(17) ^ w[i - 2].rotatedRight(19) ^ (w[i - 2] >> 10)
-                w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-            }
-            var (a, b, c, d, e, f, g, h) = state
             Self.k.withUnsafeBufferPointer { k in
-                for i in 0..<64 {
-                    let s1 = e.rotatedRight(6) ^ e.rotatedRight(11) ^ e.rotatedRight(25)
-                    let ch = (e & f) ^ (~e & g)
-                    let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
-                    let s0 = a.rotatedRight(2) ^ a.rotatedRight(13) ^ a.rotatedRight(22)
-                    let maj = (a & b) ^ (a & c) ^ (b & c)
-                    let t2 = s0 &+ maj
-                    (h, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
+                var offset = 0
+                while offset + 64 <= blocks.count {
+                    for i in 0..<16 {
+                        w[i] = UInt32(bigEndian: blocks.loadUnaligned(fromByteOffset: offset + 4 * i, as: UInt32.self))
+                    }
+                    for i in 16..<64 {
+                        let a = w[i - 15], b = w[i - 2]
+                        let s0 = a.rotatedRight(7) ^ a.rotatedRight(18) ^ (a >> 3)
+                        let s1 = b.rotatedRight(17) ^ b.rotatedRight(19) ^ (b >> 10)
+                        w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+                    }
+                    var a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7
+                    for i in 0..<64 {
+                        let s1 = e.rotatedRight(6) ^ e.rotatedRight(11) ^ e.rotatedRight(25)
+                        let ch = (e & f) ^ (~e & g)
+                        let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
+                        let s0 = a.rotatedRight(2) ^ a.rotatedRight(13) ^ a.rotatedRight(22)
+                        let maj = (a & b) ^ (a & c) ^ (b & c)
+                        let t2 = s0 &+ maj
+                        h = g
+                        g = f
+                        f = e
+                        e = d &+ t1
+                        d = c
+                        c = b
+                        b = a
+                        a = t1 &+ t2
+                    }
+                    h0 = h0 &+ a; h1 = h1 &+ b; h2 = h2 &+ c; h3 = h3 &+ d
+                    h4 = h4 &+ e; h5 = h5 &+ f; h6 = h6 &+ g; h7 = h7 &+ h
+                    offset += 64
                 }
             }
-            state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e, state.5 &+ f, state.6 &+ g, state.7 &+ h)
         }
+        state = (h0, h1, h2, h3, h4, h5, h6, h7)
     }
 }
 

@@ -32,7 +32,7 @@ struct ActivityPluginTests {
         _ = await provider.request(try Bin("get", base: closedPortURL())).result
         let slow = try f.provider([("activity", [:])], services: provider.services, requestTimeout: 0.5)
         _ = await slow.request(try Bin("delay/3")).result
-        let target = try Bin("delay/5")
+        let target = try Bin("delay/10")
         let task = Task { await provider.request(target).result }
         #expect(await eventually { outcomes.log.count == 2 && provider.inflightCount == 1 })
         try await Task.sleep(nanoseconds: 200_000_000)
