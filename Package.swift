@@ -28,7 +28,8 @@ var testFixtureTargets: [Target] {
             .target(name: "\($0)TestPlugin", dependencies: ["TestPluginKit", "PluginSDK"], path: "Tests/Fixtures/Plugins/\($0)")
         }
         + cTestPlugins.map {
-            .target(name: "\($0)TestPlugin", dependencies: ["CPluginABI"], path: "Tests/Fixtures/Plugins/\($0)", publicHeadersPath: ".")
+            .target(name: "\($0)TestPlugin", dependencies: ["CPluginABI"], path: "Tests/Fixtures/Plugins/\($0)", publicHeadersPath: ".",
+                    cSettings: [.headerSearchPath("../Shared")])
         }
 }
 

@@ -1,24 +1,3 @@
-/* A deliberately broken plugin library (test fixture): needs ABI 1.7 */
-#include <stddef.h>
-#include "pluginhost.h"
-
-static void *create(ph_bytes config, const ph_host_api *host, ph_error_buf *error) {
-    (void)config; (void)host; (void)error;
-    return (void *)1;
-}
-static void destroy(void *instance) { (void)instance; }
-
-static const ph_plugin_descriptor descriptor = {
-    .struct_size = sizeof(ph_plugin_descriptor),
-    .abi_major = 1,
-    .abi_minor = 7,
-    .name = "newerminor",
-    .version = "0.0.1",
-    .summary = "needs ABI 1.7",
-    .license = "MIT",
-    .build_signature = "c99",
-    .create = create,
-    .destroy = destroy,
-};
-
-const ph_plugin_descriptor *pluginhost_plugin_v1(void) { return &descriptor; }
+/* Needs ABI 1.7: refused by a 1.0 host. */
+#include "broken_plugin.h"
+BROKEN_PLUGIN("newerminor", 1, 7, sizeof(ph_plugin_descriptor), "needs ABI 1.7")

@@ -1,24 +1,3 @@
-/* A deliberately broken plugin library (test fixture): claims a 16-byte descriptor */
-#include <stddef.h>
-#include "pluginhost.h"
-
-static void *create(ph_bytes config, const ph_host_api *host, ph_error_buf *error) {
-    (void)config; (void)host; (void)error;
-    return (void *)1;
-}
-static void destroy(void *instance) { (void)instance; }
-
-static const ph_plugin_descriptor descriptor = {
-    .struct_size = 16,
-    .abi_major = 1,
-    .abi_minor = 0,
-    .name = "smalldescriptor",
-    .version = "0.0.1",
-    .summary = "claims a 16-byte descriptor",
-    .license = "MIT",
-    .build_signature = "c99",
-    .create = create,
-    .destroy = destroy,
-};
-
-const ph_plugin_descriptor *pluginhost_plugin_v1(void) { return &descriptor; }
+/* Claims a 16-byte descriptor: too small for ABI 1.0. */
+#include "broken_plugin.h"
+BROKEN_PLUGIN("smalldescriptor", 1, 0, 16, "claims a 16-byte descriptor")
