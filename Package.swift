@@ -9,15 +9,18 @@ let cTestPlugins = ["CPlugin", "BadMajor", "NewerMinor", "SmallDescriptor", "NoE
 // The contrib plugins: each a dynamic library (lib<Name>Plugin.so) depending on PluginSDK only.
 let contribPlugins = ["AccessToken", "Credentials", "Activity", "Logger", "Signature", "Cache"]
 
+// Each plugin module can also be linked in-process; its library's entry point is a target of its own.
 var contribTargets: [Target] {
-    contribPlugins.map {
-        .target(name: "\($0)Plugin", dependencies: ["PluginSDK"], path: "PluginsContrib/\($0)",
-                exclude: ["README.md", "plugin-config.json"])
+    contribPlugins.flatMap { name -> [Target] in
+        [.target(name: "\(name)Plugin", dependencies: ["PluginSDK"], path: "PluginsContrib/\(name)",
+                 exclude: ["README.md", "plugin-config.json", "Entry"]),
+         .target(name: "\(name)PluginEntry", dependencies: ["PluginSDK", .target(name: "\(name)Plugin")],
+                 path: "PluginsContrib/\(name)/Entry")]
     }
 }
 
 var contribProducts: [Product] {
-    contribPlugins.map { .library(name: "\($0)Plugin", type: .dynamic, targets: ["\($0)Plugin"]) }
+    contribPlugins.map { .library(name: "\($0)Plugin", type: .dynamic, targets: ["\($0)PluginEntry"]) }
 }
 
 var testFixtureTargets: [Target] {
@@ -58,7 +61,7 @@ let package = Package(
         .target(name: "PluginSDK", dependencies: ["CPluginABI"]),
         .target(name: "PluginHost", dependencies: ["PluginSDK"]),
         .executableTarget(name: "PluginHostExample", dependencies: ["PluginHost"]),
-        .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"]),
+        .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"] + contribPlugins.map { .target(name: "\($0)Plugin") }),
         .executableTarget(name: "pluginhost", dependencies: ["PluginHost", "PluginSDK"]),
         .testTarget(name: "PluginSDKTests", dependencies: ["PluginSDK"]),
         .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"]),

@@ -127,8 +127,3 @@ public struct AccessTokenPlugin: ExportablePlugin {
         return .retry(refresh: CredentialRefresh(key: key, staleValue: sent.token))
     }
 }
-
-@_cdecl("pluginhost_plugin_v1")
-public func pluginhostPlugin() -> UnsafeRawPointer {
-    PluginExport.descriptor(for: AccessTokenPlugin.self)
-}

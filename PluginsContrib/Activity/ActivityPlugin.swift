@@ -73,8 +73,3 @@ public struct ActivityPlugin: ExportablePlugin {
         context.services.emit("ended", fields: fields)
     }
 }
-
-@_cdecl("pluginhost_plugin_v1")
-public func pluginhostPlugin() -> UnsafeRawPointer {
-    PluginExport.descriptor(for: ActivityPlugin.self)
-}

@@ -221,8 +221,3 @@ public struct CachePlugin: ExportablePlugin {
         return SyntheticResponse(statusCode: entry.status, headers: headers, body: headOnly ? [] : entry.body)
     }
 }
-
-@_cdecl("pluginhost_plugin_v1")
-public func pluginhostPlugin() -> UnsafeRawPointer {
-    PluginExport.descriptor(for: CachePlugin.self)
-}

@@ -100,8 +100,3 @@ public struct CredentialsPlugin: ExportablePlugin {
         return .useCredential(user: entry.user, password: password)
     }
 }
-
-@_cdecl("pluginhost_plugin_v1")
-public func pluginhostPlugin() -> UnsafeRawPointer {
-    PluginExport.descriptor(for: CredentialsPlugin.self)
-}

@@ -207,8 +207,3 @@ func Glibc_or_Darwin_write(_ fd: Int32, _ buffer: UnsafePointer<UInt8>, _ count:
     return Darwin.write(fd, buffer, count)
     #endif
 }
-
-@_cdecl("pluginhost_plugin_v1")
-public func pluginhostPlugin() -> UnsafeRawPointer {
-    PluginExport.descriptor(for: LoggerPlugin.self)
-}

@@ -145,8 +145,3 @@ public struct SignaturePlugin: ExportablePlugin {
     /// RFC 3986 percent-encoding: unreserved characters kept, everything else `%XX` upper-case.
     static func escape(_ text: String) -> String { RFC3986.escape(text) }
 }
-
-@_cdecl("pluginhost_plugin_v1")
-public func pluginhostPlugin() -> UnsafeRawPointer {
-    PluginExport.descriptor(for: SignaturePlugin.self)
-}

@@ -77,6 +77,13 @@ public final class PluginServices: Sendable {
         FileHandle.standardError.write(Data("[\(level)] \(plugin): \(message)\n".utf8))
     }
 
+    /// The ``HostServices`` an interceptor named `plugin` sees: these services, with its events
+    /// and log lines labelled with its name. Use it to create a plugin in-process
+    /// (`LoggerPlugin(configuration:host:)`) instead of loading it from a bundle.
+    public func hostServices(for plugin: String) -> any HostServices {
+        BoundServices(services: self, plugin: plugin)
+    }
+
     // MARK: Key/value store
 
     /// A stored value.

@@ -7,8 +7,14 @@
 // machines, ratios do.
 import Dispatch
 import Foundation
+import AccessTokenPlugin
+import ActivityPlugin
+import CachePlugin
+import CredentialsPlugin
+import LoggerPlugin
 import PluginHost
 import PluginSDK
+import SignaturePlugin
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -206,6 +212,20 @@ func runBench(_ options: Options) async throws {
     let noopLibrary = try PluginLibrary.open(path: options.noop, checkPermissions: false)
     let noop6: [any Interceptor] = try (0..<6).map { _ in try LoadedPlugin(library: noopLibrary, configJSON: Data("{}".utf8), services: services()) }
     let inProcess6: [any Interceptor] = (0..<6).map { _ in InProcessNoop() }
+    // The same six, compiled into this binary, with the configuration the manifest gives the loaded ones.
+    let compiledServices = services()
+    func configuration(_ plugin: String, _ values: [String: Any] = [:]) -> PluginConfiguration {
+        PluginConfiguration(plugin: plugin, values: values)
+    }
+    let compiled6: [any Interceptor] = [
+        try ActivityPlugin(configuration: configuration("activity"), host: compiledServices.hostServices(for: "activity")),
+        try CachePlugin(configuration: configuration("cache"), host: compiledServices.hostServices(for: "cache")),
+        try AccessTokenPlugin(configuration: configuration("access-token"), host: compiledServices.hostServices(for: "access-token")),
+        try CredentialsPlugin(configuration: configuration("credentials", ["credentials": [["host": "api.example.invalid", "user": "u", "password": "p"]]]),
+                              host: compiledServices.hostServices(for: "credentials")),
+        try SignaturePlugin(configuration: configuration("signature", ["scheme": "hmac-sha256"]), host: compiledServices.hostServices(for: "signature")),
+        try LoggerPlugin(configuration: configuration("logger", ["level": "off"]), host: compiledServices.hostServices(for: "logger")),
+    ]
 
     let stubProvider = { (chain: [any Interceptor], services: PluginServices) in
         Provider<BenchTarget>(stubClosure: { _ in .immediate }, interceptors: chain, services: services)
@@ -213,11 +233,15 @@ func runBench(_ options: Options) async throws {
 
     if let profile = options.profile {
         // Only one stub scenario, for a profiler: `0`, `noop6` or `loaded6`.
-        let chain = profile == "loaded6" ? loaded6 : profile == "noop6" ? noop6 : []
-        let provider = stubProvider(chain, profile == "loaded6" ? loadedServices : PluginServices())
+        let chain = profile == "loaded6" ? loaded6 : profile == "noop6" ? noop6 : profile == "compiled6" ? compiled6 : []
+        let provider = stubProvider(chain, profile == "loaded6" ? loadedServices : profile == "compiled6" ? compiledServices : PluginServices())
         let pipeline = provider.request(.stub)
         let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
-        print("\(profile): p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs")
+        let check = await pipeline.result
+        let signed = (try? check.get().request?.value(forHTTPHeaderField: "X-Signature")) ?? nil
+        let cached = (try? check.get().value(forHTTPHeaderField: "X-Cache")) ?? nil
+        print("\(profile): p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs"
+              + "  (last response: X-Signature \(signed == nil ? "absent" : "present"), X-Cache \(cached ?? "absent"), \(check))")
         exit(0)
     }
 
@@ -255,10 +279,14 @@ func runBench(_ options: Options) async throws {
         let stubScenarios: [(String, [any Interceptor], PluginServices)] = [
             ("stub_0", [], PluginServices()), ("stub_inprocess_noop6", inProcess6, PluginServices()),
             ("stub_noop6", noop6, PluginServices()), ("stub_loaded6", loaded6, loadedServices),
+            ("stub_compiled6", compiled6, compiledServices),
         ]
         for (key, chain, scenarioServices) in stubScenarios {
             let provider = stubProvider(chain, scenarioServices)
             let pipeline = provider.request(.stub)
+            if case .failure(let error) = await pipeline.result {
+                print("warning: \(key) requests fail, the figure measures a failing chain: \(error)")
+            }
             let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
             figures.add(key + "_p50", percentile(samples, 0.5))
             figures.add(key + "_p99", percentile(samples, 0.99))
@@ -353,6 +381,7 @@ func runBench(_ options: Options) async throws {
         ("1 stub, 6 in-process no-op", "stub_inprocess_noop6_p50", "stub_inprocess_noop6_p99"),
         ("1 stub, 6 loaded no-op (ABI)", "stub_noop6_p50", "stub_noop6_p99"),
         ("1 stub, six contrib loaded", "stub_loaded6_p50", "stub_loaded6_p99"),
+        ("1 stub, six contrib compiled in", "stub_compiled6_p50", "stub_compiled6_p99"),
         ("2 sequential, raw URLSession (µs p50 / p99)", "seq_us_p50_raw", "seq_us_p99_raw"),
         ("2 sequential, provider 0", "seq_us_p50_0", "seq_us_p99_0"),
         ("2 sequential, provider six loaded", "seq_us_p50_loaded6", "seq_us_p99_loaded6"),
@@ -383,7 +412,9 @@ func runBench(_ options: Options) async throws {
     }
     var json: [String: Double] = [:]
     for key in ["stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
-                "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50"] { json[key.key] = figures.median(key.value) }
+                "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50", "stub_us_p50_compiled6": "stub_compiled6_p50"] {
+        json[key.key] = figures.median(key.value)
+    }
     for key in ["seq_rps_raw", "seq_rps_0", "seq_rps_loaded6", "conc64_rps_raw", "conc64_rps_0", "conc64_rps_loaded6", "ratio_seq",
                 "ratio_conc64", "download_mbps_raw", "download_mbps_loaded6", "ratio_download", "load_ms_p50", "cache_hit_us_p50_memory",
                 "cache_hit_us_p50_disk", "cache_hit_rps_memory", "rss_growth_mib", "abi_hook_ns"] {
