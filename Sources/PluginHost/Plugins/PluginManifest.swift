@@ -63,38 +63,70 @@ public struct PluginManifest: Sendable {
 
     /// Every problem of manifest JSON.
     public static func problems(in data: Data, file: String) -> [PluginLoadError] {
+        walk(data, file: file).problems
+    }
+
+    /// Validates manifest JSON; relative directories resolve against `file`'s directory.
+    /// Throws the first of ``problems(in:file:)``.
+    public static func parse(_ data: Data, file: String) throws(PluginLoadError) -> PluginManifest {
+        let (manifest, problems) = walk(data, file: file)
+        if let first = problems.first { throw first }
+        return manifest
+    }
+
+    /// Checks every rule once, collecting problems in document order and building the manifest.
+    private static func walk(_ data: Data, file: String) -> (manifest: PluginManifest, problems: [PluginLoadError]) {
         var found: [PluginLoadError] = []
+        var directories: [String] = []
+        var entries: [Entry] = []
         func check(_ body: () throws(PluginLoadError) -> Void) {
             do { try body() } catch { found.append(error) }
         }
+        func result() -> (PluginManifest, [PluginLoadError]) {
+            (PluginManifest(file: file, pluginDirectories: directories, entries: entries), found)
+        }
         let root: JSONReader
-        do { root = try JSONReader.parse(data, file: file) } catch { return [error] }
-        guard let object = root.value as? [String: Any] else { return [root.schemaError("must be an object")] }
+        do { root = try JSONReader.parse(data, file: file) } catch {
+            return (PluginManifest(file: file, pluginDirectories: [], entries: []), [error])
+        }
+        guard let object = root.value as? [String: Any] else {
+            found.append(root.schemaError("must be an object"))
+            return result()
+        }
         for key in object.keys.sorted() where !keys.contains(key) {
             found.append(root.schemaError("unknown key \(key.debugDescription); expected one of \(keys.sorted().joined(separator: ", "))", at: key))
         }
-        let members = object.mapValues { $0 }
-        if let directories = members["pluginDirectories"] {
+        let base = (file as NSString).deletingLastPathComponent
+        if let value = object["pluginDirectories"] {
             check { () throws(PluginLoadError) in
-                let readers = try JSONReader(file: file, value: directories, path: "pluginDirectories").array()
+                let readers = try JSONReader(file: file, value: value, path: "pluginDirectories").array()
                 if readers.isEmpty { throw root.schemaError("must name at least one directory", at: "pluginDirectories") }
-                for reader in readers { check { () throws(PluginLoadError) in _ = try reader.nonEmptyString() } }
+                for reader in readers {
+                    check { () throws(PluginLoadError) in
+                        let path = try reader.nonEmptyString()
+                        directories.append(path.hasPrefix("/") ? path : ((base.isEmpty ? "." : base) as NSString).appendingPathComponent(path))
+                    }
+                }
             }
         } else {
             found.append(root.schemaError("missing required key \"pluginDirectories\"", at: "pluginDirectories"))
         }
-        guard let plugins = members["plugins"] else {
+        guard let plugins = object["plugins"] else {
             found.append(root.schemaError("missing required key \"plugins\"", at: "plugins"))
-            return found
+            return result()
         }
-        let entries: [JSONReader]
-        do { entries = try JSONReader(file: file, value: plugins, path: "plugins").array() } catch { return found + [error] }
+        let readers: [JSONReader]
+        do { readers = try JSONReader(file: file, value: plugins, path: "plugins").array() } catch {
+            found.append(error)
+            return result()
+        }
         var seen: [String: String] = [:]
-        for reader in entries {
+        for (index, reader) in readers.enumerated() {
             guard let fields = reader.value as? [String: Any] else {
                 found.append(reader.schemaError("must be an object"))
                 continue
             }
+            let before = found.count
             for key in fields.keys.sorted() where !entryKeys.contains(key) {
                 found.append(reader.schemaError("unknown key \(key.debugDescription); expected one of \(entryKeys.sorted().joined(separator: ", "))",
                                                 at: reader.child(key)))
@@ -102,64 +134,35 @@ public struct PluginManifest: Sendable {
             func member(_ key: String) -> JSONReader? {
                 fields[key].map { JSONReader(file: file, value: $0, path: reader.child(key)) }
             }
-            if let name = member("name") {
+            var name = ""
+            if let nameReader = member("name") {
                 check { () throws(PluginLoadError) in
-                    let text = try name.nonEmptyString()
-                    if let first = seen[text] {
-                        throw PluginLoadError(.duplicateName, file: file, jsonPath: name.path, plugin: text, reason: "duplicate plugin name (also at \(first))")
+                    name = try nameReader.nonEmptyString()
+                    if let first = seen[name] {
+                        throw PluginLoadError(.duplicateName, file: file, jsonPath: nameReader.path, plugin: name,
+                                              reason: "duplicate plugin name (also at \(first))")
                     }
-                    seen[text] = name.path
+                    seen[name] = nameReader.path
                 }
             } else {
                 found.append(reader.schemaError("missing required key \"name\"", at: reader.child("name")))
             }
-            if let enabled = member("enabled") { check { () throws(PluginLoadError) in _ = try enabled.bool() } }
-            if let config = member("config") { check { () throws(PluginLoadError) in _ = try config.configObject() } }
-            if let pin = member("sha256") { check { () throws(PluginLoadError) in _ = try pin.sha256() } }
-        }
-        return found
-    }
-
-    /// Validates manifest JSON; relative directories resolve against `file`'s directory.
-    public static func parse(_ data: Data, file: String) throws(PluginLoadError) -> PluginManifest {
-        let root = try JSONReader.parse(data, file: file)
-        let members = try root.object(allowing: keys)
-        guard let directoriesReader = members["pluginDirectories"] else {
-            throw root.schemaError("missing required key \"pluginDirectories\"", at: "pluginDirectories")
-        }
-        guard let pluginsReader = members["plugins"] else {
-            throw root.schemaError("missing required key \"plugins\"", at: "plugins")
-        }
-        let base = (file as NSString).deletingLastPathComponent
-        var directories: [String] = []
-        let directoryReaders = try directoriesReader.array()
-        if directoryReaders.isEmpty { throw directoriesReader.schemaError("must name at least one directory") }
-        for reader in directoryReaders {
-            let path = try reader.nonEmptyString()
-            directories.append(path.hasPrefix("/") ? path : ((base.isEmpty ? "." : base) as NSString).appendingPathComponent(path))
-        }
-        var entries: [Entry] = []
-        var seen: [String: String] = [:]
-        for (index, reader) in try pluginsReader.array().enumerated() {
-            let fields = try reader.object(allowing: entryKeys)
-            guard let nameReader = fields["name"] else {
-                throw reader.schemaError("missing required key \"name\"", at: reader.child("name"))
-            }
-            let name = try nameReader.nonEmptyString()
-            if let first = seen[name] {
-                throw PluginLoadError(.duplicateName, file: file, jsonPath: nameReader.path, plugin: name,
-                                      reason: "duplicate plugin name (also at \(first))")
-            }
-            seen[name] = nameReader.path
+            var enabled = true
             var configJSON: Data?
-            if let config = fields["config"] {
-                let object = try config.configObject()
-                configJSON = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            var pin: String?
+            if let value = member("enabled") { check { () throws(PluginLoadError) in enabled = try value.bool() } }
+            if let value = member("config") {
+                check { () throws(PluginLoadError) in
+                    let object = try value.configObject()
+                    configJSON = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                }
             }
-            entries.append(Entry(name: name, enabled: try fields["enabled"]?.bool() ?? true, configJSON: configJSON,
-                                 sha256: try fields["sha256"]?.sha256(), index: index))
+            if let value = member("sha256") { check { () throws(PluginLoadError) in pin = try value.sha256() } }
+            if found.count == before {
+                entries.append(Entry(name: name, enabled: enabled, configJSON: configJSON, sha256: pin, index: index))
+            }
         }
-        return PluginManifest(file: file, pluginDirectories: directories, entries: entries)
+        return result()
     }
 
     /// The same manifest with only the entries for which `isIncluded` is true.
