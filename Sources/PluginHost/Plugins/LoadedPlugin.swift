@@ -26,21 +26,16 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         self.descriptor = library.descriptor
         let table = HostTable(services: BoundServices(services: services, plugin: library.info.name))
         self.table = table
-        var message = [UInt8](repeating: 0, count: Self.errorCapacity)
-        var length = 0
-        let created: UnsafeMutableRawPointer? = configJSON.withUnsafeBytes { config in
-            message.withUnsafeMutableBufferPointer { buffer in
-                var error = ph_error_buf(data: buffer.baseAddress, capacity: buffer.count, len: 0)
-                defer { length = min(error.len, buffer.count) }
-                return library.descriptor.pointee.create(
+        let (created, message) = Self.withErrorBuffer { error in
+            configJSON.withUnsafeBytes { config in
+                library.descriptor.pointee.create(
                     ph_bytes(data: config.baseAddress?.assumingMemoryBound(to: UInt8.self), len: config.count),
-                    UnsafePointer(table.table), &error)
+                    UnsafePointer(table.table), error)
             }
         }
         guard let created else {
-            let text = String(decoding: message[0..<length], as: UTF8.self)
             throw PluginLoadError(.createFailed, file: library.path, plugin: library.info.name,
-                                  reason: text.isEmpty ? "create failed without a message" : text)
+                                  reason: message.isEmpty ? "create failed without a message" : message)
         }
         instance = created
     }
@@ -142,15 +137,21 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 
     /// Calls a hook with an error buffer; a non-OK status throws the plugin's message.
     private func call(_ hook: InterceptorHook, _ body: (UnsafeMutablePointer<ph_error_buf>) -> Int32) throws {
-        // The message buffer lives on the stack: most calls succeed and never write to it.
-        let failure: String? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.errorCapacity) { buffer in
+        let (status, message) = Self.withErrorBuffer(body)
+        guard status != PH_OK else { return }
+        throw InterceptorError.failed(message.isEmpty ? "\(hook) failed with status \(status) and no message" : message)
+    }
+
+    /// Runs `body` with a host-provided error buffer (on the stack: most calls never write to it)
+    /// and returns its result with the message written, clamped to the buffer.
+    private static func withErrorBuffer<R>(_ body: (UnsafeMutablePointer<ph_error_buf>) -> R) -> (R, String) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: errorCapacity) { buffer in
             var error = ph_error_buf(data: buffer.baseAddress, capacity: buffer.count, len: 0)
-            let status = body(&error)
-            guard status != PH_OK else { return nil }
-            let text = String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<min(error.len, buffer.count)]), as: UTF8.self)
-            return text.isEmpty ? "\(hook) failed with status \(status) and no message" : text
+            let result = body(&error)
+            let length = min(error.len, buffer.count)
+            let message = length == 0 ? "" : String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<length]), as: UTF8.self)
+            return (result, message)
         }
-        if let failure { throw InterceptorError.failed(failure) }
     }
 
     private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) -> R) -> R {
