@@ -85,15 +85,7 @@ final class CacheStore: @unchecked Sendable {
         let temporary = directory + "/" + name + ".tmp-" + SHA256.hex(Array(UUID().uuidString.utf8)).prefix(12)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard fd >= 0 else { return }
-        let written = data.withUnsafeBufferPointer { buffer -> Bool in
-            var offset = 0
-            while offset < buffer.count {
-                let n = Glibc_or_Darwin.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if n <= 0 { return false }
-                offset += n
-            }
-            return true
-        }
+        let written = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
         close(fd)
         guard written, rename(temporary, directory + "/" + name) == 0 else {
             unlink(temporary)
@@ -175,16 +167,5 @@ final class CacheStore: @unchecked Sendable {
         guard SHA256.hash(body) == digest else { return nil }
         entry.body = body
         return entry
-    }
-}
-
-/// Platform shims.
-enum Glibc_or_Darwin {
-    static func write(_ fd: Int32, _ buffer: UnsafePointer<UInt8>, _ count: Int) -> Int {
-        #if canImport(Glibc)
-        return Glibc.write(fd, buffer, count)
-        #else
-        return Darwin.write(fd, buffer, count)
-        #endif
     }
 }

@@ -185,25 +185,8 @@ public struct LoggerPlugin: ExportablePlugin {
         case .file(let fd):
             let data = Array((text + "\n").utf8)
             sink.lock.lock()
-            data.withUnsafeBufferPointer { buffer in
-                var offset = 0
-                while offset < buffer.count {
-                    let n = Glibc_or_Darwin_write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                    if n <= 0 { break }
-                    offset += n
-                }
-            }
+            _ = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
             sink.lock.unlock()
         }
     }
-}
-
-/// `write(2)`, named apart from the plugin's own `write`.
-@inline(__always)
-func Glibc_or_Darwin_write(_ fd: Int32, _ buffer: UnsafePointer<UInt8>, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    return Glibc.write(fd, buffer, count)
-    #else
-    return Darwin.write(fd, buffer, count)
-    #endif
 }

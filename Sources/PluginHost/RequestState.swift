@@ -90,17 +90,7 @@ final class RequestState: RequestBackend {
         request.httpBody = bodyData
         request.timeoutInterval = timeout
         guard let changedHeaders else { return request }
-        var fields: [String: String] = [:]
-        var order: [String] = []
-        for header in changedHeaders {
-            if let existing = order.first(where: { HTTPHeader.namesEqual($0, header.name) }) {
-                fields[existing] = fields[existing]! + "," + header.value
-            } else {
-                order.append(header.name)
-                fields[header.name] = header.value
-            }
-        }
-        request.allHTTPHeaderFields = fields
+        request.allHTTPHeaderFields = changedHeaders.folded(separator: ",")
         return request
     }
 }
@@ -179,17 +169,7 @@ final class ResponseState: ResponseBackend {
     /// The `HTTPURLResponse` to hand to the app: the transport's own unless a hook edited it.
     func makeHTTPURLResponse(fallbackURL: URL?) -> HTTPURLResponse? {
         if let original { return original }
-        var fields: [String: String] = [:]
-        var order: [String] = []
-        for header in headers {
-            if let existing = order.first(where: { HTTPHeader.namesEqual($0, header.name) }) {
-                fields[existing] = fields[existing]! + ", " + header.value
-            } else {
-                order.append(header.name)
-                fields[header.name] = header.value
-            }
-        }
         guard let url = url ?? fallbackURL else { return nil }
-        return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
+        return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded(separator: ", "))
     }
 }

@@ -94,3 +94,21 @@ enum HeaderReading {
         return values
     }
 }
+
+extension Array where Element == HTTPHeader {
+    /// The fields as a dictionary, repeated names folded into one value joined by `separator`
+    /// (the first spelling of a name is kept).
+    public func folded(separator: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        var order: [String] = []
+        for header in self {
+            if let existing = order.first(where: { HTTPHeader.namesEqual($0, header.name) }) {
+                fields[existing] = fields[existing]! + separator + header.value
+            } else {
+                order.append(header.name)
+                fields[header.name] = header.value
+            }
+        }
+        return fields
+    }
+}

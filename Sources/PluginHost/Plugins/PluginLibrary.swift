@@ -170,21 +170,18 @@ public final class PluginLibrary: @unchecked Sendable {
             return directory
         }
         let copy = "\(directory)/\(UUID().uuidString)-\((path as NSString).lastPathComponent)"
-        let fd = Glibc_or_Darwin.openExclusive(copy)
+        // Qualified: `open` alone would name this type's own `open(path:…)`.
+        #if canImport(Glibc)
+        let fd = Glibc.open(copy, O_WRONLY | O_CREAT | O_EXCL, 0o500)
+        #else
+        let fd = Darwin.open(copy, O_WRONLY | O_CREAT | O_EXCL, 0o500)
+        #endif
         guard fd >= 0 else {
             throw PluginLoadError(.unreadable, file: path, reason: "cannot write a verified copy: \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
-        let written = bytes.withUnsafeBytes { raw -> Int in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { return -1 }
-                offset += n
-            }
-            return offset
-        }
-        guard written == bytes.count else {
+        let written = bytes.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
+        guard written else {
             unlink(copy)
             throw PluginLoadError(.unreadable, file: path, reason: "cannot write a verified copy")
         }
@@ -195,13 +192,6 @@ public final class PluginLibrary: @unchecked Sendable {
     private static func dlerrorText(stripping copy: String) -> String {
         let text = dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
         return text.replacingOccurrences(of: copy + ": ", with: "").replacingOccurrences(of: copy, with: "the library")
-    }
-}
-
-/// Platform shims.
-enum Glibc_or_Darwin {
-    static func openExclusive(_ path: String) -> Int32 {
-        open(path, O_WRONLY | O_CREAT | O_EXCL, 0o500)
     }
 }
 
