@@ -104,19 +104,16 @@ enum Inventory {
                 return SHA256.hex(hasher.finalize())
             }
         }
-        var digests = [(source: "plugin.json", sha256: bundle.sha256)]
-        if let (value, index) = pin { digests.append((source: "the manifest (plugins[\(index)].sha256)", sha256: value)) }
         do {
-            let library = try PluginLibrary.open(path: bundle.libraryPath, expectedDigests: digests)
+            let library = try PluginLibrary.open(path: bundle.libraryPath,
+                                                 expectedDigests: bundle.expectedDigests(pin: pin.map { (sha256: $0.0, index: $0.1) }))
             report.verdict = "ok"
             report.loaded = library
             report.version = library.info.version
             report.abi = (library.info.abiMajor, library.info.abiMinor)
             report.hooks = library.info.hooks
             report.summary = library.info.summary
-            if library.info.name != bundle.name {
-                report.problems.append("reject: the library's descriptor names \(library.info.name.debugDescription), the bundle is \(bundle.name).plugin")
-            }
+            if let mismatch = bundle.nameMismatch(library) { report.problems.append("reject: \(mismatch.reason)") }
         } catch {
             if error.kind == .digestMismatch {
                 report.verdict = "mismatch"

@@ -33,13 +33,9 @@ public enum PluginRegistry {
                                   reason: "no \(entry.name).plugin in \(manifest.pluginDirectories.joined(separator: ", "))")
         }
         let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root)
-        var digests = [(source: "plugin.json", sha256: bundle.sha256)]
-        if let pin = entry.sha256 { digests.append((source: "the manifest (plugins[\(entry.index)].sha256)", sha256: pin)) }
-        let library = try PluginLibrary.open(path: bundle.libraryPath, expectedDigests: digests)
-        guard library.info.name == bundle.name else {
-            throw PluginLoadError(.nameMismatch, file: bundle.libraryPath, plugin: bundle.name,
-                                  reason: "the library's descriptor names \(library.info.name.debugDescription), the bundle is \(bundle.name).plugin")
-        }
+        let library = try PluginLibrary.open(path: bundle.libraryPath,
+                                             expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }))
+        if let mismatch = bundle.nameMismatch(library) { throw mismatch }
         return (library, mergedConfig(defaults: bundle.defaultConfigJSON, overrides: entry.configJSON))
     }
 
