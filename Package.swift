@@ -58,8 +58,10 @@ let package = Package(
     ] + contribProducts + testFixtureProducts,
     targets: [
         .target(name: "CPluginABI"),
+        // libcurl, loaded at run time with dlopen: no headers, no link-time dependency.
+        .target(name: "CCurlShim"),
         .target(name: "PluginSDK", dependencies: ["CPluginABI"]),
-        .target(name: "PluginHost", dependencies: ["PluginSDK"]),
+        .target(name: "PluginHost", dependencies: ["PluginSDK", "CCurlShim"]),
         .executableTarget(name: "PluginHostExample", dependencies: ["PluginHost"]),
         .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"] + contribPlugins.map { .target(name: "\($0)Plugin") }),
         .executableTarget(name: "pluginhost", dependencies: ["PluginHost", "PluginSDK"]),

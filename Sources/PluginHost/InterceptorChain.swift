@@ -246,7 +246,8 @@ struct InterceptorChain: Sendable {
             return .failure(failure.kind == .cancelled ? .cancelled : .underlying(failure, nil))
         case .response(let state):
             let response = Response(statusCode: state.statusCode, data: state.data, request: request,
-                                    response: state.makeHTTPURLResponse(fallbackURL: request.url), fileURL: state.fileURL)
+                                    response: state.makeHTTPURLResponse(fallbackURL: request.url), fileURL: state.fileURL,
+                                    httpVersion: state.httpVersion)
             guard validation.accepts(state.statusCode) else { return .failure(.statusCode(response)) }
             return .success(response)
         }

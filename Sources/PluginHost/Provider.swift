@@ -52,8 +52,10 @@ public final class Provider<Target: TargetType>: Sendable {
     ///   - requestClosure: last edit of the `URLRequest`; default returns it unchanged.
     ///   - stubClosure: default ``neverStub(_:)``.
     ///   - callbackQueue: where completion callbacks run; default a global queue.
-    ///   - configuration: the `URLSessionConfiguration` of the default transport.
-    ///   - transport: a transport to use instead of a `URLSession` one.
+    ///   - configuration: when given (and no `transport`), requests go through a
+    ///     ``URLSessionTransport`` with this configuration.
+    ///   - transport: the transport; by default ``Provider/defaultTransport(services:)``: a
+    ///     ``CurlTransport`` on Linux, a ``URLSessionTransport`` on Darwin.
     ///   - interceptors: the chain, outermost first.
     ///   - server: default headers, parameters, timeout and a switchable base URL.
     ///   - trackInflights: share identical in-flight requests (one network call, every caller gets the result).
@@ -63,7 +65,7 @@ public final class Provider<Target: TargetType>: Sendable {
                 requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
                 stubClosure: @escaping StubClosure = Provider.neverStub(_:),
                 callbackQueue: DispatchQueue? = nil,
-                configuration: URLSessionConfiguration = .default,
+                configuration: URLSessionConfiguration? = nil,
                 transport: (any Transport)? = nil,
                 interceptors: [any Interceptor] = [],
                 server: ServerConfiguration? = nil,
@@ -74,12 +76,35 @@ public final class Provider<Target: TargetType>: Sendable {
         self.requestClosure = requestClosure
         self.stubClosure = stubClosure
         self.callbackQueue = callbackQueue
-        self.transport = transport ?? URLSessionTransport(configuration: configuration)
+        if let transport {
+            self.transport = transport
+        } else if let configuration {
+            self.transport = URLSessionTransport(configuration: configuration)
+        } else {
+            self.transport = Self.defaultTransport(services: services)
+        }
         self.interceptors = interceptors
         self.server = server
         self.trackInflights = trackInflights
         self.services = services
         self.chain = InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries)
+    }
+
+    /// The transport a provider uses when given none: on Linux a ``CurlTransport`` (URLSession
+    /// there is a slow layer over the same libcurl, and cannot trust a private CA), falling back
+    /// to a ``URLSessionTransport`` when libcurl cannot be loaded, which is said once through
+    /// `services`' log sink; on Darwin a ``URLSessionTransport``.
+    public static func defaultTransport(services: PluginServices) -> any Transport {
+        #if os(Linux)
+        do {
+            return try CurlTransport()
+        } catch {
+            services.log(.warning, plugin: "pluginhost", "CurlTransport unavailable (\(error)); using URLSessionTransport")
+            return URLSessionTransport()
+        }
+        #else
+        return URLSessionTransport()
+        #endif
     }
 
     /// A pipeline for `target`. Nothing is sent until the pipeline is consumed.

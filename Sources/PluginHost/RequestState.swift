@@ -101,6 +101,8 @@ final class ResponseState: ResponseBackend {
     private var fields: [HTTPHeader]?
     private(set) var data: Data
     let fileURL: URL?
+    /// The protocol of the transport's response, when known.
+    let httpVersion: String?
     private let url: URL?
     /// The transport's response, kept as long as no hook edits status or headers.
     private var original: HTTPURLResponse?
@@ -110,6 +112,7 @@ final class ResponseState: ResponseBackend {
         statusCode = response.response.statusCode
         data = response.data
         fileURL = response.fileURL
+        httpVersion = response.httpVersion
         url = response.response.url
     }
 
@@ -119,6 +122,7 @@ final class ResponseState: ResponseBackend {
         fields = synthetic.headers
         data = Data(synthetic.body)
         fileURL = nil
+        httpVersion = nil
         self.url = url
     }
 

@@ -15,14 +15,19 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     public let response: HTTPURLResponse?
     /// Where a download was saved.
     public let fileURL: URL?
+    /// The protocol the response came over (`HTTP/1.1`, `HTTP/2`), when the transport reports it
+    /// (``CurlTransport`` does; URLSession and stubs do not).
+    public let httpVersion: String?
 
     /// Creates a response.
-    public init(statusCode: Int, data: Data, request: URLRequest? = nil, response: HTTPURLResponse? = nil, fileURL: URL? = nil) {
+    public init(statusCode: Int, data: Data, request: URLRequest? = nil, response: HTTPURLResponse? = nil, fileURL: URL? = nil,
+                httpVersion: String? = nil) {
         self.statusCode = statusCode
         self.data = data
         self.request = request
         self.response = response
         self.fileURL = fileURL
+        self.httpVersion = httpVersion
     }
 
     /// The value of a response header (case-insensitive).

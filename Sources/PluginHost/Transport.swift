@@ -56,15 +56,19 @@ public struct TransportRequest: Sendable {
     public var progress: (@Sendable (TransferProgress) -> Void)?
     /// Fires when the request is cancelled (besides the calling task's own cancellation).
     public var cancellation: CancellationSignal?
+    /// How many redirects to follow for this request; nil: the transport's own policy.
+    public var redirects: RedirectPolicy?
 
     /// Creates a transport request.
     public init(urlRequest: URLRequest, body: Body = .inline, download: DownloadDestination? = nil,
-                progress: (@Sendable (TransferProgress) -> Void)? = nil, cancellation: CancellationSignal? = nil) {
+                progress: (@Sendable (TransferProgress) -> Void)? = nil, cancellation: CancellationSignal? = nil,
+                redirects: RedirectPolicy? = nil) {
         self.urlRequest = urlRequest
         self.body = body
         self.download = download
         self.progress = progress
         self.cancellation = cancellation
+        self.redirects = redirects
     }
 }
 
@@ -76,16 +80,20 @@ public struct TransportResponse: Sendable {
     public var data: Data
     /// The saved file, for downloads.
     public var fileURL: URL?
+    /// The protocol the response came over (`HTTP/1.1`, `HTTP/2`), when the transport knows it.
+    public var httpVersion: String?
 
     /// Creates a transport response.
-    public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil) {
+    public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil) {
         self.response = response
         self.data = data
         self.fileURL = fileURL
+        self.httpVersion = httpVersion
     }
 }
 
-/// Sends requests. ``URLSessionTransport`` is the default; ``StubTransport`` answers from samples.
+/// Sends requests. ``CurlTransport`` is the default on Linux, ``URLSessionTransport`` on Darwin (and a
+/// choice everywhere); ``StubTransport`` answers from samples.
 ///
 /// A transport does not answer HTTP authentication challenges: it returns the `401`, and
 /// the interceptor chain asks its interceptors' `credential` hooks and retries.

@@ -74,6 +74,13 @@ public enum TransportFailureKind: String, Sendable, Hashable, CaseIterable {
     case badResponse
     /// An interceptor failed before the network was reached.
     case interceptorFailed
+    /// The TLS handshake failed: no common protocol or cipher, the server refused the client
+    /// certificate, or the client certificate could not be used. (ABI 1.1)
+    case tlsHandshakeFailed
+    /// The server's certificate is not trusted: unknown issuer, expired, or for another host. (ABI 1.1)
+    case serverCertificateUntrusted
+    /// The server's public key matches none of the pinned keys. (ABI 1.1)
+    case publicKeyPinMismatch
     /// Anything else.
     case other
 }

@@ -1,0 +1,540 @@
+import CCurlShim
+import Dispatch
+import Foundation
+import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One request on a ``CurlTransport``: its options, the bytes it collects, its single completion.
+///
+/// Safe as `@unchecked Sendable`: the transfer state is touched only on the event-loop thread
+/// (libcurl's callbacks run there); what other threads touch (continuation, cancelled flag)
+/// is behind `shared`'s lock.
+final class CurlCall: @unchecked Sendable {
+    enum Outcome {
+        case finished(Result<TransportResponse, TransportFailure>)
+        case redirect
+    }
+
+    private struct Shared {
+        var continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?
+        var cancelled = false
+        var submitted = false
+        var done = false
+    }
+
+    let request: TransportRequest
+    private let loop: CurlEventLoop
+    private let shared = Locked(Shared())
+
+    // Event-loop thread only.
+    /// The easy handle while the transfer runs.
+    private(set) var easy: UnsafeMutableRawPointer?
+    private var url: URL
+    private var method: String
+    private var headers: [(name: String, value: String)]
+    private var body: Data?
+    private var bodyFile: URL?
+    private var redirectCount = 0
+    private var headerList: OpaquePointer?
+    private var responseHeaders: [(name: String, value: String)] = []
+    private var data = Data()
+    private var expected: Int64 = -1
+    private var received: Int64 = 0
+    private var lastUpload: Int64 = -1
+    private var downloadFD: Int32 = -1
+    private var downloadPath: String?
+    private var uploadFD: Int32 = -1
+    private var idleTimeout: UInt64 = 0
+    private var lastActivity: UInt64 = 0
+    private var errorBuffer: UnsafeMutablePointer<CChar>?
+
+    init(request: TransportRequest, loop: CurlEventLoop) {
+        self.request = request
+        self.loop = loop
+        let urlRequest = request.urlRequest
+        url = urlRequest.url ?? URL(fileURLWithPath: "/")
+        method = (urlRequest.httpMethod ?? "GET").uppercased()
+        headers = (urlRequest.allHTTPHeaderFields ?? [:]).map { (name: $0.key, value: $0.value) }
+        switch request.body {
+        case .inline, .upload: body = urlRequest.httpBody
+        case .file(let file): bodyFile = file
+        }
+    }
+
+    deinit {
+        errorBuffer?.deallocate()
+    }
+
+    // MARK: - Any thread
+
+    /// Starts the call, unless it was cancelled already.
+    func begin(_ continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>) {
+        let cancelled = shared.withLock { shared -> Bool in
+            shared.continuation = continuation
+            shared.submitted = !shared.cancelled
+            return shared.cancelled
+        }
+        if cancelled {
+            finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled before it started")))
+        } else {
+            loop.submit(self)
+        }
+    }
+
+    /// Cancels the call: the loop stops its transfer, and the caller gets `cancelled` once.
+    func cancel() {
+        let notify = shared.withLock { shared -> Bool in
+            guard !shared.cancelled, !shared.done else { return false }
+            shared.cancelled = true
+            return shared.submitted
+        }
+        if notify { loop.cancel(self) }
+    }
+
+    var isCancelled: Bool { shared.withLock { $0.cancelled } }
+
+    /// Resumes the caller with `result`, the first time only.
+    func finish(_ result: Result<TransportResponse, TransportFailure>) {
+        let (continuation, submitted) = shared.withLock { shared -> (CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?, Bool) in
+            guard !shared.done else { return (nil, false) }
+            shared.done = true
+            defer { shared.continuation = nil }
+            return (shared.continuation, shared.submitted)
+        }
+        if submitted { loop.callEnded() }
+        continuation?.resume(returning: result)
+    }
+
+    // MARK: - Event-loop thread
+
+    /// When the transfer counts as idle for too long, or nil without a timeout.
+    var idleDeadline: UInt64? { idleTimeout > 0 ? lastActivity &+ idleTimeout : nil }
+
+    var idleTimeoutFailure: TransportFailure {
+        TransportFailure(kind: .timedOut, message: String(
+            format: "no byte sent or received for %.1f s (the request's timeout)", Double(idleTimeout) / 1e9))
+    }
+
+    /// Sets every option of the transfer on `easy` (a fresh or reset handle).
+    func configure(_ easy: UnsafeMutableRawPointer, settings: CurlSettings) throws(TransportFailure) {
+        self.easy = easy
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        responseHeaders.removeAll(keepingCapacity: true)
+        data = Data()
+        expected = -1
+        received = 0
+        lastUpload = -1
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty else {
+            throw TransportFailure(kind: .other, message: "cannot send \(url.absoluteString): only http and https URLs with a host are supported")
+        }
+        if errorBuffer == nil { errorBuffer = .allocate(capacity: Int(PH_CURL_ERROR_SIZE)) }
+        errorBuffer?[0] = 0
+
+        ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOSIGNAL, 1)
+        ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_ERRORBUFFER, errorBuffer)
+        url.absoluteString.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_URL, $0) }
+        ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROTOCOLS_STR, "http,https")
+        ph_curl_easy_setopt_data_callback(easy, PH_CURLOPT_WRITEFUNCTION, curlWriteCallback)
+        ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_WRITEDATA, me)
+        ph_curl_easy_setopt_data_callback(easy, PH_CURLOPT_HEADERFUNCTION, curlHeaderCallback)
+        ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_HEADERDATA, me)
+
+        let hasBody = try configureMethodAndBody(easy, me: me)
+        try configureHeaders(easy, settings: settings, hasBody: hasBody)
+
+        let timeout = request.urlRequest.timeoutInterval
+        idleTimeout = timeout > 0 && timeout.isFinite ? UInt64(timeout * 1e9) : 0
+        let connect = min(settings.configuration.connectTimeout, timeout > 0 ? timeout : .infinity)
+        if connect.isFinite, connect > 0 {
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connect * 1000)))
+        }
+        if request.progress != nil, hasBody {
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOPROGRESS, 0)
+            ph_curl_easy_setopt_xferinfo_callback(easy, PH_CURLOPT_XFERINFOFUNCTION, curlProgressCallback)
+            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_XFERINFODATA, me)
+        }
+        let configuration = settings.configuration
+        if configuration.http2 {
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_VERSION, Int(PH_CURL_HTTP_VERSION_2TLS))
+            if scheme == "https" { ph_curl_easy_setopt_long(easy, PH_CURLOPT_PIPEWAIT, 1) }
+        } else {
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_VERSION, Int(PH_CURL_HTTP_VERSION_1_1))
+        }
+        switch configuration.proxy {
+        case .environment:
+            break
+        case .none:
+            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXY, "")
+        case .url(let proxy, let noProxy):
+            proxy.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXY, $0) }
+            if !noProxy.isEmpty {
+                noProxy.joined(separator: ",").withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_NOPROXY, $0) }
+            }
+        }
+        if scheme == "https" { Self.apply(settings.tls(for: host), to: easy) }
+        if request.download != nil { try openDownloadFile() }
+        lastActivity = DispatchTime.now().uptimeNanoseconds
+    }
+
+    /// The method and the body; returns whether a body is sent.
+    private func configureMethodAndBody(_ easy: UnsafeMutableRawPointer, me: UnsafeMutableRawPointer) throws(TransportFailure) -> Bool {
+        if method == "HEAD" {
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOBODY, 1)
+            return false
+        }
+        if let bodyFile {
+            let fd = open(bodyFile.path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw TransportFailure(kind: .other, message: "cannot read the upload file \(bodyFile.path): \(String(cString: strerror(errno)))")
+            }
+            uploadFD = fd
+            var info = stat()
+            let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_POST, 1)
+            ph_curl_easy_setopt_off(easy, PH_CURLOPT_POSTFIELDSIZE_LARGE, size)
+            ph_curl_easy_setopt_data_callback(easy, PH_CURLOPT_READFUNCTION, curlReadCallback)
+            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_READDATA, me)
+            ph_curl_easy_setopt_seek_callback(easy, PH_CURLOPT_SEEKFUNCTION, curlSeekCallback)
+            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_SEEKDATA, me)
+            if method != "POST" { method.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CUSTOMREQUEST, $0) } }
+            return true
+        }
+        if let body, !body.isEmpty || method == "POST" {
+            ph_curl_easy_setopt_off(easy, PH_CURLOPT_POSTFIELDSIZE_LARGE, Int64(body.count))
+            body.withUnsafeBytes { bytes in
+                _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_COPYPOSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+            }
+            if method != "POST" { method.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CUSTOMREQUEST, $0) } }
+            return true
+        }
+        if method == "POST" {
+            ph_curl_easy_setopt_off(easy, PH_CURLOPT_POSTFIELDSIZE_LARGE, 0)
+            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_COPYPOSTFIELDS, "")
+            return false
+        }
+        if method != "GET" { method.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CUSTOMREQUEST, $0) } }
+        return false
+    }
+
+    /// The header list; `Accept-Encoding` and cookies.
+    private func configureHeaders(_ easy: UnsafeMutableRawPointer, settings: CurlSettings, hasBody: Bool) throws(TransportFailure) {
+        var list: OpaquePointer?
+        var hasAcceptEncoding = false
+        var hasExpect = false
+        var hasCookie = false
+        var hasContentType = false
+        for (name, value) in headers {
+            guard Self.isToken(name) else {
+                throw TransportFailure(kind: .other, message: "refused to send a header with an invalid name \"\(name)\"")
+            }
+            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                throw TransportFailure(kind: .other, message: "refused to send header \(name): its value contains CR, LF or NUL")
+            }
+            switch name.lowercased() {
+            case "content-length", "transfer-encoding", "connection":
+                continue  // libcurl writes these itself
+            case "accept-encoding": hasAcceptEncoding = true
+            case "expect": hasExpect = true
+            case "cookie": hasCookie = true
+            case "content-type": hasContentType = true
+            default: break
+            }
+            let line = value.isEmpty ? "\(name);" : "\(name): \(value)"
+            list = line.withCString { ph_curl_slist_append(list, $0) }
+        }
+        if !hasExpect, hasBody { list = ph_curl_slist_append(list, "Expect:") }
+        // A file body goes as it is; libcurl would label it a form.
+        if !hasContentType, bodyFile != nil { list = ph_curl_slist_append(list, "Content-Type:") }
+        if !hasCookie, let cookie = settings.cookieJar?.header(for: url) {
+            list = "Cookie: \(cookie)".withCString { ph_curl_slist_append(list, $0) }
+        }
+        headerList = list
+        if let list { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_HTTPHEADER, UnsafeRawPointer(list)) }
+        if hasAcceptEncoding {
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_CONTENT_DECODING, 0)
+        } else if !settings.encodings.isEmpty {
+            settings.encodings.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_ACCEPT_ENCODING, $0) }
+        }
+    }
+
+    private static func isToken(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                return true
+            default:
+                return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+        }
+    }
+
+    private static func apply(_ tls: PreparedTLS, to easy: UnsafeMutableRawPointer) {
+        ph_curl_easy_setopt_long(easy, PH_CURLOPT_SSLVERSION,
+                                 Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2))
+        if let bundle = tls.caBundle {
+            bundle.withUnsafeBytes { _ = ph_curl_easy_setopt_blob(easy, PH_CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
+            if tls.excludeSystemStore {
+                ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAINFO, nil)
+                ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAPATH, nil)
+            }
+        }
+        if let pins = tls.pins { pins.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PINNEDPUBLICKEY, $0) } }
+        if let certificate = tls.clientCertificate, let key = tls.clientKey {
+            certificate.withUnsafeBytes { _ = ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count) }
+            key.withUnsafeBytes { _ = ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) }
+            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_SSLCERTTYPE, "PEM")
+            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_SSLKEYTYPE, "PEM")
+            if let passphrase = tls.passphrase {
+                passphrase.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_KEYPASSWD, $0) }
+            }
+        }
+    }
+
+    private func openDownloadFile() throws(TransportFailure) {
+        if downloadFD >= 0 {
+            // A redirect: the body of the 3xx is not the download.
+            _ = ftruncate(downloadFD, 0)
+            _ = lseek(downloadFD, 0, SEEK_SET)
+            return
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("PluginHost-\(UUID().uuidString).download").path
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw TransportFailure(kind: .other, message: "cannot create the download file \(path): \(String(cString: strerror(errno)))")
+        }
+        downloadFD = fd
+        downloadPath = path
+    }
+
+    /// Frees what one transfer on a handle used (header list, upload file).
+    func releaseTransfer() {
+        if let headerList { ph_curl_slist_free_all(headerList) }
+        headerList = nil
+        if uploadFD >= 0 { close(uploadFD) }
+        uploadFD = -1
+        easy = nil
+    }
+
+    /// Frees everything, removing a partial download.
+    func abandonTransfer() {
+        releaseTransfer()
+        removeDownload()
+    }
+
+    private func removeDownload() {
+        if downloadFD >= 0 { close(downloadFD) }
+        downloadFD = -1
+        if let downloadPath { unlink(downloadPath) }
+        downloadPath = nil
+    }
+
+    // MARK: libcurl callbacks (event-loop thread)
+
+    func receiveBody(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
+        lastActivity = DispatchTime.now().uptimeNanoseconds
+        if downloadFD >= 0 {
+            var offset = 0
+            while offset < count {
+                let written = write(downloadFD, bytes + offset, count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return 0
+                }
+                offset += written
+            }
+        } else {
+            bytes.withMemoryRebound(to: UInt8.self, capacity: count) { data.append($0, count: count) }
+        }
+        received += Int64(count)
+        request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
+        return count
+    }
+
+    func receiveHeader(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
+        lastActivity = DispatchTime.now().uptimeNanoseconds
+        let line = UnsafeRawBufferPointer(start: bytes, count: count)
+        var end = count
+        while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
+        guard end > 0 else { return count }
+        if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
+            line[4] == UInt8(ascii: "/") {
+            // A status line: a new response (after 1xx, or a proxy's CONNECT answer).
+            responseHeaders.removeAll(keepingCapacity: true)
+            expected = -1
+            return count
+        }
+        if line[0] == 0x20 || line[0] == 0x09, !responseHeaders.isEmpty {
+            let more = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            responseHeaders[responseHeaders.count - 1].value += " " + more
+            return count
+        }
+        guard let colon = line[0..<end].firstIndex(of: UInt8(ascii: ":")) else { return count }
+        var start = colon + 1
+        while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+        var valueEnd = end
+        while valueEnd > start, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
+        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<valueEnd]), as: UTF8.self)
+        if name.count == 14, name.lowercased() == "content-length", let length = Int64(value) { expected = length }
+        responseHeaders.append((name: name, value: value))
+        return count
+    }
+
+    func readBody(_ buffer: UnsafeMutablePointer<CChar>, count: Int) -> Int {
+        lastActivity = DispatchTime.now().uptimeNanoseconds
+        while true {
+            let got = read(uploadFD, buffer, count)
+            if got >= 0 { return got }
+            if errno != EINTR { return Int(PH_CURL_READFUNC_ABORT) }
+        }
+    }
+
+    func seekBody(offset: Int64, origin: Int32) -> Int32 {
+        lseek(uploadFD, off_t(offset), origin) < 0 ? PH_CURL_SEEKFUNC_FAIL : PH_CURL_SEEKFUNC_OK
+    }
+
+    func progress(uploaded: Int64, total: Int64) -> Int32 {
+        if uploaded != lastUpload {
+            lastUpload = uploaded
+            lastActivity = DispatchTime.now().uptimeNanoseconds
+            request.progress?(TransferProgress(direction: .upload, completedBytes: uploaded, totalBytes: total > 0 ? total : -1))
+        }
+        return 0
+    }
+
+    // MARK: Completion (event-loop thread)
+
+    /// What the finished transfer means: a result, or a redirect to follow.
+    func outcome(code: Int32, settings: CurlSettings) -> Outcome {
+        guard let easy else { return .finished(.failure(TransportFailure(kind: .other, message: "no transfer"))) }
+        if code != PH_CURLE_OK {
+            removeDownload()
+            return .finished(.failure(Self.failure(code: code, detail: errorBuffer.map { String(cString: $0) } ?? "")))
+        }
+        var status = 0
+        ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
+        var version = 0
+        ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_VERSION, &version)
+        var fields: [String: String] = [:]
+        var canonical: [String: String] = [:]
+        for (name, value) in responseHeaders {
+            let key = name.lowercased()
+            if let existing = canonical[key] {
+                fields[existing] = fields[existing]! + ", " + value
+            } else {
+                canonical[key] = name
+                fields[name] = value
+            }
+        }
+        if let jar = settings.cookieJar, canonical["set-cookie"] != nil { jar.store(headers: fields, for: url) }
+        let policy = request.redirects ?? settings.configuration.redirects
+        if [301, 302, 303, 307, 308].contains(status), redirectCount < policy.maxRedirects,
+            let location = canonical["location"].flatMap({ fields[$0] }),
+            let next = URL(string: location, relativeTo: url)?.absoluteURL,
+            let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https" {
+            redirectCount += 1
+            if (status == 303 && method != "HEAD") || ((status == 301 || status == 302) && method == "POST") {
+                method = "GET"
+                body = nil
+                bodyFile = nil
+                headers.removeAll { ["content-type", "content-length"].contains($0.name.lowercased()) }
+            }
+            if !SessionRouter.sameOrigin(url, next) {
+                headers.removeAll { ["authorization", "cookie", "proxy-authorization"].contains($0.name.lowercased()) }
+            }
+            url = next
+            return .redirect
+        }
+        let httpVersion: String
+        switch Int32(version) {
+        case PH_CURL_HTTP_VERSION_1_0: httpVersion = "HTTP/1.0"
+        case PH_CURL_HTTP_VERSION_2_0: httpVersion = "HTTP/2"
+        case PH_CURL_HTTP_VERSION_3: httpVersion = "HTTP/3"
+        default: httpVersion = "HTTP/1.1"
+        }
+        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: httpVersion, headerFields: fields) else {
+            removeDownload()
+            return .finished(.failure(TransportFailure(kind: .badResponse, message: "status \(status) is not an HTTP response")))
+        }
+        var fileURL: URL?
+        if let downloadPath, let destination = request.download {
+            close(downloadFD)
+            downloadFD = -1
+            do {
+                fileURL = try destination.place(URL(fileURLWithPath: downloadPath), response: response)
+                self.downloadPath = nil
+            } catch {
+                removeDownload()
+                return .finished(.failure(TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")))
+            }
+        }
+        return .finished(.success(TransportResponse(response: response, data: data, fileURL: fileURL, httpVersion: httpVersion)))
+    }
+
+    /// Maps libcurl's result code onto a ``TransportFailure``.
+    static func failure(code: Int32, detail: String) -> TransportFailure {
+        let message = detail.isEmpty ? (ph_curl_easy_strerror(code).map { String(cString: $0) } ?? "error") : detail
+        let text = "\(message) (curl error \(code))"
+        switch code {
+        case PH_CURLE_OPERATION_TIMEDOUT:
+            return TransportFailure(kind: .timedOut, message: text)
+        case PH_CURLE_COULDNT_RESOLVE_PROXY, PH_CURLE_COULDNT_RESOLVE_HOST, PH_CURLE_COULDNT_CONNECT:
+            return TransportFailure(kind: .cannotConnect, message: text)
+        case PH_CURLE_SEND_ERROR, PH_CURLE_RECV_ERROR, PH_CURLE_GOT_NOTHING, PH_CURLE_HTTP2_STREAM:
+            // A TLS 1.3 server that refuses the client's certificate says so in an alert that
+            // arrives after the handshake, as a read error.
+            if message.contains("alert") {
+                return TransportFailure(kind: .tlsHandshakeFailed, message: text)
+            }
+            return TransportFailure(kind: .connectionLost, message: text)
+        case PH_CURLE_PARTIAL_FILE, PH_CURLE_WEIRD_SERVER_REPLY, PH_CURLE_BAD_CONTENT_ENCODING, PH_CURLE_HTTP2,
+            PH_CURLE_TOO_MANY_REDIRECTS:
+            return TransportFailure(kind: .badResponse, message: text)
+        case PH_CURLE_PEER_FAILED_VERIFICATION, PH_CURLE_SSL_ISSUER_ERROR, PH_CURLE_SSL_INVALIDCERTSTATUS:
+            return TransportFailure(kind: .serverCertificateUntrusted, message: text)
+        case PH_CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            return TransportFailure(kind: .publicKeyPinMismatch, message: text)
+        case PH_CURLE_SSL_CONNECT_ERROR, PH_CURLE_SSL_CERTPROBLEM, PH_CURLE_SSL_CIPHER, PH_CURLE_SSL_CACERT_BADFILE,
+            PH_CURLE_SSL_CLIENTCERT, PH_CURLE_SSL_ENGINE_NOTFOUND, PH_CURLE_SSL_CRL_BADFILE:
+            return TransportFailure(kind: .tlsHandshakeFailed, message: text)
+        case PH_CURLE_URL_MALFORMAT, PH_CURLE_UNSUPPORTED_PROTOCOL:
+            return TransportFailure(kind: .other, message: "libcurl refused the URL: \(text)")
+        default:
+            return TransportFailure(kind: .other, message: text)
+        }
+    }
+}
+
+// libcurl's callbacks: C function pointers, the call passed as user data.
+
+private let curlWriteCallback: ph_curl_data_callback = { buffer, size, count, userdata in
+    guard let buffer, let userdata else { return 0 }
+    return Unmanaged<CurlCall>.fromOpaque(userdata).takeUnretainedValue().receiveBody(buffer, count: size * count)
+}
+
+private let curlHeaderCallback: ph_curl_data_callback = { buffer, size, count, userdata in
+    guard let buffer, let userdata else { return 0 }
+    return Unmanaged<CurlCall>.fromOpaque(userdata).takeUnretainedValue().receiveHeader(buffer, count: size * count)
+}
+
+private let curlReadCallback: ph_curl_data_callback = { buffer, size, count, userdata in
+    guard let buffer, let userdata else { return Int(PH_CURL_READFUNC_ABORT) }
+    return Unmanaged<CurlCall>.fromOpaque(userdata).takeUnretainedValue().readBody(buffer, count: size * count)
+}
+
+private let curlSeekCallback: ph_curl_seek_callback = { userdata, offset, origin in
+    guard let userdata else { return PH_CURL_SEEKFUNC_FAIL }
+    return Unmanaged<CurlCall>.fromOpaque(userdata).takeUnretainedValue().seekBody(offset: offset, origin: origin)
+}
+
+private let curlProgressCallback: ph_curl_xferinfo_callback = { userdata, _, _, total, uploaded in
+    guard let userdata else { return 0 }
+    return Unmanaged<CurlCall>.fromOpaque(userdata).takeUnretainedValue().progress(uploaded: uploaded, total: total)
+}

@@ -1,0 +1,200 @@
+import CCurlShim
+import Dispatch
+import Foundation
+import PluginSDK
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The thread that drives one libcurl multi handle.
+///
+/// Other threads only submit and cancel (through a locked inbox, then `curl_multi_wakeup`);
+/// every libcurl call on the multi and easy handles happens on the loop's own thread.
+/// Safe as `@unchecked Sendable`: its mutable state other than `inbox` and `count` is touched
+/// only by the loop thread.
+final class CurlEventLoop: @unchecked Sendable {
+    private struct Inbox {
+        var submissions: [CurlCall] = []
+        var cancellations: [CurlCall] = []
+        var stopping = false
+    }
+
+    let settings: CurlSettings
+    private let multi: UnsafeMutableRawPointer
+    private let inbox = Locked(Inbox())
+    private let count = Locked(0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let threadID = Locked<pthread_t?>(nil)
+
+    // Loop thread only.
+    private var active: [UnsafeMutableRawPointer: CurlCall] = [:]
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+
+    init(settings: CurlSettings) throws(CurlTransportError) {
+        guard let multi = ph_curl_multi_init() else {
+            throw CurlTransportError(.libraryUnavailable, "curl_multi_init failed")
+        }
+        self.settings = settings
+        self.multi = multi
+        let configuration = settings.configuration
+        ph_curl_multi_setopt_long(multi, PH_CURLMOPT_PIPELINING, configuration.http2 ? Int(PH_CURLPIPE_MULTIPLEX) : 0)
+        ph_curl_multi_setopt_long(multi, PH_CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
+        ph_curl_multi_setopt_long(multi, PH_CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maxConnections)
+        ph_curl_multi_setopt_long(multi, PH_CURLMOPT_MAXCONNECTS, configuration.maxConnections)
+        Self.ignoreSIGPIPE
+        let thread = Thread { [self] in run() }
+        thread.name = "PluginHost.CurlTransport"
+        thread.start()
+    }
+
+    /// Ignores `SIGPIPE` once per process (a peer closing a socket must not end the process).
+    private static let ignoreSIGPIPE: Void = {
+        _ = signal(SIGPIPE, SIG_IGN)
+    }()
+
+    /// Calls submitted and not yet finished.
+    var callCount: Int { count.withLock { $0 } }
+
+    /// Queues `call` to start on the loop thread.
+    func submit(_ call: CurlCall) {
+        count.withLock { $0 += 1 }
+        inbox.withLock { $0.submissions.append(call) }
+        ph_curl_multi_wakeup(multi)
+    }
+
+    /// Asks the loop to stop `call`'s transfer (it then finishes as cancelled).
+    func cancel(_ call: CurlCall) {
+        inbox.withLock { $0.cancellations.append(call) }
+        ph_curl_multi_wakeup(multi)
+    }
+
+    /// A call finished: it no longer counts.
+    func callEnded() {
+        count.withLock { $0 -= 1 }
+    }
+
+    /// Stops the loop and waits for it to release every handle and connection.
+    func shutdown() {
+        inbox.withLock { $0.stopping = true }
+        ph_curl_multi_wakeup(multi)
+        if let thread = threadID.withLock({ $0 }), pthread_equal(thread, pthread_self()) != 0 { return }
+        finished.wait()
+    }
+
+    private func run() {
+        threadID.withLock { $0 = pthread_self() }
+        var running: Int32 = 0
+        while true {
+            let (submissions, cancellations, stopping) = inbox.withLock { inbox in
+                defer {
+                    inbox.submissions.removeAll(keepingCapacity: true)
+                    inbox.cancellations.removeAll(keepingCapacity: true)
+                }
+                return (inbox.submissions, inbox.cancellations, inbox.stopping)
+            }
+            for call in submissions { start(call) }
+            for call in cancellations {
+                guard let easy = call.easy, active[easy] === call else { continue }
+                end(call, easy: easy, with: .failure(TransportFailure(kind: .cancelled, message: "cancelled")))
+            }
+            if stopping { break }
+            ph_curl_multi_perform(multi, &running)
+            var easy: UnsafeMutableRawPointer?
+            var code: Int32 = 0
+            while ph_curl_multi_info_read_done(multi, &easy, &code) != 0 {
+                guard let easy, let call = active[easy] else { continue }
+                completed(call, easy: easy, code: code)
+            }
+            let wait = checkIdleTimeouts()
+            ph_curl_multi_poll(multi, wait, nil)
+        }
+        for (easy, call) in active {
+            end(call, easy: easy, with: .failure(TransportFailure(kind: .cancelled, message: "the transport was released")))
+        }
+        for easy in idleHandles { ph_curl_easy_cleanup(easy) }
+        idleHandles.removeAll()
+        ph_curl_multi_cleanup(multi)
+        finished.signal()
+    }
+
+    /// Configures a handle for `call` and adds it to the multi handle.
+    private func start(_ call: CurlCall) {
+        if call.isCancelled {
+            call.finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled before it started")))
+            return
+        }
+        guard let easy = idleHandles.popLast() ?? ph_curl_easy_init() else {
+            call.finish(.failure(TransportFailure(kind: .other, message: "curl_easy_init failed")))
+            return
+        }
+        do {
+            try call.configure(easy, settings: settings)
+        } catch {
+            call.releaseTransfer()
+            recycle(easy)
+            call.finish(.failure(error))
+            return
+        }
+        active[easy] = call
+        let status = ph_curl_multi_add_handle(multi, easy)
+        if status != 0 {
+            let message = ph_curl_multi_strerror(status).map { String(cString: $0) } ?? "error \(status)"
+            end(call, easy: easy, with: .failure(TransportFailure(kind: .other, message: "curl_multi_add_handle: \(message)")))
+        }
+    }
+
+    /// A transfer ended with libcurl's result `code`: finish the call or follow its redirect.
+    private func completed(_ call: CurlCall, easy: UnsafeMutableRawPointer, code: Int32) {
+        active[easy] = nil
+        ph_curl_multi_remove_handle(multi, easy)
+        let outcome = call.outcome(code: code, settings: settings)
+        call.releaseTransfer()
+        recycle(easy)
+        switch outcome {
+        case .finished(let result):
+            call.finish(result)
+        case .redirect:
+            start(call)
+        }
+    }
+
+    /// Stops `call`'s transfer and finishes it with `result`.
+    private func end(_ call: CurlCall, easy: UnsafeMutableRawPointer, with result: Result<TransportResponse, TransportFailure>) {
+        active[easy] = nil
+        ph_curl_multi_remove_handle(multi, easy)
+        call.abandonTransfer()
+        recycle(easy)
+        call.finish(result)
+    }
+
+    private func recycle(_ easy: UnsafeMutableRawPointer) {
+        ph_curl_easy_reset(easy)
+        if idleHandles.count < 256 {
+            idleHandles.append(easy)
+        } else {
+            ph_curl_easy_cleanup(easy)
+        }
+    }
+
+    /// Ends transfers idle past their timeout; returns how long the loop may wait (ms).
+    private func checkIdleTimeouts() -> Int32 {
+        guard !active.isEmpty else { return 1000 }
+        let now = DispatchTime.now().uptimeNanoseconds
+        var wait: UInt64 = 1_000_000_000
+        var expired: [(UnsafeMutableRawPointer, CurlCall)] = []
+        for (easy, call) in active {
+            guard let deadline = call.idleDeadline else { continue }
+            if deadline <= now {
+                expired.append((easy, call))
+            } else {
+                wait = min(wait, deadline - now)
+            }
+        }
+        for (easy, call) in expired {
+            end(call, easy: easy, with: .failure(call.idleTimeoutFailure))
+        }
+        return Int32(max(1, (wait + 999_999) / 1_000_000))
+    }
+}

@@ -1,0 +1,276 @@
+import CCurlShim
+import Foundation
+import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Why a ``CurlTransport`` cannot be created.
+public struct CurlTransportError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The category.
+    public enum Kind: String, Sendable, Equatable {
+        /// libcurl could not be loaded (not installed, or a symbol is missing).
+        case libraryUnavailable
+        /// The libcurl found is older than the one needed, or lacks a feature.
+        case libraryTooOld
+        /// The configuration is invalid (a CA file that does not exist or is not PEM, a bad pin, …).
+        case invalidConfiguration
+    }
+
+    /// The category.
+    public let kind: Kind
+    /// What is wrong, naming the file, option or version.
+    public let message: String
+
+    /// Creates an error.
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// `kind: message`.
+    public var description: String { "\(kind.rawValue): \(message)" }
+}
+
+/// How many redirects a transport follows before it hands the `3xx` response to the chain.
+public struct RedirectPolicy: Sendable, Equatable, Hashable {
+    /// The most redirects followed for one request; `0` follows none.
+    public var maxRedirects: Int
+
+    /// Creates a policy following at most `maxRedirects` redirects.
+    public init(maxRedirects: Int) { self.maxRedirects = max(0, maxRedirects) }
+
+    /// Follows up to 10 redirects (the default).
+    public static let follow = RedirectPolicy(maxRedirects: 10)
+    /// Follows none: every `3xx` reaches the interceptors and the caller.
+    public static let none = RedirectPolicy(maxRedirects: 0)
+}
+
+/// A ``Transport`` on libcurl's multi interface: the default of ``Provider`` on Linux.
+///
+/// One event-loop thread per transport drives every transfer (`curl_multi_poll`), reusing
+/// connections (HTTP/1.1 keep-alive, HTTP/2 multiplexing when the server offers `h2` by ALPN)
+/// and easy handles. libcurl itself is loaded at run time (`libcurl.so.4` on Linux,
+/// `libcurl.4.dylib` on Darwin): no headers or package are needed to build.
+///
+/// ```swift
+/// var configuration = CurlTransport.Configuration()
+/// configuration.tls.trustRoots = .systemAnd([.file("/etc/myorg/ca.pem")])
+/// let provider = Provider<MyAPI>(transport: try CurlTransport(configuration: configuration))
+/// ```
+///
+/// Behaviour:
+/// - **Timeouts**: the request's `timeoutInterval` is an idle timeout (no byte sent or received
+///   for that long), as with URLSession; ``Configuration/connectTimeout`` bounds the connection.
+/// - **Redirects**: followed by the transport itself (``Configuration/redirects``, or per request
+///   ``TransportRequest/redirects``); `301`/`302` turn a `POST` into a `GET`, `303` any method but
+///   `HEAD`; `Authorization`, `Cookie` and `Proxy-Authorization` are dropped when the scheme, host
+///   or port changes; a `3xx` without `Location` is delivered with its body.
+/// - **Compression**: when the request carries no `Accept-Encoding`, the transport asks for every
+///   encoding libcurl decodes (gzip, deflate, and br / zstd where built in) and decodes the body.
+///   When the request sets its own `Accept-Encoding`, the body is passed through as it came, with
+///   its `Content-Encoding`.
+/// - **Proxies**: from the standard environment variables (`http_proxy`, `https_proxy`,
+///   `no_proxy`, …) by default, as curl does; see ``Configuration/proxy``.
+/// - **Cookies**: none are stored unless ``Configuration/cookies`` is on.
+/// - `Expect: 100-continue` is never sent (the body goes at once); `SIGPIPE` is ignored.
+public final class CurlTransport: Transport {
+    /// Settings of a transport.
+    public struct Configuration: Sendable {
+        /// Connections to one host (scheme, host and port) at once; default 32. Requests beyond
+        /// wait for a free connection (HTTP/2 streams share one connection and do not count).
+        public var maxConnectionsPerHost: Int = 32
+        /// Connections in all at once; default 256.
+        public var maxConnections: Int = 256
+        /// The longest a connection (DNS, TCP, TLS) may take; default 30 s. The request's own
+        /// timeout applies too when it is shorter.
+        public var connectTimeout: TimeInterval = 30
+        /// How many redirects are followed; default ``RedirectPolicy/follow`` (10).
+        public var redirects: RedirectPolicy = .follow
+        /// TLS for every host not listed in ``tlsOverrides``.
+        public var tls = TLSConfiguration()
+        /// TLS per host name (as in the URL, lowercased), replacing ``tls`` for that host.
+        public var tlsOverrides: [String: TLSConfiguration] = [:]
+        /// Which proxy to use.
+        public var proxy: Proxy = .environment
+        /// Whether HTTP/2 is used when the server offers it over TLS; default true.
+        public var http2 = true
+        /// Whether an in-memory cookie jar stores `Set-Cookie` and sends `Cookie`; default false.
+        public var cookies = false
+        /// A path to load libcurl from instead of the platform's usual names.
+        public var libraryPath: String?
+
+        /// A proxy choice.
+        public enum Proxy: Sendable, Equatable {
+            /// From `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy`, as curl reads them.
+            case environment
+            /// No proxy, whatever the environment says.
+            case none
+            /// This proxy URL (e.g. `http://proxy.example:3128`), with hosts that bypass it.
+            case url(String, noProxy: [String] = [])
+        }
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// libcurl's version and TLS library, e.g. `libcurl 7.88.1 (OpenSSL/3.0.11)`.
+    public let libraryDescription: String
+    /// The settings.
+    public let configuration: Configuration
+    let loop: CurlEventLoop
+
+    /// The oldest libcurl accepted: 7.77.0 (curl_multi_poll, curl_multi_wakeup, CA blobs).
+    public static let minimumLibcurlVersion = "7.77.0"
+
+    /// Creates a transport with its own event-loop thread.
+    ///
+    /// - Throws: ``CurlTransportError``: libcurl is missing or too old, or the configuration is
+    ///   invalid (each error names the file, option or version).
+    public init(configuration: Configuration = Configuration()) throws(CurlTransportError) {
+        let library = try CurlLibrary.load(path: configuration.libraryPath)
+        guard configuration.maxConnectionsPerHost > 0, configuration.maxConnections > 0 else {
+            throw CurlTransportError(.invalidConfiguration, "maxConnectionsPerHost and maxConnections must be at least 1")
+        }
+        let defaultTLS = try PreparedTLS(configuration.tls, context: "tls")
+        var overrides: [String: PreparedTLS] = [:]
+        for (host, tls) in configuration.tlsOverrides {
+            overrides[host.lowercased()] = try PreparedTLS(tls, context: "tls for \(host)")
+        }
+        if case .url(let proxy, _) = configuration.proxy, URL(string: proxy)?.host == nil {
+            throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")
+        }
+        self.configuration = configuration
+        self.libraryDescription = library.description
+        let settings = CurlSettings(configuration: configuration, defaultTLS: defaultTLS, tlsOverrides: overrides,
+                                    encodings: library.encodings)
+        loop = try CurlEventLoop(settings: settings)
+    }
+
+    deinit {
+        loop.shutdown()
+    }
+
+    /// Transfers in flight or waiting to start (for tests of leaks).
+    public var activeTransferCount: Int { loop.callCount }
+
+    /// Sends `request` through libcurl.
+    public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        let call = CurlCall(request: request, loop: loop)
+        let registration = request.cancellation?.onCancel { call.cancel() }
+        defer { request.cancellation?.removeHandler(registration) }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                call.begin(continuation)
+            }
+        } onCancel: {
+            call.cancel()
+        }
+        return try result.get()
+    }
+}
+
+/// The loaded libcurl: checked once per process.
+struct CurlLibrary: Sendable {
+    let description: String
+    /// The `Accept-Encoding` value libcurl can decode.
+    let encodings: String
+
+    private static let loaded = Locked<[String: Result<CurlLibrary, CurlTransportError>]>([:])
+
+    /// Loads libcurl (once per path) and checks its version and features.
+    static func load(path: String?) throws(CurlTransportError) -> CurlLibrary {
+        try loaded.withLock { cache throws(CurlTransportError) -> CurlLibrary in
+            let key = path ?? ""
+            if let result = cache[key] { return try result.get() }
+            let result = Result<CurlLibrary, CurlTransportError> { () throws(CurlTransportError) -> CurlLibrary in try open(path: path) }
+            cache[key] = result
+            return try result.get()
+        }
+    }
+
+    private static func open(path: String?) throws(CurlTransportError) -> CurlLibrary {
+        var error = [CChar](repeating: 0, count: 512)
+        let status = error.withUnsafeMutableBufferPointer { buffer in
+            ph_curl_load(path, buffer.baseAddress, buffer.count)
+        }
+        guard status == 0 else {
+            throw CurlTransportError(.libraryUnavailable, String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        let info = ph_curl_version()
+        let version = info.version.map { String(cString: $0) } ?? "unknown"
+        guard info.version_num >= 0x074D00 else {
+            throw CurlTransportError(.libraryTooOld, "libcurl \(version) found; \(CurlTransport.minimumLibcurlVersion) or later is needed")
+        }
+        guard info.features & PH_CURL_VERSION_SSL != 0 else {
+            throw CurlTransportError(.libraryTooOld, "libcurl \(version) was built without TLS support")
+        }
+        var encodings = ["gzip", "deflate"]
+        if info.features & PH_CURL_VERSION_BROTLI != 0 { encodings.append("br") }
+        if info.features & PH_CURL_VERSION_ZSTD != 0 { encodings.append("zstd") }
+        if info.features & PH_CURL_VERSION_LIBZ == 0 { encodings.removeAll { $0 == "gzip" || $0 == "deflate" } }
+        let ssl = info.ssl_version.map { String(cString: $0) } ?? "no TLS"
+        return CurlLibrary(description: "libcurl \(version) (\(ssl))", encodings: encodings.joined(separator: ", "))
+    }
+}
+
+/// What every transfer of one transport shares: the configuration, checked and prepared.
+struct CurlSettings: Sendable {
+    let configuration: CurlTransport.Configuration
+    let defaultTLS: PreparedTLS
+    let tlsOverrides: [String: PreparedTLS]
+    /// The `Accept-Encoding` libcurl decodes (empty: none).
+    let encodings: String
+    let cookieJar: CookieJar?
+
+    init(configuration: CurlTransport.Configuration, defaultTLS: PreparedTLS, tlsOverrides: [String: PreparedTLS], encodings: String) {
+        self.configuration = configuration
+        self.defaultTLS = defaultTLS
+        self.tlsOverrides = tlsOverrides
+        self.encodings = encodings
+        self.cookieJar = configuration.cookies ? CookieJar() : nil
+    }
+
+    func tls(for host: String) -> PreparedTLS {
+        tlsOverrides.isEmpty ? defaultTLS : tlsOverrides[host.lowercased()] ?? defaultTLS
+    }
+}
+
+/// An in-memory cookie jar (RFC 6265 matching through Foundation's `HTTPCookie`).
+final class CookieJar: Sendable {
+    private let cookies = Locked<[HTTPCookie]>([])
+
+    /// Stores the cookies a response sets.
+    func store(headers: [String: String], for url: URL) {
+        let received = HTTPCookie.cookies(withResponseHeaderFields: headers, for: url)
+        guard !received.isEmpty else { return }
+        cookies.withLock { jar in
+            for cookie in received {
+                jar.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
+                if let expires = cookie.expiresDate, expires < Date() { continue }
+                jar.append(cookie)
+            }
+        }
+    }
+
+    /// The `Cookie` header value for a request to `url`, or nil.
+    func header(for url: URL) -> String? {
+        guard let host = url.host?.lowercased() else { return nil }
+        let path = url.path.isEmpty ? "/" : url.path
+        let secure = url.scheme?.lowercased() == "https"
+        let now = Date()
+        let matching = cookies.withLock { jar in
+            jar.filter { cookie in
+                let domain = cookie.domain.lowercased()
+                let domainMatches = domain.hasPrefix(".")
+                    ? host == domain.dropFirst() || host.hasSuffix(domain)
+                    : host == domain
+                let pathMatches = path == cookie.path || path.hasPrefix(cookie.path.hasSuffix("/") ? cookie.path : cookie.path + "/")
+                    || cookie.path == "/"
+                return domainMatches && pathMatches && (!cookie.isSecure || secure) && (cookie.expiresDate.map { $0 > now } ?? true)
+            }
+        }
+        guard !matching.isEmpty else { return nil }
+        return matching.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+
+/// How ``CurlTransport`` verifies the servers it talks to over HTTPS, and how it identifies itself.
+///
+/// Verification of the server's certificate chain and host name is always on: there is no
+/// option to switch it off. What you choose is *what* is trusted.
+///
+/// ```swift
+/// // An internal service with its own CA, besides the public ones:
+/// var tls = TLSConfiguration()
+/// tls.trustRoots = .systemAnd([.file("/etc/myorg/ca.pem")])
+///
+/// // Only one self-signed server certificate, nothing else:
+/// let selfSigned = TLSConfiguration(trustRoots: .only([.file("/etc/myorg/server.pem")]))
+///
+/// // Pin the server's public key, with the next key already listed for rotation:
+/// tls.pinnedPublicKeys = ["sha256//AbC…=", "sha256//XyZ…="]
+///
+/// // Mutual TLS:
+/// tls.clientCertificate = .init(certificate: .file("client.pem"), privateKey: .file("client-key.pem"))
+/// ```
+public struct TLSConfiguration: Sendable, Equatable {
+    /// PEM data: a file path or the bytes themselves.
+    public enum PEMSource: Sendable, Equatable {
+        /// A PEM file, read when the transport is created.
+        case file(String)
+        /// PEM bytes.
+        case pem(Data)
+    }
+
+    /// Which certificate authorities (or certificates) are trusted.
+    public enum TrustRoots: Sendable, Equatable {
+        /// The system's CA store.
+        case system
+        /// The system's CA store and these certificates (e.g. an internal CA).
+        case systemAnd([PEMSource])
+        /// Only these certificates. A self-signed server certificate listed here is trusted as it
+        /// is (its host name must still match).
+        case only([PEMSource])
+    }
+
+    /// A client certificate for mutual TLS.
+    public struct ClientCertificate: Sendable, Equatable {
+        /// The certificate (PEM).
+        public var certificate: PEMSource
+        /// Its private key (PEM).
+        public var privateKey: PEMSource
+        /// The key's pass phrase, if it is encrypted.
+        public var passphrase: String?
+
+        /// Creates a client certificate.
+        public init(certificate: PEMSource, privateKey: PEMSource, passphrase: String? = nil) {
+            self.certificate = certificate
+            self.privateKey = privateKey
+            self.passphrase = passphrase
+        }
+    }
+
+    /// The lowest TLS version accepted.
+    public enum Version: String, Sendable, Equatable {
+        /// TLS 1.2 (the default).
+        case tls12 = "TLS 1.2"
+        /// TLS 1.3.
+        case tls13 = "TLS 1.3"
+    }
+
+    /// What is trusted; default ``TrustRoots/system``.
+    public var trustRoots: TrustRoots
+    /// SHA-256 hashes of trusted public keys (SPKI), each `sha256//` followed by the base64 of
+    /// 32 bytes. When not empty, the server's key must match one of them (list several to rotate).
+    public var pinnedPublicKeys: [String]
+    /// A client certificate, for servers that ask for one.
+    public var clientCertificate: ClientCertificate?
+    /// The lowest TLS version accepted; default TLS 1.2.
+    public var minimumVersion: Version
+
+    /// Creates a TLS configuration; the defaults trust the system store, pin nothing and accept TLS 1.2 and later.
+    public init(trustRoots: TrustRoots = .system, pinnedPublicKeys: [String] = [], clientCertificate: ClientCertificate? = nil,
+                minimumVersion: Version = .tls12) {
+        self.trustRoots = trustRoots
+        self.pinnedPublicKeys = pinnedPublicKeys
+        self.clientCertificate = clientCertificate
+        self.minimumVersion = minimumVersion
+    }
+}
+
+/// A ``TLSConfiguration`` checked and read into memory: what each transfer hands to libcurl.
+struct PreparedTLS: Sendable {
+    /// PEM bytes of the extra trusted certificates, or nil.
+    let caBundle: Data?
+    /// Whether the system store is left out.
+    let excludeSystemStore: Bool
+    /// `sha256//…;sha256//…`, or nil.
+    let pins: String?
+    let clientCertificate: Data?
+    let clientKey: Data?
+    let passphrase: String?
+    let minimumVersion: TLSConfiguration.Version
+
+    /// Reads and checks `configuration`; `context` names it in errors (e.g. `tls` or `tls for api.example.com`).
+    init(_ configuration: TLSConfiguration, context: String) throws(CurlTransportError) {
+        func read(_ source: TLSConfiguration.PEMSource, what: String, marker: String) throws(CurlTransportError) -> Data {
+            let data: Data
+            let name: String
+            switch source {
+            case .pem(let bytes):
+                data = bytes
+                name = "\(what) (PEM bytes)"
+            case .file(let path):
+                name = "\(what) \(path)"
+                guard FileManager.default.fileExists(atPath: path) else {
+                    throw CurlTransportError(.invalidConfiguration, "\(context): \(name): no such file")
+                }
+                guard let contents = FileManager.default.contents(atPath: path) else {
+                    throw CurlTransportError(.invalidConfiguration, "\(context): \(name): cannot be read")
+                }
+                data = contents
+            }
+            guard let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN "), text.contains(marker) else {
+                throw CurlTransportError(.invalidConfiguration, "\(context): \(name): not PEM (no -----BEGIN \(marker) block)")
+            }
+            return data
+        }
+        switch configuration.trustRoots {
+        case .system:
+            caBundle = nil
+            excludeSystemStore = false
+        case .systemAnd(let sources), .only(let sources):
+            if case .only = configuration.trustRoots, sources.isEmpty {
+                throw CurlTransportError(.invalidConfiguration, "\(context): trustRoots .only([]) trusts nothing; list at least one certificate")
+            }
+            var bundle = Data()
+            for source in sources {
+                bundle.append(try read(source, what: "CA certificate", marker: "CERTIFICATE"))
+                bundle.append(0x0A)
+            }
+            caBundle = bundle
+            if case .only = configuration.trustRoots { excludeSystemStore = true } else { excludeSystemStore = false }
+        }
+        for pin in configuration.pinnedPublicKeys {
+            guard pin.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(pin.dropFirst(8))), digest.count == 32 else {
+                throw CurlTransportError(.invalidConfiguration,
+                                         "\(context): pinned public key \"\(pin)\": expected sha256// followed by the base64 of a 32-byte SHA-256 digest")
+            }
+        }
+        pins = configuration.pinnedPublicKeys.isEmpty ? nil : configuration.pinnedPublicKeys.joined(separator: ";")
+        if let client = configuration.clientCertificate {
+            clientCertificate = try read(client.certificate, what: "client certificate", marker: "CERTIFICATE")
+            clientKey = try read(client.privateKey, what: "client private key", marker: "KEY")
+            passphrase = client.passphrase
+        } else {
+            clientCertificate = nil
+            clientKey = nil
+            passphrase = nil
+        }
+        minimumVersion = configuration.minimumVersion
+    }
+}
