@@ -12,6 +12,8 @@ struct CallPlan: Sendable {
     var download: DownloadDestination?
     var transport: any Transport
     var validation: ValidationType
+    /// The target's redirect policy, if it has one.
+    var redirects: RedirectPolicy? = nil
 }
 
 /// Runs requests through an ordered list of interceptors (outermost first).
@@ -120,7 +122,7 @@ struct InterceptorChain: Sendable {
             } else {
                 (outcome, sentRequest) = await sendAuthenticating(
                     TransportRequest(urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
-                                     cancellation: cancellation),
+                                     cancellation: cancellation, redirects: plan.redirects),
                     transport: plan.transport, contexts: contexts)
             }
 

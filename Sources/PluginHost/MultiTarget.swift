@@ -38,4 +38,6 @@ public enum MultiTarget: TargetType {
     public var validationType: ValidationType { target.validationType }
     /// The wrapped target's plugin options.
     public var pluginOptions: [String: String] { target.pluginOptions }
+    /// The wrapped target's redirect policy.
+    public var redirectPolicy: RedirectPolicy? { target.redirectPolicy }
 }

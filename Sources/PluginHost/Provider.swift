@@ -111,7 +111,7 @@ public final class Provider<Target: TargetType>: Sendable {
     public func request(_ target: Target) -> ResponsePipeline<Response> {
         let info = TargetInfo(method: target.method.rawValue, baseURL: target.baseURL.absoluteString, path: target.path,
                               pluginOptions: target.pluginOptions)
-        return pipeline(method: target.method, info: info, validation: target.validationType,
+        return pipeline(method: target.method, info: info, validation: target.validationType, redirects: target.redirectPolicy,
                         stub: { [stubClosure] in stubClosure(target) },
                         endpoint: { [endpointClosure] in endpointClosure(target) })
     }
@@ -125,11 +125,11 @@ public final class Provider<Target: TargetType>: Sendable {
     public var inflightCount: Int { registry.runningCount }
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls.
-    func pipeline(method: HTTPMethod, info: TargetInfo, validation: ValidationType,
+    func pipeline(method: HTTPMethod, info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy? = nil,
                   stub: @escaping @Sendable () -> StubBehavior,
                   endpoint: @escaping @Sendable () -> Endpoint) -> ResponsePipeline<Response> {
         ResponsePipeline(method: method, callbackQueue: callbackQueue) { [self] progress async throws(NetworkError) -> Response in
-            let plan = try await makePlan(info: info, validation: validation, stub: stub(), endpoint: endpoint())
+            let plan = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
             let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
             let chain = self.chain
             let requestID = registry.makeRequestID()
@@ -139,7 +139,7 @@ public final class Provider<Target: TargetType>: Sendable {
         }
     }
 
-    private func makePlan(info: TargetInfo, validation: ValidationType, stub: StubBehavior, endpoint: Endpoint) async throws(NetworkError) -> CallPlan {
+    private func makePlan(info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy?, stub: StubBehavior, endpoint: Endpoint) async throws(NetworkError) -> CallPlan {
         var endpoint = endpoint
         var timeout: TimeInterval?
         if let server {
@@ -179,7 +179,7 @@ public final class Provider<Target: TargetType>: Sendable {
             transport = StubTransport(delay: seconds) { _ in mapped.sampleResponseClosure() }
         }
         return CallPlan(target: info, request: request, body: body, download: endpoint.task.downloadDestination,
-                        transport: transport, validation: validation)
+                        transport: transport, validation: validation, redirects: redirects)
     }
 
     private static func sharingKey(_ plan: CallPlan) -> String {

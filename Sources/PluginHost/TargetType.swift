@@ -27,6 +27,9 @@ public protocol TargetType: Sendable {
     var validationType: ValidationType { get }
     /// String-keyed options for interceptors, e.g. `["auth": "bearer", "cache": "60"]`.
     var pluginOptions: [String: String] { get }
+    /// How many redirects the transport follows for this call; nil (the default) leaves it to
+    /// the transport. ``RedirectPolicy/doNotFollow`` hands every `3xx` to the interceptors and the caller.
+    var redirectPolicy: RedirectPolicy? { get }
 }
 
 extension TargetType {
@@ -42,6 +45,8 @@ extension TargetType {
     public var validationType: ValidationType { .none }
     /// Default: no options.
     public var pluginOptions: [String: String] { [:] }
+    /// Default: nil, the transport's own policy.
+    public var redirectPolicy: RedirectPolicy? { nil }
 }
 
 extension TargetType {

@@ -7,7 +7,8 @@ import FoundationNetworking
 /// The default ``Transport``: one `URLSession` with a delegate that routes callbacks to each call.
 ///
 /// On a redirect to another scheme, host or port the `Authorization` header is dropped,
-/// so credentials never follow a request to a server they were not meant for.
+/// so credentials never follow a request to a server they were not meant for. A request's
+/// ``TransportRequest/redirects`` policy is honoured; without one, URLSession's own limit applies.
 public final class URLSessionTransport: Transport, @unchecked Sendable {
     private let session: URLSession
     let router: SessionRouter
@@ -97,6 +98,7 @@ final class SessionCall: @unchecked Sendable {
         var fileError: String?
         var received: Int64 = 0
         var challenged: HTTPURLResponse?
+        var redirects = 0
     }
     private let state = Locked(State())
 
@@ -155,6 +157,15 @@ final class SessionCall: @unchecked Sendable {
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Counts a redirect; false when the request's policy allows no more (the `3xx` is then delivered).
+    func mayRedirect() -> Bool {
+        guard let policy = request.redirects else { return true }
+        return state.withLock { state in
+            state.redirects += 1
+            return state.redirects <= policy.maxRedirects
+        }
+    }
 
     func append(_ data: Data, expected: Int64) {
         let received = state.withLock { state -> Int64 in
@@ -289,6 +300,10 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
 
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        if let call = call(for: task), !call.mayRedirect() {
+            completionHandler(nil)
+            return
+        }
         var next = request
         if let from = task.originalRequest?.url, let to = request.url, !Self.sameOrigin(from, to) {
             next.setValue(nil, forHTTPHeaderField: "Authorization")

@@ -120,6 +120,9 @@ def app(environ, start_response):
             return respond(start_response, "200 OK", {"token": auth[len("Bearer "):]})
         return respond(start_response, "401 Unauthorized", {"error": "bad token", "got": auth},
                        [("WWW-Authenticate", 'Bearer realm="fixture"')])
+    if path == "/fixture/no-location":
+        # A redirect status without a Location: the client must deliver it with its body.
+        return respond(start_response, "302 Found", {"moved": "nowhere"})
     if path == "/fixture/counted":
         key = query.get("key", "")
         extra = [(n[2:], v) for n, v in urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")) if n.startswith("h_")]

@@ -8,9 +8,9 @@ import FoundationNetworking
 
 @Suite("Cancellation")
 struct CancellationTests {
-    @Test func cancellingACallbackRequestDeliversCancelledOnce() async throws {
-        let transport = RecordingTransport()
-        let provider = Provider<Bin>(transport: transport)
+    @Test(arguments: TransportKind.allCases) func cancellingACallbackRequestDeliversCancelledOnce(_ transport: TransportKind) async throws {
+        let recording = RecordingTransport(transport.make())
+        let provider = Provider<Bin>(transport: recording)
         let calls = LockedCounter()
         let target = try Bin("delay/10")
         let box = LockedBox<(any Cancellable)?>(nil)
@@ -19,34 +19,34 @@ struct CancellationTests {
                 if calls.increment() == 1 { continuation.resume(returning: result) }
             })
         }
-        #expect(await eventually { transport.started.value == 1 && box.get() != nil })
+        #expect(await eventually { recording.started.value == 1 && box.get() != nil })
         try await Task.sleep(nanoseconds: 100_000_000)
         box.get()?.cancel()
         box.get()?.cancel()
         let result = await delivered
         guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
         // The URL task itself was cancelled: it did not run to the server's answer.
-        #expect(await eventually { transport.outcomes.log == ["cancelled"] })
+        #expect(await eventually { recording.outcomes.log == ["cancelled"] })
         try await Task.sleep(nanoseconds: 200_000_000)
         #expect(calls.value == 1)
     }
 
-    @Test func cancellingTheAwaitingTaskCancelsTheRequest() async throws {
-        let transport = RecordingTransport()
-        let provider = Provider<Bin>(transport: transport)
+    @Test(arguments: TransportKind.allCases) func cancellingTheAwaitingTaskCancelsTheRequest(_ transport: TransportKind) async throws {
+        let recording = RecordingTransport(transport.make())
+        let provider = Provider<Bin>(transport: recording)
         let target = try Bin("delay/10")
         let task = Task { await provider.request(target).result }
-        #expect(await eventually { transport.started.value == 1 })
+        #expect(await eventually { recording.started.value == 1 })
         try await Task.sleep(nanoseconds: 100_000_000)
         task.cancel()
         let result = await task.value
         guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
-        #expect(await eventually { transport.outcomes.log == ["cancelled"] })
+        #expect(await eventually { recording.outcomes.log == ["cancelled"] })
         #expect(await eventually { provider.inflightCount == 0 })
     }
 
-    @Test func cancelAllCancelsEveryInflightRequest() async throws {
-        let provider = Provider<Bin>()
+    @Test(arguments: TransportKind.allCases) func cancelAllCancelsEveryInflightRequest(_ transport: TransportKind) async throws {
+        let provider = transport.provider()
         let target = try Bin("delay/5")
         let tasks = (0..<5).map { _ in Task { await provider.request(target).result } }
         #expect(await eventually { provider.inflightCount == 5 })
@@ -58,9 +58,9 @@ struct CancellationTests {
         #expect(await eventually { provider.inflightCount == 0 })
     }
 
-    @Test func oneSharedWaiterCancellingLeavesTheOthers() async throws {
-        let transport = CountingTransport()
-        let provider = Provider<Bin>(transport: transport, trackInflights: true)
+    @Test(arguments: TransportKind.allCases) func oneSharedWaiterCancellingLeavesTheOthers(_ transport: TransportKind) async throws {
+        let counting = CountingTransport(transport.make())
+        let provider = Provider<Bin>(transport: counting, trackInflights: true)
         let target = try Bin("delay/1")
         let staying = Task { await provider.request(target).result }
         let leaving = Task { await provider.request(target).result }
@@ -68,11 +68,11 @@ struct CancellationTests {
         leaving.cancel()
         guard case .failure(.cancelled) = await leaving.value else { Issue.record("leaving waiter not cancelled"); return }
         #expect(try await staying.value.get().statusCode == 200)
-        #expect(transport.count == 1)
+        #expect(counting.count == 1)
     }
 
-    @Test func releasedProviderStillCompletesItsRequests() async throws {
-        var provider: Provider<Bin>? = Provider<Bin>()
+    @Test(arguments: TransportKind.allCases) func releasedProviderStillCompletesItsRequests(_ transport: TransportKind) async throws {
+        var provider: Provider<Bin>? = transport.provider()
         weak let weakProvider = provider
         let target = try Bin("delay/1")
         let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in

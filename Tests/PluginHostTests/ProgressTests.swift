@@ -8,11 +8,11 @@ import FoundationNetworking
 
 @Suite("Progress")
 struct ProgressTests {
-    @Test func uploadReportsProgressUpToTheFileSize() async throws {
+    @Test(arguments: TransportKind.allCases) func uploadReportsProgressUpToTheFileSize(_ transport: TransportKind) async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("up-\(UUID().uuidString).bin")
         try Data(repeating: 0x61, count: 300_000).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let provider = Provider<Bin>()
+        let provider = transport.provider()
         var uploads: [TransferProgress] = []
         var final: Response?
         for try await event in provider.request(try Bin("anything", method: .post, task: .uploadFile(file))).events() {
@@ -28,8 +28,8 @@ struct ProgressTests {
         #expect(uploads.last?.fractionCompleted == 1)
     }
 
-    @Test func dataRequestsReportDownloadProgressWithKnownLength() async throws {
-        let provider = Provider<Bin>()
+    @Test(arguments: TransportKind.allCases) func dataRequestsReportDownloadProgressWithKnownLength(_ transport: TransportKind) async throws {
+        let provider = transport.provider()
         let seen = LockedCounter()
         let response = try await provider.request(try Bin("bytes/50000")).run { p in
             seen.append("\(p.completedBytes)/\(p.totalBytes)")
@@ -38,8 +38,8 @@ struct ProgressTests {
         #expect(seen.log.last == "50000/50000")
     }
 
-    @Test func callbackProgressAndFinalResponse() async throws {
-        let provider = Provider<Bin>()
+    @Test(arguments: TransportKind.allCases) func callbackProgressAndFinalResponse(_ transport: TransportKind) async throws {
+        let provider = transport.provider()
         let seen = LockedCounter()
         let target = try Bin("bytes/20000")
         let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in

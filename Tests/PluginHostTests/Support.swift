@@ -233,3 +233,31 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
         DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
     }
 }
+
+/// The two network transports: suites that talk to real servers run against both.
+enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case curl
+    case urlSession
+
+    /// A new transport of this kind.
+    func make() -> any Transport {
+        switch self {
+        case .curl:
+            do {
+                return try CurlTransport()
+            } catch {
+                fatalError("CurlTransport cannot be created here: \(error)")
+            }
+        case .urlSession:
+            return URLSessionTransport()
+        }
+    }
+
+    /// A provider on a new transport of this kind.
+    func provider(requestClosure: @escaping Provider<Bin>.RequestClosure = Provider<Bin>.defaultRequestMapping(for:request:),
+                  trackInflights: Bool = false) -> Provider<Bin> {
+        Provider<Bin>(requestClosure: requestClosure, transport: make(), trackInflights: trackInflights)
+    }
+
+    var testDescription: String { rawValue }
+}

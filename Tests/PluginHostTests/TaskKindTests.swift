@@ -13,104 +13,102 @@ struct Greeting: Codable, Sendable, Equatable {
 
 @Suite("Every task kind against httpbin")
 struct TaskKindTests {
-    let provider = Provider<Bin>()
-
-    func send(_ target: Bin) async throws -> Echo {
-        try echo(try await provider.request(target).filterSuccessfulStatusCodes().value)
+    func send(_ target: Bin, on transport: TransportKind) async throws -> Echo {
+        try echo(try await transport.provider().request(target).filterSuccessfulStatusCodes().value)
     }
 
-    @Test func plain() async throws {
-        let e = try await send(try Bin("anything"))
+    @Test(arguments: TransportKind.allCases) func plain(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything"), on: transport)
         #expect(e.method == "GET")
         #expect(e.data == "")
         #expect(e.args?.isEmpty == true)
     }
 
-    @Test func rawData() async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .requestData(Data("raw-bytes".utf8)), headers: ["Content-Type": "text/plain"]))
+    @Test(arguments: TransportKind.allCases) func rawData(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestData(Data("raw-bytes".utf8)), headers: ["Content-Type": "text/plain"]), on: transport)
         #expect(e.data == "raw-bytes")
     }
 
-    @Test func encodableAsJSON() async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .requestJSONEncodable(Greeting(firstName: "Ann", count: 2))))
+    @Test(arguments: TransportKind.allCases) func encodableAsJSON(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestJSONEncodable(Greeting(firstName: "Ann", count: 2))), on: transport)
         #expect(e.json == .object(["firstName": .string("Ann"), "count": .number(2)]))
         #expect(e.header("Content-Type") == "application/json")
     }
 
-    @Test func encodableWithCustomEncoder() async throws {
+    @Test(arguments: TransportKind.allCases) func encodableWithCustomEncoder(_ transport: TransportKind) async throws {
         let encoder = JSONEncoder()
         encoder.keyEncodingStrategy = .convertToSnakeCase
         let e = try await send(try Bin("anything", method: .post,
-                                       task: .requestCustomJSONEncodable(Greeting(firstName: "Ann", count: 2), encoder: encoder)))
+                                       task: .requestCustomJSONEncodable(Greeting(firstName: "Ann", count: 2), encoder: encoder)), on: transport)
         #expect(e.json == .object(["first_name": .string("Ann"), "count": .number(2)]))
     }
 
-    @Test func urlEncodedGETGoesToTheQuery() async throws {
-        let e = try await send(try Bin("anything", task: .requestParameters(parameters: ["q": "a b", "n": 3], encoding: URLEncoding.default)))
+    @Test(arguments: TransportKind.allCases) func urlEncodedGETGoesToTheQuery(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything", task: .requestParameters(parameters: ["q": "a b", "n": 3], encoding: URLEncoding.default)), on: transport)
         #expect(e.args?["q"] == .string("a b"))
         #expect(e.args?["n"] == .string("3"))
         #expect(e.url.contains("n=3&q=a%20b"))
     }
 
-    @Test(arguments: [HTTPMethod.get, .head, .delete])
-    func methodDependentUsesQueryFor(method: HTTPMethod) async throws {
-        let response = try await provider.request(
+    @Test(arguments: [HTTPMethod.get, .head, .delete], TransportKind.allCases)
+    func methodDependentUsesQueryFor(method: HTTPMethod, transport: TransportKind) async throws {
+        let response = try await transport.provider().request(
             try Bin("anything", method: method, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.default))).value
         #expect(response.statusCode == 200)
         #expect(response.request?.url?.query == "k=v")
         #expect(response.request?.httpBody == nil)
     }
 
-    @Test func urlEncodedPOSTGoesToTheFormBody() async throws {
+    @Test(arguments: TransportKind.allCases) func urlEncodedPOSTGoesToTheFormBody(_ transport: TransportKind) async throws {
         let e = try await send(try Bin("anything", method: .post,
-                                       task: .requestParameters(parameters: ["name": "Zoë", "tags": ["a", "b"]], encoding: URLEncoding.default)))
+                                       task: .requestParameters(parameters: ["name": "Zoë", "tags": ["a", "b"]], encoding: URLEncoding.default)), on: transport)
         #expect(e.form?["name"] == .string("Zoë"))
         #expect(e.form?["tags[]"]?.strings == ["a", "b"])
         #expect(e.header("Content-Type") == "application/x-www-form-urlencoded; charset=utf-8")
         #expect(e.args?.isEmpty == true)
     }
 
-    @Test func forcedQueryStringForPOST() async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.queryString)))
+    @Test(arguments: TransportKind.allCases) func forcedQueryStringForPOST(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.queryString)), on: transport)
         #expect(e.args?["k"] == .string("v"))
         #expect(e.form?.isEmpty == true)
     }
 
-    @Test func forcedBodyForDELETE() async throws {
-        let e = try await send(try Bin("anything", method: .delete, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.httpBody)))
+    @Test(arguments: TransportKind.allCases) func forcedBodyForDELETE(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything", method: .delete, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.httpBody)), on: transport)
         #expect(e.form?["k"] == .string("v"))
         #expect(e.args?.isEmpty == true)
     }
 
-    @Test func jsonEncodedParameters() async throws {
-        let e = try await send(try Bin("anything", method: .put, task: .requestParameters(parameters: ["a": 1, "b": ["c": true]], encoding: JSONEncoding.default)))
+    @Test(arguments: TransportKind.allCases) func jsonEncodedParameters(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything", method: .put, task: .requestParameters(parameters: ["a": 1, "b": ["c": true]], encoding: JSONEncoding.default)), on: transport)
         #expect(e.json == .object(["a": .number(1), "b": .object(["c": .bool(true)])]))
         #expect(e.method == "PUT")
     }
 
-    @Test func compositeDataAndQuery() async throws {
+    @Test(arguments: TransportKind.allCases) func compositeDataAndQuery(_ transport: TransportKind) async throws {
         let e = try await send(try Bin("anything", method: .post, task: .requestCompositeData(bodyData: Data("body!".utf8), urlParameters: ["page": 2]),
-                                       headers: ["Content-Type": "text/plain"]))
+                                       headers: ["Content-Type": "text/plain"]), on: transport)
         #expect(e.data == "body!")
         #expect(e.args?["page"] == .string("2"))
     }
 
-    @Test func compositeParametersJSONBodyAndQuery() async throws {
+    @Test(arguments: TransportKind.allCases) func compositeParametersJSONBodyAndQuery(_ transport: TransportKind) async throws {
         let e = try await send(try Bin("anything", method: .post, task: .requestCompositeParameters(
-            bodyParameters: ["x": "y"], bodyEncoding: JSONEncoding.default, urlParameters: ["page": 2])))
+            bodyParameters: ["x": "y"], bodyEncoding: JSONEncoding.default, urlParameters: ["page": 2])), on: transport)
         #expect(e.json == .object(["x": .string("y")]))
         #expect(e.args?["page"] == .string("2"))
     }
 
-    @Test func uploadFile() async throws {
+    @Test(arguments: TransportKind.allCases) func uploadFile(_ transport: TransportKind) async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("upload-\(UUID().uuidString).txt")
         try Data("file contents here".utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let e = try await send(try Bin("anything", method: .post, task: .uploadFile(file)))
+        let e = try await send(try Bin("anything", method: .post, task: .uploadFile(file)), on: transport)
         #expect(e.data == "file contents here")
     }
 
-    @Test func multipartTextAndFileParts() async throws {
+    @Test(arguments: TransportKind.allCases) func multipartTextAndFileParts(_ transport: TransportKind) async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("photo-\(UUID().uuidString).txt")
         try Data("pretend image".utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
@@ -119,7 +117,7 @@ struct TaskKindTests {
             .file(file, name: "avatar", fileName: "me.png", mimeType: "image/png"),
             MultipartFormBodyPart(source: .data(Data("{\"a\":1}".utf8)), name: "meta", fileName: "meta.json", mimeType: "application/json"),
         ]
-        let response = try await provider.request(try Bin("anything", method: .post, task: .uploadMultipart(parts))).filterSuccessfulStatusCodes().value
+        let response = try await transport.provider().request(try Bin("anything", method: .post, task: .uploadMultipart(parts))).filterSuccessfulStatusCodes().value
         let e = try echo(response)
         #expect(e.form?["user"] == .string("Ann"))
         #expect(e.files?["avatar"] == "pretend image")
@@ -132,17 +130,17 @@ struct TaskKindTests {
         #expect(body.contains("Content-Disposition: form-data; name=\"avatar\"; filename=\"me.png\"\r\nContent-Type: image/png\r\n\r\npretend image\r\n"))
     }
 
-    @Test func compositeMultipartWithQuery() async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .uploadCompositeMultipart([.text("v", name: "k")], urlParameters: ["page": 3])))
+    @Test(arguments: TransportKind.allCases) func compositeMultipartWithQuery(_ transport: TransportKind) async throws {
+        let e = try await send(try Bin("anything", method: .post, task: .uploadCompositeMultipart([.text("v", name: "k")], urlParameters: ["page": 3])), on: transport)
         #expect(e.form?["k"] == .string("v"))
         #expect(e.args?["page"] == .string("3"))
     }
 
-    @Test func downloadToDestinationWithProgress() async throws {
+    @Test(arguments: TransportKind.allCases) func downloadToDestinationWithProgress(_ transport: TransportKind) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dl-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let destination = directory.appendingPathComponent("nested/bytes.bin")
-        let pipeline = provider.request(try Bin("bytes/100000", task: .downloadDestination(.file(destination))))
+        let pipeline = transport.provider().request(try Bin("bytes/100000", task: .downloadDestination(.file(destination))))
         var progress: [TransferProgress] = []
         var final: Response?
         for try await event in pipeline.events() {
@@ -160,10 +158,10 @@ struct TaskKindTests {
         #expect(progress.allSatisfy { $0.direction == .download })
     }
 
-    @Test func downloadWithParameters() async throws {
+    @Test(arguments: TransportKind.allCases) func downloadWithParameters(_ transport: TransportKind) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dlp-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let response = try await provider.request(try Bin("get", task: .downloadParameters(
+        let response = try await transport.provider().request(try Bin("get", task: .downloadParameters(
             parameters: ["who": "me"], encoding: URLEncoding.default, destination: .directory(directory)))).value
         let saved = try #require(response.fileURL)
         let body = try JSONDecoder().decode(Echo.self, from: Data(contentsOf: saved))

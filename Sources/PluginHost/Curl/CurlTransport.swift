@@ -43,7 +43,7 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
     /// Follows up to 10 redirects (the default).
     public static let follow = RedirectPolicy(maxRedirects: 10)
     /// Follows none: every `3xx` reaches the interceptors and the caller.
-    public static let none = RedirectPolicy(maxRedirects: 0)
+    public static let doNotFollow = RedirectPolicy(maxRedirects: 0)
 }
 
 /// A ``Transport`` on libcurl's multi interface: the default of ``Provider`` on Linux.
@@ -97,7 +97,8 @@ public final class CurlTransport: Transport {
         public var http2 = true
         /// Whether an in-memory cookie jar stores `Set-Cookie` and sends `Cookie`; default false.
         public var cookies = false
-        /// A path to load libcurl from instead of the platform's usual names.
+        /// A path to load libcurl from instead of the platform's usual names. The first libcurl
+        /// loaded serves the whole process.
         public var libraryPath: String?
 
         /// A proxy choice.
@@ -190,6 +191,9 @@ struct CurlLibrary: Sendable {
     }
 
     private static func open(path: String?) throws(CurlTransportError) -> CurlLibrary {
+        if let path, !FileManager.default.fileExists(atPath: path) {
+            throw CurlTransportError(.libraryUnavailable, "cannot load libcurl from \(path): no such file")
+        }
         var error = [CChar](repeating: 0, count: 512)
         let status = error.withUnsafeMutableBufferPointer { buffer in
             ph_curl_load(path, buffer.baseAddress, buffer.count)

@@ -27,8 +27,8 @@ struct FaultInjectionTests {
         return result
     }
 
-    func timeout(_ seconds: Double) -> Provider<Bin> {
-        Provider<Bin>(requestClosure: { _, request in
+    func timeout(_ seconds: Double, _ transport: TransportKind = .curl) -> Provider<Bin> {
+        transport.provider(requestClosure: { _, request in
             var request = request
             request.timeoutInterval = seconds
             return request
@@ -41,25 +41,25 @@ struct FaultInjectionTests {
         return nil
     }
 
-    @Test func resetBeforeHeaders() async throws {
-        #expect(kind(try await once(timeout(10), try Self.fault("reset-before-headers"))) == .connectionLost)
+    @Test(arguments: TransportKind.allCases) func resetBeforeHeaders(_ transport: TransportKind) async throws {
+        #expect(kind(try await once(timeout(10, transport), try Self.fault("reset-before-headers"))) == .connectionLost)
     }
 
-    @Test func resetMidBody() async throws {
-        #expect(kind(try await once(timeout(10), try Self.fault("reset-mid-body"))) == .connectionLost)
+    @Test(arguments: TransportKind.allCases) func resetMidBody(_ transport: TransportKind) async throws {
+        #expect(kind(try await once(timeout(10, transport), try Self.fault("reset-mid-body"))) == .connectionLost)
     }
 
-    @Test func bodyShorterThanContentLength() async throws {
-        #expect(kind(try await once(timeout(10), try Self.fault("short-body"))) == .badResponse)
+    @Test(arguments: TransportKind.allCases) func bodyShorterThanContentLength(_ transport: TransportKind) async throws {
+        #expect(kind(try await once(timeout(10, transport), try Self.fault("short-body"))) == .badResponse)
     }
 
-    @Test func headersThenSilencePastTheTimeout() async throws {
-        #expect(kind(try await once(timeout(1), try Self.fault("silence"))) == .timedOut)
+    @Test(arguments: TransportKind.allCases) func headersThenSilencePastTheTimeout(_ transport: TransportKind) async throws {
+        #expect(kind(try await once(timeout(1, transport), try Self.fault("silence"))) == .timedOut)
     }
 
-    @Test func slowDripCompletes() async throws {
+    @Test(arguments: TransportKind.allCases) func slowDripCompletes(_ transport: TransportKind) async throws {
         let seen = LockedCounter()
-        let response = try await timeout(10).request(try Self.fault("drip", query: ["n": 8, "gap": 0.1])).run { seen.append("\($0.completedBytes)") }
+        let response = try await timeout(10, transport).request(try Self.fault("drip", query: ["n": 8, "gap": 0.1])).run { seen.append("\($0.completedBytes)") }
         #expect(response.data == Data(String(repeating: "z", count: 8).utf8))
         #expect(seen.log.last == "8")
     }

@@ -1,0 +1,185 @@
+import Foundation
+@testable import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What only the libcurl transport does: redirect policies, compression, cookies, HTTP versions,
+/// and the refusals of bad input. (Everything both transports do runs against both in the
+/// transport, task-kind, progress, cancellation and fault suites.)
+@Suite("Curl transport")
+struct CurlTransportTests {
+    func send(_ transport: CurlTransport, _ path: String, headers: [String: String] = [:], redirects: RedirectPolicy? = nil,
+              base: URL? = nil) async throws(TransportFailure) -> TransportResponse {
+        let url = (try? base ?? TestServer.url())!.appendingPathComponent(path)
+        var request = URLRequest(url: url)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return try await transport.send(TransportRequest(urlRequest: request, redirects: redirects))
+    }
+
+    func failure(_ body: () async throws(TransportFailure) -> TransportResponse) async -> TransportFailure? {
+        do {
+            let response = try await body()
+            Issue.record("expected a failure, got status \(response.response.statusCode)")
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func redirectsCanBeTurnedOffPerTransportAndPerRequest() async throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.redirects = .doNotFollow
+        let off = try CurlTransport(configuration: configuration)
+        let delivered = try await send(off, "redirect/2")
+        #expect(delivered.response.statusCode == 302)
+        #expect(delivered.response.value(forHTTPHeaderField: "Location") == "/relative-redirect/1")
+        let following = try CurlTransport()
+        #expect(try await send(following, "redirect/2").response.statusCode == 200)
+        #expect(try await send(following, "redirect/2", redirects: .doNotFollow).response.statusCode == 302)
+        #expect(try await send(following, "redirect/3", redirects: RedirectPolicy(maxRedirects: 2)).response.statusCode == 302)
+    }
+
+    @Test func aTargetsRedirectPolicyReachesTheTransport() async throws {
+        struct NoRedirects: TargetType {
+            var baseURL: URL
+            var path: String { "redirect/1" }
+            var method: HTTPMethod { .get }
+            var redirectPolicy: RedirectPolicy? { RedirectPolicy.doNotFollow }
+        }
+        for transport in TransportKind.allCases {
+            let provider = Provider<NoRedirects>(transport: transport.make())
+            let response = try await provider.request(NoRedirects(baseURL: try TestServer.url())).value
+            #expect(response.statusCode == 302, "\(transport)")
+        }
+    }
+
+    @Test func aPOSTRedirectedWith303BecomesAGET() async throws {
+        let transport = try CurlTransport()
+        let location = try TestServer.url().appendingPathComponent("anything/after").absoluteString
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("redirect-to")
+            .appending(queryItems: [URLQueryItem(name: "url", value: location), URLQueryItem(name: "status_code", value: "303")]))
+        request.httpMethod = "POST"
+        request.httpBody = Data("secret=body".utf8)
+        let response = try await transport.send(TransportRequest(urlRequest: request))
+        let echo = try JSONSerialization.jsonObject(with: response.data) as? [String: Any]
+        #expect(echo?["method"] as? String == "GET")
+        #expect(echo?["data"] as? String == "")
+        #expect(response.response.url?.path == "/anything/after")
+    }
+
+    @Test func compressedBodiesAreDecodedWhenTheTransportAskedForThem() async throws {
+        let transport = try CurlTransport()
+        let gzip = try await send(transport, "gzip")
+        let json = try JSONSerialization.jsonObject(with: gzip.data) as? [String: Any]
+        #expect(json?["gzipped"] as? Bool == true)
+        #expect(gzip.httpVersion == "HTTP/1.1")
+        let deflate = try await send(transport, "deflate")
+        #expect((try JSONSerialization.jsonObject(with: deflate.data) as? [String: Any])?["deflated"] as? Bool == true)
+        if transport.libraryDescription.isEmpty == false, CurlLibraryProbe.hasBrotli {
+            let brotli = try await send(transport, "brotli")
+            #expect((try JSONSerialization.jsonObject(with: brotli.data) as? [String: Any])?["brotli"] as? Bool == true)
+        }
+    }
+
+    @Test func aBodyInAnEncodingTheCallerAskedForPassesThroughUndecoded() async throws {
+        let transport = try CurlTransport()
+        let response = try await send(transport, "gzip", headers: ["Accept-Encoding": "gzip"])
+        #expect(response.response.value(forHTTPHeaderField: "Content-Encoding") == "gzip")
+        #expect(Array(response.data.prefix(2)) == [0x1F, 0x8B])
+    }
+
+    @Test func cookiesAreOffByDefaultAndKeptInMemoryWhenOn() async throws {
+        let plain = try CurlTransport()
+        let none = try await send(plain, "cookies/set/flavour/oat")
+        #expect((try JSONSerialization.jsonObject(with: none.data) as? [String: Any])?["cookies"] as? [String: String] == [:])
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        let jar = try CurlTransport(configuration: configuration)
+        let set = try await send(jar, "cookies/set/flavour/oat")
+        #expect((try JSONSerialization.jsonObject(with: set.data) as? [String: Any])?["cookies"] as? [String: String] == ["flavour": "oat"])
+        let again = try await send(jar, "cookies")
+        #expect((try JSONSerialization.jsonObject(with: again.data) as? [String: Any])?["cookies"] as? [String: String] == ["flavour": "oat"])
+    }
+
+    @Test func aURLLibcurlRefusesIsATypedFailure() async throws {
+        let transport = try CurlTransport()
+        let refused = await failure { () throws(TransportFailure) in
+            try await transport.send(TransportRequest(urlRequest: URLRequest(url: URL(string: "http://127.0.0.1:99999/get")!)))
+        }
+        #expect(refused?.kind == .other)
+        #expect(refused?.message.hasPrefix("libcurl refused the URL: ") == true)
+        let scheme = await failure { () throws(TransportFailure) in
+            try await transport.send(TransportRequest(urlRequest: URLRequest(url: URL(string: "ftp://127.0.0.1/file")!)))
+        }
+        #expect(scheme == TransportFailure(kind: .other, message: "cannot send ftp://127.0.0.1/file: only http and https URLs with a host are supported"))
+    }
+
+    @Test func aHeaderWithCRLFNeverReachesTheWire() async throws {
+        // URLRequest keeps such a value when set through allHTTPHeaderFields: the transport refuses it.
+        let transport = try CurlTransport()
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("headers"))
+        request.allHTTPHeaderFields = ["X-Injected": "a\r\nEvil: yes"]
+        let refused = await failure { () throws(TransportFailure) in try await transport.send(TransportRequest(urlRequest: request)) }
+        #expect(refused == TransportFailure(kind: .other, message: "refused to send header X-Injected: its value contains CR, LF or NUL"))
+        // Through a target's headers the value never reaches the transport at all.
+        let response = try await Provider<Bin>(transport: transport)
+            .request(try Bin("headers", headers: ["X-Injected": "a\r\nEvil: yes"])).value
+        let headers = try response.mapJSON()["headers"]
+        #expect(headers?["Evil"] == nil)
+        #expect(headers?["X-Injected"] == nil)
+    }
+
+    @Test func aRedirectWithoutLocationIsDeliveredWithItsBody() async throws {
+        // (URLSession on Linux delivers the 302 without its body.)
+        let response = try await TransportKind.curl.provider().request(try Bin("fixture/no-location")).value
+        #expect(response.statusCode == 302)
+        #expect(try response.mapJSON()["moved"]?.stringValue == "nowhere")
+    }
+
+    @Test func badTLSConfigurationIsRefusedNamingTheFile() throws {
+        func refusal(_ tls: TLSConfiguration) -> CurlTransportError? {
+            var configuration = CurlTransport.Configuration()
+            configuration.tls = tls
+            do {
+                _ = try CurlTransport(configuration: configuration)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(refusal(TLSConfiguration(trustRoots: .systemAnd([.file("/nonexistent/ca.pem")])))
+            == CurlTransportError(.invalidConfiguration, "tls: CA certificate /nonexistent/ca.pem: no such file"))
+        let notPEM = FileManager.default.temporaryDirectory.appendingPathComponent("not-pem-\(UUID().uuidString).pem")
+        try Data("just text".utf8).write(to: notPEM)
+        defer { try? FileManager.default.removeItem(at: notPEM) }
+        #expect(refusal(TLSConfiguration(trustRoots: .only([.file(notPEM.path)])))
+            == CurlTransportError(.invalidConfiguration, "tls: CA certificate \(notPEM.path): not PEM (no -----BEGIN CERTIFICATE block)"))
+        #expect(refusal(TLSConfiguration(pinnedPublicKeys: ["md5//abc"]))
+            == CurlTransportError(.invalidConfiguration,
+                                  "tls: pinned public key \"md5//abc\": expected sha256// followed by the base64 of a 32-byte SHA-256 digest"))
+        #expect(refusal(TLSConfiguration(trustRoots: .only([])))
+            == CurlTransportError(.invalidConfiguration, "tls: trustRoots .only([]) trusts nothing; list at least one certificate"))
+        var overrides = CurlTransport.Configuration()
+        overrides.tlsOverrides = ["internal.example": TLSConfiguration(clientCertificate: .init(certificate: .pem(Data("x".utf8)), privateKey: .file("/k")))]
+        #expect(throws: CurlTransportError(.invalidConfiguration,
+                                           "tls for internal.example: client certificate (PEM bytes): not PEM (no -----BEGIN CERTIFICATE block)")) {
+            try CurlTransport(configuration: overrides)
+        }
+    }
+
+    @Test func aMissingLibraryIsATypedError() {
+        var configuration = CurlTransport.Configuration()
+        configuration.libraryPath = "/nonexistent/libcurl.so.4"
+        #expect(throws: CurlTransportError(.libraryUnavailable, "cannot load libcurl from /nonexistent/libcurl.so.4: no such file")) {
+            try CurlTransport(configuration: configuration)
+        }
+    }
+}
+
+/// What the loaded libcurl decodes.
+enum CurlLibraryProbe {
+    static var hasBrotli: Bool { (try? CurlLibrary.load(path: nil))?.encodings.contains("br") ?? false }
+}
