@@ -75,11 +75,11 @@ public enum TransportFailureKind: String, Sendable, Hashable, CaseIterable {
     /// An interceptor failed before the network was reached.
     case interceptorFailed
     /// The TLS handshake failed: no common protocol or cipher, the server refused the client
-    /// certificate, or the client certificate could not be used. (ABI 1.1)
+    /// certificate, or the client certificate could not be used. Loaded plugins see it as `other` (ABI 1.0 has no code for it).
     case tlsHandshakeFailed
-    /// The server's certificate is not trusted: unknown issuer, expired, or for another host. (ABI 1.1)
+    /// The server's certificate is not trusted: unknown issuer, expired, or for another host. Loaded plugins see it as `other`.
     case serverCertificateUntrusted
-    /// The server's public key matches none of the pinned keys. (ABI 1.1)
+    /// The server's public key matches none of the pinned keys. Loaded plugins see it as `other`.
     case publicKeyPinMismatch
     /// Anything else.
     case other

@@ -181,9 +181,6 @@ private final class ExportedInstance {
         case PH_FAILURE_CONNECTION_LOST: return .connectionLost
         case PH_FAILURE_BAD_RESPONSE: return .badResponse
         case PH_FAILURE_INTERCEPTOR_FAILED: return .interceptorFailed
-        case PH_FAILURE_TLS_HANDSHAKE: return .tlsHandshakeFailed
-        case PH_FAILURE_CERTIFICATE_UNTRUSTED: return .serverCertificateUntrusted
-        case PH_FAILURE_PIN_MISMATCH: return .publicKeyPinMismatch
         default: return .other
         }
     }

@@ -62,11 +62,6 @@ extern "C" {
 #define PH_FAILURE_BAD_RESPONSE 5
 #define PH_FAILURE_INTERCEPTOR_FAILED 6
 #define PH_FAILURE_OTHER 7
-/* Added in ABI 1.1 (TLS failures of the libcurl transport). A 1.0 plugin is given
- * PH_FAILURE_OTHER instead of these. */
-#define PH_FAILURE_TLS_HANDSHAKE 8          /* handshake failed, client certificate refused */
-#define PH_FAILURE_CERTIFICATE_UNTRUSTED 9  /* the server's certificate is not trusted */
-#define PH_FAILURE_PIN_MISMATCH 10          /* the server's key matches no pinned key */
 
 /* Answers to an authentication challenge (ph_plugin_descriptor.credential). */
 #define PH_CREDENTIAL_DEFAULT 0     /* no opinion: ask the next plugin */

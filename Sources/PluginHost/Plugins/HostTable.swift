@@ -283,10 +283,8 @@ final class HostTable: @unchecked Sendable {
         case .connectionLost: return PH_FAILURE_CONNECTION_LOST
         case .badResponse: return PH_FAILURE_BAD_RESPONSE
         case .interceptorFailed: return PH_FAILURE_INTERCEPTOR_FAILED
-        case .tlsHandshakeFailed: return PH_FAILURE_TLS_HANDSHAKE
-        case .serverCertificateUntrusted: return PH_FAILURE_CERTIFICATE_UNTRUSTED
-        case .publicKeyPinMismatch: return PH_FAILURE_PIN_MISMATCH
-        case .other: return PH_FAILURE_OTHER
+        // The TLS kinds have no ABI 1.0 code: plugins see PH_FAILURE_OTHER, with the message.
+        case .tlsHandshakeFailed, .serverCertificateUntrusted, .publicKeyPinMismatch, .other: return PH_FAILURE_OTHER
         }
     }
 }
