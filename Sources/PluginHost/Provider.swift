@@ -96,15 +96,21 @@ public final class Provider<Target: TargetType>: Sendable {
     /// `services`' log sink; on Darwin a ``URLSessionTransport``.
     public static func defaultTransport(services: PluginServices) -> any Transport {
         #if os(Linux)
+        return defaultTransport(services: services) { () throws(CurlTransportError) in try CurlTransport() }
+        #else
+        return URLSessionTransport()
+        #endif
+    }
+
+    /// The Linux choice, with the libcurl transport made by `makeCurl`.
+    static func defaultTransport(services: PluginServices,
+                                 makeCurl: () throws(CurlTransportError) -> CurlTransport) -> any Transport {
         do {
-            return try CurlTransport()
+            return try makeCurl()
         } catch {
             services.log(.warning, plugin: "pluginhost", "CurlTransport unavailable (\(error)); using URLSessionTransport")
             return URLSessionTransport()
         }
-        #else
-        return URLSessionTransport()
-        #endif
     }
 
     /// A pipeline for `target`. Nothing is sent until the pipeline is consumed.

@@ -170,6 +170,23 @@ struct CurlTransportTests {
         }
     }
 
+    @Test func withoutLibcurlTheDefaultFallsBackToURLSessionAndSaysSoOnce() {
+        let services = PluginServices()
+        let lines = LockedCounter()
+        services.setLogHandler { level, plugin, message in lines.append("\(level) \(plugin) \(message)") }
+        let transport = Provider<Bin>.defaultTransport(services: services) { () throws(CurlTransportError) -> CurlTransport in
+            var configuration = CurlTransport.Configuration()
+            configuration.libraryPath = "/nonexistent/libcurl.so.4"
+            return try CurlTransport(configuration: configuration)
+        }
+        #expect(transport is URLSessionTransport)
+        #expect(lines.log == ["warning pluginhost CurlTransport unavailable (libraryUnavailable: cannot load libcurl from "
+            + "/nonexistent/libcurl.so.4: no such file); using URLSessionTransport"])
+        #if os(Linux)
+        #expect(Provider<Bin>.defaultTransport(services: services) is CurlTransport)
+        #endif
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"
