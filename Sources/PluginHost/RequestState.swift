@@ -12,6 +12,8 @@ final class RequestState: RequestBackend {
     private let original: URLRequest
     private var changedURL: String?
     private var changedHeaders: [HTTPHeader]?
+    /// The original header fields sorted by name, made the first time a hook walks them.
+    private var originalHeaders: [HTTPHeader]?
     private var changed = false
 
     init(_ request: URLRequest) {
@@ -26,7 +28,10 @@ final class RequestState: RequestBackend {
     /// Header fields, read from the original request until a hook changes them.
     var headers: [HTTPHeader] {
         if let changedHeaders { return changedHeaders }
-        return (original.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
+        if let originalHeaders { return originalHeaders }
+        let sorted = (original.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
+        originalHeaders = sorted
+        return sorted
     }
 
     func setMethod(_ method: String) throws {
@@ -90,7 +95,8 @@ final class RequestState: RequestBackend {
         request.httpBody = bodyData
         request.timeoutInterval = timeout
         guard let changedHeaders else { return request }
-        request.allHTTPHeaderFields = changedHeaders.folded(separator: ",")
+        // Repeated fields are joined as RFC 9110 §5.3 says: ", ".
+        request.allHTTPHeaderFields = changedHeaders.folded()
         return request
     }
 }
@@ -174,6 +180,6 @@ final class ResponseState: ResponseBackend {
     func makeHTTPURLResponse(fallbackURL: URL?) -> HTTPURLResponse? {
         if let original { return original }
         guard let url = url ?? fallbackURL else { return nil }
-        return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded(separator: ", "))
+        return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded())
     }
 }

@@ -96,9 +96,10 @@ enum HeaderReading {
 }
 
 extension Array where Element == HTTPHeader {
-    /// The fields as a dictionary, repeated names folded into one value joined by `separator`
-    /// (the first spelling of a name is kept).
-    public func folded(separator: String) -> [String: String] {
+    /// The fields as a dictionary, repeated names folded into one value joined by ", " as
+    /// RFC 9110 §5.3 says, for requests and responses alike (the first spelling of a name is kept).
+    public func folded() -> [String: String] {
+        let separator = ", "
         var fields: [String: String] = [:]
         var order: [String] = []
         for header in self {

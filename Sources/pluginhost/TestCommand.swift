@@ -292,7 +292,7 @@ enum TestCommand {
         // 4. --bench N on the stub.
         if benchCount > 0 {
             let benchProvider = options.provider(chain, services: services, stub: true)
-            for trace in traces { trace.recording = false; _ = trace.take() }
+            for trace in traces { trace.stopRecording(); _ = trace.take() }
             var perPlugin = Array(repeating: [Double](), count: plugins.count)
             var whole: [Double] = []
             let done = DispatchSemaphore(value: 0)

@@ -9,7 +9,14 @@ final class Trace: @unchecked Sendable {
     private(set) var actions: [String] = []
     private(set) var events: [String] = []
     private var nanoseconds: UInt64 = 0
-    var recording = true
+    private var recording = true
+
+    /// Stops recording actions and events (hook time still adds up).
+    func stopRecording() {
+        lock.lock()
+        recording = false
+        lock.unlock()
+    }
 
     func record(_ action: String) {
         lock.lock()

@@ -36,8 +36,29 @@ struct BasicCredentials: Interceptor {
     }
 }
 
+/// Adds a request header twice and a response header twice.
+struct RepeatingHeaders: Interceptor {
+    var name: String { "repeat" }
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        try request.addHeader("X-Multi", "a")
+        try request.addHeader("X-Multi", "b")
+        return .proceed
+    }
+    func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        try result.response?.addHeader("X-Seen", "1")
+        try result.response?.addHeader("X-Seen", "2")
+        return .proceed
+    }
+}
+
 @Suite("Interceptor chain")
 struct InterceptorChainTests {
+    @Test func repeatedHeadersAreJoinedWithCommaSpaceOnBothSides() async throws {
+        let response = try await Provider<Bin>(interceptors: [RepeatingHeaders()]).request(try Bin("headers")).value
+        #expect(try response.mapJSON()["headers"]?["X-Multi"]?.stringValue == "a, b")
+        #expect(response.value(forHTTPHeaderField: "X-Seen") == "1, 2")
+    }
+
     @Test func requestSideRunsInOrderResponseSideInReverse() async throws {
         let log = LockedCounter()
         let provider = Provider<Bin>(interceptors: [Recorder("A", log: log), Recorder("B", log: log), Recorder("C", log: log)])
