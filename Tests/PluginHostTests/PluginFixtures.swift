@@ -15,9 +15,16 @@ struct PluginFixtures {
         return root.appendingPathComponent(".build/debug").path
     }
 
+    /// The platform's suffix of a shared library.
+    #if canImport(Darwin)
+    static let librarySuffix = "dylib"
+    #else
+    static let librarySuffix = "so"
+    #endif
+
     /// The path of a fixture library, e.g. `AlphaTestPlugin` → `…/libAlphaTestPlugin.so`.
     static func library(_ product: String) throws -> String {
-        let path = "\(binDirectory)/lib\(product).so"
+        let path = "\(binDirectory)/lib\(product).\(librarySuffix)"
         guard FileManager.default.fileExists(atPath: path) else {
             throw PluginLoadError(.libraryMissing, file: path, reason: "fixture not built: run `swift build` (Tests/test does) first")
         }

@@ -35,6 +35,21 @@ struct PluginLoaderTests {
         #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "last,beta,alpha,first")
     }
 
+    @Test func aManifestProviderTakesTheSameParametersAsTheMainOne() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let services = PluginServices()
+        services.setValue("bad", forKey: "access_token")
+        let refreshes = LockedCounter()
+        services.registerRefresher(forKey: "access_token") { _ in "bad-\(refreshes.increment())" }
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"]]), before: [TokenInterceptor()],
+                                         configuration: .ephemeral, services: services, maxInterceptorRetries: 0)
+        #expect(provider.transport is URLSessionTransport)
+        #expect(try await provider.request(try Bin("bearer")).value.statusCode == 401)
+        #expect(refreshes.value == 0)
+    }
+
     @Test func cPluginRunsNextToSwiftPlugins() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

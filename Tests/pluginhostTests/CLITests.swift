@@ -9,6 +9,13 @@ import Glibc
 
 /// Runs the `pluginhost` executable as a subprocess.
 struct CLI {
+    /// The platform's suffix of a shared library.
+    #if canImport(Darwin)
+    static let librarySuffix = "dylib"
+    #else
+    static let librarySuffix = "so"
+    #endif
+
     static var binDirectory: String {
         if let dir = ProcessInfo.processInfo.environment["PLUGINHOST_BIN_DIR"] { return dir }
         return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -67,7 +74,7 @@ final class Workspace: @unchecked Sendable {
         chmod(root + "/plugins", 0o755)
         for product in products {
             let config = CLI.root + "/PluginsContrib/\(product)/plugin-config.json"
-            var arguments = ["bundle", CLI.binDirectory + "/lib\(product)Plugin.so", "--out", plugins]
+            var arguments = ["bundle", CLI.binDirectory + "/lib\(product)Plugin.\(CLI.librarySuffix)", "--out", plugins]
             if FileManager.default.fileExists(atPath: config) { arguments += ["--config", config] }
             let output = try CLI.runBlocking(arguments)
             guard output.status == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: output.stderr]) }
@@ -249,7 +256,7 @@ struct CLITests {
 
     @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity"])
-        try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.so", "--out", workspace.plugins])
+        try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
         let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "create"}}]}"#)
         let output = try await CLI.run(["test", "--manifest", manifest])
         #expect(output.status == 4)
@@ -270,19 +277,19 @@ struct CLITests {
 
     @Test func bundleRefusesALibraryWithoutADescriptor() async throws {
         let workspace = try await Workspace.make(bundling: [])
-        let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.so", "--out", workspace.plugins])
+        let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
         #expect(output.status == 3)
         #expect(output.stderr.hasPrefix("pluginhost: refusing \(CLI.binDirectory)/libNoEntryTestPlugin.so: no pluginhost_plugin_v1 symbol: "))
         let config = workspace.root + "/config.json"
         try "[1, 2]".write(toFile: config, atomically: true, encoding: .utf8)
-        let badConfig = try await CLI.run(["bundle", CLI.binDirectory + "/libLoggerPlugin.so", "--out", workspace.plugins, "--config", config])
+        let badConfig = try await CLI.run(["bundle", CLI.binDirectory + "/libLoggerPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins, "--config", config])
         #expect(badConfig.status == 1)
         #expect(badConfig.stderr == "pluginhost: \(config): the configuration must be a JSON object\n")
     }
 
     @Test func listGoldenTextAndJSON() async throws {
         let workspace = try await Workspace.make()
-        try await CLI.run(["bundle", CLI.binDirectory + "/libAlphaTestPlugin.so", "--out", workspace.plugins])
+        try await CLI.run(["bundle", CLI.binDirectory + "/libAlphaTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
         let manifest = try workspace.exampleManifest()
         let text = try await CLI.run(["list", "--manifest", manifest])
         #expect(text.status == 0)

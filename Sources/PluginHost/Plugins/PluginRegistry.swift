@@ -1,5 +1,8 @@
 import Foundation
 import PluginSDK
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Loads the plugins a manifest enables, all or nothing.
 public enum PluginRegistry {
@@ -49,7 +52,8 @@ public enum PluginRegistry {
 }
 
 extension Provider {
-    /// Creates a provider whose chain is `before` + the manifest's plugins + `after`.
+    /// Creates a provider whose chain is `before` + the manifest's plugins + `after`. The other
+    /// parameters are those of ``Provider/init(endpointClosure:requestClosure:stubClosure:callbackQueue:configuration:transport:interceptors:server:trackInflights:services:maxInterceptorRetries:)``.
     ///
     /// Throws ``PluginLoadError`` (and loads nothing) when the manifest or any enabled
     /// plugin is refused.
@@ -60,13 +64,16 @@ extension Provider {
                             requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
                             stubClosure: @escaping StubClosure = Provider.neverStub(_:),
                             callbackQueue: DispatchQueue? = nil,
+                            configuration: URLSessionConfiguration? = nil,
                             transport: (any Transport)? = nil,
                             server: ServerConfiguration? = nil,
                             trackInflights: Bool = false,
-                            services: PluginServices = PluginServices()) throws(PluginLoadError) {
+                            services: PluginServices = PluginServices(),
+                            maxInterceptorRetries: Int = 2) throws(PluginLoadError) {
         let loaded = try PluginRegistry.load(manifest: manifest, services: services)
         self.init(endpointClosure: endpointClosure, requestClosure: requestClosure, stubClosure: stubClosure,
-                  callbackQueue: callbackQueue, transport: transport, interceptors: before + loaded + after,
-                  server: server, trackInflights: trackInflights, services: services)
+                  callbackQueue: callbackQueue, configuration: configuration, transport: transport,
+                  interceptors: before + loaded + after, server: server, trackInflights: trackInflights, services: services,
+                  maxInterceptorRetries: maxInterceptorRetries)
     }
 }
