@@ -1,0 +1,115 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// TLS you control, against HTTPS servers whose CA, certificates and keys `Tests/test` makes at
+/// start (Tests/Fixtures/testserver.py), and HTTP/2 by ALPN.
+@Suite("Curl transport: TLS and HTTP/2")
+struct CurlTLSTests {
+    static func env(_ name: String) throws -> String {
+        guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else { throw TestServer.Missing(variable: name) }
+        return value
+    }
+
+    func get(_ base: String, path: String = "get", tls: TLSConfiguration) async throws -> Result<TransportResponse, TransportFailure> {
+        var configuration = CurlTransport.Configuration()
+        configuration.tls = tls
+        let transport = try CurlTransport(configuration: configuration)
+        let url = try #require(URL(string: base)).appendingPathComponent(path)
+        do {
+            return .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    func kind(_ result: Result<TransportResponse, TransportFailure>) -> TransportFailureKind? {
+        guard case .failure(let failure) = result else { return nil }
+        return failure.kind
+    }
+
+    func status(_ result: Result<TransportResponse, TransportFailure>) -> Int? {
+        guard case .success(let response) = result else { return nil }
+        return response.response.statusCode
+    }
+
+    @Test func theSystemStoreRefusesThePrivateCA() async throws {
+        let result = try await get(try Self.env("HTTPBIN_TLS_URL"), tls: TLSConfiguration())
+        #expect(kind(result) == .serverCertificateUntrusted)
+        guard case .failure(let failure) = result else { return }
+        #expect(failure.message.contains("curl error 60"))
+    }
+
+    @Test func trustingThePrivateCAWorksBesideOrInsteadOfTheSystemStore() async throws {
+        let ca = try Self.env("TLS_CA_PEM")
+        let base = try Self.env("HTTPBIN_TLS_URL")
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: .systemAnd([.file(ca)])))) == 200)
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: .only([.file(ca)])))) == 200)
+        let pem = try Data(contentsOf: URL(fileURLWithPath: ca))
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: .only([.pem(pem)])))) == 200)
+        // Another CA is not enough.
+        #expect(kind(try await get(base, tls: TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_OTHER_CA_PEM"))])))) == .serverCertificateUntrusted)
+    }
+
+    @Test func trustingOnlyOneSelfSignedCertificate() async throws {
+        let base = try Self.env("HTTPBIN_SELFSIGNED_URL")
+        #expect(kind(try await get(base, tls: TLSConfiguration())) == .serverCertificateUntrusted)
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_SELFSIGNED_PEM"))])))) == 200)
+    }
+
+    @Test func pinnedPublicKeysWithRotation() async throws {
+        let base = try Self.env("HTTPBIN_TLS_URL")
+        let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
+        let pin = try Self.env("TLS_SERVER_PIN")
+        let other = try Self.env("TLS_SELFSIGNED_PIN")
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [pin]))) == 200)
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [other, pin]))) == 200)
+        let mismatch = try await get(base, tls: TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [other]))
+        #expect(kind(mismatch) == .publicKeyPinMismatch)
+    }
+
+    @Test func mutualTLS() async throws {
+        let base = try Self.env("HTTPBIN_MTLS_URL")
+        let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
+        let without = try await get(base, tls: TLSConfiguration(trustRoots: ca))
+        #expect(kind(without) == .tlsHandshakeFailed)
+        let client = TLSConfiguration.ClientCertificate(certificate: .file(try Self.env("TLS_CLIENT_CERT")),
+                                                        privateKey: .file(try Self.env("TLS_CLIENT_KEY")))
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, clientCertificate: client))) == 200)
+    }
+
+    @Test func perHostOverridesReplaceTheDefault() async throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.tlsOverrides = ["127.0.0.1": TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_CA_PEM"))]))]
+        let transport = try CurlTransport(configuration: configuration)
+        let url = try #require(URL(string: try Self.env("HTTPBIN_TLS_URL"))).appendingPathComponent("get")
+        #expect(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))).response.statusCode == 200)
+    }
+
+    @Test func http2ByALPNMultiplexesConcurrentRequests() async throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.tls = TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_CA_PEM"))]))
+        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration))
+        let base = try #require(URL(string: try Self.env("HTTPBIN_H2_URL")))
+        let versions = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+            for index in 0..<100 {
+                group.addTask {
+                    let response = try await provider.request(try Bin("anything/\(index)", base: base)).value
+                    return (response.statusCode, response.httpVersion)
+                }
+            }
+            var all: [(Int, String?)] = []
+            for try await item in group { all.append(item) }
+            return all
+        }
+        #expect(versions.count == 100)
+        #expect(versions.allSatisfy { $0.0 == 200 && $0.1 == "HTTP/2" })
+        // The same transport speaks HTTP/1.1 to a server without h2.
+        let plain = try await provider.request(try Bin("get")).value
+        #expect(plain.httpVersion == "HTTP/1.1")
+    }
+}
