@@ -32,6 +32,7 @@ struct Options {
     var plugins = ""
     var noop = ""
     var nginx = "/usr/sbin/nginx"
+    var wrk = "/usr/bin/wrk"
     var loadOnce: String?
     var profile: String?
 
@@ -49,11 +50,12 @@ struct Options {
             case "--plugins": plugins = URL(fileURLWithPath: iterator.next() ?? "").standardizedFileURL.path
             case "--noop": noop = iterator.next() ?? ""
             case "--nginx": nginx = iterator.next() ?? nginx
+            case "--wrk": wrk = iterator.next() ?? wrk
             case "--load-once": loadOnce = iterator.next()
             case "--profile": profile = iterator.next()
             default:
                 FileHandle.standardError.write(Data("""
-                    usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--rounds R] [--stub-requests N]
+                    usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--wrk PATH] [--rounds R] [--stub-requests N]
                                             [--http-requests N] [--downloads N] [--cache-requests N] [--rss-requests N]
                     (Tests/bench builds, bundles and runs it)\n
                     """.utf8))
@@ -128,6 +130,30 @@ func residentMiB() -> Double {
     guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return .nan }
     let pages = Double(text.split(separator: " ")[1]) ?? .nan
     return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+}
+
+/// Fetches with a bare CurlTransport, no provider.
+struct RawCurl: Sendable {
+    let transport: CurlTransport
+    func get(_ url: URL) async -> Int {
+        (try? await transport.send(TransportRequest(urlRequest: URLRequest(url: url))).data.count) ?? -1
+    }
+}
+
+/// Requests per second `wrk` reaches against `url` with `connections` connections for 3 s.
+func wrkRate(_ wrk: String, _ url: URL, threads: Int, connections: Int) throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: wrk)
+    process.arguments = ["-t\(threads)", "-c\(connections)", "-d3s", url.absoluteString]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Requests/sec:") }),
+        let value = Double(line.dropFirst("Requests/sec:".count).trimmingCharacters(in: .whitespaces))
+    else { return .nan }
+    return value
 }
 
 /// Fetches with a bare URLSession, the same configuration the provider's transport uses.
@@ -262,6 +288,12 @@ func runBench(_ options: Options) async throws {
     }
     let http0 = httpProvider([], PluginServices())
     let http6 = httpProvider(loaded6, loadedServices)
+    let rawCurl = RawCurl(transport: try CurlTransport())
+    func curlProvider(_ chain: [any Interceptor], _ services: PluginServices) throws -> Provider<BenchTarget> {
+        Provider<BenchTarget>(transport: try CurlTransport(), interceptors: chain, services: services)
+    }
+    let curl0 = try curlProvider([], PluginServices())
+    let curl6 = try curlProvider(loaded6, loadedServices)
     let smallTarget = BenchTarget(baseURL: URL(string: nginx.base)!, path: "small.json")
     let bigTarget = BenchTarget(baseURL: URL(string: nginx.base)!, path: "big.bin")
 
@@ -273,6 +305,9 @@ func runBench(_ options: Options) async throws {
     _ = await raw.get(small)
     _ = try? await http0.request(smallTarget).value
     _ = try? await http6.request(smallTarget).value
+    _ = await rawCurl.get(small)
+    _ = try? await curl0.request(smallTarget).value
+    _ = try? await curl6.request(smallTarget).value
 
     for round in 1...options.rounds {
         // 1. Chain overhead on the stub transport.
@@ -297,7 +332,11 @@ func runBench(_ options: Options) async throws {
         let rawSeq = await latencies(options.httpRequests) { _ = await raw.get(small) }
         let zeroSeq = await latencies(options.httpRequests) { _ = try? await http0.request(smallTarget).value }
         let sixSeq = await latencies(options.httpRequests) { _ = try? await http6.request(smallTarget).value }
-        for (key, samples) in [("raw", rawSeq), ("0", zeroSeq), ("loaded6", sixSeq)] {
+        let curlSeq = await latencies(options.httpRequests) { _ = await rawCurl.get(small) }
+        let curl0Seq = await latencies(options.httpRequests) { _ = try? await curl0.request(smallTarget).value }
+        let curl6Seq = await latencies(options.httpRequests) { _ = try? await curl6.request(smallTarget).value }
+        for (key, samples) in [("raw", rawSeq), ("0", zeroSeq), ("loaded6", sixSeq), ("curl", curlSeq), ("curl_provider0", curl0Seq),
+                               ("curl_loaded6", curl6Seq)] {
             figures.add("seq_rps_" + key, Double(samples.count) / (samples.reduce(0, +) / 1e6))
             figures.add("seq_us_p50_" + key, percentile(samples, 0.5))
             figures.add("seq_us_p99_" + key, percentile(samples, 0.99))
@@ -311,6 +350,23 @@ func runBench(_ options: Options) async throws {
         figures.add("conc64_rps_0", zeroConc)
         figures.add("conc64_rps_loaded6", sixConc)
         figures.add("ratio_conc64", sixConc / rawConc)
+        let curlConc = await throughput(total: total, workers: 64) { _ = await rawCurl.get(small) }
+        let curl0Conc = await throughput(total: total, workers: 64) { _ = try? await curl0.request(smallTarget).value }
+        let curl6Conc = await throughput(total: total, workers: 64) { _ = try? await curl6.request(smallTarget).value }
+        figures.add("conc64_rps_curl", curlConc)
+        figures.add("conc64_rps_curl_provider0", curl0Conc)
+        figures.add("conc64_rps_curl_loaded6", curl6Conc)
+        let wrkSeq = try wrkRate(options.wrk, small, threads: 1, connections: 1)
+        let wrkConc = try wrkRate(options.wrk, small, threads: 2, connections: 64)
+        figures.add("seq_rps_wrk", wrkSeq)
+        figures.add("conc64_rps_wrk", wrkConc)
+        let seqRate = { (samples: [Double]) in Double(samples.count) / (samples.reduce(0, +) / 1e6) }
+        figures.add("ratio_curl_wrk_seq", seqRate(curlSeq) / wrkSeq)
+        figures.add("ratio_curl_wrk_conc64", curlConc / wrkConc)
+        figures.add("ratio_urlsession_wrk_seq", seqRate(rawSeq) / wrkSeq)
+        figures.add("ratio_urlsession_wrk_conc64", rawConc / wrkConc)
+        figures.add("ratio_curl_loaded6_seq", seqRate(curl6Seq) / seqRate(curlSeq))
+        figures.add("ratio_curl_loaded6_conc64", curl6Conc / curlConc)
 
         // 3. 1 MiB downloads.
         let rawDownload = await latencies(options.downloads) { _ = await raw.get(big) }
@@ -319,6 +375,10 @@ func runBench(_ options: Options) async throws {
         figures.add("download_mbps_raw", mb * Double(rawDownload.count) / (rawDownload.reduce(0, +) / 1e6))
         figures.add("download_mbps_loaded6", mb * Double(sixDownload.count) / (sixDownload.reduce(0, +) / 1e6))
         figures.add("ratio_download", figures.median("download_mbps_loaded6") / figures.median("download_mbps_raw"))
+        let curlDownload = await latencies(options.downloads) { _ = await rawCurl.get(big) }
+        let curl6Download = await latencies(options.downloads) { _ = try? await curl6.request(bigTarget).value }
+        figures.add("download_mbps_curl", mb * Double(curlDownload.count) / (curlDownload.reduce(0, +) / 1e6))
+        figures.add("download_mbps_curl_loaded6", mb * Double(curl6Download.count) / (curl6Download.reduce(0, +) / 1e6))
 
         // 5. Cache hits from memory and from disk.
         let cacheDirectory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
@@ -345,7 +405,9 @@ func runBench(_ options: Options) async throws {
         figures.add("cache_hit_us_p99_disk", percentile(diskHits, 0.99))
         figures.add("cache_hit_rps_memory", Double(memoryHits.count) / (memoryHits.reduce(0, +) / 1e6))
         try? FileManager.default.removeItem(atPath: cacheDirectory)
-        print("round \(round) done: stub loaded6 p50 \(fmt(figures.summary("stub_loaded6_p50").2)) µs, ratio_seq \(fmt(figures.summary("ratio_seq").2, 3)), ratio_conc64 \(fmt(figures.summary("ratio_conc64").2, 3))")
+        print("round \(round) done: stub loaded6 p50 \(fmt(figures.summary("stub_loaded6_p50").2)) µs, ratio_seq \(fmt(figures.summary("ratio_seq").2, 3)), "
+              + "ratio_conc64 \(fmt(figures.summary("ratio_conc64").2, 3)), curl/wrk seq \(fmt(figures.summary("ratio_curl_wrk_seq").2, 3)), "
+              + "curl/wrk conc64 \(fmt(figures.summary("ratio_curl_wrk_conc64").2, 3))")
     }
 
     // 4. Manifest load in fresh child processes.
@@ -385,6 +447,9 @@ func runBench(_ options: Options) async throws {
         ("2 sequential, raw URLSession (µs p50 / p99)", "seq_us_p50_raw", "seq_us_p99_raw"),
         ("2 sequential, provider 0", "seq_us_p50_0", "seq_us_p99_0"),
         ("2 sequential, provider six loaded", "seq_us_p50_loaded6", "seq_us_p99_loaded6"),
+        ("2 sequential, raw CurlTransport", "seq_us_p50_curl", "seq_us_p99_curl"),
+        ("2 sequential, curl provider 0", "seq_us_p50_curl_provider0", "seq_us_p99_curl_provider0"),
+        ("2 sequential, curl provider six loaded", "seq_us_p50_curl_loaded6", "seq_us_p99_curl_loaded6"),
         ("5 cache hit, memory (µs p50 / p99)", "cache_hit_us_p50_memory", "cache_hit_us_p99_memory"),
         ("5 cache hit, disk", "cache_hit_us_p50_disk", "cache_hit_us_p99_disk"),
     ]
@@ -399,7 +464,18 @@ func runBench(_ options: Options) async throws {
         ("2 sequential rps: six loaded", "seq_rps_loaded6", 0), ("2 ratio six loaded / raw, sequential", "ratio_seq", 3),
         ("2 64 concurrent rps: raw", "conc64_rps_raw", 0), ("2 64 concurrent rps: provider 0", "conc64_rps_0", 0),
         ("2 64 concurrent rps: six loaded", "conc64_rps_loaded6", 0), ("2 ratio six loaded / raw, 64 concurrent", "ratio_conc64", 3),
+        ("2 sequential rps: wrk", "seq_rps_wrk", 0), ("2 sequential rps: raw curl", "seq_rps_curl", 0),
+        ("2 sequential rps: curl provider 0", "seq_rps_curl_provider0", 0), ("2 sequential rps: curl six loaded", "seq_rps_curl_loaded6", 0),
+        ("2 64 concurrent rps: wrk", "conc64_rps_wrk", 0), ("2 64 concurrent rps: raw curl", "conc64_rps_curl", 0),
+        ("2 64 concurrent rps: curl provider 0", "conc64_rps_curl_provider0", 0),
+        ("2 64 concurrent rps: curl six loaded", "conc64_rps_curl_loaded6", 0),
+        ("2 ratio raw curl / wrk, sequential", "ratio_curl_wrk_seq", 3), ("2 ratio raw curl / wrk, 64 concurrent", "ratio_curl_wrk_conc64", 3),
+        ("2 ratio raw URLSession / wrk, sequential", "ratio_urlsession_wrk_seq", 3),
+        ("2 ratio raw URLSession / wrk, 64 concurrent", "ratio_urlsession_wrk_conc64", 3),
+        ("2 ratio curl six loaded / raw curl, seq", "ratio_curl_loaded6_seq", 3),
+        ("2 ratio curl six loaded / raw curl, conc64", "ratio_curl_loaded6_conc64", 3),
         ("3 1 MiB download MB/s: raw", "download_mbps_raw", 1), ("3 1 MiB download MB/s: six loaded", "download_mbps_loaded6", 1),
+        ("3 1 MiB download MB/s: raw curl", "download_mbps_curl", 1), ("3 1 MiB download MB/s: curl six loaded", "download_mbps_curl_loaded6", 1),
         ("3 ratio download six loaded / raw", "ratio_download", 3), ("4 manifest load, six bundles (ms p50 of 20)", "load_ms_p50", 2),
         ("5 cache 100%-hit rps (memory)", "cache_hit_rps_memory", 0), ("1 ABI cost per hook call (ns)", "abi_hook_ns", 0),
         ("6 RSS growth, \(options.rssRequests) stub requests (MiB)", "rss_growth_mib", 2),
@@ -417,7 +493,11 @@ func runBench(_ options: Options) async throws {
     }
     for key in ["seq_rps_raw", "seq_rps_0", "seq_rps_loaded6", "conc64_rps_raw", "conc64_rps_0", "conc64_rps_loaded6", "ratio_seq",
                 "ratio_conc64", "download_mbps_raw", "download_mbps_loaded6", "ratio_download", "load_ms_p50", "cache_hit_us_p50_memory",
-                "cache_hit_us_p50_disk", "cache_hit_rps_memory", "rss_growth_mib", "abi_hook_ns"] {
+                "cache_hit_us_p50_disk", "cache_hit_rps_memory", "rss_growth_mib", "abi_hook_ns", "seq_rps_wrk", "conc64_rps_wrk",
+                "seq_rps_curl", "conc64_rps_curl", "seq_rps_curl_provider0", "conc64_rps_curl_provider0", "seq_rps_curl_loaded6",
+                "conc64_rps_curl_loaded6", "ratio_curl_wrk_seq", "ratio_curl_wrk_conc64", "ratio_urlsession_wrk_seq",
+                "ratio_urlsession_wrk_conc64", "ratio_curl_loaded6_seq", "ratio_curl_loaded6_conc64", "download_mbps_curl",
+                "download_mbps_curl_loaded6"] {
         json[key] = figures.median(key)
     }
     let rounded = json.mapValues { ($0 * 1000).rounded() / 1000 }
