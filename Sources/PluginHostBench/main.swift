@@ -35,6 +35,7 @@ struct Options {
     var wrk = "/usr/bin/wrk"
     var loadOnce: String?
     var profile: String?
+    var profileHTTP: String?
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -53,6 +54,7 @@ struct Options {
             case "--wrk": wrk = iterator.next() ?? wrk
             case "--load-once": loadOnce = iterator.next()
             case "--profile": profile = iterator.next()
+            case "--profile-http": profileHTTP = iterator.next()
             default:
                 FileHandle.standardError.write(Data("""
                     usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--wrk PATH] [--rounds R] [--stub-requests N]
@@ -308,6 +310,19 @@ func runBench(_ options: Options) async throws {
     _ = await rawCurl.get(small)
     _ = try? await curl0.request(smallTarget).value
     _ = try? await curl6.request(smallTarget).value
+
+    if let profile = options.profileHTTP {
+        // Only one loopback scenario, for a profiler: `curl-seq`, `curl-64`, `curl6-64` (six loaded plugins).
+        let count = options.httpRequests * 10
+        let started = now()
+        switch profile {
+        case "curl-seq": _ = await latencies(count) { _ = await rawCurl.get(small) }
+        case "curl6-64": _ = await throughput(total: count, workers: 64) { _ = try? await curl6.request(smallTarget).value }
+        default: _ = await throughput(total: count, workers: 64) { _ = await rawCurl.get(small) }
+        }
+        print("\(profile): \(count) requests, \(fmt(Double(count) / (Double(now() - started) / 1e9), 0)) requests/s")
+        exit(0)
+    }
 
     for round in 1...options.rounds {
         // 1. Chain overhead on the stub transport.

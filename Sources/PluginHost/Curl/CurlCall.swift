@@ -11,6 +11,53 @@ import Glibc
 import Darwin
 #endif
 
+/// What the event loop hands back for a transfer that got a response. The `HTTPURLResponse` is
+/// made from it by the caller, off the loop thread (Foundation's header canonicalisation is the
+/// most expensive step of a small request).
+struct CurlResponse: @unchecked Sendable {
+    let status: Int
+    let url: URL
+    let httpVersion: String
+    let headers: [(name: String, value: String)]
+    let data: Data
+    /// The downloaded body's temporary file, for downloads.
+    let downloadPath: String?
+
+    /// The fields as a dictionary, repeated names joined with ", " (the first spelling kept).
+    static func fold(_ headers: [(name: String, value: String)]) -> [String: String] {
+        var fields: [String: String] = [:]
+        var canonical: [String: String] = [:]
+        for (name, value) in headers {
+            let key = name.lowercased()
+            if let existing = canonical[key] {
+                fields[existing] = fields[existing]! + ", " + value
+            } else {
+                canonical[key] = name
+                fields[name] = value
+            }
+        }
+        return fields
+    }
+
+    /// The transport's response: the `HTTPURLResponse`, and a download moved into place.
+    func transportResponse(for request: TransportRequest) throws(TransportFailure) -> TransportResponse {
+        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: httpVersion, headerFields: Self.fold(headers)) else {
+            if let downloadPath { unlink(downloadPath) }
+            throw TransportFailure(kind: .badResponse, message: "status \(status) is not an HTTP response")
+        }
+        var fileURL: URL?
+        if let downloadPath, let destination = request.download {
+            do {
+                fileURL = try destination.place(URL(fileURLWithPath: downloadPath), response: response)
+            } catch {
+                unlink(downloadPath)
+                throw TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")
+            }
+        }
+        return TransportResponse(response: response, data: data, fileURL: fileURL, httpVersion: httpVersion)
+    }
+}
+
 /// One request on a ``CurlTransport``: its options, the bytes it collects, its single completion.
 ///
 /// Safe as `@unchecked Sendable`: the transfer state is touched only on the event-loop thread
@@ -18,12 +65,12 @@ import Darwin
 /// is behind `shared`'s lock.
 final class CurlCall: @unchecked Sendable {
     enum Outcome {
-        case finished(Result<TransportResponse, TransportFailure>)
+        case finished(Result<CurlResponse, TransportFailure>)
         case redirect
     }
 
     private struct Shared {
-        var continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?
+        var continuation: CheckedContinuation<Result<CurlResponse, TransportFailure>, Never>?
         var cancelled = false
         var submitted = false
         var done = false
@@ -75,7 +122,7 @@ final class CurlCall: @unchecked Sendable {
     // MARK: - Any thread
 
     /// Starts the call, unless it was cancelled already.
-    func begin(_ continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>) {
+    func begin(_ continuation: CheckedContinuation<Result<CurlResponse, TransportFailure>, Never>) {
         let cancelled = shared.withLock { shared -> Bool in
             shared.continuation = continuation
             shared.submitted = !shared.cancelled
@@ -101,8 +148,8 @@ final class CurlCall: @unchecked Sendable {
     var isCancelled: Bool { shared.withLock { $0.cancelled } }
 
     /// Resumes the caller with `result`, the first time only.
-    func finish(_ result: Result<TransportResponse, TransportFailure>) {
-        let (continuation, submitted) = shared.withLock { shared -> (CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?, Bool) in
+    func finish(_ result: Result<CurlResponse, TransportFailure>) {
+        let (continuation, submitted) = shared.withLock { shared -> (CheckedContinuation<Result<CurlResponse, TransportFailure>, Never>?, Bool) in
             guard !shared.done else { return (nil, false) }
             shared.done = true
             defer { shared.continuation = nil }
@@ -422,21 +469,12 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
         var version = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_VERSION, &version)
-        var fields: [String: String] = [:]
-        var canonical: [String: String] = [:]
-        for (name, value) in responseHeaders {
-            let key = name.lowercased()
-            if let existing = canonical[key] {
-                fields[existing] = fields[existing]! + ", " + value
-            } else {
-                canonical[key] = name
-                fields[name] = value
-            }
+        if let jar = settings.cookieJar, responseHeaders.contains(where: { $0.name.lowercased() == "set-cookie" }) {
+            jar.store(headers: CurlResponse.fold(responseHeaders), for: url)
         }
-        if let jar = settings.cookieJar, canonical["set-cookie"] != nil { jar.store(headers: fields, for: url) }
         let policy = request.redirects ?? settings.configuration.redirects
         if [301, 302, 303, 307, 308].contains(status), redirectCount < policy.maxRedirects,
-            let location = canonical["location"].flatMap({ fields[$0] }),
+            let location = responseHeaders.first(where: { $0.name.lowercased() == "location" })?.value,
             let next = URL(string: location, relativeTo: url)?.absoluteURL,
             let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https" {
             redirectCount += 1
@@ -459,23 +497,18 @@ final class CurlCall: @unchecked Sendable {
         case PH_CURL_HTTP_VERSION_3: httpVersion = "HTTP/3"
         default: httpVersion = "HTTP/1.1"
         }
-        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: httpVersion, headerFields: fields) else {
-            removeDownload()
-            return .finished(.failure(TransportFailure(kind: .badResponse, message: "status \(status) is not an HTTP response")))
-        }
-        var fileURL: URL?
-        if let downloadPath, let destination = request.download {
+        var downloaded: String?
+        if let downloadPath {
             close(downloadFD)
             downloadFD = -1
-            do {
-                fileURL = try destination.place(URL(fileURLWithPath: downloadPath), response: response)
-                self.downloadPath = nil
-            } catch {
-                removeDownload()
-                return .finished(.failure(TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")))
-            }
+            downloaded = downloadPath
+            self.downloadPath = nil
         }
-        return .finished(.success(TransportResponse(response: response, data: data, fileURL: fileURL, httpVersion: httpVersion)))
+        let response = CurlResponse(status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
+                                    downloadPath: downloaded)
+        responseHeaders = []
+        data = Data()
+        return .finished(.success(response))
     }
 
     /// Maps libcurl's result code onto a ``TransportFailure``.

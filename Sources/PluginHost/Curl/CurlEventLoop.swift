@@ -161,7 +161,7 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     /// Stops `call`'s transfer and finishes it with `result`.
-    private func end(_ call: CurlCall, easy: UnsafeMutableRawPointer, with result: Result<TransportResponse, TransportFailure>) {
+    private func end(_ call: CurlCall, easy: UnsafeMutableRawPointer, with result: Result<CurlResponse, TransportFailure>) {
         active[easy] = nil
         ph_curl_multi_remove_handle(multi, easy)
         call.abandonTransfer()

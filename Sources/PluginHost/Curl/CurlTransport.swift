@@ -167,7 +167,7 @@ public final class CurlTransport: Transport {
         } onCancel: {
             call.cancel()
         }
-        return try result.get()
+        return try result.get().transportResponse(for: request)
     }
 }
 
