@@ -120,6 +120,12 @@ def app(environ, start_response):
             return respond(start_response, "200 OK", {"token": auth[len("Bearer "):]})
         return respond(start_response, "401 Unauthorized", {"error": "bad token", "got": auth},
                        [("WWW-Authenticate", 'Bearer realm="fixture"')])
+    if path == "/fixture/unknown-encoding":
+        # A body in an encoding no client asked for: delivered as it is, with its Content-Encoding.
+        data = b"opaque-bytes"
+        start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Encoding", "x-custom"),
+                                  ("Content-Length", str(len(data)))])
+        return [data]
     if path == "/fixture/no-location":
         # A redirect status without a Location: the client must deliver it with its body.
         return respond(start_response, "302 Found", {"moved": "nowhere"})

@@ -91,6 +91,13 @@ struct CurlTransportTests {
         #expect(Array(response.data.prefix(2)) == [0x1F, 0x8B])
     }
 
+    @Test func aBodyInAnEncodingNobodyAskedForIsDeliveredAsItCame() async throws {
+        let response = try await send(try CurlTransport(), "fixture/unknown-encoding")
+        #expect(response.response.statusCode == 200)
+        #expect(response.response.value(forHTTPHeaderField: "Content-Encoding") == "x-custom")
+        #expect(response.data == Data("opaque-bytes".utf8))
+    }
+
     @Test func cookiesAreOffByDefaultAndKeptInMemoryWhenOn() async throws {
         let plain = try CurlTransport()
         let none = try await send(plain, "cookies/set/flavour/oat")

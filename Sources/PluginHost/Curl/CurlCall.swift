@@ -101,6 +101,8 @@ final class CurlCall: @unchecked Sendable {
     private var idleTimeout: UInt64 = 0
     private var lastActivity: UInt64 = 0
     private var errorBuffer: UnsafeMutablePointer<CChar>?
+    /// The encodings libcurl decodes for this transfer (empty: it passes the body through).
+    private var decoding: Set<String> = []
 
     init(request: TransportRequest, loop: CurlEventLoop) {
         self.request = request
@@ -304,10 +306,12 @@ final class CurlCall: @unchecked Sendable {
         }
         headerList = list
         if let list { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_HTTPHEADER, UnsafeRawPointer(list)) }
+        decoding = []
         if hasAcceptEncoding {
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_CONTENT_DECODING, 0)
         } else if !settings.encodings.isEmpty {
             settings.encodings.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_ACCEPT_ENCODING, $0) }
+            decoding = settings.decodable
         }
     }
 
@@ -430,6 +434,13 @@ final class CurlCall: @unchecked Sendable {
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<valueEnd]), as: UTF8.self)
         if name.count == 14, name.lowercased() == "content-length", let length = Int64(value) { expected = length }
+        if !decoding.isEmpty, name.count == 16, name.lowercased() == "content-encoding",
+            value.split(separator: ",").contains(where: { !decoding.contains($0.trimmingCharacters(in: .whitespaces).lowercased()) }) {
+            // An encoding we did not ask for: the body goes to the caller as it came, with this
+            // header, instead of failing (libcurl reads this flag when the body arrives).
+            if let easy { ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_CONTENT_DECODING, 0) }
+            decoding = []
+        }
         responseHeaders.append((name: name, value: value))
         return count
     }

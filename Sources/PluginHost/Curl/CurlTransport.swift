@@ -68,8 +68,8 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
 ///   or port changes; a `3xx` without `Location` is delivered with its body.
 /// - **Compression**: when the request carries no `Accept-Encoding`, the transport asks for every
 ///   encoding libcurl decodes (gzip, deflate, and br / zstd where built in) and decodes the body.
-///   When the request sets its own `Accept-Encoding`, the body is passed through as it came, with
-///   its `Content-Encoding`.
+///   When the request sets its own `Accept-Encoding`, or the server answers in an encoding libcurl
+///   does not decode, the body is passed through as it came, with its `Content-Encoding`.
 /// - **Proxies**: from the standard environment variables (`http_proxy`, `https_proxy`,
 ///   `no_proxy`, …) by default, as curl does; see ``Configuration/proxy``.
 /// - **Cookies**: none are stored unless ``Configuration/cookies`` is on.
@@ -225,6 +225,8 @@ struct CurlSettings: Sendable {
     let tlsOverrides: [String: PreparedTLS]
     /// The `Accept-Encoding` libcurl decodes (empty: none).
     let encodings: String
+    /// The same as a set of content codings (with `identity` and `x-gzip`).
+    let decodable: Set<String>
     let cookieJar: CookieJar?
 
     init(configuration: CurlTransport.Configuration, defaultTLS: PreparedTLS, tlsOverrides: [String: PreparedTLS], encodings: String) {
@@ -232,6 +234,10 @@ struct CurlSettings: Sendable {
         self.defaultTLS = defaultTLS
         self.tlsOverrides = tlsOverrides
         self.encodings = encodings
+        var decodable = Set(encodings.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        decodable.insert("identity")
+        if decodable.contains("gzip") { decodable.insert("x-gzip") }
+        self.decodable = decodable
         self.cookieJar = configuration.cookies ? CookieJar() : nil
     }
 
