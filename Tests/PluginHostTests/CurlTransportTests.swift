@@ -194,6 +194,22 @@ struct CurlTransportTests {
         #endif
     }
 
+    @Test func aConfiguredProxyIsUsedAndABadOneRefused() async throws {
+        var configuration = CurlTransport.Configuration()
+        let closed = closedPortURL()
+        configuration.proxy = .url(closed.absoluteString)
+        let viaProxy = try CurlTransport(configuration: configuration)
+        let failed = await failure { () throws(TransportFailure) in try await send(viaProxy, "get") }
+        #expect(failed?.kind == .cannotConnect)
+        #expect(failed?.message.contains(String(closed.port!)) == true)
+        configuration.proxy = .url(closed.absoluteString, noProxy: ["127.0.0.1"])
+        #expect(try await send(try CurlTransport(configuration: configuration), "get").response.statusCode == 200)
+        configuration.proxy = .url("not a url")
+        #expect(throws: CurlTransportError(.invalidConfiguration, "proxy \"not a url\": not a URL with a host")) {
+            try CurlTransport(configuration: configuration)
+        }
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"
