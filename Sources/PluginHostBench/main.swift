@@ -358,19 +358,20 @@ func runBench(_ options: Options) async throws {
         }
         figures.add("ratio_seq", figures.median("seq_rps_loaded6") > 0 ? (Double(sixSeq.count) / (sixSeq.reduce(0, +) / 1e6)) / (Double(rawSeq.count) / (rawSeq.reduce(0, +) / 1e6)) : .nan)
         let total = options.httpRequests * 2
-        let rawConc = await throughput(total: total, workers: 64) { _ = await raw.get(small) }
-        let zeroConc = await throughput(total: total, workers: 64) { _ = try? await http0.request(smallTarget).value }
-        let sixConc = await throughput(total: total, workers: 64) { _ = try? await http6.request(smallTarget).value }
-        figures.add("conc64_rps_raw", rawConc)
-        figures.add("conc64_rps_0", zeroConc)
-        figures.add("conc64_rps_loaded6", sixConc)
-        figures.add("ratio_conc64", sixConc / rawConc)
-        let curlConc = await throughput(total: total, workers: 64) { _ = await rawCurl.get(small) }
-        let curl0Conc = await throughput(total: total, workers: 64) { _ = try? await curl0.request(smallTarget).value }
-        let curl6Conc = await throughput(total: total, workers: 64) { _ = try? await curl6.request(smallTarget).value }
-        figures.add("conc64_rps_curl", curlConc)
-        figures.add("conc64_rps_curl_provider0", curl0Conc)
-        figures.add("conc64_rps_curl_loaded6", curl6Conc)
+        // 64 concurrent: (key, client) for each, raw URLSession, providers on URLSession, raw curl, providers on curl.
+        let concurrent: [(String, @Sendable () async -> Void)] = [
+            ("raw", { _ = await raw.get(small) }), ("0", { _ = try? await http0.request(smallTarget).value }),
+            ("loaded6", { _ = try? await http6.request(smallTarget).value }), ("curl", { _ = await rawCurl.get(small) }),
+            ("curl_provider0", { _ = try? await curl0.request(smallTarget).value }),
+            ("curl_loaded6", { _ = try? await curl6.request(smallTarget).value }),
+        ]
+        var conc: [String: Double] = [:]
+        for (key, client) in concurrent {
+            conc[key] = await throughput(total: total, workers: 64, client)
+            figures.add("conc64_rps_" + key, conc[key]!)
+        }
+        let rawConc = conc["raw"]!, curlConc = conc["curl"]!, curl6Conc = conc["curl_loaded6"]!
+        figures.add("ratio_conc64", conc["loaded6"]! / rawConc)
         let wrkSeq = try wrkRate(options.wrk, small, threads: 1, connections: 1)
         let wrkConc = try wrkRate(options.wrk, small, threads: 2, connections: 64)
         figures.add("seq_rps_wrk", wrkSeq)
