@@ -28,16 +28,12 @@ public struct AccessTokenPlugin: ExportablePlugin {
     let maxRefreshes: Int
     let refreshWindow: Double
     private let carried = PerRequestState<Carried>()
-    private let refreshes: RefreshLog
+    /// Recent refreshes: the token each replaced, and when.
+    private let refreshes = Locked<[(token: String, time: Double)]>([])
 
     struct Carried {
         var token: String
         var retried = false
-    }
-
-    final class RefreshLog: @unchecked Sendable {
-        let lock = NSLock()
-        var times: [(token: String, time: Double)] = []
     }
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
@@ -50,7 +46,6 @@ public struct AccessTokenPlugin: ExportablePlugin {
         maxRefreshes = try configuration.integer("maxRefreshes", default: 3, in: 1...1000)
         refreshWindow = try configuration.number("refreshWindow", default: 30, in: 0.001...86_400)
         if key.isEmpty { throw configuration.error("key must not be empty") }
-        refreshes = RefreshLog()
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -113,13 +108,14 @@ public struct AccessTokenPlugin: ExportablePlugin {
         }
         // Count refreshes, not requests asking for one: 401s carrying the same token share a refresh.
         let now = context.services.now()
-        refreshes.lock.lock()
-        refreshes.times = refreshes.times.filter { now - $0.time < refreshWindow }
-        let shared = refreshes.times.contains { $0.token == sent.token }
-        let recent = refreshes.times.count
-        let allowed = shared || recent < maxRefreshes
-        if allowed && !shared { refreshes.times.append((sent.token, now)) }
-        refreshes.lock.unlock()
+        let (allowed, recent) = refreshes.withLock { times -> (Bool, Int) in
+            times = times.filter { now - $0.time < refreshWindow }
+            let shared = times.contains { $0.token == sent.token }
+            let allowed = shared || times.count < maxRefreshes
+            let recent = times.count
+            if allowed && !shared { times.append((sent.token, now)) }
+            return (allowed, recent)
+        }
         guard allowed else {
             carried.remove(context.requestID)
             throw Failure(description: "access-token: excessive refresh: \(recent) refreshes within \(refreshWindow) s (maxRefreshes \(maxRefreshes))")

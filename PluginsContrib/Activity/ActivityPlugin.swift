@@ -15,10 +15,9 @@ public struct ActivityPlugin: ExportablePlugin {
 
     /// `show` or `hide` for targets that do not say.
     let defaultVisibility: String
-    private let state: Shared
+    private let state = Locked(Shared())
 
-    final class Shared: @unchecked Sendable {
-        let lock = NSLock()
+    struct Shared {
         var inFlight = 0
         var open = Set<Key>()
     }
@@ -31,7 +30,6 @@ public struct ActivityPlugin: ExportablePlugin {
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["defaultVisibility"])
         defaultVisibility = try configuration.oneOf("defaultVisibility", ["show", "hide"], default: "show")
-        state = Shared()
     }
 
     func visibility(_ context: InterceptorContext) -> String {
@@ -49,21 +47,21 @@ public struct ActivityPlugin: ExportablePlugin {
 
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
-        state.lock.lock()
-        let inserted = state.open.insert(key).inserted
-        if inserted { state.inFlight += 1 }
-        let count = state.inFlight
-        state.lock.unlock()
+        let (inserted, count) = state.withLock { state -> (Bool, Int) in
+            let inserted = state.open.insert(key).inserted
+            if inserted { state.inFlight += 1 }
+            return (inserted, state.inFlight)
+        }
         if inserted { context.services.emit("began", fields: fields(context, inFlight: count)) }
     }
 
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
-        state.lock.lock()
-        let removed = state.open.remove(key) != nil
-        if removed { state.inFlight = max(0, state.inFlight - 1) }
-        let count = state.inFlight
-        state.lock.unlock()
+        let (removed, count) = state.withLock { state -> (Bool, Int) in
+            let removed = state.open.remove(key) != nil
+            if removed { state.inFlight = max(0, state.inFlight - 1) }
+            return (removed, state.inFlight)
+        }
         guard removed else { return }
         var fields = fields(context, inFlight: count)
         switch result {

@@ -12,17 +12,21 @@ import Darwin
 /// written to a temporary file and renamed into place. A file that is truncated, corrupted
 /// (checked by a SHA-256 of its contents) or unreadable is a miss and is removed. The total
 /// size is bounded; the least recently used files go first.
-final class CacheStore: @unchecked Sendable {
-    private let lock = NSLock()
-    private var memory: [String: (entry: CacheEntry, size: Int, used: UInt64)] = [:]
-    private var memoryBytes = 0
-    private var clock: UInt64 = 0
+final class CacheStore: Sendable {
+    /// Everything that changes, behind one lock.
+    private struct State {
+        var memory: [String: (entry: CacheEntry, size: Int, used: UInt64)] = [:]
+        var memoryBytes = 0
+        var clock: UInt64 = 0
+        var disk: [String: (size: Int, used: UInt64)] = [:]
+        var diskBytes = 0
+    }
+
+    private let state = Locked(State())
     private let maxMemoryEntries: Int
     private let maxMemoryBytes: Int
     private let directory: String?
     private let maxDiskBytes: Int
-    private var disk: [String: (size: Int, used: UInt64)] = [:]
-    private var diskBytes = 0
 
     static let magic: [UInt8] = Array("PHC1".utf8)
 
@@ -44,98 +48,98 @@ final class CacheStore: @unchecked Sendable {
             let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
             found.append((name, size, modified))
         }
-        for (name, size, _) in found.sorted(by: { $0.2 < $1.2 }) {
-            clock += 1
-            disk[name] = (size, clock)
-            diskBytes += size
+        state.withLock { state in
+            for (name, size, _) in found.sorted(by: { $0.2 < $1.2 }) {
+                state.clock += 1
+                state.disk[name] = (size, state.clock)
+                state.diskBytes += size
+            }
+            evictDisk(&state)
         }
-        evictDisk()
     }
 
     /// The entry for `key`, from memory or disk.
     func get(_ key: String) -> CacheEntry? {
-        lock.lock()
-        defer { lock.unlock() }
-        clock += 1
-        if let hit = memory[key] {
-            memory[key]!.used = clock
-            return hit.entry
+        state.withLock { state in
+            state.clock += 1
+            if let hit = state.memory[key] {
+                state.memory[key]!.used = state.clock
+                return hit.entry
+            }
+            guard let directory else { return nil }
+            let name = Self.fileName(key)
+            guard state.disk[name] != nil else { return nil }
+            guard let entry = Self.read(directory + "/" + name), entry.key == key else {
+                removeDisk(name, &state)
+                return nil
+            }
+            state.disk[name]!.used = state.clock
+            putMemory(entry, &state)
+            return entry
         }
-        guard let directory else { return nil }
-        let name = Self.fileName(key)
-        guard disk[name] != nil else { return nil }
-        guard let entry = Self.read(directory + "/" + name), entry.key == key else {
-            removeDisk(name)
-            return nil
-        }
-        disk[name]!.used = clock
-        putMemory(entry)
-        return entry
     }
 
     /// Stores `entry` in memory and on disk.
     func put(_ entry: CacheEntry) {
-        lock.lock()
-        defer { lock.unlock() }
-        clock += 1
-        putMemory(entry)
-        guard let directory else { return }
-        let name = Self.fileName(entry.key)
-        guard let data = Self.encode(entry), data.count <= maxDiskBytes else { return }
-        let temporary = directory + "/" + name + ".tmp-" + SHA256.hex(Array(UUID().uuidString.utf8)).prefix(12)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        guard fd >= 0 else { return }
-        let written = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
-        close(fd)
-        guard written, rename(temporary, directory + "/" + name) == 0 else {
-            unlink(temporary)
-            return
+        state.withLock { state in
+            state.clock += 1
+            putMemory(entry, &state)
+            guard let directory else { return }
+            let name = Self.fileName(entry.key)
+            guard let data = Self.encode(entry), data.count <= maxDiskBytes else { return }
+            let temporary = directory + "/" + name + ".tmp-" + SHA256.hex(Array(UUID().uuidString.utf8)).prefix(12)
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            guard fd >= 0 else { return }
+            let written = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
+            close(fd)
+            guard written, rename(temporary, directory + "/" + name) == 0 else {
+                unlink(temporary)
+                return
+            }
+            if let old = state.disk[name] { state.diskBytes -= old.size }
+            state.disk[name] = (data.count, state.clock)
+            state.diskBytes += data.count
+            evictDisk(&state)
         }
-        if let old = disk[name] { diskBytes -= old.size }
-        disk[name] = (data.count, clock)
-        diskBytes += data.count
-        evictDisk()
     }
 
     /// Removes the entry for `key` everywhere.
     func remove(_ key: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        if let old = memory.removeValue(forKey: key) { memoryBytes -= old.size }
-        if directory != nil { removeDisk(Self.fileName(key)) }
+        state.withLock { state in
+            if let old = state.memory.removeValue(forKey: key) { state.memoryBytes -= old.size }
+            if directory != nil { removeDisk(Self.fileName(key), &state) }
+        }
     }
 
     /// Entry counts, for tests and tools.
     var counts: (memory: Int, disk: Int, diskBytes: Int) {
-        lock.lock()
-        defer { lock.unlock() }
-        return (memory.count, disk.count, diskBytes)
+        state.withLock { ($0.memory.count, $0.disk.count, $0.diskBytes) }
     }
 
-    // MARK: Internals (called with the lock held)
+    // MARK: Internals (called inside state.withLock)
 
-    private func putMemory(_ entry: CacheEntry) {
+    private func putMemory(_ entry: CacheEntry, _ state: inout State) {
         let size = entry.body.count + entry.headerValues.reduce(0) { $0 + $1.utf8.count } + 256
-        if let old = memory[entry.key] { memoryBytes -= old.size }
-        memory[entry.key] = (entry, size, clock)
-        memoryBytes += size
-        while memory.count > maxMemoryEntries || (memoryBytes > maxMemoryBytes && memory.count > 1) {
-            guard let oldest = memory.min(by: { $0.value.used < $1.value.used }) else { break }
-            memory.removeValue(forKey: oldest.key)
-            memoryBytes -= oldest.value.size
+        if let old = state.memory[entry.key] { state.memoryBytes -= old.size }
+        state.memory[entry.key] = (entry, size, state.clock)
+        state.memoryBytes += size
+        while state.memory.count > maxMemoryEntries || (state.memoryBytes > maxMemoryBytes && state.memory.count > 1) {
+            guard let oldest = state.memory.min(by: { $0.value.used < $1.value.used }) else { break }
+            state.memory.removeValue(forKey: oldest.key)
+            state.memoryBytes -= oldest.value.size
         }
     }
 
-    private func evictDisk() {
-        while diskBytes > maxDiskBytes, let oldest = disk.min(by: { $0.value.used < $1.value.used }) {
-            removeDisk(oldest.key)
+    private func evictDisk(_ state: inout State) {
+        while state.diskBytes > maxDiskBytes, let oldest = state.disk.min(by: { $0.value.used < $1.value.used }) {
+            removeDisk(oldest.key, &state)
         }
     }
 
-    private func removeDisk(_ name: String) {
+    private func removeDisk(_ name: String, _ state: inout State) {
         guard let directory else { return }
         unlink(directory + "/" + name)
-        if let old = disk.removeValue(forKey: name) { diskBytes -= old.size }
+        if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
     }
 
     static func fileName(_ key: String) -> String { SHA256.hex(SHA256.hash(Array(key.utf8))) + ".entry" }

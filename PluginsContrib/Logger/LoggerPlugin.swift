@@ -37,11 +37,15 @@ public struct LoggerPlugin: ExportablePlugin {
     private let sink: Sink
     private let started = PerRequestState<(start: UInt64, secrets: [String])>()
 
-    final class Sink: @unchecked Sendable {
-        let lock = NSLock()
+    /// The log file's descriptor (closed with the plugin), and the lock that keeps lines whole.
+    final class Sink: Sendable {
+        private let writing = Locked(())
         let descriptor: Int32?
         init(descriptor: Int32?) { self.descriptor = descriptor }
         deinit { if let descriptor { close(descriptor) } }
+
+        /// Runs `body` while no other line is being written.
+        func exclusively(_ body: () -> Void) { writing.withLock { _ in body() } }
     }
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
@@ -179,14 +183,10 @@ public struct LoggerPlugin: ExportablePlugin {
         case .host:
             host.log(.info, text)
         case .standardError:
-            sink.lock.lock()
-            FileHandle.standardError.write(Data((text + "\n").utf8))
-            sink.lock.unlock()
+            sink.exclusively { FileHandle.standardError.write(Data((text + "\n").utf8)) }
         case .file(let fd):
             let data = Array((text + "\n").utf8)
-            sink.lock.lock()
-            _ = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
-            sink.lock.unlock()
+            sink.exclusively { _ = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) } }
         }
     }
 }

@@ -1,3 +1,5 @@
+import PluginSDK
+
 /// Something that can be cancelled, such as a request started with a completion callback.
 public protocol Cancellable: Sendable {
     /// Whether ``cancel()`` was called.

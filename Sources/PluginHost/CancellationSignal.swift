@@ -1,32 +1,32 @@
 import Dispatch
 import Foundation
+import PluginSDK
 
 /// Cancels one request. Set when the caller's task is cancelled or when the provider's
 /// ``Provider/cancelAll()`` runs; transports stop the transfer when it fires.
-public final class CancellationSignal: @unchecked Sendable {
-    private let lock = NSLock()
-    private var cancelled = false
-    private var handlers: [UInt64: @Sendable () -> Void] = [:]
-    private var nextID: UInt64 = 0
+public final class CancellationSignal: Sendable {
+    private struct State {
+        var cancelled = false
+        var handlers: [UInt64: @Sendable () -> Void] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Locked(State())
 
     /// Creates a signal that has not fired.
     public init() {}
 
     /// Whether the signal has fired.
-    public var isCancelled: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return cancelled
-    }
+    public var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Fires the signal: every handler runs once, now. Calling it again does nothing.
     public func cancel() {
-        lock.lock()
-        guard !cancelled else { lock.unlock(); return }
-        cancelled = true
-        let toRun = Array(handlers.values)
-        handlers = [:]
-        lock.unlock()
+        let toRun = state.withLock { state -> [@Sendable () -> Void] in
+            guard !state.cancelled else { return [] }
+            state.cancelled = true
+            defer { state.handlers = [:] }
+            return Array(state.handlers.values)
+        }
         for handler in toRun { handler() }
     }
 
@@ -34,25 +34,20 @@ public final class CancellationSignal: @unchecked Sendable {
     /// ``removeHandler(_:)``, or nil when the handler already ran.
     @discardableResult
     public func onCancel(_ handler: @escaping @Sendable () -> Void) -> UInt64? {
-        lock.lock()
-        if cancelled {
-            lock.unlock()
-            handler()
-            return nil
+        let id = state.withLock { state -> UInt64? in
+            guard !state.cancelled else { return nil }
+            state.nextID += 1
+            state.handlers[state.nextID] = handler
+            return state.nextID
         }
-        nextID += 1
-        handlers[nextID] = handler
-        let id = nextID
-        lock.unlock()
+        if id == nil { handler() }
         return id
     }
 
     /// Forgets a handler that is no longer needed.
     public func removeHandler(_ id: UInt64?) {
         guard let id else { return }
-        lock.lock()
-        handlers[id] = nil
-        lock.unlock()
+        state.withLock { $0.handlers[id] = nil }
     }
 
     /// Waits `seconds`; returns false (early) when the signal or the calling task is cancelled.
@@ -75,33 +70,28 @@ public final class CancellationSignal: @unchecked Sendable {
     }
 
     /// Resumes a continuation at most once.
-    private final class Once: @unchecked Sendable {
-        private let lock = NSLock()
-        private var continuation: CheckedContinuation<Bool, Never>?
-        private var early: Bool?
+    private final class Once: Sendable {
+        private let state = Locked<(continuation: CheckedContinuation<Bool, Never>?, early: Bool?)>((nil, nil))
 
         func set(_ continuation: CheckedContinuation<Bool, Never>) {
-            lock.lock()
-            if let early {
-                lock.unlock()
-                continuation.resume(returning: early)
-                return
+            let early = state.withLock { state -> Bool? in
+                if state.early == nil { state.continuation = continuation }
+                return state.early
             }
-            self.continuation = continuation
-            lock.unlock()
+            if let early { continuation.resume(returning: early) }
         }
 
         func resume(_ value: Bool) {
-            lock.lock()
-            guard let continuation else {
-                if early == nil { early = value }
-                lock.unlock()
-                return
+            let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+                guard let continuation = state.continuation else {
+                    if state.early == nil { state.early = value }
+                    return nil
+                }
+                state.continuation = nil
+                state.early = value
+                return continuation
             }
-            self.continuation = nil
-            early = value
-            lock.unlock()
-            continuation.resume(returning: value)
+            continuation?.resume(returning: value)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 
 /// Tracks every running request of a provider: lets callers share identical in-flight
 /// requests, lets each caller cancel alone, and lets the provider cancel them all.
@@ -13,6 +14,7 @@ final class RequestRegistry: Sendable {
     typealias Waiter = CheckedContinuation<Outcome, Never>
     typealias Work = @Sendable (CancellationSignal) async -> Outcome
 
+    // Safe as @unchecked Sendable: its mutable fields are only touched inside the registry's `state` lock.
     private final class Entry: @unchecked Sendable {
         let id: UInt64
         let signal = CancellationSignal()

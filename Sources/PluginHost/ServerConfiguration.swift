@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

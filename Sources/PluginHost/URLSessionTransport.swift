@@ -9,6 +9,8 @@ import FoundationNetworking
 /// On a redirect to another scheme, host or port the `Authorization` header is dropped,
 /// so credentials never follow a request to a server they were not meant for. A request's
 /// ``TransportRequest/redirects`` policy is honoured; without one, URLSession's own limit applies.
+// Safe as @unchecked Sendable: both properties are set once; URLSession is thread-safe (though not
+// marked Sendable in swift-corelibs-foundation).
 public final class URLSessionTransport: Transport, @unchecked Sendable {
     private let session: URLSession
     let router: SessionRouter
@@ -85,7 +87,7 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
 }
 
 /// State of one call: collects the body, reports progress, resumes its continuation once.
-final class SessionCall: @unchecked Sendable {
+final class SessionCall: Sendable {
     let request: TransportRequest
     /// Whether the task reports through a completion handler rather than delegate callbacks.
     let completionHandler: Bool
@@ -254,6 +256,7 @@ final class SessionCall: @unchecked Sendable {
 }
 
 /// The session delegate: finds the ``SessionCall`` of each task.
+// Safe as @unchecked Sendable: an NSObject subclass (not checkable) whose only state, `calls`, is locked.
 final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
     private let calls = Locked([Int: SessionCall]())
 

@@ -169,7 +169,7 @@ struct RawClient: Sendable {
 }
 
 /// Collects one figure per round and reports min / median / max.
-final class Figures: @unchecked Sendable {
+final class Figures {
     private var values: [String: [Double]] = [:]
     private(set) var order: [String] = []
     func add(_ key: String, _ value: Double) {

@@ -2,6 +2,8 @@ import CPluginABI
 import Foundation
 
 /// ``HostServices`` over the host's C API table (the plugin side of the ABI).
+// Safe as @unchecked Sendable: it only holds the host's table pointer, valid and thread-safe for the
+// instance's lifetime by the ABI's contract.
 final class CHostServices: HostServices, @unchecked Sendable {
     let api: UnsafePointer<ph_host_api>
 

@@ -6,10 +6,13 @@ import Foundation
 /// Entries are removed by the plugin (usually in `process`, the last hook of an attempt);
 /// entries older than ``maxAge`` seconds are dropped so a request that never reached its
 /// response side cannot leak.
-public final class PerRequestState<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var values: [UInt64: (value: Value, stored: UInt64)] = [:]
-    private var insertions = 0
+public final class PerRequestState<Value> {
+    private struct Table {
+        var values: [UInt64: (value: Value, stored: UInt64)] = [:]
+        var insertions = 0
+    }
+
+    private let table = Locked(Table())
     /// Seconds after which a forgotten entry is dropped; default 600.
     public let maxAge: Double
 
@@ -21,45 +24,40 @@ public final class PerRequestState<Value>: @unchecked Sendable {
     /// Stores `value` for `requestID`.
     public func set(_ value: Value, for requestID: UInt64) {
         let now = DispatchTime.now().uptimeNanoseconds
-        lock.lock()
-        defer { lock.unlock() }
-        values[requestID] = (value, now)
-        insertions += 1
-        if insertions % 1024 == 0 {
-            let limit = UInt64(maxAge * 1_000_000_000)
-            values = values.filter { now &- $0.value.stored < limit }
+        let limit = UInt64(maxAge * 1_000_000_000)
+        table.withLock { table in
+            table.values[requestID] = (value, now)
+            table.insertions += 1
+            if table.insertions % 1024 == 0 {
+                table.values = table.values.filter { now &- $0.value.stored < limit }
+            }
         }
     }
 
     /// The value for `requestID`, if any.
     public func get(_ requestID: UInt64) -> Value? {
-        lock.lock()
-        defer { lock.unlock() }
-        return values[requestID]?.value
+        table.withLock { $0.values[requestID]?.value }
     }
 
     /// Removes and returns the value for `requestID`.
     @discardableResult
     public func remove(_ requestID: UInt64) -> Value? {
-        lock.lock()
-        defer { lock.unlock() }
-        return values.removeValue(forKey: requestID)?.value
+        table.withLock { $0.values.removeValue(forKey: requestID)?.value }
     }
 
     /// Edits the value for `requestID` in place (creating it from `initial` when absent).
     public func update<R>(_ requestID: UInt64, initial: @autoclosure () -> Value, _ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        var entry = values[requestID] ?? (initial(), DispatchTime.now().uptimeNanoseconds)
-        let result = body(&entry.value)
-        values[requestID] = entry
-        return result
+        table.withLock { table in
+            var entry = table.values[requestID] ?? (initial(), DispatchTime.now().uptimeNanoseconds)
+            let result = body(&entry.value)
+            table.values[requestID] = entry
+            return result
+        }
     }
 
     /// How many requests have state.
-    public var count: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return values.count
-    }
+    public var count: Int { table.withLock { $0.values.count } }
 }
+
+// Safe: the table is only touched under its lock, and values cross threads only when Sendable.
+extension PerRequestState: @unchecked Sendable where Value: Sendable {}

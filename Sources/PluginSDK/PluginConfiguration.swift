@@ -3,6 +3,7 @@ import Foundation
 /// A plugin's configuration: the JSON object from its bundle's defaults merged with the
 /// app's manifest, with typed accessors whose errors name the plugin, the key and the
 /// expected form (e.g. `logger: level must be one of off, basic, headers, body`).
+// Safe as @unchecked Sendable: the JSON object is parsed once and never mutated afterwards.
 public struct PluginConfiguration: @unchecked Sendable {
     /// The plugin the configuration is for, used in error messages.
     public let plugin: String

@@ -84,11 +84,18 @@ public enum PluginExport {
     /// The static descriptor for `type`. Call it from the library's `pluginhost_plugin_v1`
     /// entry point; it allocates once and runs no plugin code.
     public static func descriptor<P: ExportablePlugin>(for type: P.Type) -> UnsafeRawPointer {
-        exportState.lock.lock()
-        defer { exportState.lock.unlock() }
-        if let existing = exportState.descriptor { return UnsafeRawPointer(existing) }
-        exportState.name = P.pluginName
-        exportState.factory = { configuration, host in try P(configuration: configuration, host: host) }
+        exportState.withLock { state in
+            if let existing = state.descriptor, let pointer = UnsafeRawPointer(bitPattern: existing) { return pointer }
+            state.name = P.pluginName
+            state.factory = { configuration, host in try P(configuration: configuration, host: host) }
+            let descriptor = makeDescriptor(for: P.self)
+            state.descriptor = UInt(bitPattern: descriptor)
+            return UnsafeRawPointer(descriptor)
+        }
+    }
+
+    /// Allocates the descriptor of `P` (once per library).
+    private static func makeDescriptor<P: ExportablePlugin>(for type: P.Type) -> UnsafeMutablePointer<ph_plugin_descriptor> {
         let hooks = P.implementedHooks
         let descriptor = UnsafeMutablePointer<ph_plugin_descriptor>.allocate(capacity: 1)
         descriptor.initialize(to: ph_plugin_descriptor(
@@ -100,20 +107,19 @@ public enum PluginExport {
             prepare: hooks.contains(.prepare) ? sdkPrepare : nil, will_send: hooks.contains(.willSend) ? sdkWillSend : nil,
             did_receive: hooks.contains(.didReceive) ? sdkDidReceive : nil, process: hooks.contains(.process) ? sdkProcess : nil,
             credential: hooks.contains(.credential) ? sdkCredential : nil))
-        exportState.descriptor = descriptor
-        return UnsafeRawPointer(descriptor)
+        return descriptor
     }
 }
 
-/// The one plugin type of this library and its descriptor.
-private final class ExportState: @unchecked Sendable {
-    let lock = NSLock()
-    var descriptor: UnsafeMutablePointer<ph_plugin_descriptor>?
-    var factory: ((PluginConfiguration, any HostServices) throws -> any Interceptor)?
+/// The one plugin type of this library and its descriptor (kept as an address: it is allocated
+/// once and never freed).
+private struct ExportState: Sendable {
+    var descriptor: UInt?
+    var factory: (@Sendable (PluginConfiguration, any HostServices) throws -> any Interceptor)?
     var name = ""
 }
 
-private let exportState = ExportState()
+private let exportState = Locked(ExportState())
 
 /// A created instance: the interceptor and the host table it talks to.
 private final class ExportedInstance {
@@ -132,24 +138,18 @@ private final class ExportedInstance {
     }
 
     /// The last context built, reused while hooks of the same attempt follow each other.
-    private let lastLock = NSLock()
-    private var last: (pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?
+    private let last = Locked<(pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?>(nil)
 
     func context(_ pointer: UnsafePointer<ph_context>?) -> InterceptorContext {
-        if let pointer {
-            lastLock.lock()
-            if let last, last.pointer == pointer, last.requestID == pointer.pointee.request_id, last.attempt == pointer.pointee.attempt {
-                lastLock.unlock()
-                return last.context
-            }
-            lastLock.unlock()
+        guard let pointer else { return buildContext(nil) }
+        let reused = last.withLock { last -> InterceptorContext? in
+            guard let last, last.pointer == pointer, last.requestID == pointer.pointee.request_id,
+                last.attempt == pointer.pointee.attempt else { return nil }
+            return last.context
         }
+        if let reused { return reused }
         let built = buildContext(pointer)
-        if let pointer {
-            lastLock.lock()
-            last = (pointer, pointer.pointee.request_id, pointer.pointee.attempt, built)
-            lastLock.unlock()
-        }
+        last.withLock { $0 = (pointer, pointer.pointee.request_id, pointer.pointee.attempt, built) }
         return built
     }
 
@@ -193,9 +193,7 @@ private func message(of error: any Error) -> String {
 }
 
 private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, UnsafeMutablePointer<ph_error_buf>?) -> UnsafeMutableRawPointer? = { config, api, errorBuffer in
-    exportState.lock.lock()
-    let factory = exportState.factory, name = exportState.name
-    exportState.lock.unlock()
+    let (factory, name) = exportState.withLock { ($0.factory, $0.name) }
     guard let api, let factory else {
         CBytes.write("the plugin was created without a host table or before its descriptor was read", to: errorBuffer)
         return nil

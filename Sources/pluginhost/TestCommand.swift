@@ -105,13 +105,14 @@ enum TestCommand {
             let plugins = try PluginRegistry.load(manifest, services: services)
             let provider = options.provider(plugins, services: services, stub: true)
             let semaphore = DispatchSemaphore(value: 0)
-            let outcome = LockedResult()
+            let outcome = Locked<Result<Response, NetworkError>?>(nil)
             Task {
-                outcome.set(await provider.request(options.target).result)
+                let result = await provider.request(options.target).result
+                outcome.withLock { $0 = result }
                 semaphore.signal()
             }
             semaphore.wait()
-            if case .failure(let error) = outcome.get() {
+            if case .failure(let error) = outcome.withLock({ $0 }) {
                 Terminal.out(error.description)
                 return .requestFailed
             }
@@ -250,10 +251,11 @@ enum TestCommand {
             if let index = plugins.firstIndex(where: { $0.name == event.plugin }) { traces[index].event(event.name) }
         }
         let provider = options.provider(chain, services: services)
-        let outcome = LockedResult()
+        let outcome = Locked<Result<Response, NetworkError>?>(nil)
         let semaphore = DispatchSemaphore(value: 0)
         Task {
-            outcome.set(await provider.request(options.target).result)
+            let result = await provider.request(options.target).result
+            outcome.withLock { $0 = result }
             semaphore.signal()
         }
         semaphore.wait()
@@ -271,7 +273,7 @@ enum TestCommand {
             say("  \(index + 1)  \(Terminal.pad(plugin.name, 13)) \(summary)  " + Terminal.dim(String(format: "%.0f µs", micros)))
         }
         document["chain"] = steps
-        switch outcome.get() {
+        switch outcome.withLock({ $0 }) {
         case .success(let response):
             let request = response.request
             say("request  \(request?.httpMethod ?? "?") \(request?.url?.absoluteString ?? url)")
@@ -297,19 +299,20 @@ enum TestCommand {
             var whole: [Double] = []
             let done = DispatchSemaphore(value: 0)
             let target = options.target
-            let collected = LockedBench()
+            let collected = Locked(BenchSamples())
             Task {
                 let pipeline = benchProvider.request(target)
                 for _ in 0..<benchCount {
                     let start = DispatchTime.now().uptimeNanoseconds
                     _ = await pipeline.result
                     let total = Double(DispatchTime.now().uptimeNanoseconds - start) / 1000
-                    collected.add(total: total, plugins: traces.map { Double($0.take()) / 1000 })
+                    let plugins = traces.map { Double($0.take()) / 1000 }
+                    collected.withLock { $0.add(total: total, plugins: plugins) }
                 }
                 done.signal()
             }
             done.wait()
-            (whole, perPlugin) = collected.values(count: plugins.count)
+            (whole, perPlugin) = collected.withLock { ($0.whole, $0.perPlugin.isEmpty ? Array(repeating: [], count: plugins.count) : $0.perPlugin) }
             func p(_ values: [Double], _ q: Double) -> Double {
                 let sorted = values.sorted()
                 return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
@@ -334,29 +337,14 @@ enum TestCommand {
     }
 }
 
-/// A result handed from a task to the waiting main thread.
-final class LockedResult: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Result<Response, NetworkError>?
-    func set(_ result: Result<Response, NetworkError>) { lock.lock(); value = result; lock.unlock() }
-    func get() -> Result<Response, NetworkError>? { lock.lock(); defer { lock.unlock() }; return value }
-}
+/// Benchmark samples collected by a task: the whole chain's and each plugin's.
+struct BenchSamples: Sendable {
+    var whole: [Double] = []
+    var perPlugin: [[Double]] = []
 
-/// Benchmark samples collected by a task.
-final class LockedBench: @unchecked Sendable {
-    private let lock = NSLock()
-    private var whole: [Double] = []
-    private var perPlugin: [[Double]] = []
-    func add(total: Double, plugins: [Double]) {
-        lock.lock()
+    mutating func add(total: Double, plugins: [Double]) {
         whole.append(total)
         if perPlugin.isEmpty { perPlugin = Array(repeating: [], count: plugins.count) }
         for (index, value) in plugins.enumerated() { perPlugin[index].append(value) }
-        lock.unlock()
-    }
-    func values(count: Int) -> ([Double], [[Double]]) {
-        lock.lock()
-        defer { lock.unlock() }
-        return (whole, perPlugin.isEmpty ? Array(repeating: [], count: count) : perPlugin)
     }
 }

@@ -4,43 +4,44 @@ import PluginHost
 import PluginSDK
 
 /// What one plugin did during a traced request, and how long its hooks took.
-final class Trace: @unchecked Sendable {
-    private let lock = NSLock()
-    private(set) var actions: [String] = []
-    private(set) var events: [String] = []
-    private var nanoseconds: UInt64 = 0
-    private var recording = true
+final class Trace: Sendable {
+    private struct State {
+        var actions: [String] = []
+        var events: [String] = []
+        var nanoseconds: UInt64 = 0
+        var recording = true
+    }
+
+    private let state = Locked(State())
+
+    /// The changes recorded so far.
+    var actions: [String] { state.withLock { $0.actions } }
+    /// The events recorded so far.
+    var events: [String] { state.withLock { $0.events } }
 
     /// Stops recording actions and events (hook time still adds up).
     func stopRecording() {
-        lock.lock()
-        recording = false
-        lock.unlock()
+        state.withLock { $0.recording = false }
     }
 
     func record(_ action: String) {
-        lock.lock()
-        if recording { actions.append(action) }
-        lock.unlock()
+        state.withLock { if $0.recording { $0.actions.append(action) } }
     }
 
     func event(_ name: String) {
-        lock.lock()
-        if recording { events.append(name) }
-        lock.unlock()
+        state.withLock { if $0.recording { $0.events.append(name) } }
     }
 
     func add(_ elapsed: UInt64) {
-        lock.lock()
-        nanoseconds &+= elapsed
-        lock.unlock()
+        state.withLock { $0.nanoseconds &+= elapsed }
     }
 
     /// The hook time since the last call, in nanoseconds.
     func take() -> UInt64 {
-        lock.lock()
-        defer { nanoseconds = 0; lock.unlock() }
-        return nanoseconds
+        state.withLock { state in
+            defer { state.nanoseconds = 0 }
+            return state.nanoseconds
+        }
     }
 }
 

@@ -57,7 +57,7 @@ struct Bin: TargetType {
 }
 
 /// A transport that counts the requests it forwards.
-final class CountingTransport: Transport, @unchecked Sendable {
+final class CountingTransport: Transport {
     let inner: any Transport
     private let counter = LockedCounter()
     init(_ inner: any Transport = URLSessionTransport()) { self.inner = inner }
@@ -69,7 +69,7 @@ final class CountingTransport: Transport, @unchecked Sendable {
 }
 
 /// A transport that records how each call ended (`200`, `cancelled`, `timedOut`, …).
-final class RecordingTransport: Transport, @unchecked Sendable {
+final class RecordingTransport: Transport {
     let inner: any Transport
     let outcomes = LockedCounter()
     let started = LockedCounter()
@@ -88,14 +88,12 @@ final class RecordingTransport: Transport, @unchecked Sendable {
 }
 
 /// A thread-safe counter and log for tests.
-final class LockedCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    private var items: [String] = []
-    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
-    var log: [String] { lock.lock(); defer { lock.unlock() }; return items }
-    @discardableResult func increment() -> Int { lock.lock(); defer { lock.unlock() }; count += 1; return count }
-    func append(_ item: String) { lock.lock(); items.append(item); lock.unlock() }
+final class LockedCounter: Sendable {
+    private let state = Locked((count: 0, items: [String]()))
+    var value: Int { state.withLock { $0.count } }
+    var log: [String] { state.withLock { $0.items } }
+    @discardableResult func increment() -> Int { state.withLock { $0.count += 1; return $0.count } }
+    func append(_ item: String) { state.withLock { $0.items.append(item) } }
 }
 
 /// A loopback port with nothing listening on it.
@@ -218,12 +216,11 @@ func eventually(_ seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
 }
 
 /// A value shared between a test and its callbacks.
-final class LockedBox<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func get() -> Value { lock.lock(); defer { lock.unlock() }; return value }
-    func set(_ newValue: Value) { lock.lock(); value = newValue; lock.unlock() }
+final class LockedBox<Value: Sendable>: Sendable {
+    private let value: Locked<Value>
+    init(_ value: Value) { self.value = Locked(value) }
+    func get() -> Value { value.withLock { $0 } }
+    func set(_ newValue: Value) { value.withLock { $0 = newValue } }
 }
 
 /// Runs long synchronous work on a Dispatch thread, so it never holds one of the few threads of

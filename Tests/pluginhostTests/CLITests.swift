@@ -62,7 +62,7 @@ struct CLI {
 }
 
 /// A temporary directory with the six contrib plugins bundled by `pluginhost bundle`.
-final class Workspace: @unchecked Sendable {
+final class Workspace: Sendable {
     let root: String
     var plugins: String { root + "/plugins" }
     static let contrib = ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"]

@@ -14,7 +14,7 @@ import Darwin
 /// What the event loop hands back for a transfer that got a response. The `HTTPURLResponse` is
 /// made from it by the caller, off the loop thread (Foundation's header canonicalisation is the
 /// most expensive step of a small request).
-struct CurlResponse: @unchecked Sendable {
+struct CurlResponse: Sendable {
     let status: Int
     let url: URL
     let httpVersion: String

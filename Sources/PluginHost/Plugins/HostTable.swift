@@ -109,6 +109,7 @@ final class ResultHandle {
 }
 
 /// One plugin instance's host API table; `host_data` points back at this object.
+// Safe as @unchecked Sendable: the C table is filled once at init; the services it calls are Sendable.
 final class HostTable: @unchecked Sendable {
     let services: BoundServices
     let table: UnsafeMutablePointer<ph_host_api>

@@ -6,6 +6,8 @@ import PluginSDK
 ///
 /// Only C data crosses into the library: the hooks receive handles to the host's request and
 /// result, and host callbacks read and edit them.
+// Safe as @unchecked Sendable: it holds C pointers (instance, descriptor) that never change after init;
+// the plugin's hooks are thread-safe by the ABI's contract.
 public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     /// The plugin's name (from its descriptor).
     public let name: String
@@ -162,6 +164,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 
 /// The C view of an ``InterceptorContext``, built once per attempt and shared by every
 /// loaded plugin of the chain.
+// Safe as @unchecked Sendable: its C buffers are written once at init and only read afterwards.
 final class CContext: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<ph_context>
     private let arena = ByteArena()

@@ -32,6 +32,7 @@ public struct PluginInfo: Sendable, Equatable, Codable {
 /// The loader reads the file once, checks its SHA-256 against every expectation, and loads
 /// exactly the bytes it verified (from a private copy), so the file cannot be swapped between
 /// the check and the load. A library already loaded (same device and inode) is reused.
+// Safe as @unchecked Sendable: the dlopen handle and descriptor pointer are set once and never freed.
 public final class PluginLibrary: @unchecked Sendable {
     /// The path it was loaded from.
     public let path: String

@@ -46,21 +46,23 @@ struct ActivityPluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let provider = try f.provider([("activity", [:])])
-        let lock = NSLock()
-        nonisolated(unsafe) var open: [String: Int] = [:]
-        nonisolated(unsafe) var began = 0, ended = 0, negative = 0, unmatched = 0
+        struct Tally: Sendable {
+            var open: [String: Int] = [:]
+            var began = 0, ended = 0, negative = 0, unmatched = 0
+        }
+        let tally = Locked(Tally())
         let subscription = provider.services.subscribe { event in
             let key = event.fields["requestID"]! + "/" + event.fields["attempt"]!
-            lock.lock()
-            defer { lock.unlock() }
-            if Int(event.fields["inFlight"]!)! < 0 { negative += 1 }
-            if event.name == "began" {
-                began += 1
-                open[key, default: 0] += 1
-            } else {
-                ended += 1
-                if open[key] != 1 { unmatched += 1 }
-                open[key] = nil
+            tally.withLock { tally in
+                if Int(event.fields["inFlight"]!)! < 0 { tally.negative += 1 }
+                if event.name == "began" {
+                    tally.began += 1
+                    tally.open[key, default: 0] += 1
+                } else {
+                    tally.ended += 1
+                    if tally.open[key] != 1 { tally.unmatched += 1 }
+                    tally.open[key] = nil
+                }
             }
         }
         defer { subscription.cancel() }
@@ -78,19 +80,18 @@ struct ActivityPluginTests {
                 }
             }
         }
-        #expect(await eventually { lock.withLock { began == ended } })
+        #expect(await eventually { tally.withLock { $0.began == $0.ended } })
         let last = LockedCounter()
         let probe = provider.services.subscribe { if $0.name == "began" { last.append($0.fields["inFlight"]!) } }
         defer { probe.cancel() }
         _ = try await provider.request(fast).value
-        lock.withLock {
-            // Requests cancelled before they were sent never begin; every one that began ended.
-            #expect(began >= 161)
-            #expect(ended == began)
-            #expect(negative == 0)
-            #expect(unmatched == 0)
-            #expect(open.isEmpty)
-        }
+        let final = tally.withLock { $0 }
+        // Requests cancelled before they were sent never begin; every one that began ended.
+        #expect(final.began >= 161)
+        #expect(final.ended == final.began)
+        #expect(final.negative == 0)
+        #expect(final.unmatched == 0)
+        #expect(final.open.isEmpty)
         #expect(last.log == ["1"])
     }
 }

@@ -31,9 +31,9 @@ struct StressTests {
         try await Task.sleep(nanoseconds: 500_000_000)
         let fdsBefore = try openFileDescriptors()
         let total = Self.requests
-        let completions = Locked2([Int: Int]())
+        let completions = Locked([Int: Int]())
         let mismatches = LockedCounter()
-        let activity = Locked2((began: 0, ended: 0, negative: 0))
+        let activity = Locked((began: 0, ended: 0, negative: 0))
         let started = Date()
         do {
             let host = try TestServer.url()
@@ -46,18 +46,18 @@ struct StressTests {
             provider.services.setValue(token, forKey: "access_token")
             provider.services.setValue(secret, forKey: "signing_secret")
             let subscription = provider.services.subscribe { event in
-                activity.with { state in
+                activity.withLock { state in
                     if event.name == "began" { state.began += 1 } else if event.name == "ended" { state.ended += 1 }
                     if (Int(event.fields["inFlight"] ?? "0") ?? 0) < 0 { state.negative += 1 }
                 }
             }
             defer { subscription.cancel() }
-            let next = Locked2(0)
+            let next = Locked(0)
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<64 {
                     group.addTask {
                         while true {
-                            let index = next.with { value -> Int in defer { value += 1 }; return value }
+                            let index = next.withLock { value -> Int in defer { value += 1 }; return value }
                             guard index < total else { return }
                             await Self.one(index, provider: provider, completions: completions, mismatches: mismatches)
                         }
@@ -65,15 +65,15 @@ struct StressTests {
                 }
             }
             subscription.cancel()
-            #expect(await eventually { activity.with { $0.began == $0.ended } })
+            #expect(await eventually { activity.withLock { $0.began == $0.ended } })
         }
-        let counts = completions.with { $0 }
+        let counts = completions.withLock { $0 }
         let duplicated = counts.values.filter { $0 > 1 }.count
         let lost = total - counts.count
         #expect(counts.count == total, "lost \(lost)")
         #expect(duplicated == 0)
         #expect(mismatches.log.isEmpty, "\(mismatches.log.prefix(5))")
-        let (began, ended, negative) = activity.with { ($0.began, $0.ended, $0.negative) }
+        let (began, ended, negative) = activity.withLock { ($0.began, $0.ended, $0.negative) }
         #expect(began == ended)
         #expect(negative == 0)
         // The provider is gone: its sessions, connections and log file close.
@@ -90,9 +90,9 @@ struct StressTests {
               + String(format: "%.1f s", Date().timeIntervalSince(started)))
     }
 
-    static func one(_ index: Int, provider: Provider<Bin>, completions: Locked2<[Int: Int]>, mismatches: LockedCounter) async {
+    static func one(_ index: Int, provider: Provider<Bin>, completions: Locked<[Int: Int]>, mismatches: LockedCounter) async {
         let kind = index % 20 == 7 ? Kind.cancelled : [Kind.getArgs, .postJSON, .status, .postForm][index % 4]
-        func record() { completions.with { $0[index, default: 0] += 1 } }
+        func record() { completions.withLock { $0[index, default: 0] += 1 } }
         do {
             switch kind {
             case .getArgs:
@@ -131,17 +131,5 @@ struct StressTests {
             record()
             mismatches.append("\(kind) \(index): \(error)")
         }
-    }
-}
-
-/// A value behind a lock, edited in place.
-final class Locked2<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func with<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }
