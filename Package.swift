@@ -26,7 +26,8 @@ var contribProducts: [Product] {
 var testFixtureTargets: [Target] {
     [.target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit"),
      .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop"),
-     .target(name: "TrapTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Trap")]
+     .target(name: "TrapTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Trap"),
+     .target(name: "ForgetfulTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Forgetful")]
         + swiftTestPlugins.map {
             .target(name: "\($0)TestPlugin", dependencies: ["TestPluginKit", "PluginSDK"], path: "Tests/Fixtures/Plugins/\($0)")
         }
@@ -37,7 +38,7 @@ var testFixtureTargets: [Target] {
 }
 
 var testFixtureProducts: [Product] {
-    (swiftTestPlugins + cTestPlugins + ["Noop", "Trap"]).map {
+    (swiftTestPlugins + cTestPlugins + ["Noop", "Trap", "Forgetful"]).map {
         .library(name: "\($0)TestPlugin", type: .dynamic, targets: ["\($0)TestPlugin"])
     }
 }
@@ -66,7 +67,7 @@ let package = Package(
         .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"] + contribPlugins.map { .target(name: "\($0)Plugin") }),
         .executableTarget(name: "pluginhost", dependencies: ["PluginHost", "PluginSDK"]),
         .testTarget(name: "PluginSDKTests", dependencies: ["PluginSDK"]),
-        .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"]),
+        .testTarget(name: "PluginHostTests", dependencies: ["PluginHost", "PluginSDK"] + contribPlugins.map { .target(name: "\($0)Plugin") }),
         .testTarget(name: "pluginhostTests", dependencies: ["PluginHost", "PluginSDK"], exclude: ["Golden"]),
     ] + contribTargets + testFixtureTargets,
     swiftLanguageModes: [.v6]

@@ -44,23 +44,30 @@ extension Interceptor {
 
     /// Default: leaves the request as it is.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
-        .proceed
+        HookProbe.noteDefault(.prepare)
+        return .proceed
     }
 
     /// Default: does nothing.
-    public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {}
+    public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        HookProbe.noteDefault(.willSend)
+    }
 
     /// Default: does nothing.
-    public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {}
+    public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        HookProbe.noteDefault(.didReceive)
+    }
 
     /// Default: leaves the result as it is.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
-        .proceed
+        HookProbe.noteDefault(.process)
+        return .proceed
     }
 
     /// Default: lets the next interceptor, or the transport, decide.
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
-        .performDefault
+        HookProbe.noteDefault(.credential)
+        return .performDefault
     }
 }
 

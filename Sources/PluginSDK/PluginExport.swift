@@ -88,6 +88,7 @@ public enum PluginExport {
             if let existing = state.descriptor, let pointer = UnsafeRawPointer(bitPattern: existing) { return pointer }
             state.name = P.pluginName
             state.factory = { configuration, host in try P(configuration: configuration, host: host) }
+            state.hooks = P.implementedHooks
             let descriptor = makeDescriptor(for: P.self)
             state.descriptor = UInt(bitPattern: descriptor)
             return UnsafeRawPointer(descriptor)
@@ -117,6 +118,10 @@ private struct ExportState: Sendable {
     var descriptor: UInt?
     var factory: (@Sendable (PluginConfiguration, any HostServices) throws -> any Interceptor)?
     var name = ""
+    /// The hooks the descriptor exports.
+    var hooks: Set<InterceptorHook> = []
+    /// Whether an instance was checked for hooks left out of `hooks`.
+    var probed = false
 }
 
 private let exportState = Locked(ExportState())
@@ -193,7 +198,10 @@ private func message(of error: any Error) -> String {
 }
 
 private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, UnsafeMutablePointer<ph_error_buf>?) -> UnsafeMutableRawPointer? = { config, api, errorBuffer in
-    let (factory, name) = exportState.withLock { ($0.factory, $0.name) }
+    let (factory, name, hooks, probed) = exportState.withLock { state in
+        defer { state.probed = true }
+        return (state.factory, state.name, state.hooks, state.probed)
+    }
     guard let api, let factory else {
         CBytes.write("the plugin was created without a host table or before its descriptor was read", to: errorBuffer)
         return nil
@@ -202,6 +210,17 @@ private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, Un
     do {
         let configuration = try PluginConfiguration(plugin: name, json: CBytes.array(config))
         let interceptor = try factory(configuration, services)
+        // Once per library: a hook the plugin implements but does not export would silently never run.
+        if !probed {
+            let unlisted = HookProbe.unlistedHooks(of: interceptor, listed: hooks)
+            if !unlisted.isEmpty {
+                let names = unlisted.map(\.rawValue).joined(separator: ", ")
+                exportState.withLock { $0.probed = false }
+                throw InterceptorError.failed("plugin \(name) implements \(names) but its implementedHooks leaves "
+                                              + "\(unlisted.count == 1 ? "it" : "them") out: loaded, \(unlisted.count == 1 ? "it" : "they") "
+                                              + "would never run; add \(unlisted.count == 1 ? "it" : "them") to implementedHooks")
+            }
+        }
         return Unmanaged.passRetained(ExportedInstance(interceptor: interceptor, api: api, services: services)).toOpaque()
     } catch {
         CBytes.write(message(of: error), to: errorBuffer)

@@ -94,6 +94,17 @@ struct PluginRefusalTests {
         #expect(load(f, unknown)?.reason == "alpha: unknown key \"colour\"; known keys: event, respond, throwIn")
     }
 
+    @Test func aHookLeftOutOfImplementedHooksIsRefusedAtCreate() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("ForgetfulTestPlugin")
+        let url = try f.manifest([["name": "forgetful"]])
+        #expect(load(f, url) == PluginLoadError(.createFailed, file: bundle + "/libForgetfulTestPlugin.\(PluginFixtures.librarySuffix)",
+                                                plugin: "forgetful",
+                                                reason: "plugin forgetful implements willSend but its implementedHooks leaves it out: loaded, "
+                                                    + "it would never run; add it to implementedHooks"))
+    }
+
     @Test func loadingIsAllOrNothing() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
