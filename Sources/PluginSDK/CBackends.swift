@@ -38,7 +38,7 @@ final class CHostServices: HostServices, @unchecked Sendable {
     }
 
     func log(_ level: LogLevel, _ message: String) {
-        CBytes.with(message) { api.pointee.log(api, Int32(level.rawValue), $0) }
+        CBytes.with(message) { api.pointee.log(api, level.abiCode, $0) }
     }
 
     func now() -> Double { api.pointee.now(api) }

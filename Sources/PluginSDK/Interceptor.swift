@@ -72,7 +72,7 @@ extension Interceptor {
 }
 
 /// The hooks of an ``Interceptor``, as named in errors and events.
-public enum InterceptorHook: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+public enum InterceptorHook: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
     /// ``Interceptor/prepare(_:context:)``.
     case prepare
     /// ``Interceptor/willSend(_:context:)``.

@@ -175,19 +175,7 @@ private final class ExportedInstance {
         var message = ph_bytes()
         let kind = api.pointee.result_failure(handle, &message)
         guard kind != PH_FAILURE_NONE else { return .response(InterceptorResponse(backend: CResultBackend(handle: handle, api: api))) }
-        return .failure(TransportFailure(kind: Self.kind(kind), message: CBytes.string(message)))
-    }
-
-    static func kind(_ code: Int32) -> TransportFailureKind {
-        switch code {
-        case PH_FAILURE_TIMED_OUT: return .timedOut
-        case PH_FAILURE_CANCELLED: return .cancelled
-        case PH_FAILURE_CANNOT_CONNECT: return .cannotConnect
-        case PH_FAILURE_CONNECTION_LOST: return .connectionLost
-        case PH_FAILURE_BAD_RESPONSE: return .badResponse
-        case PH_FAILURE_INTERCEPTOR_FAILED: return .interceptorFailed
-        default: return .other
-        }
+        return .failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message)))
     }
 }
 
@@ -308,20 +296,15 @@ private let sdkCredential: @convention(c) (UnsafeMutableRawPointer?, UnsafePoint
     let question = AuthenticationChallenge(host: CBytes.string(c.host), port: Int(c.port), scheme: CBytes.string(c.scheme),
                                            realm: realm.isEmpty ? nil : realm, method: CBytes.string(c.method),
                                            previousFailureCount: Int(c.previous_failure_count))
-    switch box.interceptor.credential(for: question, context: box.context(context)) {
-    case .performDefault:
-        return PH_CREDENTIAL_DEFAULT
-    case .rejectProtectionSpace:
-        return PH_CREDENTIAL_REJECT
-    case .cancel:
-        return PH_CREDENTIAL_CANCEL
-    case .useCredential(let name, let secret):
-        let nameBytes = Array(name.utf8), secretBytes = Array(secret.utf8)
-        guard nameBytes.count <= capacity, secretBytes.count <= capacity, let user, let password else { return PH_CREDENTIAL_REJECT }
-        nameBytes.withUnsafeBufferPointer { if !$0.isEmpty { user.update(from: $0.baseAddress!, count: $0.count) } }
-        secretBytes.withUnsafeBufferPointer { if !$0.isEmpty { password.update(from: $0.baseAddress!, count: $0.count) } }
-        userLength?.pointee = nameBytes.count
-        passwordLength?.pointee = secretBytes.count
-        return PH_CREDENTIAL_USE
+    let answer = box.interceptor.credential(for: question, context: box.context(context))
+    guard case .useCredential(let name, let secret) = answer else { return answer.abiCode }
+    let nameBytes = Array(name.utf8), secretBytes = Array(secret.utf8)
+    guard nameBytes.count <= capacity, secretBytes.count <= capacity, let user, let password else {
+        return CredentialAnswer.rejectProtectionSpace.abiCode
     }
+    nameBytes.withUnsafeBufferPointer { if !$0.isEmpty { user.update(from: $0.baseAddress!, count: $0.count) } }
+    secretBytes.withUnsafeBufferPointer { if !$0.isEmpty { password.update(from: $0.baseAddress!, count: $0.count) } }
+    userLength?.pointee = nameBytes.count
+    passwordLength?.pointee = secretBytes.count
+    return answer.abiCode
 }

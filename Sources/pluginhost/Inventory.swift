@@ -111,7 +111,7 @@ enum Inventory {
             report.loaded = library
             report.version = library.info.version
             report.abi = (library.info.abiMajor, library.info.abiMinor)
-            report.hooks = library.info.hooks
+            report.hooks = library.info.hooks.map(\.rawValue)
             report.summary = library.info.summary
             if let mismatch = bundle.nameMismatch(library) { report.problems.append("reject: \(mismatch.reason)") }
         } catch {

@@ -132,7 +132,7 @@ struct PluginLoaderTests {
         let second = try PluginLibrary.open(path: path)
         #expect(first === second)
         #expect(first.info.name == "gamma")
-        #expect(first.info.hooks == ["prepare", "willSend", "didReceive", "process"])
+        #expect(first.info.hooks == [.prepare, .willSend, .didReceive, .process])
         #expect(first.info.abiMajor == 1)
     }
 

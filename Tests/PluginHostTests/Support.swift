@@ -205,8 +205,10 @@ func echo(_ response: Response) throws -> Echo {
     try JSONDecoder().decode(Echo.self, from: response.data)
 }
 
-/// Waits until `condition` holds, polling, for at most `seconds`.
-func eventually(_ seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
+/// Waits until `condition` holds, polling, for at most `seconds`. The default bound is generous:
+/// in the parallel run the first half minute keeps both cores busy (debug builds hashing plugin
+/// libraries, child processes), and a condition that holds at once returns at once anyway.
+func eventually(_ seconds: Double = 60, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }

@@ -41,19 +41,26 @@ extern "C" {
 #define PH_ABI_MINOR 0
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
-/* Return codes of hooks and setters. */
+/* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
+ * choice, and a newer minor may add values an older reader must be able to receive). */
+typedef int32_t ph_status;              /* PH_OK, PH_ERROR, PH_INVALID, PH_NOT_FOUND */
+typedef int32_t ph_log_level;           /* PH_LOG_* */
+typedef int32_t ph_failure_kind;        /* PH_FAILURE_*; readers treat an unknown value as PH_FAILURE_OTHER */
+typedef int32_t ph_credential_answer;   /* PH_CREDENTIAL_*; the host treats an unknown value as PH_CREDENTIAL_DEFAULT */
+
+/* Return codes of hooks and setters (ph_status). */
 #define PH_OK 0             /* proceed */
 #define PH_ERROR 1          /* failed: the message is in the error buffer */
 #define PH_INVALID 2        /* a setter refused its input (bad header name/value, bad URL) */
 #define PH_NOT_FOUND 3      /* a getter found nothing */
 
-/* Log levels for ph_host_api.log. */
+/* Log levels for ph_host_api.log (ph_log_level). */
 #define PH_LOG_DEBUG 0
 #define PH_LOG_INFO 1
 #define PH_LOG_WARNING 2
 #define PH_LOG_ERROR 3
 
-/* Transport failure kinds (ph_host_api.result_failure). */
+/* Transport failure kinds (ph_failure_kind, from ph_host_api.result_failure). */
 #define PH_FAILURE_NONE 0
 #define PH_FAILURE_TIMED_OUT 1
 #define PH_FAILURE_CANCELLED 2
@@ -63,7 +70,7 @@ extern "C" {
 #define PH_FAILURE_INTERCEPTOR_FAILED 6
 #define PH_FAILURE_OTHER 7
 
-/* Answers to an authentication challenge (ph_plugin_descriptor.credential). */
+/* Answers to an authentication challenge (ph_credential_answer, from ph_plugin_descriptor.credential). */
 #define PH_CREDENTIAL_DEFAULT 0     /* no opinion: ask the next plugin */
 #define PH_CREDENTIAL_USE 1         /* answer with the user and password given */
 #define PH_CREDENTIAL_REJECT 2      /* deliver the 401 as the response */
@@ -121,7 +128,7 @@ struct ph_host_api {
     void *host_data;                    /* the host's; plugins do not touch it */
 
     /* Services. */
-    void (*log)(const ph_host_api *host, int32_t level, ph_bytes message);
+    void (*log)(const ph_host_api *host, ph_log_level level, ph_bytes message);
     /* Copies the value of `key` into out[0..capacity) and returns its full length, or -1 when
      * unset. Call again with a larger buffer when the result exceeds `capacity`. */
     int64_t (*kv_get)(const ph_host_api *host, ph_bytes key, uint8_t *out, size_t capacity);
@@ -135,49 +142,55 @@ struct ph_host_api {
 
     /* Request accessors (prepare, will_send). Getters return borrowed bytes. */
     ph_bytes (*request_method)(ph_request *request);
-    int32_t (*request_set_method)(ph_request *request, ph_bytes method);
+    ph_status (*request_set_method)(ph_request *request, ph_bytes method);     /* PH_OK; PH_INVALID unless a token */
     ph_bytes (*request_url)(ph_request *request);
-    int32_t (*request_set_url)(ph_request *request, ph_bytes url);           /* PH_INVALID unless absolute http(s) */
+    ph_status (*request_set_url)(ph_request *request, ph_bytes url);           /* PH_INVALID unless absolute http(s) */
     /* The index-th value of header `name` (case-insensitive): PH_OK or PH_NOT_FOUND. */
-    int32_t (*request_header)(ph_request *request, ph_bytes name, size_t index, ph_bytes *value);
+    ph_status (*request_header)(ph_request *request, ph_bytes name, size_t index, ph_bytes *value);
     size_t (*request_header_count)(ph_request *request);
-    int32_t (*request_header_at)(ph_request *request, size_t index, ph_bytes *name, ph_bytes *value);
+    /* The index-th field in order: PH_OK, or PH_NOT_FOUND past request_header_count. Constant time. */
+    ph_status (*request_header_at)(ph_request *request, size_t index, ph_bytes *name, ph_bytes *value);
     /* Replaces every field named `name`; PH_INVALID for a non-token name or CR/LF/NUL in the value. */
-    int32_t (*request_set_header)(ph_request *request, ph_bytes name, ph_bytes value);
-    int32_t (*request_add_header)(ph_request *request, ph_bytes name, ph_bytes value);
-    int32_t (*request_remove_header)(ph_request *request, ph_bytes name);
+    ph_status (*request_set_header)(ph_request *request, ph_bytes name, ph_bytes value);
+    ph_status (*request_add_header)(ph_request *request, ph_bytes name, ph_bytes value);    /* as request_set_header */
+    ph_status (*request_remove_header)(ph_request *request, ph_bytes name);  /* PH_OK; PH_INVALID for a non-token name */
     /* PH_OK with the body, or PH_NOT_FOUND when there is none. */
-    int32_t (*request_body)(ph_request *request, ph_bytes *body);
+    ph_status (*request_body)(ph_request *request, ph_bytes *body);
     void (*request_set_body)(ph_request *request, ph_bytes body, int32_t present);
     double (*request_timeout)(ph_request *request);
     void (*request_set_timeout)(ph_request *request, double seconds);
-    /* From prepare only: answer the request with this response (a short-circuit). */
-    int32_t (*request_respond)(ph_request *request, int32_t status, const ph_bytes *header_names,
+    /* From prepare only: answer the request with this response (a short-circuit). PH_OK;
+     * PH_INVALID outside prepare, for a status outside 100...999 or an invalid header. */
+    ph_status (*request_respond)(ph_request *request, int32_t status, const ph_bytes *header_names,
                                const ph_bytes *header_values, size_t header_count, ph_bytes body);
 
     /* Result accessors (did_receive, process). */
     /* PH_FAILURE_NONE when the result is a response; otherwise the kind, with the message. */
-    int32_t (*result_failure)(ph_result *result, ph_bytes *message);
+    ph_failure_kind (*result_failure)(ph_result *result, ph_bytes *message);
     int32_t (*result_status)(ph_result *result);                              /* 0 for a failure */
     void (*result_set_status)(ph_result *result, int32_t status);
-    int32_t (*result_header)(ph_result *result, ph_bytes name, size_t index, ph_bytes *value);
+    /* As the request's: PH_OK or PH_NOT_FOUND (also for a failure, which has no headers). */
+    ph_status (*result_header)(ph_result *result, ph_bytes name, size_t index, ph_bytes *value);
     size_t (*result_header_count)(ph_result *result);
-    int32_t (*result_header_at)(ph_result *result, size_t index, ph_bytes *name, ph_bytes *value);
-    int32_t (*result_set_header)(ph_result *result, ph_bytes name, ph_bytes value);
-    int32_t (*result_add_header)(ph_result *result, ph_bytes name, ph_bytes value);
-    int32_t (*result_remove_header)(ph_result *result, ph_bytes name);
+    ph_status (*result_header_at)(ph_result *result, size_t index, ph_bytes *name, ph_bytes *value);
+    /* PH_OK; PH_INVALID for a failure (no response to edit) or an invalid name or value. */
+    ph_status (*result_set_header)(ph_result *result, ph_bytes name, ph_bytes value);
+    ph_status (*result_add_header)(ph_result *result, ph_bytes name, ph_bytes value);
+    ph_status (*result_remove_header)(ph_result *result, ph_bytes name);
     ph_bytes (*result_body)(ph_result *result);
     void (*result_set_body)(ph_result *result, ph_bytes body);
-    /* From process only: replace the result (failure or not) with this response. */
-    int32_t (*result_replace)(ph_result *result, int32_t status, const ph_bytes *header_names,
+    /* From process only: replace the result (failure or not) with this response. PH_OK;
+     * PH_INVALID outside process, for a status outside 100...999 or an invalid header. */
+    ph_status (*result_replace)(ph_result *result, int32_t status, const ph_bytes *header_names,
                               const ph_bytes *header_values, size_t header_count, ph_bytes body);
     /* From process only: send the request again after `delay` seconds; when `refresh_key` is
      * not empty the host first refreshes that credential (rejected value: `stale_value`,
-     * `has_stale` non-zero when known). */
-    int32_t (*result_retry)(ph_result *result, double delay, ph_bytes refresh_key, ph_bytes stale_value, int32_t has_stale);
+     * `has_stale` non-zero when known). PH_OK; PH_INVALID outside process or for a negative or
+     * non-finite delay. */
+    ph_status (*result_retry)(ph_result *result, double delay, ph_bytes refresh_key, ph_bytes stale_value, int32_t has_stale);
 };
 
-/* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning int32_t
+/* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning ph_status
  * return PH_OK, or PH_ERROR with a message in `error`. */
 typedef struct ph_plugin_descriptor {
     uint32_t struct_size;               /* sizeof(ph_plugin_descriptor) as the plugin knew it */
@@ -194,13 +207,13 @@ typedef struct ph_plugin_descriptor {
     void *(*create)(ph_bytes config_json, const ph_host_api *host, ph_error_buf *error);
     void (*destroy)(void *instance);
 
-    int32_t (*prepare)(void *instance, ph_request *request, const ph_context *context, ph_error_buf *error);
-    int32_t (*will_send)(void *instance, ph_request *request, const ph_context *context, ph_error_buf *error);
-    int32_t (*did_receive)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
-    int32_t (*process)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
+    ph_status (*prepare)(void *instance, ph_request *request, const ph_context *context, ph_error_buf *error);
+    ph_status (*will_send)(void *instance, ph_request *request, const ph_context *context, ph_error_buf *error);
+    ph_status (*did_receive)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
+    ph_status (*process)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
     /* Returns a PH_CREDENTIAL_* answer; for PH_CREDENTIAL_USE writes user and password into
      * the host's buffers (each `capacity` bytes) and their lengths into the *_len arguments. */
-    int32_t (*credential)(void *instance, const ph_challenge *challenge, const ph_context *context,
+    ph_credential_answer (*credential)(void *instance, const ph_challenge *challenge, const ph_context *context,
                           uint8_t *user, size_t *user_len, uint8_t *password, size_t *password_len, size_t capacity);
 } ph_plugin_descriptor;
 

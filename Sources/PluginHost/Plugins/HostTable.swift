@@ -137,7 +137,7 @@ final class HostTable: @unchecked Sendable {
         api.abi_major = UInt16(PH_ABI_MAJOR)
         api.abi_minor = UInt16(PH_ABI_MINOR)
         api.log = { api, level, message in
-            HostTable.from(api).services.log(LogLevel(rawValue: Int(level)) ?? .info, HostBytes.string(message))
+            HostTable.from(api).services.log(LogLevel(abiCode: level), HostBytes.string(message))
         }
         api.kv_get = { api, key, out, capacity in
             guard let value = HostTable.from(api).services.value(forKey: HostBytes.string(key)) else { return -1 }
@@ -223,7 +223,7 @@ final class HostTable: @unchecked Sendable {
             let handle = ResultHandle.from(result)
             guard let failure = handle.failure else { return PH_FAILURE_NONE }
             message?.pointee = handle.arena.bytes(failure.message)
-            return HostTable.code(failure.kind)
+            return failure.kind.abiCode
         }
         api.result_status = { result in Int32(clamping: ResultHandle.from(result).response?.statusCode ?? 0) }
         api.result_set_status = { result, status in ResultHandle.from(result).response?.setStatusCode(Int(status)) }
@@ -275,17 +275,4 @@ final class HostTable: @unchecked Sendable {
         }
         return api
     }()
-
-    static func code(_ kind: TransportFailureKind) -> Int32 {
-        switch kind {
-        case .timedOut: return PH_FAILURE_TIMED_OUT
-        case .cancelled: return PH_FAILURE_CANCELLED
-        case .cannotConnect: return PH_FAILURE_CANNOT_CONNECT
-        case .connectionLost: return PH_FAILURE_CONNECTION_LOST
-        case .badResponse: return PH_FAILURE_BAD_RESPONSE
-        case .interceptorFailed: return PH_FAILURE_INTERCEPTOR_FAILED
-        // The TLS kinds have no ABI 1.0 code: plugins see PH_FAILURE_OTHER, with the message.
-        case .tlsHandshakeFailed, .serverCertificateUntrusted, .publicKeyPinMismatch, .other: return PH_FAILURE_OTHER
-        }
-    }
 }

@@ -105,14 +105,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
                 }
             }
         }
-        switch answer {
-        case PH_CREDENTIAL_USE:
-            return .useCredential(user: String(decoding: user[0..<min(userLength, capacity)], as: UTF8.self),
-                                  password: String(decoding: password[0..<min(passwordLength, capacity)], as: UTF8.self))
-        case PH_CREDENTIAL_REJECT: return .rejectProtectionSpace
-        case PH_CREDENTIAL_CANCEL: return .cancel
-        default: return .performDefault
-        }
+        return CredentialAnswer(abiCode: answer, user: String(decoding: user[0..<min(userLength, capacity)], as: UTF8.self),
+                                password: String(decoding: password[0..<min(passwordLength, capacity)], as: UTF8.self))
     }
 
     // MARK: Plumbing

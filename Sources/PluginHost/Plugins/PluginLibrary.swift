@@ -24,7 +24,7 @@ public struct PluginInfo: Sendable, Equatable, Codable {
     /// The ABI minor version the plugin speaks.
     public var abiMinor: Int
     /// The hooks it implements, in chain order.
-    public var hooks: [String]
+    public var hooks: [InterceptorHook]
 }
 
 /// A plugin shared library, opened with `dlopen` and never closed.
@@ -146,12 +146,12 @@ public final class PluginLibrary: @unchecked Sendable {
         guard d.create != nil, d.destroy != nil else {
             throw PluginLoadError(.descriptorInvalid, file: path, plugin: name, reason: "the descriptor lacks create or destroy")
         }
-        var hooks: [String] = []
-        if d.prepare != nil { hooks.append("prepare") }
-        if d.will_send != nil { hooks.append("willSend") }
-        if d.did_receive != nil { hooks.append("didReceive") }
-        if d.process != nil { hooks.append("process") }
-        if d.credential != nil { hooks.append("credential") }
+        var hooks: [InterceptorHook] = []
+        if d.prepare != nil { hooks.append(.prepare) }
+        if d.will_send != nil { hooks.append(.willSend) }
+        if d.did_receive != nil { hooks.append(.didReceive) }
+        if d.process != nil { hooks.append(.process) }
+        if d.credential != nil { hooks.append(.credential) }
         func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
         return PluginInfo(name: name, version: text(d.version), summary: text(d.summary), license: text(d.license),
                           buildSignature: text(d.build_signature), abiMajor: Int(d.abi_major), abiMinor: Int(d.abi_minor),
