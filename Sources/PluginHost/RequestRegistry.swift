@@ -46,7 +46,8 @@ final class RequestRegistry: Sendable {
     /// How many distinct requests are running.
     var runningCount: Int { state.withLock { $0.shared.count + $0.inline.count } }
 
-    /// A fresh identifier (also used as a request id).
+    /// A fresh identifier, unique within this registry, for a waiter or an entry (request ids
+    /// come from ``makeRequestID()``, unique within the process).
     func makeID() -> UInt64 {
         state.withLock { state in
             state.nextID += 1

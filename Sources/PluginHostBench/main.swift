@@ -217,7 +217,7 @@ if let manifest = options.loadOnce {
     // A child process: load the manifest once, print the milliseconds it took.
     let start = now()
     do {
-        _ = try PluginRegistry.load(manifest: URL(fileURLWithPath: manifest), services: PluginServices())
+        _ = try PluginLoader.load(manifest: URL(fileURLWithPath: manifest), services: PluginServices())
     } catch {
         FileHandle.standardError.write(Data("\(error)\n".utf8))
         exit(1)
@@ -236,7 +236,7 @@ func runBench(_ options: Options) async throws {
 
     let manifest = try manifestURL(options.plugins)
     let loadedServices = services()
-    let loaded6: [any Interceptor] = try PluginRegistry.load(manifest: manifest, services: loadedServices)
+    let loaded6: [any Interceptor] = try PluginLoader.load(manifest: manifest, services: loadedServices)
     let noopLibrary = try PluginLibrary.open(path: options.noop, checkPermissions: false)
     let noop6: [any Interceptor] = try (0..<6).map { _ in try LoadedPlugin(library: noopLibrary, configJSON: Data("{}".utf8), services: services()) }
     let inProcess6: [any Interceptor] = (0..<6).map { _ in InProcessNoop() }

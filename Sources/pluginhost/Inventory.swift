@@ -50,7 +50,7 @@ enum Inventory {
             var report = BundleReport(position: offset + 1, name: entry.name, enabled: entry.enabled)
             if let (bundle, root) = find(entry.name, in: directories) {
                 inspect(&report, bundle: bundle, root: root, pin: entry.sha256.map { ($0, entry.index) })
-                report.config = PluginRegistry.mergedConfig(defaults: report.config, overrides: entry.configJSON)
+                report.config = PluginLoader.mergedConfig(defaults: report.config, overrides: entry.configJSON)
             } else {
                 report.problems.append("reject: no \(entry.name).plugin in \(directories.joined(separator: ", "))")
             }

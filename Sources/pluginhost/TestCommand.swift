@@ -102,7 +102,7 @@ enum TestCommand {
             let manifest = try PluginManifest.read(URL(fileURLWithPath: path)).filtered { $0.name == name }
             let services = PluginServices()
             services.setLogHandler(nil)
-            let plugins = try PluginRegistry.load(manifest, services: services)
+            let plugins = try PluginLoader.load(manifest, services: services)
             let provider = options.provider(plugins, services: services, stub: true)
             let semaphore = DispatchSemaphore(value: 0)
             let outcome = Locked<Result<Response, NetworkError>?>(nil)
@@ -240,7 +240,7 @@ enum TestCommand {
         }
         let plugins: [LoadedPlugin]
         do {
-            plugins = try PluginRegistry.load(manifest.filtered { $0.enabled && usable.contains($0.name) }, services: services)
+            plugins = try PluginLoader.load(manifest.filtered { $0.enabled && usable.contains($0.name) }, services: services)
         } catch {
             Terminal.error(error.description)
             return .refused

@@ -144,7 +144,7 @@ struct PluginLoaderTests {
         let manifest = try PluginManifest.read(url)
         #expect(manifest.entries.map(\.name) == ["alpha", "absent"])
         #expect(manifest.entries.map(\.enabled) == [true, false])
-        let plugins = try PluginRegistry.load(manifest, services: PluginServices())
+        let plugins = try PluginLoader.load(manifest, services: PluginServices())
         #expect(plugins.map(\.name) == ["alpha"])
     }
 

@@ -10,7 +10,7 @@ import Glibc
 @Suite("Plugin loader refusals")
 struct PluginRefusalTests {
     func load(_ f: PluginFixtures, _ url: URL) -> PluginLoadError? {
-        loadError { _ = try PluginRegistry.load(manifest: url, services: PluginServices()) }
+        loadError { _ = try PluginLoader.load(manifest: url, services: PluginServices()) }
     }
 
     // MARK: Manifest

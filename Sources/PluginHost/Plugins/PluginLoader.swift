@@ -4,8 +4,12 @@ import PluginSDK
 import FoundationNetworking
 #endif
 
+/// The former name of ``PluginLoader``.
+@available(*, deprecated, renamed: "PluginLoader")
+public typealias PluginRegistry = PluginLoader
+
 /// Loads the plugins a manifest enables, all or nothing.
-public enum PluginRegistry {
+public enum PluginLoader {
     /// Reads `manifest`, resolves and verifies every enabled bundle, loads each library, and
     /// creates each plugin with its merged configuration, bound to `services`.
     ///
@@ -70,7 +74,7 @@ extension Provider {
                             trackInflights: Bool = false,
                             services: PluginServices = PluginServices(),
                             maxInterceptorRetries: Int = 2) throws(PluginLoadError) {
-        let loaded = try PluginRegistry.load(manifest: manifest, services: services)
+        let loaded = try PluginLoader.load(manifest: manifest, services: services)
         self.init(endpointClosure: endpointClosure, requestClosure: requestClosure, stubClosure: stubClosure,
                   callbackQueue: callbackQueue, configuration: configuration, transport: transport,
                   interceptors: before + loaded + after, server: server, trackInflights: trackInflights, services: services,

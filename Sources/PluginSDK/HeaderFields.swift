@@ -1,3 +1,6 @@
+// Header-field helpers shared by the host and plugins: ASCII case-insensitive names, lookups,
+// and folding repeated fields.
+
 extension HTTPHeader {
     /// Whether two header names are equal ignoring ASCII case (header names are ASCII tokens).
     @inlinable
@@ -14,30 +17,6 @@ extension HTTPHeader {
                 if lx != ly { return false }
             default:
                 return false
-            }
-        }
-    }
-}
-
-/// Cryptographically random bytes in one system call where the platform has one.
-public enum RandomBytes {
-    /// `count` random bytes.
-    public static func make(_ count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: max(0, count))
-        bytes.withUnsafeMutableBufferPointer { fill($0) }
-        return bytes
-    }
-
-    /// Fills `buffer` with random bytes, eight at a time from the system generator.
-    public static func fill(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
-        var generator = SystemRandomNumberGenerator()
-        var index = 0
-        while index < buffer.count {
-            var word = generator.next()
-            for _ in 0..<min(8, buffer.count - index) {
-                buffer[index] = UInt8(truncatingIfNeeded: word)
-                word >>= 8
-                index += 1
             }
         }
     }
@@ -63,26 +42,6 @@ extension Array where Element == HTTPHeader {
     public mutating func set(named name: String, value: String?) {
         removeAll { HTTPHeader.namesEqual($0.name, name) }
         if let value { append(HTTPHeader(name: name, value: value)) }
-    }
-}
-
-/// RFC 3986 percent-encoding, shared by the host and plugins.
-public enum RFC3986 {
-    /// Percent-encodes everything but the unreserved characters `A–Z a–z 0–9 - . _ ~`, as `%XX` upper-case.
-    public static func escape(_ text: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.append(byte)
-            default:
-                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0f)]]
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 
