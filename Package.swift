@@ -12,10 +12,14 @@ let contribPlugins = ["AccessToken", "Credentials", "Activity", "Logger", "Signa
 // Each plugin module can also be linked in-process; its library's entry point is a target of its own.
 var contribTargets: [Target] {
     contribPlugins.flatMap { name -> [Target] in
-        [.target(name: "\(name)Plugin", dependencies: ["PluginSDK"], path: "PluginsContrib/\(name)",
-                 exclude: ["README.md", "plugin-config.json", "Entry"]),
-         .target(name: "\(name)PluginEntry", dependencies: ["PluginSDK", .target(name: "\(name)Plugin")],
-                 path: "PluginsContrib/\(name)/Entry")]
+        [
+            .target(
+                name: "\(name)Plugin", dependencies: ["PluginSDK"], path: "PluginsContrib/\(name)",
+                exclude: ["README.md", "plugin-config.json", "Entry"]),
+            .target(
+                name: "\(name)PluginEntry", dependencies: ["PluginSDK", .target(name: "\(name)Plugin")],
+                path: "PluginsContrib/\(name)/Entry"),
+        ]
     }
 }
 
@@ -24,16 +28,19 @@ var contribProducts: [Product] {
 }
 
 var testFixtureTargets: [Target] {
-    [.target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit"),
-     .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop"),
-     .target(name: "TrapTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Trap"),
-     .target(name: "ForgetfulTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Forgetful")]
+    [
+        .target(name: "TestPluginKit", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/TestPluginKit"),
+        .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop"),
+        .target(name: "TrapTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Trap"),
+        .target(name: "ForgetfulTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Forgetful"),
+    ]
         + swiftTestPlugins.map {
             .target(name: "\($0)TestPlugin", dependencies: ["TestPluginKit", "PluginSDK"], path: "Tests/Fixtures/Plugins/\($0)")
         }
         + cTestPlugins.map {
-            .target(name: "\($0)TestPlugin", dependencies: ["CPluginABI"], path: "Tests/Fixtures/Plugins/\($0)", publicHeadersPath: ".",
-                    cSettings: [.headerSearchPath("../Shared")])
+            .target(
+                name: "\($0)TestPlugin", dependencies: ["CPluginABI"], path: "Tests/Fixtures/Plugins/\($0)", publicHeadersPath: ".",
+                cSettings: [.headerSearchPath("../Shared")])
         }
 }
 

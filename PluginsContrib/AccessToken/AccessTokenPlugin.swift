@@ -72,7 +72,9 @@ public struct AccessTokenPlugin: ExportablePlugin {
         case "none": return nil
         default:
             guard option.hasPrefix("custom:"), HeaderValidation.isValidName(String(option.dropFirst(7))) else {
-                throw Failure(description: "access-token: pluginOptions[\"auth\"] must be bearer, basic, custom:<Scheme> or none, not \(option.debugDescription)")
+                throw Failure(
+                    description:
+                        "access-token: pluginOptions[\"auth\"] must be bearer, basic, custom:<Scheme> or none, not \(option.debugDescription)")
             }
             return String(option.dropFirst(7))
         }
@@ -118,7 +120,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
         }
         guard allowed else {
             carried.remove(context.requestID)
-            throw Failure(description: "access-token: excessive refresh: \(recent) refreshes within \(refreshWindow) s (maxRefreshes \(maxRefreshes))")
+            throw Failure(
+                description: "access-token: excessive refresh: \(recent) refreshes within \(refreshWindow) s (maxRefreshes \(maxRefreshes))")
         }
         return .retry(refresh: CredentialRefresh(key: key, staleValue: sent.token))
     }

@@ -41,8 +41,10 @@ public struct ActivityPlugin: ExportablePlugin {
     }
 
     func fields(_ context: InterceptorContext, inFlight: Int) -> [String: String] {
-        ["requestID": String(context.requestID), "attempt": String(context.attempt), "method": context.target.method,
-         "path": context.target.path, "inFlight": String(inFlight), "activity": visibility(context)]
+        [
+            "requestID": String(context.requestID), "attempt": String(context.attempt), "method": context.target.method,
+            "path": context.target.path, "inFlight": String(inFlight), "activity": visibility(context),
+        ]
     }
 
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {

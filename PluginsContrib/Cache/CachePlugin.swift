@@ -47,10 +47,11 @@ public struct CachePlugin: ExportablePlugin {
         let directory = try configuration.string("directory")
         if let directory, !directory.hasPrefix("/") { throw configuration.error("directory must be an absolute path") }
         do {
-            store = try CacheStore(maxMemoryEntries: try configuration.integer("maxMemoryEntries", default: 256, in: 1...1_000_000),
-                                   maxMemoryBytes: try configuration.integer("maxMemoryBytes", default: 16 << 20, in: 1...(1 << 40)),
-                                   directory: directory,
-                                   maxDiskBytes: try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50)))
+            store = try CacheStore(
+                maxMemoryEntries: try configuration.integer("maxMemoryEntries", default: 256, in: 1...1_000_000),
+                maxMemoryBytes: try configuration.integer("maxMemoryBytes", default: 16 << 20, in: 1...(1 << 40)),
+                directory: directory,
+                maxDiskBytes: try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50)))
         } catch let error as PluginConfigurationError {
             throw error
         } catch {
@@ -102,7 +103,12 @@ public struct CachePlugin: ExportablePlugin {
                 }
             }
             if usable {
-                pending.set({ var s = state; s.served = true; return s }(), for: context.requestID)
+                pending.set(
+                    {
+                        var s = state
+                        s.served = true
+                        return s
+                    }(), for: context.requestID)
                 return .respond(served(entry, cacheStatus: "hit", age: age, headOnly: method == "HEAD"))
             }
             if onlyIfCached { return .respond(Self.gatewayTimeout) }
@@ -180,7 +186,9 @@ public struct CachePlugin: ExportablePlugin {
         guard !state.noStore else { return nil }
         let directives = CacheDirectives(response.headerValues("Cache-Control"))
         if directives.has("no-store") { return nil }
-        let varyNames = response.headerValues("Vary").flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        let varyNames = response.headerValues("Vary").flatMap { $0.split(separator: ",") }.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        }
         if varyNames.contains("*") { return nil }
         if state.authorized && !storeAuthorized && !directives.has("public") && !directives.has("must-revalidate") && !directives.has("s-maxage") {
             return nil
@@ -188,15 +196,17 @@ public struct CachePlugin: ExportablePlugin {
         let status = response.statusCode
         let explicit = directives.has("max-age") || response.header("Expires") != nil || directives.has("public") || directives.has("private")
         guard state.ttl != nil ? (200..<300).contains(status) : (explicit || CacheEntry.heuristicallyCacheable.contains(status)),
-            status != 206, status != 304 else { return nil }
+            status != 206, status != 304
+        else { return nil }
         var vary: [String: String] = [:]
         for name in varyNames where !name.isEmpty {
             vary[name] = state.requestHeaders.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value).joined(separator: ", ")
         }
         let headers = response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") }
-        return CacheEntry(key: state.key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
-                          body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,
-                          hasQuery: state.hasQuery)
+        return CacheEntry(
+            key: state.key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
+            body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,
+            hasQuery: state.hasQuery)
     }
 
     /// A stale entry to serve after an error, when allowed.

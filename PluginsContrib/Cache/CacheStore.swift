@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -42,7 +43,10 @@ final class CacheStore: Sendable {
         var found: [(String, Int, Double)] = []
         for name in files {
             let path = directory + "/" + name
-            if name.contains(".tmp-") { unlink(path); continue }
+            if name.contains(".tmp-") {
+                unlink(path)
+                continue
+            }
             guard name.hasSuffix(".entry"), let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { continue }
             let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
             let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0

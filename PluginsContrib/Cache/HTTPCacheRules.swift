@@ -39,7 +39,8 @@ enum HTTPDate {
     static func parse(_ text: String) -> Double? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]),
-            let month = months.firstIndex(of: parts[2].lowercased()).map({ $0 + 1 }) else { return nil }
+            let month = months.firstIndex(of: parts[2].lowercased()).map({ $0 + 1 })
+        else { return nil }
         let time = parts[4].split(separator: ":").compactMap { Int($0) }
         guard time.count == 3, (1...31).contains(day), (0...23).contains(time[0]), (0...59).contains(time[1]), (0...60).contains(time[2])
         else { return nil }
@@ -53,8 +54,9 @@ enum HTTPDate {
         let secondOfDay = total - days * 86_400
         let (year, month, day) = civilFromDays(days)
         let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][((days % 7) + 7) % 7]
-        return String(format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", weekday, day, months[month - 1].capitalized, year,
-                      secondOfDay / 3600, (secondOfDay % 3600) / 60, secondOfDay % 60)
+        return String(
+            format: "%@, %02d %@ %04d %02d:%02d:%02d GMT", weekday, day, months[month - 1].capitalized, year,
+            secondOfDay / 3600, (secondOfDay % 3600) / 60, secondOfDay % 60)
     }
 
     /// Days since 1970-01-01 of a proleptic Gregorian date.

@@ -44,7 +44,10 @@ public struct CredentialsPlugin: ExportablePlugin {
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["credentials"])
         guard let list = configuration.values["credentials"] as? [Any] else {
-            if configuration.values["credentials"] == nil { entries = []; return }
+            if configuration.values["credentials"] == nil {
+                entries = []
+                return
+            }
             throw configuration.error("credentials must be a list of objects")
         }
         let allowed: Set<String> = ["host", "port", "scheme", "realm", "user", "password", "passwordKey", "passwordEnv", "preemptive"]
@@ -52,7 +55,8 @@ public struct CredentialsPlugin: ExportablePlugin {
             guard let object = item as? [String: Any] else { throw configuration.error("credentials[\(index)] must be an object") }
             let entry = PluginConfiguration(plugin: configuration.plugin, values: object)
             if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
-                throw configuration.error("credentials[\(index)]: unknown key \(unknown.debugDescription); known keys: \(allowed.sorted().joined(separator: ", "))")
+                throw configuration.error(
+                    "credentials[\(index)]: unknown key \(unknown.debugDescription); known keys: \(allowed.sorted().joined(separator: ", "))")
             }
             func field<T>(_ read: () throws -> T) throws -> T {
                 do { return try read() } catch let error as PluginConfigurationError {
@@ -74,9 +78,10 @@ public struct CredentialsPlugin: ExportablePlugin {
             let port = object["port"] == nil ? nil : try field { try entry.integer("port", default: 0, in: 1...65535) }
             let scheme = try field { try entry.string("scheme") }?.lowercased()
             if let scheme, scheme != "http", scheme != "https" { throw configuration.error("credentials[\(index)].scheme must be http or https") }
-            return Entry(host: host, port: port, scheme: scheme, realm: try field { try entry.string("realm") }, user: user,
-                         password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
-                         preemptive: try field { try entry.bool("preemptive", default: false) })
+            return Entry(
+                host: host, port: port, scheme: scheme, realm: try field { try entry.string("realm") }, user: user,
+                password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
+                preemptive: try field { try entry.bool("preemptive", default: false) })
         }
     }
 
@@ -94,7 +99,9 @@ public struct CredentialsPlugin: ExportablePlugin {
 
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
         guard HTTPHeader.namesEqual(challenge.method, "Basic"), challenge.previousFailureCount == 0,
-            let entry = entries.first(where: { $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm) }),
+            let entry = entries.first(where: {
+                $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm)
+            }),
             let password = entry.password(context.services)
         else { return .performDefault }
         return .useCredential(user: entry.user, password: password)

@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -21,8 +22,15 @@ public struct LoggerPlugin: ExportablePlugin {
     public static var pluginSummary: String { "Logs requests and responses with secrets redacted" }
     public static var implementedHooks: Set<InterceptorHook> { [.willSend, .didReceive] }
 
-    enum Level: Int { case off = 0, basic, headers, body }
-    enum Output { case standardError, file(Int32), host }
+    enum Level: Int {
+        case off = 0
+        case basic, headers, body
+    }
+    enum Output {
+        case standardError
+        case file(Int32)
+        case host
+    }
 
     static let alwaysRedacted: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
 
@@ -75,7 +83,10 @@ public struct LoggerPlugin: ExportablePlugin {
         }
         curl = try configuration.bool("curl", default: false)
         redactedHeaders = Self.alwaysRedacted.union(try configuration.strings("redactHeaders").map { $0.lowercased() })
-        redactedQuery = Set(try configuration.strings("redactQuery", default: ["token", "access_token", "sign", "signature", "x-signature", "password"]).map { $0.lowercased() })
+        redactedQuery = Set(
+            try configuration.strings("redactQuery", default: ["token", "access_token", "sign", "signature", "x-signature", "password"]).map {
+                $0.lowercased()
+            })
         secretKeys = try configuration.strings("redactStoreKeys", default: ["access_token", "signing_secret"])
         maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
         self.host = host

@@ -27,7 +27,10 @@ public struct SignaturePlugin: ExportablePlugin {
     public static var pluginSummary: String { "Signs requests (HMAC-SHA256 canonical request, or legacy MD5 of sorted parameters)" }
     public static var implementedHooks: Set<InterceptorHook> { [.prepare] }
 
-    enum Scheme: String { case hmac = "hmac-sha256", md5 = "md5-sorted" }
+    enum Scheme: String {
+        case hmac = "hmac-sha256"
+        case md5 = "md5-sorted"
+    }
 
     let scheme: Scheme
     let keyID: String
@@ -96,8 +99,9 @@ public struct SignaturePlugin: ExportablePlugin {
             let extra = [(names.timestamp, timestamp), (names.nonce, nonce), (names.keyID, keyID)]
             try request.setURL(Self.appending(extra, to: request.url))
         }
-        let canonical = Self.canonicalString(method: request.method, url: request.url, body: request.body, timestamp: timestamp,
-                                             nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : [])
+        let canonical = Self.canonicalString(
+            method: request.method, url: request.url, body: request.body, timestamp: timestamp,
+            nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : [])
         let signature = SHA256.hex(HMACSHA256.authenticate(Array(canonical.utf8), key: secret))
         if inQuery {
             try request.setURL(Self.appending([(names.signature, signature)], to: request.url))

@@ -23,7 +23,10 @@ public final class CancellableToken: Cancellable {
     /// Cancels the request.
     public func cancel() {
         let action = state.withLock { state -> (@Sendable () -> Void)? in
-            defer { state.cancelled = true; state.action = nil }
+            defer {
+                state.cancelled = true
+                state.action = nil
+            }
             return state.action
         }
         action?()

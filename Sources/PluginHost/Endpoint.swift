@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -34,17 +35,22 @@ public struct Endpoint: Sendable {
     let extraQueryParameters: Parameters
 
     /// Creates an endpoint.
-    public init(url: String,
-                sampleResponseClosure: @escaping @Sendable () -> EndpointSampleResponse,
-                method: HTTPMethod,
-                task: RequestTask,
-                httpHeaderFields: [String: String]?) {
-        self.init(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-                  httpHeaderFields: httpHeaderFields, extraQueryParameters: [:])
+    public init(
+        url: String,
+        sampleResponseClosure: @escaping @Sendable () -> EndpointSampleResponse,
+        method: HTTPMethod,
+        task: RequestTask,
+        httpHeaderFields: [String: String]?
+    ) {
+        self.init(
+            url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+            httpHeaderFields: httpHeaderFields, extraQueryParameters: [:])
     }
 
-    init(url: String, sampleResponseClosure: @escaping @Sendable () -> EndpointSampleResponse, method: HTTPMethod,
-         task: RequestTask, httpHeaderFields: [String: String]?, extraQueryParameters: Parameters) {
+    init(
+        url: String, sampleResponseClosure: @escaping @Sendable () -> EndpointSampleResponse, method: HTTPMethod,
+        task: RequestTask, httpHeaderFields: [String: String]?, extraQueryParameters: Parameters
+    ) {
         self.url = url
         self.sampleResponseClosure = sampleResponseClosure
         self.method = method
@@ -62,14 +68,16 @@ public struct Endpoint: Sendable {
             }
             fields[name] = value
         }
-        return Endpoint(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-                        httpHeaderFields: fields, extraQueryParameters: extraQueryParameters)
+        return Endpoint(
+            url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+            httpHeaderFields: fields, extraQueryParameters: extraQueryParameters)
     }
 
     /// A copy with `task` instead of the current task.
     public func replacing(task: RequestTask) -> Endpoint {
-        Endpoint(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-                 httpHeaderFields: httpHeaderFields, extraQueryParameters: extraQueryParameters)
+        Endpoint(
+            url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+            httpHeaderFields: httpHeaderFields, extraQueryParameters: extraQueryParameters)
     }
 
     /// Builds the `URLRequest`: URL, method, headers, then the task's parameters or body.
@@ -123,7 +131,9 @@ public struct Endpoint: Sendable {
         }
     }
 
-    private static func encode(_ parameters: Parameters, with encoding: any ParameterEncoding, into request: URLRequest) throws(NetworkError) -> URLRequest {
+    private static func encode(_ parameters: Parameters, with encoding: any ParameterEncoding, into request: URLRequest) throws(NetworkError)
+        -> URLRequest
+    {
         do {
             return try encoding.encode(request, with: parameters)
         } catch {
@@ -184,7 +194,8 @@ extension Endpoint {
                 extra = extra.merging(defaultParameters) { mine, _ in mine }
             }
         }
-        return Endpoint(url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-                        httpHeaderFields: headers.isEmpty ? nil : headers, extraQueryParameters: extra)
+        return Endpoint(
+            url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
+            httpHeaderFields: headers.isEmpty ? nil : headers, extraQueryParameters: extra)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -54,8 +55,10 @@ struct InterceptorChain: Sendable {
     }
 
     /// Runs every attempt of `plan` and returns the validated response or the error.
-    func run(_ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?,
-             cancellation: CancellationSignal) async -> Result<Response, NetworkError> {
+    func run(
+        _ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?,
+        cancellation: CancellationSignal
+    ) async -> Result<Response, NetworkError> {
         var attempt = 1
         while true {
             if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
@@ -106,8 +109,10 @@ struct InterceptorChain: Sendable {
             if shortCircuit == nil, spent > 0.001, finalRequest.timeoutInterval > 0 {
                 let remaining = finalRequest.timeoutInterval - spent
                 guard remaining > 0 else {
-                    let failure = TransportFailure(kind: .timedOut, message: String(
-                        format: "the request's timeout (%.1f s) ran out in interceptor hooks (%.1f s)", finalRequest.timeoutInterval, spent))
+                    let failure = TransportFailure(
+                        kind: .timedOut,
+                        message: String(
+                            format: "the request's timeout (%.1f s) ran out in interceptor hooks (%.1f s)", finalRequest.timeoutInterval, spent))
                     for index in stride(from: sendingThrough - 1, through: 0, by: -1) {
                         try? interceptors[index].didReceive(.failure(failure), context: contexts[index])
                     }
@@ -121,8 +126,9 @@ struct InterceptorChain: Sendable {
                 outcome = .response(ResponseState(shortCircuit.response, url: finalRequest.url))
             } else {
                 (outcome, sentRequest) = await sendAuthenticating(
-                    TransportRequest(urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
-                                     cancellation: cancellation, redirects: plan.redirects),
+                    TransportRequest(
+                        urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
+                        cancellation: cancellation, redirects: plan.redirects),
                     transport: plan.transport, contexts: contexts)
             }
 
@@ -134,7 +140,8 @@ struct InterceptorChain: Sendable {
                 do {
                     try interceptors[index].didReceive(received, context: contexts[index])
                 } catch {
-                    responseError = responseError
+                    responseError =
+                        responseError
                         ?? .interceptor(name: interceptors[index].name, hook: .didReceive, message: Self.message(error))
                 }
             }
@@ -185,8 +192,10 @@ struct InterceptorChain: Sendable {
     /// hooks (asked in order, the first answer other than `performDefault` wins) and sends
     /// again with the credential. Basic is answered; other schemes deliver the challenge
     /// response unanswered.
-    private func sendAuthenticating(_ request: TransportRequest, transport: any Transport,
-                                    contexts: [InterceptorContext]) async -> (Outcome, URLRequest) {
+    private func sendAuthenticating(
+        _ request: TransportRequest, transport: any Transport,
+        contexts: [InterceptorContext]
+    ) async -> (Outcome, URLRequest) {
         var request = request
         var failures = 0
         while true {
@@ -214,8 +223,10 @@ struct InterceptorChain: Sendable {
                 request.urlRequest.setValue("Basic \(token)", forHTTPHeaderField: field)
                 failures += 1
             case .cancel:
-                return (.failure(TransportFailure(kind: .cancelled, message: "\(answeredBy) cancelled the authentication challenge")),
-                        request.urlRequest)
+                return (
+                    .failure(TransportFailure(kind: .cancelled, message: "\(answeredBy) cancelled the authentication challenge")),
+                    request.urlRequest
+                )
             default:
                 return (outcome, request.urlRequest)
             }
@@ -237,9 +248,10 @@ struct InterceptorChain: Sendable {
             realm = String(header[range.upperBound...].prefix { $0 != "\"" })
         }
         let secure = url.scheme?.lowercased() == "https"
-        return AuthenticationChallenge(host: url.host ?? "", port: url.port ?? (secure ? 443 : 80),
-                                       scheme: url.scheme?.lowercased() ?? "http", realm: realm, method: scheme,
-                                       previousFailureCount: previousFailureCount)
+        return AuthenticationChallenge(
+            host: url.host ?? "", port: url.port ?? (secure ? 443 : 80),
+            scheme: url.scheme?.lowercased() ?? "http", realm: realm, method: scheme,
+            previousFailureCount: previousFailureCount)
     }
 
     private static func finish(_ outcome: Outcome, request: URLRequest, validation: ValidationType) -> Result<Response, NetworkError> {
@@ -247,9 +259,10 @@ struct InterceptorChain: Sendable {
         case .failure(let failure):
             return .failure(failure.kind == .cancelled ? .cancelled : .underlying(failure, nil))
         case .response(let state):
-            let response = Response(statusCode: state.statusCode, data: state.data, request: request,
-                                    response: state.makeHTTPURLResponse(fallbackURL: request.url), fileURL: state.fileURL,
-                                    httpVersion: state.httpVersion)
+            let response = Response(
+                statusCode: state.statusCode, data: state.data, request: request,
+                response: state.makeHTTPURLResponse(fallbackURL: request.url), fileURL: state.fileURL,
+                httpVersion: state.httpVersion)
             guard validation.accepts(state.statusCode) else { return .failure(.statusCode(response)) }
             return .success(response)
         }

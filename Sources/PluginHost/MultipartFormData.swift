@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -37,8 +38,9 @@ public struct MultipartFormBodyPart: Sendable {
 
     /// A file field read from disk.
     public static func file(_ url: URL, name: String, fileName: String? = nil, mimeType: String? = nil) -> MultipartFormBodyPart {
-        MultipartFormBodyPart(source: .file(url), name: name, fileName: fileName ?? url.lastPathComponent,
-                              mimeType: mimeType ?? "application/octet-stream")
+        MultipartFormBodyPart(
+            source: .file(url), name: name, fileName: fileName ?? url.lastPathComponent,
+            mimeType: mimeType ?? "application/octet-stream")
     }
 }
 

@@ -1,8 +1,9 @@
 import Foundation
+import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import PluginSDK
 
 /// Every way a request or a pipeline step can fail.
 public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedError {

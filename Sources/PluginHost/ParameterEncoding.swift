@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -1,8 +1,9 @@
 import Foundation
+import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import PluginSDK
 
 /// An event an interceptor emitted through ``HostServices/emit(_:fields:)``.
 public struct PluginEvent: Sendable, Equatable {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -61,17 +62,19 @@ public final class Provider<Target: TargetType>: Sendable {
     ///   - trackInflights: share identical in-flight requests (one network call, every caller gets the result).
     ///   - services: the services interceptors see; a new set by default.
     ///   - maxInterceptorRetries: how often `process` may ask to retry one request; default 2.
-    public init(endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
-                requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
-                stubClosure: @escaping StubClosure = Provider.neverStub(_:),
-                callbackQueue: DispatchQueue? = nil,
-                configuration: URLSessionConfiguration? = nil,
-                transport: (any Transport)? = nil,
-                interceptors: [any Interceptor] = [],
-                server: ServerConfiguration? = nil,
-                trackInflights: Bool = false,
-                services: PluginServices = PluginServices(),
-                maxInterceptorRetries: Int = 2) {
+    public init(
+        endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
+        requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
+        stubClosure: @escaping StubClosure = Provider.neverStub(_:),
+        callbackQueue: DispatchQueue? = nil,
+        configuration: URLSessionConfiguration? = nil,
+        transport: (any Transport)? = nil,
+        interceptors: [any Interceptor] = [],
+        server: ServerConfiguration? = nil,
+        trackInflights: Bool = false,
+        services: PluginServices = PluginServices(),
+        maxInterceptorRetries: Int = 2
+    ) {
         self.endpointClosure = endpointClosure
         self.requestClosure = requestClosure
         self.stubClosure = stubClosure
@@ -103,8 +106,10 @@ public final class Provider<Target: TargetType>: Sendable {
     }
 
     /// The Linux choice, with the libcurl transport made by `makeCurl`.
-    static func defaultTransport(services: PluginServices,
-                                 makeCurl: () throws(CurlTransportError) -> CurlTransport) -> any Transport {
+    static func defaultTransport(
+        services: PluginServices,
+        makeCurl: () throws(CurlTransportError) -> CurlTransport
+    ) -> any Transport {
         do {
             return try makeCurl()
         } catch {
@@ -115,11 +120,13 @@ public final class Provider<Target: TargetType>: Sendable {
 
     /// A pipeline for `target`. Nothing is sent until the pipeline is consumed.
     public func request(_ target: Target) -> ResponsePipeline<Response> {
-        let info = TargetInfo(method: target.method.rawValue, baseURL: target.baseURL.absoluteString, path: target.path,
-                              pluginOptions: target.pluginOptions)
-        return pipeline(method: target.method, info: info, validation: target.validationType, redirects: target.redirectPolicy,
-                        stub: { [stubClosure] in stubClosure(target) },
-                        endpoint: { [endpointClosure] in endpointClosure(target) })
+        let info = TargetInfo(
+            method: target.method.rawValue, baseURL: target.baseURL.absoluteString, path: target.path,
+            pluginOptions: target.pluginOptions)
+        return pipeline(
+            method: target.method, info: info, validation: target.validationType, redirects: target.redirectPolicy,
+            stub: { [stubClosure] in stubClosure(target) },
+            endpoint: { [endpointClosure] in endpointClosure(target) })
     }
 
     /// Cancels every request of this provider that is in flight; each caller gets ``NetworkError/cancelled``.
@@ -131,9 +138,11 @@ public final class Provider<Target: TargetType>: Sendable {
     public var inflightCount: Int { registry.runningCount }
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls.
-    func pipeline(method: HTTPMethod, info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy? = nil,
-                  stub: @escaping @Sendable () -> StubBehavior,
-                  endpoint: @escaping @Sendable () -> Endpoint) -> ResponsePipeline<Response> {
+    func pipeline(
+        method: HTTPMethod, info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy? = nil,
+        stub: @escaping @Sendable () -> StubBehavior,
+        endpoint: @escaping @Sendable () -> Endpoint
+    ) -> ResponsePipeline<Response> {
         ResponsePipeline(method: method, callbackQueue: callbackQueue) { [self] progress async throws(NetworkError) -> Response in
             let plan = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
             let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
@@ -145,7 +154,9 @@ public final class Provider<Target: TargetType>: Sendable {
         }
     }
 
-    private func makePlan(info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy?, stub: StubBehavior, endpoint: Endpoint) async throws(NetworkError) -> CallPlan {
+    private func makePlan(info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy?, stub: StubBehavior, endpoint: Endpoint)
+        async throws(NetworkError) -> CallPlan
+    {
         var endpoint = endpoint
         var timeout: TimeInterval?
         if let server {
@@ -184,8 +195,9 @@ public final class Provider<Target: TargetType>: Sendable {
         case .delayed(let seconds):
             transport = StubTransport(delay: seconds) { _ in mapped.sampleResponseClosure() }
         }
-        return CallPlan(target: info, request: request, body: body, download: endpoint.task.downloadDestination,
-                        transport: transport, validation: validation, redirects: redirects)
+        return CallPlan(
+            target: info, request: request, body: body, download: endpoint.task.downloadDestination,
+            transport: transport, validation: validation, redirects: redirects)
     }
 
     private static func sharingKey(_ plan: CallPlan) -> String {
@@ -207,8 +219,9 @@ extension URLRequest {
 extension Provider {
     /// The default mapping: the target's URL, method, task and headers, and its sample response.
     public static func defaultEndpointMapping(for target: Target) -> Endpoint {
-        Endpoint(url: target.url.absoluteString, sampleResponseClosure: { target.sampleResponse },
-                 method: target.method, task: target.task, httpHeaderFields: target.headers)
+        Endpoint(
+            url: target.url.absoluteString, sampleResponseClosure: { target.sampleResponse },
+            method: target.method, task: target.task, httpHeaderFields: target.headers)
     }
 
     /// The default request mapping: the request unchanged.

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -50,8 +51,10 @@ extension Response {
     /// Values at a key path may be fragments (a number, string, Boolean or URL). An empty
     /// body fails with ``NetworkError/objectMapping(_:_:)`` unless `failsOnEmptyData` is
     /// false and `type` can be decoded from `null` (an optional).
-    public func map<D: Decodable>(_ type: D.Type, atKeyPath keyPath: String? = nil, using decoder: JSONDecoder = JSONDecoder(),
-                                  failsOnEmptyData: Bool = true) throws(NetworkError) -> D {
+    public func map<D: Decodable>(
+        _ type: D.Type, atKeyPath keyPath: String? = nil, using decoder: JSONDecoder = JSONDecoder(),
+        failsOnEmptyData: Bool = true
+    ) throws(NetworkError) -> D {
         let source: Data
         if let keyPath {
             let value = try self.value(atKeyPath: keyPath)

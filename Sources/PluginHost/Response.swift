@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -20,8 +21,10 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     public let httpVersion: String?
 
     /// Creates a response.
-    public init(statusCode: Int, data: Data, request: URLRequest? = nil, response: HTTPURLResponse? = nil, fileURL: URL? = nil,
-                httpVersion: String? = nil) {
+    public init(
+        statusCode: Int, data: Data, request: URLRequest? = nil, response: HTTPURLResponse? = nil, fileURL: URL? = nil,
+        httpVersion: String? = nil
+    ) {
         self.statusCode = statusCode
         self.data = data
         self.request = request

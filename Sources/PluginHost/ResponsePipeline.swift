@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
+import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import PluginSDK
 
 /// A lazy, immutable description of a request and the steps applied to its result.
 ///
@@ -29,8 +30,10 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     let body: @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
 
     /// Creates a pipeline from a closure that produces the value.
-    public init(method: HTTPMethod? = nil, callbackQueue: DispatchQueue? = nil,
-                _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value) {
+    public init(
+        method: HTTPMethod? = nil, callbackQueue: DispatchQueue? = nil,
+        _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
+    ) {
         self.method = method
         self.callbackQueue = callbackQueue
         self.body = body
@@ -68,8 +71,10 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// Cancelling the returned token cancels the request; `completion` then gets
     /// ``NetworkError/cancelled``.
     @discardableResult
-    public func start(on queue: DispatchQueue? = nil, progress: ProgressHandler? = nil,
-                      completion: @escaping @Sendable (Result<Value, NetworkError>) -> Void) -> any Cancellable {
+    public func start(
+        on queue: DispatchQueue? = nil, progress: ProgressHandler? = nil,
+        completion: @escaping @Sendable (Result<Value, NetworkError>) -> Void
+    ) -> any Cancellable {
         let queue = queue ?? callbackQueue ?? DispatchQueue.global()
         var progressOnQueue: ProgressHandler?
         if let progress {
@@ -212,9 +217,11 @@ extension ResponsePipeline where Value == Response {
     }
 
     /// Decodes the body, or the value at a key path, into `type`.
-    public func map<D: Decodable & Sendable>(_ type: D.Type, atKeyPath keyPath: String? = nil,
-                                             using decoder: @autoclosure @escaping @Sendable () -> JSONDecoder = JSONDecoder(),
-                                             failsOnEmptyData: Bool = true) -> ResponsePipeline<D> {
+    public func map<D: Decodable & Sendable>(
+        _ type: D.Type, atKeyPath keyPath: String? = nil,
+        using decoder: @autoclosure @escaping @Sendable () -> JSONDecoder = JSONDecoder(),
+        failsOnEmptyData: Bool = true
+    ) -> ResponsePipeline<D> {
         step { response throws(NetworkError) in
             try response.map(type, atKeyPath: keyPath, using: decoder(), failsOnEmptyData: failsOnEmptyData)
         }

@@ -1,8 +1,9 @@
 import Foundation
+import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import PluginSDK
 
 /// When and how a pipeline's ``ResponsePipeline/retry(_:)`` step sends a request again.
 ///
@@ -41,13 +42,15 @@ public struct RetryPolicy: Sendable {
     public static let `default` = RetryPolicy()
 
     /// Creates a policy.
-    public init(retryLimit: Int = 2,
-                exponentialBackoffBase: Double = 2,
-                exponentialBackoffScale: Double = 0.5,
-                retryableHTTPMethods: Set<HTTPMethod> = [.delete, .get, .head, .options, .put, .trace],
-                retryableStatusCodes: Set<Int> = [408, 500, 502, 503, 504],
-                retryableFailureKinds: Set<TransportFailureKind> = [.timedOut, .cannotConnect, .connectionLost, .badResponse],
-                onRetry: (@Sendable (Attempt) -> Void)? = nil) {
+    public init(
+        retryLimit: Int = 2,
+        exponentialBackoffBase: Double = 2,
+        exponentialBackoffScale: Double = 0.5,
+        retryableHTTPMethods: Set<HTTPMethod> = [.delete, .get, .head, .options, .put, .trace],
+        retryableStatusCodes: Set<Int> = [408, 500, 502, 503, 504],
+        retryableFailureKinds: Set<TransportFailureKind> = [.timedOut, .cannotConnect, .connectionLost, .badResponse],
+        onRetry: (@Sendable (Attempt) -> Void)? = nil
+    ) {
         self.retryLimit = retryLimit
         self.exponentialBackoffBase = exponentialBackoffBase
         self.exponentialBackoffScale = exponentialBackoffScale

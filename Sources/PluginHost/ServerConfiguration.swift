@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -49,8 +50,10 @@ public final class ServerConfiguration: Sendable {
     public let environments: [String: URL]
 
     /// Creates a configuration.
-    public init(baseURL: URL, headers: [String: String] = [:], parameters: Parameters = [:], timeout: TimeInterval = 60,
-                environments: [String: URL] = [:]) {
+    public init(
+        baseURL: URL, headers: [String: String] = [:], parameters: Parameters = [:], timeout: TimeInterval = 60,
+        environments: [String: URL] = [:]
+    ) {
         state = Locked(Snapshot(baseURL: baseURL, headers: headers, parameters: parameters, timeout: timeout, environment: nil))
         self.environments = environments
     }
@@ -61,7 +64,12 @@ public final class ServerConfiguration: Sendable {
     /// The base URL for requests started from now on.
     public var baseURL: URL {
         get { state.withLock { $0.baseURL } }
-        set { state.withLock { $0.baseURL = newValue; $0.environment = nil } }
+        set {
+            state.withLock {
+                $0.baseURL = newValue
+                $0.environment = nil
+            }
+        }
     }
 
     /// Default headers for requests started from now on.
@@ -92,6 +100,9 @@ public final class ServerConfiguration: Sendable {
         guard let url = environments[name] else {
             throw .unknownEnvironment(name, known: Array(environments.keys))
         }
-        state.withLock { $0.baseURL = url; $0.environment = name }
+        state.withLock {
+            $0.baseURL = url
+            $0.environment = name
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -60,9 +61,11 @@ public struct TransportRequest: Sendable {
     public var redirects: RedirectPolicy?
 
     /// Creates a transport request.
-    public init(urlRequest: URLRequest, body: Body = .inline, download: DownloadDestination? = nil,
-                progress: (@Sendable (TransferProgress) -> Void)? = nil, cancellation: CancellationSignal? = nil,
-                redirects: RedirectPolicy? = nil) {
+    public init(
+        urlRequest: URLRequest, body: Body = .inline, download: DownloadDestination? = nil,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil, cancellation: CancellationSignal? = nil,
+        redirects: RedirectPolicy? = nil
+    ) {
         self.urlRequest = urlRequest
         self.body = body
         self.download = download

@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -131,8 +132,10 @@ final class SessionCall: Sendable {
     }
 
     /// Creates the task with `makeTask` and resumes it, unless the call was already cancelled.
-    func start(continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>,
-               makeTask: () -> URLSessionTask) {
+    func start(
+        continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>,
+        makeTask: () -> URLSessionTask
+    ) {
         let cancelledEarly = state.withLock { state -> Bool in
             state.continuation = continuation
             return state.cancelled
@@ -279,14 +282,18 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
         call(for: dataTask)?.append(data, expected: dataTask.response?.expectedContentLength ?? -1)
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64,
-                    totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64,
+        totalBytesSent: Int64, totalBytesExpectedToSend: Int64
+    ) {
         call(for: task)?.request.progress?(
             TransferProgress(direction: .upload, completedBytes: totalBytesSent, totalBytes: totalBytesExpectedToSend))
     }
 
-    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
-                    totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+    func urlSession(
+        _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
+    ) {
         call(for: downloadTask)?.request.progress?(
             TransferProgress(direction: .download, completedBytes: totalBytesWritten, totalBytes: totalBytesExpectedToWrite))
     }
@@ -301,8 +308,10 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
         call?.complete(task: task, error: error)
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
         if let call = call(for: task), !call.mayRedirect() {
             completionHandler(nil)
             return
@@ -318,11 +327,14 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
     /// challenged response is delivered as it is (e.g. a `401`), so behaviour is the same on
     /// every platform. (swift-corelibs-foundation also hangs under default handling of a
     /// `401` with `WWW-Authenticate`.) Server trust keeps the system's default handling.
-    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
-                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
         let method = challenge.protectionSpace.authenticationMethod
-        guard method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest
-            || method == NSURLAuthenticationMethodDefault,
+        guard
+            method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest
+                || method == NSURLAuthenticationMethodDefault,
             let response = (challenge.failureResponse ?? task.response) as? HTTPURLResponse,
             let call = call(for: task)
         else {

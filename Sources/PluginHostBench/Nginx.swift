@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -51,7 +52,9 @@ final class NginxServer {
             usleep(50_000)
         }
         stop()
-        throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "nginx did not answer on 127.0.0.1:\(port) within 5 s; see \(directory)/error.log"])
+        throw CocoaError(
+            .fileReadUnknown,
+            userInfo: [NSLocalizedDescriptionKey: "nginx did not answer on 127.0.0.1:\(port) within 5 s; see \(directory)/error.log"])
     }
 
     var base: String { "http://127.0.0.1:\(port)" }

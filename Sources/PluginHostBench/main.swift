@@ -1,3 +1,7 @@
+import AccessTokenPlugin
+import ActivityPlugin
+import CachePlugin
+import CredentialsPlugin
 // pluginhost-bench: the cost of the provider and its plugins beside the bare transport, in one run.
 //
 //   Tests/bench          (builds in release, installs nginx when missing, bundles the plugins, runs this)
@@ -7,14 +11,11 @@
 // machines, ratios do.
 import Dispatch
 import Foundation
-import AccessTokenPlugin
-import ActivityPlugin
-import CachePlugin
-import CredentialsPlugin
 import LoggerPlugin
 import PluginHost
 import PluginSDK
 import SignaturePlugin
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -56,11 +57,13 @@ struct Options {
             case "--profile": profile = iterator.next()
             case "--profile-http": profileHTTP = iterator.next()
             default:
-                FileHandle.standardError.write(Data("""
-                    usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--wrk PATH] [--rounds R] [--stub-requests N]
-                                            [--http-requests N] [--downloads N] [--cache-requests N] [--rss-requests N]
-                    (Tests/bench builds, bundles and runs it)\n
-                    """.utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        """
+                        usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--wrk PATH] [--rounds R] [--stub-requests N]
+                                                [--http-requests N] [--downloads N] [--cache-requests N] [--rss-requests N]
+                        (Tests/bench builds, bundles and runs it)\n
+                        """.utf8))
                 exit(2)
             }
         }
@@ -249,9 +252,11 @@ func runBench(_ options: Options) async throws {
         try ActivityPlugin(configuration: configuration("activity"), host: compiledServices.hostServices(for: "activity")),
         try CachePlugin(configuration: configuration("cache"), host: compiledServices.hostServices(for: "cache")),
         try AccessTokenPlugin(configuration: configuration("access-token"), host: compiledServices.hostServices(for: "access-token")),
-        try CredentialsPlugin(configuration: configuration("credentials", ["credentials": [["host": "api.example.invalid", "user": "u", "password": "p"]]]),
-                              host: compiledServices.hostServices(for: "credentials")),
-        try SignaturePlugin(configuration: configuration("signature", ["scheme": "hmac-sha256"]), host: compiledServices.hostServices(for: "signature")),
+        try CredentialsPlugin(
+            configuration: configuration("credentials", ["credentials": [["host": "api.example.invalid", "user": "u", "password": "p"]]]),
+            host: compiledServices.hostServices(for: "credentials")),
+        try SignaturePlugin(
+            configuration: configuration("signature", ["scheme": "hmac-sha256"]), host: compiledServices.hostServices(for: "signature")),
         try LoggerPlugin(configuration: configuration("logger", ["level": "off"]), host: compiledServices.hostServices(for: "logger")),
     ]
 
@@ -268,8 +273,9 @@ func runBench(_ options: Options) async throws {
         let check = await pipeline.result
         let signed = (try? check.get().request?.value(forHTTPHeaderField: "X-Signature")) ?? nil
         let cached = (try? check.get().value(forHTTPHeaderField: "X-Cache")) ?? nil
-        print("\(profile): p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs"
-              + "  (last response: X-Signature \(signed == nil ? "absent" : "present"), X-Cache \(cached ?? "absent"), \(check))")
+        print(
+            "\(profile): p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs"
+                + "  (last response: X-Signature \(signed == nil ? "absent" : "present"), X-Cache \(cached ?? "absent"), \(check))")
         exit(0)
     }
 
@@ -350,13 +356,18 @@ func runBench(_ options: Options) async throws {
         let curlSeq = await latencies(options.httpRequests) { _ = await rawCurl.get(small) }
         let curl0Seq = await latencies(options.httpRequests) { _ = try? await curl0.request(smallTarget).value }
         let curl6Seq = await latencies(options.httpRequests) { _ = try? await curl6.request(smallTarget).value }
-        for (key, samples) in [("raw", rawSeq), ("0", zeroSeq), ("loaded6", sixSeq), ("curl", curlSeq), ("curl_provider0", curl0Seq),
-                               ("curl_loaded6", curl6Seq)] {
+        for (key, samples) in [
+            ("raw", rawSeq), ("0", zeroSeq), ("loaded6", sixSeq), ("curl", curlSeq), ("curl_provider0", curl0Seq),
+            ("curl_loaded6", curl6Seq),
+        ] {
             figures.add("seq_rps_" + key, Double(samples.count) / (samples.reduce(0, +) / 1e6))
             figures.add("seq_us_p50_" + key, percentile(samples, 0.5))
             figures.add("seq_us_p99_" + key, percentile(samples, 0.99))
         }
-        figures.add("ratio_seq", figures.median("seq_rps_loaded6") > 0 ? (Double(sixSeq.count) / (sixSeq.reduce(0, +) / 1e6)) / (Double(rawSeq.count) / (rawSeq.reduce(0, +) / 1e6)) : .nan)
+        figures.add(
+            "ratio_seq",
+            figures.median("seq_rps_loaded6") > 0
+                ? (Double(sixSeq.count) / (sixSeq.reduce(0, +) / 1e6)) / (Double(rawSeq.count) / (rawSeq.reduce(0, +) / 1e6)) : .nan)
         let total = options.httpRequests * 2
         // 64 concurrent: (key, client) for each, raw URLSession, providers on URLSession, raw curl, providers on curl.
         let concurrent: [(String, @Sendable () async -> Void)] = [
@@ -370,7 +381,9 @@ func runBench(_ options: Options) async throws {
             conc[key] = await throughput(total: total, workers: 64, client)
             figures.add("conc64_rps_" + key, conc[key]!)
         }
-        let rawConc = conc["raw"]!, curlConc = conc["curl"]!, curl6Conc = conc["curl_loaded6"]!
+        let rawConc = conc["raw"]!
+        let curlConc = conc["curl"]!
+        let curl6Conc = conc["curl_loaded6"]!
         figures.add("ratio_conc64", conc["loaded6"]! / rawConc)
         let wrkSeq = try wrkRate(options.wrk, small, threads: 1, connections: 1)
         let wrkConc = try wrkRate(options.wrk, small, threads: 2, connections: 64)
@@ -401,10 +414,12 @@ func runBench(_ options: Options) async throws {
         let memoryServices = PluginServices()
         let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so", checkPermissions: false)
         let memoryCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data("{}".utf8), services: memoryServices)
-        let diskCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(#"{"directory": "\#(cacheDirectory)", "maxMemoryEntries": 1}"#.utf8), services: memoryServices)
+        let diskCache = try LoadedPlugin(
+            library: cacheLibrary, configJSON: Data(#"{"directory": "\#(cacheDirectory)", "maxMemoryEntries": 1}"#.utf8), services: memoryServices)
         let memoryProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [memoryCache], services: memoryServices)
         let diskProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [diskCache], services: memoryServices)
-        let a = CacheableTarget(path: "a"), b = CacheableTarget(path: "b")
+        let a = CacheableTarget(path: "a")
+        let b = CacheableTarget(path: "b")
         _ = try? await memoryProvider.request(a).value
         _ = try? await diskProvider.request(a).value
         _ = try? await diskProvider.request(b).value
@@ -421,9 +436,10 @@ func runBench(_ options: Options) async throws {
         figures.add("cache_hit_us_p99_disk", percentile(diskHits, 0.99))
         figures.add("cache_hit_rps_memory", Double(memoryHits.count) / (memoryHits.reduce(0, +) / 1e6))
         try? FileManager.default.removeItem(atPath: cacheDirectory)
-        print("round \(round) done: stub loaded6 p50 \(fmt(figures.summary("stub_loaded6_p50").2)) µs, ratio_seq \(fmt(figures.summary("ratio_seq").2, 3)), "
-              + "ratio_conc64 \(fmt(figures.summary("ratio_conc64").2, 3)), curl/wrk seq \(fmt(figures.summary("ratio_curl_wrk_seq").2, 3)), "
-              + "curl/wrk conc64 \(fmt(figures.summary("ratio_curl_wrk_conc64").2, 3))")
+        print(
+            "round \(round) done: stub loaded6 p50 \(fmt(figures.summary("stub_loaded6_p50").2)) µs, ratio_seq \(fmt(figures.summary("ratio_seq").2, 3)), "
+                + "ratio_conc64 \(fmt(figures.summary("ratio_conc64").2, 3)), curl/wrk seq \(fmt(figures.summary("ratio_curl_wrk_seq").2, 3)), "
+                + "curl/wrk conc64 \(fmt(figures.summary("ratio_curl_wrk_conc64").2, 3))")
     }
 
     // 4. Manifest load in fresh child processes.
@@ -473,7 +489,9 @@ func runBench(_ options: Options) async throws {
     print("scenario                                      p50 (min / median / max)          p99 median")
     for (title, p50, p99) in rows {
         let s = figures.summary(p50)
-        print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0)) / \(fmt(s.1)) / \(fmt(s.2))".padding(toLength: 80, withPad: " ", startingAt: 0) + fmt(figures.median(p99)))
+        print(
+            "\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0)) / \(fmt(s.1)) / \(fmt(s.2))".padding(
+                toLength: 80, withPad: " ", startingAt: 0) + fmt(figures.median(p99)))
     }
     let single: [(String, String, Int)] = [
         ("2 sequential rps: raw", "seq_rps_raw", 0), ("2 sequential rps: provider 0", "seq_rps_0", 0),
@@ -503,17 +521,21 @@ func runBench(_ options: Options) async throws {
         print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0, digits)) / \(fmt(s.1, digits)) / \(fmt(s.2, digits))")
     }
     var json: [String: Double] = [:]
-    for key in ["stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
-                "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50", "stub_us_p50_compiled6": "stub_compiled6_p50"] {
+    for key in [
+        "stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
+        "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50", "stub_us_p50_compiled6": "stub_compiled6_p50",
+    ] {
         json[key.key] = figures.median(key.value)
     }
-    for key in ["seq_rps_raw", "seq_rps_0", "seq_rps_loaded6", "conc64_rps_raw", "conc64_rps_0", "conc64_rps_loaded6", "ratio_seq",
-                "ratio_conc64", "download_mbps_raw", "download_mbps_loaded6", "ratio_download", "load_ms_p50", "cache_hit_us_p50_memory",
-                "cache_hit_us_p50_disk", "cache_hit_rps_memory", "rss_growth_mib", "abi_hook_ns", "seq_rps_wrk", "conc64_rps_wrk",
-                "seq_rps_curl", "conc64_rps_curl", "seq_rps_curl_provider0", "conc64_rps_curl_provider0", "seq_rps_curl_loaded6",
-                "conc64_rps_curl_loaded6", "ratio_curl_wrk_seq", "ratio_curl_wrk_conc64", "ratio_urlsession_wrk_seq",
-                "ratio_urlsession_wrk_conc64", "ratio_curl_loaded6_seq", "ratio_curl_loaded6_conc64", "download_mbps_curl",
-                "download_mbps_curl_loaded6"] {
+    for key in [
+        "seq_rps_raw", "seq_rps_0", "seq_rps_loaded6", "conc64_rps_raw", "conc64_rps_0", "conc64_rps_loaded6", "ratio_seq",
+        "ratio_conc64", "download_mbps_raw", "download_mbps_loaded6", "ratio_download", "load_ms_p50", "cache_hit_us_p50_memory",
+        "cache_hit_us_p50_disk", "cache_hit_rps_memory", "rss_growth_mib", "abi_hook_ns", "seq_rps_wrk", "conc64_rps_wrk",
+        "seq_rps_curl", "conc64_rps_curl", "seq_rps_curl_provider0", "conc64_rps_curl_provider0", "seq_rps_curl_loaded6",
+        "conc64_rps_curl_loaded6", "ratio_curl_wrk_seq", "ratio_curl_wrk_conc64", "ratio_urlsession_wrk_seq",
+        "ratio_urlsession_wrk_conc64", "ratio_curl_loaded6_seq", "ratio_curl_loaded6_conc64", "download_mbps_curl",
+        "download_mbps_curl_loaded6",
+    ] {
         json[key] = figures.median(key)
     }
     let rounded = json.mapValues { ($0 * 1000).rounded() / 1000 }

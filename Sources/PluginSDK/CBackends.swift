@@ -80,7 +80,8 @@ final class CRequestBackend: RequestBackend {
 
     var headers: [HTTPHeader] {
         (0..<api.pointee.request_header_count(handle)).compactMap { index in
-            var name = ph_bytes(), value = ph_bytes()
+            var name = ph_bytes()
+            var value = ph_bytes()
             guard api.pointee.request_header_at(handle, index, &name, &value) == PH_OK else { return nil }
             return HTTPHeader(name: CBytes.string(name), value: CBytes.string(value))
         }
@@ -137,7 +138,8 @@ final class CResultBackend: ResponseBackend {
 
     var headers: [HTTPHeader] {
         (0..<api.pointee.result_header_count(handle)).compactMap { index in
-            var name = ph_bytes(), value = ph_bytes()
+            var name = ph_bytes()
+            var value = ph_bytes()
             guard api.pointee.result_header_at(handle, index, &name, &value) == PH_OK else { return nil }
             return HTTPHeader(name: CBytes.string(name), value: CBytes.string(value))
         }

@@ -5,7 +5,8 @@ extension HTTPHeader {
     /// Whether two header names are equal ignoring ASCII case (header names are ASCII tokens).
     @inlinable
     public static func namesEqual(_ a: String, _ b: String) -> Bool {
-        var left = a.utf8.makeIterator(), right = b.utf8.makeIterator()
+        var left = a.utf8.makeIterator()
+        var right = b.utf8.makeIterator()
         while true {
             switch (left.next(), right.next()) {
             case (nil, nil):

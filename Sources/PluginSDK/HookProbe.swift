@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -42,8 +43,9 @@ package enum HookProbe {
             pthread_setspecific(key, nil)
             pointer.release()
         }
-        let context = InterceptorContext(target: TargetInfo(method: "GET", baseURL: "http://probe.pluginhost.invalid", path: "probe"),
-                                         requestID: 0, attempt: 1, services: ProbeServices())
+        let context = InterceptorContext(
+            target: TargetInfo(method: "GET", baseURL: "http://probe.pluginhost.invalid", path: "probe"),
+            requestID: 0, attempt: 1, services: ProbeServices())
         let request = InterceptorRequest(backend: ProbeRequest())
         let result = InterceptorResult.response(InterceptorResponse(backend: ProbeResponse()))
         let probed = InterceptorHook.allCases.filter { !listed.contains($0) }
@@ -54,8 +56,10 @@ package enum HookProbe {
             case .didReceive: try? interceptor.didReceive(result, context: context)
             case .process: _ = try? interceptor.process(result, context: context)
             case .credential:
-                _ = interceptor.credential(for: AuthenticationChallenge(host: "probe.pluginhost.invalid", port: 80, scheme: "http", realm: nil,
-                                                                        method: "Basic", previousFailureCount: 0), context: context)
+                _ = interceptor.credential(
+                    for: AuthenticationChallenge(
+                        host: "probe.pluginhost.invalid", port: 80, scheme: "http", realm: nil,
+                        method: "Basic", previousFailureCount: 0), context: context)
             }
         }
         return probed.filter { !recorder.defaults.contains($0) }

@@ -35,8 +35,10 @@ public struct InterceptorContext: Sendable {
     public var hostAttachment: (any AnyObject & Sendable)?
 
     /// Creates a context.
-    public init(target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices,
-                hostAttachment: (any AnyObject & Sendable)? = nil) {
+    public init(
+        target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices,
+        hostAttachment: (any AnyObject & Sendable)? = nil
+    ) {
         self.target = target
         self.requestID = requestID
         self.attempt = attempt

@@ -1,9 +1,11 @@
 /// MD5 (RFC 1321), for legacy request signing (the `md5-sorted` scheme). Not for security.
 public enum MD5 {
-    private static let s: [UInt32] = [7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
-                                      5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
-                                      4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-                                      6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21]
+    private static let s: [UInt32] = [
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+        5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+        4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+        6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+    ]
     /// floor(abs(sin(i + 1)) × 2^32), as RFC 1321 tabulates it.
     private static let k: [UInt32] = [
         0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
@@ -23,22 +25,36 @@ public enum MD5 {
         message.append(0x80)
         while message.count % 64 != 56 { message.append(0) }
         for shift in stride(from: 0, to: 64, by: 8) { message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        var a0: UInt32 = 0x67452301, b0: UInt32 = 0xefcdab89, c0: UInt32 = 0x98badcfe, d0: UInt32 = 0x10325476
+        var a0: UInt32 = 0x67452301
+        var b0: UInt32 = 0xefcdab89
+        var c0: UInt32 = 0x98badcfe
+        var d0: UInt32 = 0x10325476
         var m = [UInt32](repeating: 0, count: 16)
         for chunk in stride(from: 0, to: message.count, by: 64) {
             for i in 0..<16 {
                 let j = chunk + 4 * i
                 m[i] = UInt32(message[j]) | UInt32(message[j + 1]) << 8 | UInt32(message[j + 2]) << 16 | UInt32(message[j + 3]) << 24
             }
-            var a = a0, b = b0, c = c0, d = d0
+            var a = a0
+            var b = b0
+            var c = c0
+            var d = d0
             for i in 0..<64 {
                 var f: UInt32
                 let g: Int
                 switch i {
-                case 0..<16: f = (b & c) | (~b & d); g = i
-                case 16..<32: f = (d & b) | (~d & c); g = (5 * i + 1) % 16
-                case 32..<48: f = b ^ c ^ d; g = (3 * i + 5) % 16
-                default: f = c ^ (b | ~d); g = (7 * i) % 16
+                case 0..<16:
+                    f = (b & c) | (~b & d)
+                    g = i
+                case 16..<32:
+                    f = (d & b) | (~d & c)
+                    g = (5 * i + 1) % 16
+                case 32..<48:
+                    f = b ^ c ^ d
+                    g = (3 * i + 5) % 16
+                default:
+                    f = c ^ (b | ~d)
+                    g = (7 * i) % 16
                 }
                 f = f &+ a &+ k[i] &+ m[g]
                 a = d

@@ -65,7 +65,9 @@ public struct PluginConfiguration: @unchecked Sendable {
     }
 
     /// A number within `range`, or `defaultValue` when absent.
-    public func number(_ key: String, default defaultValue: Double, in range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude) throws -> Double {
+    public func number(
+        _ key: String, default defaultValue: Double, in range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude
+    ) throws -> Double {
         guard let value = values[key], !(value is NSNull) else { return defaultValue }
         guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { throw error("\(key) must be a number") }
         let double = number.doubleValue
@@ -79,7 +81,8 @@ public struct PluginConfiguration: @unchecked Sendable {
     public func integer(_ key: String, default defaultValue: Int, in range: ClosedRange<Int> = Int.min...Int.max) throws -> Int {
         guard let value = values[key], !(value is NSNull) else { return defaultValue }
         guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
-            let int = Int(exactly: number.doubleValue) else { throw error("\(key) must be a whole number") }
+            let int = Int(exactly: number.doubleValue)
+        else { throw error("\(key) must be a whole number") }
         guard range.contains(int) else { throw error("\(key) must be between \(range.lowerBound) and \(range.upperBound)") }
         return int
     }

@@ -99,15 +99,16 @@ public enum PluginExport {
     private static func makeDescriptor<P: ExportablePlugin>(for type: P.Type) -> UnsafeMutablePointer<ph_plugin_descriptor> {
         let hooks = P.implementedHooks
         let descriptor = UnsafeMutablePointer<ph_plugin_descriptor>.allocate(capacity: 1)
-        descriptor.initialize(to: ph_plugin_descriptor(
-            struct_size: UInt32(MemoryLayout<ph_plugin_descriptor>.size),
-            abi_major: UInt16(PH_ABI_MAJOR), abi_minor: UInt16(PH_ABI_MINOR),
-            name: strdup(P.pluginName), version: strdup(P.pluginVersion), summary: strdup(P.pluginSummary),
-            license: strdup(P.pluginLicense), build_signature: strdup(buildSignature),
-            create: sdkCreate, destroy: sdkDestroy,
-            prepare: hooks.contains(.prepare) ? sdkPrepare : nil, will_send: hooks.contains(.willSend) ? sdkWillSend : nil,
-            did_receive: hooks.contains(.didReceive) ? sdkDidReceive : nil, process: hooks.contains(.process) ? sdkProcess : nil,
-            credential: hooks.contains(.credential) ? sdkCredential : nil))
+        descriptor.initialize(
+            to: ph_plugin_descriptor(
+                struct_size: UInt32(MemoryLayout<ph_plugin_descriptor>.size),
+                abi_major: UInt16(PH_ABI_MAJOR), abi_minor: UInt16(PH_ABI_MINOR),
+                name: strdup(P.pluginName), version: strdup(P.pluginVersion), summary: strdup(P.pluginSummary),
+                license: strdup(P.pluginLicense), build_signature: strdup(buildSignature),
+                create: sdkCreate, destroy: sdkDestroy,
+                prepare: hooks.contains(.prepare) ? sdkPrepare : nil, will_send: hooks.contains(.willSend) ? sdkWillSend : nil,
+                did_receive: hooks.contains(.didReceive) ? sdkDidReceive : nil, process: hooks.contains(.process) ? sdkProcess : nil,
+                credential: hooks.contains(.credential) ? sdkCredential : nil))
         return descriptor
     }
 }
@@ -149,7 +150,8 @@ private final class ExportedInstance {
         guard let pointer else { return buildContext(nil) }
         let reused = last.withLock { last -> InterceptorContext? in
             guard let last, last.pointer == pointer, last.requestID == pointer.pointee.request_id,
-                last.attempt == pointer.pointee.attempt else { return nil }
+                last.attempt == pointer.pointee.attempt
+            else { return nil }
             return last.context
         }
         if let reused { return reused }
@@ -166,8 +168,9 @@ private final class ExportedInstance {
         for index in 0..<c.option_count {
             options[CBytes.string(c.option_keys[index])] = CBytes.string(c.option_values[index])
         }
-        let target = TargetInfo(method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url),
-                                path: CBytes.string(c.target_path), pluginOptions: options)
+        let target = TargetInfo(
+            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url),
+            path: CBytes.string(c.target_path), pluginOptions: options)
         return InterceptorContext(target: target, requestID: c.request_id, attempt: Int(c.attempt), services: services)
     }
 
@@ -185,7 +188,8 @@ private func message(of error: any Error) -> String {
     return String(describing: error)
 }
 
-private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, UnsafeMutablePointer<ph_error_buf>?) -> UnsafeMutableRawPointer? = { config, api, errorBuffer in
+private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, UnsafeMutablePointer<ph_error_buf>?) -> UnsafeMutableRawPointer? = {
+    config, api, errorBuffer in
     let (factory, name, hooks, probed) = exportState.withLock { state in
         defer { state.probed = true }
         return (state.factory, state.name, state.hooks, state.probed)
@@ -204,9 +208,10 @@ private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, Un
             if !unlisted.isEmpty {
                 let names = unlisted.map(\.rawValue).joined(separator: ", ")
                 exportState.withLock { $0.probed = false }
-                throw InterceptorError.failed("plugin \(name) implements \(names) but its implementedHooks leaves "
-                                              + "\(unlisted.count == 1 ? "it" : "them") out: loaded, \(unlisted.count == 1 ? "it" : "they") "
-                                              + "would never run; add \(unlisted.count == 1 ? "it" : "them") to implementedHooks")
+                throw InterceptorError.failed(
+                    "plugin \(name) implements \(names) but its implementedHooks leaves "
+                        + "\(unlisted.count == 1 ? "it" : "them") out: loaded, \(unlisted.count == 1 ? "it" : "they") "
+                        + "would never run; add \(unlisted.count == 1 ? "it" : "them") to implementedHooks")
             }
         }
         return Unmanaged.passRetained(ExportedInstance(interceptor: interceptor, api: api, services: services)).toOpaque()
@@ -221,90 +226,108 @@ private let sdkDestroy: @convention(c) (UnsafeMutableRawPointer?) -> Void = { in
     Unmanaged<ExportedInstance>.fromOpaque(instance).release()
 }
 
-private let sdkPrepare: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, request, context, errorBuffer in
-    let box = ExportedInstance.from(instance)
-    guard let request else { return PH_ERROR }
-    do {
-        let action = try box.interceptor.prepare(InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)),
-                                                 context: box.context(context))
-        guard case .respond(let response) = action else { return PH_OK }
-        let pairs = response.headers.map { ($0.name, $0.value) }
-        return CBytes.withPairs(pairs) { names, values, count in
-            CBytes.with(response.body) { box.api.pointee.request_respond(request, Int32(clamping: response.statusCode), names, values, count, $0) }
-        }
-    } catch {
-        CBytes.write(message(of: error), to: errorBuffer)
-        return PH_ERROR
-    }
-}
-
-private let sdkWillSend: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, request, context, errorBuffer in
-    let box = ExportedInstance.from(instance)
-    guard let request else { return PH_ERROR }
-    do {
-        try box.interceptor.willSend(InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)), context: box.context(context))
-        return PH_OK
-    } catch {
-        CBytes.write(message(of: error), to: errorBuffer)
-        return PH_ERROR
-    }
-}
-
-private let sdkDidReceive: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, result, context, errorBuffer in
-    let box = ExportedInstance.from(instance)
-    guard let result else { return PH_ERROR }
-    do {
-        try box.interceptor.didReceive(box.result(result), context: box.context(context))
-        return PH_OK
-    } catch {
-        CBytes.write(message(of: error), to: errorBuffer)
-        return PH_ERROR
-    }
-}
-
-private let sdkProcess: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = { instance, result, context, errorBuffer in
-    let box = ExportedInstance.from(instance)
-    guard let result else { return PH_ERROR }
-    do {
-        switch try box.interceptor.process(box.result(result), context: box.context(context)) {
-        case .proceed:
-            return PH_OK
-        case .replace(let response):
+private let sdkPrepare:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
+        instance, request, context, errorBuffer in
+        let box = ExportedInstance.from(instance)
+        guard let request else { return PH_ERROR }
+        do {
+            let action = try box.interceptor.prepare(
+                InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)),
+                context: box.context(context))
+            guard case .respond(let response) = action else { return PH_OK }
             let pairs = response.headers.map { ($0.name, $0.value) }
             return CBytes.withPairs(pairs) { names, values, count in
-                CBytes.with(response.body) { box.api.pointee.result_replace(result, Int32(clamping: response.statusCode), names, values, count, $0) }
-            }
-        case .retry(let delay, let refresh):
-            return CBytes.with(refresh?.key ?? "") { key in
-                CBytes.with(refresh?.staleValue ?? "") { stale in
-                    box.api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
+                CBytes.with(response.body) {
+                    box.api.pointee.request_respond(request, Int32(clamping: response.statusCode), names, values, count, $0)
                 }
             }
+        } catch {
+            CBytes.write(message(of: error), to: errorBuffer)
+            return PH_ERROR
         }
-    } catch {
-        CBytes.write(message(of: error), to: errorBuffer)
-        return PH_ERROR
     }
-}
 
-private let sdkCredential: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<ph_challenge>?, UnsafePointer<ph_context>?,
-                                           UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<UInt8>?,
-                                           UnsafeMutablePointer<Int>?, Int) -> Int32 = { instance, challenge, context, user, userLength, password, passwordLength, capacity in
-    let box = ExportedInstance.from(instance)
-    guard let c = challenge?.pointee else { return PH_CREDENTIAL_DEFAULT }
-    let realm = CBytes.string(c.realm)
-    let question = AuthenticationChallenge(host: CBytes.string(c.host), port: Int(c.port), scheme: CBytes.string(c.scheme),
-                                           realm: realm.isEmpty ? nil : realm, method: CBytes.string(c.method),
-                                           previousFailureCount: Int(c.previous_failure_count))
-    let answer = box.interceptor.credential(for: question, context: box.context(context))
-    guard case .useCredential(let name, let secret) = answer else { return answer.abiCode }
-    let nameBytes = Array(name.utf8), secretBytes = Array(secret.utf8)
-    guard nameBytes.count <= capacity, secretBytes.count <= capacity, let user, let password else {
-        return CredentialAnswer.rejectProtectionSpace.abiCode
+private let sdkWillSend:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
+        instance, request, context, errorBuffer in
+        let box = ExportedInstance.from(instance)
+        guard let request else { return PH_ERROR }
+        do {
+            try box.interceptor.willSend(InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)), context: box.context(context))
+            return PH_OK
+        } catch {
+            CBytes.write(message(of: error), to: errorBuffer)
+            return PH_ERROR
+        }
     }
-    nameBytes.withUnsafeBufferPointer { if !$0.isEmpty { user.update(from: $0.baseAddress!, count: $0.count) } }
-    secretBytes.withUnsafeBufferPointer { if !$0.isEmpty { password.update(from: $0.baseAddress!, count: $0.count) } }
-    userLength?.pointee = nameBytes.count
-    passwordLength?.pointee = secretBytes.count
-    return answer.abiCode
-}
+
+private let sdkDidReceive:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
+        instance, result, context, errorBuffer in
+        let box = ExportedInstance.from(instance)
+        guard let result else { return PH_ERROR }
+        do {
+            try box.interceptor.didReceive(box.result(result), context: box.context(context))
+            return PH_OK
+        } catch {
+            CBytes.write(message(of: error), to: errorBuffer)
+            return PH_ERROR
+        }
+    }
+
+private let sdkProcess:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
+        instance, result, context, errorBuffer in
+        let box = ExportedInstance.from(instance)
+        guard let result else { return PH_ERROR }
+        do {
+            switch try box.interceptor.process(box.result(result), context: box.context(context)) {
+            case .proceed:
+                return PH_OK
+            case .replace(let response):
+                let pairs = response.headers.map { ($0.name, $0.value) }
+                return CBytes.withPairs(pairs) { names, values, count in
+                    CBytes.with(response.body) {
+                        box.api.pointee.result_replace(result, Int32(clamping: response.statusCode), names, values, count, $0)
+                    }
+                }
+            case .retry(let delay, let refresh):
+                return CBytes.with(refresh?.key ?? "") { key in
+                    CBytes.with(refresh?.staleValue ?? "") { stale in
+                        box.api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
+                    }
+                }
+            }
+        } catch {
+            CBytes.write(message(of: error), to: errorBuffer)
+            return PH_ERROR
+        }
+    }
+
+private let sdkCredential:
+    @convention(c) (
+        UnsafeMutableRawPointer?, UnsafePointer<ph_challenge>?, UnsafePointer<ph_context>?,
+        UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<UInt8>?,
+        UnsafeMutablePointer<Int>?, Int
+    ) -> Int32 = { instance, challenge, context, user, userLength, password, passwordLength, capacity in
+        let box = ExportedInstance.from(instance)
+        guard let c = challenge?.pointee else { return PH_CREDENTIAL_DEFAULT }
+        let realm = CBytes.string(c.realm)
+        let question = AuthenticationChallenge(
+            host: CBytes.string(c.host), port: Int(c.port), scheme: CBytes.string(c.scheme),
+            realm: realm.isEmpty ? nil : realm, method: CBytes.string(c.method),
+            previousFailureCount: Int(c.previous_failure_count))
+        let answer = box.interceptor.credential(for: question, context: box.context(context))
+        guard case .useCredential(let name, let secret) = answer else { return answer.abiCode }
+        let nameBytes = Array(name.utf8)
+        let secretBytes = Array(secret.utf8)
+        guard nameBytes.count <= capacity, secretBytes.count <= capacity, let user, let password else {
+            return CredentialAnswer.rejectProtectionSpace.abiCode
+        }
+        nameBytes.withUnsafeBufferPointer { if !$0.isEmpty { user.update(from: $0.baseAddress!, count: $0.count) } }
+        secretBytes.withUnsafeBufferPointer { if !$0.isEmpty { password.update(from: $0.baseAddress!, count: $0.count) } }
+        userLength?.pointee = nameBytes.count
+        passwordLength?.pointee = secretBytes.count
+        return answer.abiCode
+    }

@@ -107,12 +107,20 @@ public struct SHA256: Sendable {
                         w[i] = UInt32(bigEndian: blocks.loadUnaligned(fromByteOffset: offset + 4 * i, as: UInt32.self))
                     }
                     for i in 16..<64 {
-                        let a = w[i - 15], b = w[i - 2]
+                        let a = w[i - 15]
+                        let b = w[i - 2]
                         let s0 = a.rotatedRight(7) ^ a.rotatedRight(18) ^ (a >> 3)
                         let s1 = b.rotatedRight(17) ^ b.rotatedRight(19) ^ (b >> 10)
                         w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
                     }
-                    var a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7
+                    var a = h0
+                    var b = h1
+                    var c = h2
+                    var d = h3
+                    var e = h4
+                    var f = h5
+                    var g = h6
+                    var h = h7
                     for i in 0..<64 {
                         let s1 = e.rotatedRight(6) ^ e.rotatedRight(11) ^ e.rotatedRight(25)
                         let ch = (e & f) ^ (~e & g)
@@ -129,8 +137,14 @@ public struct SHA256: Sendable {
                         b = a
                         a = t1 &+ t2
                     }
-                    h0 = h0 &+ a; h1 = h1 &+ b; h2 = h2 &+ c; h3 = h3 &+ d
-                    h4 = h4 &+ e; h5 = h5 &+ f; h6 = h6 &+ g; h7 = h7 &+ h
+                    h0 = h0 &+ a
+                    h1 = h1 &+ b
+                    h2 = h2 &+ c
+                    h3 = h3 &+ d
+                    h4 = h4 &+ e
+                    h5 = h5 &+ f
+                    h6 = h6 &+ g
+                    h7 = h7 &+ h
                     offset += 64
                 }
             }

@@ -105,8 +105,9 @@ enum Inventory {
             }
         }
         do {
-            let library = try PluginLibrary.open(path: bundle.libraryPath,
-                                                 expectedDigests: bundle.expectedDigests(pin: pin.map { (sha256: $0.0, index: $0.1) }))
+            let library = try PluginLibrary.open(
+                path: bundle.libraryPath,
+                expectedDigests: bundle.expectedDigests(pin: pin.map { (sha256: $0.0, index: $0.1) }))
             report.verdict = "ok"
             report.loaded = library
             report.version = library.info.version

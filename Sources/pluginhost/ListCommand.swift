@@ -41,8 +41,10 @@ enum ListCommand {
         }
         if arguments.has("json") {
             let document: [String: Any] = [
-                "host": ["tool": Version.tool, "abi": ["major": PluginLibrary.hostABI.major, "minor": PluginLibrary.hostABI.minor],
-                         "buildSignature": PluginExport.buildSignature],
+                "host": [
+                    "tool": Version.tool, "abi": ["major": PluginLibrary.hostABI.major, "minor": PluginLibrary.hostABI.minor],
+                    "buildSignature": PluginExport.buildSignature,
+                ],
                 "manifest": manifest?.file ?? NSNull(),
                 "plugins": reports.map(\.json),
             ]
@@ -59,8 +61,10 @@ enum ListCommand {
         for report in reports {
             let position = Terminal.pad(report.position.map(String.init) ?? "-", 2)
             let abi = report.abi.map { "\($0.major).\($0.minor)" } ?? "?"
-            let verdict = report.verdict == "ok" ? Terminal.green("ok") : report.verdict == "mismatch" ? Terminal.red("mismatch") : Terminal.yellow("unknown")
-            let line = "\(position) \(Terminal.pad(report.name, 15)) \(Terminal.pad(report.version ?? "?", 8)) \(Terminal.pad(abi, 15)) "
+            let verdict =
+                report.verdict == "ok" ? Terminal.green("ok") : report.verdict == "mismatch" ? Terminal.red("mismatch") : Terminal.yellow("unknown")
+            let line =
+                "\(position) \(Terminal.pad(report.name, 15)) \(Terminal.pad(report.version ?? "?", 8)) \(Terminal.pad(abi, 15)) "
                 + "\(Terminal.pad(report.enabled ? "yes" : "no", 8)) \(Terminal.pad(verdict, Terminal.colour ? 17 : 8)) "
                 + (report.hooks.isEmpty ? "-" : report.hooks.joined(separator: ","))
             Terminal.out(line)
@@ -98,8 +102,9 @@ enum BundleCommand {
             config = object
         }
         do {
-            let bundle = try PluginBundle.create(fromLibrary: library, in: arguments.value("out") ?? FileManager.default.currentDirectoryPath,
-                                                 defaultConfig: config)
+            let bundle = try PluginBundle.create(
+                fromLibrary: library, in: arguments.value("out") ?? FileManager.default.currentDirectoryPath,
+                defaultConfig: config)
             Terminal.out("wrote \(bundle)")
             return .ok
         } catch {

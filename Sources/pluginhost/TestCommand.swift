@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import PluginHost
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -16,8 +17,12 @@ struct CLITarget: TargetType {
     /// The embedded offline answer: works with no network and no server.
     static let stubBody = Data(#"{"ok":true,"from":"pluginhost offline stub"}"#.utf8)
     var sampleResponse: EndpointSampleResponse {
-        .networkResponseWithHeaders(200, ["Content-Type": "application/json", "Cache-Control": "max-age=60",
-                                          "ETag": "\"pluginhost-stub\""], Self.stubBody)
+        .networkResponseWithHeaders(
+            200,
+            [
+                "Content-Type": "application/json", "Cache-Control": "max-age=60",
+                "ETag": "\"pluginhost-stub\"",
+            ], Self.stubBody)
     }
     static let stubURL = URL(string: "http://stub.pluginhost.invalid/pluginhost/test")!
 }
@@ -41,7 +46,9 @@ struct RequestOptions {
             self.method = HTTPMethod(rawValue: method.uppercased())
         }
         for header in arguments.all("header") {
-            guard let colon = header.firstIndex(of: ":") else { throw UsageError(description: "--header must look like 'Name: value', not '\(header)'") }
+            guard let colon = header.firstIndex(of: ":") else {
+                throw UsageError(description: "--header must look like 'Name: value', not '\(header)'")
+            }
             let name = header[..<colon].trimmingCharacters(in: .whitespaces)
             let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             guard HeaderValidation.isValidName(name), HeaderValidation.isValidValue(value) else {
@@ -161,7 +168,8 @@ enum TestCommand {
         switch process.terminationStatus {
         case 0: return ProbeResult(name: name, status: "ok", detail: "ok", code: .ok)
         case ExitCode.refused.rawValue: return ProbeResult(name: name, status: "refused", detail: "refused: \(text)", code: .refused)
-        case ExitCode.requestFailed.rawValue: return ProbeResult(name: name, status: "failed", detail: "request failed: \(text)", code: .requestFailed)
+        case ExitCode.requestFailed.rawValue:
+            return ProbeResult(name: name, status: "failed", detail: "request failed: \(text)", code: .requestFailed)
         default: return ProbeResult(name: name, status: "error", detail: "probe exited with \(process.terminationStatus): \(text)", code: .crashed)
         }
     }
@@ -183,7 +191,9 @@ enum TestCommand {
         do {
             options = try RequestOptions(arguments)
             if let bench = arguments.value("bench") {
-                guard let count = Int(bench), count > 0 else { throw UsageError(description: "--bench needs a positive number of requests, not '\(bench)'") }
+                guard let count = Int(bench), count > 0 else {
+                    throw UsageError(description: "--bench needs a positive number of requests, not '\(bench)'")
+                }
                 benchCount = count
             }
         } catch {
@@ -206,7 +216,9 @@ enum TestCommand {
         }
         let manifest = try! PluginManifest.read(manifestURL)
         document["manifestOK"] = true
-        say("manifest \(manifestPath): " + Terminal.green("ok") + " (\(manifest.entries.count) plugins, \(manifest.entries.filter(\.enabled).count) enabled)")
+        say(
+            "manifest \(manifestPath): " + Terminal.green("ok")
+                + " (\(manifest.entries.count) plugins, \(manifest.entries.filter(\.enabled).count) enabled)")
 
         // 2. Bundles, then a probe of each usable plugin in a child process.
         var worst = ExitCode.ok
@@ -279,9 +291,13 @@ enum TestCommand {
             say("request  \(request?.httpMethod ?? "?") \(request?.url?.absoluteString ?? url)")
             let headers = (request?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
             for header in headers { say("  \(Traced.show(header))") }
-            say("response  \(response.statusCode) (\(response.data.count) bytes)" + (response.value(forHTTPHeaderField: "X-Cache").map { ", X-Cache: \($0)" } ?? ""))
-            document["request"] = ["method": request?.httpMethod ?? "", "url": request?.url?.absoluteString ?? url,
-                                   "headers": headers.map(Traced.show)]
+            say(
+                "response  \(response.statusCode) (\(response.data.count) bytes)"
+                    + (response.value(forHTTPHeaderField: "X-Cache").map { ", X-Cache: \($0)" } ?? ""))
+            document["request"] = [
+                "method": request?.httpMethod ?? "", "url": request?.url?.absoluteString ?? url,
+                "headers": headers.map(Traced.show),
+            ]
             document["response"] = ["status": response.statusCode, "bytes": response.data.count]
         case .failure(let error):
             say("request failed: " + Terminal.red(error.description))
@@ -294,7 +310,10 @@ enum TestCommand {
         // 4. --bench N on the stub.
         if benchCount > 0 {
             let benchProvider = options.provider(chain, services: services, stub: true)
-            for trace in traces { trace.stopRecording(); _ = trace.take() }
+            for trace in traces {
+                trace.stopRecording()
+                _ = trace.take()
+            }
             var perPlugin = Array(repeating: [Double](), count: plugins.count)
             var whole: [Double] = []
             let done = DispatchSemaphore(value: 0)
@@ -320,7 +339,9 @@ enum TestCommand {
             say("bench  \(benchCount) requests on the stub transport (µs per request)")
             var rows: [[String: Any]] = []
             for (index, plugin) in plugins.enumerated() {
-                say("  \(Terminal.pad(plugin.name, 14)) p50 \(String(format: "%8.2f", p(perPlugin[index], 0.5)))  p99 \(String(format: "%8.2f", p(perPlugin[index], 0.99)))")
+                say(
+                    "  \(Terminal.pad(plugin.name, 14)) p50 \(String(format: "%8.2f", p(perPlugin[index], 0.5)))  p99 \(String(format: "%8.2f", p(perPlugin[index], 0.99)))"
+                )
                 rows.append(["name": plugin.name, "p50": p(perPlugin[index], 0.5), "p99": p(perPlugin[index], 0.99)])
             }
             say("  \(Terminal.pad("whole chain", 14)) p50 \(String(format: "%8.2f", p(whole, 0.5)))  p99 \(String(format: "%8.2f", p(whole, 0.99)))")

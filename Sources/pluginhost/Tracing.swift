@@ -70,7 +70,8 @@ struct Traced: Interceptor {
             for header in headers { result[header.name.lowercased()] = header }
             return result
         }
-        let old = table(before), new = table(after)
+        let old = table(before)
+        let new = table(after)
         var changes: [String] = []
         for key in new.keys.sorted() {
             if let previous = old[key] {
@@ -84,7 +85,8 @@ struct Traced: Interceptor {
     }
 
     func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
-        let beforeHeaders = request.headers, beforeURL = request.url
+        let beforeHeaders = request.headers
+        let beforeURL = request.url
         let action = try timed { try inner.prepare(request, context: context) }
         diff("request", before: beforeHeaders, after: request.headers)
         if request.url != beforeURL {

@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -15,16 +16,20 @@ struct CancellationTests {
         let target = try Bin("delay/10")
         let box = LockedBox<(any Cancellable)?>(nil)
         async let delivered: Result<Response, NetworkError> = withCheckedContinuation { continuation in
-            box.set(provider.request(target).start { result in
-                if calls.increment() == 1 { continuation.resume(returning: result) }
-            })
+            box.set(
+                provider.request(target).start { result in
+                    if calls.increment() == 1 { continuation.resume(returning: result) }
+                })
         }
         #expect(await eventually { recording.started.value == 1 && box.get() != nil })
         try await Task.sleep(nanoseconds: 100_000_000)
         box.get()?.cancel()
         box.get()?.cancel()
         let result = await delivered
-        guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.cancelled) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         // The URL task itself was cancelled: it did not run to the server's answer.
         #expect(await eventually { recording.outcomes.log == ["cancelled"] })
         try await Task.sleep(nanoseconds: 200_000_000)
@@ -40,7 +45,10 @@ struct CancellationTests {
         try await Task.sleep(nanoseconds: 100_000_000)
         task.cancel()
         let result = await task.value
-        guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.cancelled) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(await eventually { recording.outcomes.log == ["cancelled"] })
         #expect(await eventually { provider.inflightCount == 0 })
     }
@@ -53,7 +61,10 @@ struct CancellationTests {
         provider.cancelAll()
         for task in tasks {
             let result = await task.value
-            guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); continue }
+            guard case .failure(.cancelled) = result else {
+                Issue.record("got \(result)")
+                continue
+            }
         }
         #expect(await eventually { provider.inflightCount == 0 })
     }
@@ -66,7 +77,10 @@ struct CancellationTests {
         let leaving = Task { await provider.request(target).result }
         try await Task.sleep(nanoseconds: 300_000_000)
         leaving.cancel()
-        guard case .failure(.cancelled) = await leaving.value else { Issue.record("leaving waiter not cancelled"); return }
+        guard case .failure(.cancelled) = await leaving.value else {
+            Issue.record("leaving waiter not cancelled")
+            return
+        }
         #expect(try await staying.value.get().statusCode == 200)
         #expect(counting.count == 1)
     }
@@ -89,6 +103,9 @@ struct CancellationTests {
         let task = Task { await provider.request(target).result }
         try await Task.sleep(nanoseconds: 100_000_000)
         task.cancel()
-        guard case .failure(.cancelled) = await task.value else { Issue.record("stub not cancelled"); return }
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("stub not cancelled")
+            return
+        }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -52,7 +53,9 @@ struct CurlTLSTests {
         let pem = try Data(contentsOf: URL(fileURLWithPath: ca))
         #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: .only([.pem(pem)])))) == 200)
         // Another CA is not enough.
-        #expect(kind(try await get(base, tls: TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_OTHER_CA_PEM"))])))) == .serverCertificateUntrusted)
+        #expect(
+            kind(try await get(base, tls: TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_OTHER_CA_PEM"))]))))
+                == .serverCertificateUntrusted)
     }
 
     @Test func trustingOnlyOneSelfSignedCertificate() async throws {
@@ -77,8 +80,9 @@ struct CurlTLSTests {
         let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
         let without = try await get(base, tls: TLSConfiguration(trustRoots: ca))
         #expect(kind(without) == .tlsHandshakeFailed)
-        let client = TLSConfiguration.ClientCertificate(certificate: .file(try Self.env("TLS_CLIENT_CERT")),
-                                                        privateKey: .file(try Self.env("TLS_CLIENT_KEY")))
+        let client = TLSConfiguration.ClientCertificate(
+            certificate: .file(try Self.env("TLS_CLIENT_CERT")),
+            privateKey: .file(try Self.env("TLS_CLIENT_KEY")))
         #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, clientCertificate: client))) == 200)
     }
 

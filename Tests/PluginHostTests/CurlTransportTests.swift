@@ -1,7 +1,9 @@
 import Foundation
-@testable import PluginHost
 import PluginSDK
 import Testing
+
+@testable import PluginHost
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -11,8 +13,10 @@ import FoundationNetworking
 /// transport, task-kind, progress, cancellation and fault suites.)
 @Suite("Curl transport")
 struct CurlTransportTests {
-    func send(_ transport: CurlTransport, _ path: String, headers: [String: String] = [:], redirects: RedirectPolicy? = nil,
-              base: URL? = nil) async throws(TransportFailure) -> TransportResponse {
+    func send(
+        _ transport: CurlTransport, _ path: String, headers: [String: String] = [:], redirects: RedirectPolicy? = nil,
+        base: URL? = nil
+    ) async throws(TransportFailure) -> TransportResponse {
         let url = (try? base ?? TestServer.url())!.appendingPathComponent(path)
         var request = URLRequest(url: url)
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
@@ -59,8 +63,9 @@ struct CurlTransportTests {
     @Test func aPOSTRedirectedWith303BecomesAGET() async throws {
         let transport = try CurlTransport()
         let location = try TestServer.url().appendingPathComponent("anything/after").absoluteString
-        var request = URLRequest(url: try TestServer.url().appendingPathComponent("redirect-to")
-            .appending(queryItems: [URLQueryItem(name: "url", value: location), URLQueryItem(name: "status_code", value: "303")]))
+        var request = URLRequest(
+            url: try TestServer.url().appendingPathComponent("redirect-to")
+                .appending(queryItems: [URLQueryItem(name: "url", value: location), URLQueryItem(name: "status_code", value: "303")]))
         request.httpMethod = "POST"
         request.httpBody = Data("secret=body".utf8)
         let response = try await transport.send(TransportRequest(urlRequest: request))
@@ -121,7 +126,8 @@ struct CurlTransportTests {
         let scheme = await failure { () throws(TransportFailure) in
             try await transport.send(TransportRequest(urlRequest: URLRequest(url: URL(string: "ftp://127.0.0.1/file")!)))
         }
-        #expect(scheme == TransportFailure(kind: .other, message: "cannot send ftp://127.0.0.1/file: only http and https URLs with a host are supported"))
+        #expect(
+            scheme == TransportFailure(kind: .other, message: "cannot send ftp://127.0.0.1/file: only http and https URLs with a host are supported"))
     }
 
     @Test func aHeaderWithCRLFNeverReachesTheWire() async throws {
@@ -157,22 +163,32 @@ struct CurlTransportTests {
                 return error
             }
         }
-        #expect(refusal(TLSConfiguration(trustRoots: .systemAnd([.file("/nonexistent/ca.pem")])))
-            == CurlTransportError(.invalidConfiguration, "tls: CA certificate /nonexistent/ca.pem: no such file"))
+        #expect(
+            refusal(TLSConfiguration(trustRoots: .systemAnd([.file("/nonexistent/ca.pem")])))
+                == CurlTransportError(.invalidConfiguration, "tls: CA certificate /nonexistent/ca.pem: no such file"))
         let notPEM = FileManager.default.temporaryDirectory.appendingPathComponent("not-pem-\(UUID().uuidString).pem")
         try Data("just text".utf8).write(to: notPEM)
         defer { try? FileManager.default.removeItem(at: notPEM) }
-        #expect(refusal(TLSConfiguration(trustRoots: .only([.file(notPEM.path)])))
-            == CurlTransportError(.invalidConfiguration, "tls: CA certificate \(notPEM.path): not PEM (no -----BEGIN CERTIFICATE block)"))
-        #expect(refusal(TLSConfiguration(pinnedPublicKeys: ["md5//abc"]))
-            == CurlTransportError(.invalidConfiguration,
-                                  "tls: pinned public key \"md5//abc\": expected sha256// followed by the base64 of a 32-byte SHA-256 digest"))
-        #expect(refusal(TLSConfiguration(trustRoots: .only([])))
-            == CurlTransportError(.invalidConfiguration, "tls: trustRoots .only([]) trusts nothing; list at least one certificate"))
+        #expect(
+            refusal(TLSConfiguration(trustRoots: .only([.file(notPEM.path)])))
+                == CurlTransportError(.invalidConfiguration, "tls: CA certificate \(notPEM.path): not PEM (no -----BEGIN CERTIFICATE block)"))
+        #expect(
+            refusal(TLSConfiguration(pinnedPublicKeys: ["md5//abc"]))
+                == CurlTransportError(
+                    .invalidConfiguration,
+                    "tls: pinned public key \"md5//abc\": expected sha256// followed by the base64 of a 32-byte SHA-256 digest"))
+        #expect(
+            refusal(TLSConfiguration(trustRoots: .only([])))
+                == CurlTransportError(.invalidConfiguration, "tls: trustRoots .only([]) trusts nothing; list at least one certificate"))
         var overrides = CurlTransport.Configuration()
-        overrides.tlsOverrides = ["internal.example": TLSConfiguration(clientCertificate: .init(certificate: .pem(Data("x".utf8)), privateKey: .file("/k")))]
-        #expect(throws: CurlTransportError(.invalidConfiguration,
-                                           "tls for internal.example: client certificate (PEM bytes): not PEM (no -----BEGIN CERTIFICATE block)")) {
+        overrides.tlsOverrides = [
+            "internal.example": TLSConfiguration(clientCertificate: .init(certificate: .pem(Data("x".utf8)), privateKey: .file("/k")))
+        ]
+        #expect(
+            throws: CurlTransportError(
+                .invalidConfiguration,
+                "tls for internal.example: client certificate (PEM bytes): not PEM (no -----BEGIN CERTIFICATE block)")
+        ) {
             try CurlTransport(configuration: overrides)
         }
     }
@@ -187,8 +203,11 @@ struct CurlTransportTests {
             return try CurlTransport(configuration: configuration)
         }
         #expect(transport is URLSessionTransport)
-        #expect(lines.log == ["warning pluginhost CurlTransport unavailable (libraryUnavailable: cannot load libcurl from "
-            + "/nonexistent/libcurl.so.4: no such file); using URLSessionTransport"])
+        #expect(
+            lines.log == [
+                "warning pluginhost CurlTransport unavailable (libraryUnavailable: cannot load libcurl from "
+                    + "/nonexistent/libcurl.so.4: no such file); using URLSessionTransport"
+            ])
         #if os(Linux)
         #expect(Provider<Bin>.defaultTransport(services: services) is CurlTransport)
         #endif

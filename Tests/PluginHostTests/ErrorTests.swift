@@ -2,11 +2,15 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-struct Slide: Decodable, Sendable { let title: String; let type: String }
+struct Slide: Decodable, Sendable {
+    let title: String
+    let type: String
+}
 
 @Suite("Errors")
 struct ErrorTests {
@@ -14,23 +18,35 @@ struct ErrorTests {
 
     @Test func nonJSONBodyIsJSONMapping() async throws {
         let result = await provider.request(try Bin("html")).mapJSON().result
-        guard case .failure(.jsonMapping(let response)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.jsonMapping(let response)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(response.statusCode == 200)
         #expect(!response.data.isEmpty)
     }
 
     @Test func missingKeyPathIsKeyPathNotFound() async throws {
         let result = await provider.request(try Bin("json")).mapString(atKeyPath: "slideshow.missing").result
-        guard case .failure(.keyPathNotFound(let keyPath, let response)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.keyPathNotFound(let keyPath, let response)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(keyPath == "slideshow.missing")
         #expect(response.statusCode == 200)
         let decoded = await provider.request(try Bin("json")).map(Slide.self, atKeyPath: "slideshow.nope").result
-        guard case .failure(.keyPathNotFound("slideshow.nope", _)) = decoded else { Issue.record("got \(decoded)"); return }
+        guard case .failure(.keyPathNotFound("slideshow.nope", _)) = decoded else {
+            Issue.record("got \(decoded)")
+            return
+        }
     }
 
     @Test func decodableTypeMismatchIsObjectMapping() async throws {
         let result = await provider.request(try Bin("json")).map(Int.self, atKeyPath: "slideshow.title").result
-        guard case .failure(.objectMapping(let inner, let response)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.objectMapping(let inner, let response)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(inner is DecodingError)
         #expect(response.statusCode == 200)
         let slides = try await provider.request(try Bin("json")).map([Slide].self, atKeyPath: "slideshow.slides").value
@@ -48,7 +64,10 @@ struct ErrorTests {
         ]
         for filtered in filters {
             let result = await filtered.result
-            guard case .failure(.statusCode(let response)) = result else { Issue.record("got \(result)"); continue }
+            guard case .failure(.statusCode(let response)) = result else {
+                Issue.record("got \(result)")
+                continue
+            }
             #expect(response.statusCode == code)
         }
         #expect(try await pipeline.filter(statusCode: code).value.statusCode == code)
@@ -59,7 +78,8 @@ struct ErrorTests {
         let pipeline = provider.request(try Bin("status/304"))
         #expect(try await pipeline.filterSuccessfulStatusAndRedirectCodes().value.statusCode == 304)
         guard case .failure(.statusCode) = await pipeline.filterSuccessfulStatusCodes().result else {
-            Issue.record("304 passed the success filter"); return
+            Issue.record("304 passed the success filter")
+            return
         }
     }
 
@@ -70,14 +90,20 @@ struct ErrorTests {
             return request
         })
         let result = await provider.request(try Bin("delay/3")).result
-        guard case .failure(.underlying(let failure, nil)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.underlying(let failure, nil)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(failure.kind == .timedOut)
         #expect(result.isTimeout)
     }
 
     @Test func connectionRefusedIsUnderlyingCannotConnect() async throws {
         let result = await provider.request(try Bin("get", base: closedPortURL())).result
-        guard case .failure(.underlying(let failure, nil)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.underlying(let failure, nil)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(failure.kind == .cannotConnect)
     }
 
@@ -94,8 +120,10 @@ struct ErrorTests {
             (.stringMapping(response), "the body of GET http://h/p is not a string"),
             (.objectMapping(Inner(), response), "cannot decode the body of GET http://h/p: inner"),
             (.keyPathNotFound(keyPath: "a.b", response), "key path \"a.b\" is not in the body of GET http://h/p"),
-            (.underlying(TransportFailure(kind: .timedOut, message: "The request timed out."), nil),
-             "transport failed (timedOut): The request timed out."),
+            (
+                .underlying(TransportFailure(kind: .timedOut, message: "The request timed out."), nil),
+                "transport failed (timedOut): The request timed out."
+            ),
             (.cancelled, "the request was cancelled"),
             (.interceptor(name: "auth", hook: .willSend, message: "no token"), "interceptor \"auth\" failed in willSend: no token"),
             (.credentialRefresh(key: "access_token", message: "denied"), "refreshing credential \"access_token\" failed: denied"),

@@ -8,12 +8,13 @@ import Testing
 struct HostilePluginTests {
     func provider(_ f: PluginFixtures, mode: String, timeout: Double? = nil) throws -> Provider<Bin> {
         if !FileManager.default.fileExists(atPath: f.plugins + "/hostile.plugin") { try f.bundle("HostileTestPlugin") }
-        return try Provider<Bin>(manifest: try f.manifest([["name": "hostile", "config": ["mode": mode]]], file: "\(mode).json"),
-                                 requestClosure: { _, request in
-                                     var request = request
-                                     if let timeout { request.timeoutInterval = timeout }
-                                     return request
-                                 })
+        return try Provider<Bin>(
+            manifest: try f.manifest([["name": "hostile", "config": ["mode": mode]]], file: "\(mode).json"),
+            requestClosure: { _, request in
+                var request = request
+                if let timeout { request.timeoutInterval = timeout }
+                return request
+            })
     }
 
     func failure(_ provider: Provider<Bin>) async throws -> NetworkError? {
@@ -27,7 +28,8 @@ struct HostilePluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         guard case .interceptor("hostile", .prepare, let message) = try await failure(try provider(f, mode: "big-error")) else {
-            Issue.record("not an interceptor error"); return
+            Issue.record("not an interceptor error")
+            return
         }
         #expect(message.utf8.count == 4096)
         #expect(message.hasPrefix("ABCDEFGHIJKLMNOPQRSTUVWXYZABC"))
@@ -37,7 +39,8 @@ struct HostilePluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         guard case .interceptor("hostile", .prepare, let message) = try await failure(try provider(f, mode: "silent-error")) else {
-            Issue.record("not an interceptor error"); return
+            Issue.record("not an interceptor error")
+            return
         }
         #expect(message == "prepare failed with status 1 and no message")
     }
@@ -46,20 +49,26 @@ struct HostilePluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let error = try await failure(try provider(f, mode: "slow", timeout: 1))
-        guard case .underlying(let transport, nil) = error else { Issue.record("got \(String(describing: error))"); return }
+        guard case .underlying(let transport, nil) = error else {
+            Issue.record("got \(String(describing: error))")
+            return
+        }
         #expect(transport.kind == .timedOut)
         #expect(transport.message.hasPrefix("the request's timeout (1.0 s) ran out in interceptor hooks"))
         // With a longer timeout the same slow hook is fine.
         #expect(try await provider(f, mode: "slow", timeout: 10).request(try Bin("get")).value.statusCode == 200)
     }
 
-    @Test(arguments: [("crlf", "the host refused a CR/LF header value"), ("bad-name", "the host refused a bad header name"),
-                      ("bad-url", "the host refused an invalid URL")])
+    @Test(arguments: [
+        ("crlf", "the host refused a CR/LF header value"), ("bad-name", "the host refused a bad header name"),
+        ("bad-url", "the host refused an invalid URL"),
+    ])
     func invalidEditsAreRefused(mode: String, message: String) async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         guard case .interceptor("hostile", .prepare, let reported) = try await failure(try provider(f, mode: mode)) else {
-            Issue.record("not an interceptor error"); return
+            Issue.record("not an interceptor error")
+            return
         }
         #expect(reported == message)
     }

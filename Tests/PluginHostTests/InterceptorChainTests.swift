@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -65,8 +66,11 @@ struct InterceptorChainTests {
         let response = try await provider.request(try Bin("anything")).value
         #expect(try echo(response).header("X-Order") == "A,B,C")
         #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "C,B,A")
-        #expect(log.log == ["A.prepare", "B.prepare", "C.prepare", "A.willSend", "B.willSend", "C.willSend",
-                            "C.didReceive", "B.didReceive", "A.didReceive", "C.process", "B.process", "A.process"])
+        #expect(
+            log.log == [
+                "A.prepare", "B.prepare", "C.prepare", "A.willSend", "B.willSend", "C.willSend",
+                "C.didReceive", "B.didReceive", "A.didReceive", "C.process", "B.process", "A.process",
+            ])
     }
 
     @Test(arguments: 0..<3)
@@ -96,7 +100,10 @@ struct InterceptorChainTests {
         let log = LockedCounter()
         let provider = Provider<Bin>(interceptors: [Recorder("A", log: log), Recorder("B", log: log, throwIn: hook), Recorder("C", log: log)])
         let result = await provider.request(try Bin("get")).result
-        guard case .failure(.interceptor(let name, let failedHook, let message)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.interceptor(let name, let failedHook, let message)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(name == "B")
         #expect(failedHook == hook)
         #expect(message == "boom in \(hook)")
@@ -160,10 +167,16 @@ struct InterceptorChainTests {
             }
         }
         let injected = await Provider<Bin>(interceptors: [Injector(value: "x\r\nX-Evil: 1")]).request(try Bin("get")).result
-        guard case .failure(.interceptor("injector", .prepare, let message)) = injected else { Issue.record("got \(injected)"); return }
+        guard case .failure(.interceptor("injector", .prepare, let message)) = injected else {
+            Issue.record("got \(injected)")
+            return
+        }
         #expect(message == "invalid value for header \"X-A\": CR, LF and NUL are not allowed")
         let bad = await Provider<Bin>(interceptors: [BadURL()]).request(try Bin("get")).result
-        guard case .failure(.interceptor("bad-url", .prepare, let badMessage)) = bad else { Issue.record("got \(bad)"); return }
+        guard case .failure(.interceptor("bad-url", .prepare, let badMessage)) = bad else {
+            Issue.record("got \(bad)")
+            return
+        }
         #expect(badMessage == "invalid URL \"not a url\": must be an absolute http or https URL")
     }
 
@@ -192,7 +205,10 @@ struct InterceptorChainTests {
         provider.services.setValue("bad", forKey: "access_token")
         provider.services.registerRefresher(forKey: "access_token") { _ in throw Denied() }
         let result = await provider.request(try Bin("bearer")).result
-        guard case .failure(.credentialRefresh("access_token", "refresh denied")) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.credentialRefresh("access_token", "refresh denied")) = result else {
+            Issue.record("got \(result)")
+            return
+        }
     }
 
     @Test func excessiveRefreshIsStopped() async throws {
@@ -202,7 +218,10 @@ struct InterceptorChainTests {
         let count = LockedCounter()
         services.registerRefresher(forKey: "access_token") { _ in "bad-\(count.increment())" }
         let result = await provider.request(try Bin("bearer")).result
-        guard case .failure(.credentialRefresh("access_token", let message)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.credentialRefresh("access_token", let message)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(message == "excessive refresh: 1 refreshes within 60.0 s (limit 1)")
         #expect(count.value == 1)
     }
@@ -238,15 +257,20 @@ struct InterceptorChainTests {
             }
         }
         let result = await Provider<Bin>(interceptors: [Refuser()]).request(try Bin("basic-auth/u/p")).result
-        guard case .failure(.cancelled) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.cancelled) = result else {
+            Issue.record("got \(result)")
+            return
+        }
     }
 
     @Test func processCanReplaceAFailure() async throws {
         struct Fallback: Interceptor {
             func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
                 guard let failure = result.failure else { return .proceed }
-                return .replace(SyntheticResponse(statusCode: 200, headers: [HTTPHeader(name: "X-Cache", value: "stale")],
-                                                  body: Array(failure.kind.rawValue.utf8)))
+                return .replace(
+                    SyntheticResponse(
+                        statusCode: 200, headers: [HTTPHeader(name: "X-Cache", value: "stale")],
+                        body: Array(failure.kind.rawValue.utf8)))
             }
         }
         let provider = Provider<Bin>(interceptors: [Fallback()])
@@ -262,7 +286,10 @@ struct InterceptorChainTests {
         let task = Task { await provider.request(target).result }
         #expect(await eventually { log.log.contains("A.willSend") })
         task.cancel()
-        guard case .failure(.cancelled) = await task.value else { Issue.record("not cancelled"); return }
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not cancelled")
+            return
+        }
         #expect(log.log == ["A.prepare", "A.willSend", "A.didReceive", "A.process"])
     }
 }

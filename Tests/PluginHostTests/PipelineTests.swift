@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -32,11 +33,17 @@ struct PipelineTests {
 
         struct Odd: Error {}
         let thrown = await pipeline.tryMap { _ -> Int in throw Odd() }.result
-        guard case .failure(.custom(let inner)) = thrown else { Issue.record("got \(thrown)"); return }
+        guard case .failure(.custom(let inner)) = thrown else {
+            Issue.record("got \(thrown)")
+            return
+        }
         #expect(inner is Odd)
 
         let filtered = await pipeline.map { _ in 7 }.filter { $0.isMultiple(of: 2) }.result
-        guard case .failure(.filtered("7")) = filtered else { Issue.record("got \(filtered)"); return }
+        guard case .failure(.filtered("7")) = filtered else {
+            Issue.record("got \(filtered)")
+            return
+        }
     }
 
     @Test func mapJSONAndStrings() async throws {
@@ -51,7 +58,8 @@ struct PipelineTests {
         let empty = try await provider.request(try Bin("status/204")).mapJSON(failsOnEmptyData: false).value
         #expect(empty == .null)
         guard case .failure(.jsonMapping) = await provider.request(try Bin("status/204")).mapJSON().result else {
-            Issue.record("empty body did not fail mapJSON"); return
+            Issue.record("empty body did not fail mapJSON")
+            return
         }
     }
 
@@ -88,7 +96,10 @@ struct PipelineTests {
         #expect(attempts.log == ["1:0.01:status 503", "2:0.02:status 503"])
         // After a filter the error is retried the same way.
         let filtered = await provider.request(try Bin("status/500")).filterSuccessfulStatusCodes().retry(policy).result
-        guard case .failure(.statusCode(let r)) = filtered else { Issue.record("got \(filtered)"); return }
+        guard case .failure(.statusCode(let r)) = filtered else {
+            Issue.record("got \(filtered)")
+            return
+        }
         #expect(r.statusCode == 500)
         #expect(transport.count == 6)
     }
@@ -106,8 +117,12 @@ struct PipelineTests {
     @Test func retryRetriesTransportFailures() async throws {
         let transport = CountingTransport()
         let provider = Provider<Bin>(transport: transport)
-        let result = await provider.request(try Bin("get", base: closedPortURL())).retry(RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.001)).result
-        guard case .failure(.underlying(let failure, _)) = result else { Issue.record("got \(result)"); return }
+        let result = await provider.request(try Bin("get", base: closedPortURL())).retry(RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.001))
+            .result
+        guard case .failure(.underlying(let failure, _)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(failure.kind == .cannotConnect)
         #expect(transport.count == 4)
     }

@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -53,8 +54,10 @@ struct PluginFixtures {
     /// Writes `NAME.plugin/` by hand: the library copied from `source` (or `bytes`), and a
     /// `plugin.json` whose fields can be overridden.
     @discardableResult
-    func handBundle(name: String, source: String? = nil, bytes: Data? = nil, libraryName: String = "libplugin.so",
-                    overrides: [String: Any] = [:]) throws -> String {
+    func handBundle(
+        name: String, source: String? = nil, bytes: Data? = nil, libraryName: String = "libplugin.so",
+        overrides: [String: Any] = [:]
+    ) throws -> String {
         let directory = plugins + "/" + name + ".plugin"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         chmod(directory, 0o755)

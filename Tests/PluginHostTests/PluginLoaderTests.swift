@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -28,8 +29,9 @@ struct PluginLoaderTests {
         try f.bundle("AlphaTestPlugin")
         try f.bundle("BetaTestPlugin")
         let log = LockedCounter()
-        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "beta"]]),
-                                         before: [Recorder("first", log: log)], after: [Recorder("last", log: log)])
+        let provider = try Provider<Bin>(
+            manifest: try f.manifest([["name": "alpha"], ["name": "beta"]]),
+            before: [Recorder("first", log: log)], after: [Recorder("last", log: log)])
         let response = try await provider.request(try Bin("anything")).value
         #expect(try echo(response).header("X-Order") == "first,alpha,beta,last")
         #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "last,beta,alpha,first")
@@ -43,8 +45,9 @@ struct PluginLoaderTests {
         services.setValue("bad", forKey: "access_token")
         let refreshes = LockedCounter()
         services.registerRefresher(forKey: "access_token") { _ in "bad-\(refreshes.increment())" }
-        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"]]), before: [TokenInterceptor()],
-                                         configuration: .ephemeral, services: services, maxInterceptorRetries: 0)
+        let provider = try Provider<Bin>(
+            manifest: try f.manifest([["name": "alpha"]]), before: [TokenInterceptor()],
+            configuration: .ephemeral, services: services, maxInterceptorRetries: 0)
         #expect(provider.transport is URLSessionTransport)
         #expect(try await provider.request(try Bin("bearer")).value.statusCode == 401)
         #expect(refreshes.value == 0)
@@ -67,8 +70,9 @@ struct PluginLoaderTests {
         defer { f.remove() }
         for product in ["AlphaTestPlugin", "BetaTestPlugin", "GammaTestPlugin"] { try f.bundle(product) }
         let transport = CountingTransport()
-        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "beta", "config": ["respond": 203]], ["name": "gamma"]]),
-                                         transport: transport)
+        let provider = try Provider<Bin>(
+            manifest: try f.manifest([["name": "alpha"], ["name": "beta", "config": ["respond": 203]], ["name": "gamma"]]),
+            transport: transport)
         let response = try await provider.request(try Bin("anything")).value
         #expect(transport.count == 0)
         #expect(response.statusCode == 203)
@@ -85,7 +89,10 @@ struct PluginLoaderTests {
         try f.bundle("BetaTestPlugin")
         let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"], ["name": "beta", "config": ["throwIn": hook.rawValue]]]))
         let result = await provider.request(try Bin("get")).result
-        guard case .failure(.interceptor(let name, let failedHook, let message)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.interceptor(let name, let failedHook, let message)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(name == "beta")
         #expect(failedHook == hook)
         #expect(message == "boom in \(hook.rawValue)")
@@ -97,7 +104,9 @@ struct PluginLoaderTests {
         try f.bundle("AlphaTestPlugin", defaultConfig: ["event": "sending"])
         let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"]]))
         let events = LockedCounter()
-        let subscription = provider.services.subscribe { events.append("\($0.plugin) \($0.name) \($0.fields["order"] ?? "") \($0.fields["option"] ?? "")") }
+        let subscription = provider.services.subscribe {
+            events.append("\($0.plugin) \($0.name) \($0.fields["order"] ?? "") \($0.fields["option"] ?? "")")
+        }
         defer { subscription.cancel() }
         _ = try await provider.request(try Bin("get", options: ["tag": "blue"])).value
         #expect(events.log == ["alpha sending alpha blue"])

@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,9 +38,13 @@ struct PluginRefusalTests {
         defer { f.remove() }
         let url = try f.manifest([["name": "alpha", "colour": "red"]])
         let error = load(f, url)
-        #expect(error == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[0].colour",
-                                         reason: "unknown key \"colour\"; expected one of comment, config, enabled, name, sha256"))
-        #expect(error?.description == "\(url.path): plugins[0].colour: unknown key \"colour\"; expected one of comment, config, enabled, name, sha256")
+        #expect(
+            error
+                == PluginLoadError(
+                    .schema, file: url.path, jsonPath: "plugins[0].colour",
+                    reason: "unknown key \"colour\"; expected one of comment, config, enabled, name, sha256"))
+        #expect(
+            error?.description == "\(url.path): plugins[0].colour: unknown key \"colour\"; expected one of comment, config, enabled, name, sha256")
     }
 
     @Test func manifestWithAConfigThatIsNotAnObject() throws {
@@ -57,7 +62,9 @@ struct PluginRefusalTests {
         let directories = try f.manifest([], extra: ["pluginDirectories": "plugins"], file: "dirs.json")
         #expect(load(f, directories) == PluginLoadError(.schema, file: directories.path, jsonPath: "pluginDirectories", reason: "must be an array"))
         let pin = try f.manifest([["name": "a", "sha256": "abc"]], file: "pin.json")
-        #expect(load(f, pin) == PluginLoadError(.schema, file: pin.path, jsonPath: "plugins[0].sha256", reason: "must be 64 hexadecimal digits (a SHA-256)"))
+        #expect(
+            load(f, pin)
+                == PluginLoadError(.schema, file: pin.path, jsonPath: "plugins[0].sha256", reason: "must be 64 hexadecimal digits (a SHA-256)"))
     }
 
     @Test func manifestWithAnEmptyName() throws {
@@ -71,16 +78,22 @@ struct PluginRefusalTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let url = try f.manifest([["name": "alpha"], ["name": "beta"], ["name": "alpha"]])
-        #expect(load(f, url) == PluginLoadError(.duplicateName, file: url.path, jsonPath: "plugins[2].name", plugin: "alpha",
-                                                reason: "duplicate plugin name (also at plugins[0].name)"))
+        #expect(
+            load(f, url)
+                == PluginLoadError(
+                    .duplicateName, file: url.path, jsonPath: "plugins[2].name", plugin: "alpha",
+                    reason: "duplicate plugin name (also at plugins[0].name)"))
     }
 
     @Test func pluginNotFoundInAnyDirectory() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let url = try f.manifest([["name": "ghost"]])
-        #expect(load(f, url) == PluginLoadError(.pluginNotFound, file: url.path, jsonPath: "plugins[0].name", plugin: "ghost",
-                                                reason: "no ghost.plugin in \(f.plugins)"))
+        #expect(
+            load(f, url)
+                == PluginLoadError(
+                    .pluginNotFound, file: url.path, jsonPath: "plugins[0].name", plugin: "ghost",
+                    reason: "no ghost.plugin in \(f.plugins)"))
     }
 
     @Test func configThePluginRejects() throws {
@@ -88,8 +101,11 @@ struct PluginRefusalTests {
         defer { f.remove() }
         let bundle = try f.bundle("AlphaTestPlugin")
         let url = try f.manifest([["name": "alpha", "config": ["throwIn": "nowhere"]]])
-        #expect(load(f, url) == PluginLoadError(.createFailed, file: bundle + "/libAlphaTestPlugin.so", plugin: "alpha",
-                                                reason: "alpha: throwIn must be one of prepare, willSend, didReceive, process"))
+        #expect(
+            load(f, url)
+                == PluginLoadError(
+                    .createFailed, file: bundle + "/libAlphaTestPlugin.so", plugin: "alpha",
+                    reason: "alpha: throwIn must be one of prepare, willSend, didReceive, process"))
         let unknown = try f.manifest([["name": "alpha", "config": ["colour": 1]]], file: "unknown.json")
         #expect(load(f, unknown)?.reason == "alpha: unknown key \"colour\"; known keys: event, respond, throwIn")
     }
@@ -99,10 +115,13 @@ struct PluginRefusalTests {
         defer { f.remove() }
         let bundle = try f.bundle("ForgetfulTestPlugin")
         let url = try f.manifest([["name": "forgetful"]])
-        #expect(load(f, url) == PluginLoadError(.createFailed, file: bundle + "/libForgetfulTestPlugin.\(PluginFixtures.librarySuffix)",
-                                                plugin: "forgetful",
-                                                reason: "plugin forgetful implements willSend but its implementedHooks leaves it out: loaded, "
-                                                    + "it would never run; add it to implementedHooks"))
+        #expect(
+            load(f, url)
+                == PluginLoadError(
+                    .createFailed, file: bundle + "/libForgetfulTestPlugin.\(PluginFixtures.librarySuffix)",
+                    plugin: "forgetful",
+                    reason: "plugin forgetful implements willSend but its implementedHooks leaves it out: loaded, "
+                        + "it would never run; add it to implementedHooks"))
     }
 
     @Test func loadingIsAllOrNothing() throws {
@@ -154,16 +173,20 @@ struct PluginRefusalTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let bundle = try f.handBundle(name: "badmajor", source: try PluginFixtures.library("BadMajorTestPlugin"))
-        #expect(load(f, try f.manifest([["name": "badmajor"]])) == PluginLoadError(
-            .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.0 (majors differ)"))
+        #expect(
+            load(f, try f.manifest([["name": "badmajor"]]))
+                == PluginLoadError(
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.0 (majors differ)"))
     }
 
     @Test func descriptorWithANewerMinor() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let bundle = try f.handBundle(name: "newerminor", source: try PluginFixtures.library("NewerMinorTestPlugin"))
-        #expect(load(f, try f.manifest([["name": "newerminor"]])) == PluginLoadError(
-            .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.0"))
+        #expect(
+            load(f, try f.manifest([["name": "newerminor"]]))
+                == PluginLoadError(
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.0"))
     }
 
     @Test func descriptorStructTooSmall() throws {
@@ -180,26 +203,32 @@ struct PluginRefusalTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let bundle = try f.handBundle(name: "beta", source: try PluginFixtures.library("AlphaTestPlugin"))
-        #expect(load(f, try f.manifest([["name": "beta"]])) == PluginLoadError(
-            .nameMismatch, file: bundle + "/libplugin.so", plugin: "beta",
-            reason: "the library's descriptor names \"alpha\", the bundle is beta.plugin"))
+        #expect(
+            load(f, try f.manifest([["name": "beta"]]))
+                == PluginLoadError(
+                    .nameMismatch, file: bundle + "/libplugin.so", plugin: "beta",
+                    reason: "the library's descriptor names \"alpha\", the bundle is beta.plugin"))
     }
 
     @Test func pluginJSONNameDiffersFromTheDirectory() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let bundle = try f.handBundle(name: "alpha", source: try PluginFixtures.library("AlphaTestPlugin"), overrides: ["name": "other"])
-        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
-            .nameMismatch, file: bundle + "/plugin.json", jsonPath: "name", plugin: "alpha",
-            reason: "plugin.json names \"other\" but the bundle is alpha.plugin"))
+        #expect(
+            load(f, try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .nameMismatch, file: bundle + "/plugin.json", jsonPath: "name", plugin: "alpha",
+                    reason: "plugin.json names \"other\" but the bundle is alpha.plugin"))
     }
 
     @Test func createFailingWithAMessage() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let bundle = try f.bundle("CPluginTestPlugin")
-        #expect(load(f, try f.manifest([["name": "cplugin", "config": ["fail": "disk on fire"]]])) == PluginLoadError(
-            .createFailed, file: bundle + "/libCPluginTestPlugin.so", plugin: "cplugin", reason: "disk on fire"))
+        #expect(
+            load(f, try f.manifest([["name": "cplugin", "config": ["fail": "disk on fire"]]]))
+                == PluginLoadError(
+                    .createFailed, file: bundle + "/libCPluginTestPlugin.so", plugin: "cplugin", reason: "disk on fire"))
     }
 
     @Test func sha256MismatchWithPluginJSON() throws {
@@ -209,8 +238,10 @@ struct PluginRefusalTests {
         let library = try PluginFixtures.library("AlphaTestPlugin")
         let actual = SHA256.hex(SHA256.hash(try Data(contentsOf: URL(fileURLWithPath: library))))
         let bundle = try f.handBundle(name: "alpha", source: library, overrides: ["sha256": wrong])
-        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
-            .digestMismatch, file: bundle + "/libplugin.so", reason: "sha256 mismatch: the file is \(actual), plugin.json says \(wrong)"))
+        #expect(
+            load(f, try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .digestMismatch, file: bundle + "/libplugin.so", reason: "sha256 mismatch: the file is \(actual), plugin.json says \(wrong)"))
     }
 
     @Test func sha256MismatchWithTheManifestPin() throws {
@@ -229,9 +260,11 @@ struct PluginRefusalTests {
         defer { f.remove() }
         let bundle = try f.bundle("AlphaTestPlugin")
         chmod(bundle + "/libAlphaTestPlugin.so", 0o775)
-        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
-            .insecurePermissions, file: bundle + "/libAlphaTestPlugin.so",
-            reason: "writable by group or others (mode 775); remove write access with chmod go-w"))
+        #expect(
+            load(f, try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .insecurePermissions, file: bundle + "/libAlphaTestPlugin.so",
+                    reason: "writable by group or others (mode 775); remove write access with chmod go-w"))
     }
 
     @Test func worldWritableBundleDirectoryIsRefused() throws {
@@ -239,17 +272,21 @@ struct PluginRefusalTests {
         defer { f.remove() }
         let bundle = try f.bundle("AlphaTestPlugin")
         chmod(bundle, 0o777)
-        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
-            .insecurePermissions, file: bundle, reason: "writable by group or others (mode 777); remove write access with chmod go-w"))
+        #expect(
+            load(f, try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .insecurePermissions, file: bundle, reason: "writable by group or others (mode 777); remove write access with chmod go-w"))
     }
 
     @Test func libraryPathWithDotDotEscapes() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let bundle = try f.handBundle(name: "alpha", bytes: Data(), libraryName: "../../evil.so")
-        #expect(load(f, try f.manifest([["name": "alpha"]])) == PluginLoadError(
-            .pathEscape, file: bundle + "/plugin.json", jsonPath: "library", plugin: "alpha",
-            reason: "library must be a file name inside the bundle, not \"../../evil.so\""))
+        #expect(
+            load(f, try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .pathEscape, file: bundle + "/plugin.json", jsonPath: "library", plugin: "alpha",
+                    reason: "library must be a file name inside the bundle, not \"../../evil.so\""))
     }
 
     @Test func bundleSymlinkPointingOutsideEscapes() throws {

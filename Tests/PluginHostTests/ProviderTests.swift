@@ -3,6 +3,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -52,7 +53,10 @@ struct ProviderTests {
         let e = try echo(try await provider.request(try Bin("anything")).value)
         #expect(e.header("X-From-Closure") == "GET")
         let timedOut = await provider.request(try Bin("delay/3")).result
-        guard case .failure(let error) = timedOut else { Issue.record("expected timeout"); return }
+        guard case .failure(let error) = timedOut else {
+            Issue.record("expected timeout")
+            return
+        }
         #expect(error.isTimeout)
     }
 
@@ -60,7 +64,10 @@ struct ProviderTests {
         struct Denied: Error {}
         let provider = Provider<Bin>(requestClosure: { _, _ in throw Denied() })
         let result = await provider.request(try Bin("anything")).result
-        guard case .failure(.custom(let inner)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.custom(let inner)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(inner is Denied)
     }
 
@@ -126,7 +133,10 @@ struct ProviderTests {
     @Test func validationTypeRejectsWithStatusCodeError() async throws {
         let provider = Provider<Bin>()
         let result = await provider.request(try Bin("status/404", validation: .successCodes)).result
-        guard case .failure(.statusCode(let response)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.statusCode(let response)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(response.statusCode == 404)
         let custom = await provider.request(try Bin("status/404", validation: .customCodes([404]))).result
         #expect(try custom.get().statusCode == 404)

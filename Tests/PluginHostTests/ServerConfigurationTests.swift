@@ -1,6 +1,7 @@
 import Foundation
 import PluginHost
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -18,7 +19,8 @@ struct ServerTarget: TargetType {
 @Suite("Server layer")
 struct ServerConfigurationTests {
     @Test func switchesEnvironmentsAtRunTime() async throws {
-        let dev = try TestServer.url(), prod = try TestServer.second()
+        let dev = try TestServer.url()
+        let prod = try TestServer.second()
         let server = ServerConfiguration(baseURL: dev, environments: ["dev": dev, "prod": prod])
         let provider = Provider<ServerTarget>(server: server)
         let first = try echo(try await provider.request(ServerTarget(server: server)).value)
@@ -34,17 +36,20 @@ struct ServerConfigurationTests {
         #expect(throws: ServerConfiguration.ConfigurationError.unknownEnvironment("staging", known: ["dev"])) {
             try server.use(environment: "staging")
         }
-        #expect(ServerConfiguration.ConfigurationError.unknownEnvironment("staging", known: ["dev"]).description
-            == "unknown environment \"staging\"; known: dev")
+        #expect(
+            ServerConfiguration.ConfigurationError.unknownEnvironment("staging", known: ["dev"]).description
+                == "unknown environment \"staging\"; known: dev")
     }
 
     @Test func defaultHeadersAndParametersMergeAndTargetWins() async throws {
-        let server = ServerConfiguration(baseURL: try TestServer.url(),
-                                         headers: ["X-Client": "server", "X-Shared": "server"],
-                                         parameters: ["lang": "en", "page": 1])
+        let server = ServerConfiguration(
+            baseURL: try TestServer.url(),
+            headers: ["X-Client": "server", "X-Shared": "server"],
+            parameters: ["lang": "en", "page": 1])
         let provider = Provider<ServerTarget>(server: server)
-        let target = ServerTarget(server: server, task: .requestParameters(parameters: ["page": 5], encoding: URLEncoding.default),
-                                  headers: ["X-Shared": "target"])
+        let target = ServerTarget(
+            server: server, task: .requestParameters(parameters: ["page": 5], encoding: URLEncoding.default),
+            headers: ["X-Shared": "target"])
         let e = try echo(try await provider.request(target).value)
         #expect(e.header("X-Client") == "server")
         #expect(e.header("X-Shared") == "target")
@@ -60,12 +65,16 @@ struct ServerConfigurationTests {
         let server = ServerConfiguration(baseURL: try TestServer.url(), timeout: 0.5)
         let provider = Provider<ServerTarget>(server: server)
         let result = await provider.request(ServerTarget(server: server, path: "delay/3")).result
-        guard case .failure(let error) = result else { Issue.record("expected a timeout, got \(result)"); return }
+        guard case .failure(let error) = result else {
+            Issue.record("expected a timeout, got \(result)")
+            return
+        }
         #expect(error.isTimeout)
     }
 
     @Test func changesApplyToRequestsStartedAfterwards() async throws {
-        let one = try TestServer.url(), two = try TestServer.second()
+        let one = try TestServer.url()
+        let two = try TestServer.second()
         let server = ServerConfiguration(baseURL: one)
         let provider = Provider<ServerTarget>(server: server)
         async let slow = provider.request(ServerTarget(server: server, path: "delay/1")).value
@@ -81,7 +90,8 @@ struct ServerConfigurationTests {
     }
 
     @Test func concurrentSwitchingIsSafeAndConsistent() async throws {
-        let one = try TestServer.url(), two = try TestServer.second()
+        let one = try TestServer.url()
+        let two = try TestServer.second()
         let server = ServerConfiguration(baseURL: one)
         let provider = Provider<ServerTarget>(server: server)
         let urls = try await withThrowingTaskGroup(of: String.self) { group in

@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -42,7 +43,10 @@ struct StubTests {
     @Test func stubbedNetworkErrorIsUnderlying() async throws {
         let provider = Provider<Bin>(stubClosure: Provider.immediatelyStub)
         let result = await provider.request(try target(.networkError(TransportFailure(kind: .connectionLost, message: "stubbed loss")))).result
-        guard case .failure(.underlying(let failure, _)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.underlying(let failure, _)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(failure == TransportFailure(kind: .connectionLost, message: "stubbed loss"))
     }
 
@@ -50,7 +54,10 @@ struct StubTests {
         let log = LockedCounter()
         let provider = Provider<Bin>(stubClosure: Provider.immediatelyStub, interceptors: [Recorder("A", log: log)])
         let result = await provider.request(try target(.networkResponse(500, Data()), validation: .successCodes)).result
-        guard case .failure(.statusCode(let response)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.statusCode(let response)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(response.statusCode == 500)
         #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "A")
         #expect(log.log == ["A.prepare", "A.willSend", "A.didReceive", "A.process"])

@@ -3,6 +3,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -44,8 +45,10 @@ struct Bin: TargetType {
     var pluginOptions: [String: String] = [:]
     var sampleResponse: EndpointSampleResponse { sample }
 
-    init(_ path: String, method: HTTPMethod = .get, task: RequestTask = .requestPlain, headers: [String: String]? = nil,
-         validation: ValidationType = .none, options: [String: String] = [:], base: URL? = nil) throws {
+    init(
+        _ path: String, method: HTTPMethod = .get, task: RequestTask = .requestPlain, headers: [String: String]? = nil,
+        validation: ValidationType = .none, options: [String: String] = [:], base: URL? = nil
+    ) throws {
         self.baseURL = try base ?? TestServer.url()
         self.path = path
         self.method = method
@@ -92,7 +95,12 @@ final class LockedCounter: Sendable {
     private let state = Locked((count: 0, items: [String]()))
     var value: Int { state.withLock { $0.count } }
     var log: [String] { state.withLock { $0.items } }
-    @discardableResult func increment() -> Int { state.withLock { $0.count += 1; return $0.count } }
+    @discardableResult func increment() -> Int {
+        state.withLock {
+            $0.count += 1
+            return $0.count
+        }
+    }
     func append(_ item: String) { state.withLock { $0.items.append(item) } }
 }
 
@@ -133,17 +141,32 @@ struct Echo: Decodable, Sendable {
 
 /// Any JSON value, decodable, for echoes whose fields vary in type.
 enum JSONAny: Decodable, Sendable, Equatable {
-    case string(String), number(Double), bool(Bool), array([JSONAny]), object([String: JSONAny]), null
+    case string(String)
+    case number(Double)
+    case bool(Bool)
+    case array([JSONAny])
+    case object([String: JSONAny])
+    case null
     init(from decoder: Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode([JSONAny].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: JSONAny].self)) }
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONAny].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONAny].self))
+        }
     }
-    var string: String? { if case .string(let s) = self { return s }; return nil }
+    var string: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
     var strings: [String]? {
         switch self {
         case .string(let s): return [s]
@@ -253,8 +276,10 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
     }
 
     /// A provider on a new transport of this kind.
-    func provider(requestClosure: @escaping Provider<Bin>.RequestClosure = Provider<Bin>.defaultRequestMapping(for:request:),
-                  trackInflights: Bool = false) -> Provider<Bin> {
+    func provider(
+        requestClosure: @escaping Provider<Bin>.RequestClosure = Provider<Bin>.defaultRequestMapping(for:request:),
+        trackInflights: Bool = false
+    ) -> Provider<Bin> {
         Provider<Bin>(requestClosure: requestClosure, transport: make(), trackInflights: trackInflights)
     }
 

@@ -2,13 +2,15 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
 /// A minimal target states only baseURL, path and method.
 enum MinimalAPI: TargetType {
-    case root, user(Int)
+    case root
+    case user(Int)
     var baseURL: URL { URL(string: "http://127.0.0.1:1/api")! }
     var path: String {
         switch self {
@@ -27,8 +29,14 @@ struct TargetEndpointTests {
         #expect(target.validationType == .none)
         #expect(target.pluginOptions.isEmpty)
         #expect(target.sampleData.isEmpty)
-        guard case .requestPlain = target.task else { Issue.record("default task is not plain"); return }
-        guard case .networkResponse(200, let data) = target.sampleResponse else { Issue.record("default sample is not 200"); return }
+        guard case .requestPlain = target.task else {
+            Issue.record("default task is not plain")
+            return
+        }
+        guard case .networkResponse(200, let data) = target.sampleResponse else {
+            Issue.record("default sample is not 200")
+            return
+        }
         #expect(data.isEmpty)
         #expect(target.url.absoluteString == "http://127.0.0.1:1/api/users/7")
     }
@@ -42,16 +50,18 @@ struct TargetEndpointTests {
     }
 
     @Test func addingHeadersNewWinsCaseInsensitively() {
-        let endpoint = Endpoint(url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
-                                method: .get, task: .requestPlain, httpHeaderFields: ["Accept": "text/plain", "X-A": "1"])
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
+            method: .get, task: .requestPlain, httpHeaderFields: ["Accept": "text/plain", "X-A": "1"])
         let added = endpoint.adding(newHTTPHeaderFields: ["accept": "application/json", "X-B": "2"])
         #expect(added.httpHeaderFields == ["accept": "application/json", "X-A": "1", "X-B": "2"])
         #expect(endpoint.httpHeaderFields == ["Accept": "text/plain", "X-A": "1"])
     }
 
     @Test func replacingTaskKeepsEverythingElse() throws {
-        let endpoint = Endpoint(url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
-                                method: .post, task: .requestPlain, httpHeaderFields: ["X-A": "1"])
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
+            method: .post, task: .requestPlain, httpHeaderFields: ["X-A": "1"])
         let replaced = endpoint.replacing(task: .requestData(Data("hi".utf8)))
         let request = try replaced.urlRequest()
         #expect(request.httpBody == Data("hi".utf8))
@@ -62,13 +72,17 @@ struct TargetEndpointTests {
 
     @Test(arguments: ["http://[::1", "not a url", "ftp://127.0.0.1/file", "/relative/only", ""])
     func badURLIsRequestMappingError(url: String) throws {
-        let endpoint = Endpoint(url: url, sampleResponseClosure: { .networkResponse(200, Data()) }, method: .get,
-                                task: .requestPlain, httpHeaderFields: nil)
+        let endpoint = Endpoint(
+            url: url, sampleResponseClosure: { .networkResponse(200, Data()) }, method: .get,
+            task: .requestPlain, httpHeaderFields: nil)
         do {
             _ = try endpoint.urlRequest()
             Issue.record("expected requestMapping for \(url)")
         } catch {
-            guard case .requestMapping(let reported) = error else { Issue.record("wrong error \(error)"); return }
+            guard case .requestMapping(let reported) = error else {
+                Issue.record("wrong error \(error)")
+                return
+            }
             #expect(reported == url)
             #expect(error.description.contains("is not an absolute http or https URL"))
         }
@@ -77,34 +91,44 @@ struct TargetEndpointTests {
     @Test func badBaseURLFailsThePipelineWithRequestMapping() async throws {
         let provider = Provider<MultiTarget>()
         let result = await provider.get("http://exa mple.com:99999/x").result
-        guard case .failure(.requestMapping(let url)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.requestMapping(let url)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(url == "http://exa mple.com:99999/x")
     }
 
     @Test func parametersJSONCannotEncodeNamesKeyPathAndType() throws {
-        let endpoint = Endpoint(url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
-                                method: .post,
-                                task: .requestParameters(parameters: ["ok": 1, "nested": ["when": Date(timeIntervalSince1970: 0)] as [String: any Sendable]],
-                                                         encoding: JSONEncoding.default),
-                                httpHeaderFields: nil)
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
+            method: .post,
+            task: .requestParameters(
+                parameters: ["ok": 1, "nested": ["when": Date(timeIntervalSince1970: 0)] as [String: any Sendable]],
+                encoding: JSONEncoding.default),
+            httpHeaderFields: nil)
         do {
             _ = try endpoint.urlRequest()
             Issue.record("expected parameterEncoding")
         } catch {
-            guard case .parameterEncoding(let inner) = error else { Issue.record("wrong error \(error)"); return }
+            guard case .parameterEncoding(let inner) = error else {
+                Issue.record("wrong error \(error)")
+                return
+            }
             #expect(inner as? ParameterEncodingError == .invalidJSONValue(keyPath: "$.nested.when", type: "Date"))
         }
     }
 
     @Test func nonFiniteNumberCannotBeJSON() throws {
-        let endpoint = Endpoint(url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
-                                method: .post, task: .requestParameters(parameters: ["x": Double.nan], encoding: JSONEncoding.default),
-                                httpHeaderFields: nil)
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
+            method: .post, task: .requestParameters(parameters: ["x": Double.nan], encoding: JSONEncoding.default),
+            httpHeaderFields: nil)
         #expect {
             _ = try endpoint.urlRequest()
         } throws: { error in
             guard case NetworkError.parameterEncoding(let inner) = error,
-                case .invalidJSONValue(let path, _) = inner as? ParameterEncodingError else { return false }
+                case .invalidJSONValue(let path, _) = inner as? ParameterEncodingError
+            else { return false }
             return path == "$.x"
         }
     }
@@ -115,8 +139,9 @@ struct TargetEndpointTests {
     }
 
     @Test func encodableFailureIsEncodableMapping() throws {
-        let endpoint = Endpoint(url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
-                                method: .post, task: .requestJSONEncodable(Unencodable()), httpHeaderFields: nil)
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) },
+            method: .post, task: .requestJSONEncodable(Unencodable()), httpHeaderFields: nil)
         #expect {
             _ = try endpoint.urlRequest()
         } throws: { error in
@@ -137,7 +162,10 @@ struct TargetEndpointTests {
         let provider = Provider<Bin>()
         let missing = URL(fileURLWithPath: "/nonexistent/pluginhost-upload.bin")
         let result = await provider.request(try Bin("post", method: .post, task: .uploadFile(missing))).result
-        guard case .failure(.fileAccess(let path, let reason)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.fileAccess(let path, let reason)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(path == "/nonexistent/pluginhost-upload.bin")
         #expect(reason.contains("does not exist"))
     }

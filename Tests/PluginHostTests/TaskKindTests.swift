@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -25,7 +26,8 @@ struct TaskKindTests {
     }
 
     @Test(arguments: TransportKind.allCases) func rawData(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .requestData(Data("raw-bytes".utf8)), headers: ["Content-Type": "text/plain"]), on: transport)
+        let e = try await send(
+            try Bin("anything", method: .post, task: .requestData(Data("raw-bytes".utf8)), headers: ["Content-Type": "text/plain"]), on: transport)
         #expect(e.data == "raw-bytes")
     }
 
@@ -38,13 +40,16 @@ struct TaskKindTests {
     @Test(arguments: TransportKind.allCases) func encodableWithCustomEncoder(_ transport: TransportKind) async throws {
         let encoder = JSONEncoder()
         encoder.keyEncodingStrategy = .convertToSnakeCase
-        let e = try await send(try Bin("anything", method: .post,
-                                       task: .requestCustomJSONEncodable(Greeting(firstName: "Ann", count: 2), encoder: encoder)), on: transport)
+        let e = try await send(
+            try Bin(
+                "anything", method: .post,
+                task: .requestCustomJSONEncodable(Greeting(firstName: "Ann", count: 2), encoder: encoder)), on: transport)
         #expect(e.json == .object(["first_name": .string("Ann"), "count": .number(2)]))
     }
 
     @Test(arguments: TransportKind.allCases) func urlEncodedGETGoesToTheQuery(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", task: .requestParameters(parameters: ["q": "a b", "n": 3], encoding: URLEncoding.default)), on: transport)
+        let e = try await send(
+            try Bin("anything", task: .requestParameters(parameters: ["q": "a b", "n": 3], encoding: URLEncoding.default)), on: transport)
         #expect(e.args?["q"] == .string("a b"))
         #expect(e.args?["n"] == .string("3"))
         #expect(e.url.contains("n=3&q=a%20b"))
@@ -53,15 +58,18 @@ struct TaskKindTests {
     @Test(arguments: [HTTPMethod.get, .head, .delete], TransportKind.allCases)
     func methodDependentUsesQueryFor(method: HTTPMethod, transport: TransportKind) async throws {
         let response = try await transport.provider().request(
-            try Bin("anything", method: method, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.default))).value
+            try Bin("anything", method: method, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.default))
+        ).value
         #expect(response.statusCode == 200)
         #expect(response.request?.url?.query == "k=v")
         #expect(response.request?.httpBody == nil)
     }
 
     @Test(arguments: TransportKind.allCases) func urlEncodedPOSTGoesToTheFormBody(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .post,
-                                       task: .requestParameters(parameters: ["name": "Zoë", "tags": ["a", "b"]], encoding: URLEncoding.default)), on: transport)
+        let e = try await send(
+            try Bin(
+                "anything", method: .post,
+                task: .requestParameters(parameters: ["name": "Zoë", "tags": ["a", "b"]], encoding: URLEncoding.default)), on: transport)
         #expect(e.form?["name"] == .string("Zoë"))
         #expect(e.form?["tags[]"]?.strings == ["a", "b"])
         #expect(e.header("Content-Type") == "application/x-www-form-urlencoded; charset=utf-8")
@@ -69,33 +77,42 @@ struct TaskKindTests {
     }
 
     @Test(arguments: TransportKind.allCases) func forcedQueryStringForPOST(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.queryString)), on: transport)
+        let e = try await send(
+            try Bin("anything", method: .post, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.queryString)), on: transport)
         #expect(e.args?["k"] == .string("v"))
         #expect(e.form?.isEmpty == true)
     }
 
     @Test(arguments: TransportKind.allCases) func forcedBodyForDELETE(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .delete, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.httpBody)), on: transport)
+        let e = try await send(
+            try Bin("anything", method: .delete, task: .requestParameters(parameters: ["k": "v"], encoding: URLEncoding.httpBody)), on: transport)
         #expect(e.form?["k"] == .string("v"))
         #expect(e.args?.isEmpty == true)
     }
 
     @Test(arguments: TransportKind.allCases) func jsonEncodedParameters(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .put, task: .requestParameters(parameters: ["a": 1, "b": ["c": true]], encoding: JSONEncoding.default)), on: transport)
+        let e = try await send(
+            try Bin("anything", method: .put, task: .requestParameters(parameters: ["a": 1, "b": ["c": true]], encoding: JSONEncoding.default)),
+            on: transport)
         #expect(e.json == .object(["a": .number(1), "b": .object(["c": .bool(true)])]))
         #expect(e.method == "PUT")
     }
 
     @Test(arguments: TransportKind.allCases) func compositeDataAndQuery(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .requestCompositeData(bodyData: Data("body!".utf8), urlParameters: ["page": 2]),
-                                       headers: ["Content-Type": "text/plain"]), on: transport)
+        let e = try await send(
+            try Bin(
+                "anything", method: .post, task: .requestCompositeData(bodyData: Data("body!".utf8), urlParameters: ["page": 2]),
+                headers: ["Content-Type": "text/plain"]), on: transport)
         #expect(e.data == "body!")
         #expect(e.args?["page"] == .string("2"))
     }
 
     @Test(arguments: TransportKind.allCases) func compositeParametersJSONBodyAndQuery(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .requestCompositeParameters(
-            bodyParameters: ["x": "y"], bodyEncoding: JSONEncoding.default, urlParameters: ["page": 2])), on: transport)
+        let e = try await send(
+            try Bin(
+                "anything", method: .post,
+                task: .requestCompositeParameters(
+                    bodyParameters: ["x": "y"], bodyEncoding: JSONEncoding.default, urlParameters: ["page": 2])), on: transport)
         #expect(e.json == .object(["x": .string("y")]))
         #expect(e.args?["page"] == .string("2"))
     }
@@ -117,7 +134,8 @@ struct TaskKindTests {
             .file(file, name: "avatar", fileName: "me.png", mimeType: "image/png"),
             MultipartFormBodyPart(source: .data(Data("{\"a\":1}".utf8)), name: "meta", fileName: "meta.json", mimeType: "application/json"),
         ]
-        let response = try await transport.provider().request(try Bin("anything", method: .post, task: .uploadMultipart(parts))).filterSuccessfulStatusCodes().value
+        let response = try await transport.provider().request(try Bin("anything", method: .post, task: .uploadMultipart(parts)))
+            .filterSuccessfulStatusCodes().value
         let e = try echo(response)
         #expect(e.form?["user"] == .string("Ann"))
         #expect(e.files?["avatar"] == "pretend image")
@@ -127,11 +145,13 @@ struct TaskKindTests {
         let boundary = String(contentType.split(separator: "=").last!)
         let body = String(decoding: try #require(response.request?.httpBody), as: UTF8.self)
         #expect(body.hasSuffix("--\(boundary)--\r\n"))
-        #expect(body.contains("Content-Disposition: form-data; name=\"avatar\"; filename=\"me.png\"\r\nContent-Type: image/png\r\n\r\npretend image\r\n"))
+        #expect(
+            body.contains("Content-Disposition: form-data; name=\"avatar\"; filename=\"me.png\"\r\nContent-Type: image/png\r\n\r\npretend image\r\n"))
     }
 
     @Test(arguments: TransportKind.allCases) func compositeMultipartWithQuery(_ transport: TransportKind) async throws {
-        let e = try await send(try Bin("anything", method: .post, task: .uploadCompositeMultipart([.text("v", name: "k")], urlParameters: ["page": 3])), on: transport)
+        let e = try await send(
+            try Bin("anything", method: .post, task: .uploadCompositeMultipart([.text("v", name: "k")], urlParameters: ["page": 3])), on: transport)
         #expect(e.form?["k"] == .string("v"))
         #expect(e.args?["page"] == .string("3"))
     }
@@ -161,8 +181,12 @@ struct TaskKindTests {
     @Test(arguments: TransportKind.allCases) func downloadWithParameters(_ transport: TransportKind) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dlp-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let response = try await transport.provider().request(try Bin("get", task: .downloadParameters(
-            parameters: ["who": "me"], encoding: URLEncoding.default, destination: .directory(directory)))).value
+        let response = try await transport.provider().request(
+            try Bin(
+                "get",
+                task: .downloadParameters(
+                    parameters: ["who": "me"], encoding: URLEncoding.default, destination: .directory(directory)))
+        ).value
         let saved = try #require(response.fileURL)
         let body = try JSONDecoder().decode(Echo.self, from: Data(contentsOf: saved))
         #expect(body.args?["who"] == .string("me"))

@@ -1,7 +1,8 @@
 import Foundation
-@testable import PluginHost
 import PluginSDK
 import Testing
+
+@testable import PluginHost
 
 @Suite("Transports")
 struct TransportTests {
@@ -37,8 +38,12 @@ struct TransportTests {
 
     @Test(arguments: TransportKind.allCases) func aCrossOriginRedirectDropsCredentials(_ transport: TransportKind) async throws {
         let target = try TestServer.second().appendingPathComponent("headers").absoluteString
-        let response = try await transport.provider().request(try Bin("redirect-to", task: .requestParameters(
-            parameters: ["url": target], encoding: URLEncoding.queryString), headers: ["Authorization": "Bearer secret", "X-Kept": "yes"])).value
+        let response = try await transport.provider().request(
+            try Bin(
+                "redirect-to",
+                task: .requestParameters(
+                    parameters: ["url": target], encoding: URLEncoding.queryString), headers: ["Authorization": "Bearer secret", "X-Kept": "yes"])
+        ).value
         #expect(response.statusCode == 200)
         let headers = try response.mapJSON()["headers"]
         #expect(headers?["Authorization"] == nil)

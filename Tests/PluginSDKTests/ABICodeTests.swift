@@ -1,6 +1,7 @@
 import CPluginABI
-@testable import PluginSDK
 import Testing
+
+@testable import PluginSDK
 
 /// The ABI's codes map both ways, and unknown codes from a newer peer land on the safe value.
 @Suite("ABI codes")

@@ -19,8 +19,9 @@ struct HeaderValidationTests {
     }
 
     @Test func errorsDescribeTheProblem() {
-        #expect(InterceptorError.invalidHeaderValue(name: "X-A").description
-            == "invalid value for header \"X-A\": CR, LF and NUL are not allowed")
+        #expect(
+            InterceptorError.invalidHeaderValue(name: "X-A").description
+                == "invalid value for header \"X-A\": CR, LF and NUL are not allowed")
         #expect(InterceptorError.invalidURL("nope").description == "invalid URL \"nope\": must be an absolute http or https URL")
         #expect(InterceptorError.invalidMethod("GE T").description == "invalid method \"GE T\": must be a token")
     }

@@ -3,6 +3,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,15 +50,17 @@ struct CLI {
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         try process.run()
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
         let stderrData = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Output(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                      stderr: String(decoding: stderrData, as: UTF8.self))
+        return Output(
+            status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+            stderr: String(decoding: stderrData, as: UTF8.self))
     }
 }
 
@@ -142,8 +145,10 @@ func expectSchema(_ json: String, _ schema: String, sourceLocation: SourceLocati
     defer { try? FileManager.default.removeItem(atPath: file) }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = ["-c", "import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
-                         file, CLI.root + "/Tests/Fixtures/\(schema)"]
+    process.arguments = [
+        "-c", "import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
+        file, CLI.root + "/Tests/Fixtures/\(schema)",
+    ]
     let err = Pipe()
     process.standardError = err
     try process.run()
@@ -166,7 +171,8 @@ struct CLITests {
         }
         let version = try await CLI.run(["--version"])
         #expect(version.status == 0)
-        #expect(version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.0, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
+        #expect(
+            version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.0, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
     }
 
     @Test func unknownCommandSuggestsTheClosest() async throws {
@@ -201,16 +207,18 @@ struct CLITests {
 
     @Test func testReportsEveryManifestProblemWithItsPath() async throws {
         let workspace = try await Workspace.make(bundling: [])
-        let path = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a", "colour": 1}, {"name": ""}, {"name": "b", "config": []}], "extra": true}"#)
+        let path = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a", "colour": 1}, {"name": ""}, {"name": "b", "config": []}], "extra": true}"#)
         let output = try await CLI.run(["test", "--manifest", path])
         #expect(output.status == 2)
-        #expect(workspace.mask(output.stderr) == """
-            pluginhost: <DIR>/\((path as NSString).lastPathComponent): extra: unknown key "extra"; expected one of comment, pluginDirectories, plugins
-            pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[0].colour: unknown key "colour"; expected one of comment, config, enabled, name, sha256
-            pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[1].name: must not be empty
-            pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[2].config: must be an object
+        #expect(
+            workspace.mask(output.stderr) == """
+                pluginhost: <DIR>/\((path as NSString).lastPathComponent): extra: unknown key "extra"; expected one of comment, pluginDirectories, plugins
+                pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[0].colour: unknown key "colour"; expected one of comment, config, enabled, name, sha256
+                pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[1].name: must not be empty
+                pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[2].config: must be an object
 
-            """)
+                """)
     }
 
     @Test func directoryWithNoBundles() async throws {
@@ -257,7 +265,8 @@ struct CLITests {
     @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity"])
         try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
-        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "create"}}]}"#)
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "create"}}]}"#)
         let output = try await CLI.run(["test", "--manifest", manifest])
         #expect(output.status == 4)
         #expect(output.stdout.contains("probe  activity       ok"))
@@ -282,7 +291,9 @@ struct CLITests {
         #expect(output.stderr.hasPrefix("pluginhost: refusing \(CLI.binDirectory)/libNoEntryTestPlugin.so: no pluginhost_plugin_v1 symbol: "))
         let config = workspace.root + "/config.json"
         try "[1, 2]".write(toFile: config, atomically: true, encoding: .utf8)
-        let badConfig = try await CLI.run(["bundle", CLI.binDirectory + "/libLoggerPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins, "--config", config])
+        let badConfig = try await CLI.run([
+            "bundle", CLI.binDirectory + "/libLoggerPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins, "--config", config,
+        ])
         #expect(badConfig.status == 1)
         #expect(badConfig.stderr == "pluginhost: \(config): the configuration must be a JSON object\n")
     }
@@ -304,7 +315,9 @@ struct CLITests {
     @Test func testGoldenOnTheExampleManifest() async throws {
         let workspace = try await Workspace.make()
         let manifest = try workspace.exampleManifest()
-        let output = try await CLI.run(["test", "--manifest", manifest, "--store", "access_token=demo-token", "--store", "signing_secret=demo-secret"])
+        let output = try await CLI.run([
+            "test", "--manifest", manifest, "--store", "access_token=demo-token", "--store", "signing_secret=demo-secret",
+        ])
         #expect(output.status == 0)
         #expect(!output.stdout.contains("demo-token"))
         try expectGolden(workspace.mask(output.stdout), "test.txt")
@@ -326,16 +339,18 @@ struct CLITests {
 
     @Test func liveURLAgainstHTTPBin() async throws {
         guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
-            throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
+            throw CocoaError(
+                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
         }
         let workspace = try await Workspace.make()
         let manifest = try workspace.exampleManifest()
-        let output = try await CLI.run(["test", "--manifest", manifest, "--url", base + "/anything", "--method", "POST", "--header", "X-Demo: 1",
-                                  "--store", "signing_secret=s", "--store", "access_token=t"])
+        let output = try await CLI.run([
+            "test", "--manifest", manifest, "--url", base + "/anything", "--method", "POST", "--header", "X-Demo: 1",
+            "--store", "signing_secret=s", "--store", "access_token=t",
+        ])
         #expect(output.status == 0)
         #expect(output.stdout.contains("chain  POST \(base)/anything\n"))
         #expect(output.stdout.contains("response  200"))
         #expect(output.stdout.contains("  X-Demo: 1"))
     }
 }
-

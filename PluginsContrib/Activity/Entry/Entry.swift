@@ -1,7 +1,7 @@
+import ActivityPlugin
 // The library's one entry point (ABI 1.0). It lives in its own target so that the plugin module
 // itself can also be linked into an app and used in-process.
 import PluginSDK
-import ActivityPlugin
 
 @_cdecl("pluginhost_plugin_v1")
 public func pluginhostPlugin() -> UnsafeRawPointer {

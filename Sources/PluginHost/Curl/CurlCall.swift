@@ -2,6 +2,7 @@ import CCurlShim
 import Dispatch
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -167,8 +168,10 @@ final class CurlCall: @unchecked Sendable {
     var idleDeadline: UInt64? { idleTimeout > 0 ? lastActivity &+ idleTimeout : nil }
 
     var idleTimeoutFailure: TransportFailure {
-        TransportFailure(kind: .timedOut, message: String(
-            format: "no byte sent or received for %.1f s (the request's timeout)", Double(idleTimeout) / 1e9))
+        TransportFailure(
+            kind: .timedOut,
+            message: String(
+                format: "no byte sent or received for %.1f s (the request's timeout)", Double(idleTimeout) / 1e9))
     }
 
     /// Sets every option of the transfer on `easy` (a fresh or reset handle).
@@ -316,19 +319,21 @@ final class CurlCall: @unchecked Sendable {
     }
 
     private static func isToken(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                return true
-            default:
-                return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    return true
+                default:
+                    return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+                }
             }
-        }
     }
 
     private static func apply(_ tls: PreparedTLS, to easy: UnsafeMutableRawPointer) {
-        ph_curl_easy_setopt_long(easy, PH_CURLOPT_SSLVERSION,
-                                 Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2))
+        ph_curl_easy_setopt_long(
+            easy, PH_CURLOPT_SSLVERSION,
+            Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2))
         if let bundle = tls.caBundle {
             bundle.withUnsafeBytes { _ = ph_curl_easy_setopt_blob(easy, PH_CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
             if tls.excludeSystemStore {
@@ -415,7 +420,8 @@ final class CurlCall: @unchecked Sendable {
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
         guard end > 0 else { return count }
         if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
-            line[4] == UInt8(ascii: "/") {
+            line[4] == UInt8(ascii: "/")
+        {
             // A status line: a new response (after 1xx, or a proxy's CONNECT answer).
             responseHeaders.removeAll(keepingCapacity: true)
             expected = -1
@@ -435,7 +441,8 @@ final class CurlCall: @unchecked Sendable {
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<valueEnd]), as: UTF8.self)
         if name.count == 14, name.lowercased() == "content-length", let length = Int64(value) { expected = length }
         if !decoding.isEmpty, name.count == 16, name.lowercased() == "content-encoding",
-            value.split(separator: ",").contains(where: { !decoding.contains($0.trimmingCharacters(in: .whitespaces).lowercased()) }) {
+            value.split(separator: ",").contains(where: { !decoding.contains($0.trimmingCharacters(in: .whitespaces).lowercased()) })
+        {
             // An encoding we did not ask for: the body goes to the caller as it came, with this
             // header, instead of failing (libcurl reads this flag when the body arrives).
             if let easy { ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_CONTENT_DECODING, 0) }
@@ -487,7 +494,8 @@ final class CurlCall: @unchecked Sendable {
         if [301, 302, 303, 307, 308].contains(status), redirectCount < policy.maxRedirects,
             let location = responseHeaders.first(where: { $0.name.lowercased() == "location" })?.value,
             let next = URL(string: location, relativeTo: url)?.absoluteURL,
-            let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https" {
+            let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        {
             redirectCount += 1
             if (status == 303 && method != "HEAD") || ((status == 301 || status == 302) && method == "POST") {
                 method = "GET"
@@ -515,8 +523,9 @@ final class CurlCall: @unchecked Sendable {
             downloaded = downloadPath
             self.downloadPath = nil
         }
-        let response = CurlResponse(status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
-                                    downloadPath: downloaded)
+        let response = CurlResponse(
+            status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
+            downloadPath: downloaded)
         responseHeaders = []
         data = Data()
         return .finished(.success(response))

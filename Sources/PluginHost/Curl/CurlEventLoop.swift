@@ -2,6 +2,7 @@ import CCurlShim
 import Dispatch
 import Foundation
 import PluginSDK
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,6 +1,7 @@
 import CCurlShim
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -143,8 +144,9 @@ public final class CurlTransport: Transport {
         }
         self.configuration = configuration
         self.libraryDescription = library.description
-        let settings = CurlSettings(configuration: configuration, defaultTLS: defaultTLS, tlsOverrides: overrides,
-                                    encodings: library.encodings)
+        let settings = CurlSettings(
+            configuration: configuration, defaultTLS: defaultTLS, tlsOverrides: overrides,
+            encodings: library.encodings)
         loop = try CurlEventLoop(settings: settings)
     }
 
@@ -272,10 +274,12 @@ final class CookieJar: Sendable {
         let matching = cookies.withLock { jar in
             jar.filter { cookie in
                 let domain = cookie.domain.lowercased()
-                let domainMatches = domain.hasPrefix(".")
+                let domainMatches =
+                    domain.hasPrefix(".")
                     ? host == domain.dropFirst() || host.hasSuffix(domain)
                     : host == domain
-                let pathMatches = path == cookie.path || path.hasPrefix(cookie.path.hasSuffix("/") ? cookie.path : cookie.path + "/")
+                let pathMatches =
+                    path == cookie.path || path.hasPrefix(cookie.path.hasSuffix("/") ? cookie.path : cookie.path + "/")
                     || cookie.path == "/"
                 return domainMatches && pathMatches && (!cookie.isSecure || secure) && (cookie.expiresDate.map { $0 > now } ?? true)
             }

@@ -75,8 +75,10 @@ public struct TLSConfiguration: Sendable, Equatable {
     public var minimumVersion: Version
 
     /// Creates a TLS configuration; the defaults trust the system store, pin nothing and accept TLS 1.2 and later.
-    public init(trustRoots: TrustRoots = .system, pinnedPublicKeys: [String] = [], clientCertificate: ClientCertificate? = nil,
-                minimumVersion: Version = .tls12) {
+    public init(
+        trustRoots: TrustRoots = .system, pinnedPublicKeys: [String] = [], clientCertificate: ClientCertificate? = nil,
+        minimumVersion: Version = .tls12
+    ) {
         self.trustRoots = trustRoots
         self.pinnedPublicKeys = pinnedPublicKeys
         self.clientCertificate = clientCertificate
@@ -139,8 +141,9 @@ struct PreparedTLS: Sendable {
         }
         for pin in configuration.pinnedPublicKeys {
             guard pin.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(pin.dropFirst(8))), digest.count == 32 else {
-                throw CurlTransportError(.invalidConfiguration,
-                                         "\(context): pinned public key \"\(pin)\": expected sha256// followed by the base64 of a 32-byte SHA-256 digest")
+                throw CurlTransportError(
+                    .invalidConfiguration,
+                    "\(context): pinned public key \"\(pin)\": expected sha256// followed by the base64 of a 32-byte SHA-256 digest")
             }
         }
         pins = configuration.pinnedPublicKeys.isEmpty ? nil : configuration.pinnedPublicKeys.joined(separator: ";")

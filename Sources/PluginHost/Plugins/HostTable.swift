@@ -193,10 +193,12 @@ final class HostTable: @unchecked Sendable {
             return PH_OK
         }
         api.request_set_header = { request, name, value in
-            (try? RequestHandle.from(request).state.setHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).state.setHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil
+                ? PH_OK : PH_INVALID
         }
         api.request_add_header = { request, name, value in
-            (try? RequestHandle.from(request).state.addHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).state.addHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil
+                ? PH_OK : PH_INVALID
         }
         api.request_remove_header = { request, name in
             (try? RequestHandle.from(request).state.setHeader(named: HostBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID

@@ -18,8 +18,8 @@ struct JSONReader {
     }
 
     func schemaError(_ reason: String, at path: String? = nil) -> PluginLoadError {
-        let where_ = path ?? self.path
-        return PluginLoadError(.schema, file: file, jsonPath: where_.isEmpty ? "$" : where_, reason: reason)
+        let location = path ?? self.path
+        return PluginLoadError(.schema, file: file, jsonPath: location.isEmpty ? "$" : location, reason: reason)
     }
 
     func child(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
@@ -28,8 +28,9 @@ struct JSONReader {
     func object(allowing allowed: Set<String>) throws(PluginLoadError) -> [String: JSONReader] {
         guard let dictionary = value as? [String: Any] else { throw schemaError("must be an object") }
         if let unknown = dictionary.keys.sorted().first(where: { !allowed.contains($0) }) {
-            throw schemaError("unknown key \(unknown.debugDescription); expected one of \(allowed.sorted().joined(separator: ", "))",
-                              at: child(unknown))
+            throw schemaError(
+                "unknown key \(unknown.debugDescription); expected one of \(allowed.sorted().joined(separator: ", "))",
+                at: child(unknown))
         }
         var members: [String: JSONReader] = [:]
         for (key, member) in dictionary { members[key] = JSONReader(file: file, value: member, path: child(key)) }
@@ -59,7 +60,8 @@ struct JSONReader {
 
     func int() throws(PluginLoadError) -> Int {
         guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
-            let int = Int(exactly: number.doubleValue) else { throw schemaError("must be a whole number") }
+            let int = Int(exactly: number.doubleValue)
+        else { throw schemaError("must be a whole number") }
         return int
     }
 

@@ -36,8 +36,9 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
             }
         }
         guard let created else {
-            throw PluginLoadError(.createFailed, file: library.path, plugin: library.info.name,
-                                  reason: message.isEmpty ? "create failed without a message" : message)
+            throw PluginLoadError(
+                .createFailed, file: library.path, plugin: library.info.name,
+                reason: message.isEmpty ? "create failed without a message" : message)
         }
         instance = created
     }
@@ -96,8 +97,10 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         c.method = arena.bytes(challenge.method)
         c.previous_failure_count = Int32(clamping: challenge.previousFailureCount)
         let capacity = 1024
-        var user = [UInt8](repeating: 0, count: capacity), password = [UInt8](repeating: 0, count: capacity)
-        var userLength = 0, passwordLength = 0
+        var user = [UInt8](repeating: 0, count: capacity)
+        var password = [UInt8](repeating: 0, count: capacity)
+        var userLength = 0
+        var passwordLength = 0
         let answer = withContext(context) { ctx in
             user.withUnsafeMutableBufferPointer { u in
                 password.withUnsafeMutableBufferPointer { p in
@@ -105,8 +108,9 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
                 }
             }
         }
-        return CredentialAnswer(abiCode: answer, user: String(decoding: user[0..<min(userLength, capacity)], as: UTF8.self),
-                                password: String(decoding: password[0..<min(passwordLength, capacity)], as: UTF8.self))
+        return CredentialAnswer(
+            abiCode: answer, user: String(decoding: user[0..<min(userLength, capacity)], as: UTF8.self),
+            password: String(decoding: password[0..<min(passwordLength, capacity)], as: UTF8.self))
     }
 
     // MARK: Plumbing
@@ -174,11 +178,12 @@ final class CContext: @unchecked Sendable {
             (values + index).initialize(to: arena.bytes(option.value))
         }
         pointer = .allocate(capacity: 1)
-        pointer.initialize(to: ph_context(
-            struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: context.requestID,
-            attempt: Int32(clamping: context.attempt), target_method: arena.bytes(context.target.method),
-            target_base_url: arena.bytes(context.target.baseURL), target_path: arena.bytes(context.target.path),
-            option_count: options.count, option_keys: UnsafePointer(keys), option_values: UnsafePointer(values)))
+        pointer.initialize(
+            to: ph_context(
+                struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: context.requestID,
+                attempt: Int32(clamping: context.attempt), target_method: arena.bytes(context.target.method),
+                target_base_url: arena.bytes(context.target.baseURL), target_path: arena.bytes(context.target.path),
+                option_count: options.count, option_keys: UnsafePointer(keys), option_values: UnsafePointer(values)))
     }
 
     deinit {

@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -40,8 +41,10 @@ public struct PluginBundle: Sendable {
     public let defaultConfigJSON: Data
 
     /// The `plugin.json` keys.
-    static let keys: Set<String> = ["name", "version", "abi", "library", "sha256", "summary", "license",
-                                    "defaultConfig", "buildSignature", "comment"]
+    static let keys: Set<String> = [
+        "name", "version", "abi", "library", "sha256", "summary", "license",
+        "defaultConfig", "buildSignature", "comment",
+    ]
 
     /// Reads `directory/plugin.json`, checking names, paths and permissions.
     ///
@@ -52,8 +55,9 @@ public struct PluginBundle: Sendable {
             throw PluginLoadError(.unreadable, file: directory, plugin: name, reason: "the bundle directory cannot be resolved")
         }
         guard realDirectory.hasPrefix(realRoot.hasSuffix("/") ? realRoot : realRoot + "/") else {
-            throw PluginLoadError(.pathEscape, file: directory, plugin: name,
-                                  reason: "the bundle resolves to \(realDirectory), outside the plugin directory \(realRoot)")
+            throw PluginLoadError(
+                .pathEscape, file: directory, plugin: name,
+                reason: "the bundle resolves to \(realDirectory), outside the plugin directory \(realRoot)")
         }
         try FileSecurity.check(path: directory)
         let manifestPath = directory + "/plugin.json"
@@ -62,8 +66,9 @@ public struct PluginBundle: Sendable {
         }
         let bundle = try parse(data, file: manifestPath, directory: directory, name: name)
         if let realLibrary = FileSecurity.realPath(bundle.libraryPath), !realLibrary.hasPrefix(realDirectory + "/") {
-            throw PluginLoadError(.pathEscape, file: bundle.libraryPath, plugin: name,
-                                  reason: "the library resolves to \(realLibrary), outside its bundle")
+            throw PluginLoadError(
+                .pathEscape, file: bundle.libraryPath, plugin: name,
+                reason: "the library resolves to \(realLibrary), outside its bundle")
         }
         return bundle
     }
@@ -78,8 +83,9 @@ public struct PluginBundle: Sendable {
         }
         let declaredName = try required("name").nonEmptyString()
         guard declaredName == name else {
-            throw PluginLoadError(.nameMismatch, file: manifestPath, jsonPath: "name", plugin: name,
-                                  reason: "plugin.json names \(declaredName.debugDescription) but the bundle is \(name).plugin")
+            throw PluginLoadError(
+                .nameMismatch, file: manifestPath, jsonPath: "name", plugin: name,
+                reason: "plugin.json names \(declaredName.debugDescription) but the bundle is \(name).plugin")
         }
         let abiMembers = try required("abi").object(allowing: ["major", "minor"])
         guard let majorReader = abiMembers["major"], let minorReader = abiMembers["minor"] else {
@@ -87,18 +93,20 @@ public struct PluginBundle: Sendable {
         }
         let library = try required("library").nonEmptyString()
         if library.contains("/") || library == ".." || library == "." {
-            throw PluginLoadError(.pathEscape, file: manifestPath, jsonPath: "library", plugin: name,
-                                  reason: "library must be a file name inside the bundle, not \(library.debugDescription)")
+            throw PluginLoadError(
+                .pathEscape, file: manifestPath, jsonPath: "library", plugin: name,
+                reason: "library must be a file name inside the bundle, not \(library.debugDescription)")
         }
         var defaultConfig = Data("{}".utf8)
         if let config = members["defaultConfig"] {
             let object = try config.configObject()
             defaultConfig = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? defaultConfig
         }
-        return PluginBundle(directory: directory, name: name, version: try required("version").nonEmptyString(),
-                            abi: (try majorReader.int(), try minorReader.int()), libraryPath: directory + "/" + library,
-                            sha256: try required("sha256").sha256(), summary: try members["summary"]?.string() ?? "",
-                            defaultConfigJSON: defaultConfig)
+        return PluginBundle(
+            directory: directory, name: name, version: try required("version").nonEmptyString(),
+            abi: (try majorReader.int(), try minorReader.int()), libraryPath: directory + "/" + library,
+            sha256: try required("sha256").sha256(), summary: try members["summary"]?.string() ?? "",
+            defaultConfigJSON: defaultConfig)
     }
 
     /// The SHA-256 values the library must have: `plugin.json`'s, and the manifest's pin for
@@ -112,8 +120,9 @@ public struct PluginBundle: Sendable {
     /// The refusal when `library`'s descriptor names another plugin than this bundle, or nil.
     public func nameMismatch(_ library: PluginLibrary) -> PluginLoadError? {
         guard library.info.name != name else { return nil }
-        return PluginLoadError(.nameMismatch, file: libraryPath, plugin: name,
-                               reason: "the library's descriptor names \(library.info.name.debugDescription), the bundle is \(name).plugin")
+        return PluginLoadError(
+            .nameMismatch, file: libraryPath, plugin: name,
+            reason: "the library's descriptor names \(library.info.name.debugDescription), the bundle is \(name).plugin")
     }
 
     /// Makes `NAME.plugin/` in `outputDirectory` from a built library: copies the library,
@@ -121,8 +130,10 @@ public struct PluginBundle: Sendable {
     ///
     /// Refuses a library without a valid descriptor, with the reason.
     @discardableResult
-    public static func create(fromLibrary libraryPath: String, in outputDirectory: String,
-                              defaultConfig: [String: Any] = [:]) throws(PluginLoadError) -> String {
+    public static func create(
+        fromLibrary libraryPath: String, in outputDirectory: String,
+        defaultConfig: [String: Any] = [:]
+    ) throws(PluginLoadError) -> String {
         let library = try PluginLibrary.open(path: libraryPath, checkPermissions: false)
         let info = library.info
         let bundle = outputDirectory + "/" + info.name + ".plugin"

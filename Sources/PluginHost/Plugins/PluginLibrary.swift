@@ -1,6 +1,7 @@
 import CPluginABI
 import Foundation
 import PluginSDK
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -49,7 +50,8 @@ public final class PluginLibrary: @unchecked Sendable {
     /// The exported symbol every plugin library defines.
     public static let entrySymbol = "pluginhost_plugin_v1"
     /// The smallest descriptor ABI 1.0 accepts.
-    static let minimumDescriptorSize = MemoryLayout<ph_plugin_descriptor>.offset(of: \ph_plugin_descriptor.credential)!
+    static let minimumDescriptorSize =
+        MemoryLayout<ph_plugin_descriptor>.offset(of: \ph_plugin_descriptor.credential)!
         + MemoryLayout<UnsafeRawPointer>.size
 
     private init(path: String, info: PluginInfo, sha256: String, size: Int, descriptor: UnsafePointer<ph_plugin_descriptor>) {
@@ -76,8 +78,10 @@ public final class PluginLibrary: @unchecked Sendable {
     ///
     /// - Parameter expectedDigests: SHA-256 values the file must have, each with the place
     ///   that states it (e.g. `plugin.json`), checked before anything is loaded.
-    public static func open(path: String, expectedDigests: [(source: String, sha256: String)] = [],
-                            checkPermissions: Bool = true) throws(PluginLoadError) -> PluginLibrary {
+    public static func open(
+        path: String, expectedDigests: [(source: String, sha256: String)] = [],
+        checkPermissions: Bool = true
+    ) throws(PluginLoadError) -> PluginLibrary {
         var info = stat()
         guard stat(path, &info) == 0 else {
             throw PluginLoadError(.libraryMissing, file: path, reason: "no such file")
@@ -95,8 +99,9 @@ public final class PluginLibrary: @unchecked Sendable {
             return SHA256.hex(hasher.finalize())
         }
         for expectation in expectedDigests where expectation.sha256.lowercased() != digest {
-            throw PluginLoadError(.digestMismatch, file: path,
-                                  reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
+            throw PluginLoadError(
+                .digestMismatch, file: path,
+                reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
         }
         let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest, path: path)
         if let existing = loaded.withLock({ $0[id] }) { return existing }
@@ -109,8 +114,9 @@ public final class PluginLibrary: @unchecked Sendable {
         unlink(copy)
         _ = dlerror()
         guard let symbol = dlsym(handle, entrySymbol) else {
-            throw PluginLoadError(.missingEntrySymbol, file: path,
-                                  reason: "no \(entrySymbol) symbol: \(dlerrorText(stripping: copy))")
+            throw PluginLoadError(
+                .missingEntrySymbol, file: path,
+                reason: "no \(entrySymbol) symbol: \(dlerrorText(stripping: copy))")
         }
         let entry = unsafeBitCast(symbol, to: ph_entry_fn.self)
         guard let descriptor = entry() else {
@@ -129,16 +135,19 @@ public final class PluginLibrary: @unchecked Sendable {
         let d = descriptor.pointee
         let host = "\(hostABI.major).\(hostABI.minor)"
         guard Int(d.struct_size) >= minimumDescriptorSize else {
-            throw PluginLoadError(.descriptorInvalid, file: path,
-                                  reason: "descriptor is \(d.struct_size) bytes; ABI \(host) needs at least \(minimumDescriptorSize)")
+            throw PluginLoadError(
+                .descriptorInvalid, file: path,
+                reason: "descriptor is \(d.struct_size) bytes; ABI \(host) needs at least \(minimumDescriptorSize)")
         }
         guard Int(d.abi_major) == hostABI.major else {
-            throw PluginLoadError(.abiMismatch, file: path,
-                                  reason: "the plugin speaks ABI \(d.abi_major).\(d.abi_minor), the host speaks \(host) (majors differ)")
+            throw PluginLoadError(
+                .abiMismatch, file: path,
+                reason: "the plugin speaks ABI \(d.abi_major).\(d.abi_minor), the host speaks \(host) (majors differ)")
         }
         guard Int(d.abi_minor) <= hostABI.minor else {
-            throw PluginLoadError(.abiMismatch, file: path,
-                                  reason: "the plugin needs ABI \(d.abi_major).\(d.abi_minor), newer than the host's \(host)")
+            throw PluginLoadError(
+                .abiMismatch, file: path,
+                reason: "the plugin needs ABI \(d.abi_major).\(d.abi_minor), newer than the host's \(host)")
         }
         guard let name = d.name.map({ String(cString: $0) }), !name.isEmpty else {
             throw PluginLoadError(.descriptorInvalid, file: path, reason: "the descriptor has no name")
@@ -153,9 +162,10 @@ public final class PluginLibrary: @unchecked Sendable {
         if d.process != nil { hooks.append(.process) }
         if d.credential != nil { hooks.append(.credential) }
         func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
-        return PluginInfo(name: name, version: text(d.version), summary: text(d.summary), license: text(d.license),
-                          buildSignature: text(d.build_signature), abiMajor: Int(d.abi_major), abiMinor: Int(d.abi_minor),
-                          hooks: hooks)
+        return PluginInfo(
+            name: name, version: text(d.version), summary: text(d.summary), license: text(d.license),
+            buildSignature: text(d.build_signature), abiMajor: Int(d.abi_major), abiMinor: Int(d.abi_minor),
+            hooks: hooks)
     }
 
     /// Writes the verified bytes to a fresh file in a private (0700) directory.
@@ -202,12 +212,14 @@ enum FileSecurity {
     static func check(path: String, info: stat) throws(PluginLoadError) {
         let mode = info.st_mode & 0o777
         if mode & 0o022 != 0 {
-            throw PluginLoadError(.insecurePermissions, file: path,
-                                  reason: "writable by group or others (mode \(String(mode, radix: 8))); remove write access with chmod go-w")
+            throw PluginLoadError(
+                .insecurePermissions, file: path,
+                reason: "writable by group or others (mode \(String(mode, radix: 8))); remove write access with chmod go-w")
         }
         if info.st_uid != 0 && info.st_uid != geteuid() {
-            throw PluginLoadError(.insecurePermissions, file: path,
-                                  reason: "owned by uid \(info.st_uid), neither root nor the current user (uid \(geteuid()))")
+            throw PluginLoadError(
+                .insecurePermissions, file: path,
+                reason: "owned by uid \(info.st_uid), neither root nor the current user (uid \(geteuid()))")
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PluginSDK
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -36,12 +37,14 @@ public enum PluginLoader {
     /// Finds, verifies and opens one entry's library; returns it with its merged configuration.
     static func prepare(_ entry: PluginManifest.Entry, in manifest: PluginManifest) throws(PluginLoadError) -> (PluginLibrary, Data) {
         guard let (directory, root) = manifest.bundleDirectory(for: entry.name) else {
-            throw PluginLoadError(.pluginNotFound, file: manifest.file, jsonPath: "plugins[\(entry.index)].name", plugin: entry.name,
-                                  reason: "no \(entry.name).plugin in \(manifest.pluginDirectories.joined(separator: ", "))")
+            throw PluginLoadError(
+                .pluginNotFound, file: manifest.file, jsonPath: "plugins[\(entry.index)].name", plugin: entry.name,
+                reason: "no \(entry.name).plugin in \(manifest.pluginDirectories.joined(separator: ", "))")
         }
         let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root)
-        let library = try PluginLibrary.open(path: bundle.libraryPath,
-                                             expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }))
+        let library = try PluginLibrary.open(
+            path: bundle.libraryPath,
+            expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }))
         if let mismatch = bundle.nameMismatch(library) { throw mismatch }
         return (library, mergedConfig(defaults: bundle.defaultConfigJSON, overrides: entry.configJSON))
     }
@@ -61,23 +64,26 @@ extension Provider {
     ///
     /// Throws ``PluginLoadError`` (and loads nothing) when the manifest or any enabled
     /// plugin is refused.
-    public convenience init(manifest: URL,
-                            before: [any Interceptor] = [],
-                            after: [any Interceptor] = [],
-                            endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
-                            requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
-                            stubClosure: @escaping StubClosure = Provider.neverStub(_:),
-                            callbackQueue: DispatchQueue? = nil,
-                            configuration: URLSessionConfiguration? = nil,
-                            transport: (any Transport)? = nil,
-                            server: ServerConfiguration? = nil,
-                            trackInflights: Bool = false,
-                            services: PluginServices = PluginServices(),
-                            maxInterceptorRetries: Int = 2) throws(PluginLoadError) {
+    public convenience init(
+        manifest: URL,
+        before: [any Interceptor] = [],
+        after: [any Interceptor] = [],
+        endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
+        requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
+        stubClosure: @escaping StubClosure = Provider.neverStub(_:),
+        callbackQueue: DispatchQueue? = nil,
+        configuration: URLSessionConfiguration? = nil,
+        transport: (any Transport)? = nil,
+        server: ServerConfiguration? = nil,
+        trackInflights: Bool = false,
+        services: PluginServices = PluginServices(),
+        maxInterceptorRetries: Int = 2
+    ) throws(PluginLoadError) {
         let loaded = try PluginLoader.load(manifest: manifest, services: services)
-        self.init(endpointClosure: endpointClosure, requestClosure: requestClosure, stubClosure: stubClosure,
-                  callbackQueue: callbackQueue, configuration: configuration, transport: transport,
-                  interceptors: before + loaded + after, server: server, trackInflights: trackInflights, services: services,
-                  maxInterceptorRetries: maxInterceptorRetries)
+        self.init(
+            endpointClosure: endpointClosure, requestClosure: requestClosure, stubClosure: stubClosure,
+            callbackQueue: callbackQueue, configuration: configuration, transport: transport,
+            interceptors: before + loaded + after, server: server, trackInflights: trackInflights, services: services,
+            maxInterceptorRetries: maxInterceptorRetries)
     }
 }

@@ -128,8 +128,10 @@ public struct PluginManifest: Sendable {
             }
             let before = found.count
             for key in fields.keys.sorted() where !entryKeys.contains(key) {
-                found.append(reader.schemaError("unknown key \(key.debugDescription); expected one of \(entryKeys.sorted().joined(separator: ", "))",
-                                                at: reader.child(key)))
+                found.append(
+                    reader.schemaError(
+                        "unknown key \(key.debugDescription); expected one of \(entryKeys.sorted().joined(separator: ", "))",
+                        at: reader.child(key)))
             }
             func member(_ key: String) -> JSONReader? {
                 fields[key].map { JSONReader(file: file, value: $0, path: reader.child(key)) }
@@ -139,8 +141,9 @@ public struct PluginManifest: Sendable {
                 check { () throws(PluginLoadError) in
                     name = try nameReader.nonEmptyString()
                     if let first = seen[name] {
-                        throw PluginLoadError(.duplicateName, file: file, jsonPath: nameReader.path, plugin: name,
-                                              reason: "duplicate plugin name (also at \(first))")
+                        throw PluginLoadError(
+                            .duplicateName, file: file, jsonPath: nameReader.path, plugin: name,
+                            reason: "duplicate plugin name (also at \(first))")
                     }
                     seen[name] = nameReader.path
                 }

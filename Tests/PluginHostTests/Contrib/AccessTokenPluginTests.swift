@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,7 +34,10 @@ struct AccessTokenPluginTests {
         #expect(try await authorization(provider, options: ["auth": "custom:Token"]) == ["Token abc"])
         #expect(try await authorization(provider, options: ["auth": "none"]) == [])
         let bad = await provider.request(try Bin("get", options: ["auth": "custom:Two Words"])).result
-        guard case .failure(.interceptor("access-token", .prepare, let message)) = bad else { Issue.record("got \(bad)"); return }
+        guard case .failure(.interceptor("access-token", .prepare, let message)) = bad else {
+            Issue.record("got \(bad)")
+            return
+        }
         #expect(message == "access-token: pluginOptions[\"auth\"] must be bearer, basic, custom:<Scheme> or none, not \"custom:Two Words\"")
     }
 
@@ -56,7 +60,10 @@ struct AccessTokenPluginTests {
         defer { f.remove() }
         let provider = try f.provider([("access-token", ["required": true, "env": "PLUGINHOST_NO_SUCH_VARIABLE"])])
         let result = await provider.request(try Bin("get")).result
-        guard case .failure(.interceptor("access-token", .prepare, let message)) = result else { Issue.record("got \(result)"); return }
+        guard case .failure(.interceptor("access-token", .prepare, let message)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
         #expect(message == "access-token: no token (looked in host store key \"access_token\", environment variable PLUGINHOST_NO_SUCH_VARIABLE)")
         let optional = try f.provider([("access-token", ["required": false])])
         #expect(try await authorization(optional) == [])
@@ -139,7 +146,10 @@ struct AccessTokenPluginTests {
             return await group.reduce(into: [Result<Response, NetworkError>]()) { $0.append($1) }
         }
         for result in results {
-            guard case .failure(.credentialRefresh("access_token", "identity provider said no")) = result else { Issue.record("got \(result)"); continue }
+            guard case .failure(.credentialRefresh("access_token", "identity provider said no")) = result else {
+                Issue.record("got \(result)")
+                continue
+            }
         }
     }
 
@@ -152,7 +162,10 @@ struct AccessTokenPluginTests {
         provider.services.registerRefresher(forKey: "access_token") { _ in "bad-\(count.increment())" }
         #expect(try await provider.request(try Bin("fixture/token")).value.statusCode == 401)
         let second = await provider.request(try Bin("fixture/token")).result
-        guard case .failure(.interceptor("access-token", .process, let message)) = second else { Issue.record("got \(second)"); return }
+        guard case .failure(.interceptor("access-token", .process, let message)) = second else {
+            Issue.record("got \(second)")
+            return
+        }
         #expect(message == "access-token: excessive refresh: 1 refreshes within 60.0 s (maxRefreshes 1)")
         #expect(count.value == 1)
     }

@@ -11,15 +11,18 @@ struct ActivityPluginTests {
         let provider = try f.provider([("activity", [:])])
         let events = LockedCounter()
         let subscription = provider.services.subscribe { event in
-            events.append("\(event.plugin) \(event.name) \(event.fields["method"]!) \(event.fields["path"]!) \(event.fields["inFlight"]!) \(event.fields["activity"]!) \(event.fields["outcome"] ?? "-")")
+            events.append(
+                "\(event.plugin) \(event.name) \(event.fields["method"]!) \(event.fields["path"]!) \(event.fields["inFlight"]!) \(event.fields["activity"]!) \(event.fields["outcome"] ?? "-")"
+            )
         }
         defer { subscription.cancel() }
         _ = try await provider.request(try Bin("status/201", options: ["activity": "hide"])).value
         _ = try await provider.request(try Bin("get")).value
-        #expect(events.log == [
-            "activity began GET status/201 1 hide -", "activity ended GET status/201 0 hide 201",
-            "activity began GET get 1 show -", "activity ended GET get 0 show 200",
-        ])
+        #expect(
+            events.log == [
+                "activity began GET status/201 1 hide -", "activity ended GET status/201 0 hide 201",
+                "activity began GET get 1 show -", "activity ended GET get 0 show 200",
+            ])
     }
 
     @Test func endedComesOnErrorsTimeoutsAndCancellation() async throws {
@@ -66,7 +69,8 @@ struct ActivityPluginTests {
             }
         }
         defer { subscription.cancel() }
-        let fast = try Bin("get"), slow = try Bin("delay/2")
+        let fast = try Bin("get")
+        let slow = try Bin("delay/2")
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<200 {
                 let cancelled = index % 5 == 0

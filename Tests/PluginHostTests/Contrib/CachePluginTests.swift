@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,7 +43,8 @@ struct CachePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("cache", [:])])
         let target = try Bin("cache/60", task: .requestParameters(parameters: ["k": counterKey()], encoding: URLEncoding.default))
-        let first = try await get(provider, target), second = try await get(provider, target)
+        let first = try await get(provider, target)
+        let second = try await get(provider, target)
         #expect([first.cache, second.cache] == ["miss", "hit"])
         #expect(first.body?["headers"] == second.body?["headers"])
     }
@@ -63,7 +65,8 @@ struct CachePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("cache", [:])])
         let target = try Bin("cache", task: .requestParameters(parameters: ["k": counterKey()], encoding: URLEncoding.default))
-        let first = try await get(provider, target), second = try await get(provider, target)
+        let first = try await get(provider, target)
+        let second = try await get(provider, target)
         #expect(first.cache == "miss")
         #expect(second.cache == "revalidated")
         #expect(second.status == 200)
@@ -89,8 +92,10 @@ struct CachePluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let provider = try f.provider([("cache", [:])])
-        let target = try Bin("response-headers", task: .requestParameters(
-            parameters: ["Cache-Control": "no-cache, max-age=600", "ETag": "\"v1\"", "k": counterKey()], encoding: URLEncoding.default))
+        let target = try Bin(
+            "response-headers",
+            task: .requestParameters(
+                parameters: ["Cache-Control": "no-cache, max-age=600", "ETag": "\"v1\"", "k": counterKey()], encoding: URLEncoding.default))
         _ = try await get(provider, target)
         let second = try await provider.request(target).value
         #expect(second.request?.value(forHTTPHeaderField: "If-None-Match") == "\"v1\"")
@@ -117,7 +122,9 @@ struct CachePluginTests {
         let key = counterKey()
         let stored = try counted(key, headers: ["Cache-Control": "max-age=3600"])
         _ = try await get(provider, stored)
-        func with(_ directive: String) throws -> Bin { try counted(key, headers: ["Cache-Control": "max-age=3600"], requestHeaders: ["Cache-Control": directive]) }
+        func with(_ directive: String) throws -> Bin {
+            try counted(key, headers: ["Cache-Control": "max-age=3600"], requestHeaders: ["Cache-Control": directive])
+        }
         #expect(try await get(provider, try with("max-age=3600")).cache == "hit")
         #expect(try await get(provider, try with("min-fresh=1800")).cache == "hit")
         #expect(try await get(provider, try with("min-fresh=7200")).cache == "miss")
@@ -159,7 +166,9 @@ struct CachePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("cache", [:])])
         let key = counterKey()
-        func lang(_ value: String) throws -> Bin { try counted(key, headers: ["Cache-Control": "max-age=60", "Vary": "X-Lang"], requestHeaders: ["X-Lang": value]) }
+        func lang(_ value: String) throws -> Bin {
+            try counted(key, headers: ["Cache-Control": "max-age=60", "Vary": "X-Lang"], requestHeaders: ["X-Lang": value])
+        }
         _ = try await get(provider, try lang("en"))
         #expect(try await get(provider, try lang("en")).cache == "hit")
         #expect(try await get(provider, try lang("fr")).cache == "miss")
@@ -211,13 +220,17 @@ struct CachePluginTests {
         #expect(stale.value(forHTTPHeaderField: "X-Cache") == "stale")
         #expect(stale.value(forHTTPHeaderField: "Warning") == "110 - \"Response is Stale\"")
         #expect(try stale.mapJSON() == first.body)
-        let serverError = try f.provider([("cache", ["staleIfError": 600])],
-                                         after: [Breaker(to: try TestServer.url().absoluteString + "/status/503", from: 0)])
+        let serverError = try f.provider(
+            [("cache", ["staleIfError": 600])],
+            after: [Breaker(to: try TestServer.url().absoluteString + "/status/503", from: 0)])
         _ = try await get(serverError, good)
         #expect(try await serverError.request(broken).value.value(forHTTPHeaderField: "X-Cache") == "stale")
         let strict = try f.provider([("cache", [:])], after: [Breaker(to: closed, from: 0)])
         _ = try await get(strict, good)
-        guard case .failure(.underlying(let failure, _)) = await strict.request(broken).result else { Issue.record("stale served without staleIfError"); return }
+        guard case .failure(.underlying(let failure, _)) = await strict.request(broken).result else {
+            Issue.record("stale served without staleIfError")
+            return
+        }
         #expect(failure.kind == .cannotConnect)
     }
 
@@ -263,8 +276,12 @@ struct CachePluginTests {
             let key = counterKey()
             let target = try counted(key, headers: ["Cache-Control": "max-age=60"])
             _ = try await get(try f.provider([("cache", ["directory": directory])]), target)
-            let file = try #require(try FileManager.default.contentsOfDirectory(atPath: directory)
-                .map { directory + "/" + $0 }.max { (try? FileManager.default.attributesOfItem(atPath: $0)[.modificationDate] as? Date ?? .distantPast) ?? .distantPast < (try? FileManager.default.attributesOfItem(atPath: $1)[.modificationDate] as? Date ?? .distantPast) ?? .distantPast })
+            let file = try #require(
+                try FileManager.default.contentsOfDirectory(atPath: directory)
+                    .map { directory + "/" + $0 }.max {
+                        (try? FileManager.default.attributesOfItem(atPath: $0)[.modificationDate] as? Date ?? .distantPast) ?? .distantPast
+                            < (try? FileManager.default.attributesOfItem(atPath: $1)[.modificationDate] as? Date ?? .distantPast) ?? .distantPast
+                    })
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
             if damage == "truncate" { bytes.removeLast(5) } else { bytes[bytes.count - 2] ^= 0xff }
             try Data(bytes).write(to: URL(fileURLWithPath: file))
@@ -283,7 +300,9 @@ struct CachePluginTests {
         let provider = try f.provider([("cache", ["directory": directory, "maxDiskBytes": 1500, "maxMemoryEntries": 1])])
         for _ in 0..<5 { _ = try await get(provider, try counted(counterKey(), headers: ["Cache-Control": "max-age=60"])) }
         let files = try FileManager.default.contentsOfDirectory(atPath: directory)
-        let total = try files.reduce(0) { $0 + ((try FileManager.default.attributesOfItem(atPath: directory + "/" + $1)[.size] as? NSNumber)?.intValue ?? 0) }
+        let total = try files.reduce(0) {
+            $0 + ((try FileManager.default.attributesOfItem(atPath: directory + "/" + $1)[.size] as? NSNumber)?.intValue ?? 0)
+        }
         #expect(total <= 1500)
         #expect(files.count >= 1 && files.count < 5)
     }
@@ -298,7 +317,7 @@ struct CachePluginTests {
         _ = try await get(provider, a)
         _ = try await get(provider, b)
         #expect(try await get(provider, a).cache == "hit")
-        _ = try await get(provider, c)           // evicts b, the least recently used
+        _ = try await get(provider, c)  // evicts b, the least recently used
         #expect(try await get(provider, a).cache == "hit")
         #expect(try await get(provider, c).cache == "hit")
         #expect(try await get(provider, b).cache == "miss")

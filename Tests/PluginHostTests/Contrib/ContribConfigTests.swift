@@ -9,8 +9,14 @@ struct ContribConfigTests {
     @Test(arguments: [
         ("access-token", #"{"required": "yes"}"#, "access-token: required must be true or false"),
         ("access-token", #"{"maxRefreshes": 0}"#, "access-token: maxRefreshes must be between 1 and 1000"),
-        ("credentials", #"{"credentials": [{"host": "h", "user": "u"}]}"#, "credentials: credentials[0] needs password, passwordKey (host store) or passwordEnv"),
-        ("credentials", #"{"credentials": [{"host": "h", "user": "u", "password": "p", "port": 70000}]}"#, "credentials: credentials[0].port must be between 1 and 65535"),
+        (
+            "credentials", #"{"credentials": [{"host": "h", "user": "u"}]}"#,
+            "credentials: credentials[0] needs password, passwordKey (host store) or passwordEnv"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "h", "user": "u", "password": "p", "port": 70000}]}"#,
+            "credentials: credentials[0].port must be between 1 and 65535"
+        ),
         ("activity", #"{"defaultVisibility": "blink"}"#, "activity: defaultVisibility must be one of show, hide"),
         ("logger", #"{"level": "verbose"}"#, "logger: level must be one of off, basic, headers, body"),
         ("logger", #"{"output": "file"}"#, "logger: file must name a file when output is file"),
@@ -18,7 +24,10 @@ struct ContribConfigTests {
         ("signature", #"{"placement": "body"}"#, "signature: placement must be one of header, query"),
         ("cache", #"{"staleIfError": -1}"#, "cache: staleIfError must be between 0 and 31536000"),
         ("cache", #"{"directory": "relative/dir"}"#, "cache: directory must be an absolute path"),
-        ("cache", #"{"colour": "red"}"#, "cache: unknown key \"colour\"; known keys: directory, maxDiskBytes, maxMemoryBytes, maxMemoryEntries, staleIfError, storeAuthorized"),
+        (
+            "cache", #"{"colour": "red"}"#,
+            "cache: unknown key \"colour\"; known keys: directory, maxDiskBytes, maxMemoryBytes, maxMemoryEntries, staleIfError, storeAuthorized"
+        ),
     ])
     func invalidConfigIsRefusedWithTheKey(plugin: String, config: String, message: String) throws {
         let f = try PluginFixtures()

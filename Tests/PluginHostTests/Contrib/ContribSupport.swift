@@ -19,27 +19,32 @@ extension PluginFixtures {
     }
 
     /// A provider whose chain is the given contrib plugins (loaded from bundles), in order.
-    func provider<T: TargetType>(_ entries: [(String, [String: Any])], for: T.Type = Bin.self, before: [any Interceptor] = [],
-                                 after: [any Interceptor] = [], transport: (any Transport)? = nil,
-                                 services: PluginServices = PluginServices(), requestTimeout: Double? = nil) throws -> Provider<T> {
+    func provider<T: TargetType>(
+        _ entries: [(String, [String: Any])], for: T.Type = Bin.self, before: [any Interceptor] = [],
+        after: [any Interceptor] = [], transport: (any Transport)? = nil,
+        services: PluginServices = PluginServices(), requestTimeout: Double? = nil
+    ) throws -> Provider<T> {
         var manifestEntries: [[String: Any]] = []
         for (plugin, config) in entries {
             let product = Self.contribProducts[plugin] ?? plugin
             if !FileManager.default.fileExists(atPath: plugins + "/" + plugin + ".plugin") { try contrib(product) }
             manifestEntries.append(["name": plugin, "config": config])
         }
-        return try Provider<T>(manifest: try manifest(manifestEntries, file: "manifest-\(UUID().uuidString).json"),
-                               before: before, after: after,
-                               requestClosure: { _, request in
-                                   var request = request
-                                   if let requestTimeout { request.timeoutInterval = requestTimeout }
-                                   return request
-                               },
-                               transport: transport, services: services)
+        return try Provider<T>(
+            manifest: try manifest(manifestEntries, file: "manifest-\(UUID().uuidString).json"),
+            before: before, after: after,
+            requestClosure: { _, request in
+                var request = request
+                if let requestTimeout { request.timeoutInterval = requestTimeout }
+                return request
+            },
+            transport: transport, services: services)
     }
 
-    static let contribProducts = ["access-token": "AccessToken", "credentials": "Credentials", "activity": "Activity",
-                                  "logger": "Logger", "signature": "Signature", "cache": "Cache"]
+    static let contribProducts = [
+        "access-token": "AccessToken", "credentials": "Credentials", "activity": "Activity",
+        "logger": "Logger", "signature": "Signature", "cache": "Cache",
+    ]
 }
 
 /// A fresh key for the fixture hit counters.
@@ -53,10 +58,13 @@ func serverHits(_ key: String) async throws -> Int {
 }
 
 /// A `/fixture/counted` target with response headers set through `h_` parameters.
-func counted(_ key: String, headers: [String: String] = [:], method: HTTPMethod = .get, status: Int = 200,
-             options: [String: String] = [:], requestHeaders: [String: String]? = nil) throws -> Bin {
+func counted(
+    _ key: String, headers: [String: String] = [:], method: HTTPMethod = .get, status: Int = 200,
+    options: [String: String] = [:], requestHeaders: [String: String]? = nil
+) throws -> Bin {
     var parameters: Parameters = ["key": key, "status": status]
     for (name, value) in headers { parameters["h_" + name] = value }
-    return try Bin("fixture/counted", method: method, task: .requestParameters(parameters: parameters, encoding: URLEncoding.queryString),
-                   headers: requestHeaders, options: options)
+    return try Bin(
+        "fixture/counted", method: method, task: .requestParameters(parameters: parameters, encoding: URLEncoding.queryString),
+        headers: requestHeaders, options: options)
 }

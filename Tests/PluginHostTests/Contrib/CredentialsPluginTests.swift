@@ -71,10 +71,14 @@ struct CredentialsPluginTests {
         defer { f.remove() }
         let provider = try f.provider([("credentials", ["credentials": [try entry(preemptive: true)]])])
         let other = try TestServer.second().absoluteString + "/headers"
-        let crossed = try await provider.request(try Bin("redirect-to", task: .requestParameters(parameters: ["url": other], encoding: URLEncoding.default))).mapJSON().value
+        let crossed = try await provider.request(
+            try Bin("redirect-to", task: .requestParameters(parameters: ["url": other], encoding: URLEncoding.default))
+        ).mapJSON().value
         #expect(crossed["headers"]?["Authorization"] == nil)
         #expect(crossed["headers"]?["Host"]?.stringValue == "127.0.0.1:\(try TestServer.second().port!)")
-        let same = try await provider.request(try Bin("redirect-to", task: .requestParameters(parameters: ["url": "/headers"], encoding: URLEncoding.default))).mapJSON().value
+        let same = try await provider.request(
+            try Bin("redirect-to", task: .requestParameters(parameters: ["url": "/headers"], encoding: URLEncoding.default))
+        ).mapJSON().value
         #expect(same["headers"]?["Authorization"]?.stringValue == "Basic dTpw")
     }
 

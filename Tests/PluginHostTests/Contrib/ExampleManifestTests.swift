@@ -9,7 +9,9 @@ struct ExampleManifestTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         for name in ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"] { try f.contrib(name) }
-        var manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: PluginFixtures.root + "/PluginsContrib/manifest.example.json"))) as! [String: Any]
+        var manifest =
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: PluginFixtures.root + "/PluginsContrib/manifest.example.json"))) as! [String: Any]
         var plugins = manifest["plugins"] as! [[String: Any]]
         let loggerIndex = plugins.firstIndex { $0["name"] as? String == "logger" }!
         plugins[loggerIndex]["config"] = ["level": "headers", "output": "file", "file": f.root + "/http.log"]

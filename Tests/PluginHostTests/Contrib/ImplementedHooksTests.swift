@@ -21,18 +21,32 @@ struct ImplementedHooksTests {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hooks-cache-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: cacheDirectory) }
         let plugins: [(any Interceptor, Set<InterceptorHook>)] = [
-            (try ActivityPlugin(configuration: Self.configuration("activity"), host: services.hostServices(for: "activity")),
-             ActivityPlugin.implementedHooks),
-            (try CachePlugin(configuration: Self.configuration("cache", ["directory": cacheDirectory]), host: services.hostServices(for: "cache")),
-             CachePlugin.implementedHooks),
-            (try AccessTokenPlugin(configuration: Self.configuration("access-token"), host: services.hostServices(for: "access-token")),
-             AccessTokenPlugin.implementedHooks),
-            (try CredentialsPlugin(configuration: Self.configuration("credentials", ["credentials": [["host": "a.invalid", "user": "u", "password": "p"]]]),
-                                   host: services.hostServices(for: "credentials")), CredentialsPlugin.implementedHooks),
-            (try SignaturePlugin(configuration: Self.configuration("signature", ["scheme": "hmac-sha256"]), host: services.hostServices(for: "signature")),
-             SignaturePlugin.implementedHooks),
-            (try LoggerPlugin(configuration: Self.configuration("logger", ["level": "body"]), host: services.hostServices(for: "logger")),
-             LoggerPlugin.implementedHooks),
+            (
+                try ActivityPlugin(configuration: Self.configuration("activity"), host: services.hostServices(for: "activity")),
+                ActivityPlugin.implementedHooks
+            ),
+            (
+                try CachePlugin(configuration: Self.configuration("cache", ["directory": cacheDirectory]), host: services.hostServices(for: "cache")),
+                CachePlugin.implementedHooks
+            ),
+            (
+                try AccessTokenPlugin(configuration: Self.configuration("access-token"), host: services.hostServices(for: "access-token")),
+                AccessTokenPlugin.implementedHooks
+            ),
+            (
+                try CredentialsPlugin(
+                    configuration: Self.configuration("credentials", ["credentials": [["host": "a.invalid", "user": "u", "password": "p"]]]),
+                    host: services.hostServices(for: "credentials")), CredentialsPlugin.implementedHooks
+            ),
+            (
+                try SignaturePlugin(
+                    configuration: Self.configuration("signature", ["scheme": "hmac-sha256"]), host: services.hostServices(for: "signature")),
+                SignaturePlugin.implementedHooks
+            ),
+            (
+                try LoggerPlugin(configuration: Self.configuration("logger", ["level": "body"]), host: services.hostServices(for: "logger")),
+                LoggerPlugin.implementedHooks
+            ),
         ]
         for (plugin, listed) in plugins {
             #expect(HookProbe.unlistedHooks(of: plugin, listed: listed) == [], "\(plugin.name)")

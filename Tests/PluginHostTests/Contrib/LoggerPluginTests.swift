@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,10 +31,21 @@ struct LoggerPluginTests {
     @Test func headersAreRedactedAndCURLIsRendered() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let provider = try f.provider([("logger", ["level": "headers", "output": "file", "file": f.root + "/requests.log", "curl": true,
-                                                   "redactHeaders": ["X-Api-Key"], "redactQuery": ["token", "Set-Cookie"]])])
-        _ = try await provider.request(try Bin("response-headers", task: .requestParameters(parameters: ["token": "q-secret-1", "Set-Cookie": "sid=s-secret-2"], encoding: URLEncoding.default),
-                                               headers: ["Authorization": "Bearer h-secret-3", "X-Api-Key": "k-secret-4", "Cookie": "c=c-secret-5", "X-Plain": "visible"])).value
+        let provider = try f.provider([
+            (
+                "logger",
+                [
+                    "level": "headers", "output": "file", "file": f.root + "/requests.log", "curl": true,
+                    "redactHeaders": ["X-Api-Key"], "redactQuery": ["token", "Set-Cookie"],
+                ]
+            )
+        ])
+        _ = try await provider.request(
+            try Bin(
+                "response-headers",
+                task: .requestParameters(parameters: ["token": "q-secret-1", "Set-Cookie": "sid=s-secret-2"], encoding: URLEncoding.default),
+                headers: ["Authorization": "Bearer h-secret-3", "X-Api-Key": "k-secret-4", "Cookie": "c=c-secret-5", "X-Plain": "visible"])
+        ).value
         let text = log(f)
         for secret in ["q-secret-1", "s-secret-2", "h-secret-3", "k-secret-4", "c-secret-5"] {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
@@ -51,8 +63,11 @@ struct LoggerPluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let provider = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 64])])
-        _ = try await provider.request(try Bin("anything", method: .post, task: .requestData(Data(String(repeating: "x", count: 500).utf8)),
-                                               headers: ["Content-Type": "text/plain"])).value
+        _ = try await provider.request(
+            try Bin(
+                "anything", method: .post, task: .requestData(Data(String(repeating: "x", count: 500).utf8)),
+                headers: ["Content-Type": "text/plain"])
+        ).value
         _ = try await provider.request(try Bin("bytes/300")).value
         let text = log(f)
         #expect(text.contains(String(repeating: "x", count: 64) + "… (truncated, 500 bytes in all)"))
@@ -63,14 +78,18 @@ struct LoggerPluginTests {
     @Test func secretsNeverAppearEvenInEchoedBodies() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let provider = try f.provider([("access-token", [:]), ("signature", [:]),
-                                       ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "curl": true, "maxBodyBytes": 100_000])])
+        let provider = try f.provider([
+            ("access-token", [:]), ("signature", [:]),
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "curl": true, "maxBodyBytes": 100_000]),
+        ])
         let token = "tok-" + UUID().uuidString
         let secret = "sig-" + UUID().uuidString
         provider.services.setValue(token, forKey: "access_token")
         provider.services.setValue(secret, forKey: "signing_secret")
         for _ in 0..<3 {
-            _ = try await provider.request(try Bin("anything", method: .post, task: .requestParameters(parameters: ["note": "hello"], encoding: JSONEncoding.default))).value
+            _ = try await provider.request(
+                try Bin("anything", method: .post, task: .requestParameters(parameters: ["note": "hello"], encoding: JSONEncoding.default))
+            ).value
         }
         let text = log(f)
         #expect(text.contains("\"note\""))

@@ -2,6 +2,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,8 +12,10 @@ import Glibc
 struct SignaturePluginTests {
     static let secret = "fixture-signing-secret"
 
-    func verify(_ provider: Provider<Bin>, _ path: String, method: HTTPMethod = .get, task: RequestTask = .requestPlain,
-                headers: [String: String]? = nil) async throws -> JSONValue {
+    func verify(
+        _ provider: Provider<Bin>, _ path: String, method: HTTPMethod = .get, task: RequestTask = .requestPlain,
+        headers: [String: String]? = nil
+    ) async throws -> JSONValue {
         try await provider.request(try Bin(path, method: method, task: task, headers: headers)).filterSuccessfulStatusCodes().mapJSON().value
     }
 
@@ -36,8 +39,9 @@ struct SignaturePluginTests {
         let provider = try f.provider([("signature", [:])])
         provider.services.setValue(Self.secret, forKey: "signing_secret")
         let parameters: Parameters = ["b": "two words", "a": ["z", "y"], "emoji": "é✓", "sym": "a+b=c&d/e~"]
-        let result = try await verify(provider, "fixture/verify-hmac", method: .post,
-                                      task: .requestCompositeParameters(bodyParameters: ["x": 1], bodyEncoding: JSONEncoding.default, urlParameters: parameters))
+        let result = try await verify(
+            provider, "fixture/verify-hmac", method: .post,
+            task: .requestCompositeParameters(bodyParameters: ["x": 1], bodyEncoding: JSONEncoding.default, urlParameters: parameters))
         #expect(result["valid"] == .bool(true), "\(result)")
         let canonical = try #require(result["canonical"]?.stringValue).split(separator: "\n", omittingEmptySubsequences: false)
         #expect(canonical[0] == "POST")
@@ -50,7 +54,8 @@ struct SignaturePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("signature", ["placement": "query"])])
         provider.services.setValue(Self.secret, forKey: "signing_secret")
-        let result = try await verify(provider, "fixture/verify-hmac", task: .requestParameters(parameters: ["page": 2], encoding: URLEncoding.default))
+        let result = try await verify(
+            provider, "fixture/verify-hmac", task: .requestParameters(parameters: ["page": 2], encoding: URLEncoding.default))
         #expect(result["valid"] == .bool(true), "\(result)")
         #expect(result["inQuery"] == .bool(true))
         #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "page=2")
@@ -61,7 +66,8 @@ struct SignaturePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
         provider.services.setValue(Self.secret, forKey: "signing_secret")
-        let result = try await verify(provider, "fixture/verify-md5", task: .requestParameters(parameters: ["uid": 42, "name": "Zoë"], encoding: URLEncoding.default))
+        let result = try await verify(
+            provider, "fixture/verify-md5", task: .requestParameters(parameters: ["uid": 42, "name": "Zoë"], encoding: URLEncoding.default))
         #expect(result["valid"] == .bool(true), "\(result)")
         #expect(result["fromBody"] == .bool(false))
         #expect(result["sign"]?.stringValue?.count == 32)
@@ -72,8 +78,9 @@ struct SignaturePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
         provider.services.setValue(Self.secret, forKey: "signing_secret")
-        let result = try await verify(provider, "fixture/verify-md5", method: .post,
-                                      task: .requestParameters(parameters: ["uid": 42, "city": "São Paulo"], encoding: URLEncoding.default))
+        let result = try await verify(
+            provider, "fixture/verify-md5", method: .post,
+            task: .requestParameters(parameters: ["uid": 42, "city": "São Paulo"], encoding: URLEncoding.default))
         #expect(result["valid"] == .bool(true), "\(result)")
         #expect(result["fromBody"] == .bool(true))
     }
@@ -96,7 +103,11 @@ struct SignaturePluginTests {
         defer { f.remove() }
         let provider = try f.provider([("signature", ["secretEnv": "PLUGINHOST_NO_SUCH_SECRET"])])
         let result = await provider.request(try Bin("get")).result
-        guard case .failure(.interceptor("signature", .prepare, let message)) = result else { Issue.record("got \(result)"); return }
-        #expect(message == "signature: no signing secret (looked in host store key \"signing_secret\", environment variable PLUGINHOST_NO_SUCH_SECRET)")
+        guard case .failure(.interceptor("signature", .prepare, let message)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(
+            message == "signature: no signing secret (looked in host store key \"signing_secret\", environment variable PLUGINHOST_NO_SUCH_SECRET)")
     }
 }

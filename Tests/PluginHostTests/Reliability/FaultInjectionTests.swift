@@ -59,7 +59,9 @@ struct FaultInjectionTests {
 
     @Test(arguments: TransportKind.allCases) func slowDripCompletes(_ transport: TransportKind) async throws {
         let seen = LockedCounter()
-        let response = try await timeout(10, transport).request(try Self.fault("drip", query: ["n": 8, "gap": 0.1])).run { seen.append("\($0.completedBytes)") }
+        let response = try await timeout(10, transport).request(try Self.fault("drip", query: ["n": 8, "gap": 0.1])).run {
+            seen.append("\($0.completedBytes)")
+        }
         #expect(response.data == Data(String(repeating: "z", count: 8).utf8))
         #expect(seen.log.last == "8")
     }
@@ -73,7 +75,10 @@ struct FaultInjectionTests {
         #expect(attempts.log == ["1 0.05 status 503", "2 0.1 status 503"])
         let exhausted = await timeout(10).request(try Self.fault("burst", query: ["key": UUID().uuidString, "fail": 9]))
             .filterSuccessfulStatusCodes().retry(RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01)).result
-        guard case .failure(.statusCode(let last)) = exhausted else { Issue.record("got \(exhausted)"); return }
+        guard case .failure(.statusCode(let last)) = exhausted else {
+            Issue.record("got \(exhausted)")
+            return
+        }
         #expect(try last.mapJSON()["attempt"]?.intValue == 3)
     }
 

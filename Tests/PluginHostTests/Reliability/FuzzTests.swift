@@ -1,8 +1,10 @@
 import CPluginABI
 import Foundation
-@testable import PluginHost
 import PluginSDK
 import Testing
+
+@testable import PluginHost
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -23,10 +25,12 @@ struct Mutator {
 
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(1, n))) }
 
-    static let tokens: [[UInt8]] = ["{", "}", "[", "]", "\"", ",", ":", "null", "true", "false", "0", "-1", "1e309", "1.5",
-                                    "\\u0000", "\\\"", "\u{0}", "\r\n", "..", "/", "../../x", "\"name\"", "\"plugins\"",
-                                    "\"config\"", "\"sha256\"", "\"library\"", "\u{00E9}", "\u{1F600}", String(repeating: "[", count: 64),
-                                    String(repeating: "a", count: 300)].map { Array($0.utf8) }
+    static let tokens: [[UInt8]] = [
+        "{", "}", "[", "]", "\"", ",", ":", "null", "true", "false", "0", "-1", "1e309", "1.5",
+        "\\u0000", "\\\"", "\u{0}", "\r\n", "..", "/", "../../x", "\"name\"", "\"plugins\"",
+        "\"config\"", "\"sha256\"", "\"library\"", "\u{00E9}", "\u{1F600}", String(repeating: "[", count: 64),
+        String(repeating: "a", count: 300),
+    ].map { Array($0.utf8) }
 
     /// One to four random edits of `seed`, sometimes spliced with `other`.
     mutating func mutate(_ seed: [UInt8], other: [UInt8]) -> [UInt8] {
@@ -38,7 +42,8 @@ struct Mutator {
             case 1: bytes.insert(contentsOf: Self.tokens[below(Self.tokens.count)], at: position)
             case 2 where !bytes.isEmpty: bytes.removeSubrange(position..<min(bytes.count, position + 1 + below(16)))
             case 3 where !bytes.isEmpty:
-                let start = below(bytes.count), length = 1 + below(min(32, bytes.count - start))
+                let start = below(bytes.count)
+                let length = 1 + below(min(32, bytes.count - start))
                 bytes.insert(contentsOf: bytes[start..<start + length], at: position)
             case 4: bytes.insert(UInt8(truncatingIfNeeded: next()), at: position)
             case 5 where !other.isEmpty: bytes = Array(bytes.prefix(position)) + Array(other.suffix(from: below(other.count)))
@@ -133,7 +138,9 @@ struct FuzzTests {
         var fuzz = Mutator(seed: 0x5EED_0003)
         let api = HostTable.template
         let count = 40_000 * Self.scale
-        let seeds: [[UInt8]] = ["X-Token", "Authorization", "http://127.0.0.1:8080/a?b=c", "https://example.com/", "value with spaces"].map { Array($0.utf8) }
+        let seeds: [[UInt8]] = ["X-Token", "Authorization", "http://127.0.0.1:8080/a?b=c", "https://example.com/", "value with spaces"].map {
+            Array($0.utf8)
+        }
         var accepted = 0
         for index in 0..<count {
             let state = RequestState(URLRequest(url: URL(string: "http://127.0.0.1:9/start")!))
@@ -143,13 +150,15 @@ struct FuzzTests {
             let value = fuzz.mutate(seeds[2 + index % 3], other: seeds[index % 2])
             let status: Int32 = name.withUnsafeBufferPointer { n in
                 value.withUnsafeBufferPointer { v in
-                    let nameBytes = ph_bytes(data: n.baseAddress, len: n.count), valueBytes = ph_bytes(data: v.baseAddress, len: v.count)
+                    let nameBytes = ph_bytes(data: n.baseAddress, len: n.count)
+                    let valueBytes = ph_bytes(data: v.baseAddress, len: v.count)
                     switch index % 4 {
                     case 0: return api.request_set_header(pointer, nameBytes, valueBytes)
                     case 1: return api.request_add_header(pointer, nameBytes, valueBytes)
                     case 2: return api.request_set_url(pointer, valueBytes)
                     default:
-                        var names = [nameBytes], values = [valueBytes]
+                        var names = [nameBytes]
+                        var values = [valueBytes]
                         return api.request_respond(pointer, Int32(truncatingIfNeeded: fuzz.next() % 1200), &names, &values, 1, valueBytes)
                     }
                 }

@@ -39,7 +39,10 @@ struct StressTests {
             let host = try TestServer.url()
             let provider = try f.provider([
                 ("activity", [:]), ("cache", [:]), ("access-token", ["required": true]),
-                ("credentials", ["credentials": [["host": "127.0.0.1", "port": host.port!, "user": "stress", "password": password, "preemptive": true]]]),
+                (
+                    "credentials",
+                    ["credentials": [["host": "127.0.0.1", "port": host.port!, "user": "stress", "password": password, "preemptive": true]]]
+                ),
                 ("signature", [:]),
                 ("logger", ["level": "body", "output": "file", "file": f.root + "/stress.log", "curl": true, "maxBodyBytes": 100_000]),
             ])
@@ -57,7 +60,10 @@ struct StressTests {
                 for _ in 0..<64 {
                     group.addTask {
                         while true {
-                            let index = next.withLock { value -> Int in defer { value += 1 }; return value }
+                            let index = next.withLock { value -> Int in
+                                defer { value += 1 }
+                                return value
+                            }
                             guard index < total else { return }
                             await Self.one(index, provider: provider, completions: completions, mismatches: mismatches)
                         }
@@ -85,9 +91,10 @@ struct StressTests {
         #expect(!log.contains(token))
         #expect(!log.contains(secret))
         #expect(!log.contains(password))
-        print("stress: \(total) requests sent, \(counts.count) completed, \(duplicated) duplicated, \(lost) lost; "
-              + "activity began \(began) ended \(ended); fds before \(fdsBefore) after \(fdsAfter); "
-              + String(format: "%.1f s", Date().timeIntervalSince(started)))
+        print(
+            "stress: \(total) requests sent, \(counts.count) completed, \(duplicated) duplicated, \(lost) lost; "
+                + "activity began \(began) ended \(ended); fds before \(fdsBefore) after \(fdsAfter); "
+                + String(format: "%.1f s", Date().timeIntervalSince(started)))
     }
 
     static func one(_ index: Int, provider: Provider<Bin>, completions: Locked<[Int: Int]>, mismatches: LockedCounter) async {
@@ -96,11 +103,15 @@ struct StressTests {
         do {
             switch kind {
             case .getArgs:
-                let json = try await provider.request(try Bin("anything", task: .requestParameters(parameters: ["i": index], encoding: URLEncoding.default))).mapJSON().value
+                let json = try await provider.request(
+                    try Bin("anything", task: .requestParameters(parameters: ["i": index], encoding: URLEncoding.default))
+                ).mapJSON().value
                 record()
                 if json["args"]?["i"]?.stringValue != String(index) { mismatches.append("get \(index)") }
             case .postJSON:
-                let json = try await provider.request(try Bin("anything", method: .post, task: .requestParameters(parameters: ["i": index], encoding: JSONEncoding.default))).mapJSON().value
+                let json = try await provider.request(
+                    try Bin("anything", method: .post, task: .requestParameters(parameters: ["i": index], encoding: JSONEncoding.default))
+                ).mapJSON().value
                 record()
                 if json["json"]?["i"]?.intValue != index { mismatches.append("post \(index)") }
             case .status:
@@ -109,7 +120,9 @@ struct StressTests {
                 record()
                 if response.statusCode != code { mismatches.append("status \(index): \(response.statusCode)") }
             case .postForm:
-                let json = try await provider.request(try Bin("anything", method: .post, task: .requestParameters(parameters: ["form": "v\(index)"], encoding: URLEncoding.default))).mapJSON().value
+                let json = try await provider.request(
+                    try Bin("anything", method: .post, task: .requestParameters(parameters: ["form": "v\(index)"], encoding: URLEncoding.default))
+                ).mapJSON().value
                 record()
                 if json["form"]?["form"]?.stringValue != "v\(index)" { mismatches.append("form \(index)") }
             case .cancelled:
@@ -117,9 +130,10 @@ struct StressTests {
                 let calls = LockedCounter()
                 let box = LockedBox<(any Cancellable)?>(nil)
                 let outcome: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
-                    box.set(provider.request(target).start { result in
-                        if calls.increment() == 1 { continuation.resume(returning: result) }
-                    })
+                    box.set(
+                        provider.request(target).start { result in
+                            if calls.increment() == 1 { continuation.resume(returning: result) }
+                        })
                     DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(index % 50)) { box.get()?.cancel() }
                 }
                 record()

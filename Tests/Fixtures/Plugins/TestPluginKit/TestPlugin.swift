@@ -26,7 +26,9 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["respond", "throwIn", "event"])
         respond = configuration.values["respond"] == nil ? nil : try configuration.integer("respond", default: 200, in: 100...599)
-        throwIn = configuration.values["throwIn"] == nil ? nil
+        throwIn =
+            configuration.values["throwIn"] == nil
+            ? nil
             : try configuration.oneOf("throwIn", ["prepare", "willSend", "didReceive", "process"], default: "prepare")
         event = try configuration.string("event")
     }
@@ -40,8 +42,10 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
         if throwIn == "prepare" { throw Boom(hook: "prepare") }
         try request.setHeader("X-Order", [request.header("X-Order"), N.name].compactMap { $0 }.joined(separator: ","))
         if let respond {
-            return .respond(SyntheticResponse(statusCode: respond, headers: [HTTPHeader(name: "X-Responder", value: N.name)],
-                                              body: Array("from \(N.name)".utf8)))
+            return .respond(
+                SyntheticResponse(
+                    statusCode: respond, headers: [HTTPHeader(name: "X-Responder", value: N.name)],
+                    body: Array("from \(N.name)".utf8)))
         }
         return .proceed
     }
