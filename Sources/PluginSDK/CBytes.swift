@@ -1,33 +1,54 @@
 import CPluginABI
+import Foundation
 
-/// Conversions between Swift values and the ABI's byte strings.
-enum CBytes {
+/// Conversions between Swift values and the ABI's byte strings, for the SDK and the host alike.
+package enum CBytes {
     /// A Swift string from borrowed bytes (invalid UTF-8 is repaired).
-    static func string(_ bytes: ph_bytes) -> String {
+    package static func string(_ bytes: ph_bytes) -> String {
         guard let data = bytes.data, bytes.len > 0 else { return "" }
         return String(decoding: UnsafeBufferPointer(start: data, count: bytes.len), as: UTF8.self)
     }
 
     /// A byte array from borrowed bytes.
-    static func array(_ bytes: ph_bytes) -> [UInt8] {
+    package static func data(_ bytes: ph_bytes) -> Data {
+        guard let data = bytes.data, bytes.len > 0 else { return Data() }
+        return Data(bytes: data, count: bytes.len)
+    }
+
+    /// Header fields from parallel arrays of names and values; nil when a name is not a token
+    /// or a value holds CR, LF or NUL.
+    package static func headers(_ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int) -> [HTTPHeader]? {
+        guard count > 0 else { return [] }
+        guard let names, let values else { return nil }
+        var headers: [HTTPHeader] = []
+        for index in 0..<count {
+            let header = HTTPHeader(name: string(names[index]), value: string(values[index]))
+            guard HeaderValidation.isValidName(header.name), HeaderValidation.isValidValue(header.value) else { return nil }
+            headers.append(header)
+        }
+        return headers
+    }
+
+    /// A byte array from borrowed bytes.
+    package static func array(_ bytes: ph_bytes) -> [UInt8] {
         guard let data = bytes.data, bytes.len > 0 else { return [] }
         return Array(UnsafeBufferPointer(start: data, count: bytes.len))
     }
 
     /// Calls `body` with borrowed bytes of `string`.
-    static func with<R>(_ string: String, _ body: (ph_bytes) throws -> R) rethrows -> R {
+    package static func with<R>(_ string: String, _ body: (ph_bytes) throws -> R) rethrows -> R {
         var string = string
         return try string.withUTF8 { try body(ph_bytes(data: $0.baseAddress, len: $0.count)) }
     }
 
     /// Calls `body` with borrowed bytes of `bytes`.
-    static func with<R>(_ bytes: [UInt8], _ body: (ph_bytes) throws -> R) rethrows -> R {
+    package static func with<R>(_ bytes: [UInt8], _ body: (ph_bytes) throws -> R) rethrows -> R {
         try bytes.withUnsafeBufferPointer { try body(ph_bytes(data: $0.baseAddress, len: $0.count)) }
     }
 
     /// Calls `body` with parallel arrays of borrowed byte strings for `pairs`, all copied into
     /// one buffer.
-    static func withPairs<R>(_ pairs: [(String, String)], _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R) -> R {
+    package static func withPairs<R>(_ pairs: [(String, String)], _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R) -> R {
         let total = pairs.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { buffer in
             withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, pairs.count * 2)) { slots in
@@ -50,7 +71,7 @@ enum CBytes {
     }
 
     /// Writes `message` into a host error buffer, truncated at a character boundary.
-    static func write(_ message: String, to buffer: UnsafeMutablePointer<ph_error_buf>?) {
+    package static func write(_ message: String, to buffer: UnsafeMutablePointer<ph_error_buf>?) {
         guard let buffer, let data = buffer.pointee.data else { return }
         let utf8 = Array(message.utf8)
         var count = min(utf8.count, buffer.pointee.capacity)

@@ -32,18 +32,15 @@ public struct InterceptorContext: Sendable {
     /// Services of the host: key/value store, events, log, clock, random bytes.
     public var services: any HostServices
     /// Per-attempt data the host keeps for plugins loaded from libraries; interceptors ignore it.
-    public var hostAttachment: (any AnyObject & Sendable)?
+    package var hostAttachment: (any AnyObject & Sendable)?
 
     /// Creates a context.
-    public init(
-        target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices,
-        hostAttachment: (any AnyObject & Sendable)? = nil
-    ) {
+    public init(target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices) {
         self.target = target
         self.requestID = requestID
         self.attempt = attempt
         self.services = services
-        self.hostAttachment = hostAttachment
+        self.hostAttachment = nil
     }
 }
 

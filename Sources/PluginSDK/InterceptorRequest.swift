@@ -35,7 +35,7 @@ public protocol RequestBackend: AnyObject {
 /// CR or LF (no header injection); URLs must be absolute http(s) URLs.
 public struct InterceptorRequest {
     /// The storage this view reads and writes.
-    public let backend: any RequestBackend
+    package let backend: any RequestBackend
 
     /// Wraps a backend.
     public init(backend: any RequestBackend) {

@@ -21,7 +21,7 @@ public protocol ResponseBackend: AnyObject {
 /// The response an interceptor sees in its response-side hooks.
 public struct InterceptorResponse {
     /// The storage this view reads and writes.
-    public let backend: any ResponseBackend
+    package let backend: any ResponseBackend
 
     /// Wraps a backend.
     public init(backend: any ResponseBackend) {

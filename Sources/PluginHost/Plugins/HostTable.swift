@@ -46,31 +46,6 @@ final class ByteArena {
     }
 }
 
-/// Reads ABI byte strings on the host side.
-enum HostBytes {
-    static func string(_ bytes: ph_bytes) -> String {
-        guard let data = bytes.data, bytes.len > 0 else { return "" }
-        return String(decoding: UnsafeBufferPointer(start: data, count: bytes.len), as: UTF8.self)
-    }
-
-    static func data(_ bytes: ph_bytes) -> Data {
-        guard let data = bytes.data, bytes.len > 0 else { return Data() }
-        return Data(bytes: data, count: bytes.len)
-    }
-
-    static func headers(_ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int) -> [HTTPHeader]? {
-        guard count > 0 else { return [] }
-        guard let names, let values else { return nil }
-        var headers: [HTTPHeader] = []
-        for index in 0..<count {
-            let header = HTTPHeader(name: string(names[index]), value: string(values[index]))
-            guard HeaderValidation.isValidName(header.name), HeaderValidation.isValidValue(header.value) else { return nil }
-            headers.append(header)
-        }
-        return headers
-    }
-}
-
 /// The request a plugin hook works on: the host's request state plus what the hook decided.
 final class RequestHandle {
     let state: RequestState
@@ -137,10 +112,10 @@ final class HostTable: @unchecked Sendable {
         api.abi_major = UInt16(PH_ABI_MAJOR)
         api.abi_minor = UInt16(PH_ABI_MINOR)
         api.log = { api, level, message in
-            HostTable.from(api).services.log(LogLevel(abiCode: level), HostBytes.string(message))
+            HostTable.from(api).services.log(LogLevel(abiCode: level), CBytes.string(message))
         }
         api.kv_get = { api, key, out, capacity in
-            guard let value = HostTable.from(api).services.value(forKey: HostBytes.string(key)) else { return -1 }
+            guard let value = HostTable.from(api).services.value(forKey: CBytes.string(key)) else { return -1 }
             let utf8 = Array(value.utf8)
             if utf8.count <= capacity, let out, !utf8.isEmpty {
                 utf8.withUnsafeBufferPointer { out.update(from: $0.baseAddress!, count: $0.count) }
@@ -148,14 +123,14 @@ final class HostTable: @unchecked Sendable {
             return Int64(utf8.count)
         }
         api.kv_set = { api, key, value, remove in
-            HostTable.from(api).services.setValue(remove != 0 ? nil : HostBytes.string(value), forKey: HostBytes.string(key))
+            HostTable.from(api).services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key))
         }
         api.emit = { api, name, keys, values, count in
             var fields: [String: String] = [:]
             if let keys, let values {
-                for index in 0..<count { fields[HostBytes.string(keys[index])] = HostBytes.string(values[index]) }
+                for index in 0..<count { fields[CBytes.string(keys[index])] = CBytes.string(values[index]) }
             }
-            HostTable.from(api).services.emit(HostBytes.string(name), fields: fields)
+            HostTable.from(api).services.emit(CBytes.string(name), fields: fields)
         }
         api.now = { _ in Date().timeIntervalSince1970 }
         api.monotonic_ns = { _ in DispatchTime.now().uptimeNanoseconds }
@@ -168,18 +143,18 @@ final class HostTable: @unchecked Sendable {
             return handle.arena.bytes(handle.state.method)
         }
         api.request_set_method = { request, method in
-            (try? RequestHandle.from(request).state.setMethod(HostBytes.string(method))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).state.setMethod(CBytes.string(method))) != nil ? PH_OK : PH_INVALID
         }
         api.request_url = { request in
             let handle = RequestHandle.from(request)
             return handle.arena.bytes(handle.state.urlString)
         }
         api.request_set_url = { request, url in
-            (try? RequestHandle.from(request).state.setURL(HostBytes.string(url))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).state.setURL(CBytes.string(url))) != nil ? PH_OK : PH_INVALID
         }
         api.request_header = { request, name, index, value in
             let handle = RequestHandle.from(request)
-            guard let found = handle.state.header(named: HostBytes.string(name), index: index) else { return PH_NOT_FOUND }
+            guard let found = handle.state.header(named: CBytes.string(name), index: index) else { return PH_NOT_FOUND }
             value?.pointee = handle.arena.bytes(found)
             return PH_OK
         }
@@ -193,15 +168,15 @@ final class HostTable: @unchecked Sendable {
             return PH_OK
         }
         api.request_set_header = { request, name, value in
-            (try? RequestHandle.from(request).state.setHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil
+            (try? RequestHandle.from(request).state.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
                 ? PH_OK : PH_INVALID
         }
         api.request_add_header = { request, name, value in
-            (try? RequestHandle.from(request).state.addHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil
+            (try? RequestHandle.from(request).state.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
                 ? PH_OK : PH_INVALID
         }
         api.request_remove_header = { request, name in
-            (try? RequestHandle.from(request).state.setHeader(named: HostBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).state.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
         }
         api.request_body = { request, body in
             let handle = RequestHandle.from(request)
@@ -210,14 +185,14 @@ final class HostTable: @unchecked Sendable {
             return PH_OK
         }
         api.request_set_body = { request, body, present in
-            RequestHandle.from(request).state.setBodyData(present != 0 ? HostBytes.data(body) : nil)
+            RequestHandle.from(request).state.setBodyData(present != 0 ? CBytes.data(body) : nil)
         }
         api.request_timeout = { request in RequestHandle.from(request).state.timeout }
         api.request_set_timeout = { request, seconds in RequestHandle.from(request).state.setTimeout(seconds) }
         api.request_respond = { request, status, names, values, count, body in
             let handle = RequestHandle.from(request)
-            guard handle.mayRespond, (100...999).contains(status), let headers = HostBytes.headers(names, values, count) else { return PH_INVALID }
-            handle.response = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(HostBytes.data(body)))
+            guard handle.mayRespond, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
+            handle.response = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(CBytes.data(body)))
             return PH_OK
         }
 
@@ -231,7 +206,7 @@ final class HostTable: @unchecked Sendable {
         api.result_set_status = { result, status in ResultHandle.from(result).response?.setStatusCode(Int(status)) }
         api.result_header = { result, name, index, value in
             let handle = ResultHandle.from(result)
-            guard let found = handle.response?.header(named: HostBytes.string(name), index: index) else { return PH_NOT_FOUND }
+            guard let found = handle.response?.header(named: CBytes.string(name), index: index) else { return PH_NOT_FOUND }
             value?.pointee = handle.arena.bytes(found)
             return PH_OK
         }
@@ -245,33 +220,33 @@ final class HostTable: @unchecked Sendable {
         }
         api.result_set_header = { result, name, value in
             guard let response = ResultHandle.from(result).response else { return PH_INVALID }
-            return (try? response.setHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            return (try? response.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
         }
         api.result_add_header = { result, name, value in
             guard let response = ResultHandle.from(result).response else { return PH_INVALID }
-            return (try? response.addHeader(named: HostBytes.string(name), value: HostBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            return (try? response.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
         }
         api.result_remove_header = { result, name in
             guard let response = ResultHandle.from(result).response else { return PH_INVALID }
-            return (try? response.setHeader(named: HostBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+            return (try? response.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
         }
         api.result_body = { result in
             let handle = ResultHandle.from(result)
             guard let response = handle.response else { return ph_bytes() }
             return handle.arena.bytes(response.data)
         }
-        api.result_set_body = { result, body in ResultHandle.from(result).response?.setData(HostBytes.data(body)) }
+        api.result_set_body = { result, body in ResultHandle.from(result).response?.setData(CBytes.data(body)) }
         api.result_replace = { result, status, names, values, count, body in
             let handle = ResultHandle.from(result)
-            guard handle.mayDecide, (100...999).contains(status), let headers = HostBytes.headers(names, values, count) else { return PH_INVALID }
-            handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(HostBytes.data(body)))
+            guard handle.mayDecide, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
+            handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(CBytes.data(body)))
             return PH_OK
         }
         api.result_retry = { result, delay, key, stale, hasStale in
             let handle = ResultHandle.from(result)
             guard handle.mayDecide, delay.isFinite, delay >= 0 else { return PH_INVALID }
-            let keyString = HostBytes.string(key)
-            let refresh = keyString.isEmpty ? nil : CredentialRefresh(key: keyString, staleValue: hasStale != 0 ? HostBytes.string(stale) : nil)
+            let keyString = CBytes.string(key)
+            let refresh = keyString.isEmpty ? nil : CredentialRefresh(key: keyString, staleValue: hasStale != 0 ? CBytes.string(stale) : nil)
             handle.retry = (delay, refresh)
             return PH_OK
         }

@@ -111,14 +111,14 @@ public struct PluginBundle: Sendable {
 
     /// The SHA-256 values the library must have: `plugin.json`'s, and the manifest's pin for
     /// entry `pin.index` when there is one.
-    public func expectedDigests(pin: (sha256: String, index: Int)? = nil) -> [(source: String, sha256: String)] {
+    package func expectedDigests(pin: (sha256: String, index: Int)? = nil) -> [(source: String, sha256: String)] {
         var digests = [(source: "plugin.json", sha256: sha256)]
         if let pin { digests.append((source: "the manifest (plugins[\(pin.index)].sha256)", sha256: pin.sha256)) }
         return digests
     }
 
     /// The refusal when `library`'s descriptor names another plugin than this bundle, or nil.
-    public func nameMismatch(_ library: PluginLibrary) -> PluginLoadError? {
+    package func nameMismatch(_ library: PluginLibrary) -> PluginLoadError? {
         guard library.info.name != name else { return nil }
         return PluginLoadError(
             .nameMismatch, file: libraryPath, plugin: name,
