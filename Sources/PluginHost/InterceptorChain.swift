@@ -42,7 +42,7 @@ struct InterceptorChain: Sendable {
         self.maxRetries = maxRetries
     }
 
-    private enum Outcome {
+    enum Outcome {
         case response(ResponseState)
         case failure(TransportFailure)
 
@@ -54,6 +54,9 @@ struct InterceptorChain: Sendable {
         }
     }
 
+    /// What `process` asked for: a retry after `delay`, optionally refreshing a credential first.
+    typealias RetryRequest = (delay: Double, refresh: CredentialRefresh?)
+
     /// Runs every attempt of `plan` and returns the validated response or the error.
     func run(
         _ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?,
@@ -62,64 +65,33 @@ struct InterceptorChain: Sendable {
         var attempt = 1
         while true {
             if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
-            var contexts = bound.map {
-                InterceptorContext(target: plan.target, requestID: requestID, attempt: attempt, services: $0)
-            }
-            if hasLoadedPlugins, let first = contexts.first {
-                let shared = CContext(first)
-                for index in contexts.indices { contexts[index].hostAttachment = shared }
-            }
+            let contexts = makeContexts(target: plan.target, requestID: requestID, attempt: attempt)
             let state = RequestState(plan.request)
             let view = InterceptorRequest(backend: state)
             let started = DispatchTime.now().uptimeNanoseconds
 
-            // Request side: prepare, first to last; stop at a short-circuit.
-            var shortCircuit: (index: Int, response: SyntheticResponse)?
-            for (index, interceptor) in interceptors.enumerated() {
-                do {
-                    if case .respond(let response) = try interceptor.prepare(view, context: contexts[index]) {
-                        shortCircuit = (index, response)
-                        break
-                    }
-                } catch {
-                    return .failure(.interceptor(name: interceptor.name, hook: .prepare, message: Self.message(error)))
-                }
+            let shortCircuit: (index: Int, response: SyntheticResponse)?
+            switch prepare(view, contexts: contexts) {
+            case .failure(let error): return .failure(error)
+            case .success(let answer): shortCircuit = answer
             }
-
-            // willSend for every interceptor outside the short-circuit (all of them otherwise).
             let sendingThrough = shortCircuit?.index ?? interceptors.count
-            for index in 0..<sendingThrough {
-                do {
-                    try interceptors[index].willSend(view, context: contexts[index])
-                } catch {
-                    let failure = NetworkError.interceptor(name: interceptors[index].name, hook: .willSend, message: Self.message(error))
-                    // Those that saw willSend still see the end of the attempt.
-                    let result = InterceptorResult.failure(TransportFailure(kind: .interceptorFailed, message: failure.description))
-                    for outer in stride(from: index - 1, through: 0, by: -1) {
-                        try? interceptors[outer].didReceive(result, context: contexts[outer])
-                    }
-                    return .failure(failure)
-                }
-            }
+            if let error = willSend(view, contexts: contexts, through: sendingThrough) { return .failure(error) }
 
-            // The network, or the short-circuit's answer. The request's timeout covers the time
-            // its hooks took: what is left of it goes to the transport.
             var finalRequest = state.makeURLRequest()
-            let spent = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
-            if shortCircuit == nil, spent > 0.001, finalRequest.timeoutInterval > 0 {
-                let remaining = finalRequest.timeoutInterval - spent
-                guard remaining > 0 else {
-                    let failure = TransportFailure(
-                        kind: .timedOut,
-                        message: String(
-                            format: "the request's timeout (%.1f s) ran out in interceptor hooks (%.1f s)", finalRequest.timeoutInterval, spent))
-                    for index in stride(from: sendingThrough - 1, through: 0, by: -1) {
-                        try? interceptors[index].didReceive(.failure(failure), context: contexts[index])
-                    }
+            if shortCircuit == nil {
+                let spent = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
+                switch Self.timeoutBudget(timeout: finalRequest.timeoutInterval, spentInHooks: spent) {
+                case .unchanged:
+                    break
+                case .remaining(let seconds):
+                    finalRequest.timeoutInterval = seconds
+                case .exhausted(let failure):
+                    _ = didReceive(.failure(failure), contexts: contexts, from: sendingThrough - 1)
                     return .failure(.underlying(failure, nil))
                 }
-                finalRequest.timeoutInterval = remaining
             }
+
             var outcome: Outcome
             var sentRequest = finalRequest
             if let shortCircuit {
@@ -132,57 +104,142 @@ struct InterceptorChain: Sendable {
                     transport: plan.transport, contexts: contexts)
             }
 
-            // Response side: didReceive innermost to outermost; every one runs even if one throws.
-            let innermost = (shortCircuit?.index ?? interceptors.count - 1)
-            var responseError: NetworkError?
-            let received = outcome.view
-            for index in stride(from: innermost, through: 0, by: -1) {
-                do {
-                    try interceptors[index].didReceive(received, context: contexts[index])
-                } catch {
-                    responseError =
-                        responseError
-                        ?? .interceptor(name: interceptors[index].name, hook: .didReceive, message: Self.message(error))
-                }
-            }
-            if let responseError { return .failure(responseError) }
-
-            // process innermost to outermost; a retry request stops the walk.
-            var retry: (delay: Double, refresh: CredentialRefresh?)?
-            for index in stride(from: innermost, through: 0, by: -1) {
-                let action: ProcessAction
-                do {
-                    action = try interceptors[index].process(outcome.view, context: contexts[index])
-                } catch {
-                    return .failure(.interceptor(name: interceptors[index].name, hook: .process, message: Self.message(error)))
-                }
-                switch action {
-                case .proceed:
-                    continue
-                case .replace(let response):
-                    outcome = .response(ResponseState(response, url: finalRequest.url))
-                case .retry(let delay, let refresh):
-                    retry = (delay, refresh)
-                }
-                if retry != nil { break }
+            let innermost = shortCircuit?.index ?? interceptors.count - 1
+            if let error = didReceive(outcome.view, contexts: contexts, from: innermost) { return .failure(error) }
+            let retry: RetryRequest?
+            switch process(&outcome, contexts: contexts, from: innermost, url: finalRequest.url) {
+            case .failure(let error): return .failure(error)
+            case .success(let request): retry = request
             }
 
-            if let retry, attempt <= maxRetries, !cancellation.isCancelled, !Task.isCancelled {
-                if let refresh = retry.refresh {
-                    do {
-                        try await services.refresh(key: refresh.key, staleValue: refresh.staleValue)
-                    } catch {
-                        return .failure(error)
-                    }
-                }
-                if retry.delay > 0, await !cancellation.sleep(seconds: retry.delay) {
-                    return .failure(.cancelled)
-                }
+            if let retry, Self.shouldRetry(attempt: attempt, maxRetries: maxRetries, cancelled: cancellation.isCancelled || Task.isCancelled) {
+                if let error = await prepareRetry(retry, cancellation: cancellation) { return .failure(error) }
                 attempt += 1
                 continue
             }
             return Self.finish(outcome, request: sentRequest, validation: plan.validation)
         }
+    }
+
+    // MARK: Phases of one attempt
+
+    /// One context per interceptor; loaded plugins share one C view of it.
+    func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> [InterceptorContext] {
+        var contexts = bound.map { InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: $0) }
+        if hasLoadedPlugins, let first = contexts.first {
+            let shared = CContext(first)
+            for index in contexts.indices { contexts[index].hostAttachment = shared }
+        }
+        return contexts
+    }
+
+    /// `prepare`, first to last, stopping at a short-circuit (returned with its position).
+    func prepare(
+        _ request: InterceptorRequest, contexts: [InterceptorContext]
+    ) -> Result<(index: Int, response: SyntheticResponse)?, NetworkError> {
+        for (index, interceptor) in interceptors.enumerated() {
+            do {
+                if case .respond(let response) = try interceptor.prepare(request, context: contexts[index]) {
+                    return .success((index, response))
+                }
+            } catch {
+                return .failure(.interceptor(name: interceptor.name, hook: .prepare, message: Self.message(error)))
+            }
+        }
+        return .success(nil)
+    }
+
+    /// `willSend` for the first `count` interceptors. When one throws, those before it still see
+    /// the end of the attempt (`didReceive` with an `interceptorFailed` failure).
+    func willSend(_ request: InterceptorRequest, contexts: [InterceptorContext], through count: Int) -> NetworkError? {
+        for index in 0..<count {
+            do {
+                try interceptors[index].willSend(request, context: contexts[index])
+            } catch {
+                let failure = NetworkError.interceptor(name: interceptors[index].name, hook: .willSend, message: Self.message(error))
+                _ = didReceive(
+                    .failure(TransportFailure(kind: .interceptorFailed, message: failure.description)), contexts: contexts, from: index - 1)
+                return failure
+            }
+        }
+        return nil
+    }
+
+    /// What is left of a request's timeout after its hooks ran.
+    enum TimeoutBudget: Equatable {
+        /// No timeout, or the hooks took no time worth counting (≤ 1 ms).
+        case unchanged
+        /// The transport gets this many seconds.
+        case remaining(Double)
+        /// The hooks used it all.
+        case exhausted(TransportFailure)
+    }
+
+    /// The request's timeout covers the time its hooks took: what is left goes to the transport.
+    static func timeoutBudget(timeout: Double, spentInHooks spent: Double) -> TimeoutBudget {
+        guard spent > 0.001, timeout > 0 else { return .unchanged }
+        let remaining = timeout - spent
+        guard remaining > 0 else {
+            return .exhausted(
+                TransportFailure(
+                    kind: .timedOut,
+                    message: String(format: "the request's timeout (%.1f s) ran out in interceptor hooks (%.1f s)", timeout, spent)))
+        }
+        return .remaining(remaining)
+    }
+
+    /// `didReceive` from `innermost` outwards; every one runs even if one throws, and the first
+    /// error is returned.
+    func didReceive(_ result: InterceptorResult, contexts: [InterceptorContext], from innermost: Int) -> NetworkError? {
+        var firstError: NetworkError?
+        for index in stride(from: innermost, through: 0, by: -1) {
+            do {
+                try interceptors[index].didReceive(result, context: contexts[index])
+            } catch {
+                firstError = firstError ?? .interceptor(name: interceptors[index].name, hook: .didReceive, message: Self.message(error))
+            }
+        }
+        return firstError
+    }
+
+    /// `process` from `innermost` outwards: replacements apply to `outcome`; a retry request
+    /// stops the walk and is returned.
+    func process(_ outcome: inout Outcome, contexts: [InterceptorContext], from innermost: Int, url: URL?) -> Result<RetryRequest?, NetworkError> {
+        for index in stride(from: innermost, through: 0, by: -1) {
+            let action: ProcessAction
+            do {
+                action = try interceptors[index].process(outcome.view, context: contexts[index])
+            } catch {
+                return .failure(.interceptor(name: interceptors[index].name, hook: .process, message: Self.message(error)))
+            }
+            switch action {
+            case .proceed:
+                continue
+            case .replace(let response):
+                outcome = .response(ResponseState(response, url: url))
+            case .retry(let delay, let refresh):
+                return .success((delay, refresh))
+            }
+        }
+        return .success(nil)
+    }
+
+    /// Whether a retry `process` asked for is made: within `maxRetries`, and not once cancelled.
+    static func shouldRetry(attempt: Int, maxRetries: Int, cancelled: Bool) -> Bool {
+        attempt <= maxRetries && !cancelled
+    }
+
+    /// Refreshes the credential a retry asked for and waits its delay; the error that stops it, if any.
+    func prepareRetry(_ retry: RetryRequest, cancellation: CancellationSignal) async -> NetworkError? {
+        if let refresh = retry.refresh {
+            do {
+                try await services.refresh(key: refresh.key, staleValue: refresh.staleValue)
+            } catch {
+                return error
+            }
+        }
+        if retry.delay > 0, await !cancellation.sleep(seconds: retry.delay) { return .cancelled }
+        return nil
     }
 
     /// How many times one attempt answers authentication challenges before giving up.
@@ -192,7 +249,7 @@ struct InterceptorChain: Sendable {
     /// hooks (asked in order, the first answer other than `performDefault` wins) and sends
     /// again with the credential. Basic is answered; other schemes deliver the challenge
     /// response unanswered.
-    private func sendAuthenticating(
+    func sendAuthenticating(
         _ request: TransportRequest, transport: any Transport,
         contexts: [InterceptorContext]
     ) async -> (Outcome, URLRequest) {

@@ -1,0 +1,162 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Records each hook it sees as `name.hook`, and does what it is told.
+struct Scripted: Interceptor {
+    let name: String
+    let log: LockedCounter
+    var respond = false
+    var throwIn: InterceptorHook?
+    var processAction: ProcessAction = .proceed
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        log.append("\(name).prepare")
+        if throwIn == .prepare { throw Failure(description: "no") }
+        return respond ? .respond(SyntheticResponse(statusCode: 203, headers: [], body: [])) : .proceed
+    }
+
+    func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        log.append("\(name).willSend")
+        if throwIn == .willSend { throw Failure(description: "no") }
+    }
+
+    func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        let what = result.response.map { String($0.statusCode) } ?? result.failure?.kind.rawValue ?? "?"
+        log.append("\(name).didReceive(\(what))")
+        if throwIn == .didReceive { throw Failure(description: "no \(name)") }
+    }
+
+    func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        log.append("\(name).process")
+        if throwIn == .process { throw Failure(description: "no") }
+        return processAction
+    }
+}
+
+/// Each phase of an attempt on its own (the whole chain is tested in InterceptorChainTests).
+@Suite("Chain phases")
+struct ChainPhaseTests {
+    let log = LockedCounter()
+
+    func chain(_ interceptors: [Scripted]) -> (InterceptorChain, [InterceptorContext]) {
+        let chain = InterceptorChain(interceptors: interceptors, services: PluginServices(), maxRetries: 2)
+        return (chain, chain.makeContexts(target: TargetInfo(method: "GET", baseURL: "http://a.invalid", path: "p"), requestID: 7, attempt: 1))
+    }
+
+    var request: InterceptorRequest {
+        InterceptorRequest(backend: RequestState(URLRequest(url: URL(string: "http://a.invalid/p")!)))
+    }
+
+    @Test func contextsCarryTheAttemptAndTheRequestID() {
+        let (_, contexts) = chain([Scripted(name: "a", log: log), Scripted(name: "b", log: log)])
+        #expect(contexts.count == 2)
+        #expect(contexts.allSatisfy { $0.requestID == 7 && $0.attempt == 1 && $0.target.path == "p" })
+    }
+
+    @Test func prepareStopsAtTheShortCircuitAndNamesTheThrower() {
+        let (stopping, contexts) = chain([Scripted(name: "a", log: log), Scripted(name: "b", log: log, respond: true), Scripted(name: "c", log: log)])
+        guard case .success(let answer?) = stopping.prepare(request, contexts: contexts) else {
+            Issue.record("no short-circuit")
+            return
+        }
+        #expect(answer.index == 1)
+        #expect(answer.response.statusCode == 203)
+        #expect(log.log == ["a.prepare", "b.prepare"])
+        let (throwing, more) = chain([Scripted(name: "a", log: log, throwIn: .prepare)])
+        guard case .failure(.interceptor("a", .prepare, "no")) = throwing.prepare(request, contexts: more) else {
+            Issue.record("prepare's error not named")
+            return
+        }
+    }
+
+    @Test func aThrowingWillSendEndsTheAttemptForThoseOutsideIt() {
+        let (chain, contexts) = chain([
+            Scripted(name: "a", log: log), Scripted(name: "b", log: log, throwIn: .willSend), Scripted(name: "c", log: log),
+        ])
+        let error = chain.willSend(request, contexts: contexts, through: 3)
+        guard case .interceptor("b", .willSend, "no")? = error else {
+            Issue.record("got \(String(describing: error))")
+            return
+        }
+        #expect(log.log == ["a.willSend", "b.willSend", "a.didReceive(interceptorFailed)"])
+    }
+
+    @Test func theTimeoutBudgetCountsTheHooksTime() {
+        #expect(InterceptorChain.timeoutBudget(timeout: 10, spentInHooks: 0.0005) == .unchanged)
+        #expect(InterceptorChain.timeoutBudget(timeout: 0, spentInHooks: 3) == .unchanged)
+        #expect(InterceptorChain.timeoutBudget(timeout: 10, spentInHooks: 0.5) == .remaining(9.5))
+        #expect(
+            InterceptorChain.timeoutBudget(timeout: 1, spentInHooks: 2.5)
+                == .exhausted(TransportFailure(kind: .timedOut, message: "the request's timeout (1.0 s) ran out in interceptor hooks (2.5 s)")))
+    }
+
+    @Test func didReceiveRunsForEveryOneAndReportsTheFirstError() {
+        let (chain, contexts) = chain([
+            Scripted(name: "a", log: log, throwIn: .didReceive), Scripted(name: "b", log: log, throwIn: .didReceive), Scripted(name: "c", log: log),
+        ])
+        let error = chain.didReceive(.failure(TransportFailure(kind: .timedOut, message: "t")), contexts: contexts, from: 2)
+        guard case .interceptor("b", .didReceive, "no b")? = error else {
+            Issue.record("got \(String(describing: error))")
+            return
+        }
+        #expect(log.log == ["c.didReceive(timedOut)", "b.didReceive(timedOut)", "a.didReceive(timedOut)"])
+    }
+
+    @Test func processReplacesAndStopsAtARetry() {
+        let replacement = SyntheticResponse(statusCode: 299, headers: [HTTPHeader(name: "X", value: "1")], body: Array("r".utf8))
+        let (chain, contexts) = chain([
+            Scripted(name: "a", log: log), Scripted(name: "b", log: log, processAction: .retry(delay: 0.25)),
+            Scripted(name: "c", log: log, processAction: .replace(replacement)),
+        ])
+        var outcome = InterceptorChain.Outcome.failure(TransportFailure(kind: .cannotConnect, message: "x"))
+        guard case .success(let retry?) = chain.process(&outcome, contexts: contexts, from: 2, url: URL(string: "http://a.invalid/p")) else {
+            Issue.record("no retry")
+            return
+        }
+        #expect(retry.delay == 0.25)
+        #expect(retry.refresh == nil)
+        #expect(log.log == ["c.process", "b.process"])
+        guard case .response(let state) = outcome else {
+            Issue.record("not replaced")
+            return
+        }
+        #expect(state.statusCode == 299)
+        let (throwing, more) = self.chain([Scripted(name: "z", log: log, throwIn: .process)])
+        guard case .failure(.interceptor("z", .process, "no")) = throwing.process(&outcome, contexts: more, from: 0, url: nil) else {
+            Issue.record("process's error not named")
+            return
+        }
+    }
+
+    @Test func retriesStopAtTheLimitAndOnCancellation() {
+        #expect(InterceptorChain.shouldRetry(attempt: 1, maxRetries: 2, cancelled: false))
+        #expect(InterceptorChain.shouldRetry(attempt: 2, maxRetries: 2, cancelled: false))
+        #expect(!InterceptorChain.shouldRetry(attempt: 3, maxRetries: 2, cancelled: false))
+        #expect(!InterceptorChain.shouldRetry(attempt: 1, maxRetries: 2, cancelled: true))
+    }
+
+    @Test func aRetryRefreshesFirstAndACancelledWaitStopsIt() async {
+        let services = PluginServices()
+        services.setValue("old", forKey: "token")
+        services.registerRefresher(forKey: "token") { stale in "fresh-after-\(stale ?? "-")" }
+        let chain = InterceptorChain(interceptors: [], services: services, maxRetries: 2)
+        let signal = CancellationSignal()
+        let refreshed = await chain.prepareRetry((0, CredentialRefresh(key: "token", staleValue: "old")), cancellation: signal)
+        #expect(refreshed == nil)
+        #expect(services.value(forKey: "token") == "fresh-after-old")
+        signal.cancel()
+        guard case .cancelled? = await chain.prepareRetry((5, nil), cancellation: signal) else {
+            Issue.record("the wait was not cancelled")
+            return
+        }
+    }
+}
