@@ -43,7 +43,7 @@ public struct CredentialsPlugin: ExportablePlugin {
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["credentials"])
-        guard let list = configuration.values["credentials"] as? [Any] else {
+        guard let list = configuration.values["credentials"]?.arrayValue else {
             if configuration.values["credentials"] == nil {
                 entries = []
                 return
@@ -52,7 +52,7 @@ public struct CredentialsPlugin: ExportablePlugin {
         }
         let allowed: Set<String> = ["host", "port", "scheme", "realm", "user", "password", "passwordKey", "passwordEnv", "preemptive"]
         entries = try list.enumerated().map { index, item in
-            guard let object = item as? [String: Any] else { throw configuration.error("credentials[\(index)] must be an object") }
+            guard let object = item.objectValue else { throw configuration.error("credentials[\(index)] must be an object") }
             let entry = PluginConfiguration(plugin: configuration.plugin, values: object)
             if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
                 throw configuration.error(

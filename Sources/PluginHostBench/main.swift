@@ -245,7 +245,7 @@ func runBench(_ options: Options) async throws {
     let inProcess6: [any Interceptor] = (0..<6).map { _ in InProcessNoop() }
     // The same six, compiled into this binary, with the configuration the manifest gives the loaded ones.
     let compiledServices = services()
-    func configuration(_ plugin: String, _ values: [String: Any] = [:]) -> PluginConfiguration {
+    func configuration(_ plugin: String, _ values: [String: JSONValue] = [:]) -> PluginConfiguration {
         PluginConfiguration(plugin: plugin, values: values)
     }
     let compiled6: [any Interceptor] = [

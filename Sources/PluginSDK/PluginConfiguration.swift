@@ -3,12 +3,15 @@ import Foundation
 /// A plugin's configuration: the JSON object from its bundle's defaults merged with the
 /// app's manifest, with typed accessors whose errors name the plugin, the key and the
 /// expected form (e.g. `logger: level must be one of off, basic, headers, body`).
-// Safe as @unchecked Sendable: the JSON object is parsed once and never mutated afterwards.
-public struct PluginConfiguration: @unchecked Sendable {
+///
+/// ```swift
+/// let configuration = PluginConfiguration(plugin: "logger", values: ["level": "headers", "curl": true])
+/// ```
+public struct PluginConfiguration: Sendable {
     /// The plugin the configuration is for, used in error messages.
     public let plugin: String
-    /// The raw JSON object.
-    public let values: [String: Any]
+    /// The JSON object's members.
+    public let values: [String: JSONValue]
 
     /// Parses a JSON object; throws ``PluginConfigurationError`` when it is not one.
     public init(plugin: String, json: [UInt8]) throws {
@@ -17,20 +20,20 @@ public struct PluginConfiguration: @unchecked Sendable {
             values = [:]
             return
         }
-        let object: Any
+        let parsed: JSONValue
         do {
-            object = try JSONSerialization.jsonObject(with: Data(json), options: [.fragmentsAllowed])
+            parsed = try JSONValue(parsing: Data(json))
         } catch {
             throw PluginConfigurationError(plugin: plugin, message: "configuration is not valid JSON")
         }
-        guard let dictionary = object as? [String: Any] else {
+        guard let object = parsed.objectValue else {
             throw PluginConfigurationError(plugin: plugin, message: "configuration must be a JSON object")
         }
-        values = dictionary
+        values = object
     }
 
-    /// Wraps an already parsed object (for in-process use and tests).
-    public init(plugin: String, values: [String: Any]) {
+    /// Wraps members already at hand (for in-process use and tests).
+    public init(plugin: String, values: [String: JSONValue]) {
         self.plugin = plugin
         self.values = values
     }
@@ -42,10 +45,16 @@ public struct PluginConfiguration: @unchecked Sendable {
         }
     }
 
+    /// The member `key`, unless absent or `null`.
+    private func member(_ key: String) -> JSONValue? {
+        guard let value = values[key], value != .null else { return nil }
+        return value
+    }
+
     /// A string, or `defaultValue` when absent.
     public func string(_ key: String, default defaultValue: String? = nil) throws -> String? {
-        guard let value = values[key], !(value is NSNull) else { return defaultValue }
-        guard let string = value as? String else { throw error("\(key) must be a string") }
+        guard let value = member(key) else { return defaultValue }
+        guard let string = value.stringValue else { throw error("\(key) must be a string") }
         return string
     }
 
@@ -58,19 +67,17 @@ public struct PluginConfiguration: @unchecked Sendable {
 
     /// A Boolean, or `defaultValue` when absent.
     public func bool(_ key: String, default defaultValue: Bool) throws -> Bool {
-        guard let value = values[key], !(value is NSNull) else { return defaultValue }
-        if let number = value as? NSNumber, String(cString: number.objCType) == "c" { return number.boolValue }
-        if let bool = value as? Bool { return bool }
-        throw error("\(key) must be true or false")
+        guard let value = member(key) else { return defaultValue }
+        guard let bool = value.boolValue else { throw error("\(key) must be true or false") }
+        return bool
     }
 
     /// A number within `range`, or `defaultValue` when absent.
     public func number(
         _ key: String, default defaultValue: Double, in range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude
     ) throws -> Double {
-        guard let value = values[key], !(value is NSNull) else { return defaultValue }
-        guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { throw error("\(key) must be a number") }
-        let double = number.doubleValue
+        guard let value = member(key) else { return defaultValue }
+        guard let double = value.doubleValue else { throw error("\(key) must be a number") }
         guard range.contains(double) else {
             throw error("\(key) must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound))")
         }
@@ -79,30 +86,28 @@ public struct PluginConfiguration: @unchecked Sendable {
 
     /// A whole number within `range`, or `defaultValue` when absent.
     public func integer(_ key: String, default defaultValue: Int, in range: ClosedRange<Int> = Int.min...Int.max) throws -> Int {
-        guard let value = values[key], !(value is NSNull) else { return defaultValue }
-        guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
-            let int = Int(exactly: number.doubleValue)
-        else { throw error("\(key) must be a whole number") }
+        guard let value = member(key) else { return defaultValue }
+        guard let double = value.doubleValue, let int = Int(exactly: double) else { throw error("\(key) must be a whole number") }
         guard range.contains(int) else { throw error("\(key) must be between \(range.lowerBound) and \(range.upperBound)") }
         return int
     }
 
     /// A list of strings, or `defaultValue` when absent.
     public func strings(_ key: String, default defaultValue: [String] = []) throws -> [String] {
-        guard let value = values[key], !(value is NSNull) else { return defaultValue }
-        guard let array = value as? [Any], let strings = array as? [String], strings.count == array.count else {
-            throw error("\(key) must be a list of strings")
-        }
+        guard let value = member(key) else { return defaultValue }
+        guard let array = value.arrayValue else { throw error("\(key) must be a list of strings") }
+        let strings = array.compactMap(\.stringValue)
+        guard strings.count == array.count else { throw error("\(key) must be a list of strings") }
         return strings
     }
 
     /// An object of string values, or `defaultValue` when absent.
     public func stringMap(_ key: String, default defaultValue: [String: String] = [:]) throws -> [String: String] {
-        guard let value = values[key], !(value is NSNull) else { return defaultValue }
-        guard let object = value as? [String: Any] else { throw error("\(key) must be an object of strings") }
+        guard let value = member(key) else { return defaultValue }
+        guard let object = value.objectValue else { throw error("\(key) must be an object of strings") }
         var result: [String: String] = [:]
         for (name, entry) in object {
-            guard let string = entry as? String else { throw error("\(key).\(name) must be a string") }
+            guard let string = entry.stringValue else { throw error("\(key).\(name) must be a string") }
             result[name] = string
         }
         return result

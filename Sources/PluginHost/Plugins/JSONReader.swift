@@ -54,12 +54,12 @@ struct JSONReader {
     }
 
     func bool() throws(PluginLoadError) -> Bool {
-        if let number = value as? NSNumber, String(cString: number.objCType) == "c" { return number.boolValue }
+        if let number = value as? NSNumber, JSONValue.isBoolean(number) { return number.boolValue }
         throw schemaError("must be true or false")
     }
 
     func int() throws(PluginLoadError) -> Int {
-        guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
+        guard let number = value as? NSNumber, !JSONValue.isBoolean(number),
             let int = Int(exactly: number.doubleValue)
         else { throw schemaError("must be a whole number") }
         return int

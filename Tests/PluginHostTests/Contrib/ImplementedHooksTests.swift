@@ -12,7 +12,7 @@ import Testing
 /// Every contrib plugin exports every hook it implements: loaded, it behaves as in-process.
 @Suite("Implemented hooks")
 struct ImplementedHooksTests {
-    static func configuration(_ plugin: String, _ values: [String: Any] = [:]) -> PluginConfiguration {
+    static func configuration(_ plugin: String, _ values: [String: JSONValue] = [:]) -> PluginConfiguration {
         PluginConfiguration(plugin: plugin, values: values)
     }
 
@@ -26,7 +26,8 @@ struct ImplementedHooksTests {
                 ActivityPlugin.implementedHooks
             ),
             (
-                try CachePlugin(configuration: Self.configuration("cache", ["directory": cacheDirectory]), host: services.hostServices(for: "cache")),
+                try CachePlugin(
+                    configuration: Self.configuration("cache", ["directory": .string(cacheDirectory)]), host: services.hostServices(for: "cache")),
                 CachePlugin.implementedHooks
             ),
             (

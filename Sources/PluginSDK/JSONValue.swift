@@ -1,0 +1,160 @@
+import Foundation
+
+/// A JSON document as a `Sendable` value: what a provider's `mapJSON` returns, and what a
+/// plugin's ``PluginConfiguration`` is made of. Literals build it:
+///
+/// ```swift
+/// let config: JSONValue = ["level": "headers", "maxBodyBytes": 4096, "curl": true]
+/// ```
+public enum JSONValue: Sendable, Hashable, CustomStringConvertible {
+    /// `null`
+    case null
+    /// `true` or `false`
+    case bool(Bool)
+    /// A number without fraction or exponent that fits in `Int`.
+    case int(Int)
+    /// Any other number.
+    case double(Double)
+    /// A string.
+    case string(String)
+    /// An array.
+    case array([JSONValue])
+    /// An object.
+    case object([String: JSONValue])
+
+    /// The member `key` of an object, or nil.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    /// The element at `index` of an array, or nil.
+    public subscript(index: Int) -> JSONValue? {
+        if case .array(let elements) = self, elements.indices.contains(index) { return elements[index] }
+        return nil
+    }
+
+    /// The string, if this is one.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The integer, if this is one.
+    public var intValue: Int? {
+        if case .int(let value) = self { return value }
+        return nil
+    }
+
+    /// The number as a `Double`, if this is a number.
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let value): return Double(value)
+        case .double(let value): return value
+        default: return nil
+        }
+    }
+
+    /// The Boolean, if this is one.
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// The elements, if this is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    /// The members, if this is an object.
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    /// Parses JSON text (top-level fragments allowed).
+    public init(parsing data: Data) throws {
+        let object = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        self = JSONValue(foundation: object)
+    }
+
+    /// Converts a value produced by `JSONSerialization`.
+    package init(foundation object: Any) {
+        switch object {
+        case is NSNull:
+            self = .null
+        case let string as String:
+            self = .string(string)
+        case let dictionary as [String: Any]:
+            self = .object(dictionary.mapValues(JSONValue.init(foundation:)))
+        case let array as [Any]:
+            self = .array(array.map(JSONValue.init(foundation:)))
+        case let number as NSNumber:
+            self = JSONValue(number: number)
+        default:
+            self = .string(String(describing: object))
+        }
+    }
+
+    /// Whether a number `JSONSerialization` produced is a JSON Boolean (the one place that decides).
+    package static func isBoolean(_ number: NSNumber) -> Bool {
+        // JSONSerialization gives booleans the ObjC type "c"; it never makes numbers of that type.
+        String(cString: number.objCType) == "c"
+    }
+
+    private init(number: NSNumber) {
+        if Self.isBoolean(number) {
+            self = .bool(number.boolValue)
+            return
+        }
+        let text = number.stringValue
+        if !text.contains("."), !text.lowercased().contains("e"), let int = Int(text) {
+            self = .int(int)
+        } else {
+            self = .double(number.doubleValue)
+        }
+    }
+
+    /// The value as a Foundation object for `JSONSerialization`.
+    package var foundationObject: Any {
+        switch self {
+        case .null: return NSNull()
+        case .bool(let value): return value
+        case .int(let value): return value
+        case .double(let value): return value
+        case .string(let value): return value
+        case .array(let values): return values.map(\.foundationObject)
+        case .object(let members): return members.mapValues(\.foundationObject)
+        }
+    }
+
+    /// Compact JSON text with sorted keys.
+    public var description: String {
+        guard let data = try? JSONSerialization.data(withJSONObject: foundationObject, options: [.fragmentsAllowed, .sortedKeys]) else {
+            return "null"
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    /// `null`.
+    public init(nilLiteral: ()) { self = .null }
+    /// A Boolean.
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// An integer.
+    public init(integerLiteral value: Int) { self = .int(value) }
+    /// A number with a fraction.
+    public init(floatLiteral value: Double) { self = .double(value) }
+    /// A string.
+    public init(stringLiteral value: String) { self = .string(value) }
+    /// An array.
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// An object (a repeated key keeps its last value).
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
