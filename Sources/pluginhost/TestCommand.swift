@@ -200,50 +200,44 @@ enum TestCommand {
             Terminal.error("\(error)")
             return .usage
         }
-        let json = arguments.has("json")
-        var document: [String: Any] = ["manifest": manifestPath]
-        func say(_ line: String) { if !json { Terminal.out(line) } }
+        var report = TestReport(manifest: manifestPath)
+        let exit = collect(into: &report, manifestPath: manifestPath, options: options, arguments: arguments, benchCount: benchCount)
+        if arguments.has("json") {
+            Terminal.out(Terminal.json(report.json))
+        } else {
+            report.printText()
+        }
+        return exit
+    }
 
+    /// Runs the checks, filling `report`; returns the exit code.
+    static func collect(
+        into report: inout TestReport, manifestPath: String, options: RequestOptions, arguments: ParsedArguments, benchCount: Int
+    ) -> ExitCode {
         // 1. The manifest, like nginx -t.
         let manifestURL = URL(fileURLWithPath: manifestPath)
         let problems = PluginManifest.problems(in: manifestURL)
-        if !problems.isEmpty {
-            document["manifestOK"] = false
-            document["problems"] = problems.map(\.description)
-            if json { Terminal.out(Terminal.json(document)) } else { for problem in problems { Terminal.error(problem.description) } }
-            document["exitCode"] = ExitCode.manifest.rawValue
+        guard problems.isEmpty else {
+            report.problems = problems.map(\.description)
+            report.exitCode = .manifest
             return .manifest
         }
         let manifest = try! PluginManifest.read(manifestURL)
-        document["manifestOK"] = true
-        say(
-            "manifest \(manifestPath): " + Terminal.green("ok")
-                + " (\(manifest.entries.count) plugins, \(manifest.entries.filter(\.enabled).count) enabled)")
+        report.manifestSummary = (manifest.entries.count, manifest.entries.filter(\.enabled).count)
 
         // 2. Bundles, then a probe of each usable plugin in a child process.
-        var worst = ExitCode.ok
-        func worsen(_ code: ExitCode) {
-            let rank: [ExitCode: Int] = [.ok: 0, .requestFailed: 1, .refused: 2, .crashed: 3]
-            if (rank[code] ?? 0) > (rank[worst] ?? 0) { worst = code }
-        }
-        let reports = Inventory.collect(manifest: manifest, directories: []).filter { $0.enabled }
         var usable: Set<String> = []
-        var probes: [[String: Any]] = []
-        for report in reports {
-            if let problem = report.problems.first {
-                say("probe  \(Terminal.pad(report.name, 14)) " + Terminal.red(problem))
-                probes.append(["name": report.name, "status": "refused", "detail": problem])
-                worsen(.refused)
+        for inventory in Inventory.collect(manifest: manifest, directories: []).filter({ $0.enabled }) {
+            if let problem = inventory.problems.first {
+                report.probes.append(.init(name: inventory.name, status: "refused", detail: problem, code: .refused))
+                report.worsen(.refused)
                 continue
             }
-            let result = runProbe(report.name, arguments: arguments, manifest: manifestPath)
-            let painted = result.code == .ok ? Terminal.green(result.detail) : Terminal.red(result.detail)
-            say("probe  \(Terminal.pad(report.name, 14)) \(painted)")
-            probes.append(["name": report.name, "status": result.status, "detail": result.detail])
-            if result.code == .ok || result.code == .requestFailed { usable.insert(report.name) }
-            worsen(result.code)
+            let result = runProbe(inventory.name, arguments: arguments, manifest: manifestPath)
+            report.probes.append(.init(name: inventory.name, status: result.status, detail: result.detail, code: result.code))
+            if result.code == .ok || result.code == .requestFailed { usable.insert(inventory.name) }
+            report.worsen(result.code)
         }
-        document["probes"] = probes
 
         // 3. One request through the whole chain of usable plugins.
         let services = PluginServices()
@@ -254,7 +248,8 @@ enum TestCommand {
         do {
             plugins = try PluginLoader.load(manifest.filtered { $0.enabled && usable.contains($0.name) }, services: services)
         } catch {
-            Terminal.error(error.description)
+            report.loadError = error.description
+            report.exitCode = .refused
             return .refused
         }
         let traces = plugins.map { _ in Trace() }
@@ -263,48 +258,27 @@ enum TestCommand {
             if let index = plugins.firstIndex(where: { $0.name == event.plugin }) { traces[index].event(event.name) }
         }
         let provider = options.provider(chain, services: services)
-        let outcome = Locked<Result<Response, NetworkError>?>(nil)
-        let semaphore = DispatchSemaphore(value: 0)
-        Task {
-            let result = await provider.request(options.target).result
-            outcome.withLock { $0 = result }
-            semaphore.signal()
-        }
-        semaphore.wait()
+        let outcome = waitFor { await provider.request(options.target).result }
         subscription.cancel()
-        let url = options.url?.absoluteString ?? CLITarget.stubURL.absoluteString
-        say("chain  \(options.method.rawValue) \(url)" + (options.url == nil ? " (offline stub)" : ""))
-        var steps: [[String: Any]] = []
+        report.chainMethod = options.method.rawValue
+        report.chainURL = options.url?.absoluteString ?? CLITarget.stubURL.absoluteString
+        report.offline = options.url == nil
         for (index, plugin) in plugins.enumerated() {
             let trace = traces[index]
-            let micros = Double(trace.take()) / 1000
             var did = trace.actions
             if !trace.events.isEmpty { did.append("events: " + trace.events.joined(separator: ", ")) }
-            steps.append(["position": index + 1, "name": plugin.name, "did": did, "microseconds": micros])
-            let summary = did.isEmpty ? Terminal.dim("no change") : did.joined(separator: "; ")
-            say("  \(index + 1)  \(Terminal.pad(plugin.name, 13)) \(summary)  " + Terminal.dim(String(format: "%.0f µs", micros)))
+            report.steps.append(.init(name: plugin.name, did: did, microseconds: Double(trace.take()) / 1000))
         }
-        document["chain"] = steps
-        switch outcome.withLock({ $0 }) {
+        switch outcome {
         case .success(let response):
             let request = response.request
-            say("request  \(request?.httpMethod ?? "?") \(request?.url?.absoluteString ?? url)")
             let headers = (request?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
-            for header in headers { say("  \(Traced.show(header))") }
-            say(
-                "response  \(response.statusCode) (\(response.data.count) bytes)"
-                    + (response.value(forHTTPHeaderField: "X-Cache").map { ", X-Cache: \($0)" } ?? ""))
-            document["request"] = [
-                "method": request?.httpMethod ?? "", "url": request?.url?.absoluteString ?? url,
-                "headers": headers.map(Traced.show),
-            ]
-            document["response"] = ["status": response.statusCode, "bytes": response.data.count]
+            report.request = .init(
+                method: request?.httpMethod ?? "?", url: request?.url?.absoluteString ?? report.chainURL, headers: headers.map(Traced.show))
+            report.response = .init(status: response.statusCode, bytes: response.data.count, xCache: response.value(forHTTPHeaderField: "X-Cache"))
         case .failure(let error):
-            say("request failed: " + Terminal.red(error.description))
-            document["requestError"] = error.description
-            worsen(.requestFailed)
-        case nil:
-            worsen(.requestFailed)
+            report.requestError = error.description
+            report.worsen(.requestFailed)
         }
 
         // 4. --bench N on the stub.
@@ -314,47 +288,161 @@ enum TestCommand {
                 trace.stopRecording()
                 _ = trace.take()
             }
-            var perPlugin = Array(repeating: [Double](), count: plugins.count)
-            var whole: [Double] = []
-            let done = DispatchSemaphore(value: 0)
             let target = options.target
-            let collected = Locked(BenchSamples())
-            Task {
+            let samples = waitFor { () async -> BenchSamples in
+                var samples = BenchSamples()
                 let pipeline = benchProvider.request(target)
                 for _ in 0..<benchCount {
                     let start = DispatchTime.now().uptimeNanoseconds
                     _ = await pipeline.result
-                    let total = Double(DispatchTime.now().uptimeNanoseconds - start) / 1000
-                    let plugins = traces.map { Double($0.take()) / 1000 }
-                    collected.withLock { $0.add(total: total, plugins: plugins) }
+                    samples.add(total: Double(DispatchTime.now().uptimeNanoseconds - start) / 1000, plugins: traces.map { Double($0.take()) / 1000 })
                 }
-                done.signal()
+                return samples
             }
-            done.wait()
-            (whole, perPlugin) = collected.withLock { ($0.whole, $0.perPlugin.isEmpty ? Array(repeating: [], count: plugins.count) : $0.perPlugin) }
-            func p(_ values: [Double], _ q: Double) -> Double {
-                let sorted = values.sorted()
-                return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
-            }
-            say("bench  \(benchCount) requests on the stub transport (µs per request)")
-            var rows: [[String: Any]] = []
-            for (index, plugin) in plugins.enumerated() {
-                say(
-                    "  \(Terminal.pad(plugin.name, 14)) p50 \(String(format: "%8.2f", p(perPlugin[index], 0.5)))  p99 \(String(format: "%8.2f", p(perPlugin[index], 0.99)))"
-                )
-                rows.append(["name": plugin.name, "p50": p(perPlugin[index], 0.5), "p99": p(perPlugin[index], 0.99)])
-            }
-            say("  \(Terminal.pad("whole chain", 14)) p50 \(String(format: "%8.2f", p(whole, 0.5)))  p99 \(String(format: "%8.2f", p(whole, 0.99)))")
-            document["bench"] = ["requests": benchCount, "plugins": rows, "chain": ["p50": p(whole, 0.5), "p99": p(whole, 0.99)]]
+            let perPlugin = samples.perPlugin.isEmpty ? Array(repeating: [], count: plugins.count) : samples.perPlugin
+            report.bench = .init(
+                requests: benchCount,
+                plugins: plugins.enumerated().map { (name: $1.name, p50: percentile(perPlugin[$0], 0.5), p99: percentile(perPlugin[$0], 0.99)) },
+                chain: (percentile(samples.whole, 0.5), percentile(samples.whole, 0.99)))
         }
+        report.exitCode = report.worst
+        return report.worst
+    }
 
-        document["exitCode"] = worst.rawValue
-        if json {
-            Terminal.out(Terminal.json(document))
-        } else {
-            say("result " + (worst == .ok ? Terminal.green("ok") : Terminal.red("failed (exit \(worst.rawValue))")))
+    /// Runs `body` in a task and waits for it on this (non-cooperative) thread.
+    static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+        let box = Locked<T?>(nil)
+        let semaphore = DispatchSemaphore(value: 0)
+        Task {
+            let value = await body()
+            box.withLock { $0 = value }
+            semaphore.signal()
         }
-        return worst
+        semaphore.wait()
+        return box.withLock { $0! }
+    }
+
+    static func percentile(_ values: [Double], _ q: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
+    }
+}
+
+/// What `pluginhost test` found: built once, printed as text or as JSON.
+struct TestReport {
+    struct Probe {
+        let name: String, status: String, detail: String
+        let code: ExitCode
+    }
+    struct Step {
+        let name: String, did: [String]
+        let microseconds: Double
+    }
+    struct SentRequest {
+        let method: String, url: String, headers: [String]
+    }
+    struct Received {
+        let status: Int, bytes: Int
+        let xCache: String?
+    }
+    struct Bench {
+        let requests: Int
+        let plugins: [(name: String, p50: Double, p99: Double)]
+        let chain: (p50: Double, p99: Double)
+    }
+
+    let manifest: String
+    var problems: [String] = []
+    var manifestSummary: (plugins: Int, enabled: Int)?
+    var probes: [Probe] = []
+    var loadError: String?
+    var chainMethod = "GET"
+    var chainURL = ""
+    var offline = false
+    var steps: [Step] = []
+    var request: SentRequest?
+    var response: Received?
+    var requestError: String?
+    var bench: Bench?
+    var exitCode = ExitCode.ok
+    private(set) var worst = ExitCode.ok
+
+    init(manifest: String) { self.manifest = manifest }
+
+    /// Keeps the worst outcome seen (crashed > refused > request failed > ok).
+    mutating func worsen(_ code: ExitCode) {
+        let rank: [ExitCode: Int] = [.ok: 0, .requestFailed: 1, .refused: 2, .crashed: 3]
+        if (rank[code] ?? 0) > (rank[worst] ?? 0) { worst = code }
+    }
+
+    /// The text form: results on standard output, manifest problems and load errors on standard error.
+    func printText() {
+        guard problems.isEmpty else {
+            for problem in problems { Terminal.error(problem) }
+            return
+        }
+        if let summary = manifestSummary {
+            Terminal.out("manifest \(manifest): " + Terminal.green("ok") + " (\(summary.plugins) plugins, \(summary.enabled) enabled)")
+        }
+        for probe in probes {
+            let painted = probe.code == .ok ? Terminal.green(probe.detail) : Terminal.red(probe.detail)
+            Terminal.out("probe  \(Terminal.pad(probe.name, 14)) \(painted)")
+        }
+        if let loadError {
+            Terminal.error(loadError)
+            return
+        }
+        Terminal.out("chain  \(chainMethod) \(chainURL)" + (offline ? " (offline stub)" : ""))
+        for (index, step) in steps.enumerated() {
+            let summary = step.did.isEmpty ? Terminal.dim("no change") : step.did.joined(separator: "; ")
+            Terminal.out("  \(index + 1)  \(Terminal.pad(step.name, 13)) \(summary)  " + Terminal.dim(String(format: "%.0f µs", step.microseconds)))
+        }
+        if let request, let response {
+            Terminal.out("request  \(request.method) \(request.url)")
+            for header in request.headers { Terminal.out("  \(header)") }
+            Terminal.out("response  \(response.status) (\(response.bytes) bytes)" + (response.xCache.map { ", X-Cache: \($0)" } ?? ""))
+        }
+        if let requestError { Terminal.out("request failed: " + Terminal.red(requestError)) }
+        if let bench {
+            Terminal.out("bench  \(bench.requests) requests on the stub transport (µs per request)")
+            for row in bench.plugins {
+                Terminal.out("  \(Terminal.pad(row.name, 14)) p50 \(String(format: "%8.2f", row.p50))  p99 \(String(format: "%8.2f", row.p99))")
+            }
+            Terminal.out(
+                "  \(Terminal.pad("whole chain", 14)) p50 \(String(format: "%8.2f", bench.chain.p50))  p99 \(String(format: "%8.2f", bench.chain.p99))"
+            )
+        }
+        Terminal.out("result " + (exitCode == .ok ? Terminal.green("ok") : Terminal.red("failed (exit \(exitCode.rawValue))")))
+    }
+
+    /// The JSON form (Tests/Fixtures/test.schema.json).
+    var json: [String: Any] {
+        var document: [String: Any] = ["manifest": manifest, "manifestOK": problems.isEmpty]
+        if !problems.isEmpty {
+            document["problems"] = problems
+            document["exitCode"] = exitCode.rawValue
+            return document
+        }
+        document["probes"] = probes.map { ["name": $0.name, "status": $0.status, "detail": $0.detail] }
+        if let loadError {
+            document["loadError"] = loadError
+            document["exitCode"] = exitCode.rawValue
+            return document
+        }
+        document["chain"] = steps.enumerated().map { ["position": $0 + 1, "name": $1.name, "did": $1.did, "microseconds": $1.microseconds] }
+        if let request, let response {
+            document["request"] = ["method": request.method, "url": request.url, "headers": request.headers]
+            document["response"] = ["status": response.status, "bytes": response.bytes]
+        }
+        if let requestError { document["requestError"] = requestError }
+        if let bench {
+            document["bench"] = [
+                "requests": bench.requests, "plugins": bench.plugins.map { ["name": $0.name, "p50": $0.p50, "p99": $0.p99] },
+                "chain": ["p50": bench.chain.p50, "p99": bench.chain.p99],
+            ]
+        }
+        document["exitCode"] = exitCode.rawValue
+        return document
     }
 }
 

@@ -219,6 +219,14 @@ struct CLITests {
                 pluginhost: <DIR>/\((path as NSString).lastPathComponent): plugins[2].config: must be an object
 
                 """)
+        // The same as one JSON document, with its exit code.
+        let json = try await CLI.run(["test", "--manifest", path, "--json"])
+        #expect(json.status == 2)
+        try expectSchema(json.stdout, "test.schema.json")
+        let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(document?["exitCode"] as? Int == 2)
+        #expect(document?["manifestOK"] as? Bool == false)
+        #expect((document?["problems"] as? [String])?.count == 4)
     }
 
     @Test func directoryWithNoBundles() async throws {
