@@ -56,16 +56,12 @@ final class RequestState: RequestBackend {
     }
 
     func setHeader(named name: String, value: String?) throws {
-        try HeaderValidation.check(name: name, value: value)
-        var fields = headers
-        fields.set(named: name, value: value)
-        changedHeaders = fields
+        changedHeaders = try headers.checkedSetting(name, to: value)
         changed = true
     }
 
     func addHeader(named name: String, value: String) throws {
-        try HeaderValidation.check(name: name, value: value)
-        changedHeaders = headers + [HTTPHeader(name: name, value: value)]
+        changedHeaders = try headers.checkedAdding(name, value)
         changed = true
     }
 
@@ -158,16 +154,12 @@ final class ResponseState: ResponseBackend {
     }
 
     func setHeader(named name: String, value: String?) throws {
-        try HeaderValidation.check(name: name, value: value)
-        var updated = headers
-        updated.set(named: name, value: value)
-        fields = updated
+        fields = try headers.checkedSetting(name, to: value)
         original = nil
     }
 
     func addHeader(named name: String, value: String) throws {
-        try HeaderValidation.check(name: name, value: value)
-        fields = headers + [HTTPHeader(name: name, value: value)]
+        fields = try headers.checkedAdding(name, value)
         original = nil
     }
 
@@ -182,5 +174,21 @@ final class ResponseState: ResponseBackend {
         if let original { return original }
         guard let url = url ?? fallbackURL else { return nil }
         return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded())
+    }
+}
+
+extension Array where Element == HTTPHeader {
+    /// A copy with every field `name` replaced by one (or removed for nil), after checking both.
+    func checkedSetting(_ name: String, to value: String?) throws -> [HTTPHeader] {
+        try HeaderValidation.check(name: name, value: value)
+        var updated = self
+        updated.set(named: name, value: value)
+        return updated
+    }
+
+    /// A copy with the field added, after checking it.
+    func checkedAdding(_ name: String, _ value: String) throws -> [HTTPHeader] {
+        try HeaderValidation.check(name: name, value: value)
+        return self + [HTTPHeader(name: name, value: value)]
     }
 }
