@@ -348,6 +348,17 @@ func runBench(_ options: Options) async throws {
             figures.add(key + "_p99", percentile(samples, 0.99))
         }
         figures.add("abi_hook_ns", (figures.median("stub_noop6_p50") - figures.median("stub_inprocess_noop6_p50")) * 1000 / 24)
+        // Each contrib plugin loaded alone: what it costs over the empty chain.
+        for plugin in loaded6 {
+            let pipeline = stubProvider([plugin], loadedServices).request(.stub)
+            let samples = await latencies(options.stubRequests / 4) { _ = try? await pipeline.value }
+            figures.add("stub_alone_\(plugin.name)_p50", percentile(samples, 0.5))
+        }
+        // The stub transport called directly with the same request: the floor under the empty chain.
+        let direct = StubTransport { _ in BenchTarget.stub.sampleResponse }
+        let directRequest = TransportRequest(urlRequest: URLRequest(url: BenchTarget.stub.baseURL.appendingPathComponent(BenchTarget.stub.path)))
+        let directSamples = await latencies(options.stubRequests) { _ = try? await direct.send(directRequest) }
+        figures.add("stub_direct_p50", percentile(directSamples, 0.5))
 
         // 2. Loopback HTTP, small JSON, sequential and 64 concurrent.
         let rawSeq = await latencies(options.httpRequests) { _ = await raw.get(small) }
@@ -476,6 +487,7 @@ func runBench(_ options: Options) async throws {
         ("1 stub, 6 loaded no-op (ABI)", "stub_noop6_p50", "stub_noop6_p99"),
         ("1 stub, six contrib loaded", "stub_loaded6_p50", "stub_loaded6_p99"),
         ("1 stub, six contrib compiled in", "stub_compiled6_p50", "stub_compiled6_p99"),
+        ("1 stub transport called directly", "stub_direct_p50", "stub_direct_p50"),
         ("2 sequential, raw URLSession (µs p50 / p99)", "seq_us_p50_raw", "seq_us_p99_raw"),
         ("2 sequential, provider 0", "seq_us_p50_0", "seq_us_p99_0"),
         ("2 sequential, provider six loaded", "seq_us_p50_loaded6", "seq_us_p99_loaded6"),
@@ -520,6 +532,12 @@ func runBench(_ options: Options) async throws {
         let s = figures.summary(key)
         print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0, digits)) / \(fmt(s.1, digits)) / \(fmt(s.2, digits))")
     }
+    print("")
+    print("each contrib plugin loaded alone        µs p50 over the empty chain (median)")
+    for plugin in loaded6 {
+        let over = figures.median("stub_alone_\(plugin.name)_p50") - figures.median("stub_0_p50")
+        print("  \(plugin.name.padding(toLength: 36, withPad: " ", startingAt: 0)) \(fmt(over))")
+    }
     var json: [String: Double] = [:]
     for key in [
         "stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
@@ -537,6 +555,17 @@ func runBench(_ options: Options) async throws {
         "download_mbps_curl_loaded6",
     ] {
         json[key] = figures.median(key)
+    }
+    let empty = figures.median("stub_0_p50")
+    json["stub_us_p50_direct"] = figures.median("stub_direct_p50")
+    json["ratio_empty_direct"] = empty / figures.median("stub_direct_p50")
+    json["ratio_loaded6_empty"] = figures.median("stub_loaded6_p50") / empty
+    json["ratio_compiled6_empty"] = figures.median("stub_compiled6_p50") / empty
+    json["ratio_noop6_empty"] = figures.median("stub_noop6_p50") / empty
+    json["ratio_cache_hit_empty"] = figures.median("cache_hit_us_p50_memory") / empty
+    json["ratio_cache_disk_hit_empty"] = figures.median("cache_hit_us_p50_disk") / empty
+    for plugin in loaded6 {
+        json["stub_us_over_empty_\(plugin.name)"] = figures.median("stub_alone_\(plugin.name)_p50") - empty
     }
     let rounded = json.mapValues { ($0 * 1000).rounded() / 1000 }
     let data = try JSONSerialization.data(withJSONObject: rounded, options: [.sortedKeys])
