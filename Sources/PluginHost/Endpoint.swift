@@ -59,8 +59,10 @@ public struct Endpoint: Sendable {
         self.extraQueryParameters = extraQueryParameters
     }
 
-    /// A copy with `newHTTPHeaderFields` added; on a clash the new value wins.
+    /// A copy with `newHTTPHeaderFields` added; on a clash the new value wins. Adding nothing
+    /// changes nothing (headers that were `nil` stay `nil`).
     public func adding(newHTTPHeaderFields: [String: String]) -> Endpoint {
+        guard !newHTTPHeaderFields.isEmpty else { return self }
         var fields = httpHeaderFields ?? [:]
         for (name, value) in newHTTPHeaderFields {
             if let existing = fields.keys.first(where: { HTTPHeader.namesEqual($0, name) }) {
@@ -121,6 +123,10 @@ public struct Endpoint: Sendable {
             request.httpBody = bodyData
             return request
         case .requestCompositeParameters(let bodyParameters, let bodyEncoding, let urlParameters):
+            if let urlEncoding = bodyEncoding as? URLEncoding, urlEncoding.destination == .queryString {
+                // The body parameters would silently land in the URL (and in every server log).
+                throw .parameterEncoding(CompositeBodyInQuery())
+            }
             let withQuery = try Self.encode(urlParameters, with: URLEncoding.queryString, into: request)
             return try Self.encode(bodyParameters, with: bodyEncoding, into: withQuery)
         case .uploadMultipart(let parts):
@@ -197,5 +203,14 @@ extension Endpoint {
         return Endpoint(
             url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
             httpHeaderFields: headers.isEmpty ? nil : headers, extraQueryParameters: extra)
+    }
+}
+
+/// Why `requestCompositeParameters` with a query-string body encoding is refused.
+public struct CompositeBodyInQuery: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is wrong and what to do.
+    public var description: String {
+        "requestCompositeParameters: the body encoding URLEncoding.queryString would put the body parameters in the URL; "
+            + "use URLEncoding.httpBody or JSONEncoding for the body, and urlParameters for the query"
     }
 }

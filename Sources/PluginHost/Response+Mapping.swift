@@ -56,15 +56,16 @@ extension Response {
         failsOnEmptyData: Bool = true
     ) throws(NetworkError) -> D {
         let source: Data
-        if let keyPath {
+        if data.isEmpty && !failsOnEmptyData {
+            // The same with and without a key path: an empty body reads as null.
+            source = Data("null".utf8)
+        } else if let keyPath {
             let value = try self.value(atKeyPath: keyPath)
             do {
                 source = try JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed])
             } catch {
                 throw .objectMapping(error, self)
             }
-        } else if data.isEmpty && !failsOnEmptyData {
-            source = Data("null".utf8)
         } else {
             source = data
         }
