@@ -170,9 +170,13 @@ public final class Provider<Target: TargetType>: Sendable {
             request = try await requestClosure(endpoint, request)
         } catch let error as NetworkError {
             throw error
+        } catch is CancellationError {
+            // Cancelled while the request closure ran: like a cancellation at any other stage.
+            throw .cancelled
         } catch {
-            throw .custom(error)
+            throw Task.isCancelled ? .cancelled : .custom(error)
         }
+        if Task.isCancelled { throw .cancelled }
         let body: TransportRequest.Body
         switch endpoint.task {
         case .uploadFile(let url):

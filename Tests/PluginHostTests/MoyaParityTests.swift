@@ -44,3 +44,41 @@ struct MoyaParityTests {
         #expect(endpoint.adding(newHTTPHeaderFields: ["A": "1"]).httpHeaderFields == ["A": "1"])
     }
 }
+
+@Suite("Moya parity: cancelling")
+struct MoyaParityCancellingTests {
+    @Test func cancellingWhileTheRequestClosureRunsIsCancelledOnce() async throws {
+        let entered = LockedCounter()
+        let provider = Provider<Bin>(requestClosure: { _, request in
+            entered.increment()
+            try await Task.sleep(nanoseconds: 10_000_000_000)
+            return request
+        })
+        let target = try Bin("get")
+        let task = Task { await provider.request(target).result }
+        #expect(await eventually { entered.value == 1 })
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not .cancelled")
+            return
+        }
+        let calls = LockedCounter()
+        let token = LockedBox<(any Cancellable)?>(nil)
+        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+            token.set(
+                provider.request(target).start { result in
+                    if calls.increment() == 1 { continuation.resume(returning: result) }
+                })
+            Task {
+                _ = await eventually { entered.value == 2 }
+                token.get()?.cancel()
+            }
+        }
+        guard case .failure(.cancelled) = result else {
+            Issue.record("callback form: got \(result)")
+            return
+        }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(calls.value == 1)
+    }
+}
