@@ -50,16 +50,27 @@ extension Response {
     ///
     /// Values at a key path may be fragments (a number, string, Boolean or URL). An empty
     /// body fails with ``NetworkError/objectMapping(_:_:)`` unless `failsOnEmptyData` is
-    /// false and `type` can be decoded from `null` (an optional).
+    /// false and `type` can be decoded from `null` (an optional), `{}` (a model whose
+    /// properties are all optional) or `[]` (an array), tried in that order.
     public func map<D: Decodable>(
         _ type: D.Type, atKeyPath keyPath: String? = nil, using decoder: JSONDecoder = JSONDecoder(),
         failsOnEmptyData: Bool = true
     ) throws(NetworkError) -> D {
-        let source: Data
         if data.isEmpty && !failsOnEmptyData {
-            // The same with and without a key path: an empty body reads as null.
-            source = Data("null".utf8)
-        } else if let keyPath {
+            // The same with and without a key path, as Moya reads it: null (an optional), else an
+            // empty object (a model whose properties are all optional), else an empty array.
+            var firstError: (any Error)?
+            for empty in ["null", "{}", "[]"] {
+                do {
+                    return try decoder.decode(D.self, from: Data(empty.utf8))
+                } catch {
+                    firstError = firstError ?? error
+                }
+            }
+            throw .objectMapping(firstError!, self)
+        }
+        let source: Data
+        if let keyPath {
             let value = try self.value(atKeyPath: keyPath)
             do {
                 source = try JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed])

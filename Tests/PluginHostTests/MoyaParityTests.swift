@@ -36,6 +36,19 @@ struct MoyaParityTests {
         #expect(throws: NetworkError.self) { try empty.map(String?.self, atKeyPath: "user.name") }
     }
 
+    @Test func anEmptyBodyDecodesAnAllOptionalModelAndAnArray() throws {
+        struct Profile: Decodable, Equatable {
+            var name: String?
+            var age: Int?
+        }
+        struct Strict: Decodable { var name: String }
+        let empty = Response(statusCode: 204, data: Data())
+        #expect(try empty.map(Profile.self, failsOnEmptyData: false) == Profile())
+        #expect(try empty.map([Int].self, failsOnEmptyData: false) == [])
+        #expect(try empty.map([Int].self, atKeyPath: "items", failsOnEmptyData: false) == [])
+        #expect(throws: NetworkError.self) { try empty.map(Strict.self, failsOnEmptyData: false) }
+    }
+
     @Test func addingNoHeadersChangesNothing() {
         let endpoint = Endpoint(
             url: "https://api.example.invalid/x", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .get, task: .requestPlain,
