@@ -102,3 +102,47 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
     /// Same as ``description``.
     public var errorDescription: String? { description }
 }
+
+extension NetworkError: CustomNSError {
+    /// `PluginHost.NetworkError`.
+    public static var errorDomain: String { "PluginHost.NetworkError" }
+
+    /// A stable code per case (1…15, in declaration order), for logging and Objective-C callers.
+    public var errorCode: Int {
+        switch self {
+        case .requestMapping: return 1
+        case .parameterEncoding: return 2
+        case .encodableMapping: return 3
+        case .fileAccess: return 4
+        case .statusCode: return 5
+        case .jsonMapping: return 6
+        case .stringMapping: return 7
+        case .objectMapping: return 8
+        case .keyPathNotFound: return 9
+        case .underlying: return 10
+        case .cancelled: return 11
+        case .interceptor: return 12
+        case .credentialRefresh: return 13
+        case .filtered: return 14
+        case .custom: return 15
+        }
+    }
+
+    /// The description, the underlying error (`NSUnderlyingErrorKey`) and the response's status
+    /// code (`statusCode`) when there are any.
+    public var errorUserInfo: [String: Any] {
+        var info: [String: Any] = [NSLocalizedDescriptionKey: description]
+        let cause: (any Error)?
+        switch self {
+        case .parameterEncoding(let error), .encodableMapping(let error), .objectMapping(let error, _), .custom(let error):
+            cause = error
+        case .underlying(let failure, _):
+            cause = failure
+        default:
+            cause = nil
+        }
+        if let cause { info[NSUnderlyingErrorKey] = cause as NSError }
+        if let response { info["statusCode"] = response.statusCode }
+        return info
+    }
+}

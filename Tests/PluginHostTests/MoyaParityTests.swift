@@ -95,3 +95,20 @@ struct MoyaParityCancellingTests {
         #expect(calls.value == 1)
     }
 }
+
+@Suite("Moya parity: NSError bridging")
+struct MoyaParityNSErrorTests {
+    @Test func networkErrorBridgesWithItsCauseAndStatus() {
+        let failure = TransportFailure(kind: .timedOut, message: "slow")
+        let bridged = NetworkError.underlying(failure, nil) as NSError
+        #expect(bridged.domain == "PluginHost.NetworkError")
+        #expect(bridged.code == 10)
+        #expect((bridged.userInfo[NSUnderlyingErrorKey] as? NSError) != nil)
+        #expect(bridged.localizedDescription == NetworkError.underlying(failure, nil).description)
+        let status = NetworkError.statusCode(Response(statusCode: 503, data: Data())) as NSError
+        #expect(status.code == 5)
+        #expect(status.userInfo["statusCode"] as? Int == 503)
+        #expect(status.userInfo[NSUnderlyingErrorKey] == nil)
+        #expect((NetworkError.cancelled as NSError).code == 11)
+    }
+}
