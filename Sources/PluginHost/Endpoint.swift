@@ -13,6 +13,8 @@ public enum EndpointSampleResponse: Sendable {
     case networkResponseWithHeaders(Int, [String: String], Data)
     /// A transport failure (timeout, refused connection, …).
     case networkError(TransportFailure)
+    /// The caller's own response (status, header fields and URL as given) with this body.
+    case response(HTTPURLResponse, Data)
 }
 
 /// The intermediate value between a target and a `URLRequest`: immutable, so edits make copies.
@@ -203,6 +205,33 @@ extension Endpoint {
         return Endpoint(
             url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
             httpHeaderFields: headers.isEmpty ? nil : headers, extraQueryParameters: extra)
+    }
+}
+
+extension Endpoint: Equatable, Hashable {
+    /// Two endpoints are equal when they make the same `URLRequest` (URL, method, header fields,
+    /// body), as Moya compares them; endpoints whose request cannot be made compare by URL and method.
+    public static func == (lhs: Endpoint, rhs: Endpoint) -> Bool {
+        switch (try? lhs.urlRequest(), try? rhs.urlRequest()) {
+        case (let left?, let right?):
+            return left.url == right.url && left.httpMethod == right.httpMethod && left.allHTTPHeaderFields == right.allHTTPHeaderFields
+                && left.httpBody == right.httpBody
+        default:
+            return lhs.url == rhs.url && lhs.method == rhs.method
+        }
+    }
+
+    /// Hashes what ``==(_:_:)`` compares.
+    public func hash(into hasher: inout Hasher) {
+        if let request = try? urlRequest() {
+            hasher.combine(request.url)
+            hasher.combine(request.httpMethod)
+            hasher.combine(request.allHTTPHeaderFields)
+            hasher.combine(request.httpBody)
+        } else {
+            hasher.combine(url)
+            hasher.combine(method)
+        }
     }
 }
 

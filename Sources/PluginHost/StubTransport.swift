@@ -39,21 +39,17 @@ public struct StubTransport: Transport {
             throw TransportFailure(kind: .cancelled, message: "cancelled")
         }
         let url = request.urlRequest.url ?? URL(string: "http://stub.invalid/")!
-        let (status, headers, data): (Int, [String: String], Data)
+        let response: HTTPURLResponse
+        let data: Data
         switch sample(request.urlRequest) {
         case .networkError(let failure):
             throw failure
-        case .networkResponse(let code, let body):
-            (status, headers, data) = (code, [:], body)
-        case .networkResponseWithHeaders(let code, let fields, let body):
-            (status, headers, data) = (code, fields, body)
-        }
-        var fields = headers
-        if !fields.keys.contains(where: { HTTPHeader.namesEqual($0, "Content-Length") }) {
-            fields["Content-Length"] = String(data.count)
-        }
-        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields) else {
-            throw TransportFailure(kind: .badResponse, message: "cannot build a stub response for status \(status)")
+        case .response(let given, let body):
+            (response, data) = (given, body)
+        case .networkResponse(let status, let body):
+            (response, data) = (try Self.response(url: url, status: status, headers: [:], body: body), body)
+        case .networkResponseWithHeaders(let status, let fields, let body):
+            (response, data) = (try Self.response(url: url, status: status, headers: fields, body: body), body)
         }
         request.progress?(TransferProgress(direction: .download, completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
         guard let destination = request.download else {
@@ -67,5 +63,17 @@ public struct StubTransport: Transport {
         } catch {
             throw TransportFailure(kind: .other, message: "cannot save the stub download: \(error.localizedDescription)")
         }
+    }
+
+    /// A response for a sample given as status and header fields (with a `Content-Length`).
+    private static func response(url: URL, status: Int, headers: [String: String], body: Data) throws(TransportFailure) -> HTTPURLResponse {
+        var fields = headers
+        if !fields.keys.contains(where: { HTTPHeader.namesEqual($0, "Content-Length") }) {
+            fields["Content-Length"] = String(body.count)
+        }
+        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields) else {
+            throw TransportFailure(kind: .badResponse, message: "cannot build a stub response for status \(status)")
+        }
+        return response
     }
 }

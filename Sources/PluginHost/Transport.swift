@@ -29,6 +29,10 @@ public struct TransferProgress: Sendable, Equatable {
         self.totalBytes = totalBytes
     }
 
+    /// Whether every expected byte is done (false while the total is unknown), like Moya's
+    /// `ProgressResponse.completed`.
+    public var completed: Bool { totalBytes >= 0 && completedBytes >= totalBytes }
+
     /// Completed over total, between 0 and 1; nil when the total is unknown.
     public var fractionCompleted: Double? {
         totalBytes > 0 ? min(1, Double(completedBytes) / Double(totalBytes)) : nil

@@ -3,6 +3,10 @@ import PluginHost
 import PluginSDK
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Behaviours Moya users rely on (fixed where PluginHost differed).
 @Suite("Moya parity")
 struct MoyaParityTests {
@@ -110,5 +114,48 @@ struct MoyaParityNSErrorTests {
         #expect(status.userInfo["statusCode"] as? Int == 503)
         #expect(status.userInfo[NSUnderlyingErrorKey] == nil)
         #expect((NetworkError.cancelled as NSError).code == 11)
+    }
+}
+
+@Suite("Moya parity: additions")
+struct MoyaParityAdditionsTests {
+    static func endpoint(_ task: RequestTask, headers: [String: String]? = nil) -> Endpoint {
+        Endpoint(
+            url: "https://api.example.invalid/items", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .post, task: task,
+            httpHeaderFields: headers)
+    }
+
+    @Test func endpointsCompareAndHashByTheirRequest() {
+        let a = Self.endpoint(.requestParameters(parameters: ["q": "x"], encoding: JSONEncoding.default))
+        let same = Self.endpoint(.requestParameters(parameters: ["q": "x"], encoding: JSONEncoding.default))
+        let other = Self.endpoint(.requestParameters(parameters: ["q": "y"], encoding: JSONEncoding.default))
+        #expect(a == same)
+        #expect(a != other)
+        #expect(Set([a, same, other]).count == 2)
+        #expect(a != a.adding(newHTTPHeaderFields: ["X-A": "1"]))
+    }
+
+    @Test func aStubAnswersWithTheCallersOwnResponse() async throws {
+        struct Own: TargetType {
+            var baseURL: URL { URL(string: "https://api.example.invalid")! }
+            var path: String { "own" }
+            var method: HTTPMethod { .get }
+            var sampleResponse: EndpointSampleResponse {
+                .response(
+                    HTTPURLResponse(
+                        url: URL(string: "https://elsewhere.invalid/given")!, statusCode: 201, httpVersion: "HTTP/1.1",
+                        headerFields: ["X-Given": "yes"])!, Data("body".utf8))
+            }
+        }
+        let response = try await Provider<Own>(stubClosure: Provider<Own>.immediatelyStub(_:)).request(Own()).value
+        #expect(response.statusCode == 201)
+        #expect(response.value(forHTTPHeaderField: "X-Given") == "yes")
+        #expect(response.data == Data("body".utf8))
+    }
+
+    @Test func progressSaysWhenItIsComplete() {
+        #expect(TransferProgress(direction: .download, completedBytes: 10, totalBytes: 10).completed)
+        #expect(!TransferProgress(direction: .download, completedBytes: 9, totalBytes: 10).completed)
+        #expect(!TransferProgress(direction: .download, completedBytes: 10, totalBytes: -1).completed)
     }
 }
