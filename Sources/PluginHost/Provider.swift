@@ -42,6 +42,9 @@ public final class Provider<Target: TargetType>: Sendable {
     public let trackInflights: Bool
     /// The services interceptors use: key/value store, events, log, credential refreshers.
     public let services: PluginServices
+    /// The header fields set on every request before the chain runs, unless already set
+    /// (``DefaultHeaders``).
+    public let defaultHeaders: [String: String]
 
     let chain: InterceptorChain
     let registry = RequestRegistry()
@@ -62,6 +65,9 @@ public final class Provider<Target: TargetType>: Sendable {
     ///   - trackInflights: share identical in-flight requests (one network call, every caller gets the result).
     ///   - services: the services interceptors see; a new set by default.
     ///   - maxInterceptorRetries: how often `process` may ask to retry one request; default 2.
+    ///   - defaultHeaders: fields set on every request before the chain runs unless the target,
+    ///     the server layer or the request closure set them; nil (the default):
+    ///     ``DefaultHeaders/standard(for:)`` of the transport; `[:]`: none.
     public init(
         endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
         requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
@@ -73,7 +79,8 @@ public final class Provider<Target: TargetType>: Sendable {
         server: ServerConfiguration? = nil,
         trackInflights: Bool = false,
         services: PluginServices = PluginServices(),
-        maxInterceptorRetries: Int = 2
+        maxInterceptorRetries: Int = 2,
+        defaultHeaders: [String: String]? = nil
     ) {
         self.endpointClosure = endpointClosure
         self.requestClosure = requestClosure
@@ -91,6 +98,7 @@ public final class Provider<Target: TargetType>: Sendable {
         self.trackInflights = trackInflights
         self.services = services
         self.chain = InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries)
+        self.defaultHeaders = defaultHeaders ?? DefaultHeaders.standard(for: self.transport)
     }
 
     /// The transport a provider uses when given none: on Linux a ``CurlTransport`` (URLSession
@@ -166,6 +174,9 @@ public final class Provider<Target: TargetType>: Sendable {
         }
         var request = try endpoint.urlRequest()
         if let timeout { request.timeoutInterval = timeout }
+        for (name, value) in defaultHeaders where request.value(forHTTPHeaderField: name) == nil {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
         do {
             request = try await requestClosure(endpoint, request)
         } catch let error as NetworkError {

@@ -112,4 +112,14 @@ public struct TransportResponse: Sendable {
 public protocol Transport: Sendable {
     /// Sends `request` and returns its response, or throws why there is none.
     func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse
+
+    /// The `Accept-Encoding` value this transport decodes when a request carries exactly it, and
+    /// which a provider therefore sends by default (``DefaultHeaders/standard(for:)``); nil when
+    /// the transport decodes no content coding.
+    var acceptEncoding: String? { get }
+}
+
+extension Transport {
+    /// No content coding decoded: a transport that does not say otherwise passes bodies through.
+    public var acceptEncoding: String? { nil }
 }

@@ -30,6 +30,9 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         session.finishTasksAndInvalidate()
     }
 
+    /// `gzip, deflate`: URLSession decodes both on every platform.
+    public var acceptEncoding: String? { "gzip, deflate" }
+
     /// Sends `request` through the session.
     ///
     /// A plain data request without a progress handler uses a completion-handler task (one

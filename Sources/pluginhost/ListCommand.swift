@@ -115,5 +115,5 @@ enum BundleCommand {
 }
 
 enum Version {
-    static let tool = "0.1.0"
+    static let tool = PluginHostVersion.current
 }

@@ -159,3 +159,80 @@ struct MoyaParityAdditionsTests {
         #expect(!TransferProgress(direction: .download, completedBytes: 10, totalBytes: -1).completed)
     }
 }
+
+/// Records the headers `willSend` sees.
+struct HeaderSnapshot: Interceptor {
+    let seen: LockedBox<[String: String]>
+    var name: String { "header-snapshot" }
+
+    func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        var fields: [String: String] = [:]
+        for header in request.headers { fields[header.name.lowercased()] = header.value }
+        seen.set(fields)
+    }
+}
+
+@Suite("Moya parity: what hooks see is what is sent")
+struct DefaultHeadersTests {
+    /// Fields the transport owns (the connection's), which no hook sets.
+    static let connectionFields: Set<String> = ["host", "content-length", "transfer-encoding", "connection"]
+
+    @Test(arguments: TransportKind.allCases)
+    func willSendSeesExactlyTheFieldsOnTheWire(_ kind: TransportKind) async throws {
+        let seen = LockedBox<[String: String]>([:])
+        let provider = Provider<Bin>(transport: kind.make(), interceptors: [HeaderSnapshot(seen: seen)])
+        let response = try await provider.request(try Bin("headers", headers: ["X-Own": "mine"])).value
+        let wire = try JSONDecoder().decode([String: [String: String]].self, from: response.data)["headers"] ?? [:]
+        var received: [String: String] = [:]
+        for (name, value) in wire where !Self.connectionFields.contains(name.lowercased()) { received[name.lowercased()] = value }
+        #expect(received == seen.get())
+        #expect(seen.get()["user-agent"] == DefaultHeaders.userAgent)
+        #expect(seen.get()["accept-language"] == DefaultHeaders.acceptLanguage)
+        #expect(seen.get()["accept"] == "*/*")
+        #expect(seen.get()["accept-encoding"] == provider.transport.acceptEncoding)
+        #expect(seen.get()["x-own"] == "mine")
+    }
+
+    @Test func theDefaultUserAgentNamesTheLibraryVersionAndSystem() {
+        #expect(DefaultHeaders.userAgent.hasPrefix("PluginHost/\(PluginHostVersion.current) ("))
+        #if os(Linux)
+        #expect(DefaultHeaders.userAgent.contains("(Linux "))
+        #endif
+        #expect(DefaultHeaders.acceptLanguage.contains(";q=1.0"))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func theDefaultAcceptEncodingIsDecoded(_ kind: TransportKind) async throws {
+        let provider = kind.provider()
+        let gzip = try await provider.request(try Bin("gzip")).value
+        #expect((try JSONSerialization.jsonObject(with: gzip.data) as? [String: Any])?["gzipped"] as? Bool == true)
+        let deflate = try await provider.request(try Bin("deflate")).value
+        #expect((try JSONSerialization.jsonObject(with: deflate.data) as? [String: Any])?["deflated"] as? Bool == true)
+    }
+
+    @Test func aProviderAndATargetOverrideTheDefaults() async throws {
+        var defaults = DefaultHeaders.standard(for: try CurlTransport())
+        defaults["User-Agent"] = "Shop/3.1"
+        let provider = Provider<Bin>(transport: try CurlTransport(), defaultHeaders: defaults)
+        let byProvider = try echo(try await provider.request(try Bin("anything")).value)
+        #expect(byProvider.header("User-Agent") == "Shop/3.1")
+        #expect(byProvider.header("Accept-Language") == DefaultHeaders.acceptLanguage)
+        let byTarget = try echo(try await provider.request(try Bin("anything", headers: ["User-Agent": "Checkout/1"])).value)
+        #expect(byTarget.header("User-Agent") == "Checkout/1")
+        let none = Provider<Bin>(transport: try CurlTransport(), defaultHeaders: [:])
+        let bare = try echo(try await none.request(try Bin("anything")).value)
+        #expect(bare.header("User-Agent") == nil)
+        #expect(bare.header("Accept-Language") == nil)
+    }
+
+    @Test func theRequestClosureSeesTheDefaults() async throws {
+        let seen = LockedBox<String?>(nil)
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                seen.set(request.value(forHTTPHeaderField: "User-Agent"))
+                return request
+            }, stubClosure: Provider<Bin>.immediatelyStub(_:))
+        _ = try await provider.request(try Bin("get")).value
+        #expect(seen.get() == DefaultHeaders.userAgent)
+    }
+}

@@ -292,7 +292,9 @@ final class CurlCall: @unchecked Sendable {
             switch name.lowercased() {
             case "content-length", "transfer-encoding", "connection":
                 continue  // libcurl writes these itself
-            case "accept-encoding": hasAcceptEncoding = true
+            case "accept-encoding":
+                // The transport's own list (a provider's default) is decoded; any other is the caller's.
+                if value != settings.encodings { hasAcceptEncoding = true }
             case "expect": hasExpect = true
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true

@@ -67,10 +67,11 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
 ///   ``TransportRequest/redirects``); `301`/`302` turn a `POST` into a `GET`, `303` any method but
 ///   `HEAD`; `Authorization`, `Cookie` and `Proxy-Authorization` are dropped when the scheme, host
 ///   or port changes; a `3xx` without `Location` is delivered with its body.
-/// - **Compression**: when the request carries no `Accept-Encoding`, the transport asks for every
-///   encoding libcurl decodes (gzip, deflate, and br / zstd where built in) and decodes the body.
-///   When the request sets its own `Accept-Encoding`, or the server answers in an encoding libcurl
-///   does not decode, the body is passed through as it came, with its `Content-Encoding`.
+/// - **Compression**: when the request carries no `Accept-Encoding`, or exactly
+///   ``acceptEncoding`` (what a provider sends by default), the transport asks for every encoding
+///   libcurl decodes (gzip, deflate, and br / zstd where built in) and decodes the body. When the
+///   request sets another `Accept-Encoding`, or the server answers in an encoding libcurl does
+///   not decode, the body is passed through as it came, with its `Content-Encoding`.
 /// - **Proxies**: from the standard environment variables (`http_proxy`, `https_proxy`,
 ///   `no_proxy`, …) by default, as curl does; see ``Configuration/proxy``.
 /// - **Cookies**: none are stored unless ``Configuration/cookies`` is on.
@@ -120,6 +121,9 @@ public final class CurlTransport: Transport {
     public let libraryDescription: String
     /// The settings.
     public let configuration: Configuration
+    /// The content codings this libcurl decodes (`gzip, deflate`, with `br` and `zstd` where
+    /// built in); a request that carries exactly this `Accept-Encoding` gets its body decoded.
+    public let acceptEncoding: String?
     let loop: CurlEventLoop
 
     /// The oldest libcurl accepted: 7.77.0 (curl_multi_poll, curl_multi_wakeup, CA blobs).
@@ -144,6 +148,7 @@ public final class CurlTransport: Transport {
         }
         self.configuration = configuration
         self.libraryDescription = library.description
+        self.acceptEncoding = library.encodings.isEmpty ? nil : library.encodings
         let settings = CurlSettings(
             configuration: configuration, defaultTLS: defaultTLS, tlsOverrides: overrides,
             encodings: library.encodings)

@@ -60,7 +60,7 @@ public enum PluginLoader {
 
 extension Provider {
     /// Creates a provider whose chain is `before` + the manifest's plugins + `after`. The other
-    /// parameters are those of ``Provider/init(endpointClosure:requestClosure:stubClosure:callbackQueue:configuration:transport:interceptors:server:trackInflights:services:maxInterceptorRetries:)``.
+    /// parameters are those of ``Provider/init(endpointClosure:requestClosure:stubClosure:callbackQueue:configuration:transport:interceptors:server:trackInflights:services:maxInterceptorRetries:defaultHeaders:)``.
     ///
     /// Throws ``PluginLoadError`` (and loads nothing) when the manifest or any enabled
     /// plugin is refused.
@@ -77,13 +77,14 @@ extension Provider {
         server: ServerConfiguration? = nil,
         trackInflights: Bool = false,
         services: PluginServices = PluginServices(),
-        maxInterceptorRetries: Int = 2
+        maxInterceptorRetries: Int = 2,
+        defaultHeaders: [String: String]? = nil
     ) throws(PluginLoadError) {
         let loaded = try PluginLoader.load(manifest: manifest, services: services)
         self.init(
             endpointClosure: endpointClosure, requestClosure: requestClosure, stubClosure: stubClosure,
             callbackQueue: callbackQueue, configuration: configuration, transport: transport,
             interceptors: before + loaded + after, server: server, trackInflights: trackInflights, services: services,
-            maxInterceptorRetries: maxInterceptorRetries)
+            maxInterceptorRetries: maxInterceptorRetries, defaultHeaders: defaultHeaders)
     }
 }
