@@ -118,6 +118,10 @@ final class Workspace: Sendable {
             (#"X-Timestamp: [0-9]+"#, "X-Timestamp: <TS>"),
             (#"swift-[0-9.]+ [a-z0-9_]+-[a-z]+"#, "<BUILD>"),
             (#"\(ABI 1\.0, <BUILD>\)"#, "(ABI 1.0, <BUILD>)"),
+            // The default headers depend on the machine: libcurl's codings, the locale, the OS.
+            (#"Accept-Encoding: [^\n]+"#, "Accept-Encoding: <CODINGS>"),
+            (#"Accept-Language: [^\n]+"#, "Accept-Language: <LANGUAGES>"),
+            (#"User-Agent: PluginHost/[0-9.]+ \([^)\n]+\)"#, "User-Agent: PluginHost/<VERSION> (<SYSTEM>)"),
         ]
         for (pattern, replacement) in rules {
             masked = masked.replacingOccurrences(of: pattern, with: replacement, options: .regularExpression)
