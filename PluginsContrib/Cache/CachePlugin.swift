@@ -54,6 +54,8 @@ public struct CachePlugin: ExportablePlugin {
                 maxDiskBytes: try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50)))
         } catch let error as PluginConfigurationError {
             throw error
+        } catch let error as CacheStore.DirectoryError {
+            throw configuration.error("directory \(directory ?? "") is refused: \(error.description)")
         } catch {
             throw configuration.error("directory \(directory ?? "") cannot be created: \(error.localizedDescription)")
         }

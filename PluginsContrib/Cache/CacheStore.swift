@@ -31,14 +31,40 @@ final class CacheStore: Sendable {
 
     static let magic: [UInt8] = Array("PHC1".utf8)
 
+    /// Why a cache directory was refused.
+    struct DirectoryError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Creates the directory (mode 0700) or checks the existing one: a directory of the current
+    /// user that group and others cannot enter. An existing directory is never `chmod`ed: one
+    /// that others could read or write may already hold what they put there.
+    static func prepareDirectory(_ directory: String) throws {
+        var info = stat()
+        if lstat(directory, &info) != 0 {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            guard lstat(directory, &info) == 0 else { throw DirectoryError(description: "it cannot be examined after creating it") }
+        }
+        if (info.st_mode & S_IFMT) == S_IFLNK {
+            throw DirectoryError(description: "it is a symbolic link; name the directory itself")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw DirectoryError(description: "it is not a directory") }
+        guard info.st_uid == geteuid() else {
+            throw DirectoryError(description: "it is owned by uid \(info.st_uid), not the current user (uid \(geteuid()))")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw DirectoryError(
+                description: "it has mode \(String(info.st_mode & 0o777, radix: 8)): group or others may enter it; chmod 700 it")
+        }
+    }
+
     init(maxMemoryEntries: Int, maxMemoryBytes: Int, directory: String?, maxDiskBytes: Int) throws {
         self.maxMemoryEntries = maxMemoryEntries
         self.maxMemoryBytes = maxMemoryBytes
         self.directory = directory
         self.maxDiskBytes = maxDiskBytes
         guard let directory else { return }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        chmod(directory, 0o700)
+        try Self.prepareDirectory(directory)
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         var found: [(String, Int, Double)] = []
         for name in files {

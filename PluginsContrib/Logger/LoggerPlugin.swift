@@ -70,8 +70,7 @@ public struct LoggerPlugin: ExportablePlugin {
             guard let path = try configuration.string("file"), !path.isEmpty else {
                 throw configuration.error("file must name a file when output is file")
             }
-            let fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0o600)
-            guard fd >= 0 else { throw configuration.error("file \(path.debugDescription) cannot be opened: \(String(cString: strerror(errno)))") }
+            let fd = try Self.openLogFile(path, configuration: configuration)
             self.output = .file(fd)
             sink = Sink(descriptor: fd)
         case "host":
@@ -90,6 +89,37 @@ public struct LoggerPlugin: ExportablePlugin {
         secretKeys = try configuration.strings("redactStoreKeys", default: ["access_token", "signing_secret"])
         maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
         self.host = host
+    }
+
+    /// Opens (or creates, mode 0600) the log file for appending. Refuses a symlink (`O_NOFOLLOW`),
+    /// and an existing file that is not a regular file, is owned by another user, or is readable
+    /// or writable by group or others: a log holds request details another user must not read
+    /// or forge.
+    static func openLogFile(_ path: String, configuration: PluginConfiguration) throws -> Int32 {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ELOOP {
+                throw configuration.error("file \(path.debugDescription) is a symbolic link; name the file itself")
+            }
+            throw configuration.error("file \(path.debugDescription) cannot be opened: \(String(cString: strerror(code)))")
+        }
+        var info = stat()
+        var problem: String?
+        if fstat(fd, &info) != 0 {
+            problem = "cannot be examined: \(String(cString: strerror(errno)))"
+        } else if (info.st_mode & S_IFMT) != S_IFREG {
+            problem = "is not a regular file"
+        } else if info.st_uid != geteuid() {
+            problem = "is owned by uid \(info.st_uid), not the current user (uid \(geteuid()))"
+        } else if info.st_mode & 0o077 != 0 {
+            problem = "has mode \(String(info.st_mode & 0o777, radix: 8)): group or others may read or write it; chmod 600 it"
+        }
+        if let problem {
+            close(fd)
+            throw configuration.error("file \(path.debugDescription) \(problem)")
+        }
+        return fd
     }
 
     // MARK: Hooks

@@ -240,7 +240,7 @@ func runBench(_ options: Options) async throws {
     let manifest = try manifestURL(options.plugins)
     let loadedServices = services()
     let loaded6: [any Interceptor] = try PluginLoader.load(manifest: manifest, services: loadedServices)
-    let noopLibrary = try PluginLibrary.open(path: options.noop, checkPermissions: false)
+    let noopLibrary = try PluginLibrary.open(path: options.noop)
     let noop6: [any Interceptor] = try (0..<6).map { _ in try LoadedPlugin(library: noopLibrary, configJSON: Data("{}".utf8), services: services()) }
     let inProcess6: [any Interceptor] = (0..<6).map { _ in InProcessNoop() }
     // The same six, compiled into this binary, with the configuration the manifest gives the loaded ones.
@@ -423,7 +423,7 @@ func runBench(_ options: Options) async throws {
         // 5. Cache hits from memory and from disk.
         let cacheDirectory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
         let memoryServices = PluginServices()
-        let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so", checkPermissions: false)
+        let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
         let memoryCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data("{}".utf8), services: memoryServices)
         let diskCache = try LoadedPlugin(
             library: cacheLibrary, configJSON: Data(#"{"directory": "\#(cacheDirectory)", "maxMemoryEntries": 1}"#.utf8), services: memoryServices)

@@ -120,7 +120,8 @@ enum Inventory {
                 report.verdict = "mismatch"
                 report.problems.append("reject: sha256 mismatch (\(error.reason))")
             } else {
-                report.problems.append("reject: \(error.reason)")
+                // A permission problem may be a directory above the library: name it.
+                report.problems.append("reject: \(error.kind == .insecurePermissions ? error.description : error.reason)")
             }
         }
     }

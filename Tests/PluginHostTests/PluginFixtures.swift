@@ -88,6 +88,7 @@ struct PluginFixtures {
     func manifest(raw: Data, file: String = "manifest.json") throws -> URL {
         let url = URL(fileURLWithPath: root + "/" + file)
         try raw.write(to: url)
+        chmod(url.path, 0o644)  // whatever the umask: the loader refuses a group-writable manifest
         return url
     }
 }

@@ -264,7 +264,8 @@ struct PluginRefusalTests {
             load(f, try f.manifest([["name": "alpha"]]))
                 == PluginLoadError(
                     .insecurePermissions, file: bundle + "/libAlphaTestPlugin.so",
-                    reason: "writable by group or others (mode 775); remove write access with chmod go-w"))
+                    reason: "mode 0775 (writable by group), owner \(LoadPathPermissionTests.me), is the library; "
+                        + "remove group and other write access (chmod go-w)"))
     }
 
     @Test func worldWritableBundleDirectoryIsRefused() throws {
@@ -275,7 +276,9 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "alpha"]]))
                 == PluginLoadError(
-                    .insecurePermissions, file: bundle, reason: "writable by group or others (mode 777); remove write access with chmod go-w"))
+                    .insecurePermissions, file: bundle,
+                    reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is the bundle directory; "
+                        + "remove group and other write access (chmod go-w)"))
     }
 
     @Test func libraryPathWithDotDotEscapes() throws {

@@ -59,8 +59,12 @@ public struct PluginBundle: Sendable {
                 .pathEscape, file: directory, plugin: name,
                 reason: "the bundle resolves to \(realDirectory), outside the plugin directory \(realRoot)")
         }
-        try FileSecurity.check(path: directory)
+        try FileSecurity.check(path: pluginDirectory, role: "the plugin directory")
+        try FileSecurity.check(path: directory, role: "the bundle directory")
         let manifestPath = directory + "/plugin.json"
+        if FileManager.default.fileExists(atPath: manifestPath) {
+            try FileSecurity.check(path: manifestPath, role: "the bundle descriptor")
+        }
         guard let data = FileManager.default.contents(atPath: manifestPath) else {
             throw PluginLoadError(.unreadable, file: manifestPath, plugin: name, reason: "cannot read plugin.json")
         }

@@ -89,7 +89,7 @@ public final class PluginLibrary: @unchecked Sendable {
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw PluginLoadError(.notSharedObject, file: path, reason: "not a regular file")
         }
-        if checkPermissions { try FileSecurity.check(path: path, info: info) }
+        if checkPermissions { try FileSecurity.check(path: path, role: "the library") }
         guard let bytes = FileManager.default.contents(atPath: path) else {
             throw PluginLoadError(.unreadable, file: path, reason: "cannot read the library")
         }
@@ -206,30 +206,110 @@ public final class PluginLibrary: @unchecked Sendable {
     }
 }
 
-/// Ownership and permission checks for plugin files and directories.
+/// Ownership and permission checks for everything that decides which code runs, or how: the
+/// rule OpenSSH's `StrictModes` applies to `authorized_keys`.
+///
+/// A checked file or directory, and every directory above it up to `/` (above the path as
+/// written and above the path with symlinks resolved), must be owned by root or the current
+/// user and must not be writable by group or others. An ancestor that is owned by root and has
+/// the sticky bit (like `/tmp`) may be writable by others: nobody can replace what is in it.
 enum FileSecurity {
-    /// Refuses a path writable by group or others, or owned by a user other than root or us.
-    static func check(path: String, info: stat) throws(PluginLoadError) {
-        let mode = info.st_mode & 0o777
-        if mode & 0o022 != 0 {
-            throw PluginLoadError(
-                .insecurePermissions, file: path,
-                reason: "writable by group or others (mode \(String(mode, radix: 8))); remove write access with chmod go-w")
+    /// Checks `path`, which is `role` (e.g. `the manifest`), and every directory above it.
+    static func check(path: String, role: String) throws(PluginLoadError) {
+        let absolute = lexicallyNormalized(path)
+        var info = stat()
+        guard stat(absolute, &info) == 0 else {
+            throw PluginLoadError(.unreadable, file: path, reason: "no such file or directory")
         }
-        if info.st_uid != 0 && info.st_uid != geteuid() {
-            throw PluginLoadError(
-                .insecurePermissions, file: path,
-                reason: "owned by uid \(info.st_uid), neither root nor the current user (uid \(geteuid()))")
+        let real = realPath(absolute) ?? absolute
+        if real != absolute {
+            // A symlink: the rule applies to what it points at.
+            if let problem = problem(info, asAncestor: false) {
+                throw PluginLoadError(
+                    .insecurePermissions, file: real,
+                    reason: "\(describe(info))\(problem), is the target of \(role) \(path) (a symbolic link); \(remedy(info))")
+            }
+        }
+        try check(path: path, info: info, role: role)
+        var checked: Set<String> = []
+        for chain in [absolute, real] {
+            var directory = parent(of: chain)
+            while let current = directory {
+                if checked.insert(current).inserted { try checkAncestor(current, of: "\(role) \(path)") }
+                directory = parent(of: current)
+            }
         }
     }
 
-    /// `stat` + ``check(path:info:)``.
-    static func check(path: String) throws(PluginLoadError) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw PluginLoadError(.unreadable, file: path, reason: "no such file or directory")
+    /// Checks one file or directory (already `stat`ed) that is `role` itself.
+    static func check(path: String, info: stat, role: String) throws(PluginLoadError) {
+        if let problem = problem(info, asAncestor: false) {
+            throw PluginLoadError(.insecurePermissions, file: path, reason: "\(describe(info))\(problem), is \(role); \(remedy(info))")
         }
-        try check(path: path, info: info)
+    }
+
+    private static func checkAncestor(_ directory: String, of protected: String) throws(PluginLoadError) {
+        var info = stat()
+        guard stat(directory, &info) == 0 else {
+            throw PluginLoadError(.unreadable, file: directory, reason: "cannot stat this ancestor of \(protected)")
+        }
+        if let problem = problem(info, asAncestor: true) {
+            throw PluginLoadError(
+                .insecurePermissions, file: directory,
+                reason: "\(describe(info))\(problem), is an ancestor of \(protected); \(remedy(info))")
+        }
+    }
+
+    /// What is wrong with a file or directory, or nil.
+    private static func problem(_ info: stat, asAncestor: Bool) -> String? {
+        let me = geteuid()
+        if info.st_uid != 0 && info.st_uid != me {
+            return " (neither root nor the current user, uid \(me))"
+        }
+        let mode = info.st_mode & 0o7777
+        guard mode & 0o022 != 0 else { return nil }
+        if asAncestor, info.st_uid == 0, mode & S_ISVTX != 0, (info.st_mode & S_IFMT) == S_IFDIR { return nil }
+        return ""
+    }
+
+    /// `mode 0777 (writable by group and others), owner root`.
+    private static func describe(_ info: stat) -> String {
+        let mode = info.st_mode & 0o7777
+        var writers: [String] = []
+        if mode & 0o020 != 0 { writers.append("group") }
+        if mode & 0o002 != 0 { writers.append("others") }
+        let octal = String(mode, radix: 8)
+        let padded = String(repeating: "0", count: max(0, 4 - octal.count)) + octal
+        let writable = writers.isEmpty ? "" : " (writable by \(writers.joined(separator: " and ")))"
+        let owner = info.st_uid == 0 ? "root" : "uid \(info.st_uid)"
+        return "mode \(padded)\(writable), owner \(owner)"
+    }
+
+    private static func remedy(_ info: stat) -> String {
+        if info.st_uid != 0 && info.st_uid != geteuid() { return "give it to root or the current user (chown)" }
+        return "remove group and other write access (chmod go-w)"
+    }
+
+    /// The path made absolute, with `.`, `..` and repeated slashes removed (symlinks kept).
+    static func lexicallyNormalized(_ path: String) -> String {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var parts: [Substring] = []
+        for part in absolute.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == ".." {
+                if !parts.isEmpty { parts.removeLast() }
+                continue
+            }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// The directory holding `path` (absolute and normalized), or nil for `/`.
+    private static func parent(of path: String) -> String? {
+        guard path != "/" else { return nil }
+        guard let slash = path.lastIndex(of: "/") else { return nil }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// The canonical path (symlinks resolved), or nil.

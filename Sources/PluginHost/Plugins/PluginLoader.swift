@@ -23,6 +23,9 @@ public enum PluginLoader {
 
     /// Loads an already parsed manifest.
     public static func load(_ manifest: PluginManifest, services: PluginServices) throws(PluginLoadError) -> [LoadedPlugin] {
+        for directory in manifest.pluginDirectories where FileManager.default.fileExists(atPath: directory) {
+            try FileSecurity.check(path: directory, role: "the plugin directory")
+        }
         var prepared: [(PluginLibrary, Data)] = []
         for entry in manifest.entries where entry.enabled {
             prepared.append(try prepare(entry, in: manifest))

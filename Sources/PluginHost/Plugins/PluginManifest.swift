@@ -43,22 +43,35 @@ public struct PluginManifest: Sendable {
     static let entryKeys: Set<String> = ["name", "enabled", "config", "sha256", "comment"]
 
     /// Reads and validates a manifest file.
-    public static func read(_ url: URL) throws(PluginLoadError) -> PluginManifest {
+    ///
+    /// The file and every directory above it must be owned by root or the current user and not
+    /// writable by group or others (``PluginLoadError/Kind/insecurePermissions`` otherwise).
+    /// Only tools that read a manifest without loading anything may pass
+    /// `checkPermissions: false`; the loader and the provider always check.
+    public static func read(_ url: URL, checkPermissions: Bool = true) throws(PluginLoadError) -> PluginManifest {
         guard let data = FileManager.default.contents(atPath: url.path) else {
             let exists = FileManager.default.fileExists(atPath: url.path)
             throw PluginLoadError(.unreadable, file: url.path, reason: exists ? "cannot read the manifest" : "no such file")
         }
+        if checkPermissions { try FileSecurity.check(path: url.path, role: "the manifest") }
         return try parse(data, file: url.path)
     }
 
     /// Every problem of the manifest file, each with its JSON path (empty when it is valid):
-    /// unlike ``read(_:)``, which stops at the first, this goes on checking.
+    /// unlike ``read(_:checkPermissions:)``, which stops at the first, this goes on checking. The
+    /// file's permissions are checked as ``read(_:checkPermissions:)`` checks them.
     public static func problems(in url: URL) -> [PluginLoadError] {
         guard let data = FileManager.default.contents(atPath: url.path) else {
             let exists = FileManager.default.fileExists(atPath: url.path)
             return [PluginLoadError(.unreadable, file: url.path, reason: exists ? "cannot read the manifest" : "no such file")]
         }
-        return problems(in: data, file: url.path)
+        var found: [PluginLoadError] = []
+        do {
+            try FileSecurity.check(path: url.path, role: "the manifest")
+        } catch {
+            found.append(error)
+        }
+        return found + problems(in: data, file: url.path)
     }
 
     /// Every problem of manifest JSON.

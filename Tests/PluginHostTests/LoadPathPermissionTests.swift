@@ -1,0 +1,159 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The StrictModes rule on everything that decides which code runs: the manifest, plugin
+/// directories, bundle directories, `plugin.json`, libraries, and every directory above them.
+@Suite("Load path permissions")
+struct LoadPathPermissionTests {
+    /// How the refusals name the current user as an owner.
+    static var me: String { geteuid() == 0 ? "root" : "uid \(geteuid())" }
+    static let chmodHint = "remove group and other write access (chmod go-w)"
+
+    func load(_ url: URL) -> PluginLoadError? {
+        loadError { _ = try PluginLoader.load(manifest: url, services: PluginServices()) }
+    }
+
+    @Test func aManifestWritableByOthersIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let url = try f.manifest([["name": "alpha"]])
+        chmod(url.path, 0o666)
+        let expected = PluginLoadError(
+            .insecurePermissions, file: url.path,
+            reason: "mode 0666 (writable by group and others), owner \(Self.me), is the manifest; \(Self.chmodHint)")
+        #expect(load(url) == expected)
+        #expect(throws: expected) { try Provider<Bin>(manifest: url) }
+        #expect(PluginManifest.problems(in: url).first == expected)
+    }
+
+    @Test func aWorldWritablePluginDirectoryIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        chmod(f.plugins, 0o777)
+        #expect(
+            load(try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .insecurePermissions, file: f.plugins,
+                    reason: "mode 0777 (writable by group and others), owner \(Self.me), is the plugin directory; \(Self.chmodHint)"))
+    }
+
+    @Test func aPluginJSONWritableByOthersIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("AlphaTestPlugin")
+        chmod(bundle + "/plugin.json", 0o666)
+        #expect(
+            load(try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .insecurePermissions, file: bundle + "/plugin.json",
+                    reason: "mode 0666 (writable by group and others), owner \(Self.me), is the bundle descriptor; \(Self.chmodHint)"))
+    }
+
+    @Test func aWorldWritableDirectoryHoldingTheManifestIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let url = try f.manifest([["name": "alpha"]])
+        chmod(f.root, 0o777)
+        #expect(
+            load(url)
+                == PluginLoadError(
+                    .insecurePermissions, file: f.root,
+                    reason:
+                        "mode 0777 (writable by group and others), owner \(Self.me), is an ancestor of the manifest \(url.path); \(Self.chmodHint)"))
+    }
+
+    @Test func anAncestorThreeLevelsUpIsChecked() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let deep = f.root + "/a/b/c"
+        try FileManager.default.createDirectory(atPath: deep, withIntermediateDirectories: true)
+        for directory in ["/a", "/a/b", "/a/b/c"] { chmod(f.root + directory, 0o755) }
+        let url = try f.manifest(
+            raw: JSONSerialization.data(withJSONObject: ["pluginDirectories": [f.plugins], "plugins": [["name": "alpha"]]]),
+            file: "a/b/c/manifest.json")
+        #expect(throws: Never.self) { try PluginLoader.load(manifest: url, services: PluginServices()) }
+        chmod(f.root + "/a", 0o775)
+        #expect(
+            load(url)
+                == PluginLoadError(
+                    .insecurePermissions, file: f.root + "/a",
+                    reason: "mode 0775 (writable by group), owner \(Self.me), is an ancestor of the manifest \(url.path); \(Self.chmodHint)"))
+    }
+
+    @Test func aSymlinkedPluginDirectoryIsJudgedByItsTarget() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let target = try PluginFixtures()
+        defer { target.remove() }
+        try target.bundle("AlphaTestPlugin")
+        let link = f.root + "/linked"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target.plugins)
+        let url = try f.manifest(raw: JSONSerialization.data(withJSONObject: ["pluginDirectories": ["linked"], "plugins": [["name": "alpha"]]]))
+        #expect(throws: Never.self) { try PluginLoader.load(manifest: url, services: PluginServices()) }
+        chmod(target.plugins, 0o777)
+        let real = FileManager.default.destinationOrSelf(target.plugins)
+        #expect(
+            load(url)
+                == PluginLoadError(
+                    .insecurePermissions, file: real,
+                    reason: "mode 0777 (writable by group and others), owner \(Self.me), is the target of the plugin directory \(link) "
+                        + "(a symbolic link); \(Self.chmodHint)"))
+    }
+
+    @Test func aRootOwnedStickyAncestorIsAccepted() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        if geteuid() == 0 {
+            // Like /tmp: writable by all, but nobody can replace what others put in it.
+            let shared = f.root + "/shared"
+            let app = shared + "/app"
+            try FileManager.default.createDirectory(atPath: app + "/plugins", withIntermediateDirectories: true)
+            chmod(shared, 0o1777)
+            chmod(app, 0o755)
+            chmod(app + "/plugins", 0o755)
+            try PluginBundle.create(fromLibrary: try PluginFixtures.library("AlphaTestPlugin"), in: app + "/plugins")
+            let url = try f.manifest(
+                raw: JSONSerialization.data(withJSONObject: ["pluginDirectories": ["plugins"], "plugins": [["name": "alpha"]]]),
+                file: "shared/app/manifest.json")
+            #expect(try PluginLoader.load(manifest: url, services: PluginServices()).map(\.name) == ["alpha"])
+            chmod(shared, 0o777)
+            #expect(load(url)?.file == shared)
+        } else {
+            // Not root: the fixtures already live under a root-owned sticky directory.
+            var info = stat()
+            #expect(stat(NSTemporaryDirectory(), &info) == 0 && info.st_uid == 0 && info.st_mode & S_ISVTX != 0)
+            try f.bundle("AlphaTestPlugin")
+            #expect(try PluginLoader.load(manifest: try f.manifest([["name": "alpha"]]), services: PluginServices()).map(\.name) == ["alpha"])
+        }
+    }
+
+    @Test func aFileOwnedByAnotherUserIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("AlphaTestPlugin")
+        let url = try f.manifest([["name": "alpha"]])
+        if geteuid() == 0 {
+            let library = bundle + "/libAlphaTestPlugin.so"
+            #expect(chown(library, 4242, 4242) == 0)
+            #expect(
+                load(url)
+                    == PluginLoadError(
+                        .insecurePermissions, file: library,
+                        reason: "mode 0755, owner uid 4242 (neither root nor the current user, uid 0), is the library; "
+                            + "give it to root or the current user (chown)"))
+        } else {
+            // Not root: no file of another user can be made; root-owned ancestors are accepted.
+            #expect(try PluginLoader.load(manifest: url, services: PluginServices()).map(\.name) == ["alpha"])
+        }
+    }
+}
