@@ -274,6 +274,32 @@ struct CLITests {
         #expect(test.stdout.contains("  1  activity"))
     }
 
+    @Test func insecurePermissionsAreRefusedByListAndTest() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)
+        let owner = geteuid() == 0 ? "root" : "uid \(geteuid())"
+        chmod(manifest, 0o666)
+        let manifestRefusal =
+            "\(manifest): mode 0666 (writable by group and others), owner \(owner), is the manifest; remove group and other write access (chmod go-w)"
+        let list = try await CLI.run(["list", "--manifest", manifest])
+        #expect(list.status == 2)
+        #expect(list.stderr == "pluginhost: \(manifestRefusal)\n")
+        let test = try await CLI.run(["test", "--manifest", manifest])
+        #expect(test.status == 2)
+        #expect(test.stderr == "pluginhost: \(manifestRefusal)\n")
+        chmod(manifest, 0o644)
+        chmod(workspace.plugins, 0o777)
+        let directoryRefusal =
+            "\(workspace.plugins): mode 0777 (writable by group and others), owner \(owner), is the plugin directory; "
+            + "remove group and other write access (chmod go-w)"
+        let listed = try await CLI.run(["list", "--manifest", manifest])
+        #expect(listed.status == 3)
+        #expect(listed.stdout.contains("reject: \(directoryRefusal)"))
+        let tested = try await CLI.run(["test", "--manifest", manifest])
+        #expect(tested.status == 3)
+        #expect(tested.stdout.contains("probe  activity       reject: \(directoryRefusal)"))
+    }
+
     @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity"])
         try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])

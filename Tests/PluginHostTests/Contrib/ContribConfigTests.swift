@@ -3,6 +3,10 @@ import PluginHost
 import PluginSDK
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Every contrib plugin refuses invalid configuration at create, naming the key and the expected form.
 @Suite("contrib plugin configuration errors")
 struct ContribConfigTests {
@@ -37,5 +41,81 @@ struct ContribConfigTests {
         #expect(error?.kind == .createFailed)
         #expect(error?.plugin == plugin)
         #expect(error?.reason == message)
+    }
+}
+
+/// The logger's file and the cache's directory are refused when another user could read, forge
+/// or redirect them; nothing found on disk is `chmod`ed into shape.
+@Suite("contrib plugins refuse unsafe files and directories")
+struct ContribFileSafetyTests {
+    func refusal(_ f: PluginFixtures, _ plugin: String, _ config: [String: Any]) -> String? {
+        let error = loadError { _ = try f.provider([(plugin, config)]) as Provider<Bin> }
+        #expect(error?.kind == .createFailed)
+        #expect(error?.plugin == plugin)
+        return error?.reason
+    }
+
+    @Test func theLoggerRefusesASymlinkAndAFileOthersCanReadOrOwn() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let target = f.root + "/target.log"
+        FileManager.default.createFile(atPath: target, contents: nil, attributes: [.posixPermissions: 0o600])
+        let link = f.root + "/link.log"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        #expect(
+            refusal(f, "logger", ["output": "file", "file": link])
+                == "logger: file \(link.debugDescription) is a symbolic link; name the file itself")
+        let shared = f.root + "/shared.log"
+        FileManager.default.createFile(atPath: shared, contents: nil, attributes: [.posixPermissions: 0o644])
+        chmod(shared, 0o644)
+        #expect(
+            refusal(f, "logger", ["output": "file", "file": shared])
+                == "logger: file \(shared.debugDescription) has mode 644: group or others may read or write it; chmod 600 it")
+        var info = stat()
+        #expect(stat(shared, &info) == 0 && info.st_mode & 0o777 == 0o644)
+        if geteuid() == 0 {
+            let foreign = f.root + "/foreign.log"
+            FileManager.default.createFile(atPath: foreign, contents: nil, attributes: [.posixPermissions: 0o600])
+            #expect(chown(foreign, 4242, 4242) == 0)
+            #expect(
+                refusal(f, "logger", ["output": "file", "file": foreign])
+                    == "logger: file \(foreign.debugDescription) is owned by uid 4242, not the current user (uid 0)")
+        }
+        // A new file is created 0600 and accepted.
+        let fresh = f.root + "/fresh.log"
+        _ = try f.provider([("logger", ["output": "file", "file": fresh])]) as Provider<Bin>
+        #expect(stat(fresh, &info) == 0 && info.st_mode & 0o777 == 0o600)
+    }
+
+    @Test func theCacheRefusesADirectoryOthersCanEnterOrOwnAndLeavesItAlone() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let open = f.root + "/open-cache"
+        try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: false)
+        chmod(open, 0o755)
+        #expect(
+            refusal(f, "cache", ["directory": open])
+                == "cache: directory \(open) is refused: it has mode 755: group or others may enter it; chmod 700 it")
+        var info = stat()
+        #expect(stat(open, &info) == 0 && info.st_mode & 0o777 == 0o755)
+        let link = f.root + "/linked-cache"
+        let real = f.root + "/real-cache"
+        try FileManager.default.createDirectory(atPath: real, withIntermediateDirectories: false)
+        chmod(real, 0o700)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: real)
+        #expect(refusal(f, "cache", ["directory": link]) == "cache: directory \(link) is refused: it is a symbolic link; name the directory itself")
+        if geteuid() == 0 {
+            let foreign = f.root + "/foreign-cache"
+            try FileManager.default.createDirectory(atPath: foreign, withIntermediateDirectories: false)
+            chmod(foreign, 0o700)
+            #expect(chown(foreign, 4242, 4242) == 0)
+            #expect(
+                refusal(f, "cache", ["directory": foreign])
+                    == "cache: directory \(foreign) is refused: it is owned by uid 4242, not the current user (uid 0)")
+        }
+        // A new directory is created 0700 and accepted.
+        let fresh = f.root + "/fresh-cache/sub"
+        _ = try f.provider([("cache", ["directory": fresh])]) as Provider<Bin>
+        #expect(stat(fresh, &info) == 0 && info.st_mode & 0o777 == 0o700)
     }
 }
