@@ -15,8 +15,13 @@ import PluginSDK
 /// `max-stale`, `min-fresh`, `only-if-cached` (a `504` when nothing usable is stored); `Vary` (one
 /// variant per URL; `Vary: *` is never stored). `POST`, `PUT`, `PATCH` and `DELETE` invalidate
 /// the entry of their URL. Per target, `pluginOptions["cache"]` is a TTL in seconds, `no-store`,
-/// or `only-if-cached`. A response to a request with `Authorization` is stored only when it is
-/// `public` (or `must-revalidate`), or when `storeAuthorized` is true.
+/// `only-if-cached`, or `purge` (drop the request's partition).
+///
+/// Credentials: a response to a request that carried `Authorization`, `Cookie` or
+/// `Proxy-Authorization` is stored in a partition named by an HMAC of those values (under a
+/// secret of this cache; the credentials are never stored) and served only to requests with the
+/// same values; a `public` one is shared with everyone. With `authorized: "refuse"` only
+/// `public` responses to such requests are stored.
 public struct CachePlugin: ExportablePlugin {
     public static var pluginName: String { "cache" }
     public static var pluginVersion: String { "1.0.0" }
@@ -25,11 +30,29 @@ public struct CachePlugin: ExportablePlugin {
 
     let store: CacheStore
     let staleIfError: Double
-    let storeAuthorized: Bool
+    let authorized: AuthorizedMode
+    /// Keys partition names (see ``partition(authorization:cookie:proxyAuthorization:)``).
+    let partitionSecret: [UInt8]
     private let pending = PerRequestState<Pending>()
 
+    /// What happens to responses to requests that carry credentials.
+    enum AuthorizedMode: String {
+        /// Stored in the credentials' partition; `public` ones shared.
+        case partition
+        /// Only `public` ones stored (and shared).
+        case refuse
+    }
+
+    /// The request headers that carry credentials, in the order they are hashed.
+    static let credentialHeaders = ["authorization", "cookie", "proxy-authorization"]
+
     struct Pending {
+        /// The shared key, `GET <url>`.
         var key: String
+        /// The partition of the request's credentials (nil: none).
+        var partition: String?
+        /// Credentials were added inside the cache (after its lookup): nothing is stored.
+        var credentialsChanged = false
         var method: String
         var entry: CacheEntry?
         var revalidating = false
@@ -37,13 +60,12 @@ public struct CachePlugin: ExportablePlugin {
         var noStore = false
         var ttl: Double?
         var requestTime: Double
-        var authorized = false
         var requestHeaders: [HTTPHeader] = []
         var hasQuery = false
     }
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["directory", "maxMemoryEntries", "maxMemoryBytes", "maxDiskBytes", "staleIfError", "storeAuthorized"])
+        try configuration.rejectUnknownKeys(["directory", "maxMemoryEntries", "maxMemoryBytes", "maxDiskBytes", "staleIfError", "authorized"])
         let directory = try configuration.string("directory")
         if let directory, !directory.hasPrefix("/") { throw configuration.error("directory must be an absolute path") }
         do {
@@ -52,6 +74,7 @@ public struct CachePlugin: ExportablePlugin {
                 maxMemoryBytes: try configuration.integer("maxMemoryBytes", default: 16 << 20, in: 1...(1 << 40)),
                 directory: directory,
                 maxDiskBytes: try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50)))
+            partitionSecret = try CacheStore.partitionSecret(directory: directory) { host.randomBytes(32) }
         } catch let error as PluginConfigurationError {
             throw error
         } catch let error as CacheStore.DirectoryError {
@@ -60,7 +83,37 @@ public struct CachePlugin: ExportablePlugin {
             throw configuration.error("directory \(directory ?? "") cannot be created: \(error.localizedDescription)")
         }
         staleIfError = try configuration.number("staleIfError", default: 0, in: 0...(365 * 86_400))
-        storeAuthorized = try configuration.bool("storeAuthorized", default: false)
+        authorized = AuthorizedMode(rawValue: try configuration.oneOf("authorized", ["partition", "refuse"], default: "partition")) ?? .partition
+    }
+
+    /// The partition of a request with these credential header values: the first 16 bytes of
+    /// an HMAC-SHA256 under this cache's secret, in hex; nil when there are none.
+    func partition(_ values: [[String]]) -> String? {
+        guard values.contains(where: { !$0.isEmpty }) else { return nil }
+        var message: [UInt8] = []
+        for (name, list) in zip(Self.credentialHeaders, values) {
+            for value in list {
+                message += Array(name.utf8) + [0] + Array(value.utf8) + [0x0A]
+            }
+        }
+        return SHA256.hex(Array(HMACSHA256.authenticate(message, key: partitionSecret).prefix(16)))
+    }
+
+    func partition(of request: InterceptorRequest) -> String? {
+        partition(Self.credentialHeaders.map { request.headerValues($0) })
+    }
+
+    func partition(of headers: [HTTPHeader]) -> String? {
+        partition(Self.credentialHeaders.map { name in headers.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value) })
+    }
+
+    /// The stored entry a request may be served: its partition's, else a shared one (which must
+    /// be `public` when the request carries credentials).
+    func lookup(_ state: Pending) -> CacheEntry? {
+        guard let partition = state.partition else { return store.get(state.key) }
+        if authorized == .partition, let own = store.get(partition + " " + state.key) { return own }
+        guard let shared = store.get(state.key), shared.directives.has("public") else { return nil }
+        return shared
     }
 
     static let unsafeMethods: Set<String> = ["POST", "PUT", "PATCH", "DELETE"]
@@ -72,7 +125,13 @@ public struct CachePlugin: ExportablePlugin {
         let option = context.target.pluginOptions["cache"]?.lowercased()
         let now = context.services.now()
         if Self.unsafeMethods.contains(method) {
-            pending.set(Pending(key: "GET " + request.url, method: method, requestTime: now), for: context.requestID)
+            pending.set(
+                Pending(key: "GET " + request.url, partition: partition(of: request), method: method, requestTime: now), for: context.requestID)
+            return .proceed
+        }
+        if option == "purge" {
+            // Drops everything stored for these credentials (a logout); the request itself is not stored.
+            store.removePartition(partition(of: request))
             return .proceed
         }
         guard method == "GET" || method == "HEAD", option != "no-store" else { return .proceed }
@@ -82,13 +141,13 @@ public struct CachePlugin: ExportablePlugin {
             noCache = true
         }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
-        var state = Pending(key: "GET " + request.url, method: method, requestTime: now)
+        var state = Pending(key: "GET " + request.url, partition: partition(of: request), method: method, requestTime: now)
         state.noStore = requestDirectives.has("no-store")
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
         state.hasQuery = request.url.contains("?")
         if state.noStore && !onlyIfCached { return .proceed }
 
-        if let entry = store.get(state.key), matchesVary(entry, request) {
+        if let entry = lookup(state), matchesVary(entry, request) {
             let age = entry.age(at: now)
             let lifetime = entry.freshnessLifetime
             let responseDirectives = entry.directives
@@ -135,9 +194,9 @@ public struct CachePlugin: ExportablePlugin {
         guard let state = pending.get(context.requestID), state.method == "GET" || state.method == "HEAD" else { return }
         // The request as sent: whether it carries credentials, and its headers (for Vary).
         let headers = request.headers
-        let authorized = headers.contains { HTTPHeader.namesEqual($0.name, "Authorization") }
+        let changed = partition(of: headers) != state.partition
         pending.update(context.requestID, initial: state) {
-            $0.authorized = authorized
+            $0.credentialsChanged = changed
             $0.requestHeaders = headers
         }
     }
@@ -148,7 +207,10 @@ public struct CachePlugin: ExportablePlugin {
         guard let state = pending.remove(context.requestID), !state.served else { return .proceed }
         let now = context.services.now()
         if Self.unsafeMethods.contains(state.method) {
-            if let status = result.response?.statusCode, status < 400 { store.remove(state.key) }
+            if let status = result.response?.statusCode, status < 400 {
+                store.remove(state.key)
+                if let partition = state.partition { store.remove(partition + " " + state.key) }
+            }
             return .proceed
         }
         guard let response = result.response else {
@@ -164,7 +226,7 @@ public struct CachePlugin: ExportablePlugin {
             store.put(entry)
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
-        if state.method == "GET", let entry = storable(response, state: state, now: now) {
+        if state.method == "GET", !state.credentialsChanged, let entry = storable(response, state: state, now: now) {
             store.put(entry)
         }
         try response.setHeader("X-Cache", "miss")
@@ -177,10 +239,18 @@ public struct CachePlugin: ExportablePlugin {
         statusCode: 504, headers: [HTTPHeader(name: "X-Cache", value: "miss"), HTTPHeader(name: "Content-Length", value: "0")])
 
     func matchesVary(_ entry: CacheEntry, _ request: InterceptorRequest) -> Bool {
-        for (name, value) in entry.vary where (request.headerValues(name).joined(separator: ", ")) != value {
+        for (name, value) in entry.vary where varyValue(name, request.headerValues(name)) != value {
             return false
         }
         return true
+    }
+
+    /// What an entry keeps of a request header it varies on: the values, or for a credential
+    /// header their keyed hash (credentials are never stored).
+    func varyValue(_ name: String, _ values: [String]) -> String {
+        let joined = values.joined(separator: ", ")
+        guard Self.credentialHeaders.contains(name.lowercased()) else { return joined }
+        return "hmac:" + SHA256.hex(HMACSHA256.authenticate(Array(joined.utf8), key: partitionSecret))
     }
 
     /// The entry to store for `response`, or nil when it must not be stored.
@@ -192,8 +262,11 @@ public struct CachePlugin: ExportablePlugin {
             $0.trimmingCharacters(in: .whitespaces).lowercased()
         }
         if varyNames.contains("*") { return nil }
-        if state.authorized && !storeAuthorized && !directives.has("public") && !directives.has("must-revalidate") && !directives.has("s-maxage") {
-            return nil
+        // Where it goes: shared without credentials or when public; else the partition, or nowhere.
+        var key = state.key
+        if let partition = state.partition, !directives.has("public") {
+            guard authorized == .partition else { return nil }
+            key = partition + " " + state.key
         }
         let status = response.statusCode
         let explicit = directives.has("max-age") || response.header("Expires") != nil || directives.has("public") || directives.has("private")
@@ -202,18 +275,18 @@ public struct CachePlugin: ExportablePlugin {
         else { return nil }
         var vary: [String: String] = [:]
         for name in varyNames where !name.isEmpty {
-            vary[name] = state.requestHeaders.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value).joined(separator: ", ")
+            vary[name] = varyValue(name, state.requestHeaders.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value))
         }
         let headers = response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") }
         return CacheEntry(
-            key: state.key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
+            key: key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
             body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,
             hasQuery: state.hasQuery)
     }
 
     /// A stale entry to serve after an error, when allowed.
     func staleReplacement(_ state: Pending, now: Double) -> ProcessAction? {
-        guard state.method == "GET", let entry = state.entry ?? store.get(state.key) else { return nil }
+        guard state.method == "GET", let entry = state.entry ?? lookup(state) else { return nil }
         let directives = entry.directives
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
         let staleness = entry.age(at: now) - entry.freshnessLifetime

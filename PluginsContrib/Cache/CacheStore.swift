@@ -9,10 +9,15 @@ import Darwin
 
 /// Memory LRU in front of an optional disk store. Thread-safe.
 ///
-/// Disk: one file per entry named by the SHA-256 of its key, mode 0600 in a 0700 directory,
-/// written to a temporary file and renamed into place. A file that is truncated, corrupted
-/// (checked by a SHA-256 of its contents) or unreadable is a miss and is removed. The total
-/// size is bounded; the least recently used files go first.
+/// Disk: one file per entry named by its partition and the SHA-256 of its key, mode 0600 in a
+/// 0700 directory, written to a temporary file and renamed into place. A file that is
+/// truncated, corrupted (checked by a SHA-256 of its contents) or unreadable is a miss and is
+/// removed. Memory and disk are bounded; eviction takes the least recently used *partition*
+/// first (a partition nobody has used since a logout or a token change goes before anything a
+/// current user still reads), and within it the least recently used entry.
+///
+/// A key is `GET <url>` (shared) or `<partition> GET <url>`, where the partition is a keyed
+/// hash of the request's credentials (``CachePlugin``): never the credentials themselves.
 final class CacheStore: Sendable {
     /// Everything that changes, behind one lock.
     private struct State {
@@ -21,6 +26,8 @@ final class CacheStore: Sendable {
         var clock: UInt64 = 0
         var disk: [String: (size: Int, used: UInt64)] = [:]
         var diskBytes = 0
+        /// When each partition (`shared` for none) was last used.
+        var partitionUse: [String: UInt64] = [:]
     }
 
     private let state = Locked(State())
@@ -73,7 +80,9 @@ final class CacheStore: Sendable {
                 unlink(path)
                 continue
             }
-            guard name.hasSuffix(".entry"), let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { continue }
+            guard name.hasSuffix(".entry"), name.contains("-"), let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
+                continue
+            }
             let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
             let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
             found.append((name, size, modified))
@@ -83,6 +92,7 @@ final class CacheStore: Sendable {
                 state.clock += 1
                 state.disk[name] = (size, state.clock)
                 state.diskBytes += size
+                state.partitionUse[Self.partition(ofFile: name)] = state.clock
             }
             evictDisk(&state)
         }
@@ -92,6 +102,7 @@ final class CacheStore: Sendable {
     func get(_ key: String) -> CacheEntry? {
         state.withLock { state in
             state.clock += 1
+            state.partitionUse[Self.partition(ofKey: key)] = state.clock
             if let hit = state.memory[key] {
                 state.memory[key]!.used = state.clock
                 return hit.entry
@@ -113,6 +124,7 @@ final class CacheStore: Sendable {
     func put(_ entry: CacheEntry) {
         state.withLock { state in
             state.clock += 1
+            state.partitionUse[Self.partition(ofKey: entry.key)] = state.clock
             putMemory(entry, &state)
             guard let directory else { return }
             let name = Self.fileName(entry.key)
@@ -141,6 +153,18 @@ final class CacheStore: Sendable {
         }
     }
 
+    /// Removes every entry of `partition` (nil: the shared entries), in memory and on disk.
+    func removePartition(_ partition: String?) {
+        let name = partition ?? Self.shared
+        state.withLock { state in
+            for key in state.memory.keys where Self.partition(ofKey: key) == name {
+                if let old = state.memory.removeValue(forKey: key) { state.memoryBytes -= old.size }
+            }
+            for file in state.disk.keys where Self.partition(ofFile: file) == name { removeDisk(file, &state) }
+            state.partitionUse[name] = nil
+        }
+    }
+
     /// Entry counts, for tests and tools.
     var counts: (memory: Int, disk: Int, diskBytes: Int) {
         state.withLock { ($0.memory.count, $0.disk.count, $0.diskBytes) }
@@ -154,14 +178,24 @@ final class CacheStore: Sendable {
         state.memory[entry.key] = (entry, size, state.clock)
         state.memoryBytes += size
         while state.memory.count > maxMemoryEntries || (state.memoryBytes > maxMemoryBytes && state.memory.count > 1) {
-            guard let oldest = state.memory.min(by: { $0.value.used < $1.value.used }) else { break }
+            let use = state.partitionUse
+            guard
+                let oldest = state.memory.min(by: {
+                    Self.rank(use, Self.partition(ofKey: $0.key), $0.value.used) < Self.rank(use, Self.partition(ofKey: $1.key), $1.value.used)
+                })
+            else { break }
             state.memory.removeValue(forKey: oldest.key)
             state.memoryBytes -= oldest.value.size
         }
     }
 
     private func evictDisk(_ state: inout State) {
-        while state.diskBytes > maxDiskBytes, let oldest = state.disk.min(by: { $0.value.used < $1.value.used }) {
+        let use = state.partitionUse
+        while state.diskBytes > maxDiskBytes,
+            let oldest = state.disk.min(by: {
+                Self.rank(use, Self.partition(ofFile: $0.key), $0.value.used) < Self.rank(use, Self.partition(ofFile: $1.key), $1.value.used)
+            })
+        {
             removeDisk(oldest.key, &state)
         }
     }
@@ -172,7 +206,58 @@ final class CacheStore: Sendable {
         if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
     }
 
-    static func fileName(_ key: String) -> String { SHA256.hex(SHA256.hash(Array(key.utf8))) + ".entry" }
+    static func fileName(_ key: String) -> String { partition(ofKey: key) + "-" + SHA256.hex(SHA256.hash(Array(key.utf8))) + ".entry" }
+
+    /// The partition name of entries stored without credentials.
+    static let shared = "shared"
+
+    /// `GET <url>` → `shared`; `<partition> GET <url>` → the partition.
+    static func partition(ofKey key: String) -> String {
+        guard let space = key.firstIndex(of: " "), key[..<space] != "GET" else { return shared }
+        return String(key[..<space])
+    }
+
+    static func partition(ofFile name: String) -> String {
+        name.firstIndex(of: "-").map { String(name[..<$0]) } ?? shared
+    }
+
+    /// Eviction order: the partition's last use, then the entry's.
+    private static func rank(_ use: [String: UInt64], _ partition: String, _ used: UInt64) -> (UInt64, UInt64) {
+        (use[partition] ?? 0, used)
+    }
+
+    /// The secret that keys partition names: 32 random bytes, kept in `directory/partition.key`
+    /// (mode 0600) so disk entries stay reachable across restarts, or only in memory without a
+    /// directory. A key file that is not a regular 32-byte file of the current user, closed to
+    /// group and others, is refused.
+    static func partitionSecret(directory: String?, random: () -> [UInt8]) throws -> [UInt8] {
+        guard let directory else { return random() }
+        let path = directory + "/partition.key"
+        if access(path, F_OK) != 0 {
+            let fresh = random()
+            let temporary = path + ".tmp-" + SHA256.hex(random()).prefix(12)
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw DirectoryError(description: "partition.key cannot be created: \(String(cString: strerror(errno)))") }
+            let written = fresh.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
+            close(fd)
+            // link() fails when another instance made the key first: then its key is used.
+            let linked = written && link(temporary, path) == 0
+            unlink(temporary)
+            if linked { return fresh }
+        }
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw DirectoryError(description: "partition.key cannot be opened: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o077 == 0,
+            info.st_size == 32
+        else {
+            throw DirectoryError(description: "partition.key must be a 32-byte file of the current user with mode 0600")
+        }
+        let secret = [UInt8](FileHandle(fileDescriptor: fd, closeOnDealloc: false).readData(ofLength: 32))
+        guard secret.count == 32 else { throw DirectoryError(description: "partition.key cannot be read") }
+        return secret
+    }
 
     /// `PHC1` · body SHA-256 (32 bytes) · metadata length (4 bytes, big-endian) · metadata JSON · body.
     static func encode(_ entry: CacheEntry) -> [UInt8]? {

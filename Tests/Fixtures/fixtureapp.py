@@ -133,7 +133,20 @@ def app(environ, start_response):
         key = query.get("key", "")
         extra = [(n[2:], v) for n, v in urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")) if n.startswith("h_")]
         status = query.get("status", "200")
-        return respond(start_response, f"{status} X", {"key": key, "count": bump(key)}, extra)
+        count = bump(key)
+        # With etag=V: the response carries ETag "V", and a request with If-None-Match "V" gets a 304.
+        etag = query.get("etag")
+        if etag is not None:
+            extra.append(("ETag", f'"{etag}"'))
+            if environ.get("HTTP_IF_NONE_MATCH", "") == f'"{etag}"':
+                start_response("304 Not Modified", extra)
+                return [b""]
+        # The credentials the request carried, so a test can check who a cached answer was for
+        # (not with quiet=1).
+        body = {"key": key, "count": count}
+        if query.get("quiet") != "1":
+            body["auth"] = environ.get("HTTP_AUTHORIZATION", "")
+        return respond(start_response, f"{status} X", body, extra)
     if path.startswith("/fixture/lastmod/"):
         key = path + "?" + environ.get("QUERY_STRING", "")
         modified = email.utils.formatdate(time.time() - 10 * 86400, usegmt=True)

@@ -234,21 +234,22 @@ struct CachePluginTests {
         #expect(failure.kind == .cannotConnect)
     }
 
-    @Test func authorizedResponsesAreStoredOnlyWhenPublicOrAllowed() async throws {
+    @Test func authorizedResponsesArePartitionedByDefaultAndRefusedOnRequest() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let provider = try f.provider([("cache", [:])])
-        let privateKey = counterKey()
-        let authed = try counted(privateKey, headers: ["Cache-Control": "max-age=60"], requestHeaders: ["Authorization": "Bearer x"])
+        let authed = try counted(counterKey(), headers: ["Cache-Control": "max-age=60"], requestHeaders: ["Authorization": "Bearer x"])
         _ = try await get(provider, authed)
-        #expect(try await get(provider, authed).cache == "miss")
+        #expect(try await get(provider, authed).cache == "hit")
+        let refusing = try f.provider([("cache", ["authorized": "refuse"])])
+        let privateKey = counterKey()
+        let refused = try counted(privateKey, headers: ["Cache-Control": "max-age=60"], requestHeaders: ["Authorization": "Bearer x"])
+        _ = try await get(refusing, refused)
+        #expect(try await get(refusing, refused).cache == "miss")
+        #expect(try await serverHits(privateKey) == 2)
         let publicTarget = try counted(counterKey(), headers: ["Cache-Control": "public, max-age=60"], requestHeaders: ["Authorization": "Bearer x"])
-        _ = try await get(provider, publicTarget)
-        #expect(try await get(provider, publicTarget).cache == "hit")
-        let allowing = try f.provider([("cache", ["storeAuthorized": true])])
-        let allowedKey = try counted(counterKey(), headers: ["Cache-Control": "max-age=60"], requestHeaders: ["Authorization": "Bearer x"])
-        _ = try await get(allowing, allowedKey)
-        #expect(try await get(allowing, allowedKey).cache == "hit")
+        _ = try await get(refusing, publicTarget)
+        #expect(try await get(refusing, publicTarget).cache == "hit")
     }
 
     @Test func diskStoreSurvivesANewInstanceWithPrivateModes() async throws {
@@ -263,9 +264,10 @@ struct CachePluginTests {
         #expect(try await serverHits(key) == 1)
         var info = stat()
         #expect(stat(directory, &info) == 0 && info.st_mode & 0o777 == 0o700)
-        let files = try FileManager.default.contentsOfDirectory(atPath: directory)
-        #expect(files.count == 1 && files[0].hasSuffix(".entry"))
-        #expect(stat(directory + "/" + files[0], &info) == 0 && info.st_mode & 0o777 == 0o600)
+        // One entry (shared: no credentials) and the secret that names partitions, both 0600.
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        #expect(files.count == 2 && files[0] == "partition.key" && files[1].hasPrefix("shared-") && files[1].hasSuffix(".entry"))
+        for name in files { #expect(stat(directory + "/" + name, &info) == 0 && info.st_mode & 0o777 == 0o600) }
     }
 
     @Test func aCorruptedOrTruncatedEntryIsAMissAndIsReplaced() async throws {

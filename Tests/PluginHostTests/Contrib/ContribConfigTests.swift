@@ -28,9 +28,10 @@ struct ContribConfigTests {
         ("signature", #"{"placement": "body"}"#, "signature: placement must be one of header, query"),
         ("cache", #"{"staleIfError": -1}"#, "cache: staleIfError must be between 0 and 31536000"),
         ("cache", #"{"directory": "relative/dir"}"#, "cache: directory must be an absolute path"),
+        ("cache", #"{"authorized": "share"}"#, "cache: authorized must be one of partition, refuse"),
         (
             "cache", #"{"colour": "red"}"#,
-            "cache: unknown key \"colour\"; known keys: directory, maxDiskBytes, maxMemoryBytes, maxMemoryEntries, staleIfError, storeAuthorized"
+            "cache: unknown key \"colour\"; known keys: authorized, directory, maxDiskBytes, maxMemoryBytes, maxMemoryEntries, staleIfError"
         ),
     ])
     func invalidConfigIsRefusedWithTheKey(plugin: String, config: String, message: String) throws {

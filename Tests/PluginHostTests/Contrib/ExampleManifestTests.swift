@@ -18,7 +18,7 @@ struct ExampleManifestTests {
         manifest["plugins"] = plugins
         let url = try f.manifest(raw: JSONSerialization.data(withJSONObject: manifest))
         let provider = try Provider<Bin>(manifest: url)
-        #expect(provider.interceptors.map(\.name) == ["activity", "cache", "access-token", "credentials", "signature", "logger"])
+        #expect(provider.interceptors.map(\.name) == ["activity", "access-token", "credentials", "cache", "signature", "logger"])
         provider.services.setValue("demo-token", forKey: "access_token")
         provider.services.setValue("fixture-signing-secret", forKey: "signing_secret")
         let events = LockedCounter()

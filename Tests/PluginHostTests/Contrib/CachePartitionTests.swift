@@ -1,0 +1,188 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+/// Adds `Authorization` inside the cache: after its lookup, before the request is sent.
+private struct LateAuthorization: Interceptor {
+    var name: String { "late-authorization" }
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        try request.setHeader("Authorization", "Bearer added-late")
+        return .proceed
+    }
+}
+
+/// The cache keeps each set of credentials' responses in its own partition.
+@Suite("cache plugin: partitions by credential")
+struct CachePartitionTests {
+    typealias Answer = (status: Int, cache: String?, auth: String?, count: Int?)
+
+    func get(_ provider: Provider<Bin>, _ target: Bin) async throws -> Answer {
+        let response = try await provider.request(target).value
+        let json = try? response.mapJSON()
+        return (response.statusCode, response.value(forHTTPHeaderField: "X-Cache"), json?["auth"]?.stringValue, json?["count"]?.intValue)
+    }
+
+    func target(
+        _ key: String, _ cacheControl: String, token: String?, options: [String: String] = [:], etag: String? = nil, quiet: Bool = false
+    ) throws -> Bin {
+        var headers = ["Cache-Control": cacheControl]
+        if let etag { headers["Vary"] = "Accept" } else { headers["Vary"] = "Authorization" }
+        var bin = try counted(key, headers: headers, options: options, requestHeaders: token.map { ["Authorization": "Bearer \($0)"] })
+        if case .requestParameters(var parameters, let encoding) = bin.task {
+            if let etag { parameters["etag"] = etag }
+            if quiet { parameters["quiet"] = "1" }
+            bin.task = .requestParameters(parameters: parameters, encoding: encoding)
+        }
+        return bin
+    }
+
+    @Test func theExampleOrderCachesPerToken() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for name in ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"] { try f.contrib(name) }
+        var manifest =
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: PluginFixtures.root + "/PluginsContrib/manifest.example.json"))) as! [String: Any]
+        var plugins = manifest["plugins"] as! [[String: Any]]
+        let loggerIndex = plugins.firstIndex { $0["name"] as? String == "logger" }!
+        plugins[loggerIndex]["config"] = ["level": "off"]
+        manifest["plugins"] = plugins
+        let provider = try Provider<Bin>(manifest: try f.manifest(raw: JSONSerialization.data(withJSONObject: manifest)))
+        provider.services.setValue("token-one", forKey: "access_token")
+        provider.services.setValue("fixture-signing-secret", forKey: "signing_secret")
+        let key = counterKey()
+        let target = try counted(key, headers: ["Cache-Control": "max-age=60"])
+        let first = try await get(provider, target)
+        let second = try await get(provider, target)
+        #expect(first.cache == "miss")
+        #expect(second.cache == "hit")
+        #expect(second.auth == "Bearer token-one")
+        #expect(try await serverHits(key) == 1)
+        provider.services.setValue("token-two", forKey: "access_token")
+        let third = try await get(provider, target)
+        #expect(third.cache == "miss")
+        #expect(third.auth == "Bearer token-two")
+        #expect(try await serverHits(key) == 2)
+    }
+
+    @Test func anotherTokenNeverSeesAPrivateEntryButAPublicOneIsShared() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])])
+        let privateKey = counterKey()
+        _ = try await get(provider, try target(privateKey, "max-age=60", token: "alice"))
+        let bob = try await get(provider, try target(privateKey, "max-age=60", token: "bob"))
+        #expect(bob.cache == "miss")
+        #expect(bob.auth == "Bearer bob")
+        let anonymous = try await get(provider, try target(privateKey, "max-age=60", token: nil))
+        #expect(anonymous.cache == "miss")
+        #expect(try await get(provider, try target(privateKey, "max-age=60", token: "alice")).auth == "Bearer alice")
+        #expect(try await serverHits(privateKey) == 3)
+
+        let publicKey = counterKey()
+        _ = try await get(
+            provider, try counted(publicKey, headers: ["Cache-Control": "public, max-age=60"], requestHeaders: ["Authorization": "Bearer alice"]))
+        let shared = try await get(
+            provider, try counted(publicKey, headers: ["Cache-Control": "public, max-age=60"], requestHeaders: ["Authorization": "Bearer bob"]))
+        #expect(shared.cache == "hit")
+        #expect(try await get(provider, try counted(publicKey, headers: ["Cache-Control": "public, max-age=60"])).cache == "hit")
+        #expect(try await serverHits(publicKey) == 1)
+    }
+
+    @Test func theDiskStoreHoldsNoCredentialBytesAndKeepsPartitionsAcrossRestarts() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let directory = f.root + "/cache"
+        let provider = try f.provider([("cache", ["directory": directory])])
+        let key = counterKey()
+        // quiet: the fixture does not echo the credentials in the body (a body is stored as it came).
+        var bin = try target(key, "max-age=60", token: "disk-secret-token-9f1", quiet: true)
+        bin.headers?["Cookie"] = "session=cookie-secret-77a"
+        _ = try await get(provider, bin)
+        #expect(try await get(provider, bin).cache == "hit")
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(files.contains("partition.key"))
+        #expect(files.contains { $0.hasSuffix(".entry") && !$0.hasPrefix("shared-") })
+        for name in files {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+            #expect(bytes.range(of: Data("disk-secret-token-9f1".utf8)) == nil, "\(name) holds the token")
+            #expect(bytes.range(of: Data("cookie-secret-77a".utf8)) == nil, "\(name) holds the cookie")
+        }
+        let restarted = try f.provider([("cache", ["directory": directory])])
+        #expect(try await get(restarted, bin).cache == "hit")
+        var other = bin
+        other.headers?["Cookie"] = "session=someone-else"
+        #expect(try await get(restarted, other).cache == "miss")
+        #expect(try await serverHits(key) == 2)
+    }
+
+    @Test func aRevalidationStaysInItsPartition() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])])
+        let key = counterKey()
+        let first = try await get(provider, try target(key, "no-cache", token: "alice", etag: "v1"))
+        #expect(first.cache == "miss")
+        let again = try await get(provider, try target(key, "no-cache", token: "alice", etag: "v1"))
+        #expect(again.cache == "revalidated")
+        #expect(again.auth == "Bearer alice")
+        let bob = try await get(provider, try target(key, "no-cache", token: "bob", etag: "v1"))
+        #expect(bob.cache == "miss")
+        #expect(bob.status == 200)
+        #expect(bob.auth == "Bearer bob")
+        #expect(try await serverHits(key) == 3)
+    }
+
+    @Test func aPurgeDropsOnlyItsOwnPartition() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])])
+        let key = counterKey()
+        _ = try await get(provider, try target(key, "max-age=60", token: "alice"))
+        _ = try await get(provider, try target(key, "max-age=60", token: "bob"))
+        // The logout call itself goes to the server and is not stored.
+        let logout = try await get(provider, try target(counterKey(), "max-age=60", token: "alice", options: ["cache": "purge"]))
+        #expect(logout.status == 200)
+        #expect(logout.cache == nil)
+        #expect(try await get(provider, try target(key, "max-age=60", token: "alice")).cache == "miss")
+        #expect(try await get(provider, try target(key, "max-age=60", token: "bob")).cache == "hit")
+        #expect(try await serverHits(key) == 3)
+    }
+
+    @Test func credentialsAddedInsideTheCacheAreNeverStored() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])], after: [LateAuthorization()])
+        let key = counterKey()
+        _ = try await get(provider, try target(key, "max-age=60", token: nil))
+        let second = try await get(provider, try target(key, "max-age=60", token: nil))
+        #expect(second.cache == "miss")
+        #expect(second.auth == "Bearer added-late")
+        #expect(try await serverHits(key) == 2)
+    }
+
+    @Test func concurrentRequestsUnderTwoTokensNeverCross() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])])
+        let keys = (0..<8).map { _ in counterKey() }
+        let crossed = LockedCounter()
+        let hits = LockedCounter()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<1000 {
+                if index >= 32 { try await group.next() }
+                let token = index % 2 == 0 ? "even-token" : "odd-token"
+                let bin = try target(keys[index % keys.count], "max-age=60", token: token)
+                group.addTask {
+                    let answer = try await get(provider, bin)
+                    if answer.auth != "Bearer \(token)" { crossed.append("\(index): \(answer.auth ?? "none") for \(token)") }
+                    if answer.cache == "hit" { hits.increment() }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(crossed.log == [])
+        #expect(hits.value >= 900)
+    }
+}
