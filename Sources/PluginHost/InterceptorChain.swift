@@ -15,6 +15,10 @@ struct CallPlan: Sendable {
     var validation: ValidationType
     /// The target's redirect policy, if it has one.
     var redirects: RedirectPolicy? = nil
+    /// The limits of this call (the target's or the provider's).
+    var limits: RequestLimits = .default
+    /// The exchange's deadline, if it has one.
+    var deadline: (instant: DispatchTime, seconds: TimeInterval)? = nil
 }
 
 /// Runs requests through an ordered list of interceptors (outermost first).
@@ -100,7 +104,7 @@ struct InterceptorChain: Sendable {
                 (outcome, sentRequest) = await sendAuthenticating(
                     TransportRequest(
                         urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
-                        cancellation: cancellation, redirects: plan.redirects),
+                        cancellation: cancellation, redirects: plan.redirects, limits: plan.limits, deadline: plan.deadline),
                     transport: plan.transport, contexts: contexts)
             }
 

@@ -41,4 +41,6 @@ public enum MultiTarget: TargetType {
     public var pluginOptions: [String: String] { target.pluginOptions }
     /// The wrapped target's redirect policy.
     public var redirectPolicy: RedirectPolicy? { target.redirectPolicy }
+    /// The wrapped target's limits.
+    public var limits: RequestLimits? { target.limits }
 }

@@ -9,40 +9,41 @@ extension Provider {
     /// `GET url` without a target; parameters go in the query string.
     ///
     /// A relative `url` (e.g. `/users`) is resolved against the server layer's base URL.
+    /// `limits` replaces the provider's ``Provider/limits`` for this call.
     public func get(
         _ url: String, parameters: Parameters = [:], headers: [String: String] = [:],
-        pluginOptions: [String: String] = [:]
+        pluginOptions: [String: String] = [:], limits: RequestLimits? = nil
     ) -> ResponsePipeline<Response> {
-        adHoc(.get, url, parameters: parameters, encoding: URLEncoding.default, headers: headers, pluginOptions: pluginOptions)
+        adHoc(.get, url, parameters: parameters, encoding: URLEncoding.default, headers: headers, pluginOptions: pluginOptions, limits: limits)
     }
 
     /// `POST url` without a target; parameters go in a JSON body unless `encoding` says otherwise.
     public func post(
         _ url: String, parameters: Parameters = [:], encoding: any ParameterEncoding = JSONEncoding.default,
-        headers: [String: String] = [:], pluginOptions: [String: String] = [:]
+        headers: [String: String] = [:], pluginOptions: [String: String] = [:], limits: RequestLimits? = nil
     ) -> ResponsePipeline<Response> {
-        adHoc(.post, url, parameters: parameters, encoding: encoding, headers: headers, pluginOptions: pluginOptions)
+        adHoc(.post, url, parameters: parameters, encoding: encoding, headers: headers, pluginOptions: pluginOptions, limits: limits)
     }
 
     /// `PUT url` without a target; parameters go in a JSON body unless `encoding` says otherwise.
     public func put(
         _ url: String, parameters: Parameters = [:], encoding: any ParameterEncoding = JSONEncoding.default,
-        headers: [String: String] = [:], pluginOptions: [String: String] = [:]
+        headers: [String: String] = [:], pluginOptions: [String: String] = [:], limits: RequestLimits? = nil
     ) -> ResponsePipeline<Response> {
-        adHoc(.put, url, parameters: parameters, encoding: encoding, headers: headers, pluginOptions: pluginOptions)
+        adHoc(.put, url, parameters: parameters, encoding: encoding, headers: headers, pluginOptions: pluginOptions, limits: limits)
     }
 
     /// `DELETE url` without a target; parameters go in the query string.
     public func delete(
         _ url: String, parameters: Parameters = [:], headers: [String: String] = [:],
-        pluginOptions: [String: String] = [:]
+        pluginOptions: [String: String] = [:], limits: RequestLimits? = nil
     ) -> ResponsePipeline<Response> {
-        adHoc(.delete, url, parameters: parameters, encoding: URLEncoding.default, headers: headers, pluginOptions: pluginOptions)
+        adHoc(.delete, url, parameters: parameters, encoding: URLEncoding.default, headers: headers, pluginOptions: pluginOptions, limits: limits)
     }
 
     private func adHoc(
         _ method: HTTPMethod, _ url: String, parameters: Parameters, encoding: any ParameterEncoding,
-        headers: [String: String], pluginOptions: [String: String]
+        headers: [String: String], pluginOptions: [String: String], limits: RequestLimits?
     ) -> ResponsePipeline<Response> {
         let resolved = resolve(url)
         let parts = URLParts(resolved)
@@ -56,7 +57,7 @@ extension Provider {
         let endpoint = Endpoint(
             url: resolved, sampleResponseClosure: { .networkResponse(200, Data()) }, method: method,
             task: task, httpHeaderFields: headers.isEmpty ? nil : headers)
-        return pipeline(method: method, info: info, validation: .none, stub: { .never }, endpoint: { endpoint })
+        return pipeline(method: method, info: info, validation: .none, limits: limits ?? self.limits, stub: { .never }, endpoint: { endpoint })
     }
 
     private func resolve(_ url: String) -> String {

@@ -45,6 +45,9 @@ public final class Provider<Target: TargetType>: Sendable {
     /// The header fields set on every request before the chain runs, unless already set
     /// (``DefaultHeaders``).
     public let defaultHeaders: [String: String]
+    /// What a response may cost and how long an exchange may take, unless a target or an
+    /// ad-hoc call gives its own (``RequestLimits``).
+    public let limits: RequestLimits
 
     let chain: InterceptorChain
     let registry = RequestRegistry()
@@ -68,6 +71,7 @@ public final class Provider<Target: TargetType>: Sendable {
     ///   - defaultHeaders: fields set on every request before the chain runs unless the target,
     ///     the server layer or the request closure set them; nil (the default):
     ///     ``DefaultHeaders/standard(for:)`` of the transport; `[:]`: none.
+    ///   - limits: response size, header and deadline limits (``RequestLimits/default``).
     public init(
         endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
         requestClosure: @escaping RequestClosure = Provider.defaultRequestMapping(for:request:),
@@ -80,7 +84,8 @@ public final class Provider<Target: TargetType>: Sendable {
         trackInflights: Bool = false,
         services: PluginServices = PluginServices(),
         maxInterceptorRetries: Int = 2,
-        defaultHeaders: [String: String]? = nil
+        defaultHeaders: [String: String]? = nil,
+        limits: RequestLimits = .default
     ) {
         self.endpointClosure = endpointClosure
         self.requestClosure = requestClosure
@@ -99,6 +104,7 @@ public final class Provider<Target: TargetType>: Sendable {
         self.services = services
         self.chain = InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries)
         self.defaultHeaders = defaultHeaders ?? DefaultHeaders.standard(for: self.transport)
+        self.limits = limits
     }
 
     /// The transport a provider uses when given none: on Linux a ``CurlTransport`` (URLSession
@@ -133,6 +139,7 @@ public final class Provider<Target: TargetType>: Sendable {
             pluginOptions: target.pluginOptions)
         return pipeline(
             method: target.method, info: info, validation: target.validationType, redirects: target.redirectPolicy,
+            limits: target.limits ?? limits,
             stub: { [stubClosure] in stubClosure(target) },
             endpoint: { [endpointClosure] in endpointClosure(target) })
     }
@@ -147,12 +154,16 @@ public final class Provider<Target: TargetType>: Sendable {
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls.
     func pipeline(
-        method: HTTPMethod, info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy? = nil,
+        method: HTTPMethod, info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy? = nil, limits: RequestLimits,
         stub: @escaping @Sendable () -> StubBehavior,
         endpoint: @escaping @Sendable () -> Endpoint
     ) -> ResponsePipeline<Response> {
-        ResponsePipeline(method: method, callbackQueue: callbackQueue) { [self] progress async throws(NetworkError) -> Response in
-            let plan = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
+        ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline) {
+            [self] progress async throws(NetworkError) -> Response in
+            var made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
+            made.limits = limits
+            made.deadline = ExchangeDeadline.current
+            let plan = made
             let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
             let chain = self.chain
             let requestID = registry.makeRequestID()

@@ -27,38 +27,74 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     public let method: HTTPMethod?
     /// Where ``start(on:progress:completion:)`` calls back when no queue is given.
     public let callbackQueue: DispatchQueue?
+    /// The most seconds one consumption may take, every step and retry included
+    /// (``RequestLimits/deadline``); nil: none.
+    public let deadline: TimeInterval?
     let body: @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
 
     /// Creates a pipeline from a closure that produces the value.
     public init(
-        method: HTTPMethod? = nil, callbackQueue: DispatchQueue? = nil,
+        method: HTTPMethod? = nil, callbackQueue: DispatchQueue? = nil, deadline: TimeInterval? = nil,
         _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
     ) {
         self.method = method
         self.callbackQueue = callbackQueue
+        self.deadline = deadline
         self.body = body
     }
 
-    /// A pipeline with the same method and callback queue and a new body.
+    /// A pipeline with the same method, callback queue and deadline, and a new body.
     func derived<T: Sendable>(_ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> T) -> ResponsePipeline<T> {
-        ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, body)
+        ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, deadline: deadline, body)
+    }
+
+    /// One consumption: the body, within the deadline when there is one. When the deadline
+    /// passes, the work in flight is cancelled and the result is a ``TransportFailureKind/timedOut``
+    /// failure (the transport, told the same deadline, usually reports it first).
+    func execute(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
+        guard let deadline, deadline.isFinite, ExchangeDeadline.current == nil else { return try await body(progress) }
+        let seconds = max(0, deadline)
+        let instant = DispatchTime.now() + seconds
+        let body = self.body
+        let outcome: Result<Value, NetworkError>? = await ExchangeDeadline.$current.withValue((instant, seconds)) {
+            await withTaskGroup(of: Result<Value, NetworkError>?.self) { group in
+                group.addTask {
+                    do throws(NetworkError) {
+                        return .success(try await body(progress))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                    return nil
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+        }
+        // Cancelled by the caller (not by the deadline): cancelled, as without a deadline.
+        if Task.isCancelled { throw .cancelled }
+        guard let outcome else { throw .underlying(LimitFailure.deadline(seconds), nil) }
+        return try outcome.get()
     }
 
     /// Runs the pipeline, reporting progress to `progress`.
     public func run(progress: ProgressHandler? = nil) async throws(NetworkError) -> Value {
-        try await body(progress)
+        try await execute(progress)
     }
 
     /// Sends the request, runs the steps and returns the value; throws ``NetworkError``.
     public var value: Value {
-        get async throws(NetworkError) { try await body(nil) }
+        get async throws(NetworkError) { try await execute(nil) }
     }
 
     /// Sends the request, runs the steps and returns the outcome.
     public var result: Result<Value, NetworkError> {
         get async {
             do throws(NetworkError) {
-                return .success(try await body(nil))
+                return .success(try await execute(nil))
             } catch {
                 return .failure(error)
             }
@@ -84,7 +120,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         let task = Task {
             let result: Result<Value, NetworkError>
             do throws(NetworkError) {
-                result = .success(try await body(onQueue))
+                result = .success(try await execute(onQueue))
             } catch {
                 result = .failure(error)
             }
@@ -100,7 +136,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         AsyncThrowingStream { continuation in
             let task = Task {
                 do {
-                    let value = try await body { continuation.yield(.progress($0)) }
+                    let value = try await execute { continuation.yield(.progress($0)) }
                     continuation.yield(.completed(value))
                     continuation.finish()
                 } catch {

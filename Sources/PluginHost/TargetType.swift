@@ -31,6 +31,9 @@ public protocol TargetType: Sendable {
     /// How many redirects the transport follows for this call; nil (the default) leaves it to
     /// the transport. ``RedirectPolicy/doNotFollow`` hands every `3xx` to the interceptors and the caller.
     var redirectPolicy: RedirectPolicy? { get }
+    /// What this call's response may cost and how long it may take; nil (the default): the
+    /// provider's ``Provider/limits``. Replaces them whole.
+    var limits: RequestLimits? { get }
 }
 
 extension TargetType {
@@ -48,6 +51,8 @@ extension TargetType {
     public var pluginOptions: [String: String] { [:] }
     /// Default: nil, the transport's own policy.
     public var redirectPolicy: RedirectPolicy? { nil }
+    /// Default: nil, the provider's limits.
+    public var limits: RequestLimits? { nil }
 }
 
 extension TargetType {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import PluginSDK
 
@@ -63,12 +64,19 @@ public struct TransportRequest: Sendable {
     public var cancellation: CancellationSignal?
     /// How many redirects to follow for this request; nil: the transport's own policy.
     public var redirects: RedirectPolicy?
+    /// What the response may cost (sizes); enforced by the transport.
+    public var limits: RequestLimits
+    /// When the whole exchange must be over (``RequestLimits/deadline``), with its length in
+    /// seconds for the message; nil: no deadline. The transport fails with
+    /// ``TransportFailureKind/timedOut`` when it passes.
+    public var deadline: (instant: DispatchTime, seconds: TimeInterval)?
 
     /// Creates a transport request.
     public init(
         urlRequest: URLRequest, body: Body = .inline, download: DownloadDestination? = nil,
         progress: (@Sendable (TransferProgress) -> Void)? = nil, cancellation: CancellationSignal? = nil,
-        redirects: RedirectPolicy? = nil
+        redirects: RedirectPolicy? = nil, limits: RequestLimits = .default,
+        deadline: (instant: DispatchTime, seconds: TimeInterval)? = nil
     ) {
         self.urlRequest = urlRequest
         self.body = body
@@ -76,6 +84,8 @@ public struct TransportRequest: Sendable {
         self.progress = progress
         self.cancellation = cancellation
         self.redirects = redirects
+        self.limits = limits
+        self.deadline = deadline
     }
 }
 

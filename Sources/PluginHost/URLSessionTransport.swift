@@ -35,26 +35,11 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
 
     /// Sends `request` through the session.
     ///
-    /// A plain data request without a progress handler uses a completion-handler task (one
-    /// callback in all); the others use delegate callbacks (progress, uploads, downloads). A
-    /// completion-handler task that meets an authentication challenge is sent again with
-    /// delegate callbacks, so the challenged response arrives with its body.
+    /// Every task reports through delegate callbacks, so the request's ``RequestLimits`` are
+    /// checked as bytes arrive (a declared `Content-Length`, the body, the download, the header
+    /// fields) and its deadline cancels it in time.
     public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-        if request.progress == nil, request.download == nil, case .inline = request.body {
-            let call = SessionCall(request: request, completionHandler: true)
-            let result = await run(call) { [session, router] in
-                let identifier = Locked<Int?>(nil)
-                let task = session.dataTask(with: request.urlRequest) { data, response, error in
-                    if let id = identifier.withLock({ $0 }) { router.unregister(id) }
-                    call.complete(data: data, response: response, error: error)
-                }
-                identifier.withLock { $0 = task.taskIdentifier }
-                router.register(call, for: task)
-                return task
-            }
-            if !call.wasChallenged { return try result.get() }
-        }
-        let call = SessionCall(request: request, completionHandler: false)
+        let call = SessionCall(request: request)
         return try await run(call) { [session, router] in
             let task: URLSessionTask
             switch (request.body, request.download) {
@@ -93,8 +78,6 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
 /// State of one call: collects the body, reports progress, resumes its continuation once.
 final class SessionCall: Sendable {
     let request: TransportRequest
-    /// Whether the task reports through a completion handler rather than delegate callbacks.
-    let completionHandler: Bool
     private struct State {
         var continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?
         var task: URLSessionTask?
@@ -105,33 +88,74 @@ final class SessionCall: Sendable {
         var received: Int64 = 0
         var challenged: HTTPURLResponse?
         var redirects = 0
+        /// Set when a limit or the deadline stopped the task: reported instead of the cancellation.
+        var limitFailure: TransportFailure?
     }
     private let state = Locked(State())
 
-    init(request: TransportRequest, completionHandler: Bool) {
+    init(request: TransportRequest) {
         self.request = request
-        self.completionHandler = completionHandler
     }
 
-    /// Whether an authentication challenge was met (the response is then delivered by a
-    /// delegate-callback task, which keeps the body).
-    var wasChallenged: Bool { state.withLock { $0.challenged != nil } }
+    /// Stops the task because of `failure` (a limit or the deadline); the first reason wins.
+    func stop(_ failure: TransportFailure) {
+        let task = state.withLock { state -> URLSessionTask? in
+            guard state.limitFailure == nil, !state.cancelled else { return nil }
+            state.limitFailure = failure
+            return state.task
+        }
+        task?.cancel()
+    }
 
-    /// The completion handler of a completion-handler task.
-    func complete(data: Data?, response: URLResponse?, error: Error?) {
-        if wasChallenged {
-            finish(.failure(TransportFailure(kind: .other, message: "challenged: sent again with delegate callbacks")))
-            return
+    /// Checks a response's header fields and declared length; false when the task must stop.
+    func accept(_ response: HTTPURLResponse) -> Bool {
+        let limits = request.limits
+        var bytes = 0
+        var fields = 0
+        for (name, value) in response.allHeaderFields {
+            fields += 1
+            bytes += "\(name)".utf8.count + "\(value)".utf8.count + 2
         }
-        if let error {
-            finish(.failure(Self.failure(for: error, cancelled: isCancelled)))
-            return
+        if fields > limits.maxHeaderFields {
+            stop(LimitFailure.headerFields(fields, limit: limits.maxHeaderFields))
+            return false
         }
-        guard let response = response as? HTTPURLResponse else {
-            finish(.failure(TransportFailure(kind: .badResponse, message: "the server's answer is not an HTTP response")))
-            return
+        if bytes > limits.maxHeaderBytes {
+            stop(LimitFailure.headerBytes(bytes, limit: limits.maxHeaderBytes))
+            return false
         }
-        finish(.success(TransportResponse(response: response, data: data ?? Data())))
+        let declared = response.expectedContentLength
+        let limit = request.download != nil ? (limits.maxDownloadBytes ?? .max) : limits.maxResponseBytes
+        if declared > limit, request.urlRequest.httpMethod?.uppercased() != "HEAD" {
+            stop(LimitFailure.declared(declared, limit: limit, download: request.download != nil))
+            return false
+        }
+        return true
+    }
+
+    /// Checks the bytes URL loading has received so far (before they reach the delegate queue,
+    /// which on Linux may lag far behind) against the limits; called by the router's monitor.
+    func checkReceived() {
+        guard let task = state.withLock({ $0.limitFailure == nil ? $0.task : nil }) else { return }
+        let received = task.countOfBytesReceived
+        let expected = task.countOfBytesExpectedToReceive
+        let download = request.download != nil
+        guard let limit = download ? request.limits.maxDownloadBytes : request.limits.maxResponseBytes else { return }
+        if expected > limit, request.urlRequest.httpMethod?.uppercased() != "HEAD" {
+            stop(LimitFailure.declared(expected, limit: limit, download: download))
+        } else if received > limit {
+            stop(LimitFailure.body(received, limit: limit, download: download))
+        }
+    }
+
+    /// Counts written download bytes against ``RequestLimits/maxDownloadBytes``.
+    func downloadProgress(written: Int64, expected: Int64) {
+        guard let limit = request.limits.maxDownloadBytes else { return }
+        if expected > limit {
+            stop(LimitFailure.declared(expected, limit: limit, download: true))
+        } else if written > limit {
+            stop(LimitFailure.body(written, limit: limit, download: true))
+        }
     }
 
     /// Creates the task with `makeTask` and resumes it, unless the call was already cancelled.
@@ -153,6 +177,11 @@ final class SessionCall: Sendable {
             return state.cancelled
         }
         if cancelledMeanwhile { task.cancel() }
+        if let deadline = request.deadline {
+            DispatchQueue.global().asyncAfter(deadline: deadline.instant) { [weak self] in
+                self?.stop(LimitFailure.deadline(deadline.seconds))
+            }
+        }
         task.resume()
     }
 
@@ -176,10 +205,19 @@ final class SessionCall: Sendable {
     }
 
     func append(_ data: Data, expected: Int64) {
-        let received = state.withLock { state -> Int64 in
+        let limit = request.limits.maxResponseBytes
+        let received = state.withLock { state -> Int64? in
+            guard state.limitFailure == nil else { return nil }
+            let total = state.received + Int64(data.count)
+            guard total <= limit else { return -total }
             state.data.append(data)
-            state.received += Int64(data.count)
-            return state.received
+            state.received = total
+            return total
+        }
+        guard let received else { return }
+        if received < 0 {
+            stop(LimitFailure.body(-received, limit: limit, download: false))
+            return
         }
         request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
     }
@@ -200,14 +238,22 @@ final class SessionCall: Sendable {
     }
 
     func complete(task: URLSessionTask, error: Error?) {
-        if completionHandler { return }
-        let (challenged, cancelled) = state.withLock { ($0.challenged, $0.cancelled) }
+        let (challenged, cancelled, limitFailure) = state.withLock { ($0.challenged, $0.cancelled, $0.limitFailure) }
+        if let limitFailure {
+            finish(.failure(limitFailure))
+            return
+        }
         if let challenged, !cancelled {
             let data = state.withLock { $0.data }
             finish(.success(TransportResponse(response: challenged, data: data)))
             return
         }
         if let error {
+            if task.response == nil, (error as NSError).localizedDescription == "Out of memory" {
+                // libcurl (under URL loading) refuses one header line over 100 KiB so.
+                finish(.failure(LimitFailure.headerLine("out of memory", limits: request.limits)))
+                return
+            }
             finish(.failure(Self.failure(for: error, cancelled: isCancelled)))
             return
         }
@@ -265,9 +311,33 @@ final class SessionCall: Sendable {
 // Safe as @unchecked Sendable: an NSObject subclass (not checkable) whose only state, `calls`, is locked.
 final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
     private let calls = Locked([Int: SessionCall]())
+    /// Checks every call's received bytes against its limits every 5 ms while calls run.
+    private let monitor = Locked<DispatchSourceTimer?>(nil)
 
     func register(_ call: SessionCall, for task: URLSessionTask) {
         calls.withLock { $0[task.taskIdentifier] = call }
+        monitor.withLock { timer in
+            guard timer == nil else { return }
+            let source = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+            source.schedule(deadline: .now() + .milliseconds(5), repeating: .milliseconds(5))
+            source.setEventHandler { [weak self] in self?.checkLimits() }
+            timer = source
+            source.resume()
+        }
+    }
+
+    private func checkLimits() {
+        let running = calls.withLock { Array($0.values) }
+        if running.isEmpty {
+            monitor.withLock { timer in
+                // Stop only if still idle (a call may have registered meanwhile).
+                guard calls.withLock({ $0.isEmpty }) else { return }
+                timer?.cancel()
+                timer = nil
+            }
+            return
+        }
+        for call in running { call.checkReceived() }
     }
 
     func unregister(_ identifier: Int) {
@@ -279,6 +349,17 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
 
     private func call(for task: URLSessionTask) -> SessionCall? {
         calls.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        if let http = response as? HTTPURLResponse, let call = call(for: dataTask), !call.accept(http) {
+            completionHandler(.cancel)
+            return
+        }
+        completionHandler(.allow)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
@@ -297,7 +378,9 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
         _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
         totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
     ) {
-        call(for: downloadTask)?.request.progress?(
+        guard let call = call(for: downloadTask) else { return }
+        call.downloadProgress(written: totalBytesWritten, expected: totalBytesExpectedToWrite)
+        call.request.progress?(
             TransferProgress(direction: .download, completedBytes: totalBytesWritten, totalBytes: totalBytesExpectedToWrite))
     }
 

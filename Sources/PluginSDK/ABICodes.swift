@@ -14,12 +14,16 @@ extension TransportFailureKind {
         case PH_FAILURE_CONNECTION_LOST: self = .connectionLost
         case PH_FAILURE_BAD_RESPONSE: self = .badResponse
         case PH_FAILURE_INTERCEPTOR_FAILED: self = .interceptorFailed
+        case PH_FAILURE_TLS_HANDSHAKE: self = .tlsHandshakeFailed
+        case PH_FAILURE_CERTIFICATE_UNTRUSTED: self = .serverCertificateUntrusted
+        case PH_FAILURE_PIN_MISMATCH: self = .publicKeyPinMismatch
+        case PH_FAILURE_RESPONSE_TOO_LARGE: self = .responseTooLarge
         default: self = .other
         }
     }
 
-    /// The code that crosses the ABI. The TLS kinds have no ABI 1.0 code: plugins see
-    /// `PH_FAILURE_OTHER`, with the message.
+    /// The code that crosses the ABI (codes 8 to 11 are ABI 1.1: a 1.0 plugin reads them as
+    /// `PH_FAILURE_OTHER`, with the message).
     package var abiCode: ph_failure_kind {
         switch self {
         case .timedOut: return PH_FAILURE_TIMED_OUT
@@ -28,7 +32,11 @@ extension TransportFailureKind {
         case .connectionLost: return PH_FAILURE_CONNECTION_LOST
         case .badResponse: return PH_FAILURE_BAD_RESPONSE
         case .interceptorFailed: return PH_FAILURE_INTERCEPTOR_FAILED
-        case .tlsHandshakeFailed, .serverCertificateUntrusted, .publicKeyPinMismatch, .other: return PH_FAILURE_OTHER
+        case .tlsHandshakeFailed: return PH_FAILURE_TLS_HANDSHAKE
+        case .serverCertificateUntrusted: return PH_FAILURE_CERTIFICATE_UNTRUSTED
+        case .publicKeyPinMismatch: return PH_FAILURE_PIN_MISMATCH
+        case .responseTooLarge: return PH_FAILURE_RESPONSE_TOO_LARGE
+        case .other: return PH_FAILURE_OTHER
         }
     }
 }

@@ -75,12 +75,16 @@ public enum TransportFailureKind: String, Sendable, Hashable, CaseIterable {
     /// An interceptor failed before the network was reached.
     case interceptorFailed
     /// The TLS handshake failed: no common protocol or cipher, the server refused the client
-    /// certificate, or the client certificate could not be used. Loaded plugins see it as `other` (ABI 1.0 has no code for it).
+    /// certificate, or the client certificate could not be used (ABI 1.1; a plugin built against
+    /// 1.0 sees `other`).
     case tlsHandshakeFailed
-    /// The server's certificate is not trusted: unknown issuer, expired, or for another host. Loaded plugins see it as `other`.
+    /// The server's certificate is not trusted: unknown issuer, expired, or for another host (ABI 1.1).
     case serverCertificateUntrusted
-    /// The server's public key matches none of the pinned keys. Loaded plugins see it as `other`.
+    /// The server's public key matches none of the pinned keys (ABI 1.1).
     case publicKeyPinMismatch
+    /// The response body, the download, or the decoded body passed its limit
+    /// (``TransportFailure/limit``; ABI 1.1). The connection was closed, not drained.
+    case responseTooLarge
     /// Anything else.
     case other
 }
@@ -91,11 +95,18 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
     public var kind: TransportFailureKind
     /// The transport's own message.
     public var message: String
+    /// For ``TransportFailureKind/responseTooLarge``: the limit in bytes that was passed.
+    public var limit: Int64?
+    /// For ``TransportFailureKind/responseTooLarge``: the bytes received (or declared by
+    /// `Content-Length`) when the transfer was stopped.
+    public var observedBytes: Int64?
 
     /// Creates a failure.
-    public init(kind: TransportFailureKind, message: String) {
+    public init(kind: TransportFailureKind, message: String, limit: Int64? = nil, observedBytes: Int64? = nil) {
         self.kind = kind
         self.message = message
+        self.limit = limit
+        self.observedBytes = observedBytes
     }
 
     /// `kind: message`.

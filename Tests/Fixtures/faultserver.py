@@ -7,6 +7,14 @@
   /silence                   sends headers, then nothing for 30 s
   /drip?n=N&gap=S            sends an N-byte body one byte every S seconds, then completes
   /burst?key=K&fail=N        503 for the first N requests of K, then 200 with the attempt number
+  /endless?declare=N         200 with Content-Length N (none when absent), then zeros until the client
+                             closes (at most 4 GiB or 60 s)
+  /endless-chunked           200, chunked, zeros until the client closes (same bounds)
+  /sized?n=N                 200 with a body of exactly N bytes
+  /gzip-bomb                 200, Content-Encoding: gzip, a gzip stream of zeros that inflates to
+                             10 GiB (about 10 MiB on the wire), sent until the client closes
+  /many-headers?n=N          200 with N header fields
+  /big-header?kb=K           200 with one header field of K KiB
   /ok                        200 {"ok":true}
 
 usage: faultserver.py PORT
@@ -19,6 +27,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 
 counts = {}
 lock = threading.Lock()
@@ -77,6 +86,53 @@ class Handler(socketserver.BaseRequestHandler):
                 status = b"503 Service Unavailable" if attempt <= fail else b"200 OK"
                 body = json.dumps({"attempt": attempt}).encode()
                 sock.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                sock.close()
+            elif path in ("/endless", "/endless-chunked"):
+                chunked = path == "/endless-chunked"
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n"
+                if chunked:
+                    head += b"Transfer-Encoding: chunked\r\n"
+                elif "declare" in query:
+                    head += b"Content-Length: %d\r\n" % int(query["declare"])
+                sock.sendall(head + b"\r\n")
+                block = b"\0" * 65536
+                frame = (b"%x\r\n" % len(block)) + block + b"\r\n" if chunked else block
+                started, sent = time.time(), 0
+                while sent < (4 << 30) and time.time() - started < 60:
+                    sock.sendall(frame)
+                    sent += len(block)
+                sock.close()
+            elif path == "/sized":
+                n = int(query.get("n", "0"))
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % n)
+                remaining = n
+                while remaining > 0:
+                    step = min(remaining, 1 << 20)
+                    sock.sendall(b"s" * step)
+                    remaining -= step
+                sock.close()
+            elif path == "/gzip-bomb":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Encoding: gzip\r\n"
+                             b"Connection: close\r\n\r\n")
+                compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+                zeros = b"\0" * (1 << 20)
+                started = time.time()
+                for _ in range(10 * 1024):
+                    if time.time() - started > 60:
+                        break
+                    out = compressor.compress(zeros)
+                    if out:
+                        sock.sendall(out)
+                sock.sendall(compressor.flush())
+                sock.close()
+            elif path == "/many-headers":
+                n = int(query.get("n", "2000"))
+                fields = b"".join(b"X-Field-%d: value-%d\r\n" % (i, i) for i in range(n))
+                sock.sendall(b"HTTP/1.1 200 OK\r\n" + fields + b"Content-Length: 2\r\n\r\nok")
+                sock.close()
+            elif path == "/big-header":
+                size = int(query.get("kb", "1024")) * 1024
+                sock.sendall(b"HTTP/1.1 200 OK\r\nX-Big: " + b"b" * size + b"\r\nContent-Length: 2\r\n\r\nok")
                 sock.close()
             else:
                 body = b'{"ok":true}'

@@ -7,11 +7,14 @@ import Testing
 @Suite("ABI codes")
 struct ABICodeTests {
     @Test func failureKindsRoundTrip() {
-        let withoutCode: Set<TransportFailureKind> = [.tlsHandshakeFailed, .serverCertificateUntrusted, .publicKeyPinMismatch]
+        // Since ABI 1.1 every kind has its own code.
         for kind in TransportFailureKind.allCases {
-            let back = TransportFailureKind(abiCode: kind.abiCode)
-            #expect(back == (withoutCode.contains(kind) ? .other : kind), "\(kind)")
+            #expect(TransportFailureKind(abiCode: kind.abiCode) == kind, "\(kind)")
         }
+        #expect(Set(TransportFailureKind.allCases.map(\.abiCode)).count == TransportFailureKind.allCases.count)
+        #expect(TransportFailureKind.responseTooLarge.abiCode == PH_FAILURE_RESPONSE_TOO_LARGE)
+        #expect(PH_FAILURE_RESPONSE_TOO_LARGE == 11)
+        #expect(TransportFailureKind.publicKeyPinMismatch.abiCode == 10)
         #expect(TransportFailureKind.timedOut.abiCode == PH_FAILURE_TIMED_OUT)
         #expect(TransportFailureKind.other.abiCode == PH_FAILURE_OTHER)
         #expect(TransportFailureKind(abiCode: 99) == .other)

@@ -180,6 +180,7 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 /* CURLINFO */
 #define PH_CURLINFO_RESPONSE_CODE 0x200002
 #define PH_CURLINFO_HTTP_VERSION 0x20002E
+#define PH_CURLINFO_SIZE_DOWNLOAD_T 0x600008
 #define PH_CURLINFO_CONTENT_LENGTH_DOWNLOAD_T 0x60000F
 #define PH_CURLINFO_CONTENT_LENGTH_UPLOAD_T 0x600010
 

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 0
+#define PH_ABI_MINOR 1   /* 1.1 added the PH_FAILURE_* codes 8 to 11 */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -69,6 +69,12 @@ typedef int32_t ph_credential_answer;   /* PH_CREDENTIAL_*; the host treats an u
 #define PH_FAILURE_BAD_RESPONSE 5
 #define PH_FAILURE_INTERCEPTOR_FAILED 6
 #define PH_FAILURE_OTHER 7
+/* Added in ABI 1.1 (a plugin built against 1.0 receives them and, as the rule above says, reads
+ * them as PH_FAILURE_OTHER; the message says what happened). */
+#define PH_FAILURE_TLS_HANDSHAKE 8          /* no common protocol or cipher, client certificate refused */
+#define PH_FAILURE_CERTIFICATE_UNTRUSTED 9  /* unknown issuer, expired, or for another host */
+#define PH_FAILURE_PIN_MISMATCH 10          /* the server's public key matches no pinned key */
+#define PH_FAILURE_RESPONSE_TOO_LARGE 11    /* the body (or download, or decoded body) passed its limit */
 
 /* Answers to an authentication challenge (ph_credential_answer, from ph_plugin_descriptor.credential). */
 #define PH_CREDENTIAL_DEFAULT 0     /* no opinion: ask the next plugin */

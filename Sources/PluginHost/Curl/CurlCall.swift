@@ -104,6 +104,15 @@ final class CurlCall: @unchecked Sendable {
     private var errorBuffer: UnsafeMutablePointer<CChar>?
     /// The encodings libcurl decodes for this transfer (empty: it passes the body through).
     private var decoding: Set<String> = []
+    /// Set when a limit stopped the transfer: the failure reported instead of libcurl's.
+    private var limitFailure: TransportFailure?
+    /// Header bytes and fields of the response being read.
+    private var headerBytes = 0
+    private var headerFields = 0
+    /// The exchange's deadline (uptime nanoseconds), or 0 for none.
+    private var absoluteDeadline: UInt64 = 0
+    /// Whether the final response's headers are still being read.
+    private var inHeaders = true
 
     init(request: TransportRequest, loop: CurlEventLoop) {
         self.request = request
@@ -164,14 +173,31 @@ final class CurlCall: @unchecked Sendable {
 
     // MARK: - Event-loop thread
 
-    /// When the transfer counts as idle for too long, or nil without a timeout.
-    var idleDeadline: UInt64? { idleTimeout > 0 ? lastActivity &+ idleTimeout : nil }
+    /// When the transfer times out: idle for too long, or past the exchange's deadline; nil
+    /// without either.
+    var idleDeadline: UInt64? {
+        let idle = idleTimeout > 0 ? lastActivity &+ idleTimeout : UInt64.max
+        let deadline = min(idle, absoluteDeadline > 0 ? absoluteDeadline : UInt64.max)
+        return deadline == UInt64.max ? nil : deadline
+    }
 
     var idleTimeoutFailure: TransportFailure {
-        TransportFailure(
+        if absoluteDeadline > 0, DispatchTime.now().uptimeNanoseconds >= absoluteDeadline, let deadline = request.deadline {
+            return LimitFailure.deadline(deadline.seconds)
+        }
+        return TransportFailure(
             kind: .timedOut,
             message: String(
                 format: "no byte sent or received for %.1f s (the request's timeout)", Double(idleTimeout) / 1e9))
+    }
+
+    /// The most body bytes this transfer may deliver.
+    private var bodyLimit: Int64 { downloadFD >= 0 ? (request.limits.maxDownloadBytes ?? .max) : request.limits.maxResponseBytes }
+
+    /// Stops the transfer with `failure` (libcurl is told by the callback's return value).
+    private func stop(_ failure: TransportFailure) -> Int {
+        limitFailure = failure
+        return 0
     }
 
     /// Sets every option of the transfer on `easy` (a fresh or reset handle).
@@ -183,6 +209,11 @@ final class CurlCall: @unchecked Sendable {
         expected = -1
         received = 0
         lastUpload = -1
+        limitFailure = nil
+        inHeaders = true
+        headerBytes = 0
+        headerFields = 0
+        absoluteDeadline = request.deadline?.instant.uptimeNanoseconds ?? 0
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty else {
             throw TransportFailure(kind: .other, message: "cannot send \(url.absoluteString): only http and https URLs with a host are supported")
         }
@@ -397,6 +428,16 @@ final class CurlCall: @unchecked Sendable {
 
     func receiveBody(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         lastActivity = DispatchTime.now().uptimeNanoseconds
+        let total = received + Int64(count)
+        let limit = bodyLimit
+        if total > limit { return stop(LimitFailure.body(total, limit: limit, download: downloadFD >= 0)) }
+        if !decoding.isEmpty, total > RequestLimits.decompressionAllowance, let easy {
+            var encoded: Int64 = 0
+            ph_curl_easy_getinfo_off(easy, PH_CURLINFO_SIZE_DOWNLOAD_T, &encoded)
+            if encoded > 0, total > encoded * request.limits.maxDecompressionRatio {
+                return stop(LimitFailure.ratio(decoded: total, encoded: encoded, limits: request.limits))
+            }
+        }
         if downloadFD >= 0 {
             var offset = 0
             while offset < count {
@@ -420,14 +461,20 @@ final class CurlCall: @unchecked Sendable {
         let line = UnsafeRawBufferPointer(start: bytes, count: count)
         var end = count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
-        guard end > 0 else { return count }
+        guard end > 0 else { return endOfHeaders(count) }
         if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
             line[4] == UInt8(ascii: "/")
         {
             // A status line: a new response (after 1xx, or a proxy's CONNECT answer).
             responseHeaders.removeAll(keepingCapacity: true)
             expected = -1
+            headerBytes = 0
+            headerFields = 0
             return count
+        }
+        headerBytes += end
+        if headerBytes > request.limits.maxHeaderBytes {
+            return stop(LimitFailure.headerBytes(headerBytes, limit: request.limits.maxHeaderBytes))
         }
         if line[0] == 0x20 || line[0] == 0x09, !responseHeaders.isEmpty {
             let more = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self).trimmingCharacters(in: .whitespaces)
@@ -435,6 +482,10 @@ final class CurlCall: @unchecked Sendable {
             return count
         }
         guard let colon = line[0..<end].firstIndex(of: UInt8(ascii: ":")) else { return count }
+        headerFields += 1
+        if headerFields > request.limits.maxHeaderFields {
+            return stop(LimitFailure.headerFields(headerFields, limit: request.limits.maxHeaderFields))
+        }
         var start = colon + 1
         while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
         var valueEnd = end
@@ -451,6 +502,20 @@ final class CurlCall: @unchecked Sendable {
             decoding = []
         }
         responseHeaders.append((name: name, value: value))
+        return count
+    }
+
+    /// The blank line after a response's headers: a declared body above the limit fails here,
+    /// before any of it is read (not for `HEAD`, `1xx` or a redirect, whose body is not kept).
+    private func endOfHeaders(_ count: Int) -> Int {
+        guard let easy else { return count }
+        var status = 0
+        ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
+        if status >= 200 { inHeaders = false }
+        guard expected >= 0, method != "HEAD" else { return count }
+        if status < 200 || (300..<400).contains(status) { return count }
+        let limit = bodyLimit
+        if expected > limit { return stop(LimitFailure.declared(expected, limit: limit, download: downloadFD >= 0)) }
         return count
     }
 
@@ -483,6 +548,10 @@ final class CurlCall: @unchecked Sendable {
         guard let easy else { return .finished(.failure(TransportFailure(kind: .other, message: "no transfer"))) }
         if code != PH_CURLE_OK {
             removeDownload()
+            if let limitFailure { return .finished(.failure(limitFailure)) }
+            if code == PH_CURLE_OUT_OF_MEMORY, inHeaders {
+                return .finished(.failure(LimitFailure.headerLine("out of memory (curl error 27)", limits: request.limits)))
+            }
             return .finished(.failure(Self.failure(code: code, detail: errorBuffer.map { String(cString: $0) } ?? "")))
         }
         var status = 0

@@ -63,7 +63,7 @@ public enum PluginLoader {
 
 extension Provider {
     /// Creates a provider whose chain is `before` + the manifest's plugins + `after`. The other
-    /// parameters are those of ``Provider/init(endpointClosure:requestClosure:stubClosure:callbackQueue:configuration:transport:interceptors:server:trackInflights:services:maxInterceptorRetries:defaultHeaders:)``.
+    /// parameters are those of ``Provider/init(endpointClosure:requestClosure:stubClosure:callbackQueue:configuration:transport:interceptors:server:trackInflights:services:maxInterceptorRetries:defaultHeaders:limits:)``.
     ///
     /// Throws ``PluginLoadError`` (and loads nothing) when the manifest or any enabled
     /// plugin is refused.
@@ -81,13 +81,14 @@ extension Provider {
         trackInflights: Bool = false,
         services: PluginServices = PluginServices(),
         maxInterceptorRetries: Int = 2,
-        defaultHeaders: [String: String]? = nil
+        defaultHeaders: [String: String]? = nil,
+        limits: RequestLimits = .default
     ) throws(PluginLoadError) {
         let loaded = try PluginLoader.load(manifest: manifest, services: services)
         self.init(
             endpointClosure: endpointClosure, requestClosure: requestClosure, stubClosure: stubClosure,
             callbackQueue: callbackQueue, configuration: configuration, transport: transport,
             interceptors: before + loaded + after, server: server, trackInflights: trackInflights, services: services,
-            maxInterceptorRetries: maxInterceptorRetries, defaultHeaders: defaultHeaders)
+            maxInterceptorRetries: maxInterceptorRetries, defaultHeaders: defaultHeaders, limits: limits)
     }
 }

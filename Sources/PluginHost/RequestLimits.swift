@@ -1,0 +1,116 @@
+import Dispatch
+import Foundation
+import PluginSDK
+
+/// What one request may cost: how large its response may be, how many header bytes and fields
+/// it may carry, how far a compressed body may inflate, and how long the whole exchange may
+/// take. Every transport enforces them (``CurlTransport`` and ``URLSessionTransport``).
+///
+/// The defaults let ordinary JSON APIs through untouched and stop a runaway or hostile server
+/// early: a body held in memory stops at 64 MiB, headers at 256 KiB or 1,000 fields.
+///
+/// ```swift
+/// // Provider-wide:
+/// let provider = Provider<API>(limits: RequestLimits(maxResponseBytes: 8 << 20, deadline: 30))
+/// // Per target (replaces the provider's):
+/// var limits: RequestLimits? { RequestLimits(maxDownloadBytes: 2 << 30) }
+/// // Per ad-hoc call:
+/// provider.get("https://example.com/big.json", limits: RequestLimits(maxResponseBytes: 256 << 20))
+/// ```
+public struct RequestLimits: Sendable, Equatable {
+    /// The most bytes of a body held in memory (after decoding); default 64 MiB. A declared
+    /// `Content-Length` above it fails before the body is read; any other body fails as soon
+    /// as it passes it. Fails with ``TransportFailureKind/responseTooLarge``.
+    public var maxResponseBytes: Int64
+    /// The most bytes written by a download to a file; nil (the default): no limit. Passing it
+    /// fails with ``TransportFailureKind/responseTooLarge`` and removes the partial file.
+    public var maxDownloadBytes: Int64?
+    /// The most bytes of response header fields (names and values, of one response); default
+    /// 256 KiB. Passing it fails with ``TransportFailureKind/badResponse``.
+    public var maxHeaderBytes: Int
+    /// The most response header fields; default 1,000. Passing it fails with
+    /// ``TransportFailureKind/badResponse``.
+    public var maxHeaderFields: Int
+    /// The most a compressed body may inflate, decoded bytes per received byte, once more than
+    /// 1 MiB is decoded; default 100. Passing it fails with
+    /// ``TransportFailureKind/responseTooLarge`` (a decompression bomb). Checked by
+    /// ``CurlTransport``; on ``URLSessionTransport`` decoded bytes count against
+    /// ``maxResponseBytes`` only.
+    public var maxDecompressionRatio: Int64
+    /// The most seconds the whole exchange may take (request closure, interceptors, every
+    /// attempt and retry, and the retry policy's backoff); nil (the default): none. A request's
+    /// `timeoutInterval` stays an idle timeout. Passing it fails with
+    /// ``TransportFailureKind/timedOut``.
+    public var deadline: TimeInterval?
+
+    /// The defaults.
+    public static let `default` = RequestLimits()
+
+    /// Decoded bytes allowed before ``maxDecompressionRatio`` is checked.
+    public static let decompressionAllowance: Int64 = 1 << 20
+
+    /// Creates limits; every argument has its documented default.
+    public init(
+        maxResponseBytes: Int64 = 64 << 20, maxDownloadBytes: Int64? = nil, maxHeaderBytes: Int = 256 << 10,
+        maxHeaderFields: Int = 1000, maxDecompressionRatio: Int64 = 100, deadline: TimeInterval? = nil
+    ) {
+        self.maxResponseBytes = maxResponseBytes
+        self.maxDownloadBytes = maxDownloadBytes
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxHeaderFields = maxHeaderFields
+        self.maxDecompressionRatio = maxDecompressionRatio
+        self.deadline = deadline
+    }
+}
+
+/// The failures every transport reports when a limit is passed, worded alike.
+enum LimitFailure {
+    static func declared(_ length: Int64, limit: Int64, download: Bool) -> TransportFailure {
+        let name = download ? "maxDownloadBytes" : "maxResponseBytes"
+        return TransportFailure(
+            kind: .responseTooLarge, message: "the response declares Content-Length \(length), more than \(name) (\(limit) bytes)",
+            limit: limit, observedBytes: length)
+    }
+
+    static func body(_ received: Int64, limit: Int64, download: Bool) -> TransportFailure {
+        let name = download ? "maxDownloadBytes" : "maxResponseBytes"
+        return TransportFailure(
+            kind: .responseTooLarge, message: "the response body passed \(name) (\(limit) bytes): \(received) bytes received",
+            limit: limit, observedBytes: received)
+    }
+
+    static func ratio(decoded: Int64, encoded: Int64, limits: RequestLimits) -> TransportFailure {
+        TransportFailure(
+            kind: .responseTooLarge,
+            message: "the compressed body inflates more than maxDecompressionRatio (\(limits.maxDecompressionRatio):1): "
+                + "\(decoded) bytes decoded from \(encoded)",
+            limit: encoded * limits.maxDecompressionRatio, observedBytes: decoded)
+    }
+
+    static func headerBytes(_ bytes: Int, limit: Int) -> TransportFailure {
+        TransportFailure(kind: .badResponse, message: "the response's header fields passed maxHeaderBytes (\(limit) bytes): \(bytes) bytes")
+    }
+
+    static func headerFields(_ count: Int, limit: Int) -> TransportFailure {
+        TransportFailure(kind: .badResponse, message: "the response has more than maxHeaderFields (\(limit)) header fields: \(count)")
+    }
+
+    /// libcurl refuses one header line over 100 KiB (as "out of memory") before our count of
+    /// all of them sees it.
+    static func headerLine(_ detail: String, limits: RequestLimits) -> TransportFailure {
+        TransportFailure(
+            kind: .badResponse,
+            message:
+                "a response header field is longer than libcurl accepts (100 KiB), within maxHeaderBytes (\(limits.maxHeaderBytes) bytes): \(detail)")
+    }
+
+    static func deadline(_ seconds: TimeInterval) -> TransportFailure {
+        TransportFailure(kind: .timedOut, message: String(format: "the request's deadline of %.1f s passed (RequestLimits.deadline)", seconds))
+    }
+}
+
+/// The absolute deadline of the exchange that is running, set by ``ResponsePipeline`` when it
+/// is consumed with a ``RequestLimits/deadline``, read when the transport request is made.
+enum ExchangeDeadline {
+    @TaskLocal static var current: (instant: DispatchTime, seconds: TimeInterval)?
+}

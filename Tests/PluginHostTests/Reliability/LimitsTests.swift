@@ -1,0 +1,223 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Records the failure kinds the response side of the chain sees.
+private struct FailureWitness: Interceptor {
+    let seen: LockedCounter
+    var name: String { "failure-witness" }
+    func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+        if let failure = result.failure { seen.append("didReceive \(failure.kind.rawValue)") }
+    }
+    func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        if let failure = result.failure { seen.append("process \(failure.kind.rawValue)") }
+        return .proceed
+    }
+}
+
+/// Samples this process's resident memory while a request runs.
+private final class ResidentMemory: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peak: Int64 = 0
+    private var running = true
+    let baseline: Int64
+
+    static func current() -> Int64 {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
+        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    init() {
+        baseline = Self.current()
+        peak = baseline
+        Thread.detachNewThread { [self] in
+            while lock.withLock({ running }) {
+                let now = Self.current()
+                lock.withLock { peak = max(peak, now) }
+                usleep(2000)
+            }
+        }
+    }
+
+    /// Stops sampling; the growth over the baseline.
+    func stop() -> Int64 {
+        let now = Self.current()
+        return lock.withLock {
+            running = false
+            peak = max(peak, now)
+            return peak - baseline
+        }
+    }
+}
+
+/// Bounded memory against hostile servers (Tests/Fixtures/faultserver.py): every limit of
+/// ``RequestLimits`` on both transports, each with its exact error, exactly one completion,
+/// the failure seen by the chain, and resident memory growing by less than the limit + 16 MiB.
+///
+/// Run on their own (`Tests/test` does), so other tests do not move the memory measured.
+@Suite("Limits", .serialized)
+struct LimitsTests {
+    static let limit: Int64 = 8 << 20
+    static let slack: Int64 = 16 << 20
+
+    struct Outcome {
+        let result: Result<Response, NetworkError>
+        let chain: [String]
+        let growth: Int64
+        let seconds: Double
+    }
+
+    func run(_ kind: TransportKind, _ target: Bin, limits: RequestLimits, retry: RetryPolicy? = nil) async throws -> Outcome {
+        let seen = LockedCounter()
+        let provider = Provider<Bin>(transport: kind.make(), interceptors: [FailureWitness(seen: seen)], limits: limits)
+        // Warm up: the first request of a transport sets up threads and libraries, which is not
+        // what is measured.
+        _ = try await provider.request(try FaultInjectionTests.fault("ok")).value
+        let memory = ResidentMemory()
+        let started = Date()
+        let calls = LockedCounter()
+        var pipeline = provider.request(target)
+        if let retry { pipeline = pipeline.retry(retry) }
+        let consumed = pipeline
+        let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+            consumed.start { result in
+                if calls.increment() == 1 { continuation.resume(returning: result) }
+            }
+        }
+        let seconds = Date().timeIntervalSince(started)
+        let growth = memory.stop()
+        try await Task.sleep(nanoseconds: 200_000_000)
+        #expect(calls.value == 1, "completions")
+        return Outcome(result: result, chain: seen.log, growth: growth, seconds: seconds)
+    }
+
+    func failure(_ outcome: Outcome, sourceLocation: SourceLocation = #_sourceLocation) -> TransportFailure? {
+        guard case .failure(.underlying(let failure, _)) = outcome.result else {
+            Issue.record("expected a transport failure, got \(outcome.result)", sourceLocation: sourceLocation)
+            return nil
+        }
+        return failure
+    }
+
+    func expectBounded(_ outcome: Outcome, limit: Int64 = limit, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(outcome.growth < limit + Self.slack, "resident memory grew by \(outcome.growth) bytes", sourceLocation: sourceLocation)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aHugeDeclaredLengthFailsBeforeTheBodyWithTheDefaults(_ kind: TransportKind) async throws {
+        let outcome = try await run(kind, try FaultInjectionTests.fault("endless", query: ["declare": 4_294_967_296]), limits: .default)
+        let failure = failure(outcome)
+        #expect(failure?.kind == .responseTooLarge)
+        #expect(failure?.message == "the response declares Content-Length 4294967296, more than maxResponseBytes (67108864 bytes)")
+        #expect(failure?.limit == 64 << 20)
+        #expect(failure?.observedBytes == 4_294_967_296)
+        #expect(outcome.chain == ["didReceive responseTooLarge", "process responseTooLarge"])
+        expectBounded(outcome)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEndlessBodyStopsAtTheLimit(_ kind: TransportKind) async throws {
+        for path in ["endless", "endless-chunked"] {
+            let outcome = try await run(kind, try FaultInjectionTests.fault(path), limits: RequestLimits(maxResponseBytes: Self.limit))
+            let failure = failure(outcome)
+            #expect(failure?.kind == .responseTooLarge, "\(path)")
+            #expect(failure?.message.hasPrefix("the response body passed maxResponseBytes (8388608 bytes): ") == true, "\(path)")
+            #expect(failure?.limit == Self.limit)
+            #expect((failure?.observedBytes ?? 0) > Self.limit)
+            #expect(outcome.chain == ["didReceive responseTooLarge", "process responseTooLarge"])
+            expectBounded(outcome)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBodyExactlyAtTheLimitPassesAndOneByteMoreFails(_ kind: TransportKind) async throws {
+        let limits = RequestLimits(maxResponseBytes: Self.limit)
+        let exact = try await run(kind, try FaultInjectionTests.fault("sized", query: ["n": Self.limit]), limits: limits)
+        #expect((try? exact.result.get())?.data.count == Int(Self.limit))
+        let over = try await run(kind, try FaultInjectionTests.fault("sized", query: ["n": Self.limit + 1]), limits: limits)
+        #expect(failure(over)?.message == "the response declares Content-Length 8388609, more than maxResponseBytes (8388608 bytes)")
+        expectBounded(over)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aGzipBombStops(_ kind: TransportKind) async throws {
+        let outcome = try await run(kind, try FaultInjectionTests.fault("gzip-bomb"), limits: RequestLimits(maxResponseBytes: Self.limit))
+        let failure = failure(outcome)
+        #expect(failure?.kind == .responseTooLarge)
+        switch kind {
+        case .curl:
+            // The ratio stops it after the first MiB decoded.
+            #expect(failure?.message.hasPrefix("the compressed body inflates more than maxDecompressionRatio (100:1): ") == true)
+        case .urlSession:
+            #expect(failure?.message.hasPrefix("the response body passed maxResponseBytes (8388608 bytes): ") == true)
+        }
+        expectBounded(outcome)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func tooManyHeaderFieldsAreABadResponse(_ kind: TransportKind) async throws {
+        let outcome = try await run(kind, try FaultInjectionTests.fault("many-headers", query: ["n": 2000]), limits: .default)
+        let failure = failure(outcome)
+        #expect(failure?.kind == .badResponse)
+        #expect(failure?.message.hasPrefix("the response has more than maxHeaderFields (1000) header fields: ") == true)
+        expectBounded(outcome)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aOneMebibyteHeaderIsABadResponse(_ kind: TransportKind) async throws {
+        let outcome = try await run(kind, try FaultInjectionTests.fault("big-header", query: ["kb": 1024]), limits: .default)
+        let failure = failure(outcome)
+        #expect(failure?.kind == .badResponse)
+        #expect(failure?.message.contains("maxHeaderBytes (262144 bytes)") == true, "\(failure?.message ?? "")")
+        expectBounded(outcome)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aDripStopsAtTheDeadline(_ kind: TransportKind) async throws {
+        let outcome = try await run(
+            kind, try FaultInjectionTests.fault("drip", query: ["n": 100, "gap": 1]), limits: RequestLimits(deadline: 2))
+        let failure = failure(outcome)
+        #expect(failure?.kind == .timedOut)
+        #expect(failure?.message == "the request's deadline of 2.0 s passed (RequestLimits.deadline)")
+        #expect(outcome.seconds < 3.5)
+    }
+
+    @Test func theDeadlineCoversRetriesAndTheirBackoff() async throws {
+        let retries = LockedCounter()
+        let policy = RetryPolicy(retryLimit: 10, exponentialBackoffScale: 0.8, onRetry: { _ in retries.increment() })
+        let outcome = try await run(
+            .curl, try FaultInjectionTests.fault("burst", query: ["key": UUID().uuidString, "fail": 100]), limits: RequestLimits(deadline: 2),
+            retry: policy)
+        #expect(failure(outcome)?.message == "the request's deadline of 2.0 s passed (RequestLimits.deadline)")
+        #expect(outcome.seconds < 3)
+        #expect(retries.value >= 1 && retries.value < 10)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aDownloadOverItsLimitStopsAndLeavesNoFile(_ kind: TransportKind) async throws {
+        let directory = NSTemporaryDirectory() + "pluginhost-limits-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let destination = URL(fileURLWithPath: directory + "/big.bin")
+        var target = try FaultInjectionTests.fault("endless")
+        target.task = .downloadDestination(.file(destination))
+        let partials = {
+            (try? FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()))?.filter { $0.hasSuffix(".download") }.count ?? 0
+        }
+        let before = partials()
+        let outcome = try await run(kind, target, limits: RequestLimits(maxDownloadBytes: Self.limit))
+        let failure = failure(outcome)
+        #expect(failure?.kind == .responseTooLarge)
+        #expect(failure?.message.hasPrefix("the response body passed maxDownloadBytes (8388608 bytes): ") == true)
+        #expect(!FileManager.default.fileExists(atPath: destination.path))
+        #expect(partials() <= before)
+        expectBounded(outcome)
+    }
+}
