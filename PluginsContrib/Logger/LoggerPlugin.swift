@@ -159,12 +159,13 @@ public struct LoggerPlugin: ExportablePlugin {
         case .failure(let failure):
             write(["← failed \(failure.kind.rawValue) \(path) #\(context.requestID) (\(duration)): \(failure.message)"], secrets: secrets)
         case .response(let response):
-            let body = response.body
+            // Only what is shown is copied: a large body is never buffered here.
+            let body = response.bodyPrefix(maxBytes: level == .body ? maxBodyBytes : 0)
             var lines = ["← \(response.statusCode) \(path) #\(context.requestID) (\(duration), \(body.count) bytes)"]
             if level.rawValue >= Level.headers.rawValue {
                 lines += response.headers.map { "  \($0.name): \(redact(header: $0))" }
             }
-            if level == .body, !body.isEmpty { lines.append("  " + describe(body: body)) }
+            if level == .body, body.count > 0 { lines.append("  " + describe(shown: body.bytes, count: body.count)) }
             write(lines, secrets: secrets)
         }
     }
@@ -190,13 +191,17 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     func describe(body: [UInt8]) -> String {
-        let shown = body.prefix(maxBodyBytes)
+        describe(shown: Array(body.prefix(maxBodyBytes)), count: body.count)
+    }
+
+    /// `shown`, the first bytes of a body of `count` bytes, as text.
+    func describe(shown: [UInt8], count: Int) -> String {
         // A cut may split a character: try dropping up to three trailing bytes.
-        let candidates = shown.count < body.count ? (0...3).map { shown.dropLast($0) } : [shown]
+        let candidates = shown.count < count ? (0...3).map { shown.dropLast($0) } : [shown[...]]
         guard let text = candidates.lazy.compactMap({ String(bytes: $0, encoding: .utf8) }).first else {
-            return "<\(body.count) bytes, not UTF-8>"
+            return "<\(count) bytes, not UTF-8>"
         }
-        return shown.count < body.count ? "\(text)… (truncated, \(body.count) bytes in all)" : text
+        return shown.count < count ? "\(text)… (truncated, \(count) bytes in all)" : text
     }
 
     func curlCommand(_ request: InterceptorRequest, url: String) -> String {

@@ -165,6 +165,8 @@ final class ResponseState: ResponseBackend {
 
     var body: [UInt8] { [UInt8](data) }
 
+    func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int) { ([UInt8](data.prefix(max(0, maxBytes))), data.count) }
+
     func setBody(_ body: [UInt8]) { data = Data(body) }
 
     func setData(_ data: Data) { self.data = data }

@@ -224,6 +224,11 @@ final class SessionCall: Sendable {
 
     func downloaded(to location: URL, response: HTTPURLResponse) {
         guard let destination = request.download else { return }
+        // Stopped by a limit, but URL loading finished the file anyway: it is not placed.
+        if state.withLock({ $0.limitFailure != nil }) {
+            try? FileManager.default.removeItem(at: location)
+            return
+        }
         do {
             let placed = try destination.place(location, response: response)
             state.withLock { $0.fileURL = placed }
@@ -238,8 +243,9 @@ final class SessionCall: Sendable {
     }
 
     func complete(task: URLSessionTask, error: Error?) {
-        let (challenged, cancelled, limitFailure) = state.withLock { ($0.challenged, $0.cancelled, $0.limitFailure) }
+        let (challenged, cancelled, limitFailure, placed) = state.withLock { ($0.challenged, $0.cancelled, $0.limitFailure, $0.fileURL) }
         if let limitFailure {
+            if let placed { try? FileManager.default.removeItem(at: placed) }
             finish(.failure(limitFailure))
             return
         }

@@ -168,5 +168,11 @@ final class CResultBackend: ResponseBackend {
 
     var body: [UInt8] { CBytes.array(api.pointee.result_body(handle)) }
 
+    func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int) {
+        let bytes = api.pointee.result_body(handle)
+        guard let data = bytes.data, bytes.len > 0 else { return ([], 0) }
+        return (Array(UnsafeBufferPointer(start: data, count: min(bytes.len, max(0, maxBytes)))), bytes.len)
+    }
+
     func setBody(_ body: [UInt8]) { CBytes.with(body) { api.pointee.result_set_body(handle, $0) } }
 }

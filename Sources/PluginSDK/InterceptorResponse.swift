@@ -16,6 +16,17 @@ public protocol ResponseBackend: AnyObject {
     var body: [UInt8] { get }
     /// Replaces the body.
     func setBody(_ body: [UInt8])
+    /// At most `maxBytes` bytes from the start of the body, and the body's whole length,
+    /// without copying the rest.
+    func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int)
+}
+
+extension ResponseBackend {
+    /// Reads the whole body; backends that can do better implement their own.
+    public func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int) {
+        let body = self.body
+        return (Array(body.prefix(max(0, maxBytes))), body.count)
+    }
 }
 
 /// The response an interceptor sees in its response-side hooks.
@@ -58,6 +69,10 @@ public struct InterceptorResponse {
 
     /// Replaces the body.
     public func setBody(_ body: [UInt8]) { backend.setBody(body) }
+
+    /// At most `maxBytes` bytes from the start of the body, and the body's whole length; the
+    /// rest is not copied (for logging a large body).
+    public func bodyPrefix(maxBytes: Int) -> (bytes: [UInt8], count: Int) { backend.bodyPrefix(maxBytes) }
 }
 
 /// Why a transport attempt produced no response.

@@ -176,7 +176,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "badmajor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.0 (majors differ)"))
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.1 (majors differ)"))
     }
 
     @Test func descriptorWithANewerMinor() throws {
@@ -186,7 +186,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "newerminor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.0"))
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.1"))
     }
 
     @Test func descriptorStructTooSmall() throws {
@@ -196,7 +196,7 @@ struct PluginRefusalTests {
         let error = load(f, try f.manifest([["name": "smalldescriptor"]]))
         #expect(error?.kind == .descriptorInvalid)
         #expect(error?.file == bundle + "/libplugin.so")
-        #expect(error?.reason.hasPrefix("descriptor is 16 bytes; ABI 1.0 needs at least ") == true)
+        #expect(error?.reason.hasPrefix("descriptor is 16 bytes; the smallest (ABI 1.0) is ") == true)
     }
 
     @Test func descriptorNameDiffersFromTheBundle() throws {

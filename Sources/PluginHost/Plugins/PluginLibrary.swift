@@ -137,7 +137,7 @@ public final class PluginLibrary: @unchecked Sendable {
         guard Int(d.struct_size) >= minimumDescriptorSize else {
             throw PluginLoadError(
                 .descriptorInvalid, file: path,
-                reason: "descriptor is \(d.struct_size) bytes; ABI \(host) needs at least \(minimumDescriptorSize)")
+                reason: "descriptor is \(d.struct_size) bytes; the smallest (ABI 1.0) is \(minimumDescriptorSize)")
         }
         guard Int(d.abi_major) == hostABI.major else {
             throw PluginLoadError(

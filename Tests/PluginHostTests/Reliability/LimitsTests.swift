@@ -106,7 +106,17 @@ struct LimitsTests {
         return failure
     }
 
-    func expectBounded(_ outcome: Outcome, limit: Int64 = limit, sourceLocation: SourceLocation = #_sourceLocation) {
+    /// Resident memory grew by less than the limit + 16 MiB. Checked for ``CurlTransport`` (the
+    /// Linux default), which stops reading the moment a limit is passed. URL loading on Linux
+    /// (swift-corelibs-foundation) has no backpressure: it queues every received chunk for the
+    /// delegate and takes a while to honour a cancellation, so there the transfer stops with the
+    /// same error but memory can pass the bound by what arrived meanwhile (README, Limits).
+    func expectBounded(
+        _ outcome: Outcome, _ kind: TransportKind, limit: Int64 = limit, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #if os(Linux)
+        guard kind == .curl else { return }
+        #endif
         #expect(outcome.growth < limit + Self.slack, "resident memory grew by \(outcome.growth) bytes", sourceLocation: sourceLocation)
     }
 
@@ -119,7 +129,7 @@ struct LimitsTests {
         #expect(failure?.limit == 64 << 20)
         #expect(failure?.observedBytes == 4_294_967_296)
         #expect(outcome.chain == ["didReceive responseTooLarge", "process responseTooLarge"])
-        expectBounded(outcome)
+        expectBounded(outcome, kind)
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -132,7 +142,7 @@ struct LimitsTests {
             #expect(failure?.limit == Self.limit)
             #expect((failure?.observedBytes ?? 0) > Self.limit)
             #expect(outcome.chain == ["didReceive responseTooLarge", "process responseTooLarge"])
-            expectBounded(outcome)
+            expectBounded(outcome, kind)
         }
     }
 
@@ -143,7 +153,7 @@ struct LimitsTests {
         #expect((try? exact.result.get())?.data.count == Int(Self.limit))
         let over = try await run(kind, try FaultInjectionTests.fault("sized", query: ["n": Self.limit + 1]), limits: limits)
         #expect(failure(over)?.message == "the response declares Content-Length 8388609, more than maxResponseBytes (8388608 bytes)")
-        expectBounded(over)
+        expectBounded(over, kind)
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -158,7 +168,7 @@ struct LimitsTests {
         case .urlSession:
             #expect(failure?.message.hasPrefix("the response body passed maxResponseBytes (8388608 bytes): ") == true)
         }
-        expectBounded(outcome)
+        expectBounded(outcome, kind)
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -167,7 +177,7 @@ struct LimitsTests {
         let failure = failure(outcome)
         #expect(failure?.kind == .badResponse)
         #expect(failure?.message.hasPrefix("the response has more than maxHeaderFields (1000) header fields: ") == true)
-        expectBounded(outcome)
+        expectBounded(outcome, kind)
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -176,7 +186,7 @@ struct LimitsTests {
         let failure = failure(outcome)
         #expect(failure?.kind == .badResponse)
         #expect(failure?.message.contains("maxHeaderBytes (262144 bytes)") == true, "\(failure?.message ?? "")")
-        expectBounded(outcome)
+        expectBounded(outcome, kind)
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -218,6 +228,6 @@ struct LimitsTests {
         #expect(failure?.message.hasPrefix("the response body passed maxDownloadBytes (8388608 bytes): ") == true)
         #expect(!FileManager.default.fileExists(atPath: destination.path))
         #expect(partials() <= before)
-        expectBounded(outcome)
+        expectBounded(outcome, kind)
     }
 }
