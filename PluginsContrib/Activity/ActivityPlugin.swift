@@ -54,7 +54,8 @@ public struct ActivityPlugin: ExportablePlugin {
             if inserted { state.inFlight += 1 }
             return (inserted, state.inFlight)
         }
-        if inserted { context.services.emit("began", fields: fields(context, inFlight: count)) }
+        // The count is kept either way; the event is built only when someone listens.
+        if inserted, context.services.hasSubscribers { context.services.emit("began", fields: fields(context, inFlight: count)) }
     }
 
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
@@ -64,7 +65,7 @@ public struct ActivityPlugin: ExportablePlugin {
             if removed { state.inFlight = max(0, state.inFlight - 1) }
             return (removed, state.inFlight)
         }
-        guard removed else { return }
+        guard removed, context.services.hasSubscribers else { return }
         var fields = fields(context, inFlight: count)
         switch result {
         case .response(let response): fields["outcome"] = String(response.statusCode)

@@ -31,8 +31,8 @@ public struct CachePlugin: ExportablePlugin {
     let store: CacheStore
     let staleIfError: Double
     let authorized: AuthorizedMode
-    /// Keys partition names (see ``partition(authorization:cookie:proxyAuthorization:)``).
-    let partitionSecret: [UInt8]
+    /// Keys partition names (see ``partition(_:)``): HMAC-SHA256 under a secret of this cache.
+    let partitionKey: HMACSHA256.Key
     private let pending = PerRequestState<Pending>()
 
     /// What happens to responses to requests that carry credentials.
@@ -51,6 +51,8 @@ public struct CachePlugin: ExportablePlugin {
         var key: String
         /// The partition of the request's credentials (nil: none).
         var partition: String?
+        /// The credential header values the partition was computed from.
+        var credentials: [[String]] = []
         /// Credentials were added inside the cache (after its lookup): nothing is stored.
         var credentialsChanged = false
         var method: String
@@ -74,7 +76,7 @@ public struct CachePlugin: ExportablePlugin {
                 maxMemoryBytes: try configuration.integer("maxMemoryBytes", default: 16 << 20, in: 1...(1 << 40)),
                 directory: directory,
                 maxDiskBytes: try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50)))
-            partitionSecret = try CacheStore.partitionSecret(directory: directory) { host.randomBytes(32) }
+            partitionKey = HMACSHA256.Key(try CacheStore.partitionSecret(directory: directory) { host.randomBytes(32) })
         } catch let error as PluginConfigurationError {
             throw error
         } catch let error as CacheStore.DirectoryError {
@@ -96,15 +98,20 @@ public struct CachePlugin: ExportablePlugin {
                 message += Array(name.utf8) + [0] + Array(value.utf8) + [0x0A]
             }
         }
-        return SHA256.hex(Array(HMACSHA256.authenticate(message, key: partitionSecret).prefix(16)))
+        return SHA256.hex(Array(HMACSHA256.authenticate(message, key: partitionKey).prefix(16)))
+    }
+
+    /// The request's credential header values (one list per name of ``credentialHeaders``).
+    static func credentials(of request: InterceptorRequest) -> [[String]] {
+        credentialHeaders.map { request.headerValues($0) }
+    }
+
+    static func credentials(of headers: [HTTPHeader]) -> [[String]] {
+        credentialHeaders.map { name in headers.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value) }
     }
 
     func partition(of request: InterceptorRequest) -> String? {
-        partition(Self.credentialHeaders.map { request.headerValues($0) })
-    }
-
-    func partition(of headers: [HTTPHeader]) -> String? {
-        partition(Self.credentialHeaders.map { name in headers.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value) })
+        partition(Self.credentials(of: request))
     }
 
     /// The stored entry a request may be served: its partition's, else a shared one (which must
@@ -141,7 +148,9 @@ public struct CachePlugin: ExportablePlugin {
             noCache = true
         }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
-        var state = Pending(key: "GET " + request.url, partition: partition(of: request), method: method, requestTime: now)
+        let credentials = Self.credentials(of: request)
+        var state = Pending(key: "GET " + request.url, partition: partition(credentials), method: method, requestTime: now)
+        state.credentials = credentials
         state.noStore = requestDirectives.has("no-store")
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
         state.hasQuery = request.url.contains("?")
@@ -194,7 +203,7 @@ public struct CachePlugin: ExportablePlugin {
         guard let state = pending.get(context.requestID), state.method == "GET" || state.method == "HEAD" else { return }
         // The request as sent: whether it carries credentials, and its headers (for Vary).
         let headers = request.headers
-        let changed = partition(of: headers) != state.partition
+        let changed = Self.credentials(of: headers) != state.credentials
         pending.update(context.requestID, initial: state) {
             $0.credentialsChanged = changed
             $0.requestHeaders = headers
@@ -250,7 +259,7 @@ public struct CachePlugin: ExportablePlugin {
     func varyValue(_ name: String, _ values: [String]) -> String {
         let joined = values.joined(separator: ", ")
         guard Self.credentialHeaders.contains(name.lowercased()) else { return joined }
-        return "hmac:" + SHA256.hex(HMACSHA256.authenticate(Array(joined.utf8), key: partitionSecret))
+        return "hmac:" + SHA256.hex(HMACSHA256.authenticate(Array(joined.utf8), key: partitionKey))
     }
 
     /// The entry to store for `response`, or nil when it must not be stored.

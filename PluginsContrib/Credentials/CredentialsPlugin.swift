@@ -85,6 +85,12 @@ public struct CredentialsPlugin: ExportablePlugin {
         }
     }
 
+    /// No credentials: no hook; none preemptive: only challenges are answered.
+    public var activeHooks: Set<InterceptorHook>? {
+        if entries.isEmpty { return [] }
+        return entries.contains(where: \.preemptive) ? nil : [.credential]
+    }
+
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         guard entries.contains(where: \.preemptive), let url = URLComponents(string: request.url), let host = url.host else { return .proceed }
         let scheme = url.scheme?.lowercased() ?? "http"

@@ -124,6 +124,9 @@ public struct LoggerPlugin: ExportablePlugin {
 
     // MARK: Hooks
 
+    /// At level `off` no hook runs at all.
+    public var activeHooks: Set<InterceptorHook>? { level == .off ? [] : nil }
+
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         guard level != .off else { return }
         let headers = request.headers

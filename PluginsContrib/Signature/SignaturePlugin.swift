@@ -41,6 +41,17 @@ public struct SignaturePlugin: ExportablePlugin {
 
     static let queryNames = (signature: "x-signature", timestamp: "x-timestamp", nonce: "x-nonce", keyID: "x-key-id")
 
+    /// The last secret seen and its prepared HMAC key (the secret is read per request, so a
+    /// rotated secret is used at once; its pads are hashed once per secret, not per request).
+    private let preparedKey = Locked<(secret: [UInt8], key: HMACSHA256.Key)?>(nil)
+
+    func hmacKey(_ secret: [UInt8]) -> HMACSHA256.Key {
+        if let cached = preparedKey.withLock({ $0 }), cached.secret == secret { return cached.key }
+        let key = HMACSHA256.Key(secret)
+        preparedKey.withLock { $0 = (secret, key) }
+        return key
+    }
+
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["scheme", "keyId", "placement", "secretKey", "secretEnv", "secretFile"])
         scheme = Scheme(rawValue: try configuration.oneOf("scheme", ["hmac-sha256", "md5-sorted"], default: "hmac-sha256"))!
@@ -102,7 +113,7 @@ public struct SignaturePlugin: ExportablePlugin {
         let canonical = Self.canonicalString(
             method: request.method, url: request.url, body: request.body, timestamp: timestamp,
             nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : [])
-        let signature = SHA256.hex(HMACSHA256.authenticate(Array(canonical.utf8), key: secret))
+        let signature = SHA256.hex(HMACSHA256.authenticate(Array(canonical.utf8), key: hmacKey(secret)))
         if inQuery {
             try request.setURL(Self.appending([(names.signature, signature)], to: request.url))
         } else {

@@ -106,10 +106,19 @@ public final class PluginServices: Sendable {
             state.observers[state.nextObserver] = handler
             return state.nextObserver
         }
+        subscriberCount.withLock { $0 += 1 }
         return EventSubscription { [weak self] in
-            _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
+            guard let self else { return }
+            let removed = state.withLock { $0.observers.removeValue(forKey: id) } != nil
+            if removed { subscriberCount.withLock { $0 -= 1 } }
         }
     }
+
+    /// How many subscribers listen (its own lock: asked on every request by event emitters).
+    private let subscriberCount = Locked(0)
+
+    /// Whether anyone listens for events; interceptors skip building events when not.
+    public var hasSubscribers: Bool { subscriberCount.withLock { $0 > 0 } }
 
     /// Events as an asynchronous sequence; it ends when the consuming task stops iterating.
     public func events(bufferingNewest limit: Int = 10_000) -> AsyncStream<PluginEvent> {
@@ -201,4 +210,5 @@ struct BoundServices: HostServices {
     func now() -> Double { Date().timeIntervalSince1970 }
     func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
     func randomBytes(_ count: Int) -> [UInt8] { RandomBytes.make(count) }
+    var hasSubscribers: Bool { services.hasSubscribers }
 }

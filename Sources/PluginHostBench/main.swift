@@ -195,9 +195,9 @@ func fmt(_ value: Double, _ digits: Int = 2) -> String { String(format: "%.\(dig
 func manifestURL(_ directory: String) throws -> URL {
     let manifest = """
         {"pluginDirectories": ["\(directory)"], "plugins": [
-          {"name": "activity"}, {"name": "cache"}, {"name": "access-token"},
+          {"name": "activity"}, {"name": "access-token"},
           {"name": "credentials", "config": {"credentials": [{"host": "api.example.invalid", "user": "u", "password": "p"}]}},
-          {"name": "signature", "config": {"scheme": "hmac-sha256"}},
+          {"name": "cache"}, {"name": "signature", "config": {"scheme": "hmac-sha256"}},
           {"name": "logger", "config": {"level": "off"}}
         ]}
         """
@@ -250,11 +250,11 @@ func runBench(_ options: Options) async throws {
     }
     let compiled6: [any Interceptor] = [
         try ActivityPlugin(configuration: configuration("activity"), host: compiledServices.hostServices(for: "activity")),
-        try CachePlugin(configuration: configuration("cache"), host: compiledServices.hostServices(for: "cache")),
         try AccessTokenPlugin(configuration: configuration("access-token"), host: compiledServices.hostServices(for: "access-token")),
         try CredentialsPlugin(
             configuration: configuration("credentials", ["credentials": [["host": "api.example.invalid", "user": "u", "password": "p"]]]),
             host: compiledServices.hostServices(for: "credentials")),
+        try CachePlugin(configuration: configuration("cache"), host: compiledServices.hostServices(for: "cache")),
         try SignaturePlugin(
             configuration: configuration("signature", ["scheme": "hmac-sha256"]), host: compiledServices.hostServices(for: "signature")),
         try LoggerPlugin(configuration: configuration("logger", ["level": "off"]), host: compiledServices.hostServices(for: "logger")),

@@ -13,7 +13,15 @@ final class CHostServices: HostServices, @unchecked Sendable {
 
     func value(forKey key: String) -> String? {
         CBytes.with(key) { keyBytes -> String? in
-            var capacity = 256
+            // Most values (tokens, secrets) fit the stack buffer: no allocation but the string.
+            let first = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 512) { buffer -> (String?, Int64) in
+                let length = api.pointee.kv_get(api, keyBytes, buffer.baseAddress, buffer.count)
+                guard length >= 0, Int(length) <= buffer.count else { return (nil, length) }
+                return (String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<Int(length)]), as: UTF8.self), length)
+            }
+            if let value = first.0 { return value }
+            var capacity = Int(first.1)
+            guard capacity >= 0 else { return nil }
             while true {
                 var buffer = [UInt8](repeating: 0, count: capacity)
                 let length = buffer.withUnsafeMutableBufferPointer { api.pointee.kv_get(api, keyBytes, $0.baseAddress, capacity) }
@@ -39,6 +47,12 @@ final class CHostServices: HostServices, @unchecked Sendable {
 
     func log(_ level: LogLevel, _ message: String) {
         CBytes.with(message) { api.pointee.log(api, level.abiCode, $0) }
+    }
+
+    /// Asks the host (ABI 1.1); a 1.0 host cannot tell, so every event is built.
+    var hasSubscribers: Bool {
+        guard api.pointee.abi_minor >= 1, let ask = api.pointee.has_subscribers else { return true }
+        return ask(api) != 0
     }
 
     func now() -> Double { api.pointee.now(api) }

@@ -85,4 +85,11 @@ public protocol HostServices: Sendable {
     func monotonicNanoseconds() -> UInt64
     /// `count` cryptographically random bytes.
     func randomBytes(_ count: Int) -> [UInt8]
+    /// Whether anyone listens for events: build an event only when true (it is cheap to ask).
+    var hasSubscribers: Bool { get }
+}
+
+extension HostServices {
+    /// Default: true (services that cannot tell get every event).
+    public var hasSubscribers: Bool { true }
 }

@@ -37,6 +37,10 @@ public protocol ExportablePlugin: Interceptor {
     static var implementedHooks: Set<InterceptorHook> { get }
     /// Creates an instance; throw (ideally a ``PluginConfigurationError``) to refuse the configuration.
     init(configuration: PluginConfiguration, host: any HostServices) throws
+    /// The hooks this instance needs, a subset of ``implementedHooks``: the host never calls the
+    /// others on it (ABI 1.1 `declare_hooks`), e.g. a logger configured `off` needs none. Default
+    /// nil: every implemented hook.
+    var activeHooks: Set<InterceptorHook>? { get }
 }
 
 extension ExportablePlugin {
@@ -44,6 +48,8 @@ extension ExportablePlugin {
     public static var pluginLicense: String { "MIT" }
     /// Default: every hook.
     public static var implementedHooks: Set<InterceptorHook> { Set(InterceptorHook.allCases) }
+    /// Default: nil, every implemented hook.
+    public var activeHooks: Set<InterceptorHook>? { nil }
     /// The plugin name.
     public var name: String { Self.pluginName }
 }
@@ -78,6 +84,21 @@ public enum PluginExport {
         return "\(compiler) \(arch)-\(os)"
     }()
 
+    /// The `PH_HOOK_*` bits of `hooks`.
+    public static func hookBits(_ hooks: Set<InterceptorHook>) -> UInt32 {
+        var bits: UInt32 = 0
+        for hook in hooks {
+            switch hook {
+            case .prepare: bits |= PH_HOOK_PREPARE
+            case .willSend: bits |= PH_HOOK_WILL_SEND
+            case .didReceive: bits |= PH_HOOK_DID_RECEIVE
+            case .process: bits |= PH_HOOK_PROCESS
+            case .credential: bits |= PH_HOOK_CREDENTIAL
+            }
+        }
+        return bits
+    }
+
     /// The ABI version this SDK speaks.
     public static let abiVersion = (major: Int(PH_ABI_MAJOR), minor: Int(PH_ABI_MINOR))
 
@@ -87,7 +108,10 @@ public enum PluginExport {
         exportState.withLock { state in
             if let existing = state.descriptor, let pointer = UnsafeRawPointer(bitPattern: existing) { return pointer }
             state.name = P.pluginName
-            state.factory = { configuration, host in try P(configuration: configuration, host: host) }
+            state.factory = { configuration, host in
+                let plugin = try P(configuration: configuration, host: host)
+                return (plugin, plugin.activeHooks)
+            }
             state.hooks = P.implementedHooks
             let descriptor = makeDescriptor(for: P.self)
             state.descriptor = UInt(bitPattern: descriptor)
@@ -117,7 +141,7 @@ public enum PluginExport {
 /// once and never freed).
 private struct ExportState: Sendable {
     var descriptor: UInt?
-    var factory: (@Sendable (PluginConfiguration, any HostServices) throws -> any Interceptor)?
+    var factory: (@Sendable (PluginConfiguration, any HostServices) throws -> (any Interceptor, Set<InterceptorHook>?))?
     var name = ""
     /// The hooks the descriptor exports.
     var hooks: Set<InterceptorHook> = []
@@ -201,7 +225,7 @@ private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, Un
     let services = CHostServices(api: api)
     do {
         let configuration = try PluginConfiguration(plugin: name, json: CBytes.array(config))
-        let interceptor = try factory(configuration, services)
+        let (interceptor, active) = try factory(configuration, services)
         // Once per library: a hook the plugin implements but does not export would silently never run.
         if !probed {
             let unlisted = HookProbe.unlistedHooks(of: interceptor, listed: hooks)
@@ -212,6 +236,12 @@ private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, Un
                     "plugin \(name) implements \(names) but its implementedHooks leaves "
                         + "\(unlisted.count == 1 ? "it" : "them") out: loaded, \(unlisted.count == 1 ? "it" : "they") "
                         + "would never run; add \(unlisted.count == 1 ? "it" : "them") to implementedHooks")
+            }
+        }
+        // Hooks this configuration makes inert are not called at all (ABI 1.1).
+        if let active, api.pointee.abi_minor >= 1, let declare = api.pointee.declare_hooks {
+            guard declare(api, PluginExport.hookBits(active)) == PH_OK else {
+                throw InterceptorError.failed("the host refused the hooks this instance declared: \(active.map(\.rawValue).sorted())")
             }
         }
         return Unmanaged.passRetained(ExportedInstance(interceptor: interceptor, api: api, services: services)).toOpaque()

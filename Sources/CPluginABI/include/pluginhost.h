@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 1   /* 1.1 added the PH_FAILURE_* codes 8 to 11 */
+#define PH_ABI_MINOR 1   /* 1.1 added failure codes 8 to 11, declare_hooks and has_subscribers */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -81,6 +81,13 @@ typedef int32_t ph_credential_answer;   /* PH_CREDENTIAL_*; the host treats an u
 #define PH_CREDENTIAL_USE 1         /* answer with the user and password given */
 #define PH_CREDENTIAL_REJECT 2      /* deliver the 401 as the response */
 #define PH_CREDENTIAL_CANCEL 3      /* cancel the request */
+
+/* Hook bits for ph_host_api.declare_hooks (added in ABI 1.1). */
+#define PH_HOOK_PREPARE 0x1u
+#define PH_HOOK_WILL_SEND 0x2u
+#define PH_HOOK_DID_RECEIVE 0x4u
+#define PH_HOOK_PROCESS 0x8u
+#define PH_HOOK_CREDENTIAL 0x10u
 
 /* A byte string: not NUL-terminated; UTF-8 for text. */
 typedef struct ph_bytes {
@@ -194,6 +201,19 @@ struct ph_host_api {
      * `has_stale` non-zero when known). PH_OK; PH_INVALID outside process or for a negative or
      * non-finite delay. */
     ph_status (*result_retry)(ph_result *result, double delay, ph_bytes refresh_key, ph_bytes stale_value, int32_t has_stale);
+
+    /* Added in ABI 1.1 (a plugin built against 1.0 never reads past result_retry; a 1.1 plugin
+     * checks host->abi_minor >= 1 before calling these). */
+
+    /* From create only: the hooks this instance needs, as PH_HOOK_* bits. The host never calls
+     * the others on this instance (e.g. a logger configured "off" declares none). Without the
+     * call, every hook the descriptor implements is called. Returns PH_OK; PH_INVALID when
+     * called outside create, or when a bit names a hook the descriptor does not implement (the
+     * host then refuses the plugin: descriptorInvalid, naming the bits). */
+    ph_status (*declare_hooks)(const ph_host_api *host, uint32_t hooks);
+    /* 1 when at least one subscriber listens for events, else 0. Cheap (one atomic read): call
+     * it before building an event, and skip the event when it returns 0. */
+    int32_t (*has_subscribers)(const ph_host_api *host);
 };
 
 /* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning ph_status

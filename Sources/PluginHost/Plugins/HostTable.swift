@@ -88,6 +88,23 @@ final class ResultHandle {
 final class HostTable: @unchecked Sendable {
     let services: BoundServices
     let table: UnsafeMutablePointer<ph_host_api>
+    /// What `create` may do: set while it runs (declare_hooks is accepted only then).
+    private let creation = Locked<(creating: Bool, declared: UInt32?)>((false, nil))
+
+    /// Runs `body` (the plugin's create) with declare_hooks open; returns its result and the
+    /// hooks the instance declared, if it did.
+    func creating<R>(_ body: () -> R) -> (R, UInt32?) {
+        creation.withLock { $0 = (true, nil) }
+        let result = body()
+        let declared = creation.withLock { state -> UInt32? in
+            state.creating = false
+            return state.declared
+        }
+        return (result, declared)
+    }
+
+    /// The hooks the descriptor implements, as bits; set before create.
+    var implemented: UInt32 = 0
 
     init(services: BoundServices) {
         self.services = services
@@ -115,12 +132,22 @@ final class HostTable: @unchecked Sendable {
             HostTable.from(api).services.log(LogLevel(abiCode: level), CBytes.string(message))
         }
         api.kv_get = { api, key, out, capacity in
-            guard let value = HostTable.from(api).services.value(forKey: CBytes.string(key)) else { return -1 }
-            let utf8 = Array(value.utf8)
-            if utf8.count <= capacity, let out, !utf8.isEmpty {
-                utf8.withUnsafeBufferPointer { out.update(from: $0.baseAddress!, count: $0.count) }
+            guard var value = HostTable.from(api).services.value(forKey: CBytes.string(key)) else { return -1 }
+            return value.withUTF8 { utf8 -> Int64 in
+                if utf8.count <= capacity, let out, let base = utf8.baseAddress { out.update(from: base, count: utf8.count) }
+                return Int64(utf8.count)
             }
-            return Int64(utf8.count)
+        }
+        api.declare_hooks = { api, hooks in
+            let table = HostTable.from(api)
+            return table.creation.withLock { state -> Int32 in
+                guard state.creating else { return PH_INVALID }
+                state.declared = hooks
+                return hooks & ~table.implemented == 0 ? PH_OK : PH_INVALID
+            }
+        }
+        api.has_subscribers = { api in
+            HostTable.from(api).services.hasSubscribers ? 1 : 0
         }
         api.kv_set = { api, key, value, remove in
             HostTable.from(api).services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key))

@@ -16,8 +16,22 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     private let descriptor: UnsafePointer<ph_plugin_descriptor>
     private let instance: UnsafeMutableRawPointer
     private let table: HostTable
+    /// The hooks called on this instance (`PH_HOOK_*` bits): those the descriptor implements,
+    /// narrowed by what the instance declared at create (ABI 1.1).
+    public let activeHooks: UInt32
     /// Error messages longer than this are truncated.
     static let errorCapacity = 4096
+
+    /// The `PH_HOOK_*` bits of the hooks `descriptor` implements.
+    static func implementedBits(_ d: ph_plugin_descriptor) -> UInt32 {
+        var bits: UInt32 = 0
+        if d.prepare != nil { bits |= PH_HOOK_PREPARE }
+        if d.will_send != nil { bits |= PH_HOOK_WILL_SEND }
+        if d.did_receive != nil { bits |= PH_HOOK_DID_RECEIVE }
+        if d.process != nil { bits |= PH_HOOK_PROCESS }
+        if d.credential != nil { bits |= PH_HOOK_CREDENTIAL }
+        return bits
+    }
 
     /// Creates an instance of `library`'s plugin with `configJSON`, its services bound to `services`.
     ///
@@ -28,12 +42,24 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         self.descriptor = library.descriptor
         let table = HostTable(services: BoundServices(services: services, plugin: library.info.name))
         self.table = table
-        let (created, message) = Self.withErrorBuffer { error in
-            configJSON.withUnsafeBytes { config in
-                library.descriptor.pointee.create(
-                    ph_bytes(data: config.baseAddress?.assumingMemoryBound(to: UInt8.self), len: config.count),
-                    UnsafePointer(table.table), error)
+        let implemented = Self.implementedBits(library.descriptor.pointee)
+        table.implemented = implemented
+        let ((created, message), declared) = table.creating {
+            Self.withErrorBuffer { error in
+                configJSON.withUnsafeBytes { config in
+                    library.descriptor.pointee.create(
+                        ph_bytes(data: config.baseAddress?.assumingMemoryBound(to: UInt8.self), len: config.count),
+                        UnsafePointer(table.table), error)
+                }
             }
+        }
+        if let declared, declared & ~implemented != 0 {
+            if let created { library.descriptor.pointee.destroy?(created) }
+            throw PluginLoadError(
+                .descriptorInvalid, file: library.path, plugin: library.info.name,
+                reason: String(
+                    format: "create declared hooks 0x%02x, but the descriptor implements only 0x%02x (extra bits 0x%02x)", declared,
+                    implemented, declared & ~implemented))
         }
         guard let created else {
             throw PluginLoadError(
@@ -41,6 +67,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
                 reason: message.isEmpty ? "create failed without a message" : message)
         }
         instance = created
+        activeHooks = declared ?? implemented
     }
 
     deinit {
@@ -50,7 +77,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     // MARK: Hooks
 
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
-        guard let hook = descriptor.pointee.prepare else { return .proceed }
+        guard activeHooks & PH_HOOK_PREPARE != 0, let hook = descriptor.pointee.prepare else { return .proceed }
         let handle = try requestHandle(request, mayRespond: true)
         try call(.prepare) { error in
             withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
@@ -59,7 +86,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
-        guard let hook = descriptor.pointee.will_send else { return }
+        guard activeHooks & PH_HOOK_WILL_SEND != 0, let hook = descriptor.pointee.will_send else { return }
         let handle = try requestHandle(request, mayRespond: false)
         try call(.willSend) { error in
             withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
@@ -67,7 +94,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
-        guard let hook = descriptor.pointee.did_receive else { return }
+        guard activeHooks & PH_HOOK_DID_RECEIVE != 0, let hook = descriptor.pointee.did_receive else { return }
         let handle = resultHandle(result, mayDecide: false)
         try call(.didReceive) { error in
             withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
@@ -75,7 +102,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
-        guard let hook = descriptor.pointee.process else { return .proceed }
+        guard activeHooks & PH_HOOK_PROCESS != 0, let hook = descriptor.pointee.process else { return .proceed }
         let handle = resultHandle(result, mayDecide: true)
         try call(.process) { error in
             withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
@@ -86,7 +113,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
-        guard let hook = descriptor.pointee.credential else { return .performDefault }
+        guard activeHooks & PH_HOOK_CREDENTIAL != 0, let hook = descriptor.pointee.credential else { return .performDefault }
         let arena = ByteArena()
         var c = ph_challenge()
         c.struct_size = UInt32(MemoryLayout<ph_challenge>.size)

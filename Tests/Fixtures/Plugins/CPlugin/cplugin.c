@@ -1,4 +1,5 @@
-/* A plugin written in plain C against pluginhost.h (test fixture).
+/* A plugin written in plain C against pluginhost.h (test fixture), as built against ABI 1.0:
+ * its descriptor says 1.0 and has the 1.0 size, and it calls nothing 1.1 added.
  * prepare appends "cplugin" to X-Order; process appends it to X-Response-Order.
  * Configuration: {} or {"fail": "message"} (create refuses with that message). */
 #include <stdlib.h>
@@ -84,9 +85,9 @@ static int32_t process(void *instance, ph_result *result, const ph_context *cont
 }
 
 static const ph_plugin_descriptor descriptor = {
-    .struct_size = sizeof(ph_plugin_descriptor),
+    .struct_size = PH_DESCRIPTOR_SIZE_V1_0,
     .abi_major = PH_ABI_MAJOR,
-    .abi_minor = PH_ABI_MINOR,
+    .abi_minor = 0,
     .name = "cplugin",
     .version = "1.0.0",
     .summary = "A plugin written in C (test fixture)",

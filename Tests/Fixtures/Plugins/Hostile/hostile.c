@@ -4,7 +4,11 @@
  *   slow          prepare sleeps 1.5 s
  *   crlf          prepare tries to set a header whose value contains CR/LF (must be refused)
  *   bad-url       prepare tries to set an invalid URL (must be refused)
- *   bad-name      prepare tries to set a header named "X Bad" (must be refused) */
+ *   bad-name      prepare tries to set a header named "X Bad" (must be refused)
+ *   declare-extra create declares prepare and process, but only prepare is implemented (ABI 1.1;
+ *                 the host must refuse the plugin)
+ *   declare-none  create declares no hook (ABI 1.1); prepare fails if it is ever called
+ *   declare-late  prepare calls declare_hooks (outside create: must return PH_INVALID) */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +37,10 @@ static void *create(ph_bytes config, const ph_host_api *host, ph_error_buf *erro
     instance->host = host;
     copy_mode(config, instance->mode, sizeof instance->mode);
     (void)error;
+    if (host->abi_minor >= 1) {
+        if (strcmp(instance->mode, "declare-extra") == 0) host->declare_hooks(host, PH_HOOK_PREPARE | PH_HOOK_PROCESS);
+        if (strcmp(instance->mode, "declare-none") == 0) host->declare_hooks(host, 0);
+    }
     return instance;
 }
 
@@ -63,6 +71,11 @@ static int32_t prepare(void *opaque, ph_request *request, const ph_context *cont
         return PH_ERROR;
     }
     if (strcmp(self->mode, "silent-error") == 0) return PH_ERROR;
+    if (strcmp(self->mode, "declare-none") == 0) return fail_with(error, "prepare ran although create declared no hook");
+    if (strcmp(self->mode, "declare-late") == 0) {
+        return self->host->declare_hooks(self->host, 0) == PH_INVALID ? fail_with(error, "declare_hooks outside create: PH_INVALID")
+                                                                       : fail_with(error, "declare_hooks outside create was accepted");
+    }
     if (strcmp(self->mode, "slow") == 0) {
         struct timespec pause = {1, 500000000};
         nanosleep(&pause, NULL);

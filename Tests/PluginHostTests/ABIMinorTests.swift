@@ -1,0 +1,101 @@
+import CPluginABI
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+/// ABI 1.1 beside 1.0: per-instance hook masks (`declare_hooks`), `has_subscribers`, and a
+/// plugin built against 1.0 loading next to 1.1 ones.
+@Suite("ABI 1.1")
+struct ABIMinorTests {
+    func hostile(_ f: PluginFixtures, _ mode: String) throws -> URL {
+        if !FileManager.default.fileExists(atPath: f.plugins + "/hostile.plugin") { try f.bundle("HostileTestPlugin") }
+        return try f.manifest([["name": "hostile", "config": ["mode": mode]]], file: "\(mode).json")
+    }
+
+    @Test func aPluginBuiltAgainst1_0RunsBesideOnesBuiltAgainst1_1() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        try f.bundle("CPluginTestPlugin")
+        try f.bundle("HostileTestPlugin")
+        let plugins = try PluginLoader.load(
+            manifest: try f.manifest([["name": "alpha"], ["name": "cplugin"], ["name": "hostile", "config": ["mode": "declare-none"]]]),
+            services: PluginServices())
+        #expect(plugins.map { "\($0.name) \($0.library.info.abiMajor).\($0.library.info.abiMinor)" } == ["alpha 1.1", "cplugin 1.0", "hostile 1.1"])
+        let provider = Provider<Bin>(interceptors: plugins)
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(try echo(response).header("X-Order") == "alpha,cplugin")
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "cplugin,alpha")
+    }
+
+    @Test func declaredHooksAreTheOnlyOnesCalled() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let plugins = try PluginLoader.load(manifest: try hostile(f, "declare-none"), services: PluginServices())
+        #expect(plugins.first?.activeHooks == 0)
+        // Its prepare fails if called: the request goes through.
+        let response = try await Provider<Bin>(interceptors: plugins).request(try Bin("get")).value
+        #expect(response.statusCode == 200)
+    }
+
+    @Test func declaringAHookTheDescriptorLacksIsRefusedAtLoad() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let error = loadError { _ = try PluginLoader.load(manifest: try hostile(f, "declare-extra"), services: PluginServices()) }
+        #expect(error?.kind == .descriptorInvalid)
+        #expect(error?.plugin == "hostile")
+        #expect(error?.reason == "create declared hooks 0x09, but the descriptor implements only 0x01 (extra bits 0x08)")
+    }
+
+    @Test func declaringHooksOutsideCreateIsRefused() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try Provider<Bin>(manifest: try hostile(f, "declare-late"))
+        let result = await provider.request(try Bin("get")).result
+        guard case .failure(.interceptor("hostile", .prepare, let message)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(message == "declare_hooks outside create: PH_INVALID")
+    }
+
+    @Test func contribPluginsDeclareOnlyTheHooksTheirConfigurationNeeds() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.contrib("Logger")
+        try f.contrib("Credentials")
+        func active(_ name: String, _ config: [String: Any]) throws -> UInt32? {
+            try PluginLoader.load(
+                manifest: try f.manifest([["name": name, "config": config]], file: "\(UUID().uuidString).json"), services: PluginServices()
+            )
+            .first?.activeHooks
+        }
+        #expect(try active("logger", ["level": "off"]) == 0)
+        #expect(try active("logger", ["level": "basic"]) == PH_HOOK_WILL_SEND | PH_HOOK_DID_RECEIVE)
+        #expect(try active("credentials", [:]) == 0)
+        let entry: [String: Any] = ["host": "h", "user": "u", "password": "p"]
+        #expect(try active("credentials", ["credentials": [entry]]) == PH_HOOK_CREDENTIAL)
+        var preemptive = entry
+        preemptive["preemptive"] = true
+        #expect(try active("credentials", ["credentials": [preemptive]]) == PH_HOOK_PREPARE | PH_HOOK_CREDENTIAL)
+    }
+
+    @Test func activityBuildsEventsOnlyWhileSomeoneListens() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let services = PluginServices()
+        #expect(!services.hasSubscribers)
+        let provider = try f.provider([("activity", [:])], services: services)
+        _ = try await provider.request(try Bin("get")).value
+        let events = LockedCounter()
+        let subscription = services.subscribe { events.append("\($0.name) \($0.fields["inFlight"] ?? "")") }
+        #expect(services.hasSubscribers)
+        _ = try await provider.request(try Bin("get")).value
+        subscription.cancel()
+        #expect(!services.hasSubscribers)
+        _ = try await provider.request(try Bin("get")).value
+        // The count stayed right while nobody listened: 1 in flight, then 0.
+        #expect(events.log == ["began 1", "ended 0"])
+    }
+}
