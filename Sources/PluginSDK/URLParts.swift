@@ -1,22 +1,72 @@
 import Foundation
 
 /// Small helpers for reading a URL string's parts without building a `URLRequest`.
+///
+/// The path and the query are read straight from the string's bytes (no Foundation URL
+/// parsing on the hot path of a signing plugin); an unusual string (no `scheme://`, a `%` not
+/// followed by two hex digits) falls back to `URLComponents`, so the results are the same.
 public struct URLParts: Sendable {
-    /// The components, or nil when the string is not a URL.
-    public let components: URLComponents?
+    /// The string parsed.
+    public let string: String
 
-    /// Parses `string`.
+    /// Parses `string` (lazily: each property reads what it needs).
     public init(_ string: String) {
-        components = URLComponents(string: string)
+        self.string = string
+    }
+
+    /// The components, or nil when the string is not a URL.
+    public var components: URLComponents? { URLComponents(string: string) }
+
+    /// The byte ranges of the path and the query (without `?`), or nil to fall back.
+    private var ranges: (path: Range<Int>, query: Range<Int>?)? {
+        let utf8 = Array(string.utf8)
+        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")), colon > 0, utf8.count >= colon + 3,
+            utf8[colon + 1] == UInt8(ascii: "/"), utf8[colon + 2] == UInt8(ascii: "/"),
+            utf8[..<colon].allSatisfy({ Self.isSchemeByte($0) })
+        else { return nil }
+        var index = colon + 3
+        while index < utf8.count, utf8[index] != UInt8(ascii: "/"), utf8[index] != UInt8(ascii: "?"), utf8[index] != UInt8(ascii: "#") {
+            index += 1
+        }
+        let pathStart = index
+        while index < utf8.count, utf8[index] != UInt8(ascii: "?"), utf8[index] != UInt8(ascii: "#") { index += 1 }
+        let path = pathStart..<index
+        var query: Range<Int>?
+        if index < utf8.count, utf8[index] == UInt8(ascii: "?") {
+            let queryStart = index + 1
+            index = queryStart
+            while index < utf8.count, utf8[index] != UInt8(ascii: "#") { index += 1 }
+            query = queryStart..<index
+        }
+        // Anything URLComponents would refuse or treat specially: let it decide.
+        for i in 0..<index where utf8[i] == UInt8(ascii: "%") {
+            guard i + 2 < utf8.count, Self.hexValue(utf8[i + 1]) != nil, Self.hexValue(utf8[i + 2]) != nil else { return nil }
+        }
+        for i in 0..<index where Self.needsEscaping(utf8[i]) { return nil }
+        return (path, query)
     }
 
     /// Decoded query items in order; a name without `=` has an empty value.
     public var queryItems: [(name: String, value: String)] {
-        (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }
+        guard let ranges else { return (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") } }
+        guard let query = ranges.query, !query.isEmpty else { return [] }
+        let utf8 = Array(string.utf8)
+        var items: [(name: String, value: String)] = []
+        for item in utf8[query].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false) {
+            if let equals = item.firstIndex(of: UInt8(ascii: "=")) {
+                items.append((Self.decode(item[item.startIndex..<equals]), Self.decode(item[(equals + 1)...])))
+            } else {
+                items.append((Self.decode(item), ""))
+            }
+        }
+        return items
     }
 
     /// The percent-encoded path as sent.
-    public var percentEncodedPath: String { components?.percentEncodedPath ?? "" }
+    public var percentEncodedPath: String {
+        guard let ranges else { return components?.percentEncodedPath ?? "" }
+        return String(decoding: Array(string.utf8)[ranges.path], as: UTF8.self)
+    }
 
     /// The host, if any.
     public var host: String? { components?.host }
@@ -28,5 +78,55 @@ public struct URLParts: Sendable {
             let host = components.host, !host.isEmpty
         else { return false }
         return true
+    }
+
+    /// Bytes a URL may not hold unescaped (RFC 3986): URLComponents refuses them.
+    private static func needsEscaping(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0...0x20, 0x7F...0xFF, UInt8(ascii: "\""), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\\"), UInt8(ascii: "^"),
+            UInt8(ascii: "`"), UInt8(ascii: "{"), UInt8(ascii: "|"), UInt8(ascii: "}"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static func isSchemeByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."):
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    /// Percent-decodes (validated beforehand); `+` stays `+`, as URLComponents leaves it.
+    private static func decode(_ bytes: ArraySlice<UInt8>) -> String {
+        guard bytes.contains(UInt8(ascii: "%")) else { return String(decoding: bytes, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex, let high = hexValue(bytes[index + 1]),
+                let low = hexValue(bytes[index + 2])
+            {
+                out.append(high << 4 | low)
+                index += 3
+            } else {
+                out.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }
