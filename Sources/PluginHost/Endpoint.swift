@@ -91,13 +91,36 @@ public struct Endpoint: Sendable {
     /// the task cannot be encoded, and ``NetworkError/fileAccess(path:reason:)`` for an
     /// unreadable multipart file.
     public func urlRequest() throws(NetworkError) -> URLRequest {
+        try urlRequest(defaultHeaders: [:])
+    }
+
+    /// The request, with `defaultHeaders` added where the endpoint has no field of that name.
+    ///
+    /// The fields are set in one assignment (setting them one by one re-validates and
+    /// re-capitalises every field each time: the most expensive step of a small request); a
+    /// value with CR, LF or NUL is left out, as `setValue(_:forHTTPHeaderField:)` leaves it out.
+    func urlRequest(defaultHeaders: [String: String]) throws(NetworkError) -> URLRequest {
         guard let requestURL = URL(string: url), URLParts.isAbsoluteHTTP(url) else {
             throw .requestMapping(url)
         }
         var request = URLRequest(url: requestURL)
         request.httpMethod = method.rawValue
-        for (name, value) in httpHeaderFields ?? [:] {
-            request.setValue(value, forHTTPHeaderField: name)
+        let own = httpHeaderFields ?? [:]
+        if !own.isEmpty || !defaultHeaders.isEmpty {
+            var fields: [String: String] = [:]
+            var names = Set<String>()
+            for (name, value) in own where HeaderValidation.isValidValue(value) {
+                let lowered = name.lowercased()
+                if names.contains(lowered), let earlier = fields.keys.first(where: { $0.lowercased() == lowered }) {
+                    fields.removeValue(forKey: earlier)
+                }
+                fields[name] = value
+                names.insert(lowered)
+            }
+            for (name, value) in defaultHeaders where !names.contains(name.lowercased()) {
+                fields[name] = value
+            }
+            request.allHTTPHeaderFields = fields
         }
         request = try encodeTask(into: request)
         if !extraQueryParameters.isEmpty, let current = request.url {

@@ -183,11 +183,8 @@ public final class Provider<Target: TargetType>: Sendable {
             endpoint = endpoint.merging(defaultHeaders: snapshot.headers, defaultParameters: snapshot.parameters)
             timeout = snapshot.timeout
         }
-        var request = try endpoint.urlRequest()
+        var request = try endpoint.urlRequest(defaultHeaders: defaultHeaders)
         if let timeout { request.timeoutInterval = timeout }
-        for (name, value) in defaultHeaders where request.value(forHTTPHeaderField: name) == nil {
-            request.setValue(value, forHTTPHeaderField: name)
-        }
         do {
             request = try await requestClosure(endpoint, request)
         } catch let error as NetworkError {
