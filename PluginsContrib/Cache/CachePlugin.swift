@@ -92,6 +92,17 @@ public struct CachePlugin: ExportablePlugin {
     /// an HMAC-SHA256 under this cache's secret, in hex; nil when there are none.
     func partition(_ values: [[String]]) -> String? {
         guard values.contains(where: { !$0.isEmpty }) else { return nil }
+        // One user's requests follow each other: the last answer is kept (one HMAC per change).
+        if let last = lastPartition.withLock({ $0 }), last.credentials == values { return last.partition }
+        let computed = computePartition(values)
+        lastPartition.withLock { $0 = (values, computed) }
+        return computed
+    }
+
+    /// The last credentials seen and their partition.
+    private let lastPartition = Locked<(credentials: [[String]], partition: String)?>(nil)
+
+    private func computePartition(_ values: [[String]]) -> String {
         var message: [UInt8] = []
         for (name, list) in zip(Self.credentialHeaders, values) {
             for value in list {

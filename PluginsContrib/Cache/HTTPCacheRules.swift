@@ -6,20 +6,33 @@ struct CacheDirectives {
     var values: [String: String?] = [:]
 
     init(_ headerValues: [String]) {
+        guard !headerValues.isEmpty else { return }
         for value in headerValues {
-            for part in value.split(separator: ",") {
-                let item = part.trimmingCharacters(in: .whitespaces)
+            for part in Array(value.utf8).split(separator: UInt8(ascii: ",")) {
+                let item = Self.trimmed(part, also: nil)
                 guard !item.isEmpty else { continue }
-                if let equals = item.firstIndex(of: "=") {
-                    let name = item[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
-                    let argument = item[item.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-                        .trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                if let equals = item.firstIndex(of: UInt8(ascii: "=")) {
+                    let name = String(decoding: Self.trimmed(item[..<equals], also: nil), as: UTF8.self).lowercased()
+                    let argument = String(decoding: Self.trimmed(item[(equals + 1)...], also: UInt8(ascii: "\"")), as: UTF8.self)
                     values[name] = .some(argument)
                 } else {
-                    values[item.lowercased()] = .some(nil)
+                    values[String(decoding: item, as: UTF8.self).lowercased()] = .some(nil)
                 }
             }
         }
+    }
+
+    /// `bytes` without leading and trailing spaces and tabs (and `also`, when given, after them).
+    private static func trimmed(_ bytes: ArraySlice<UInt8>, also: UInt8?) -> ArraySlice<UInt8> {
+        var slice = bytes
+        func isTrimmed(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        while let first = slice.first, isTrimmed(first) { slice = slice.dropFirst() }
+        while let last = slice.last, isTrimmed(last) { slice = slice.dropLast() }
+        if let also {
+            while let first = slice.first, first == also { slice = slice.dropFirst() }
+            while let last = slice.last, last == also { slice = slice.dropLast() }
+        }
+        return slice
     }
 
     func has(_ name: String) -> Bool { values[name] != nil }

@@ -91,6 +91,9 @@ public struct SignaturePlugin: ExportablePlugin {
         return .proceed
     }
 
+    /// The SHA-256 of no bytes, in hex (most signed requests have no body).
+    static let emptyBodyHash = SHA256.hex(SHA256.hash([UInt8]()))
+
     /// The HMAC-SHA256 canonical string of a request.
     static func canonicalString(method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>) -> String {
         let parts = URLParts(url)
@@ -101,7 +104,8 @@ public struct SignaturePlugin: ExportablePlugin {
         pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
         let query = pairs.map { $0.name + "=" + $0.value }.joined(separator: "&")
         let path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
-        return [method, path, query, timestamp, nonce, SHA256.hex(SHA256.hash(body ?? []))].joined(separator: "\n")
+        let bodyHash = body.map { $0.isEmpty ? emptyBodyHash : SHA256.hex(SHA256.hash($0)) } ?? emptyBodyHash
+        return [method, path, query, timestamp, nonce, bodyHash].joined(separator: "\n")
     }
 
     func signHMAC(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {

@@ -100,11 +100,14 @@ public struct Endpoint: Sendable {
     /// re-capitalises every field each time: the most expensive step of a small request); a
     /// value with CR, LF or NUL is left out, as `setValue(_:forHTTPHeaderField:)` leaves it out.
     func urlRequest(defaultHeaders: [String: String]) throws(NetworkError) -> URLRequest {
-        guard let requestURL = URL(string: url), URLParts.isAbsoluteHTTP(url) else {
+        guard let requestURL = URL(string: url), let scheme = requestURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = requestURL.host, !host.isEmpty
+        else {
             throw .requestMapping(url)
         }
         var request = URLRequest(url: requestURL)
-        request.httpMethod = method.rawValue
+        // GET is the default; setting it anyway costs a normalisation.
+        if method != .get { request.httpMethod = method.rawValue }
         let own = httpHeaderFields ?? [:]
         if !own.isEmpty || !defaultHeaders.isEmpty {
             var fields: [String: String] = [:]
