@@ -2,6 +2,12 @@ import CPluginABI
 import Foundation
 import PluginSDK
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A plugin created from a shared library, seen by the provider as an ordinary ``Interceptor``.
 ///
 /// Only C data crosses into the library: the hooks receive handles to the host's request and
@@ -169,16 +175,17 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         throw InterceptorError.failed(message.isEmpty ? "\(hook) failed with status \(status) and no message" : message)
     }
 
-    /// Runs `body` with a host-provided error buffer (on the stack: most calls never write to it)
-    /// and returns its result with the message written, clamped to the buffer.
+    /// Runs `body` with a host-provided error buffer and returns its result with the message
+    /// written, clamped to the buffer. The buffer is this thread's own, allocated once: a 4 KiB
+    /// temporary per hook call would be a heap allocation (or a stack-bounds check) each time,
+    /// and hook calls never nest on one thread.
     private static func withErrorBuffer<R>(_ body: (UnsafeMutablePointer<ph_error_buf>) -> R) -> (R, String) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: errorCapacity) { buffer in
-            var error = ph_error_buf(data: buffer.baseAddress, capacity: buffer.count, len: 0)
-            let result = body(&error)
-            let length = min(error.len, buffer.count)
-            let message = length == 0 ? "" : String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<length]), as: UTF8.self)
-            return (result, message)
-        }
+        let buffer = ThreadErrorBuffer.current
+        var error = ph_error_buf(data: buffer, capacity: errorCapacity, len: 0)
+        let result = body(&error)
+        let length = min(error.len, errorCapacity)
+        let message = length == 0 ? "" : String(decoding: UnsafeBufferPointer(start: buffer, count: length), as: UTF8.self)
+        return (result, message)
     }
 
     private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) -> R) -> R {
@@ -217,5 +224,22 @@ final class CContext: @unchecked Sendable {
         pointer.deallocate()
         keys.deallocate()
         values.deallocate()
+    }
+}
+
+/// One error buffer per thread for hook calls (see `LoadedPlugin.withErrorBuffer`).
+enum ThreadErrorBuffer {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key) { pointer in free(pointer) }
+        return key
+    }()
+
+    /// This thread's buffer of ``LoadedPlugin/errorCapacity`` bytes.
+    static var current: UnsafeMutablePointer<UInt8> {
+        if let existing = pthread_getspecific(key) { return existing.assumingMemoryBound(to: UInt8.self) }
+        guard let created = malloc(LoadedPlugin.errorCapacity) else { fatalError("out of memory for a 4 KiB error buffer") }
+        pthread_setspecific(key, created)
+        return created.assumingMemoryBound(to: UInt8.self)
     }
 }
