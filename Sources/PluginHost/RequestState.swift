@@ -16,6 +16,11 @@ final class RequestState: RequestBackend {
     /// The original header fields sorted by name, made the first time a hook walks them.
     private var originalHeaders: [HTTPHeader]?
     private var changed = false
+    /// Which of method, body and timeout a hook changed (the others are not set again: setting
+    /// `httpMethod` on a URLRequest normalises it each time).
+    private var methodChanged = false
+    private var bodyChanged = false
+    private var timeoutChanged = false
 
     init(_ request: URLRequest) {
         original = request
@@ -39,6 +44,7 @@ final class RequestState: RequestBackend {
         try HeaderValidation.checkMethod(method)
         self.method = method
         changed = true
+        methodChanged = true
     }
 
     func setURL(_ string: String) throws {
@@ -48,11 +54,8 @@ final class RequestState: RequestBackend {
     }
 
     func header(named name: String, index: Int) -> String? {
-        if changedHeaders == nil {
-            guard index == 0 else { return nil }
-            return original.value(forHTTPHeaderField: name)
-        }
-        return changedHeaders!.value(named: name, index: index)
+        // Our own list (made once): Foundation's lookup lower-cases every field name on each call.
+        headers.value(named: name, index: index)
     }
 
     func setHeader(named name: String, value: String?) throws {
@@ -70,16 +73,19 @@ final class RequestState: RequestBackend {
     func setBody(_ body: [UInt8]?) {
         bodyData = body.map { Data($0) }
         changed = true
+        bodyChanged = true
     }
 
     func setBodyData(_ data: Data?) {
         bodyData = data
         changed = true
+        bodyChanged = true
     }
 
     func setTimeout(_ seconds: Double) {
         timeout = seconds
         changed = true
+        timeoutChanged = true
     }
 
     /// The request to send: the original itself when no hook changed anything, else a copy
@@ -88,9 +94,9 @@ final class RequestState: RequestBackend {
         guard changed else { return original }
         var request = original
         if let changedURL { request.url = URL(string: changedURL) }
-        request.httpMethod = method
-        request.httpBody = bodyData
-        request.timeoutInterval = timeout
+        if methodChanged { request.httpMethod = method }
+        if bodyChanged { request.httpBody = bodyData }
+        if timeoutChanged { request.timeoutInterval = timeout }
         guard let changedHeaders else { return request }
         // Repeated fields are joined as RFC 9110 §5.3 says: ", ".
         request.allHTTPHeaderFields = changedHeaders.folded()
@@ -147,10 +153,9 @@ final class ResponseState: ResponseBackend {
     }
 
     func header(named name: String, index: Int) -> String? {
-        if fields == nil, let original {
-            return index == 0 ? original.value(forHTTPHeaderField: name) : nil
-        }
-        return headers.value(named: name, index: index)
+        // Our own list (made once): Foundation's lookup compares every name with
+        // `caseInsensitiveCompare`, on each call.
+        headers.value(named: name, index: index)
     }
 
     func setHeader(named name: String, value: String?) throws {

@@ -5,6 +5,8 @@ extension HTTPHeader {
     /// Whether two header names are equal ignoring ASCII case (header names are ASCII tokens).
     @inlinable
     public static func namesEqual(_ a: String, _ b: String) -> Bool {
+        // ASCII names: different lengths never match (O(1) for native strings).
+        guard a.utf8.count == b.utf8.count else { return false }
         var left = a.utf8.makeIterator()
         var right = b.utf8.makeIterator()
         while true {
