@@ -121,10 +121,10 @@ public struct SignaturePlugin: ExportablePlugin {
         if inQuery {
             try request.setURL(Self.appending([(names.signature, signature)], to: request.url))
         } else {
-            try request.setHeader("X-Signature", signature)
-            try request.setHeader("X-Timestamp", timestamp)
-            try request.setHeader("X-Nonce", nonce)
-            try request.setHeader("X-Key-Id", keyID)
+            // One call across the ABI for the four fields.
+            try request.editHeaders([
+                .set("X-Signature", signature), .set("X-Timestamp", timestamp), .set("X-Nonce", nonce), .set("X-Key-Id", keyID),
+            ])
         }
     }
 

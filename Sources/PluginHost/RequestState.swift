@@ -68,6 +68,25 @@ final class RequestState: RequestBackend {
         changed = true
     }
 
+    /// Checks every edit, then applies them to one copy of the list: all or none.
+    func applyEdits(_ edits: [HeaderEdit]) throws(HeaderEditError) {
+        try HeaderEdit.check(edits)
+        var updated = headers
+        for edit in edits {
+            switch edit {
+            case .set(let name, let value): updated.set(named: name, value: value)
+            case .add(let name, let value): updated.append(HTTPHeader(name: name, value: value))
+            case .remove(let name): updated.set(named: name, value: nil)
+            }
+        }
+        changedHeaders = updated
+        changed = true
+    }
+
+    func editHeaders(_ edits: [HeaderEdit]) throws {
+        try applyEdits(edits)
+    }
+
     var body: [UInt8]? { bodyData.map { [UInt8]($0) } }
 
     func setBody(_ body: [UInt8]?) {

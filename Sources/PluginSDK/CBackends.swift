@@ -93,7 +93,23 @@ final class CRequestBackend: RequestBackend {
     }
 
     var headers: [HTTPHeader] {
-        (0..<api.pointee.request_header_count(handle)).compactMap { index in
+        if api.pointee.abi_minor >= 1, let all = api.pointee.request_headers {
+            // One call (ABI 1.1): up to 32 fields on the stack, more in a second call.
+            let snapshot = withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: 64) { buffer -> [HTTPHeader]? in
+                let names = buffer.baseAddress!
+                let values = names + 32
+                let count = all(handle, names, values, 32)
+                guard count <= 32 else { return nil }
+                return (0..<count).map { HTTPHeader(name: CBytes.string(names[$0]), value: CBytes.string(values[$0])) }
+            }
+            if let snapshot { return snapshot }
+            let count = all(handle, nil, nil, 0)
+            var names = [ph_bytes](repeating: ph_bytes(), count: count)
+            var values = [ph_bytes](repeating: ph_bytes(), count: count)
+            let written = min(count, all(handle, &names, &values, count))
+            return (0..<written).map { HTTPHeader(name: CBytes.string(names[$0]), value: CBytes.string(values[$0])) }
+        }
+        return (0..<api.pointee.request_header_count(handle)).compactMap { index in
             var name = ph_bytes()
             var value = ph_bytes()
             guard api.pointee.request_header_at(handle, index, &name, &value) == PH_OK else { return nil }
@@ -120,6 +136,43 @@ final class CRequestBackend: RequestBackend {
         try HeaderValidation.check(name: name, value: value)
         let status = CBytes.with(name) { nameBytes in CBytes.with(value) { api.pointee.request_add_header(handle, nameBytes, $0) } }
         if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+    }
+
+    /// One call across the ABI for the whole batch (ABI 1.1); checked here first, so the
+    /// host's refusal is the same error.
+    func editHeaders(_ edits: [HeaderEdit]) throws {
+        try HeaderEdit.check(edits)
+        guard api.pointee.abi_minor >= 1, let edit = api.pointee.request_edit_headers else {
+            for change in edits {
+                switch change {
+                case .set(let name, let value): try setHeader(named: name, value: value)
+                case .add(let name, let value): try addHeader(named: name, value: value)
+                case .remove(let name): try setHeader(named: name, value: nil)
+                }
+            }
+            return
+        }
+        let pairs = edits.map { change -> (String, String) in
+            switch change {
+            case .set(let name, let value), .add(let name, let value): return (name, value)
+            case .remove(let name): return (name, "")
+            }
+        }
+        var badIndex = 0
+        let status = CBytes.withPairs(pairs) { names, values, count -> Int32 in
+            guard let names, let values else { return PH_OK }
+            var batch = edits.enumerated().map { index, change -> ph_header_edit in
+                let op: Int32
+                switch change {
+                case .set: op = PH_EDIT_SET
+                case .add: op = PH_EDIT_ADD
+                case .remove: op = PH_EDIT_REMOVE
+                }
+                return ph_header_edit(op: op, name: names[index], value: values[index])
+            }
+            return edit(handle, &batch, count, &badIndex)
+        }
+        if status != PH_OK { throw HeaderEditError(index: badIndex, reason: "refused by the host") }
     }
 
     var body: [UInt8]? {

@@ -27,6 +27,80 @@ public protocol RequestBackend: AnyObject {
     var timeout: Double { get }
     /// Replaces the timeout.
     func setTimeout(_ seconds: Double)
+    /// Applies `edits` in order, all or none; throws ``HeaderEditError`` naming the first
+    /// refused edit.
+    func editHeaders(_ edits: [HeaderEdit]) throws
+}
+
+extension RequestBackend {
+    /// Checks every edit, then applies them one by one (backends that can do it in one step
+    /// implement their own).
+    public func editHeaders(_ edits: [HeaderEdit]) throws {
+        try HeaderEdit.check(edits)
+        for edit in edits {
+            switch edit {
+            case .set(let name, let value): try setHeader(named: name, value: value)
+            case .add(let name, let value): try addHeader(named: name, value: value)
+            case .remove(let name): try setHeader(named: name, value: nil)
+            }
+        }
+    }
+}
+
+/// One change to a request's header fields, for ``InterceptorRequest/editHeaders(_:)``.
+public enum HeaderEdit: Sendable, Equatable {
+    /// Replace every field named `name` with one field.
+    case set(String, String)
+    /// Add a field, keeping those of the same name.
+    case add(String, String)
+    /// Remove every field named `name`.
+    case remove(String)
+
+    /// The most edits one call takes (`PH_MAX_HEADER_EDITS`).
+    public static let maxCount = 256
+
+    /// The field name.
+    public var name: String {
+        switch self {
+        case .set(let name, _), .add(let name, _), .remove(let name): return name
+        }
+    }
+
+    /// Throws ``HeaderEditError`` for the first invalid edit, or when there are more than ``maxCount``.
+    public static func check(_ edits: [HeaderEdit]) throws(HeaderEditError) {
+        guard edits.count <= maxCount else {
+            throw HeaderEditError(index: maxCount, reason: "more than \(maxCount) header edits in one call")
+        }
+        for (index, edit) in edits.enumerated() {
+            let value: String?
+            switch edit {
+            case .set(_, let v), .add(_, let v): value = v
+            case .remove: value = nil
+            }
+            do {
+                try HeaderValidation.check(name: edit.name, value: value)
+            } catch {
+                throw HeaderEditError(index: index, reason: String(describing: error))
+            }
+        }
+    }
+}
+
+/// Why a batch of header edits was refused: none of them was applied.
+public struct HeaderEditError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The position of the first refused edit (``HeaderEdit/maxCount`` when there were too many).
+    public let index: Int
+    /// What is wrong with it.
+    public let reason: String
+
+    /// Creates an error.
+    public init(index: Int, reason: String) {
+        self.index = index
+        self.reason = reason
+    }
+
+    /// `header edit 2: invalid value for header "X-A"`.
+    public var description: String { "header edit \(index): \(reason)" }
 }
 
 /// The request an interceptor sees: cheap accessors over host-owned state.
@@ -76,6 +150,16 @@ public struct InterceptorRequest {
     /// Removes every field named `name`.
     public func removeHeader(_ name: String) throws {
         try backend.setHeader(named: name, value: nil)
+    }
+
+    /// Applies several header edits in order, all or none, in one step (one call across the
+    /// plugin ABI, ABI 1.1); throws ``HeaderEditError`` naming the first refused edit.
+    ///
+    /// ```swift
+    /// try request.editHeaders([.set("X-Signature", signature), .set("X-Timestamp", timestamp), .remove("X-Debug")])
+    /// ```
+    public func editHeaders(_ edits: [HeaderEdit]) throws {
+        try backend.editHeaders(edits)
     }
 
     /// The body bytes, if any.

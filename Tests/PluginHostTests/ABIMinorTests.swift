@@ -99,3 +99,58 @@ struct ABIMinorTests {
         #expect(events.log == ["began 1", "ended 0"])
     }
 }
+
+/// Writes a batch of header edits from `prepare` and records what `willSend` reads back.
+private struct BatchEditor: Interceptor {
+    let edits: [HeaderEdit]
+    let outcome: LockedBox<String>
+    var name: String { "batch-editor" }
+
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        do {
+            try request.editHeaders(edits)
+            outcome.set("applied")
+        } catch let error as HeaderEditError {
+            outcome.set(error.description)
+        }
+        return .proceed
+    }
+}
+
+@Suite("ABI 1.1: header snapshots and batched edits")
+struct BatchedHeaderEditTests {
+    @Test func aBatchAppliesWholeOrNotAtAll() async throws {
+        let outcome = LockedBox("")
+        let good = Provider<Bin>(
+            stubClosure: Provider<Bin>.immediatelyStub(_:),
+            interceptors: [BatchEditor(edits: [.set("X-A", "1"), .add("X-A", "2"), .set("X-B", "3"), .remove("X-B")], outcome: outcome)])
+        let sent = try await good.request(try Bin("get", headers: ["X-B": "old"])).value.request
+        #expect(outcome.get() == "applied")
+        #expect(sent?.value(forHTTPHeaderField: "X-A") == "1, 2")
+        #expect(sent?.value(forHTTPHeaderField: "X-B") == nil)
+        let bad = Provider<Bin>(
+            stubClosure: Provider<Bin>.immediatelyStub(_:),
+            interceptors: [BatchEditor(edits: [.set("X-A", "1"), .set("X-C", "ok"), .set("X-D", "a\r\nX-Evil: 1")], outcome: outcome)])
+        let untouched = try await bad.request(try Bin("get")).value.request
+        #expect(outcome.get() == "header edit 2: invalid value for header \"X-D\": CR, LF and NUL are not allowed")
+        #expect(untouched?.value(forHTTPHeaderField: "X-A") == nil)
+        #expect(untouched?.value(forHTTPHeaderField: "X-Evil") == nil)
+        let tooMany = Provider<Bin>(
+            stubClosure: Provider<Bin>.immediatelyStub(_:),
+            interceptors: [BatchEditor(edits: Array(repeating: .set("X-A", "1"), count: HeaderEdit.maxCount + 1), outcome: outcome)])
+        _ = try await tooMany.request(try Bin("get")).value
+        #expect(outcome.get() == "header edit 256: more than 256 header edits in one call")
+    }
+
+    @Test func theSignaturePluginSignsWithOneBatchAcrossTheABI() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["keyId": "batch"])])
+        provider.services.setValue("fixture-signing-secret", forKey: "signing_secret")
+        let verified = try await provider.request(try Bin("fixture/verify-hmac")).mapJSON().value
+        #expect(verified["valid"] == .bool(true))
+        let echoed = try echo(try await provider.request(try Bin("anything")).value)
+        #expect(echoed.header("X-Key-Id") == "batch")
+        #expect(echoed.header("X-Signature")?.count == 64)
+    }
+}

@@ -38,7 +38,8 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 1   /* 1.1 added failure codes 8 to 11, declare_hooks and has_subscribers */
+#define PH_ABI_MINOR 1   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
+                            request_headers and request_edit_headers */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -94,6 +95,17 @@ typedef struct ph_bytes {
     const uint8_t *data;
     size_t len;
 } ph_bytes;
+
+/* One header edit for ph_host_api.request_edit_headers (added in ABI 1.1). */
+#define PH_EDIT_SET 0       /* replace every field named `name` with one field `value` */
+#define PH_EDIT_ADD 1       /* add a field `name: value` */
+#define PH_EDIT_REMOVE 2    /* remove every field named `name` (`value` is ignored) */
+#define PH_MAX_HEADER_EDITS 256   /* the most edits one call takes */
+typedef struct ph_header_edit {
+    int32_t op;             /* PH_EDIT_* */
+    ph_bytes name;
+    ph_bytes value;
+} ph_header_edit;
 
 /* Where a plugin writes an error message. The plugin writes at most `capacity` bytes to `data`
  * and sets `len`; a longer message is truncated. */
@@ -214,6 +226,16 @@ struct ph_host_api {
     /* 1 when at least one subscriber listens for events, else 0. Cheap (one atomic read): call
      * it before building an event, and skip the event when it returns 0. */
     int32_t (*has_subscribers)(const ph_host_api *host);
+    /* Every header field of the request in one call (prepare, will_send): writes the first
+     * min(count, capacity) names and values, in order, into names[] and values[] and returns
+     * count, the number of fields (call again with larger arrays when count > capacity). The
+     * bytes are borrowed: valid until the hook returns or a setter is called. */
+    size_t (*request_headers)(ph_request *request, ph_bytes *names, ph_bytes *values, size_t capacity);
+    /* Several header edits in one call, applied in order, all or none. Returns PH_OK; or
+     * PH_INVALID, applying none, with *bad_index (when not NULL) set to the first refused edit:
+     * an unknown op, a name that is not a token, a value with CR, LF or NUL, or count above
+     * PH_MAX_HEADER_EDITS (then *bad_index is PH_MAX_HEADER_EDITS). */
+    ph_status (*request_edit_headers)(ph_request *request, const ph_header_edit *edits, size_t count, size_t *bad_index);
 };
 
 /* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning ph_status

@@ -205,6 +205,47 @@ final class HostTable: @unchecked Sendable {
         api.request_remove_header = { request, name in
             (try? RequestHandle.from(request).state.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
         }
+        api.request_headers = { request, names, values, capacity in
+            let handle = RequestHandle.from(request)
+            let headers = handle.state.headers
+            if let names, let values {
+                for index in 0..<min(headers.count, capacity) {
+                    names[index] = handle.arena.bytes(headers[index].name)
+                    values[index] = handle.arena.bytes(headers[index].value)
+                }
+            }
+            return headers.count
+        }
+        api.request_edit_headers = { request, edits, count, badIndex in
+            guard count <= Int(PH_MAX_HEADER_EDITS) else {
+                badIndex?.pointee = Int(PH_MAX_HEADER_EDITS)
+                return PH_INVALID
+            }
+            var batch: [HeaderEdit] = []
+            batch.reserveCapacity(count)
+            for index in 0..<count {
+                guard let edit = edits?[index] else {
+                    badIndex?.pointee = index
+                    return PH_INVALID
+                }
+                let name = CBytes.string(edit.name)
+                switch edit.op {
+                case PH_EDIT_SET: batch.append(.set(name, CBytes.string(edit.value)))
+                case PH_EDIT_ADD: batch.append(.add(name, CBytes.string(edit.value)))
+                case PH_EDIT_REMOVE: batch.append(.remove(name))
+                default:
+                    badIndex?.pointee = index
+                    return PH_INVALID
+                }
+            }
+            do throws(HeaderEditError) {
+                try RequestHandle.from(request).state.applyEdits(batch)
+                return PH_OK
+            } catch {
+                badIndex?.pointee = error.index
+                return PH_INVALID
+            }
+        }
         api.request_body = { request, body in
             let handle = RequestHandle.from(request)
             guard let data = handle.state.bodyData else { return PH_NOT_FOUND }

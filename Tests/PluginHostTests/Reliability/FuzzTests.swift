@@ -132,6 +132,85 @@ struct FuzzTests {
         #expect(failures.isEmpty, "\(failures.count) failures, first: \(failures.prefix(3))")
     }
 
+    @Test func batchedHeaderEditsAcrossTheABI() async throws {
+        let failures = try await offThePool { Self.batchedHeaderEditsBody() }
+        #expect(failures.isEmpty, "\(failures.count) failures, first: \(failures.prefix(3))")
+    }
+
+    /// ABI 1.1 `request_edit_headers` with fuzzed names, values and ops: all or none, the index of
+    /// the first bad edit, never an injected header; and `request_headers` returns what is there.
+    static func batchedHeaderEditsBody() -> [String] {
+        var failures: [String] = []
+        func check(_ ok: Bool, _ message: @autoclosure () -> String = "") { if !ok { failures.append(message()) } }
+        var fuzz = Mutator(seed: 0x5EED_0004)
+        let api = HostTable.template
+        let count = 20_000 * Self.scale
+        let seeds: [[UInt8]] = ["X-Token", "Authorization", "value", "Bearer abc", "a\r\nX-Evil: 1"].map { Array($0.utf8) }
+        var accepted = 0
+        for index in 0..<count {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:9/start")!)
+            request.setValue("kept", forHTTPHeaderField: "X-Before")
+            let state = RequestState(request)
+            let handle = RequestHandle(state: state, mayRespond: false)
+            let pointer = OpaquePointer(Unmanaged.passUnretained(handle).toOpaque())
+            let before = state.headers
+            let size = index % 97 == 0 ? Int(PH_MAX_HEADER_EDITS) + 1 : 1 + index % 4
+            let texts = (0..<size).map { i in
+                (fuzz.mutate(seeds[(index + i) % 2], other: seeds[2 + (index + i) % 3]), fuzz.mutate(seeds[2 + i % 3], other: seeds[i % 2]))
+            }
+            let ops = (0..<size).map { _ in Int32(truncatingIfNeeded: fuzz.next() % 4) }  // 3 is not an op
+            var badIndex = -1
+            let status: Int32 = {
+                var keep: [[UInt8]] = []
+                var edits: [ph_header_edit] = []
+                for (i, text) in texts.enumerated() {
+                    keep.append(text.0)
+                    keep.append(text.1)
+                    edits.append(ph_header_edit(op: ops[i], name: ph_bytes(), value: ph_bytes()))
+                }
+                return withExtendedLifetime(keep) {
+                    for i in edits.indices {
+                        keep[2 * i].withUnsafeBufferPointer { edits[i].name = ph_bytes(data: $0.baseAddress, len: $0.count) }
+                        keep[2 * i + 1].withUnsafeBufferPointer { edits[i].value = ph_bytes(data: $0.baseAddress, len: $0.count) }
+                    }
+                    return api.request_edit_headers(pointer, &edits, edits.count, &badIndex)
+                }
+            }()
+            check(status == PH_OK || status == PH_INVALID)
+            if status == PH_OK {
+                accepted += 1
+                check(size <= Int(PH_MAX_HEADER_EDITS))
+            } else {
+                // None applied, and the index names the first bad edit (or the count).
+                check(state.headers == before, "a refused batch changed the headers")
+                if size > Int(PH_MAX_HEADER_EDITS) {
+                    check(badIndex == Int(PH_MAX_HEADER_EDITS))
+                } else {
+                    check(badIndex >= 0 && badIndex < size, "bad index \(badIndex) of \(size)")
+                    let bad = texts[badIndex]
+                    let valid =
+                        (0...2).contains(ops[badIndex])
+                        && HeaderValidation.isValidName(String(decoding: bad.0, as: UTF8.self))
+                        && (ops[badIndex] == PH_EDIT_REMOVE || HeaderValidation.isValidValue(String(decoding: bad.1, as: UTF8.self)))
+                    check(!valid, "edit \(badIndex) was refused but is valid")
+                }
+            }
+            for header in state.headers {
+                check(HeaderValidation.isValidName(header.name) && HeaderValidation.isValidValue(header.value))
+            }
+            let total = api.request_headers(pointer, nil, nil, 0)
+            check(total == state.headers.count)
+            var names = [ph_bytes](repeating: ph_bytes(), count: total)
+            var values = [ph_bytes](repeating: ph_bytes(), count: total)
+            check(api.request_headers(pointer, &names, &values, total) == total)
+            check(zip(names, state.headers).allSatisfy { CBytes.string($0.0) == $0.1.name })
+            _ = state.makeURLRequest()
+        }
+        check(accepted > 0 && accepted < count)
+        print("fuzz: ABI batched header edits, \(count) batches, \(count - accepted) refused whole")
+        return failures
+    }
+
     static func headersAndURLsAcrossTheABIBody() throws -> [String] {
         var failures: [String] = []
         func check(_ ok: Bool, _ message: @autoclosure () -> String = "") { if !ok { failures.append(message()) } }
