@@ -22,6 +22,10 @@ final class RequestState: RequestBackend {
     private var bodyChanged = false
     private var timeoutChanged = false
 
+    /// The handles loaded plugins' hooks receive, made on first use.
+    private(set) lazy var prepareHandle = RequestHandle(state: self, mayRespond: true)
+    private(set) lazy var willSendHandle = RequestHandle(state: self, mayRespond: false)
+
     init(_ request: URLRequest) {
         original = request
         method = request.httpMethod ?? "GET"

@@ -48,7 +48,8 @@ final class ByteArena {
 
 /// The request a plugin hook works on: the host's request state plus what the hook decided.
 final class RequestHandle {
-    let state: RequestState
+    /// Unowned: the state keeps its handles (one per phase, shared by the chain's plugins).
+    unowned let state: RequestState
     lazy var arena = ByteArena()
     let mayRespond: Bool
     var response: SyntheticResponse?

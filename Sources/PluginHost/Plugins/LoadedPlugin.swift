@@ -156,7 +156,11 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         guard let state = request.backend as? RequestState else {
             throw InterceptorError.failed("a loaded plugin can only work on requests made by the host")
         }
-        return RequestHandle(state: state, mayRespond: mayRespond)
+        // One handle per phase of the attempt, shared by the chain's loaded plugins (hooks of
+        // one request run one after the other); what a previous plugin decided is cleared.
+        let handle = mayRespond ? state.prepareHandle : state.willSendHandle
+        handle.response = nil
+        return handle
     }
 
     private func resultHandle(_ result: InterceptorResult, mayDecide: Bool) -> ResultHandle {
