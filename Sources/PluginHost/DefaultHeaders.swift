@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 
 /// The library's version, as sent in the default `User-Agent`.
 public enum PluginHostVersion {
@@ -25,24 +26,8 @@ public enum DefaultHeaders {
     /// for example `PluginHost/0.1.0 (Linux 6.1.0; x86_64)`.
     public static let userAgent: String = {
         let version = ProcessInfo.processInfo.operatingSystemVersion
-        #if os(Linux)
-        let system = "Linux"
-        #elseif os(macOS)
-        let system = "macOS"
-        #elseif os(iOS)
-        let system = "iOS"
-        #else
-        let system = "Darwin"
-        #endif
-        #if arch(x86_64)
-        let architecture = "x86_64"
-        #elseif arch(arm64)
-        let architecture = "arm64"
-        #else
-        let architecture = "unknown"
-        #endif
         return
-            "PluginHost/\(PluginHostVersion.current) (\(system) \(version.majorVersion).\(version.minorVersion).\(version.patchVersion); \(architecture))"
+            "PluginHost/\(PluginHostVersion.current) (\(Platform.system) \(version.majorVersion).\(version.minorVersion).\(version.patchVersion); \(Platform.architecture))"
     }()
 
     /// The default `Accept-Language`: up to six of the user's preferred languages with

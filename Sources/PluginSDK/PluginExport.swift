@@ -54,6 +54,34 @@ extension ExportablePlugin {
     public var name: String { Self.pluginName }
 }
 
+/// The machine this code was built for, shared by the build signature and the host's default
+/// `User-Agent`.
+package enum Platform {
+    /// `x86_64`, `arm64` or `unknown`.
+    package static var architecture: String {
+        #if arch(x86_64)
+        return "x86_64"
+        #elseif arch(arm64)
+        return "arm64"
+        #else
+        return "unknown"
+        #endif
+    }
+
+    /// `Linux`, `macOS`, `iOS` or `Darwin`.
+    package static var system: String {
+        #if os(Linux)
+        return "Linux"
+        #elseif os(macOS)
+        return "macOS"
+        #elseif os(iOS)
+        return "iOS"
+        #else
+        return "Darwin"
+        #endif
+    }
+}
+
 /// Builds the C descriptor behind a library's one entry point.
 public enum PluginExport {
     /// The compiler and target this SDK was built with, e.g. `swift-6.3 x86_64-linux`.
@@ -67,21 +95,7 @@ public enum PluginExport {
         #else
         let compiler = "swift-6.0"
         #endif
-        #if arch(x86_64)
-        let arch = "x86_64"
-        #elseif arch(arm64)
-        let arch = "arm64"
-        #else
-        let arch = "unknown"
-        #endif
-        #if os(Linux)
-        let os = "linux"
-        #elseif os(macOS)
-        let os = "macos"
-        #else
-        let os = "other"
-        #endif
-        return "\(compiler) \(arch)-\(os)"
+        return "\(compiler) \(Platform.architecture)-\(Platform.system.lowercased())"
     }()
 
     /// The `PH_HOOK_*` bits of `hooks`.

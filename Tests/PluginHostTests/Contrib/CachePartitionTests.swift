@@ -40,15 +40,7 @@ struct CachePartitionTests {
     @Test func theExampleOrderCachesPerToken() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        for name in ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"] { try f.contrib(name) }
-        var manifest =
-            try JSONSerialization.jsonObject(
-                with: Data(contentsOf: URL(fileURLWithPath: PluginFixtures.root + "/PluginsContrib/manifest.example.json"))) as! [String: Any]
-        var plugins = manifest["plugins"] as! [[String: Any]]
-        let loggerIndex = plugins.firstIndex { $0["name"] as? String == "logger" }!
-        plugins[loggerIndex]["config"] = ["level": "off"]
-        manifest["plugins"] = plugins
-        let provider = try Provider<Bin>(manifest: try f.manifest(raw: JSONSerialization.data(withJSONObject: manifest)))
+        let provider = try f.exampleManifestProvider(logger: ["level": "off"])
         provider.services.setValue("token-one", forKey: "access_token")
         provider.services.setValue("fixture-signing-secret", forKey: "signing_secret")
         let key = counterKey()

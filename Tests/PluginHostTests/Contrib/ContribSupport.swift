@@ -10,6 +10,18 @@ extension PluginFixtures {
             .deletingLastPathComponent().deletingLastPathComponent().path
     }
 
+    /// A provider on the project's example manifest (its six plugins bundled here), with the
+    /// logger's configuration replaced by `logger` (the example logs to standard error).
+    func exampleManifestProvider(logger: [String: Any]) throws -> Provider<Bin> {
+        for name in ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"] { try contrib(name) }
+        let example = URL(fileURLWithPath: Self.root + "/PluginsContrib/manifest.example.json")
+        var manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: example)) as? [String: Any] ?? [:]
+        var plugins = manifest["plugins"] as? [[String: Any]] ?? []
+        for index in plugins.indices where plugins[index]["name"] as? String == "logger" { plugins[index]["config"] = logger }
+        manifest["plugins"] = plugins
+        return try Provider<Bin>(manifest: try self.manifest(raw: JSONSerialization.data(withJSONObject: manifest)))
+    }
+
     /// Bundles a contrib plugin (`Logger` → `logger.plugin`) with its documented default configuration.
     @discardableResult
     func contrib(_ name: String) throws -> String {

@@ -8,16 +8,7 @@ struct ExampleManifestTests {
     @Test func allSixLoadFromBundlesAndWorkTogether() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        for name in ["Activity", "Cache", "AccessToken", "Credentials", "Signature", "Logger"] { try f.contrib(name) }
-        var manifest =
-            try JSONSerialization.jsonObject(
-                with: Data(contentsOf: URL(fileURLWithPath: PluginFixtures.root + "/PluginsContrib/manifest.example.json"))) as! [String: Any]
-        var plugins = manifest["plugins"] as! [[String: Any]]
-        let loggerIndex = plugins.firstIndex { $0["name"] as? String == "logger" }!
-        plugins[loggerIndex]["config"] = ["level": "headers", "output": "file", "file": f.root + "/http.log"]
-        manifest["plugins"] = plugins
-        let url = try f.manifest(raw: JSONSerialization.data(withJSONObject: manifest))
-        let provider = try Provider<Bin>(manifest: url)
+        let provider = try f.exampleManifestProvider(logger: ["level": "headers", "output": "file", "file": f.root + "/http.log"])
         #expect(provider.interceptors.map(\.name) == ["activity", "access-token", "credentials", "cache", "signature", "logger"])
         provider.services.setValue("demo-token", forKey: "access_token")
         provider.services.setValue("fixture-signing-secret", forKey: "signing_secret")
