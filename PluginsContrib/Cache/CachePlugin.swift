@@ -13,8 +13,9 @@ import PluginSDK
 /// `Expires` − `Date`, `Age`, heuristic freshness (10% of `Date` − `Last-Modified`, only for URLs
 /// without a query); request `no-cache` (and `Pragma: no-cache`), `no-store`, `max-age`,
 /// `max-stale`, `min-fresh`, `only-if-cached` (a `504` when nothing usable is stored); `Vary` (one
-/// variant per URL; `Vary: *` is never stored). `POST`, `PUT`, `PATCH` and `DELETE` invalidate
-/// the entry of their URL. Per target, `pluginOptions["cache"]` is a TTL in seconds, `no-store`,
+/// variant per URL; `Vary: *` is never stored). Any unsafe method invalidates the entry of its URL
+/// and of its same-origin `Location` / `Content-Location`; a fresh entry answers the client's own
+/// `If-None-Match` / `If-Modified-Since` with `304` (RFC 9111 coverage: the plugin's README). Per target, `pluginOptions["cache"]` is a TTL in seconds, `no-store`,
 /// `only-if-cached`, or `purge` (drop the request's partition).
 ///
 /// Credentials: a response to a request that carried `Authorization`, `Cookie` or
@@ -134,7 +135,10 @@ public struct CachePlugin: ExportablePlugin {
         return shared
     }
 
-    static let unsafeMethods: Set<String> = ["POST", "PUT", "PATCH", "DELETE"]
+    /// Methods that never invalidate (RFC 9110 §9.2.1); every other one does, unknown ones included (RFC 9111 §4.4).
+    static let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE"]
+
+    static func isUnsafe(_ method: String) -> Bool { !safeMethods.contains(method) }
 
     // MARK: Request side
 
@@ -142,7 +146,7 @@ public struct CachePlugin: ExportablePlugin {
         let method = request.method.uppercased()
         let option = context.target.pluginOptions["cache"]?.lowercased()
         let now = context.services.now()
-        if Self.unsafeMethods.contains(method) {
+        if Self.isUnsafe(method) {
             pending.set(
                 Pending(key: "GET " + request.url, partition: partition(of: request), method: method, requestTime: now), for: context.requestID)
             return .proceed
@@ -171,8 +175,9 @@ public struct CachePlugin: ExportablePlugin {
             let age = entry.age(at: now)
             let lifetime = entry.freshnessLifetime
             let responseDirectives = entry.directives
-            let mustRevalidate = responseDirectives.has("must-revalidate") || responseDirectives.has("no-cache")
-            var usable = !noCache && !responseDirectives.has("no-cache")
+            // A qualified no-cache="field" only keeps the field out of the cache (§5.2.2.4).
+            let mustRevalidate = responseDirectives.has("must-revalidate") || responseDirectives.hasUnqualified("no-cache")
+            var usable = !noCache && !responseDirectives.hasUnqualified("no-cache")
             if let maxAge = requestDirectives.seconds("max-age"), age > maxAge { usable = false }
             if let minFresh = requestDirectives.seconds("min-fresh"), lifetime - age < minFresh { usable = false }
             if age >= lifetime {
@@ -182,6 +187,16 @@ public struct CachePlugin: ExportablePlugin {
                 } else {
                     usable = false
                 }
+            }
+            if usable, let notModified = Self.notModified(entry, request, age: age) {
+                // The client's own conditional request, answered from the fresh entry (§4.3.2).
+                pending.set(
+                    {
+                        var s = state
+                        s.served = true
+                        return s
+                    }(), for: context.requestID)
+                return .respond(notModified)
             }
             if usable {
                 pending.set(
@@ -226,10 +241,19 @@ public struct CachePlugin: ExportablePlugin {
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard let state = pending.remove(context.requestID), !state.served else { return .proceed }
         let now = context.services.now()
-        if Self.unsafeMethods.contains(state.method) {
-            if let status = result.response?.statusCode, status < 400 {
-                store.remove(state.key)
-                if let partition = state.partition { store.remove(partition + " " + state.key) }
+        if Self.isUnsafe(state.method) {
+            // A non-error answer to an unsafe method invalidates the URL, and the Location and
+            // Content-Location URLs of the same origin (§4.4).
+            if let response = result.response, (200..<400).contains(response.statusCode) {
+                var keys = [state.key]
+                let target = String(state.key.dropFirst(4))
+                for name in ["Location", "Content-Location"] {
+                    if let value = response.header(name), let url = Self.sameOrigin(value, as: target) { keys.append("GET " + url) }
+                }
+                for key in keys {
+                    store.remove(key)
+                    if let partition = state.partition { store.remove(partition + " " + key) }
+                }
             }
             return .proceed
         }
@@ -257,6 +281,39 @@ public struct CachePlugin: ExportablePlugin {
 
     static let gatewayTimeout = SyntheticResponse(
         statusCode: 504, headers: [HTTPHeader(name: "X-Cache", value: "miss"), HTTPHeader(name: "Content-Length", value: "0")])
+
+    /// `value` resolved against `target`, when it has the same scheme, host and port.
+    static func sameOrigin(_ value: String, as target: String) -> String? {
+        guard let base = URL(string: target), let url = URL(string: value, relativeTo: base)?.absoluteURL,
+            url.scheme?.lowercased() == base.scheme?.lowercased(), url.host?.lowercased() == base.host?.lowercased(), url.port == base.port
+        else { return nil }
+        return url.absoluteString
+    }
+
+    /// A `304` for a request whose own `If-None-Match` or `If-Modified-Since` the stored
+    /// response satisfies (§4.3.2; RFC 9110 §13.1.2 and §13.1.3, If-None-Match first, weak
+    /// comparison); nil when the request has no condition or the condition does not hold.
+    static func notModified(_ entry: CacheEntry, _ request: InterceptorRequest, age: Double) -> SyntheticResponse? {
+        let noneMatch = request.headerValues("If-None-Match")
+        let modifiedSince = request.header("If-Modified-Since")
+        guard !noneMatch.isEmpty || modifiedSince != nil else { return nil }
+        if !noneMatch.isEmpty {
+            guard let etag = entry.header("ETag") else { return nil }
+            let tags = noneMatch.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+            func weak(_ tag: String) -> String { tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
+            guard tags.contains(where: { $0 == "*" || weak($0) == weak(etag) }) else { return nil }
+        } else if let modifiedSince {
+            guard let since = HTTPDate.parse(modifiedSince), let modified = entry.header("Last-Modified").flatMap({ HTTPDate.parse($0) }),
+                modified <= since
+            else { return nil }
+        }
+        // The fields a 304 carries (RFC 9110 §15.4.5).
+        let kept: Set<String> = ["cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified"]
+        var headers = entry.headers.filter { kept.contains($0.name.lowercased()) }
+        headers.append(HTTPHeader(name: "Age", value: String(Int(max(0, age)))))
+        headers.append(HTTPHeader(name: "X-Cache", value: "hit"))
+        return SyntheticResponse(statusCode: 304, headers: headers, body: [])
+    }
 
     func matchesVary(_ entry: CacheEntry, _ request: InterceptorRequest) -> Bool {
         for (name, value) in entry.vary where varyValue(name, request.headerValues(name)) != value {
@@ -297,7 +354,15 @@ public struct CachePlugin: ExportablePlugin {
         for name in varyNames where !name.isEmpty {
             vary[name] = varyValue(name, state.requestHeaders.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value))
         }
-        let headers = response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") }
+        // Never stored (§3.1): hop-by-hop fields, those the Connection field lists, and those a
+        // qualified no-cache="…" or private="…" names (§5.2.2.4, §5.2.2.7).
+        var omitted: Set<String> = ["x-cache", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade"]
+        for value in response.headerValues("Connection") {
+            for name in value.split(separator: ",") { omitted.insert(name.trimmingCharacters(in: .whitespaces).lowercased()) }
+        }
+        omitted.formUnion(directives.listedFields("no-cache"))
+        omitted.formUnion(directives.listedFields("private"))
+        let headers = response.headers.filter { !omitted.contains($0.name.lowercased()) }
         return CacheEntry(
             key: key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
             body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,

@@ -1,46 +1,131 @@
 import Foundation
 import PluginSDK
 
-/// Cache-Control directives, parsed.
+/// Cache-Control directives, parsed (RFC 9111 §5.2).
+///
+/// A repeated directive keeps its first value (§4.2.1). An argument written with whitespace
+/// around `=` is invalid, as is a delta-seconds argument that is not all digits: such a
+/// directive is kept, marked invalid, so that a cache treats the response as stale.
 struct CacheDirectives {
     var values: [String: String?] = [:]
+    /// Directives whose argument is malformed.
+    var invalid: Set<String> = []
+
+    /// The value that stands for a malformed argument.
+    static let malformed = "\u{0}"
 
     init(_ headerValues: [String]) {
         guard !headerValues.isEmpty else { return }
         for value in headerValues {
-            for part in Array(value.utf8).split(separator: UInt8(ascii: ",")) {
+            for part in Self.splitList(Array(value.utf8)) {
                 let item = Self.trimmed(part, also: nil)
                 guard !item.isEmpty else { continue }
                 if let equals = item.firstIndex(of: UInt8(ascii: "=")) {
-                    let name = String(decoding: Self.trimmed(item[..<equals], also: nil), as: UTF8.self).lowercased()
-                    let argument = String(decoding: Self.trimmed(item[(equals + 1)...], also: UInt8(ascii: "\"")), as: UTF8.self)
-                    values[name] = .some(argument)
+                    let rawName = item[..<equals]
+                    let rawArgument = item[(equals + 1)...]
+                    let name = String(decoding: Self.trimmed(rawName, also: nil), as: UTF8.self).lowercased()
+                    let spaced = rawName.last.map(Self.isSpace) == true || rawArgument.first.map(Self.isSpace) == true
+                    var argument = Self.trimmed(rawArgument, also: nil)
+                    if argument.count >= 2, argument.first == UInt8(ascii: "\""), argument.last == UInt8(ascii: "\"") {
+                        argument = argument.dropFirst().dropLast()
+                    }
+                    guard values[name] == nil else { continue }
+                    if spaced { invalid.insert(name) }
+                    values[name] = .some(String(decoding: argument, as: UTF8.self))
                 } else {
-                    values[String(decoding: item, as: UTF8.self).lowercased()] = .some(nil)
+                    let name = String(decoding: item, as: UTF8.self).lowercased()
+                    if values[name] == nil { values[name] = .some(nil) }
                 }
             }
         }
     }
 
+    func has(_ name: String) -> Bool { values[name] != nil }
+
+    /// Present without an argument: `no-cache`, not `no-cache="Set-Cookie"` (§5.2.2.4, §5.2.2.7).
+    func hasUnqualified(_ name: String) -> Bool {
+        guard let entry = values[name] else { return false }
+        return entry == nil
+    }
+
+    /// The field names a qualified `no-cache="…"` or `private="…"` lists (lower-cased).
+    func listedFields(_ name: String) -> [String] {
+        guard let entry = values[name], let list = entry else { return [] }
+        return list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+    }
+
+    /// A delta-seconds argument (§1.2.2): absent, valid, or invalid (not all digits, empty, or
+    /// written with spaces around `=`). Values past 2^31 count as 2^31.
+    enum Seconds: Equatable {
+        case absent
+        case valid(Double)
+        case invalid
+    }
+
+    func delta(_ name: String) -> Seconds {
+        guard let entry = values[name] else { return .absent }
+        guard !invalid.contains(name), let text = entry else { return .invalid }
+        return DeltaSeconds.parse(text).map { .valid($0) } ?? .invalid
+    }
+
+    /// The directive's number of seconds; nil when absent or invalid.
+    func seconds(_ name: String) -> Double? {
+        if case .valid(let value) = delta(name) { return value }
+        return nil
+    }
+
+    /// Splits a list at commas outside quoted strings.
+    static func splitList(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        var parts: [ArraySlice<UInt8>] = []
+        var start = 0
+        var quoted = false
+        for (index, byte) in bytes.enumerated() {
+            if byte == UInt8(ascii: "\"") { quoted.toggle() }
+            if byte == UInt8(ascii: ","), !quoted {
+                parts.append(bytes[start..<index])
+                start = index + 1
+            }
+        }
+        parts.append(bytes[start..<bytes.count])
+        return parts
+    }
+
+    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+
     /// `bytes` without leading and trailing spaces and tabs (and `also`, when given, after them).
-    private static func trimmed(_ bytes: ArraySlice<UInt8>, also: UInt8?) -> ArraySlice<UInt8> {
+    static func trimmed(_ bytes: ArraySlice<UInt8>, also: UInt8?) -> ArraySlice<UInt8> {
         var slice = bytes
-        func isTrimmed(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
-        while let first = slice.first, isTrimmed(first) { slice = slice.dropFirst() }
-        while let last = slice.last, isTrimmed(last) { slice = slice.dropLast() }
+        while let first = slice.first, isSpace(first) { slice = slice.dropFirst() }
+        while let last = slice.last, isSpace(last) { slice = slice.dropLast() }
         if let also {
             while let first = slice.first, first == also { slice = slice.dropFirst() }
             while let last = slice.last, last == also { slice = slice.dropLast() }
         }
         return slice
     }
+}
 
-    func has(_ name: String) -> Bool { values[name] != nil }
+/// delta-seconds (RFC 9111 §1.2.2) and the `Age` field (§5.1).
+enum DeltaSeconds {
+    /// The most a delta-seconds value counts for.
+    static let cap: Double = 2_147_483_648
 
-    /// The directive's number of seconds; nil when absent or not a number.
-    func seconds(_ name: String) -> Double? {
-        guard let entry = values[name], let text = entry, let number = Double(text), number >= 0 else { return nil }
-        return number
+    /// 1*DIGIT, capped; nil for anything else (`7200.0`, `-1`, `1e3`, empty).
+    static func parse(_ text: String) -> Double? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        var value: Double = 0
+        for byte in text.utf8 {
+            value = value * 10 + Double(byte - UInt8(ascii: "0"))
+            if value >= cap { return cap }
+        }
+        return value
+    }
+
+    /// The `Age` of a response: the first member of the first field line (a list keeps its
+    /// first member, §5.1); nil (ignored) when that member is not delta-seconds.
+    static func age(_ values: [String]) -> Double? {
+        guard let first = values.first?.split(separator: ",", omittingEmptySubsequences: false).first else { return nil }
+        return parse(first.trimmingCharacters(in: .whitespaces))
     }
 }
 
@@ -48,16 +133,69 @@ struct CacheDirectives {
 enum HTTPDate {
     static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
-    /// Seconds since 1970, or nil when `text` is not an IMF-fixdate.
-    static func parse(_ text: String) -> Double? {
-        let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]),
-            let month = months.firstIndex(of: parts[2].lowercased()).map({ $0 + 1 })
+    static let shortDays = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// Seconds since 1970, or nil when `text` is not an HTTP-date (RFC 9110 §5.6.7): the
+    /// IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete forms recipients must
+    /// accept, rfc850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994`.
+    /// Exactly those shapes: one space where one belongs, two-digit fields, a comma after the day.
+    static func parse(_ text: String, now: Double = Date().timeIntervalSince1970) -> Double? {
+        let b = Array(text.utf8)
+        func digits(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= b.count else { return nil }
+            var value = 0
+            for i in range {
+                guard b[i] >= 48, b[i] <= 57 else { return nil }
+                value = value * 10 + Int(b[i] - 48)
+            }
+            return value
+        }
+        func word(_ range: Range<Int>) -> String? {
+            guard range.upperBound <= b.count else { return nil }
+            return String(decoding: b[range], as: UTF8.self)
+        }
+        func time(at i: Int) -> (Int, Int, Int)? {
+            guard i + 8 <= b.count, b[i + 2] == 58, b[i + 5] == 58, let h = digits(i..<i + 2), let m = digits(i + 3..<i + 5),
+                let sec = digits(i + 6..<i + 8)
+            else { return nil }
+            return (h, m, sec)
+        }
+        func month(_ name: String?) -> Int? { name.flatMap { monthNames.firstIndex(of: $0) }.map { $0 + 1 } }
+        var parts: (year: Int, month: Int, day: Int, time: (Int, Int, Int))?
+        if b.count == 29, let day = word(0..<3), shortDays.contains(day), b[3] == 44, b[4] == 32 {
+            // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
+            if let d = digits(5..<7), b[7] == 32, let m = month(word(8..<11)), b[11] == 32, let y = digits(12..<16), b[16] == 32,
+                let t = time(at: 17), word(25..<29) == " GMT"
+            {
+                parts = (y, m, d, t)
+            }
+        } else if b.count == 24, let day = word(0..<3), shortDays.contains(day), b[3] == 32 {
+            // asctime: "Sun Nov  6 08:49:37 1994"
+            if let m = month(word(4..<7)), b[7] == 32, b[10] == 32, let t = time(at: 11), b[19] == 32, let y = digits(20..<24) {
+                let d = b[8] == 32 ? digits(9..<10) : digits(8..<10)
+                if let d { parts = (y, m, d, t) }
+            }
+        } else if let comma = b.firstIndex(of: 44), let day = word(0..<comma), longDays.contains(day), b.count == comma + 24,
+            b[comma + 1] == 32
+        {
+            // rfc850: "Sunday, 06-Nov-94 08:49:37 GMT"; a two-digit year more than 50 years ahead is the last century's.
+            let i = comma + 2
+            if let d = digits(i..<i + 2), b[i + 2] == 45, let m = month(word(i + 3..<i + 6)), b[i + 6] == 45, let yy = digits(i + 7..<i + 9),
+                b[i + 9] == 32, let t = time(at: i + 10), word(i + 18..<i + 22) == " GMT"
+            {
+                let thisYear = civilFromDays(Int(now) / 86_400).0
+                var year = thisYear / 100 * 100 + yy
+                if year > thisYear + 50 { year -= 100 }
+                parts = (year, m, d, t)
+            }
+        }
+        guard let parts, (1...31).contains(parts.day), (0...23).contains(parts.time.0), (0...59).contains(parts.time.1),
+            (0...60).contains(parts.time.2)
         else { return nil }
-        let time = parts[4].split(separator: ":").compactMap { Int($0) }
-        guard time.count == 3, (1...31).contains(day), (0...23).contains(time[0]), (0...59).contains(time[1]), (0...60).contains(time[2])
-        else { return nil }
-        return Double(daysFromCivil(year: year, month: month, day: day) * 86_400 + time[0] * 3600 + time[1] * 60 + time[2])
+        return Double(
+            daysFromCivil(year: parts.year, month: parts.month, day: parts.day) * 86_400 + parts.time.0 * 3600 + parts.time.1 * 60 + parts.time.2)
     }
 
     /// Formats seconds since 1970 as an IMF-fixdate.
@@ -127,13 +265,20 @@ struct CacheEntry: Codable {
     var freshnessLifetime: Double {
         if let ttl { return ttl }
         let directives = self.directives
-        if let maxAge = directives.seconds("max-age") { return maxAge }
-        let date = header("Date").flatMap(HTTPDate.parse) ?? responseTime
+        switch directives.delta("max-age") {
+        case .valid(let maxAge): return maxAge
+        case .invalid: return 0  // invalid freshness information: stale (§4.2.1)
+        case .absent: break
+        }
+        let date = header("Date").flatMap { HTTPDate.parse($0) } ?? responseTime
         if let expires = header("Expires") {
+            // An invalid Expires means already expired (§5.3).
             guard let expiry = HTTPDate.parse(expires) else { return 0 }
             return max(0, expiry - date)
         }
-        if !hasQuery, Self.heuristicallyCacheable.contains(status), let modified = header("Last-Modified").flatMap(HTTPDate.parse), modified < date {
+        // Heuristic freshness (§4.2.2): heuristically cacheable codes, and any response marked public.
+        let heuristic = Self.heuristicallyCacheable.contains(status) || directives.has("public")
+        if !hasQuery, heuristic, let modified = header("Last-Modified").flatMap({ HTTPDate.parse($0) }), modified < date {
             return (date - modified) / 10
         }
         return 0
@@ -141,9 +286,9 @@ struct CacheEntry: Codable {
 
     /// RFC 9111 §4.2.3 current age at `now`.
     func age(at now: Double) -> Double {
-        let date = header("Date").flatMap(HTTPDate.parse) ?? responseTime
+        let date = header("Date").flatMap { HTTPDate.parse($0) } ?? responseTime
         let apparent = max(0, responseTime - date)
-        let ageValue = header("Age").flatMap { Double($0) } ?? 0
+        let ageValue = DeltaSeconds.age(headerValues("Age")) ?? 0
         let corrected = ageValue + max(0, responseTime - requestTime)
         return max(apparent, corrected) + max(0, now - responseTime)
     }

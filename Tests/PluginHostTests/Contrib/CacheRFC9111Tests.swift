@@ -1,0 +1,175 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+@testable import CachePlugin
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Answers each path with the status and header fields it was given, counting the calls.
+final class ScriptedTransport: Transport, Sendable {
+    let answers: [String: (status: Int, headers: [String: String])]
+    let calls = LockedCounter()
+
+    init(_ answers: [String: (status: Int, headers: [String: String])]) { self.answers = answers }
+
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        let url = request.urlRequest.url!
+        calls.append("\(request.urlRequest.httpMethod ?? "GET") \(url.path)")
+        let answer = answers[url.path] ?? (200, [:])
+        var headers = answer.headers
+        headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970)
+        return TransportResponse(
+            response: HTTPURLResponse(url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("body".utf8))
+    }
+}
+
+/// The cache against RFC 9111 (and RFC 9110 for dates and conditions), section by section.
+@Suite("cache plugin: RFC 9111")
+struct CacheRFC9111Tests {
+    static let origin = URL(string: "http://cache.test")!
+
+    func provider(_ transport: ScriptedTransport) throws -> Provider<Bin> {
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        return Provider<Bin>(transport: transport, interceptors: [cache], services: services)
+    }
+
+    func get(_ provider: Provider<Bin>, _ path: String, method: HTTPMethod = .get, headers: [String: String]? = nil) async throws -> Response {
+        try await provider.request(try Bin(path, method: method, headers: headers, base: Self.origin)).value
+    }
+
+    // MARK: RFC 9110 §5.6.7 HTTP-date
+
+    @Test func httpDatesInAllThreeFormsAndNothingLooser() {
+        let instant: Double = 784_111_777
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == instant)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == instant)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == instant)
+        for invalid in [
+            "Sun, 06 Nov 1994  08:49:37 GMT", "Sun 06 Nov 1994 08:49:37 GMT", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 UTC", "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun Nov 6 08:49:37 1994", "0", "", "Sun, 32 Nov 1994 08:49:37 GMT",
+        ] {
+            #expect(HTTPDate.parse(invalid) == nil, "\(invalid)")
+        }
+        // rfc850's two-digit year: more than 50 years ahead is the last century's.
+        let now = HTTPDate.parse("Mon, 23 Nov 2026 00:00:00 GMT")!
+        #expect(HTTPDate.parse("Monday, 23-Nov-76 00:00:00 GMT", now: now) == HTTPDate.parse("Mon, 23 Nov 2076 00:00:00 GMT"))
+        #expect(HTTPDate.parse("Tuesday, 23-Nov-77 00:00:00 GMT", now: now) == HTTPDate.parse("Wed, 23 Nov 1977 00:00:00 GMT"))
+    }
+
+    // MARK: §5.1 Age, §1.2.2 delta-seconds
+
+    @Test func ageIsDeltaSecondsAndAListKeepsItsFirstMember() {
+        #expect(DeltaSeconds.age(["7200, 0"]) == 7200)
+        #expect(DeltaSeconds.age(["7200.0"]) == nil)
+        #expect(DeltaSeconds.age(["-1"]) == nil)
+        #expect(DeltaSeconds.age(["abc"]) == nil)
+        #expect(DeltaSeconds.age(["99999999999"]) == 2_147_483_648)
+    }
+
+    // MARK: §5.2 Cache-Control, §4.2.1 freshness
+
+    @Test func cacheControlArgumentsAreStrictAndTheFirstOfARepeatWins() {
+        #expect(CacheDirectives(["max-age=100a"]).delta("max-age") == .invalid)
+        #expect(CacheDirectives(["max-age=a100"]).delta("max-age") == .invalid)
+        #expect(CacheDirectives(["max-age = 100"]).delta("max-age") == .invalid)
+        #expect(CacheDirectives(["max-age=\"60\""]).delta("max-age") == .valid(60))
+        #expect(CacheDirectives(["max-age=1, max-age=1800"]).delta("max-age") == .valid(1))
+        #expect(CacheDirectives(["max-age=1", "max-age=1800"]).delta("max-age") == .valid(1))
+        let qualified = CacheDirectives(["no-cache=\"Set-Cookie, X-A\", private=\"X-B\""])
+        #expect(!qualified.hasUnqualified("no-cache"))
+        #expect(qualified.listedFields("no-cache") == ["set-cookie", "x-a"])
+        #expect(qualified.listedFields("private") == ["x-b"])
+        #expect(CacheDirectives(["no-cache"]).hasUnqualified("no-cache"))
+    }
+
+    func entry(status: Int = 200, _ headers: [String: String], now: Double = Date().timeIntervalSince1970) -> CacheEntry {
+        var fields = headers
+        fields["Date"] = HTTPDate.format(now)
+        return CacheEntry(
+            key: "GET http://cache.test/x", status: status, headerNames: Array(fields.keys), headerValues: Array(fields.values), body: [],
+            requestTime: now, responseTime: now, vary: [:], ttl: nil, hasQuery: false)
+    }
+
+    @Test func invalidFreshnessInformationIsStale() {
+        let future = HTTPDate.format(Date().timeIntervalSince1970 + 3600)
+        #expect(entry(["Cache-Control": "max-age=100a", "Expires": future]).freshnessLifetime == 0)
+        #expect(entry(["Expires": "soon"]).freshnessLifetime == 0)
+        #expect(entry(["Expires": future]).freshnessLifetime > 3500)
+        #expect(entry(["Cache-Control": "max-age=1, max-age=1800"]).freshnessLifetime == 1)
+    }
+
+    // MARK: §4.2.2 heuristic freshness
+
+    @Test func heuristicFreshnessCoversPublicResponsesOfAnyStatus() {
+        let modified = HTTPDate.format(Date().timeIntervalSince1970 - 10 * 86_400)
+        #expect(entry(status: 599, ["Cache-Control": "public", "Last-Modified": modified]).freshnessLifetime > 80_000)
+        #expect(entry(status: 599, ["Last-Modified": modified]).freshnessLifetime == 0)
+        #expect(entry(status: 200, ["Last-Modified": modified]).freshnessLifetime > 80_000)
+    }
+
+    // MARK: §3.1 stored header fields, §5.2.2.4 / §5.2.2.7 qualified forms
+
+    @Test func hopByHopConnectionListedAndQualifiedFieldsAreNeverStored() async throws {
+        let transport = ScriptedTransport([
+            "/x": (
+                200,
+                [
+                    "Cache-Control": "max-age=60, no-cache=\"X-Secret\", private=\"X-Private\"", "Connection": "X-Hop", "X-Hop": "1",
+                    "Keep-Alive": "timeout=5", "X-Secret": "s", "X-Private": "p", "X-Kept": "k",
+                ]
+            )
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "x")
+        let hit = try await get(provider, "x")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(transport.calls.log.count == 1)
+        #expect(hit.value(forHTTPHeaderField: "X-Kept") == "k")
+        for name in ["X-Hop", "Keep-Alive", "Connection", "X-Secret", "X-Private"] {
+            #expect(hit.value(forHTTPHeaderField: name) == nil, "\(name)")
+        }
+    }
+
+    // MARK: §4.3.2 the client's own conditional requests
+
+    @Test func aFreshEntryAnswersTheClientsConditionalRequestWith304() async throws {
+        let modified = HTTPDate.format(Date().timeIntervalSince1970 - 86_400)
+        let later = HTTPDate.format(Date().timeIntervalSince1970 - 3600)
+        let transport = ScriptedTransport(["/x": (200, ["Cache-Control": "max-age=60", "ETag": "\"v1\"", "Last-Modified": modified])])
+        let provider = try provider(transport)
+        _ = try await get(provider, "x")
+        let weak = try await get(provider, "x", headers: ["If-None-Match": "\"v0\", W/\"v1\""])
+        #expect(weak.statusCode == 304)
+        #expect(weak.value(forHTTPHeaderField: "ETag") == "\"v1\"")
+        #expect(weak.data.isEmpty)
+        #expect(try await get(provider, "x", headers: ["If-None-Match": "*"]).statusCode == 304)
+        #expect(try await get(provider, "x", headers: ["If-None-Match": "\"v2\""]).statusCode == 200)
+        #expect(try await get(provider, "x", headers: ["If-Modified-Since": later]).statusCode == 304)
+        // If-None-Match wins over If-Modified-Since.
+        #expect(try await get(provider, "x", headers: ["If-None-Match": "\"v2\"", "If-Modified-Since": later]).statusCode == 200)
+        #expect(transport.calls.log == ["GET /x"])
+    }
+
+    // MARK: §4.4 invalidation
+
+    @Test func anyUnsafeMethodInvalidatesTheURLAndItsSameOriginLocations() async throws {
+        let transport = ScriptedTransport([
+            "/a": (200, ["Cache-Control": "max-age=60"]), "/b": (200, ["Cache-Control": "max-age=60"]),
+            "/c": (200, ["Cache-Control": "max-age=60"]),
+            "/act": (201, ["Location": "/b", "Content-Location": "http://elsewhere.test/c"]),
+        ])
+        let provider = try provider(transport)
+        for path in ["a", "b", "c"] { _ = try await get(provider, path) }
+        _ = try await get(provider, "a", method: HTTPMethod(rawValue: "FROB"))
+        #expect(try await get(provider, "a").value(forHTTPHeaderField: "X-Cache") == "miss")
+        _ = try await get(provider, "act", method: .post)
+        #expect(try await get(provider, "b").value(forHTTPHeaderField: "X-Cache") == "miss")
+        // Another origin's URL is not this cache's to drop on the word of this one.
+        #expect(try await get(provider, "c").value(forHTTPHeaderField: "X-Cache") == "hit")
+    }
+}
