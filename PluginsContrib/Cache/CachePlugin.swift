@@ -177,8 +177,10 @@ public struct CachePlugin: ExportablePlugin {
             let responseDirectives = entry.directives
             // A qualified no-cache="field" only keeps the field out of the cache (§5.2.2.4).
             let mustRevalidate = responseDirectives.has("must-revalidate") || responseDirectives.hasUnqualified("no-cache")
-            var usable = !noCache && !responseDirectives.hasUnqualified("no-cache")
-            if let maxAge = requestDirectives.seconds("max-age"), age > maxAge { usable = false }
+            // immutable (RFC 8246): while fresh, a reload's no-cache / max-age=0 does not revalidate it.
+            let immutable = responseDirectives.has("immutable") && age < lifetime
+            var usable = (!noCache || immutable) && !responseDirectives.hasUnqualified("no-cache")
+            if let maxAge = requestDirectives.seconds("max-age"), age > maxAge, !immutable { usable = false }
             if let minFresh = requestDirectives.seconds("min-fresh"), lifetime - age < minFresh { usable = false }
             if age >= lifetime {
                 // Stale: usable only within the request's max-stale, and never past must-revalidate.
@@ -270,6 +272,7 @@ public struct CachePlugin: ExportablePlugin {
             store.put(entry)
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
+        if state.method == "HEAD" { freshen(fromHead: response, state: state, now: now) }
         if state.method == "GET", !state.credentialsChanged, let entry = storable(response, state: state, now: now) {
             store.put(entry)
         }
@@ -331,10 +334,40 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     /// The entry to store for `response`, or nil when it must not be stored.
+    /// A `HEAD` response from the origin (§4.3.5): a `410` invalidates the stored `GET`; a
+    /// response whose validators match the stored one's freshens it (headers and times).
+    func freshen(fromHead response: InterceptorResponse, state: Pending, now: Double) {
+        let key = state.entry?.key ?? (state.partition.map { $0 + " " + state.key } ?? state.key)
+        if response.statusCode == 410 {
+            store.remove(key)
+            if key != state.key { store.remove(state.key) }
+            return
+        }
+        guard (200..<300).contains(response.statusCode), var entry = state.entry ?? store.get(key) else { return }
+        let etag = response.header("ETag")
+        let modified = response.header("Last-Modified")
+        let matches =
+            (etag != nil && etag == entry.header("ETag")) || (etag == nil && modified != nil && modified == entry.header("Last-Modified"))
+        guard matches else { return }
+        entry.update(from: response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") })
+        entry.requestTime = state.requestTime
+        entry.responseTime = now
+        store.put(entry)
+    }
+
+    /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
+    static let understoodStatus: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
+
     func storable(_ response: InterceptorResponse, state: Pending, now: Double) -> CacheEntry? {
         guard !state.noStore else { return nil }
         let directives = CacheDirectives(response.headerValues("Cache-Control"))
-        if directives.has("no-store") { return nil }
+        // must-understand: stored only for a status code this cache understands, and then in
+        // spite of no-store, which a sender adds for caches that do not understand it (§5.2.2.3).
+        if directives.has("must-understand") {
+            guard Self.understoodStatus.contains(response.statusCode) else { return nil }
+        } else if directives.has("no-store") {
+            return nil
+        }
         let varyNames = response.headerValues("Vary").flatMap { $0.split(separator: ",") }.map {
             $0.trimmingCharacters(in: .whitespaces).lowercased()
         }

@@ -18,8 +18,9 @@ final class ScriptedTransport: Transport, Sendable {
 
     func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
         let url = request.urlRequest.url!
-        calls.append("\(request.urlRequest.httpMethod ?? "GET") \(url.path)")
-        let answer = answers[url.path] ?? (200, [:])
+        let method = request.urlRequest.httpMethod ?? "GET"
+        calls.append("\(method) \(url.path)")
+        let answer = answers["\(method) \(url.path)"] ?? answers[url.path] ?? (200, [:])
         var headers = answer.headers
         headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970)
         return TransportResponse(
@@ -153,6 +154,50 @@ struct CacheRFC9111Tests {
         // If-None-Match wins over If-Modified-Since.
         #expect(try await get(provider, "x", headers: ["If-None-Match": "\"v2\"", "If-Modified-Since": later]).statusCode == 200)
         #expect(transport.calls.log == ["GET /x"])
+    }
+
+    // MARK: §4.3.5 HEAD
+
+    @Test func aHeadResponseFreshensTheStoredGetAndA410InvalidatesIt() async throws {
+        let transport = ScriptedTransport([
+            "GET /h": (200, ["Cache-Control": "max-age=0", "ETag": "\"e1\""]),
+            "HEAD /h": (200, ["Cache-Control": "max-age=60", "ETag": "\"e1\""]),
+            "GET /g": (200, ["Cache-Control": "max-age=60", "ETag": "\"e1\""]),
+            "HEAD /g": (410, [:]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "h")
+        _ = try await get(provider, "h", method: .head)
+        #expect(try await get(provider, "h").value(forHTTPHeaderField: "X-Cache") == "hit")
+        _ = try await get(provider, "g")
+        #expect(try await get(provider, "g").value(forHTTPHeaderField: "X-Cache") == "hit")
+        _ = try await get(provider, "g", method: .head, headers: ["Cache-Control": "no-cache"])
+        #expect(try await get(provider, "g").value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(transport.calls.log == ["GET /h", "HEAD /h", "GET /g", "HEAD /g", "GET /g"])
+    }
+
+    // MARK: RFC 8246 immutable, §5.2.2.3 must-understand
+
+    @Test func anImmutableFreshEntryIgnoresAReload() async throws {
+        let transport = ScriptedTransport(["/i": (200, ["Cache-Control": "max-age=60, immutable"]), "/m": (200, ["Cache-Control": "max-age=60"])])
+        let provider = try provider(transport)
+        _ = try await get(provider, "i")
+        _ = try await get(provider, "m")
+        #expect(try await get(provider, "i", headers: ["Cache-Control": "no-cache"]).value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(try await get(provider, "m", headers: ["Cache-Control": "no-cache"]).value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(transport.calls.log == ["GET /i", "GET /m", "GET /m"])
+    }
+
+    @Test func mustUnderstandStoresOnlyUnderstoodStatusCodesDespiteNoStore() async throws {
+        let transport = ScriptedTransport([
+            "/u": (200, ["Cache-Control": "no-store, must-understand, max-age=60"]),
+            "/v": (299, ["Cache-Control": "no-store, must-understand, max-age=60"]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "u")
+        _ = try await get(provider, "v")
+        #expect(try await get(provider, "u").value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(try await get(provider, "v").value(forHTTPHeaderField: "X-Cache") == "miss")
     }
 
     // MARK: §4.4 invalidation
