@@ -12,8 +12,8 @@ import PluginSDK
 /// Honoured: response `max-age`, `no-store`, `no-cache`, `must-revalidate`, `private`, `public`,
 /// `Expires` − `Date`, `Age`, heuristic freshness (10% of `Date` − `Last-Modified`, only for URLs
 /// without a query); request `no-cache` (and `Pragma: no-cache`), `no-store`, `max-age`,
-/// `max-stale`, `min-fresh`, `only-if-cached` (a `504` when nothing usable is stored); `Vary` (one
-/// variant per URL; `Vary: *` is never stored). Any unsafe method invalidates the entry of its URL
+/// `max-stale`, `min-fresh`, `only-if-cached` (a `504` when nothing usable is stored); `Vary` (up
+/// to eight variants per URL; `Vary: *` is never stored). Any unsafe method invalidates the entry of its URL
 /// and of its same-origin `Location` / `Content-Location`; a fresh entry answers the client's own
 /// `If-None-Match` / `If-Modified-Since` with `304` (RFC 9111 coverage: the plugin's README). Per target, `pluginOptions["cache"]` is a TTL in seconds, `no-store`,
 /// `only-if-cached`, or `purge` (drop the request's partition).
@@ -128,11 +128,71 @@ public struct CachePlugin: ExportablePlugin {
 
     /// The stored entry a request may be served: its partition's, else a shared one (which must
     /// be `public` when the request carries credentials).
-    func lookup(_ state: Pending) -> CacheEntry? {
-        guard let partition = state.partition else { return store.get(state.key) }
-        if authorized == .partition, let own = store.get(partition + " " + state.key) { return own }
-        guard let shared = store.get(state.key), shared.directives.has("public") else { return nil }
+    func lookup(_ state: Pending, _ request: InterceptorRequest? = nil) -> CacheEntry? {
+        let valueOf = request.map { request in { (name: String) in self.varyValue(name, request.headerValues(name)) } }
+        guard let partition = state.partition else { return fetch(state.key, valueOf) }
+        if authorized == .partition, let own = fetch(partition + " " + state.key, valueOf) { return own }
+        guard let shared = fetch(state.key, valueOf), shared.directives.has("public") else { return nil }
         return shared
+    }
+
+    // MARK: Variants (§4.1)
+
+    /// The most variants kept per URL; the least recently stored goes first.
+    static let maxVariants = 8
+
+    /// Whether `entry` only lists a URL's variants: status 0, `vary` holding the names the
+    /// response varies on, `headerNames` the variants' keys (newest first).
+    static func isVariantIndex(_ entry: CacheEntry) -> Bool { entry.status == 0 }
+
+    /// The key of the variant of `base` selected by these (normalised) header values.
+    func variantKey(_ base: String, names: [String], value: (String) -> String) -> String {
+        let selection = names.sorted().map { $0 + "=" + value($0) }.joined(separator: "\n")
+        return base + "\u{1}" + SHA256.hex(SHA256.hash(Array(selection.utf8)))
+    }
+
+    /// The entry stored for `base`, through its variant index when it has one; `valueOf` gives
+    /// the request's normalised value of a header (nil: no request, no variant).
+    func fetch(_ base: String, _ valueOf: ((String) -> String)?) -> CacheEntry? {
+        guard let found = store.get(base) else { return nil }
+        guard Self.isVariantIndex(found) else { return found }
+        guard let valueOf else { return nil }
+        return store.get(variantKey(base, names: Array(found.vary.keys), value: valueOf))
+    }
+
+    /// Removes `base` and every variant it lists (invalidation takes them together, §4.4).
+    func removeAll(_ base: String) {
+        if let found = store.get(base), Self.isVariantIndex(found) {
+            for key in found.headerNames { store.remove(key) }
+        }
+        store.remove(base)
+    }
+
+    /// Stores `entry` under `base`: as it is, or, when it varies, as one variant in the base's index.
+    func put(_ entry: CacheEntry, base: String) {
+        let existing = store.get(base)
+        guard !entry.vary.isEmpty else {
+            if let existing, Self.isVariantIndex(existing) { removeAll(base) }
+            store.put(entry)
+            return
+        }
+        let names = entry.vary.keys.sorted()
+        var keys: [String] = []
+        if let existing, Self.isVariantIndex(existing), existing.vary.keys.sorted() == names {
+            keys = existing.headerNames
+        } else if existing != nil {
+            removeAll(base)
+        }
+        var variant = entry
+        variant.key = variantKey(base, names: names) { entry.vary[$0] ?? "" }
+        keys = [variant.key] + keys.filter { $0 != variant.key }
+        for dropped in keys.dropFirst(Self.maxVariants) { store.remove(dropped) }
+        keys = Array(keys.prefix(Self.maxVariants))
+        let index = CacheEntry(
+            key: base, status: 0, headerNames: keys, headerValues: keys.map { _ in "" }, body: [], requestTime: 0, responseTime: 0,
+            vary: Dictionary(uniqueKeysWithValues: names.map { ($0, "") }), ttl: nil, hasQuery: false)
+        store.put(variant)
+        store.put(index)
     }
 
     /// Methods that never invalidate (RFC 9110 §9.2.1); every other one does, unknown ones included (RFC 9111 §4.4).
@@ -171,7 +231,7 @@ public struct CachePlugin: ExportablePlugin {
         state.hasQuery = request.url.contains("?")
         if state.noStore && !onlyIfCached { return .proceed }
 
-        if let entry = lookup(state), matchesVary(entry, request) {
+        if let entry = lookup(state, request), matchesVary(entry, request) {
             let age = entry.age(at: now)
             let lifetime = entry.freshnessLifetime
             let responseDirectives = entry.directives
@@ -253,8 +313,8 @@ public struct CachePlugin: ExportablePlugin {
                     if let value = response.header(name), let url = Self.sameOrigin(value, as: target) { keys.append("GET " + url) }
                 }
                 for key in keys {
-                    store.remove(key)
-                    if let partition = state.partition { store.remove(partition + " " + key) }
+                    removeAll(key)
+                    if let partition = state.partition { removeAll(partition + " " + key) }
                 }
             }
             return .proceed
@@ -274,7 +334,7 @@ public struct CachePlugin: ExportablePlugin {
         }
         if state.method == "HEAD" { freshen(fromHead: response, state: state, now: now) }
         if state.method == "GET", !state.credentialsChanged, let entry = storable(response, state: state, now: now) {
-            store.put(entry)
+            put(entry, base: entry.key)
         }
         try response.setHeader("X-Cache", "miss")
         return .proceed
@@ -325,22 +385,33 @@ public struct CachePlugin: ExportablePlugin {
         return true
     }
 
-    /// What an entry keeps of a request header it varies on: the values, or for a credential
-    /// header their keyed hash (credentials are never stored).
+    /// Headers whose members are compared without regard to case and order (§4.1 allows
+    /// normalising what the field's semantics say is equivalent).
+    static let unorderedFields: Set<String> = ["accept", "accept-charset", "accept-encoding", "accept-language"]
+
+    /// What an entry keeps of a request header it varies on, normalised (§4.1): list members
+    /// trimmed with inner whitespace collapsed, and for the `Accept*` fields lower-cased and
+    /// sorted; for a credential header a keyed hash (credentials are never stored).
     func varyValue(_ name: String, _ values: [String]) -> String {
-        let joined = values.joined(separator: ", ")
-        guard Self.credentialHeaders.contains(name.lowercased()) else { return joined }
-        return "hmac:" + SHA256.hex(HMACSHA256.authenticate(Array(joined.utf8), key: partitionKey))
+        let lowered = name.lowercased()
+        guard !Self.credentialHeaders.contains(lowered) else {
+            let joined = values.joined(separator: ", ")
+            return "hmac:" + SHA256.hex(HMACSHA256.authenticate(Array(joined.utf8), key: partitionKey))
+        }
+        var members = values.flatMap { $0.split(separator: ",") }.map { member in
+            member.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
+        }.filter { !$0.isEmpty }
+        if Self.unorderedFields.contains(lowered) { members = members.map { $0.lowercased() }.sorted() }
+        return members.joined(separator: ",")
     }
 
-    /// The entry to store for `response`, or nil when it must not be stored.
     /// A `HEAD` response from the origin (§4.3.5): a `410` invalidates the stored `GET`; a
     /// response whose validators match the stored one's freshens it (headers and times).
     func freshen(fromHead response: InterceptorResponse, state: Pending, now: Double) {
         let key = state.entry?.key ?? (state.partition.map { $0 + " " + state.key } ?? state.key)
         if response.statusCode == 410 {
-            store.remove(key)
-            if key != state.key { store.remove(state.key) }
+            removeAll(key)
+            if key != state.key { removeAll(state.key) }
             return
         }
         guard (200..<300).contains(response.statusCode), var entry = state.entry ?? store.get(key) else { return }
@@ -358,6 +429,7 @@ public struct CachePlugin: ExportablePlugin {
     /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
     static let understoodStatus: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
 
+    /// The entry to store for `response`, or nil when it must not be stored.
     func storable(_ response: InterceptorResponse, state: Pending, now: Double) -> CacheEntry? {
         guard !state.noStore else { return nil }
         let directives = CacheDirectives(response.headerValues("Cache-Control"))

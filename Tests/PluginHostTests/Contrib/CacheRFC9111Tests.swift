@@ -200,6 +200,30 @@ struct CacheRFC9111Tests {
         #expect(try await get(provider, "v").value(forHTTPHeaderField: "X-Cache") == "miss")
     }
 
+    // MARK: §4.1 Vary
+
+    @Test func severalVariantsPerURLSelectedByNormalisedValuesAndInvalidatedTogether() async throws {
+        let transport = ScriptedTransport([
+            "GET /v": (200, ["Cache-Control": "max-age=60", "Vary": "Accept-Language, X-Mode"]), "POST /v": (204, [:]),
+        ])
+        let provider = try provider(transport)
+        func cache(_ language: String, mode: String = "a b") async throws -> String? {
+            try await get(provider, "v", headers: ["Accept-Language": language, "X-Mode": mode]).value(forHTTPHeaderField: "X-Cache")
+        }
+        #expect(try await cache("en") == "miss")
+        #expect(try await cache("de") == "miss")
+        #expect(try await cache("en") == "hit")
+        #expect(try await cache("de") == "hit")
+        #expect(try await cache("EN") == "hit")  // Accept-Language: case does not select
+        #expect(try await cache("en", mode: "a   b") == "hit")  // whitespace does not select
+        #expect(try await cache("en", mode: "A b") == "miss")  // but case does, for other fields
+        #expect(try await cache("en, de") == "miss")
+        #expect(try await cache("de,en") == "hit")  // nor the order of an Accept-Language list
+        _ = try await get(provider, "v", method: .post)
+        #expect(try await cache("en") == "miss")
+        #expect(try await cache("de") == "miss")
+    }
+
     // MARK: §4.4 invalidation
 
     @Test func anyUnsafeMethodInvalidatesTheURLAndItsSameOriginLocations() async throws {
