@@ -260,6 +260,18 @@ public struct CachePlugin: ExportablePlugin {
                     }(), for: context.requestID)
                 return .respond(notModified)
             }
+            if usable, method == "GET", entry.status == 200, let range = request.header("Range"),
+                let partial = Self.partial(entry, range: range, ifRange: request.header("If-Range"), age: age)
+            {
+                // A Range request answered from a stored complete response (§3.4; RFC 9110 §14.2).
+                pending.set(
+                    {
+                        var s = state
+                        s.served = true
+                        return s
+                    }(), for: context.requestID)
+                return .respond(partial)
+            }
             if usable {
                 pending.set(
                     {
@@ -484,6 +496,49 @@ public struct CachePlugin: ExportablePlugin {
         var response = served(entry, cacheStatus: "stale", age: entry.age(at: now), headOnly: false)
         response.headers.append(HTTPHeader(name: "Warning", value: "110 - \"Response is Stale\""))
         return .replace(response)
+    }
+
+    /// A `206` (or `416`) for a single-range `Range: bytes=…` request from a stored `200`; nil
+    /// for anything else (several ranges, another unit, an `If-Range` that does not match the
+    /// stored validator), which is then answered with the whole response, as RFC 9110 allows.
+    static func partial(_ entry: CacheEntry, range: String, ifRange: String?, age: Double) -> SyntheticResponse? {
+        if let ifRange {
+            // A strong entity tag or the Last-Modified date must match exactly.
+            guard ifRange == entry.header("ETag") && !ifRange.hasPrefix("W/") || ifRange == entry.header("Last-Modified") else { return nil }
+        }
+        let spec = range.trimmingCharacters(in: .whitespaces)
+        guard spec.lowercased().hasPrefix("bytes="), !spec.contains(",") else { return nil }
+        let bounds = spec.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
+        guard bounds.count == 2 else { return nil }
+        let size = entry.body.count
+        let first: Int
+        let last: Int
+        if bounds[0].isEmpty {
+            // bytes=-N: the last N bytes.
+            guard let suffix = Int(bounds[1]), suffix > 0 else { return nil }
+            first = max(0, size - suffix)
+            last = size - 1
+        } else {
+            guard let start = Int(bounds[0]), start >= 0 else { return nil }
+            let end = bounds[1].isEmpty ? size - 1 : Int(bounds[1]) ?? -1
+            guard end >= start || bounds[1].isEmpty else { return nil }
+            first = start
+            last = min(end, size - 1)
+        }
+        var headers = entry.headers.filter {
+            let name = $0.name.lowercased()
+            return name != "age" && name != "x-cache" && name != "content-length" && name != "content-range"
+        }
+        headers.append(HTTPHeader(name: "Age", value: String(Int(max(0, age)))))
+        headers.append(HTTPHeader(name: "X-Cache", value: "hit"))
+        guard first < size, first <= last else {
+            headers.append(HTTPHeader(name: "Content-Range", value: "bytes */\(size)"))
+            return SyntheticResponse(statusCode: 416, headers: headers, body: [])
+        }
+        headers.append(HTTPHeader(name: "Content-Range", value: "bytes \(first)-\(last)/\(size)"))
+        return SyntheticResponse(statusCode: 206, headers: headers, body: Array(entry.body[first...last]))
     }
 
     func served(_ entry: CacheEntry, cacheStatus: String, age: Double, headOnly: Bool) -> SyntheticResponse {

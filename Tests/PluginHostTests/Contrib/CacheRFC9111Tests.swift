@@ -224,6 +224,29 @@ struct CacheRFC9111Tests {
         #expect(try await cache("de") == "miss")
     }
 
+    // MARK: §3.4 ranges from a stored response
+
+    @Test func aRangeRequestIsAnsweredFromTheStoredCompleteResponse() async throws {
+        let transport = ScriptedTransport(["/r": (200, ["Cache-Control": "max-age=60", "ETag": "\"r1\""])])
+        let provider = try provider(transport)
+        _ = try await get(provider, "r")  // the body is "body"
+        let middle = try await get(provider, "r", headers: ["Range": "bytes=1-2"])
+        #expect(middle.statusCode == 206)
+        #expect(middle.data == Data("od".utf8))
+        #expect(middle.value(forHTTPHeaderField: "Content-Range") == "bytes 1-2/4")
+        let tail = try await get(provider, "r", headers: ["Range": "bytes=-3"])
+        #expect(tail.data == Data("ody".utf8))
+        #expect(try await get(provider, "r", headers: ["Range": "bytes=2-"]).data == Data("dy".utf8))
+        let beyond = try await get(provider, "r", headers: ["Range": "bytes=9-"])
+        #expect(beyond.statusCode == 416)
+        #expect(beyond.value(forHTTPHeaderField: "Content-Range") == "bytes */4")
+        // Several ranges, or an If-Range that does not match: the whole response.
+        #expect(try await get(provider, "r", headers: ["Range": "bytes=0-0,2-3"]).statusCode == 200)
+        #expect(try await get(provider, "r", headers: ["Range": "bytes=0-0", "If-Range": "\"other\""]).statusCode == 200)
+        #expect(try await get(provider, "r", headers: ["Range": "bytes=0-0", "If-Range": "\"r1\""]).statusCode == 206)
+        #expect(transport.calls.log == ["GET /r"])
+    }
+
     // MARK: §4.4 invalidation
 
     @Test func anyUnsafeMethodInvalidatesTheURLAndItsSameOriginLocations() async throws {
