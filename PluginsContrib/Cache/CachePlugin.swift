@@ -348,6 +348,11 @@ public struct CachePlugin: ExportablePlugin {
         if state.method == "GET", !state.credentialsChanged, let entry = storable(response, state: state, now: now) {
             put(entry, base: entry.key)
         }
+        // Age on what the cache hands on too (§4.2.3): an origin whose Date lags behind, or an
+        // upstream cache's Age, make a fresh-from-the-network response already old.
+        let date = response.header("Date").flatMap { HTTPDate.parse($0) } ?? now
+        let current = max(max(0, now - date), (DeltaSeconds.age(response.headerValues("Age")) ?? 0) + max(0, now - state.requestTime))
+        if current >= 1 { try response.setHeader("Age", String(Int(current))) }
         try response.setHeader("X-Cache", "miss")
         return .proceed
     }

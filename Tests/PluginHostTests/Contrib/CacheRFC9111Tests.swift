@@ -22,7 +22,7 @@ final class ScriptedTransport: Transport, Sendable {
         calls.append("\(method) \(url.path)")
         let answer = answers["\(method) \(url.path)"] ?? answers[url.path] ?? (200, [:])
         var headers = answer.headers
-        headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970)
+        if headers["Date"] == nil { headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970) }
         return TransportResponse(
             response: HTTPURLResponse(url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("body".utf8))
     }
@@ -245,6 +245,24 @@ struct CacheRFC9111Tests {
         #expect(try await get(provider, "r", headers: ["Range": "bytes=0-0", "If-Range": "\"other\""]).statusCode == 200)
         #expect(try await get(provider, "r", headers: ["Range": "bytes=0-0", "If-Range": "\"r1\""]).statusCode == 206)
         #expect(transport.calls.log == ["GET /r"])
+    }
+
+    // MARK: §4.2.3 Age
+
+    @Test func everyResponseTheCacheHandsOnCarriesItsAge() async throws {
+        let lagging = HTTPDate.format(Date().timeIntervalSince1970 - 30)
+        let transport = ScriptedTransport([
+            "/old": (200, ["Cache-Control": "max-age=600", "Date": lagging]), "/aged": (200, ["Cache-Control": "max-age=600", "Age": "100"]),
+            "/new": (200, ["Cache-Control": "max-age=600"]),
+        ])
+        let provider = try provider(transport)
+        let miss = try await get(provider, "old")
+        #expect(miss.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect((Int(miss.value(forHTTPHeaderField: "Age") ?? "") ?? 0) >= 29)
+        #expect((Int(try await get(provider, "old").value(forHTTPHeaderField: "Age") ?? "") ?? 0) >= 29)
+        #expect((Int(try await get(provider, "aged").value(forHTTPHeaderField: "Age") ?? "") ?? 0) >= 100)
+        #expect(try await get(provider, "new").value(forHTTPHeaderField: "Age") == nil)
+        #expect(try await get(provider, "new").value(forHTTPHeaderField: "Age") == "0")
     }
 
     // MARK: §4.4 invalidation
