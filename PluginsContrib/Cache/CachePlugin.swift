@@ -136,6 +136,13 @@ public struct CachePlugin: ExportablePlugin {
         return shared
     }
 
+    /// Remembers that the cache answered this request itself (its response side then leaves it alone).
+    func markServed(_ state: Pending, _ context: InterceptorContext) {
+        var served = state
+        served.served = true
+        pending.set(served, for: context.requestID)
+    }
+
     // MARK: Variants (§4.1)
 
     /// The most variants kept per URL; the least recently stored goes first.
@@ -252,33 +259,18 @@ public struct CachePlugin: ExportablePlugin {
             }
             if usable, let notModified = Self.notModified(entry, request, age: age) {
                 // The client's own conditional request, answered from the fresh entry (§4.3.2).
-                pending.set(
-                    {
-                        var s = state
-                        s.served = true
-                        return s
-                    }(), for: context.requestID)
+                markServed(state, context)
                 return .respond(notModified)
             }
             if usable, method == "GET", entry.status == 200, let range = request.header("Range"),
                 let partial = Self.partial(entry, range: range, ifRange: request.header("If-Range"), age: age)
             {
                 // A Range request answered from a stored complete response (§3.4; RFC 9110 §14.2).
-                pending.set(
-                    {
-                        var s = state
-                        s.served = true
-                        return s
-                    }(), for: context.requestID)
+                markServed(state, context)
                 return .respond(partial)
             }
             if usable {
-                pending.set(
-                    {
-                        var s = state
-                        s.served = true
-                        return s
-                    }(), for: context.requestID)
+                markServed(state, context)
                 return .respond(served(entry, cacheStatus: "hit", age: age, headOnly: method == "HEAD"))
             }
             if onlyIfCached { return .respond(Self.gatewayTimeout) }

@@ -36,11 +36,15 @@ struct InterceptorChain: Sendable {
 
     /// Whether any interceptor is a loaded plugin (which reads a C view of the context).
     let hasLoadedPlugins: Bool
+    /// Per interceptor, the hooks to call: a plugin compiled in declares through
+    /// `ExportablePlugin.activeHooks` what its configuration needs, as a loaded one does at create.
+    let runs: [Set<InterceptorHook>]
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
         // Loaded plugins read a C view of the context, built once per attempt (a wrapped one builds its own).
         self.hasLoadedPlugins = interceptors.contains { $0 is LoadedPlugin }
+        self.runs = interceptors.map { ($0 as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases) }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -141,7 +145,7 @@ struct InterceptorChain: Sendable {
     func prepare(
         _ request: InterceptorRequest, contexts: [InterceptorContext]
     ) -> Result<(index: Int, response: SyntheticResponse)?, NetworkError> {
-        for (index, interceptor) in interceptors.enumerated() {
+        for (index, interceptor) in interceptors.enumerated() where runs[index].contains(.prepare) {
             do {
                 if case .respond(let response) = try interceptor.prepare(request, context: contexts[index]) {
                     return .success((index, response))
@@ -156,7 +160,7 @@ struct InterceptorChain: Sendable {
     /// `willSend` for the first `count` interceptors. When one throws, those before it still see
     /// the end of the attempt (`didReceive` with an `interceptorFailed` failure).
     func willSend(_ request: InterceptorRequest, contexts: [InterceptorContext], through count: Int) -> NetworkError? {
-        for index in 0..<count {
+        for index in 0..<count where runs[index].contains(.willSend) {
             do {
                 try interceptors[index].willSend(request, context: contexts[index])
             } catch {
@@ -196,7 +200,7 @@ struct InterceptorChain: Sendable {
     /// error is returned.
     func didReceive(_ result: InterceptorResult, contexts: [InterceptorContext], from innermost: Int) -> NetworkError? {
         var firstError: NetworkError?
-        for index in stride(from: innermost, through: 0, by: -1) {
+        for index in stride(from: innermost, through: 0, by: -1) where runs[index].contains(.didReceive) {
             do {
                 try interceptors[index].didReceive(result, context: contexts[index])
             } catch {
@@ -209,7 +213,7 @@ struct InterceptorChain: Sendable {
     /// `process` from `innermost` outwards: replacements apply to `outcome`; a retry request
     /// stops the walk and is returned.
     func process(_ outcome: inout Outcome, contexts: [InterceptorContext], from innermost: Int, url: URL?) -> Result<RetryRequest?, NetworkError> {
-        for index in stride(from: innermost, through: 0, by: -1) {
+        for index in stride(from: innermost, through: 0, by: -1) where runs[index].contains(.process) {
             let action: ProcessAction
             do {
                 action = try interceptors[index].process(outcome.view, context: contexts[index])

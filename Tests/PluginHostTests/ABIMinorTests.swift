@@ -154,3 +154,37 @@ struct BatchedHeaderEditTests {
         #expect(echoed.header("X-Signature")?.count == 64)
     }
 }
+
+/// A plugin compiled in that needs only `prepare` for its configuration.
+private struct PrepareOnly: ExportablePlugin {
+    static var pluginName: String { "prepare-only" }
+    static var pluginVersion: String { "1.0.0" }
+    static var pluginSummary: String { "Records its hooks (test)" }
+    static var implementedHooks: Set<InterceptorHook> { [.prepare, .willSend, .didReceive, .process] }
+    let log: LockedCounter
+    var activeHooks: Set<InterceptorHook>? { [.prepare] }
+
+    init(configuration: PluginConfiguration, host: any HostServices) throws { log = LockedCounter() }
+    init(log: LockedCounter) { self.log = log }
+
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        log.append("prepare")
+        return .proceed
+    }
+    func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws { log.append("willSend") }
+    func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws { log.append("didReceive") }
+    func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        log.append("process")
+        return .proceed
+    }
+}
+
+@Suite("ABI 1.1: declared hooks of plugins compiled in")
+struct CompiledInActiveHooksTests {
+    @Test func theChainCallsOnlyTheHooksACompiledInPluginDeclares() async throws {
+        let log = LockedCounter()
+        let provider = Provider<Bin>(stubClosure: Provider<Bin>.immediatelyStub(_:), interceptors: [PrepareOnly(log: log)])
+        _ = try await provider.request(try Bin("get")).value
+        #expect(log.log == ["prepare"])
+    }
+}
