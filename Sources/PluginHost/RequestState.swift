@@ -15,12 +15,13 @@ final class RequestState: RequestBackend {
     private var changedHeaders: [HTTPHeader]?
     /// The original header fields sorted by name, made the first time a hook walks them.
     private var originalHeaders: [HTTPHeader]?
-    private var changed = false
     /// Which of method, body and timeout a hook changed (the others are not set again: setting
     /// `httpMethod` on a URLRequest normalises it each time).
     private var methodChanged = false
     private var bodyChanged = false
     private var timeoutChanged = false
+    /// Whether a hook changed anything.
+    private var changed: Bool { methodChanged || bodyChanged || timeoutChanged || changedURL != nil || changedHeaders != nil }
 
     /// The handles loaded plugins' hooks receive, made on first use.
     private(set) lazy var prepareHandle = RequestHandle(state: self, mayRespond: true)
@@ -47,14 +48,12 @@ final class RequestState: RequestBackend {
     func setMethod(_ method: String) throws {
         try HeaderValidation.checkMethod(method)
         self.method = method
-        changed = true
         methodChanged = true
     }
 
     func setURL(_ string: String) throws {
         guard URLParts.isAbsoluteHTTP(string), URL(string: string) != nil else { throw InterceptorError.invalidURL(string) }
         changedURL = string
-        changed = true
     }
 
     func header(named name: String, index: Int) -> String? {
@@ -64,12 +63,10 @@ final class RequestState: RequestBackend {
 
     func setHeader(named name: String, value: String?) throws {
         changedHeaders = try headers.checkedSetting(name, to: value)
-        changed = true
     }
 
     func addHeader(named name: String, value: String) throws {
         changedHeaders = try headers.checkedAdding(name, value)
-        changed = true
     }
 
     /// Checks every edit, then applies them to one copy of the list: all or none.
@@ -78,13 +75,11 @@ final class RequestState: RequestBackend {
         var updated = headers
         for edit in edits {
             switch edit {
-            case .set(let name, let value): updated.set(named: name, value: value)
             case .add(let name, let value): updated.append(HTTPHeader(name: name, value: value))
-            case .remove(let name): updated.set(named: name, value: nil)
+            case .set, .remove: updated.set(named: edit.name, value: edit.value)
             }
         }
         changedHeaders = updated
-        changed = true
     }
 
     func editHeaders(_ edits: [HeaderEdit]) throws {
@@ -95,19 +90,16 @@ final class RequestState: RequestBackend {
 
     func setBody(_ body: [UInt8]?) {
         bodyData = body.map { Data($0) }
-        changed = true
         bodyChanged = true
     }
 
     func setBodyData(_ data: Data?) {
         bodyData = data
-        changed = true
         bodyChanged = true
     }
 
     func setTimeout(_ seconds: Double) {
         timeout = seconds
-        changed = true
         timeoutChanged = true
     }
 

@@ -124,10 +124,21 @@ final class SessionCall: Sendable {
             stop(LimitFailure.headerBytes(bytes, limit: limits.maxHeaderBytes))
             return false
         }
-        let declared = response.expectedContentLength
-        let limit = request.download != nil ? (limits.maxDownloadBytes ?? .max) : limits.maxResponseBytes
-        if declared > limit, request.urlRequest.httpMethod?.uppercased() != "HEAD" {
-            stop(LimitFailure.declared(declared, limit: limit, download: request.download != nil))
+        return checkLength(received: 0, expected: response.expectedContentLength)
+    }
+
+    /// Checks a declared length and the bytes received against the body's limit (or the
+    /// download's); false when the task must stop.
+    @discardableResult
+    func checkLength(received: Int64, expected: Int64) -> Bool {
+        let download = request.download != nil
+        guard let limit = download ? request.limits.maxDownloadBytes : request.limits.maxResponseBytes else { return true }
+        if expected > limit, request.urlRequest.httpMethod?.uppercased() != "HEAD" {
+            stop(LimitFailure.declared(expected, limit: limit, download: download))
+            return false
+        }
+        if received > limit {
+            stop(LimitFailure.body(received, limit: limit, download: download))
             return false
         }
         return true
@@ -137,25 +148,7 @@ final class SessionCall: Sendable {
     /// which on Linux may lag far behind) against the limits; called by the router's monitor.
     func checkReceived() {
         guard let task = state.withLock({ $0.limitFailure == nil ? $0.task : nil }) else { return }
-        let received = task.countOfBytesReceived
-        let expected = task.countOfBytesExpectedToReceive
-        let download = request.download != nil
-        guard let limit = download ? request.limits.maxDownloadBytes : request.limits.maxResponseBytes else { return }
-        if expected > limit, request.urlRequest.httpMethod?.uppercased() != "HEAD" {
-            stop(LimitFailure.declared(expected, limit: limit, download: download))
-        } else if received > limit {
-            stop(LimitFailure.body(received, limit: limit, download: download))
-        }
-    }
-
-    /// Counts written download bytes against ``RequestLimits/maxDownloadBytes``.
-    func downloadProgress(written: Int64, expected: Int64) {
-        guard let limit = request.limits.maxDownloadBytes else { return }
-        if expected > limit {
-            stop(LimitFailure.declared(expected, limit: limit, download: true))
-        } else if written > limit {
-            stop(LimitFailure.body(written, limit: limit, download: true))
-        }
+        checkLength(received: task.countOfBytesReceived, expected: task.countOfBytesExpectedToReceive)
     }
 
     /// Creates the task with `makeTask` and resumes it, unless the call was already cancelled.
@@ -206,17 +199,18 @@ final class SessionCall: Sendable {
 
     func append(_ data: Data, expected: Int64) {
         let limit = request.limits.maxResponseBytes
-        let received = state.withLock { state -> Int64? in
+        // The total the chunk brings, and whether it was kept (nil: already stopped).
+        let outcome = state.withLock { state -> (total: Int64, kept: Bool)? in
             guard state.limitFailure == nil else { return nil }
             let total = state.received + Int64(data.count)
-            guard total <= limit else { return -total }
+            guard total <= limit else { return (total, false) }
             state.data.append(data)
             state.received = total
-            return total
+            return (total, true)
         }
-        guard let received else { return }
-        if received < 0 {
-            stop(LimitFailure.body(-received, limit: limit, download: false))
+        guard let (received, kept) = outcome else { return }
+        guard kept else {
+            stop(LimitFailure.body(received, limit: limit, download: false))
             return
         }
         request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
@@ -385,7 +379,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
         totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
     ) {
         guard let call = call(for: downloadTask) else { return }
-        call.downloadProgress(written: totalBytesWritten, expected: totalBytesExpectedToWrite)
+        call.checkLength(received: totalBytesWritten, expected: totalBytesExpectedToWrite)
         call.request.progress?(
             TransferProgress(direction: .download, completedBytes: totalBytesWritten, totalBytes: totalBytesExpectedToWrite))
     }

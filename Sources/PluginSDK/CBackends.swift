@@ -143,21 +143,10 @@ final class CRequestBackend: RequestBackend {
     func editHeaders(_ edits: [HeaderEdit]) throws {
         try HeaderEdit.check(edits)
         guard api.pointee.abi_minor >= 1, let edit = api.pointee.request_edit_headers else {
-            for change in edits {
-                switch change {
-                case .set(let name, let value): try setHeader(named: name, value: value)
-                case .add(let name, let value): try addHeader(named: name, value: value)
-                case .remove(let name): try setHeader(named: name, value: nil)
-                }
-            }
+            try applyEach(edits)
             return
         }
-        let pairs = edits.map { change -> (String, String) in
-            switch change {
-            case .set(let name, let value), .add(let name, let value): return (name, value)
-            case .remove(let name): return (name, "")
-            }
-        }
+        let pairs = edits.map { ($0.name, $0.value ?? "") }
         var badIndex = 0
         let status = CBytes.withPairs(pairs) { names, values, count -> Int32 in
             guard let names, let values else { return PH_OK }

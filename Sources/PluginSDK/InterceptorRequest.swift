@@ -37,11 +37,15 @@ extension RequestBackend {
     /// implement their own).
     public func editHeaders(_ edits: [HeaderEdit]) throws {
         try HeaderEdit.check(edits)
+        try applyEach(edits)
+    }
+
+    /// Applies checked edits through the single-field setters, in order.
+    package func applyEach(_ edits: [HeaderEdit]) throws {
         for edit in edits {
             switch edit {
-            case .set(let name, let value): try setHeader(named: name, value: value)
             case .add(let name, let value): try addHeader(named: name, value: value)
-            case .remove(let name): try setHeader(named: name, value: nil)
+            case .set, .remove: try setHeader(named: edit.name, value: edit.value)
             }
         }
     }
@@ -66,19 +70,22 @@ public enum HeaderEdit: Sendable, Equatable {
         }
     }
 
+    /// The field value; nil for ``remove(_:)``.
+    public var value: String? {
+        switch self {
+        case .set(_, let value), .add(_, let value): return value
+        case .remove: return nil
+        }
+    }
+
     /// Throws ``HeaderEditError`` for the first invalid edit, or when there are more than ``maxCount``.
     public static func check(_ edits: [HeaderEdit]) throws(HeaderEditError) {
         guard edits.count <= maxCount else {
             throw HeaderEditError(index: maxCount, reason: "more than \(maxCount) header edits in one call")
         }
         for (index, edit) in edits.enumerated() {
-            let value: String?
-            switch edit {
-            case .set(_, let v), .add(_, let v): value = v
-            case .remove: value = nil
-            }
             do {
-                try HeaderValidation.check(name: edit.name, value: value)
+                try HeaderValidation.check(name: edit.name, value: edit.value)
             } catch {
                 throw HeaderEditError(index: index, reason: String(describing: error))
             }

@@ -222,15 +222,13 @@ enum FileSecurity {
             throw PluginLoadError(.unreadable, file: path, reason: "no such file or directory")
         }
         let real = realPath(absolute) ?? absolute
-        if real != absolute {
-            // A symlink: the rule applies to what it points at.
-            if let problem = problem(info, asAncestor: false) {
-                throw PluginLoadError(
-                    .insecurePermissions, file: real,
-                    reason: "\(describe(info))\(problem), is the target of \(role) \(path) (a symbolic link); \(remedy(info))")
-            }
+        if let problem = problem(info, asAncestor: false) {
+            // Through a symlink, the rule applies to what it points at, and the refusal names it.
+            let linked = real != absolute
+            throw PluginLoadError(
+                .insecurePermissions, file: linked ? real : path,
+                reason: "\(describe(info))\(problem), is \(linked ? "the target of \(role) \(path) (a symbolic link)" : role); \(remedy(info))")
         }
-        try check(path: path, info: info, role: role)
         var checked: Set<String> = []
         for chain in [absolute, real] {
             var directory = parent(of: chain)
@@ -238,13 +236,6 @@ enum FileSecurity {
                 if checked.insert(current).inserted { try checkAncestor(current, of: "\(role) \(path)") }
                 directory = parent(of: current)
             }
-        }
-    }
-
-    /// Checks one file or directory (already `stat`ed) that is `role` itself.
-    static func check(path: String, info: stat, role: String) throws(PluginLoadError) {
-        if let problem = problem(info, asAncestor: false) {
-            throw PluginLoadError(.insecurePermissions, file: path, reason: "\(describe(info))\(problem), is \(role); \(remedy(info))")
         }
     }
 
