@@ -4,14 +4,15 @@ import PluginSDK
 /// Answers HTTP authentication challenges with a user and password per host (and realm),
 /// and can send Basic credentials preemptively.
 ///
-/// Only `Basic` is answered (the host answers challenges itself, and implements Basic only; a
-/// `Digest` challenge gets its `401` delivered). Credentials go only to the hosts listed: a
-/// challenge from any other host, or a second challenge after a failed answer, is not answered.
+/// `Basic` and `Digest` challenges are answered: the plugin gives the user and password, the host
+/// computes the answer (for Digest: RFC 7616, the strongest algorithm the server offers).
+/// Credentials go only to the hosts listed: a challenge from any other host is not answered, nor
+/// one that follows `rounds` failed answers for the same request (default 1).
 /// On a redirect to another scheme, host or port the transport drops `Authorization`.
 public struct CredentialsPlugin: ExportablePlugin {
     public static var pluginName: String { "credentials" }
-    public static var pluginVersion: String { "1.0.0" }
-    public static var pluginSummary: String { "Answers Basic authentication challenges for listed hosts" }
+    public static var pluginVersion: String { "1.1.0" }
+    public static var pluginSummary: String { "Answers Basic and Digest authentication challenges for listed hosts" }
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .credential] }
 
     struct Entry {
@@ -40,9 +41,12 @@ public struct CredentialsPlugin: ExportablePlugin {
     }
 
     let entries: [Entry]
+    /// How many answers one request gets before its `401` is delivered.
+    let rounds: Int
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["credentials"])
+        try configuration.rejectUnknownKeys(["credentials", "rounds"])
+        rounds = try configuration.integer("rounds", default: 1, in: 1...3)
         guard let list = configuration.values["credentials"]?.arrayValue else {
             if configuration.values["credentials"] == nil {
                 entries = []
@@ -104,7 +108,8 @@ public struct CredentialsPlugin: ExportablePlugin {
     }
 
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
-        guard HTTPHeader.namesEqual(challenge.method, "Basic"), challenge.previousFailureCount == 0,
+        guard HTTPHeader.namesEqual(challenge.method, "Basic") || HTTPHeader.namesEqual(challenge.method, "Digest"),
+            challenge.previousFailureCount < rounds,
             let entry = entries.first(where: {
                 $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm)
             }),

@@ -39,6 +39,8 @@ struct InterceptorChain: Sendable {
     /// Per interceptor, the hooks to call: a plugin compiled in declares through
     /// `ExportablePlugin.activeHooks` what its configuration needs, as a loaded one does at create.
     let runs: [Set<InterceptorHook>]
+    /// Digest `nc` per nonce, shared by the chain's requests.
+    let digestNonces = DigestNonceCounts()
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
@@ -255,14 +257,17 @@ struct InterceptorChain: Sendable {
 
     /// Sends a request; answers `401`/`407` challenges with the interceptors' `credential`
     /// hooks (asked in order, the first answer other than `performDefault` wins) and sends
-    /// again with the credential. Basic is answered; other schemes deliver the challenge
-    /// response unanswered.
+    /// again with the credential: `Digest` (RFC 7616, the strongest algorithm offered) or
+    /// `Basic`. A Digest answer refused with `stale=true` is sent once more with the new nonce,
+    /// without asking the hooks again. Other schemes deliver the challenge response unanswered.
     func sendAuthenticating(
         _ request: TransportRequest, transport: any Transport,
         contexts: [InterceptorContext]
     ) async -> (Outcome, URLRequest) {
         var request = request
         var failures = 0
+        var lastDigestAnswer: (user: String, password: String)?
+        var staleAnswered = false
         while true {
             let outcome: Outcome
             do {
@@ -270,10 +275,24 @@ struct InterceptorChain: Sendable {
             } catch {
                 return (.failure(error), request.urlRequest)
             }
-            guard case .response(let response) = outcome, !interceptors.isEmpty, failures < Self.maxAuthenticationRounds,
-                let url = request.urlRequest.url,
-                let challenge = Self.challenge(in: response, for: url, previousFailureCount: failures)
+            guard case .response(let response) = outcome, !interceptors.isEmpty, let url = request.urlRequest.url,
+                let found = Self.challenge(in: response)
             else { return (outcome, request.urlRequest) }
+            let (field, chosen) = (found.field, found.chosen)
+            if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer {
+                // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
+                // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
+                guard !staleAnswered, let value = digestAnswer(digest, user: last.user, password: last.password, request: request)
+                else { return (outcome, request.urlRequest) }
+                staleAnswered = true
+                request.urlRequest.setValue(value, forHTTPHeaderField: field)
+                continue
+            }
+            guard failures < Self.maxAuthenticationRounds else { return (outcome, request.urlRequest) }
+            let challenge = AuthenticationChallenge(
+                host: url.host ?? "", port: url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80),
+                scheme: url.scheme?.lowercased() ?? "http", realm: chosen.realm, method: chosen.scheme,
+                previousFailureCount: failures)
             var answer = CredentialAnswer.performDefault
             var answeredBy = ""
             for (index, interceptor) in interceptors.enumerated() {
@@ -282,10 +301,16 @@ struct InterceptorChain: Sendable {
                 if answer != .performDefault { break }
             }
             switch answer {
-            case .useCredential(let user, let password) where HTTPHeader.namesEqual(challenge.method, "Basic"):
-                let field = response.statusCode == 407 ? "Proxy-Authorization" : "Authorization"
+            case .useCredential(let user, let password) where chosen.digest != nil:
+                guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: request)
+                else { return (outcome, request.urlRequest) }
+                request.urlRequest.setValue(value, forHTTPHeaderField: field)
+                lastDigestAnswer = (user, password)
+                failures += 1
+            case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
                 let token = Data("\(user):\(password)".utf8).base64EncodedString()
                 request.urlRequest.setValue("Basic \(token)", forHTTPHeaderField: field)
+                lastDigestAnswer = nil
                 failures += 1
             case .cancel:
                 return (
@@ -298,25 +323,37 @@ struct InterceptorChain: Sendable {
         }
     }
 
-    /// The challenge a `401` (`WWW-Authenticate`) or `407` (`Proxy-Authenticate`) response makes, if any.
-    static func challenge(in response: ResponseState, for url: URL, previousFailureCount: Int) -> AuthenticationChallenge? {
-        let field: String
+    /// The `Authorization` value answering `digest` for `request`, with a fresh `cnonce` and the nonce's next `nc`.
+    func digestAnswer(_ digest: DigestChallenge, user: String, password: String, request: TransportRequest) -> String? {
+        guard let url = request.urlRequest.url else { return nil }
+        var body: [UInt8]?
+        switch request.body {
+        case .inline, .upload:
+            if request.urlRequest.httpBodyStream == nil { body = request.urlRequest.httpBody.map { [UInt8]($0) } ?? [] }
+        case .file:
+            body = nil
+        }
+        let facts = DigestChallenge.RequestFacts(
+            method: request.urlRequest.httpMethod ?? "GET", uri: DigestChallenge.requestURI(url), body: body)
+        return digest.authorization(
+            user: user, password: password, request: facts, cnonce: SHA256.hex(RandomBytes.make(16)),
+            nonceCount: digestNonces.next(for: digest.nonce))
+    }
+
+    /// The header field to answer in and the challenge to answer, for a `401` (`WWW-Authenticate`
+    /// → `Authorization`) or a `407` (`Proxy-Authenticate` → `Proxy-Authorization`).
+    static func challenge(in response: ResponseState) -> (field: String, chosen: ChosenChallenge)? {
+        let challengeField: String
+        let answerField: String
         switch response.statusCode {
-        case 401: field = "WWW-Authenticate"
-        case 407: field = "Proxy-Authenticate"
+        case 401: (challengeField, answerField) = ("WWW-Authenticate", "Authorization")
+        case 407: (challengeField, answerField) = ("Proxy-Authenticate", "Proxy-Authorization")
         default: return nil
         }
-        guard let header = response.header(named: field, index: 0), !header.isEmpty else { return nil }
-        let scheme = String(header.prefix { !$0.isWhitespace && $0 != "," })
-        var realm: String?
-        if let range = header.range(of: "realm=\"") {
-            realm = String(header[range.upperBound...].prefix { $0 != "\"" })
-        }
-        let secure = url.scheme?.lowercased() == "https"
-        return AuthenticationChallenge(
-            host: url.host ?? "", port: url.port ?? (secure ? 443 : 80),
-            scheme: url.scheme?.lowercased() ?? "http", realm: realm, method: scheme,
-            previousFailureCount: previousFailureCount)
+        var values: [String] = []
+        while let value = response.header(named: challengeField, index: values.count) { values.append(value) }
+        guard let chosen = ChosenChallenge.choose(from: values.joined(separator: ", ")) else { return nil }
+        return (answerField, chosen)
     }
 
     private static func finish(_ outcome: Outcome, request: URLRequest, validation: ValidationType) -> Result<Response, NetworkError> {

@@ -7,6 +7,9 @@
   /fixture/lastmod/K              counts a hit for its path and query; Last-Modified ten days ago
   /fixture/verify-hmac            recomputes the hmac-sha256 signature of the request as received
   /fixture/verify-md5             recomputes the md5-sorted signature of the request as received
+  /fixture/digest?key=K&...       Digest authentication (RFC 7616) checked independently: algorithm=, qop=,
+                                  userhash=1, stale=N (answer N right answers with stale=true), offer=a,b,..
+                                  (several challenges), nonce= (a fixed nonce), user=, pass=
 
 The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
@@ -109,6 +112,124 @@ def verify_md5(environ):
     return {"valid": expected == sign, "expected": expected, "sign": sign, "params": sorted(params), "fromBody": form}
 
 
+DIGEST_HASHES = {"MD5": "md5", "SHA-256": "sha256", "SHA-512-256": "sha512_256", "SHA-512": "sha512"}
+DIGEST_REALM = "fixture-digest@127.0.0.1"
+
+
+def digest_hex(algorithm, data):
+    base = algorithm[:-5] if algorithm.endswith("-sess") else algorithm
+    return hashlib.new(DIGEST_HASHES[base], data if isinstance(data, bytes) else data.encode()).hexdigest()
+
+
+def parse_digest_params(text):
+    """Parameters of a Digest Authorization value, unquoted; username* decoded (RFC 8187)."""
+    params, i = {}, 0
+    while i < len(text):
+        while i < len(text) and text[i] in " ,":
+            i += 1
+        j = text.find("=", i)
+        if j < 0:
+            break
+        name = text[i:j].strip().lower()
+        i = j + 1
+        if i < len(text) and text[i] == '"':
+            i += 1
+            value = ""
+            while i < len(text) and text[i] != '"':
+                if text[i] == "\\":
+                    i += 1
+                value += text[i]
+                i += 1
+            i += 1
+        else:
+            j = text.find(",", i)
+            j = len(text) if j < 0 else j
+            value = text[i:j].strip()
+            i = j
+        params[name] = value
+    if "username*" in params:
+        charset, _, encoded = params.pop("username*").partition("''")
+        params["username"] = urllib.parse.unquote(encoded, encoding=charset or "utf-8")
+    return params
+
+
+def digest(environ, start_response, query):
+    key = query.get("key", "")
+    count = bump(key)
+    algorithm, qop = query.get("algorithm", "MD5"), query.get("qop", "auth")
+    user, password = query.get("user", "u"), query.get("pass", "p")
+    issued = [hashlib.sha256(f"{key}:{n}".encode()).hexdigest()[:32] for n in range(1, count + 1)]
+    nonce = query.get("nonce") or issued[-1]
+    opaque = "opaque-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    offers = query.get("offer", algorithm).split(",")
+
+    def challenges(stale=False):
+        out = []
+        for offer in offers:
+            if offer == "Basic":
+                out.append(f'Basic realm="{DIGEST_REALM}"')
+                continue
+            parts = [f'realm="{DIGEST_REALM}"', f'nonce="{nonce}"', f'opaque="{opaque}"', f"algorithm={offer}"]
+            if qop:
+                parts.append(f'qop="{qop}"')
+            if stale:
+                parts.append("stale=true")
+            if query.get("userhash") == "1":
+                parts.append("userhash=true")
+            out.append("Digest " + ", ".join(parts))
+        return out
+
+    def refuse(reason, stale=False):
+        data = json.dumps({"count": count, "reason": reason}).encode()
+        headers = [("WWW-Authenticate", c) for c in challenges(stale)]
+        start_response("401 Unauthorized", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))] + headers)
+        return [data]
+
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    if auth.startswith("Basic ") and "Basic" in offers:
+        ok = auth[6:] == __import__("base64").b64encode(f"{user}:{password}".encode()).decode()
+        return respond(start_response, "200 OK", {"count": count, "scheme": "Basic"}) if ok else refuse("wrong basic")
+    if not auth.startswith("Digest "):
+        return refuse("no digest credentials")
+    p = parse_digest_params(auth[len("Digest "):])
+    chosen = p.get("algorithm", "MD5")
+    if chosen not in offers:
+        return refuse(f"algorithm {chosen} not offered")
+    if p.get("nonce") not in issued and p.get("nonce") != query.get("nonce"):
+        return refuse("unknown nonce")
+    if p.get("opaque") != opaque:
+        return refuse("opaque not echoed")
+    if p.get("realm") != DIGEST_REALM:
+        return refuse("wrong realm")
+    userhash = p.get("userhash") == "true"
+    expected_user = digest_hex(chosen, f"{user}:{DIGEST_REALM}") if userhash else user
+    if p.get("username") != expected_user:
+        return refuse("wrong user")
+    raw_uri = environ.get("RAW_URI") or (environ.get("PATH_INFO", "") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else ""))
+    if p.get("uri") != raw_uri:
+        return refuse(f"uri {p.get('uri')} is not the request target {raw_uri}")
+    a1 = digest_hex(chosen, f"{user}:{DIGEST_REALM}:{password}")
+    if chosen.endswith("-sess"):
+        a1 = digest_hex(chosen, f"{a1}:{p['nonce']}:{p.get('cnonce', '')}")
+    method = environ["REQUEST_METHOD"]
+    answered_qop = p.get("qop")
+    if answered_qop == "auth-int":
+        a2 = digest_hex(chosen, f"{method}:{p['uri']}:{digest_hex(chosen, read_body(environ))}")
+    else:
+        a2 = digest_hex(chosen, f"{method}:{p['uri']}")
+    if answered_qop:
+        expected = digest_hex(chosen, f"{a1}:{p['nonce']}:{p.get('nc', '')}:{p.get('cnonce', '')}:{answered_qop}:{a2}")
+    else:
+        expected = digest_hex(chosen, f"{a1}:{p['nonce']}:{a2}")
+    if not hmac.compare_digest(expected, p.get("response", "")):
+        return refuse("wrong response")
+    if bump(key + ":stale") <= int(query.get("stale", "0")):
+        return refuse("stale nonce", stale=True)
+    return respond(start_response, "200 OK", {
+        "count": count, "scheme": "Digest", "algorithm": chosen, "qop": answered_qop, "nc": p.get("nc"),
+        "cnonce": p.get("cnonce"), "userhash": userhash, "username": p.get("username"), "authorization": auth})
+
+
 def app(environ, start_response):
     path = environ.get("PATH_INFO", "")
     if not path.startswith("/fixture/"):
@@ -157,4 +278,6 @@ def app(environ, start_response):
         return respond(start_response, "200 OK", verify_hmac(environ))
     if path == "/fixture/verify-md5":
         return respond(start_response, "200 OK", verify_md5(environ))
+    if path == "/fixture/digest":
+        return digest(environ, start_response, query)
     return respond(start_response, "404 Not Found", {"error": "no such fixture"})

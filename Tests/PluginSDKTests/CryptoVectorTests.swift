@@ -68,3 +68,51 @@ struct HMACTests {
         #expect(SHA256.hex(Array(mac.prefix(16))) == "a3b6167473100ee06e0c796c2955552b")
     }
 }
+
+@Suite("SHA-512 and SHA-512/256 against the FIPS 180-4 examples")
+struct SHA512Tests {
+    static let twoBlock = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"
+
+    @Test(arguments: [
+        (
+            "abc",
+            "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f",
+            "53048e2681941ef99b2e29b76b4c7dabe4c2d0c634fc6d46e0e2f13107e7af23"
+        ),
+        (
+            "",
+            "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e",
+            "c672b8d1ef56ed28ab87c3622c5114069bdd3ad7b8f9737498d0c01ecef0967a"
+        ),
+        (
+            twoBlock,
+            "8e959b75dae313da8cf4f72814fc143f8f7779c6eb9f7fa17299aeadb6889018501d289e4900f7e4331b99dec4b5433ac7d329eeb6dd26545e96e55b874be909",
+            "3928e184fb8690f840da3988121d31be65cb9d3ef83ee6146feac861e19b563a"
+        ),
+    ])
+    func fips180Examples(input: String, sha512: String, sha512Slash256: String) {
+        #expect(SHA256.hex(SHA512.hash(Array(input.utf8))) == sha512)
+        #expect(SHA256.hex(SHA512.hash256(Array(input.utf8))) == sha512Slash256)
+    }
+
+    @Test func oneMillionA() {
+        let input = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
+        #expect(
+            SHA256.hex(SHA512.hash(input))
+                == "e718483d0ce769644e2e42c7bc15b4638e1f98b13b2044285632a803afa973ebde0ff244877ea60a4cb0432ce577c31beb009c5c2c49aa2e4eadb217ad8cc09b")
+    }
+
+    /// Padding edges: 111 bytes fit one block with the length, 112 need a second.
+    @Test(arguments: [111, 112, 127, 128, 129])
+    func blockBoundaries(length: Int) {
+        let input = [UInt8](repeating: 0x61, count: length)
+        let expected = [
+            111: "fa9121c7b32b9e01733d034cfc78cbf67f926c7ed83e82200ef86818196921760b4beff48404df811b953828274461673c68d04e297b0eb7b2b4d60fc6b566a2",
+            112: "c01d080efd492776a1c43bd23dd99d0a2e626d481e16782e75d54c2503b5dc32bd05f0f1ba33e568b88fd2d970929b719ecbb152f58f130a407c8830604b70ca",
+            127: "828613968b501dc00a97e08c73b118aa8876c26b8aac93df128502ab360f91bab50a51e088769a5c1eff4782ace147dce3642554199876374291f5d921629502",
+            128: "b73d1929aa615934e61a871596b3f3b33359f42b8175602e89f7e06e5f658a243667807ed300314b95cacdd579f3e33abdfbe351909519a846d465c59582f321",
+            129: "4f681e0bd53cda4b5a2041cc8a06f2eabde44fb16c951fbd5b87702f07aeab611565b19c47fde30587177ebb852e3971bbd8d3fd30da18d71037dfbd98420429",
+        ]
+        #expect(SHA256.hex(SHA512.hash(input)) == expected[length])
+    }
+}

@@ -21,6 +21,8 @@ struct ContribConfigTests {
             "credentials", #"{"credentials": [{"host": "h", "user": "u", "password": "p", "port": 70000}]}"#,
             "credentials: credentials[0].port must be between 1 and 65535"
         ),
+        ("credentials", #"{"rounds": 4}"#, "credentials: rounds must be between 1 and 3"),
+        ("credentials", #"{"rounds": 1.5}"#, "credentials: rounds must be a whole number"),
         ("activity", #"{"defaultVisibility": "blink"}"#, "activity: defaultVisibility must be one of show, hide"),
         ("logger", #"{"level": "verbose"}"#, "logger: level must be one of off, basic, headers, body"),
         ("logger", #"{"output": "file"}"#, "logger: file must name a file when output is file"),

@@ -82,12 +82,17 @@ struct CredentialsPluginTests {
         #expect(same["headers"]?["Authorization"]?.stringValue == "Basic dTpw")
     }
 
-    @Test func digestChallengesAreDeliveredUnanswered() async throws {
+    /// Digest challenges are answered too (RFC 7616, computed by the host); an unlisted host's are not.
+    @Test func digestChallengesAreAnsweredForListedHostsOnly() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let provider = try f.provider([("credentials", ["credentials": [try entry()]])])
         let response = try await provider.request(try Bin("digest-auth/auth/u/p")).value
-        #expect(response.statusCode == 401)
-        #expect(response.value(forHTTPHeaderField: "WWW-Authenticate")?.hasPrefix("Digest") == true)
+        #expect(response.statusCode == 200)
+        #expect(response.request?.value(forHTTPHeaderField: "Authorization")?.hasPrefix(#"Digest username="u", "#) == true)
+        let other = try f.provider([("credentials", ["credentials": [try entry(host: "api.example.invalid")]])])
+        let refused = try await other.request(try Bin("digest-auth/auth/u/p")).value
+        #expect(refused.statusCode == 401)
+        #expect(refused.value(forHTTPHeaderField: "WWW-Authenticate")?.hasPrefix("Digest") == true)
     }
 }

@@ -1,0 +1,311 @@
+import Foundation
+import PluginSDK
+
+/// One challenge of a `WWW-Authenticate` or `Proxy-Authenticate` field (RFC 9110 §11.6.1):
+/// a scheme, then either a `token68` or a list of parameters.
+struct HTTPChallenge: Equatable, Sendable {
+    /// The scheme as the server spelled it (`Basic`, `Digest`, …).
+    var scheme: String
+    /// Parameters by lower-cased name, unquoted.
+    var parameters: [String: String] = [:]
+    /// The `token68` form (`Negotiate abc==`), when the challenge has one.
+    var token68: String?
+
+    /// Every challenge in a field value. Several fields folded with `, ` read the same as one.
+    static func parse(_ value: String) -> [HTTPChallenge] {
+        var scanner = Scanner(Array(value.utf8))
+        var challenges: [HTTPChallenge] = []
+        while true {
+            scanner.skip { $0 == .space || $0 == .tab || $0 == .comma }
+            if scanner.atEnd { break }
+            let scheme = scanner.token()
+            if scheme.isEmpty {
+                scanner.advance()  // not a token character: skip it
+                continue
+            }
+            var challenge = HTTPChallenge(scheme: scheme)
+            scanner.skip { $0 == .space || $0 == .tab }
+            var first = true
+            while !scanner.atEnd {
+                let mark = scanner.position
+                scanner.skip { $0 == .space || $0 == .tab || $0 == .comma }
+                let name = scanner.token()
+                scanner.skip { $0 == .space || $0 == .tab }
+                if !name.isEmpty, scanner.peek == .equals {
+                    scanner.advance()
+                    scanner.skip { $0 == .space || $0 == .tab }
+                    if first, scanner.atEnd || scanner.peek == .comma || scanner.peek == .equals {
+                        // `abc=` or `abc==` ends the item: a token68, not a parameter without a value.
+                        scanner.skip { $0 == .equals }
+                        challenge.token68 = name + String(repeating: "=", count: scanner.position - mark - name.utf8.count)
+                        break
+                    }
+                    challenge.parameters[name.lowercased()] = scanner.peek == .quote ? scanner.quoted() : scanner.token()
+                    first = false
+                    continue
+                }
+                if first, !name.isEmpty, scanner.atEnd || scanner.peek == .comma {
+                    challenge.token68 = name
+                    first = false
+                    continue
+                }
+                scanner.position = mark  // the next challenge starts here
+                break
+            }
+            challenges.append(challenge)
+        }
+        return challenges
+    }
+
+    /// A byte cursor over a field value.
+    private struct Scanner {
+        let bytes: [UInt8]
+        var position = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        var atEnd: Bool { position >= bytes.count }
+        var peek: UInt8? { atEnd ? nil : bytes[position] }
+        mutating func advance() { position += 1 }
+
+        mutating func skip(while matches: (UInt8) -> Bool) {
+            while let byte = peek, matches(byte) { position += 1 }
+        }
+
+        /// A `token` (RFC 9110 §5.6.2), plus the `token68` characters `/` and `+` (never
+        /// separators in this grammar); empty when none is here.
+        mutating func token() -> String {
+            let start = position
+            skip { $0 > 0x20 && $0 < 0x7f && !Self.delimiters.contains($0) }
+            return String(decoding: bytes[start..<position], as: UTF8.self)
+        }
+
+        /// A `quoted-string` with its escapes resolved; an unterminated one runs to the end.
+        mutating func quoted() -> String {
+            advance()
+            var out: [UInt8] = []
+            while let byte = peek {
+                advance()
+                if byte == .quote { break }
+                if byte == .backslash, let escaped = peek {
+                    out.append(escaped)
+                    advance()
+                } else {
+                    out.append(byte)
+                }
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+
+        static let delimiters: Set<UInt8> = Set("\"(),:;<=>?@[\\]{}".utf8)
+    }
+}
+
+extension UInt8 {
+    fileprivate static let space = UInt8(ascii: " ")
+    fileprivate static let tab = UInt8(ascii: "\t")
+    fileprivate static let comma = UInt8(ascii: ",")
+    fileprivate static let equals = UInt8(ascii: "=")
+    fileprivate static let quote = UInt8(ascii: "\"")
+    fileprivate static let backslash = UInt8(ascii: "\\")
+}
+
+/// A `Digest` challenge (RFC 7616) the host can answer, and the answer.
+struct DigestChallenge: Equatable, Sendable {
+    /// The hash functions of RFC 7616 §6.1, plus `SHA-512` (offered by httpbin and others).
+    enum Algorithm: String, CaseIterable, Sendable {
+        case md5 = "MD5"
+        case sha256 = "SHA-256"
+        case sha512Slash256 = "SHA-512-256"
+        case sha512 = "SHA-512"
+
+        /// Preference when a server offers several: the larger, the stronger.
+        var strength: Int {
+            switch self {
+            case .md5: return 1
+            case .sha256: return 2
+            case .sha512Slash256: return 3
+            case .sha512: return 4
+            }
+        }
+
+        /// Lower-case hexadecimal of the hash of `text`'s UTF-8 bytes.
+        func hex(_ text: String) -> String { hex(Array(text.utf8)) }
+
+        /// Lower-case hexadecimal of the hash of `bytes`.
+        func hex(_ bytes: [UInt8]) -> String {
+            switch self {
+            case .md5: return SHA256.hex(MD5.hash(bytes))
+            case .sha256: return SHA256.hex(SHA256.hash(bytes))
+            case .sha512Slash256: return SHA256.hex(SHA512.hash256(bytes))
+            case .sha512: return SHA256.hex(SHA512.hash(bytes))
+            }
+        }
+    }
+
+    let realm: String
+    let nonce: String
+    let opaque: String?
+    let algorithm: Algorithm
+    /// Whether the algorithm is a `-sess` variant (A1 includes the nonce and cnonce).
+    let session: Bool
+    /// The algorithm token as the server spelled it, echoed back.
+    let algorithmToken: String?
+    /// The quality-of-protection values offered (`auth`, `auth-int`); empty: RFC 2069 style.
+    let qops: [String]
+    /// `stale=true`: the previous answer's credentials were right, its nonce was not.
+    let stale: Bool
+    /// `userhash=true`: the server wants the user name hashed.
+    let userhash: Bool
+
+    /// The Digest challenge in `challenge`, when it is one the host can answer.
+    init?(_ challenge: HTTPChallenge) {
+        guard challenge.scheme.lowercased() == "digest", let nonce = challenge.parameters["nonce"] else { return nil }
+        let token = challenge.parameters["algorithm"]
+        var name = token ?? "MD5"
+        session = name.lowercased().hasSuffix("-sess")
+        if session { name.removeLast(5) }
+        guard let algorithm = Algorithm.allCases.first(where: { $0.rawValue.lowercased() == name.lowercased() }) else { return nil }
+        self.algorithm = algorithm
+        self.algorithmToken = token
+        self.nonce = nonce
+        self.realm = challenge.parameters["realm"] ?? ""
+        self.opaque = challenge.parameters["opaque"]
+        self.qops = (challenge.parameters["qop"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .filter { !$0.isEmpty }
+        self.stale = challenge.parameters["stale"]?.lowercased() == "true"
+        self.userhash = challenge.parameters["userhash"]?.lowercased() == "true"
+    }
+
+    /// What the answer needs from the request.
+    struct RequestFacts {
+        var method: String
+        /// The request target as sent (path and query).
+        var uri: String
+        /// The body, when it is in memory (`auth-int` needs it).
+        var body: [UInt8]?
+    }
+
+    /// The `Authorization` value answering this challenge, or nil when it cannot be answered
+    /// (only `auth-int` offered, or an unknown `qop`, and the body is not in memory).
+    func authorization(user: String, password: String, request: RequestFacts, cnonce: String, nonceCount: UInt32) -> String? {
+        let qop: String?
+        if qops.isEmpty {
+            qop = nil
+        } else if qops.contains("auth-int"), request.body != nil {
+            qop = "auth-int"  // integrity when it can be had
+        } else if qops.contains("auth") {
+            qop = "auth"
+        } else {
+            return nil
+        }
+        var a1 = algorithm.hex("\(user):\(realm):\(password)")
+        if session { a1 = algorithm.hex("\(a1):\(nonce):\(cnonce)") }
+        let a2: String
+        if qop == "auth-int" {
+            a2 = algorithm.hex("\(request.method):\(request.uri):\(algorithm.hex(request.body ?? []))")
+        } else {
+            a2 = algorithm.hex("\(request.method):\(request.uri)")
+        }
+        let nc = Self.nonceCountText(nonceCount)
+        let response: String
+        if let qop {
+            response = algorithm.hex("\(a1):\(nonce):\(nc):\(cnonce):\(qop):\(a2)")
+        } else {
+            response = algorithm.hex("\(a1):\(nonce):\(a2)")
+        }
+        var parts: [String] = []
+        if userhash {
+            parts.append("username=\(Self.quoted(algorithm.hex("\(user):\(realm)")))")
+        } else if user.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) {
+            parts.append("username=\(Self.quoted(user))")
+        } else {
+            parts.append("username*=UTF-8''\(Self.extendedValue(user))")  // RFC 7616 §3.4.4, RFC 8187
+        }
+        parts.append("realm=\(Self.quoted(realm))")
+        parts.append("uri=\(Self.quoted(request.uri))")
+        if let algorithmToken { parts.append("algorithm=\(algorithmToken)") }
+        parts.append("nonce=\(Self.quoted(nonce))")
+        if let qop {
+            parts.append("nc=\(nc)")
+            parts.append("cnonce=\(Self.quoted(cnonce))")
+            parts.append("qop=\(qop)")
+        }
+        parts.append("response=\(Self.quoted(response))")
+        if let opaque { parts.append("opaque=\(Self.quoted(opaque))") }
+        if userhash { parts.append("userhash=true") }
+        return "Digest " + parts.joined(separator: ", ")
+    }
+
+    /// `nc`: eight lower-case hexadecimal digits.
+    static func nonceCountText(_ count: UInt32) -> String {
+        let hex = String(count, radix: 16)
+        return String(repeating: "0", count: max(0, 8 - hex.count)) + hex
+    }
+
+    /// A `quoted-string`: `"` and `\` escaped.
+    static func quoted(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+
+    /// RFC 8187's `value-chars`: attribute characters as they are, every other byte percent-encoded.
+    static func extendedValue(_ text: String) -> String {
+        let plain = Set("!#$&+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
+        var out = ""
+        for byte in text.utf8 {
+            if plain.contains(byte) {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+
+    /// The request target of `url` as sent: its path (`/` when empty) and query, percent-encoded as given.
+    static func requestURI(_ url: URL) -> String {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.path }
+        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        return components.percentEncodedQuery.map { path + "?" + $0 } ?? path
+    }
+}
+
+/// `nc` per nonce (RFC 7616 §3.4): each use of a nonce counts one up, across requests.
+final class DigestNonceCounts: Sendable {
+    private let counts = Locked([String: UInt32]())
+    /// Nonces remembered at most; past it the oldest memory is dropped (a server issues new nonces anyway).
+    static let capacity = 1024
+
+    /// The count for this use of `nonce` (1 for its first).
+    func next(for nonce: String) -> UInt32 {
+        counts.withLock { counts in
+            if counts[nonce] == nil, counts.count >= Self.capacity { counts.removeAll(keepingCapacity: true) }
+            let next = (counts[nonce] ?? 0) &+ 1
+            counts[nonce] = next
+            return next
+        }
+    }
+}
+
+/// The challenge of a `401`/`407` the host answers: the strongest it supports among those offered.
+struct ChosenChallenge: Sendable {
+    /// The scheme as hooks see it (`Basic`, `Digest`, or another the host cannot answer).
+    var scheme: String
+    var realm: String?
+    /// Set when the scheme is a Digest the host can answer.
+    var digest: DigestChallenge?
+
+    /// Picks from every challenge in `value`: a supported Digest (strongest algorithm first), then
+    /// Basic, then the first challenge (so hooks still see what the server asked for).
+    static func choose(from value: String) -> ChosenChallenge? {
+        let challenges = HTTPChallenge.parse(value)
+        let digests = challenges.compactMap { challenge in DigestChallenge(challenge).map { (challenge, $0) } }
+        if let best = digests.max(by: { $0.1.algorithm.strength < $1.1.algorithm.strength }) {
+            return ChosenChallenge(scheme: best.0.scheme, realm: best.1.realm, digest: best.1)
+        }
+        if let basic = challenges.first(where: { $0.scheme.lowercased() == "basic" }) {
+            return ChosenChallenge(scheme: basic.scheme, realm: basic.parameters["realm"])
+        }
+        return challenges.first.map { ChosenChallenge(scheme: $0.scheme, realm: $0.parameters["realm"]) }
+    }
+}

@@ -1,0 +1,329 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite("Digest authentication: challenge parsing and RFC 7616 answers")
+struct DigestUnitTests {
+    /// RFC 7616 §3.9.1: the server's challenge (both algorithms offered) and the client's answers.
+    static let rfcChallenge =
+        #"Digest realm="http-auth@example.org", qop="auth, auth-int", algorithm=SHA-256, nonce="7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v", opaque="FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS", "#
+        + #"Digest realm="http-auth@example.org", qop="auth, auth-int", algorithm=MD5, nonce="7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v", opaque="FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS""#
+
+    @Test(arguments: [
+        ("MD5", "8ca523f5e9506fed4657c9700eebdbec"),
+        ("SHA-256", "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1"),
+    ])
+    func rfc7616KnownAnswer(algorithm: String, response: String) throws {
+        let challenges = HTTPChallenge.parse(Self.rfcChallenge)
+        #expect(challenges.count == 2)
+        let challenge = try #require(challenges.compactMap(DigestChallenge.init).first { $0.algorithmToken == algorithm })
+        // The example's request has no body in memory to protect, so it answers `qop=auth`.
+        let value = challenge.authorization(
+            user: "Mufasa", password: "Circle of Life",
+            request: .init(method: "GET", uri: "/dir/index.html", body: nil),
+            cnonce: "f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ", nonceCount: 1)
+        #expect(
+            value
+                == #"Digest username="Mufasa", realm="http-auth@example.org", uri="/dir/index.html", algorithm=\#(algorithm), "#
+                + #"nonce="7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v", nc=00000001, cnonce="f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ", "#
+                + #"qop=auth, response="\#(response)", opaque="FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS""#)
+    }
+
+    @Test func theStrongestOfferedAlgorithmIsChosen() throws {
+        let chosen = try #require(ChosenChallenge.choose(from: Self.rfcChallenge))
+        #expect(chosen.digest?.algorithm == .sha256)
+        let many =
+            #"Basic realm="r", Digest realm="r", nonce="n1", algorithm=MD5, Digest realm="r", nonce="n2", algorithm=SHA-512-256-sess, "#
+            + #"Digest realm="r", nonce="n3", algorithm=SHA-512, Digest realm="r", nonce="n4", algorithm=SHA3-256"#
+        let best = try #require(ChosenChallenge.choose(from: many))
+        #expect(best.digest?.algorithm == .sha512)
+        #expect(best.digest?.nonce == "n3")
+        let sessionOnly = try #require(ChosenChallenge.choose(from: #"Digest realm="r", nonce="n", algorithm=sha-256-SESS"#))
+        #expect(sessionOnly.digest?.algorithm == .sha256)
+        #expect(sessionOnly.digest?.session == true)
+        // An algorithm the host does not know is not answered as Digest: Basic is, when offered.
+        let unknown = try #require(ChosenChallenge.choose(from: #"Digest realm="r", nonce="n", algorithm=SHA3-256, Basic realm="b""#))
+        #expect(unknown.digest == nil)
+        #expect(unknown.scheme == "Basic")
+        #expect(unknown.realm == "b")
+        #expect(ChosenChallenge.choose(from: "")?.scheme == nil)
+    }
+
+    @Test func challengeGrammarOfRFC9110() {
+        // RFC 9110 §11.6.1's example: two challenges, a quoted value with escapes, a token value.
+        let parsed = HTTPChallenge.parse(#"Newauth realm="apps", type=1, title="Login to \"apps\"", Basic realm="simple""#)
+        #expect(
+            parsed == [
+                HTTPChallenge(scheme: "Newauth", parameters: ["realm": "apps", "type": "1", "title": #"Login to "apps""#]),
+                HTTPChallenge(scheme: "Basic", parameters: ["realm": "simple"]),
+            ])
+        #expect(
+            HTTPChallenge.parse("Negotiate abc+/d==, Basic, Bearer realm=x")
+                == [
+                    HTTPChallenge(scheme: "Negotiate", token68: "abc+/d=="),
+                    HTTPChallenge(scheme: "Basic"),
+                    HTTPChallenge(scheme: "Bearer", parameters: ["realm": "x"]),
+                ])
+        #expect(
+            HTTPChallenge.parse("  ,, Digest  REALM = \"r\" ,NONCE=abc") == [
+                HTTPChallenge(scheme: "Digest", parameters: ["realm": "r", "nonce": "abc"])
+            ])
+        // Unterminated quotes run to the end; stray delimiters are skipped; nothing is lost or invented.
+        #expect(HTTPChallenge.parse(#"Digest realm="open"#) == [HTTPChallenge(scheme: "Digest", parameters: ["realm": "open"])])
+        #expect(HTTPChallenge.parse("=;Basic") == [HTTPChallenge(scheme: "Basic")])
+    }
+
+    @Test func qopChoiceSessionNoQopAndAuthInt() throws {
+        func digest(_ header: String) throws -> DigestChallenge {
+            try #require(HTTPChallenge.parse(header).compactMap(DigestChallenge.init).first)
+        }
+        let both = try digest(#"Digest realm="r", nonce="n", qop="auth,auth-int""#)
+        let withBody = try #require(
+            both.authorization(
+                user: "u", password: "p", request: .init(method: "POST", uri: "/x", body: Array("hi".utf8)), cnonce: "c", nonceCount: 2))
+        let a1 = DigestChallenge.Algorithm.md5.hex("u:r:p")
+        let a2 = DigestChallenge.Algorithm.md5.hex("POST:/x:" + DigestChallenge.Algorithm.md5.hex("hi"))
+        #expect(withBody.contains("qop=auth-int"))
+        #expect(withBody.contains("nc=00000002"))
+        #expect(withBody.contains(#"response="\#(DigestChallenge.Algorithm.md5.hex("\(a1):n:00000002:c:auth-int:\(a2)"))""#))
+        #expect(withBody.contains("algorithm") == false, "no algorithm offered: none echoed (MD5 implied)")
+        let streamed = try #require(
+            both.authorization(user: "u", password: "p", request: .init(method: "POST", uri: "/x", body: nil), cnonce: "c", nonceCount: 1))
+        #expect(streamed.contains("qop=auth,") || streamed.contains("qop=auth "))
+        let integrityOnly = try digest(#"Digest realm="r", nonce="n", qop="auth-int""#)
+        #expect(
+            integrityOnly.authorization(user: "u", password: "p", request: .init(method: "PUT", uri: "/", body: nil), cnonce: "c", nonceCount: 1)
+                == nil)
+        // RFC 2069 style: no qop, no nc or cnonce.
+        let legacy = try digest(#"Digest realm="r", nonce="n""#)
+        let old = try #require(
+            legacy.authorization(user: "u", password: "p", request: .init(method: "GET", uri: "/", body: nil), cnonce: "c", nonceCount: 1))
+        #expect(!old.contains("nc=") && !old.contains("cnonce="))
+        #expect(old.contains(#"response="\#(DigestChallenge.Algorithm.md5.hex("\(a1):n:" + DigestChallenge.Algorithm.md5.hex("GET:/")))""#))
+        // -sess: A1 = H(H(user:realm:password):nonce:cnonce).
+        let session = try digest(#"Digest realm="r", nonce="n", qop=auth, algorithm=SHA-256-sess"#)
+        let sha = DigestChallenge.Algorithm.sha256
+        let sessionA1 = sha.hex(sha.hex("u:r:p") + ":n:c")
+        let expected = sha.hex("\(sessionA1):n:00000001:c:auth:" + sha.hex("GET:/a?b=1"))
+        let answer = try #require(
+            session.authorization(user: "u", password: "p", request: .init(method: "GET", uri: "/a?b=1", body: nil), cnonce: "c", nonceCount: 1))
+        #expect(answer.contains(#"response="\#(expected)""#))
+        #expect(answer.contains("algorithm=SHA-256-sess"))
+    }
+
+    @Test func userhashAndNonASCIIUserNames() throws {
+        // RFC 7616 §3.9.2's user name and realm; the hash was computed independently with Python's hashlib.
+        let challenge = try #require(
+            HTTPChallenge.parse(#"Digest realm="api@example.org", qop="auth", algorithm=SHA-512-256, nonce="n", userhash=true"#)
+                .compactMap(DigestChallenge.init).first)
+        let hashed = try #require(
+            challenge.authorization(
+                user: "Jäsøn Doe", password: "Secret, or not?", request: .init(method: "GET", uri: "/doe.json", body: nil), cnonce: "c", nonceCount: 1
+            ))
+        #expect(hashed.hasPrefix(#"Digest username="793263caabb707a56211940d90411ea4a575adeccb7e360aeb624ed06ece9b0b", "#))
+        #expect(hashed.hasSuffix("userhash=true"))
+        let plain = try #require(
+            HTTPChallenge.parse(#"Digest realm="api@example.org", qop="auth", nonce="n""#).compactMap(DigestChallenge.init).first)
+        let extended = try #require(
+            plain.authorization(user: "Jäsøn Doe", password: "p", request: .init(method: "GET", uri: "/", body: nil), cnonce: "c", nonceCount: 1))
+        #expect(extended.hasPrefix("Digest username*=UTF-8''J%C3%A4s%C3%B8n%20Doe, "))
+        let quoted = try #require(
+            plain.authorization(user: #"a"b\c"#, password: "p", request: .init(method: "GET", uri: "/", body: nil), cnonce: "c", nonceCount: 1))
+        #expect(quoted.hasPrefix(#"Digest username="a\"b\\c", "#))
+    }
+
+    @Test func nonceCountsPerNonce() {
+        let counts = DigestNonceCounts()
+        #expect(counts.next(for: "a") == 1)
+        #expect(counts.next(for: "a") == 2)
+        #expect(counts.next(for: "b") == 1)
+        #expect(DigestChallenge.nonceCountText(0x1a) == "0000001a")
+        #expect(DigestChallenge.requestURI(URL(string: "http://h:1")!) == "/")
+        #expect(DigestChallenge.requestURI(URL(string: "http://h/a%20b?x=%2F&y")!) == "/a%20b?x=%2F&y")
+    }
+}
+
+/// Answers every challenge with `u`/`p` the first time and counts how often it was asked.
+final class CountingCredentials: Interceptor, Sendable {
+    let name = "counting-credentials"
+    let asked = LockedCounter()
+    let user: String
+    let password: String
+    let methods = Locked([String]())
+    init(user: String = "u", password: String = "p") {
+        self.user = user
+        self.password = password
+    }
+    func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+        asked.increment()
+        methods.withLock { $0.append(challenge.method) }
+        return challenge.previousFailureCount == 0 ? .useCredential(user: user, password: password) : .performDefault
+    }
+}
+
+@Suite("Digest authentication against httpbin and the fixture server", .serialized)
+struct DigestLiveTests {
+    func fixture(_ key: String, _ options: [String: String]) throws -> Bin {
+        var parameters: Parameters = ["key": key]
+        for (name, value) in options { parameters[name] = value }
+        return try Bin("fixture/digest", task: .requestParameters(parameters: parameters, encoding: URLEncoding.queryString))
+    }
+
+    @Test(arguments: TransportKind.allCases, ["MD5", "SHA-256", "SHA-512"])
+    func httpbinEachAlgorithmThroughTheCredentialsPlugin(_ transport: TransportKind, algorithm: String) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let entry: [String: Any] = ["host": "127.0.0.1", "user": "u", "password": "p"]
+        let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport.make())
+        for qop in ["auth", "auth-int"] {
+            let response = try await provider.request(try Bin("digest-auth/\(qop)/u/p/\(algorithm)")).value
+            #expect(response.statusCode == 200, "\(qop) \(algorithm): \(String(decoding: response.data, as: UTF8.self))")
+            #expect(try response.mapJSON()["authenticated"]?.boolValue == true)
+            #expect(response.request?.value(forHTTPHeaderField: "Authorization")?.contains("algorithm=\(algorithm),") == true)
+            #expect(response.request?.value(forHTTPHeaderField: "Authorization")?.contains("qop=\(qop),") == true)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func wrongPasswordDeliversThe401AfterTheConfiguredRounds(_ transport: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let entry: [String: Any] = ["host": "127.0.0.1", "user": "u", "password": "wrong"]
+        for rounds in [1, 3] {
+            let key = counterKey()
+            let provider = try f.provider([("credentials", ["credentials": [entry], "rounds": rounds])], transport: transport.make())
+            let response = try await provider.request(try fixture(key, ["algorithm": "SHA-256"])).value
+            #expect(response.statusCode == 401)
+            #expect(try response.mapJSON()["reason"]?.stringValue == "wrong response")
+            #expect(try await serverHits(key) == 1 + rounds)
+        }
+        // httpbin too: the 401 comes back, no loop.
+        let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport.make())
+        #expect(try await provider.request(try Bin("digest-auth/auth/u/p/SHA-512")).value.statusCode == 401)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func staleIsAnsweredOnceWithTheNewNonceWithoutAskingAgain(_ transport: TransportKind) async throws {
+        let key = counterKey()
+        let credentials = CountingCredentials()
+        let provider = Provider<Bin>(transport: transport.make(), interceptors: [credentials])
+        let response = try await provider.request(try fixture(key, ["algorithm": "SHA-512", "stale": "1"])).value
+        #expect(response.statusCode == 200)
+        #expect(try await serverHits(key) == 3)  // challenge, stale, accepted
+        #expect(credentials.asked.value == 1)
+        // A server that keeps answering stale gets one more answer, then its 401 is delivered.
+        let looping = counterKey()
+        let second = CountingCredentials()
+        let again = Provider<Bin>(transport: transport.make(), interceptors: [second])
+        let refused = try await again.request(try fixture(looping, ["algorithm": "MD5", "stale": "9"])).value
+        #expect(refused.statusCode == 401)
+        #expect(try refused.mapJSON()["reason"]?.stringValue == "stale nonce")
+        #expect(try await serverHits(looping) == 3)
+        #expect(second.asked.value == 1)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func fixtureChecksEveryVariant(_ transport: TransportKind) async throws {
+        let credentials = CountingCredentials(user: "Jäsøn Doe", password: "Secret, or not?")
+        let provider = Provider<Bin>(transport: transport.make(), interceptors: [credentials])
+        let user = ["user": "Jäsøn Doe", "pass": "Secret, or not?"]
+        let cases: [[String: String]] = [
+            ["algorithm": "MD5-sess"], ["algorithm": "SHA-256-sess"], ["algorithm": "SHA-512-256"], ["algorithm": "SHA-512-sess"],
+            ["algorithm": "SHA-256", "userhash": "1"], ["algorithm": "MD5", "qop": ""], ["algorithm": "SHA-256", "qop": "auth-int"],
+        ]
+        for options in cases {
+            let response = try await provider.request(try fixture(counterKey(), options.merging(user) { a, _ in a })).value
+            let json = try response.mapJSON()
+            #expect(response.statusCode == 200, "\(options): \(json)")
+            #expect(json["algorithm"]?.stringValue == options["algorithm"])
+            if options["userhash"] == "1" {
+                #expect(json["userhash"]?.boolValue == true)
+            } else {
+                #expect(json["username"]?.stringValue == "Jäsøn Doe")
+            }
+            #expect(json["qop"]?.stringValue == (options["qop"] == "" ? nil : options["qop"] ?? "auth"))
+        }
+        #expect(credentials.methods.withLock { $0 } == Array(repeating: "Digest", count: cases.count))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func authIntProtectsAnInMemoryBody(_ transport: TransportKind) async throws {
+        let provider = Provider<Bin>(transport: transport.make(), interceptors: [CountingCredentials()])
+        let key = counterKey()
+        var target = try Bin(
+            "fixture/digest", method: .post,
+            task: .requestCompositeData(bodyData: Data(#"{"a":1}"#.utf8), urlParameters: ["key": key, "qop": "auth-int", "algorithm": "SHA-256"]))
+        target.headers = ["Content-Type": "application/json"]
+        let response = try await provider.request(target).value
+        #expect(response.statusCode == 200, "\(String(decoding: response.data, as: UTF8.self))")
+        #expect(try response.mapJSON()["qop"]?.stringValue == "auth-int")
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func severalChallengesTheStrongestIsAnswered(_ transport: TransportKind) async throws {
+        let provider = Provider<Bin>(transport: transport.make(), interceptors: [CountingCredentials()])
+        for (offer, expected) in [
+            ("Basic,MD5,SHA-256", "SHA-256"), ("MD5,SHA-512-256,SHA-256-sess,Basic", "SHA-512-256"), ("MD5,SHA-512", "SHA-512"),
+        ] {
+            let response = try await provider.request(try fixture(counterKey(), ["offer": offer])).value
+            #expect(response.statusCode == 200)
+            #expect(try response.mapJSON()["algorithm"]?.stringValue == expected)
+        }
+        let basicOnly = try await provider.request(try fixture(counterKey(), ["offer": "Basic"])).value
+        #expect(try basicOnly.mapJSON()["scheme"]?.stringValue == "Basic")
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func ncCountsUpWhileTheServerKeepsItsNonce(_ transport: TransportKind) async throws {
+        let provider = Provider<Bin>(transport: transport.make(), interceptors: [CountingCredentials()])
+        let nonce = UUID().uuidString
+        var seen: [String?] = []
+        var cnonces: Set<String> = []
+        for _ in 0..<3 {
+            let json = try await provider.request(try fixture(counterKey(), ["nonce": nonce, "algorithm": "SHA-256"])).mapJSON().value
+            seen.append(json["nc"]?.stringValue)
+            cnonces.insert(json["cnonce"]?.stringValue ?? "")
+        }
+        #expect(seen == ["00000001", "00000002", "00000003"])
+        #expect(cnonces.count == 3 && !cnonces.contains(""))
+    }
+
+    /// A `407` is answered in `Proxy-Authorization` (gunicorn drops `Proxy-Authenticate` as a
+    /// hop-by-hop field, so a scripted transport plays the proxy).
+    @Test func proxyChallengeIsAnsweredInProxyAuthorization() async throws {
+        let proxy = ProxyChallengeTransport()
+        let provider = Provider<Bin>(transport: proxy, interceptors: [CountingCredentials()])
+        let response = try await provider.request(
+            try Bin(
+                "through/proxy", task: .requestParameters(parameters: ["q": 1], encoding: URLEncoding.queryString),
+                base: URL(string: "http://origin.test")!)
+        ).value
+        #expect(response.statusCode == 200)
+        let sent = proxy.sent.withLock { $0 }
+        #expect(sent.count == 2)
+        let answer = try #require(sent.last?.value(forHTTPHeaderField: "Proxy-Authorization"))
+        #expect(answer.hasPrefix(#"Digest username="u", realm="proxy", uri="/through/proxy?q=1", algorithm=SHA-256, nonce="pn", nc=00000001, "#))
+        #expect(sent.last?.value(forHTTPHeaderField: "Authorization") == nil)
+    }
+}
+
+/// Answers `407` with a Digest challenge until a request carries `Proxy-Authorization`.
+final class ProxyChallengeTransport: Transport, Sendable {
+    let sent = Locked([URLRequest]())
+
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        sent.withLock { $0.append(request.urlRequest) }
+        let url = request.urlRequest.url!
+        let answered = request.urlRequest.value(forHTTPHeaderField: "Proxy-Authorization") != nil
+        let headers = answered ? [:] : ["Proxy-Authenticate": #"Digest realm="proxy", nonce="pn", qop="auth", algorithm=SHA-256"#]
+        return TransportResponse(
+            response: HTTPURLResponse(url: url, statusCode: answered ? 200 : 407, httpVersion: "HTTP/1.1", headerFields: headers)!,
+            data: Data())
+    }
+}
