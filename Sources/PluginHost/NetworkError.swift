@@ -37,12 +37,19 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
     case filtered(String)
     /// A ``ResponsePipeline/tryMap(_:)`` step threw an error of its own.
     case custom(any Error)
+    /// The server's own error, decoded from the body by a
+    /// ``ResponsePipeline/mapServerError(_:when:atKeyPath:using:envelope:)`` step, with the response.
+    ///
+    /// ```swift
+    /// catch NetworkError.server(let error as APIError, let response) { … }
+    /// ```
+    case server(any Error, Response)
 
     /// The response the error carries, if any.
     public var response: Response? {
         switch self {
         case .statusCode(let response), .jsonMapping(let response), .stringMapping(let response),
-            .objectMapping(_, let response), .keyPathNotFound(_, let response):
+            .objectMapping(_, let response), .keyPathNotFound(_, let response), .server(_, let response):
             return response
         case .underlying(_, let response):
             return response
@@ -75,7 +82,8 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
         case .fileAccess(let path, let reason):
             return "cannot use file \(path): \(reason)"
         case .statusCode(let response):
-            return "status code \(response.statusCode) is not accepted (\(response.requestLine))"
+            let reason = response.serverErrorDecodingFailure.map { "; \($0)" } ?? ""
+            return "status code \(response.statusCode) is not accepted (\(response.requestLine))\(reason)"
         case .jsonMapping(let response):
             return "the body of \(response.requestLine) is not JSON (\(response.data.count) bytes)"
         case .stringMapping(let response):
@@ -96,6 +104,8 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
             return "a filter step rejected \(value)"
         case .custom(let error):
             return "a pipeline step failed: \(error)"
+        case .server(let error, let response):
+            return "the server answered \(response.requestLine) with an error (status \(response.statusCode)): \(error)"
         }
     }
 
@@ -107,7 +117,7 @@ extension NetworkError: CustomNSError {
     /// `PluginHost.NetworkError`.
     public static var errorDomain: String { "PluginHost.NetworkError" }
 
-    /// A stable code per case (1…15, in declaration order), for logging and Objective-C callers.
+    /// A stable code per case (1…16, in declaration order), for logging and Objective-C callers.
     public var errorCode: Int {
         switch self {
         case .requestMapping: return 1
@@ -125,6 +135,7 @@ extension NetworkError: CustomNSError {
         case .credentialRefresh: return 13
         case .filtered: return 14
         case .custom: return 15
+        case .server: return 16
         }
     }
 
@@ -134,7 +145,8 @@ extension NetworkError: CustomNSError {
         var info: [String: Any] = [NSLocalizedDescriptionKey: description]
         let cause: (any Error)?
         switch self {
-        case .parameterEncoding(let error), .encodableMapping(let error), .objectMapping(let error, _), .custom(let error):
+        case .parameterEncoding(let error), .encodableMapping(let error), .objectMapping(let error, _), .custom(let error),
+            .server(let error, _):
             cause = error
         case .underlying(let failure, _):
             cause = failure

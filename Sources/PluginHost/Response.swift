@@ -19,6 +19,10 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     /// The protocol the response came over (`HTTP/1.1`, `HTTP/2`), when the transport reports it
     /// (``CurlTransport`` does; URLSession and stubs do not).
     public let httpVersion: String?
+    /// Why a ``ResponsePipeline/mapServerError(_:when:atKeyPath:using:envelope:)`` step could not
+    /// decode this response's body as the server's error type; set on the response of the
+    /// ``NetworkError/statusCode(_:)`` error the step then keeps, and said in its description.
+    public internal(set) var serverErrorDecodingFailure: String?
 
     /// Creates a response.
     public init(

@@ -7,6 +7,7 @@
   /fixture/lastmod/K              counts a hit for its path and query; Last-Modified ten days ago
   /fixture/verify-hmac            recomputes the hmac-sha256 signature of the request as received
   /fixture/verify-md5             recomputes the md5-sorted signature of the request as received
+  /fixture/respond?status=N&body=B  answers status N with body B (Content-Type: application/json unless type=)
   /fixture/digest?key=K&...       Digest authentication (RFC 7616) checked independently: algorithm=, qop=,
                                   userhash=1, stale=N (answer N right answers with stale=true), offer=a,b,..
                                   (several challenges), nonce= (a fixed nonce), user=, pass=
@@ -278,6 +279,11 @@ def app(environ, start_response):
         return respond(start_response, "200 OK", verify_hmac(environ))
     if path == "/fixture/verify-md5":
         return respond(start_response, "200 OK", verify_md5(environ))
+    if path == "/fixture/respond":
+        data = query.get("body", "").encode()
+        start_response(query.get("status", "200") + " X", [("Content-Type", query.get("type", "application/json")),
+                                                            ("Content-Length", str(len(data)))])
+        return [data]
     if path == "/fixture/digest":
         return digest(environ, start_response, query)
     return respond(start_response, "404 Not Found", {"error": "no such fixture"})
