@@ -33,6 +33,7 @@ var testFixtureTargets: [Target] {
         .target(name: "NoopTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Noop"),
         .target(name: "TrapTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Trap"),
         .target(name: "ForgetfulTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Forgetful"),
+        .target(name: "GenerationTestPlugin", dependencies: ["PluginSDK"], path: "Tests/Fixtures/Plugins/Generation"),
     ]
         + swiftTestPlugins.map {
             .target(name: "\($0)TestPlugin", dependencies: ["TestPluginKit", "PluginSDK"], path: "Tests/Fixtures/Plugins/\($0)")
@@ -45,7 +46,7 @@ var testFixtureTargets: [Target] {
 }
 
 var testFixtureProducts: [Product] {
-    (swiftTestPlugins + cTestPlugins + ["Noop", "Trap", "Forgetful"]).map {
+    (swiftTestPlugins + cTestPlugins + ["Noop", "Trap", "Forgetful", "Generation"]).map {
         .library(name: "\($0)TestPlugin", type: .dynamic, targets: ["\($0)TestPlugin"])
     }
 }

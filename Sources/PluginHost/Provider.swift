@@ -34,8 +34,9 @@ public final class Provider<Target: TargetType>: Sendable {
     public let callbackQueue: DispatchQueue?
     /// The transport for requests that are not stubbed.
     public let transport: any Transport
-    /// The interceptors, outermost first.
-    public let interceptors: [any Interceptor]
+    /// The interceptors of the current chain, outermost first (a reload replaces them:
+    /// ``reloadPlugins()``).
+    public var interceptors: [any Interceptor] { current.chain.interceptors }
     /// The server layer, if any.
     public let server: ServerConfiguration?
     /// Whether identical in-flight requests share one network call.
@@ -49,8 +50,14 @@ public final class Provider<Target: TargetType>: Sendable {
     /// ad-hoc call gives its own (``RequestLimits``).
     public let limits: RequestLimits
 
-    let chain: InterceptorChain
+    /// The chain new requests use, and what a reload needs; swapped whole by a reload.
+    let generations: Locked<ChainGeneration>
+    /// Held by a reload from reading the manifest to swapping the chain: one reload at a time.
+    let reloading = NSLock()
     let registry = RequestRegistry()
+
+    /// The chain generation new requests start on.
+    var current: ChainGeneration { generations.withLock { $0 } }
 
     /// Creates a provider.
     ///
@@ -98,11 +105,13 @@ public final class Provider<Target: TargetType>: Sendable {
         } else {
             self.transport = Self.defaultTransport(services: services)
         }
-        self.interceptors = interceptors
         self.server = server
         self.trackInflights = trackInflights
         self.services = services
-        self.chain = InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries)
+        self.generations = Locked(
+            ChainGeneration(
+                chain: InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries),
+                number: 1, source: nil))
         self.defaultHeaders = defaultHeaders ?? DefaultHeaders.standard(for: self.transport)
         self.limits = limits
     }
@@ -165,7 +174,9 @@ public final class Provider<Target: TargetType>: Sendable {
             made.deadline = ExchangeDeadline.current
             let plan = made
             let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
-            let chain = self.chain
+            // One chain for the whole consumption, pipeline retries included: a reload meanwhile
+            // does not mix generations within it.
+            let chain = ChainPin.chain(for: self) { current.chain }
             let requestID = registry.makeRequestID()
             return try await registry.run(sharingKey: key) { signal in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)

@@ -184,9 +184,28 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     }
 
     /// The retry loop; `reasonForValue` can ask to retry a successful value (e.g. a 503 response).
+    /// Every attempt runs on the chain the first one used (a provider's reload meanwhile does not
+    /// change it: ``ChainPin``).
     func retrying(_ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> String?) -> ResponsePipeline<Value> {
-        let method = self.method
+        let attempts = retryLoop(policy, reasonForValue: reasonForValue)
         return derived { progress async throws(NetworkError) in
+            let outcome: Result<Value, NetworkError> = await ChainPin.$current.withValue(ChainPin.current ?? ChainPin()) {
+                do throws(NetworkError) {
+                    return .success(try await attempts(progress))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            return try outcome.get()
+        }
+    }
+
+    private func retryLoop(
+        _ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> String?
+    ) -> @Sendable (ProgressHandler?) async throws(NetworkError) -> Value {
+        let method = self.method
+        let body = self.body
+        return { progress async throws(NetworkError) in
             var retries = 0
             while true {
                 let reason: String

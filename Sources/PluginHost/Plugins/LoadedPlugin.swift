@@ -19,6 +19,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     public let name: String
     /// The library it came from.
     public let library: PluginLibrary
+    /// The configuration it was created with (JSON, the bundle's defaults merged with the manifest's).
+    public let configuration: Data
     private let descriptor: UnsafePointer<ph_plugin_descriptor>
     private let instance: UnsafeMutableRawPointer
     private let table: HostTable
@@ -44,6 +46,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     /// Throws ``PluginLoadError`` of kind ``PluginLoadError/Kind/createFailed`` with the plugin's message.
     public init(library: PluginLibrary, configJSON: Data, services: PluginServices) throws(PluginLoadError) {
         self.library = library
+        self.configuration = configJSON
         self.name = library.info.name
         self.descriptor = library.descriptor
         let table = HostTable(services: BoundServices(services: services, plugin: library.info.name))

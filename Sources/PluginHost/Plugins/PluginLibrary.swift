@@ -32,7 +32,8 @@ public struct PluginInfo: Sendable, Equatable, Codable {
 ///
 /// The loader reads the file once, checks its SHA-256 against every expectation, and loads
 /// exactly the bytes it verified (from a private copy), so the file cannot be swapped between
-/// the check and the load. A library already loaded (same device and inode) is reused.
+/// the check and the load. A library already loaded with the same SHA-256 is reused; another
+/// file at the same path (an upgrade) is loaded beside it, from its own copy.
 // Safe as @unchecked Sendable: the dlopen handle and descriptor pointer are set once and never freed.
 public final class PluginLibrary: @unchecked Sendable {
     /// The path it was loaded from.
@@ -74,6 +75,9 @@ public final class PluginLibrary: @unchecked Sendable {
     private static let loaded = Locked([FileID: PluginLibrary]())
     private static let privateDirectory = Locked<String?>(nil)
 
+    /// Whether both are the same loaded image (the same verified bytes, opened once).
+    public func hasSameImage(as other: PluginLibrary) -> Bool { descriptor == other.descriptor }
+
     /// Opens the library at `path` and reads its descriptor; creates no plugin.
     ///
     /// - Parameter expectedDigests: SHA-256 values the file must have, each with the place
@@ -104,7 +108,16 @@ public final class PluginLibrary: @unchecked Sendable {
                 reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
         }
         let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest, path: path)
-        if let existing = loaded.withLock({ $0[id] }) { return existing }
+        // The same bytes already loaded (this file, or a copy of it elsewhere, as a reload finds
+        // them): that image is used again, reported under this path.
+        let reused = loaded.withLock { table -> PluginLibrary? in
+            if let existing = table[id] { return existing }
+            guard let twin = table.values.first(where: { $0.sha256 == digest }) else { return nil }
+            let library = PluginLibrary(path: path, info: twin.info, sha256: digest, size: bytes.count, descriptor: twin.descriptor)
+            table[id] = library
+            return library
+        }
+        if let reused { return reused }
 
         let copy = try writePrivateCopy(bytes, of: path)
         guard let handle = dlopen(copy, RTLD_NOW | RTLD_LOCAL) else {

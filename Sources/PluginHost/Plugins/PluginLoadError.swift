@@ -33,6 +33,8 @@ public struct PluginLoadError: Error, Sendable, Equatable, CustomStringConvertib
         case insecurePermissions
         /// A path leaves its plugin directory (`..`, absolute, or a symlink pointing outside).
         case pathEscape
+        /// ``Provider/reloadPlugins()`` on a provider that was not created from a manifest.
+        case notReloadable
     }
 
     /// The category.

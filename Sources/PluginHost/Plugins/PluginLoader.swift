@@ -90,5 +90,8 @@ extension Provider {
             callbackQueue: callbackQueue, configuration: configuration, transport: transport,
             interceptors: before + loaded + after, server: server, trackInflights: trackInflights, services: services,
             maxInterceptorRetries: maxInterceptorRetries, defaultHeaders: defaultHeaders, limits: limits)
+        generations.withLock {
+            $0.source = ChainGeneration.Source(manifest: manifest, before: before, after: after, loaded: loaded.map(LoadedPluginSummary.init))
+        }
     }
 }

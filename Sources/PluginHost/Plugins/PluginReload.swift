@@ -1,0 +1,188 @@
+import Foundation
+import PluginSDK
+
+/// One generation of a provider's chain: what new requests start on, and what a reload needs.
+struct ChainGeneration: Sendable {
+    /// Where a manifest-loaded chain came from.
+    struct Source: Sendable {
+        var manifest: URL
+        var before: [any Interceptor]
+        var after: [any Interceptor]
+        var loaded: [LoadedPluginSummary]
+    }
+
+    var chain: InterceptorChain
+    /// 1 for the chain the provider was created with, one more for each successful reload.
+    var number: Int
+    /// nil: the provider was not created from a manifest.
+    var source: Source?
+}
+
+/// What a reload compares: a loaded plugin without its instance (which the old chain keeps
+/// alive only as long as its requests need it).
+struct LoadedPluginSummary: Sendable, Equatable {
+    var name: String
+    var version: String
+    var sha256: String
+    var configuration: Data
+
+    init(_ plugin: LoadedPlugin) {
+        name = plugin.name
+        version = plugin.library.info.version
+        sha256 = plugin.library.sha256
+        configuration = plugin.configuration
+    }
+}
+
+/// Pins a provider's chain for the rest of a pipeline consumption that may send more than once
+/// (``ResponsePipeline/retry(_:)``), so a reload in between does not mix generations in it.
+final class ChainPin: Sendable {
+    @TaskLocal static var current: ChainPin?
+    private let pinned = Locked([ObjectIdentifier: InterceptorChain]())
+
+    /// The chain `owner` pinned in this consumption, else `make()` (pinned when a pin is active).
+    static func chain(for owner: AnyObject, _ make: () -> InterceptorChain) -> InterceptorChain {
+        guard let pin = current else { return make() }
+        return pin.pinned.withLock { table in
+            if let chain = table[ObjectIdentifier(owner)] { return chain }
+            let chain = make()
+            table[ObjectIdentifier(owner)] = chain
+            return chain
+        }
+    }
+}
+
+/// What ``Provider/reloadPlugins()`` changed, comparing the manifest's plugins before and after.
+public struct PluginReloadReport: Sendable, Equatable, CustomStringConvertible {
+    /// A plugin whose library changed (another SHA-256), with its versions before and after.
+    public struct Upgrade: Sendable, Equatable {
+        /// The plugin's name.
+        public var name: String
+        /// The version that was loaded.
+        public var from: String
+        /// The version now loaded.
+        public var to: String
+        /// The SHA-256 of the library that was loaded.
+        public var fromSHA256: String
+        /// The SHA-256 of the library now loaded.
+        public var toSHA256: String
+    }
+
+    /// The chain generation now serving new requests (the provider starts at 1).
+    public var generation: Int
+    /// Plugins enabled now and not before, in chain order.
+    public var added: [String]
+    /// Plugins enabled before and not now.
+    public var removed: [String]
+    /// Whether the plugins in both generations are in another order now.
+    public var reordered: Bool
+    /// The manifest's plugins now, in chain order.
+    public var order: [String]
+    /// Plugins whose library is the same and whose configuration changed.
+    public var reconfigured: [String]
+    /// Plugins whose library changed.
+    public var upgraded: [Upgrade]
+
+    /// Whether anything changed (every reload creates new instances all the same).
+    public var changed: Bool { !added.isEmpty || !removed.isEmpty || reordered || !reconfigured.isEmpty || !upgraded.isEmpty }
+
+    init(before: [LoadedPluginSummary], after: [LoadedPluginSummary], generation: Int) {
+        self.generation = generation
+        let beforeNames = before.map(\.name)
+        let afterNames = after.map(\.name)
+        added = afterNames.filter { !beforeNames.contains($0) }
+        removed = beforeNames.filter { !afterNames.contains($0) }
+        reordered = beforeNames.filter(afterNames.contains) != afterNames.filter(beforeNames.contains)
+        order = afterNames
+        var reconfigured: [String] = []
+        var upgraded: [Upgrade] = []
+        for new in after {
+            guard let old = before.first(where: { $0.name == new.name }) else { continue }
+            if old.sha256 != new.sha256 {
+                upgraded.append(Upgrade(name: new.name, from: old.version, to: new.version, fromSHA256: old.sha256, toSHA256: new.sha256))
+            } else if old.configuration != new.configuration {
+                reconfigured.append(new.name)
+            }
+        }
+        self.reconfigured = reconfigured
+        self.upgraded = upgraded
+    }
+
+    /// `generation 3: added x; upgraded y 1.0.0 → 1.1.0`, or `generation 3: no change`.
+    public var description: String {
+        var parts: [String] = []
+        if !added.isEmpty { parts.append("added \(added.joined(separator: ", "))") }
+        if !removed.isEmpty { parts.append("removed \(removed.joined(separator: ", "))") }
+        if reordered { parts.append("reordered (\(order.joined(separator: ", ")))") }
+        if !reconfigured.isEmpty { parts.append("reconfigured \(reconfigured.joined(separator: ", "))") }
+        if !upgraded.isEmpty { parts.append("upgraded " + upgraded.map { "\($0.name) \($0.from) → \($0.to)" }.joined(separator: ", ")) }
+        return "generation \(generation): " + (parts.isEmpty ? "no change" : parts.joined(separator: "; "))
+    }
+
+    /// The fields of the `plugins.reloaded` event.
+    var eventFields: [String: String] {
+        [
+            "generation": String(generation), "added": added.joined(separator: ","), "removed": removed.joined(separator: ","),
+            "reordered": String(reordered), "order": order.joined(separator: ","), "reconfigured": reconfigured.joined(separator: ","),
+            "upgraded": upgraded.map { "\($0.name) \($0.from)→\($0.to)" }.joined(separator: ","), "summary": description,
+        ]
+    }
+}
+
+extension Provider {
+    /// Loads the provider's manifest anew and, when every plugin loads, makes the new chain the
+    /// one new requests use — like `nginx -s reload` after `nginx -t` (`pluginhost test` checks a
+    /// manifest without touching a running app).
+    ///
+    /// - All or nothing: on any error (manifest, bundle, digest, permissions, a refused
+    ///   configuration) the running chain keeps serving and the ``PluginLoadError`` is thrown;
+    ///   subscribers get a `plugins.reload-failed` event with it.
+    /// - Requests in flight finish on the chain they started with, retries included (also those
+    ///   of ``ResponsePipeline/retry(_:)``); a request never sees instances of two generations.
+    /// - Every plugin of the new chain is a new instance (state kept in memory by the old ones,
+    ///   such as the cache's memory store, starts empty); the old instances are destroyed when
+    ///   the last request holding them ends.
+    /// - A library already loaded with the same SHA-256 is reused; a changed one is loaded beside
+    ///   it from a verified private copy (libraries are never unloaded).
+    /// - The interceptors given as `before:` and `after:` stay as they are.
+    ///
+    /// Returns what changed; subscribers also get a `plugins.reloaded` event (plugin `pluginhost`)
+    /// whose fields are `generation`, `added`, `removed`, `reordered`, `order`, `reconfigured`,
+    /// `upgraded` (comma-separated) and `summary`. Reloads are serialized.
+    ///
+    /// ```swift
+    /// let report = try provider.reloadPlugins()
+    /// print(report)        // generation 2: added cache; reconfigured logger
+    /// ```
+    @discardableResult
+    public func reloadPlugins() throws(PluginLoadError) -> PluginReloadReport {
+        reloading.lock()
+        defer { reloading.unlock() }
+        let old = current
+        guard let source = old.source else {
+            throw PluginLoadError(
+                .notReloadable, file: "", reason: "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
+        }
+        let loaded: [LoadedPlugin]
+        do {
+            loaded = try PluginLoader.load(manifest: source.manifest, services: services)
+        } catch {
+            services.emit(PluginEvent(plugin: "pluginhost", name: "plugins.reload-failed", fields: ["error": error.description]))
+            throw error
+        }
+        let summaries = loaded.map(LoadedPluginSummary.init)
+        let report = PluginReloadReport(before: source.loaded, after: summaries, generation: old.number + 1)
+        var next = source
+        next.loaded = summaries
+        let generation = ChainGeneration(
+            chain: InterceptorChain(interceptors: source.before + loaded + source.after, services: services, maxRetries: old.chain.maxRetries),
+            number: report.generation, source: next)
+        generations.withLock { $0 = generation }
+        services.emit(PluginEvent(plugin: "pluginhost", name: "plugins.reloaded", fields: report.eventFields))
+        return report
+    }
+
+    /// The number of the chain generation new requests start on: 1, then one more per successful
+    /// ``reloadPlugins()``.
+    public var pluginGeneration: Int { current.number }
+}

@@ -1,0 +1,269 @@
+import Foundation
+import PluginHost
+import PluginSDK
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `Provider.reloadPlugins()`: all or nothing, generations never mixed, old instances released.
+@Suite("live reload of the manifest", .serialized)
+struct PluginReloadTests {
+    /// A manifest with the `generation` plugin configured as `generation`.
+    func writeManifest(_ f: PluginFixtures, generation: Int, extra: [String: Any] = [:], file: String = "manifest.json") throws -> URL {
+        var config: [String: Any] = ["generation": generation]
+        for (key, value) in extra { config[key] = value }
+        return try f.manifest([["name": "generation", "config": config]], file: file)
+    }
+
+    /// The instance stamps of one exchange: what the request carried (as httpbin echoes it) and
+    /// what the response side stamped.
+    func stamps(_ response: Response) throws -> (request: String?, response: String?) {
+        let json = try response.mapJSON()
+        return (json["headers"]?["X-Instance"]?.stringValue, response.value(forHTTPHeaderField: "X-Instance"))
+    }
+
+    /// Instances of the fixture plugin alive now, as the next response reports them.
+    func liveInstances(_ provider: Provider<Bin>) async throws -> Int {
+        let response = try await provider.request(try Bin("get")).value
+        return Int(response.value(forHTTPHeaderField: "X-Live-Instances") ?? "") ?? -1
+    }
+
+    @Test func sixtyFourWayLoadWhileReloadingFiftyTimes() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let manifest = try writeManifest(f, generation: 1)
+        let provider = try Provider<Bin>(manifest: manifest)
+        let reloadsDone = Locked(false)
+        let reports = Locked([PluginReloadReport]())
+
+        // 64 workers send until the reloads are over (each at least 3, at most 400 requests).
+        let outcomes = await withTaskGroup(of: [(Int, Result<Response, NetworkError>)].self) { group in
+            for worker in 0..<64 {
+                group.addTask {
+                    var results: [(Int, Result<Response, NetworkError>)] = []
+                    var sent = 0
+                    while sent < 400 && (sent < 3 || !reloadsDone.withLock({ $0 })) {
+                        let index = worker * 1000 + sent
+                        let target = try? Bin("anything/\(index)")
+                        if let target { results.append((index, await provider.request(target).result)) }
+                        sent += 1
+                    }
+                    return results
+                }
+            }
+            group.addTask {
+                for reload in 1...50 {
+                    do {
+                        _ = try writeManifest(f, generation: reload % 2 == 1 ? 2 : 1)
+                        let report = try provider.reloadPlugins()
+                        reports.withLock { $0.append(report) }
+                    } catch {
+                        Issue.record("reload \(reload) failed: \(error)")
+                    }
+                    try? await Task.sleep(nanoseconds: 10_000_000)
+                }
+                reloadsDone.withLock { $0 = true }
+                return []
+            }
+            var all: [(Int, Result<Response, NetworkError>)] = []
+            for await part in group { all += part }
+            return all
+        }
+
+        #expect(reports.withLock { $0.count } == 50)
+        #expect(reports.withLock { $0.map(\.generation) } == Array(2...51))
+        #expect(reports.withLock { $0.allSatisfy { $0.reconfigured == ["generation"] && $0.added.isEmpty && $0.upgraded.isEmpty } })
+        #expect(provider.pluginGeneration == 51)
+        // Nothing lost or duplicated: every index answered once, by the request it was sent for.
+        #expect(Set(outcomes.map(\.0)).count == outcomes.count)
+        var generationsSeen: Set<String> = []
+        for (index, result) in outcomes {
+            guard case .success(let response) = result else {
+                Issue.record("request \(index) failed: \(result)")
+                continue
+            }
+            #expect(response.statusCode == 200)
+            let json = try response.mapJSON()
+            #expect(json["url"]?.stringValue?.hasSuffix("/anything/\(index)") == true)
+            // One instance throughout: the one that stamped the request stamped the response.
+            let (sent, received) = try stamps(response)
+            #expect(sent != nil && sent == received, "request \(index): sent \(sent ?? "nil"), response \(received ?? "nil")")
+            if let sent { generationsSeen.insert(String(sent.prefix { $0 != "-" })) }
+        }
+        #expect(generationsSeen == ["g1", "g2"])
+        // The old generations' instances go when their last request ends: one chain's worth is left.
+        var live = -1
+        for _ in 0..<100 {
+            live = try await liveInstances(provider)
+            if live == 1 { break }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        #expect(live == 1)
+    }
+
+    @Test func aFailedReloadKeepsTheRunningChain() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("GenerationTestPlugin")
+        let manifest = try writeManifest(f, generation: 1)
+        let provider = try Provider<Bin>(manifest: manifest)
+        let failures = Locked([String]())
+        let subscription = provider.services.subscribe { event in
+            if event.name == "plugins.reload-failed" { failures.withLock { $0.append(event.fields["error"] ?? "") } }
+        }
+        defer { subscription.cancel() }
+        func stillServingGenerationOne() async throws {
+            let response = try await provider.request(try Bin("anything")).value
+            let (sent, received) = try stamps(response)
+            #expect(sent?.hasPrefix("g1-") == true)
+            #expect(sent == received)
+            #expect(provider.pluginGeneration == 1)
+        }
+
+        // 1. A broken manifest.
+        try f.manifest(raw: Data("{\"plugins\": [".utf8))
+        let broken = loadError { _ = try provider.reloadPlugins() }
+        #expect(broken?.kind == .notJSON)
+        #expect(broken?.file == manifest.path)
+        try await stillServingGenerationOne()
+
+        // 2. A refused configuration: no instance of the new generation survives.
+        _ = try writeManifest(f, generation: 2, extra: ["refuse": true])
+        let livesBefore = try await liveInstances(provider)
+        let refused = loadError { _ = try provider.reloadPlugins() }
+        #expect(refused?.kind == .createFailed)
+        #expect(refused?.plugin == "generation")
+        #expect(refused?.reason == "generation: refuse is true: this configuration is refused")
+        try await stillServingGenerationOne()
+        #expect(try await liveInstances(provider) == livesBefore)
+
+        // 3. A tampered library: its digest no longer matches plugin.json.
+        _ = try writeManifest(f, generation: 2)
+        let library = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: bundle).first { $0.hasSuffix(".so") || $0.hasSuffix(".dylib") })
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: bundle + "/" + library))
+        handle.seekToEndOfFile()
+        handle.write(Data([0]))
+        try handle.close()
+        let tampered = loadError { _ = try provider.reloadPlugins() }
+        #expect(tampered?.kind == .digestMismatch)
+        #expect(tampered?.file == bundle + "/" + library)
+        #expect(tampered?.reason.hasPrefix("sha256 mismatch: the file is ") == true)
+        try await stillServingGenerationOne()
+
+        #expect(failures.withLock { $0 } == [broken, refused, tampered].map { $0?.description ?? "" })
+    }
+
+    @Test func theReportSaysWhatChangedAndSubscribersHearIt() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for product in ["AlphaTestPlugin", "BetaTestPlugin", "GammaTestPlugin", "CPluginTestPlugin"] { try f.bundle(product) }
+        let provider = try Provider<Bin>(
+            manifest: try f.manifest([["name": "alpha"], ["name": "beta"], ["name": "cplugin"], ["name": "gamma", "enabled": false]]))
+        let events = Locked([PluginEvent]())
+        let subscription = provider.services.subscribe { event in
+            if event.name == "plugins.reloaded" { events.withLock { $0.append(event) } }
+        }
+        defer { subscription.cancel() }
+
+        let same = try provider.reloadPlugins()
+        #expect(same.description == "generation 2: no change")
+        #expect(!same.changed)
+
+        _ = try f.manifest([["name": "beta"], ["name": "alpha", "config": ["event": "e"]], ["name": "cplugin"], ["name": "gamma"]])
+        let changed = try provider.reloadPlugins()
+        #expect(changed.added == ["gamma"])
+        #expect(changed.removed == [])
+        #expect(changed.reordered)
+        #expect(changed.order == ["beta", "alpha", "cplugin", "gamma"])
+        #expect(changed.reconfigured == ["alpha"])
+        #expect(changed.description == "generation 3: added gamma; reordered (beta, alpha, cplugin, gamma); reconfigured alpha")
+        #expect(provider.interceptors.map(\.name) == ["beta", "alpha", "cplugin", "gamma"])
+
+        // A rebuilt cplugin (version 1.0.0 → 1.0.1) dropped into its bundle: loaded beside the old one.
+        let bundle = f.plugins + "/cplugin.plugin"
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: bundle + "/plugin.json"))) as? [String: Any])
+        let libraryPath = bundle + "/" + (json["library"] as? String ?? "")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: libraryPath))
+        let marker = Data("1.0.0\0".utf8)
+        let found = try #require(bytes.range(of: marker))
+        #expect(bytes.range(of: marker, in: found.upperBound..<bytes.endIndex) == nil, "the version string is unique in the library")
+        bytes.replaceSubrange(found, with: Data("1.0.1\0".utf8))
+        try bytes.write(to: URL(fileURLWithPath: libraryPath))
+        var upgradedJSON = json
+        upgradedJSON["sha256"] = SHA256.hex(SHA256.hash([UInt8](bytes)))
+        upgradedJSON["version"] = "1.0.1"
+        try JSONSerialization.data(withJSONObject: upgradedJSON, options: [.sortedKeys]).write(to: URL(fileURLWithPath: bundle + "/plugin.json"))
+        _ = try f.manifest([["name": "beta"], ["name": "cplugin"]])
+        let upgraded = try provider.reloadPlugins()
+        #expect(upgraded.removed == ["alpha", "gamma"])
+        #expect(upgraded.upgraded.map { "\($0.name) \($0.from) → \($0.to)" } == ["cplugin 1.0.0 → 1.0.1"])
+        #expect(upgraded.upgraded.first?.toSHA256 == SHA256.hex(SHA256.hash([UInt8](bytes))))
+        #expect(!upgraded.reordered)
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(try response.mapJSON()["headers"]?["X-Order"]?.stringValue == "beta,cplugin")
+        let cplugin = try #require(provider.interceptors.last as? LoadedPlugin)
+        #expect(cplugin.library.info.version == "1.0.1")
+
+        let received = events.withLock { $0 }
+        #expect(received.map { $0.fields["generation"] } == ["2", "3", "4"])
+        #expect(received.allSatisfy { $0.plugin == "pluginhost" })
+        #expect(received[1].fields["added"] == "gamma")
+        #expect(received[1].fields["reconfigured"] == "alpha")
+        #expect(received[1].fields["reordered"] == "true")
+        #expect(received[2].fields["upgraded"] == "cplugin 1.0.0→1.0.1")
+        #expect(received[2].fields["removed"] == "alpha,gamma")
+    }
+
+    /// `retry(_:)` sends again on the chain of its first attempt, even when a reload happened in between.
+    @Test func pipelineRetriesStayOnTheirGeneration() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let provider = try Provider<Bin>(manifest: try writeManifest(f, generation: 1))
+        let retries = LockedCounter()
+        let policy = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.001) { _ in
+            retries.increment()
+            do {
+                _ = try writeManifest(f, generation: 2)
+                try provider.reloadPlugins()
+            } catch {
+                Issue.record("reload failed: \(error)")
+            }
+        }
+        let response = try await provider.request(try Bin("status/503")).retry(policy).value
+        #expect(retries.value == 2)
+        #expect(provider.pluginGeneration == 3)
+        #expect(response.statusCode == 503)
+        #expect(response.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g1-") == true)
+        #expect(response.request?.value(forHTTPHeaderField: "X-Instance") == response.value(forHTTPHeaderField: "X-Instance"))
+        // A new consumption starts on the new generation.
+        let next = try await provider.request(try Bin("status/200")).value
+        #expect(next.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g2-") == true)
+    }
+
+    @Test func aProviderWithoutAManifestHasNothingToReload() {
+        let error = loadError { _ = try Provider<Bin>().reloadPlugins() }
+        #expect(error?.kind == .notReloadable)
+        #expect(error?.reason == "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
+    }
+
+    /// The same library bytes under another path (a bundle copied elsewhere) are not loaded twice.
+    @Test func aLibraryWithTheSameDigestIsReused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let first = try PluginLibrary.open(path: try PluginFixtures.library("GammaTestPlugin"))
+        let copy = f.root + "/libcopy.so"
+        try FileManager.default.copyItem(atPath: first.path, toPath: copy)
+        chmod(copy, 0o755)
+        let second = try PluginLibrary.open(path: copy)
+        #expect(second.path == copy)
+        #expect(second.sha256 == first.sha256)
+        #expect(second.info == first.info)
+        #expect(second.hasSameImage(as: first))
+    }
+}
