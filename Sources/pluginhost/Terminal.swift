@@ -48,4 +48,5 @@ enum ExitCode: Int32 {
     case refused = 3
     case crashed = 4
     case requestFailed = 5
+    case cannotWrite = 6
 }

@@ -3,7 +3,7 @@ import Foundation
 import PluginHost
 import PluginSDK
 
-let commands = [ListCommand.spec, TestCommand.spec, BundleCommand.spec, TestCommand.probeSpec]
+let commands = [ListCommand.spec, TestCommand.spec, BundleCommand.spec, NewCommand.spec, TestCommand.probeSpec]
 
 let usage = """
     pluginhost \(Version.tool): list, test and bundle PluginHost plugins.
@@ -14,12 +14,14 @@ let usage = """
       list     list plugin bundles from their static descriptors (no plugin code runs)
       test     test a manifest: validate, probe each plugin in a child process, run one request
       bundle   write NAME.plugin/ from a built plugin library
+      new      write a ready-to-build plugin project (Swift or C)
 
     options:
       --help      show this help (also: pluginhost <command> --help)
       --version   show the tool, ABI and build versions
 
     exit codes: 0 ok; 1 usage; 2 manifest error; 3 plugin refused; 4 plugin crashed; 5 request failed.
+    `new` also exits 6 when it cannot write its output directory.
     Colour is used only on a terminal and never when NO_COLOR is set.
     """
 
@@ -50,6 +52,7 @@ func main() -> Int32 {
     case "list": return ListCommand.run(parsed).rawValue
     case "test": return TestCommand.run(parsed).rawValue
     case "bundle": return BundleCommand.run(parsed).rawValue
+    case "new": return NewCommand.run(parsed).rawValue
     case "__probe": return TestCommand.probe(parsed).rawValue
     default: return ExitCode.usage.rawValue
     }
