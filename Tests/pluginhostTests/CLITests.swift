@@ -167,7 +167,7 @@ struct CLITests {
         let help = try await CLI.run(["--help"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("exit codes: 0 ok; 1 usage; 2 manifest error; 3 plugin refused; 4 plugin crashed; 5 request failed."))
-        for command in ["list", "test", "bundle"] {
+        for command in ["list", "test", "bundle", "new"] {
             let output = try await CLI.run([command, "--help"])
             #expect(output.status == 0)
             #expect(output.stdout.contains("usage: pluginhost \(command)"))
@@ -183,7 +183,7 @@ struct CLITests {
         let output = try await CLI.run(["lsit"])
         #expect(output.status == 1)
         #expect(output.stdout.isEmpty)
-        #expect(output.stderr == "pluginhost: unknown command 'lsit'; did you mean 'list'? (commands: list, test, bundle)\n")
+        #expect(output.stderr == "pluginhost: unknown command 'lsit'; did you mean 'list'? (commands: list, test, bundle, new)\n")
     }
 
     @Test func unknownFlagSuggestsTheClosest() async throws {
