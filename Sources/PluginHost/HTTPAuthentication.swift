@@ -25,6 +25,12 @@ struct HTTPChallenge: Equatable, Sendable {
             }
             var challenge = HTTPChallenge(scheme: scheme)
             scanner.skip { $0 == .space || $0 == .tab }
+            if scanner.peek == .comma {
+                // `Negotiate, NTLM`: a comma right after the scheme ends the challenge (a token68
+                // or a parameter needs the space first).
+                challenges.append(challenge)
+                continue
+            }
             var first = true
             while !scanner.atEnd {
                 let mark = scanner.position
@@ -187,10 +193,12 @@ struct DigestChallenge: Equatable, Sendable {
     }
 
     /// The `Authorization` value answering this challenge, or nil when it cannot be answered
-    /// (only `auth-int` offered, or an unknown `qop`, and the body is not in memory).
+    /// (only `auth-int` offered, or an unknown `qop`, and the body is not in memory; or a `-sess`
+    /// algorithm without `qop`, where the server could not learn the `cnonce` it depends on).
     func authorization(user: String, password: String, request: RequestFacts, cnonce: String, nonceCount: UInt32) -> String? {
         let qop: String?
         if qops.isEmpty {
+            if session { return nil }
             qop = nil
         } else if qops.contains("auth-int"), request.body != nil {
             qop = "auth-int"  // integrity when it can be had
@@ -273,7 +281,8 @@ struct DigestChallenge: Equatable, Sendable {
 /// `nc` per nonce (RFC 7616 §3.4): each use of a nonce counts one up, across requests.
 final class DigestNonceCounts: Sendable {
     private let counts = Locked([String: UInt32]())
-    /// Nonces remembered at most; past it the oldest memory is dropped (a server issues new nonces anyway).
+    /// Nonces remembered at most; past it every count is forgotten at once (and starts again at 1,
+    /// which a server that still honours such an old nonce accepts as a fresh use).
     static let capacity = 1024
 
     /// The count for this use of `nonce` (1 for its first).

@@ -266,7 +266,8 @@ struct InterceptorChain: Sendable {
     ) async -> (Outcome, URLRequest) {
         var request = request
         var failures = 0
-        var lastDigestAnswer: (user: String, password: String)?
+        // The last Digest answer: a `stale` challenge for the same field and realm reuses it.
+        var lastDigestAnswer: (field: String, realm: String, user: String, password: String)?
         var staleAnswered = false
         while true {
             let outcome: Outcome
@@ -279,7 +280,7 @@ struct InterceptorChain: Sendable {
                 let found = Self.challenge(in: response)
             else { return (outcome, request.urlRequest) }
             let (field, chosen) = (found.field, found.chosen)
-            if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer {
+            if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer, last.field == field, last.realm == digest.realm {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
                 guard !staleAnswered, let value = digestAnswer(digest, user: last.user, password: last.password, request: request)
@@ -305,7 +306,7 @@ struct InterceptorChain: Sendable {
                 guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: request)
                 else { return (outcome, request.urlRequest) }
                 request.urlRequest.setValue(value, forHTTPHeaderField: field)
-                lastDigestAnswer = (user, password)
+                lastDigestAnswer = (field, digest.realm, user, password)
                 failures += 1
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
                 let token = Data("\(user):\(password)".utf8).base64EncodedString()

@@ -173,10 +173,13 @@ public final class Provider<Target: TargetType>: Sendable {
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let plan = made
-            let key = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
+            let sharable = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
             // One chain for the whole consumption, pipeline retries included: a reload meanwhile
             // does not mix generations within it.
-            let chain = ChainPin.chain(for: self) { current.chain }
+            let generation = ChainPin.generation(for: self) { current }
+            let chain = generation.chain
+            // Shared calls are shared within one generation only.
+            let key = sharable.map { "\(generation.number)\n\($0)" }
             let requestID = registry.makeRequestID()
             return try await registry.run(sharingKey: key) { signal in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)

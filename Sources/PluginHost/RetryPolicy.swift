@@ -69,7 +69,8 @@ public struct RetryPolicy: Sendable {
     func retryReason(for error: NetworkError, method: HTTPMethod?) -> String? {
         if let method, !retryableHTTPMethods.contains(method) { return nil }
         switch error {
-        case .statusCode(let response) where retryableStatusCodes.contains(response.statusCode):
+        case .statusCode(let response) where retryableStatusCodes.contains(response.statusCode),
+            .server(_, let response) where retryableStatusCodes.contains(response.statusCode):
             return "status \(response.statusCode)"
         case .underlying(let failure, _) where retryableFailureKinds.contains(failure.kind):
             return failure.kind.rawValue

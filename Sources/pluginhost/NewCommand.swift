@@ -10,7 +10,9 @@ enum NewCommand {
             FlagSpec(name: "out", value: "DIR", repeatable: false, help: "where to write it; must not exist or be empty (default: ./NAME)"),
             FlagSpec(
                 name: "sdk", value: "PATH", repeatable: false,
-                help: "a PluginHost checkout holding PluginSDK (default: the checkout this pluginhost was built in, or the current one)"),
+                help:
+                    "a PluginHost checkout holding PluginSDK (default: the checkout around the current directory, else the one pluginhost was built in)"
+            ),
         ],
         details: """
             The project's README says how to build it, bundle it (pluginhost bundle) and load it (pluginhost test).
@@ -116,12 +118,21 @@ enum NewCommand {
             candidates.append(directory)
             directory.deleteLastPathComponent()
         }
-        var executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var executable = executablePath()
         while executable.path != "/" {
             executable.deleteLastPathComponent()
             candidates.append(executable)
         }
         return candidates.first(where: hasPluginSDK)
+    }
+
+    /// This executable's own file (`argv[0]` is only a name when it was found on `PATH`).
+    static func executablePath() -> URL {
+        #if os(Linux)
+        return URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        #else
+        return (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
+        #endif
     }
 
     /// `my-stamp` → `MyStamp`.
@@ -171,7 +182,7 @@ enum NewCommand {
                 dependencies: [
                     // A PluginHost checkout; for a released version use instead:
                     // .package(url: "<PluginHost repository URL>", from: "\(Version.tool)")
-                    .package(path: "\(plan.sdk.path)")
+                    .package(path: \(plan.sdk.path.debugDescription))
                 ],
                 targets: [
                     .target(name: "\(product)", dependencies: [.product(name: "PluginSDK", package: "\(identity)")])
@@ -318,8 +329,12 @@ enum NewCommand {
             static ph_status prepare(void *self, ph_request *request, const ph_context *context, ph_error_buf *error) {
                 instance_t *instance = self;
                 (void)context;
-                (void)error;
-                return instance->host->request_set_header(request, text("\(header)"), text("hello")) == PH_OK ? PH_OK : PH_ERROR;
+                if (instance->host->request_set_header(request, text("\(header)"), text("hello")) == PH_OK) return PH_OK;
+                const char *message = "cannot set \(header)";
+                size_t n = strlen(message) < error->capacity ? strlen(message) : error->capacity;
+                memcpy(error->data, message, n);
+                error->len = n;
+                return PH_ERROR;
             }
 
             /* Just before sending, after every prepare: see the final request. */

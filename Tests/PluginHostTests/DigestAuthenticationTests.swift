@@ -74,6 +74,13 @@ struct DigestUnitTests {
             HTTPChallenge.parse("  ,, Digest  REALM = \"r\" ,NONCE=abc") == [
                 HTTPChallenge(scheme: "Digest", parameters: ["realm": "r", "nonce": "abc"])
             ])
+        // A comma right after the scheme ends that challenge: the next token is a scheme, not a token68.
+        #expect(HTTPChallenge.parse("Negotiate, NTLM") == [HTTPChallenge(scheme: "Negotiate"), HTTPChallenge(scheme: "NTLM")])
+        #expect(
+            HTTPChallenge.parse("Bearer, Basic realm=\"b\"") == [
+                HTTPChallenge(scheme: "Bearer"), HTTPChallenge(scheme: "Basic", parameters: ["realm": "b"]),
+            ])
+        #expect(ChosenChallenge.choose(from: "Bearer, Basic realm=\"b\"")?.scheme == "Basic")
         // Unterminated quotes run to the end; stray delimiters are skipped; nothing is lost or invented.
         #expect(HTTPChallenge.parse(#"Digest realm="open"#) == [HTTPChallenge(scheme: "Digest", parameters: ["realm": "open"])])
         #expect(HTTPChallenge.parse("=;Basic") == [HTTPChallenge(scheme: "Basic")])
@@ -106,6 +113,11 @@ struct DigestUnitTests {
             legacy.authorization(user: "u", password: "p", request: .init(method: "GET", uri: "/", body: nil), cnonce: "c", nonceCount: 1))
         #expect(!old.contains("nc=") && !old.contains("cnonce="))
         #expect(old.contains(#"response="\#(DigestChallenge.Algorithm.md5.hex("\(a1):n:" + DigestChallenge.Algorithm.md5.hex("GET:/")))""#))
+        // -sess without qop cannot be answered: the server would never learn the cnonce A1 depends on.
+        let sessionWithoutQop = try digest(#"Digest realm="r", nonce="n", algorithm=MD5-sess"#)
+        #expect(
+            sessionWithoutQop.authorization(user: "u", password: "p", request: .init(method: "GET", uri: "/", body: nil), cnonce: "c", nonceCount: 1)
+                == nil)
         // -sess: A1 = H(H(user:realm:password):nonce:cnonce).
         let session = try digest(#"Digest realm="r", nonce="n", qop=auth, algorithm=SHA-256-sess"#)
         let sha = DigestChallenge.Algorithm.sha256
@@ -149,6 +161,18 @@ struct DigestUnitTests {
     }
 }
 
+extension TransportKind {
+    /// A transport of this kind that keeps no cookies: httpbin's digest endpoints set some, and
+    /// URLSession's shared cookie store would send them on every later test's requests.
+    func isolated() -> any Transport {
+        guard self == .urlSession else { return make() }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        return URLSessionTransport(configuration: configuration)
+    }
+}
+
 /// Answers every challenge with `u`/`p` the first time and counts how often it was asked.
 final class CountingCredentials: Interceptor, Sendable {
     let name = "counting-credentials"
@@ -180,7 +204,7 @@ struct DigestLiveTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let entry: [String: Any] = ["host": "127.0.0.1", "user": "u", "password": "p"]
-        let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport.make())
+        let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport.isolated())
         for qop in ["auth", "auth-int"] {
             let response = try await provider.request(try Bin("digest-auth/\(qop)/u/p/\(algorithm)")).value
             #expect(response.statusCode == 200, "\(qop) \(algorithm): \(String(decoding: response.data, as: UTF8.self))")
@@ -197,14 +221,14 @@ struct DigestLiveTests {
         let entry: [String: Any] = ["host": "127.0.0.1", "user": "u", "password": "wrong"]
         for rounds in [1, 3] {
             let key = counterKey()
-            let provider = try f.provider([("credentials", ["credentials": [entry], "rounds": rounds])], transport: transport.make())
+            let provider = try f.provider([("credentials", ["credentials": [entry], "rounds": rounds])], transport: transport.isolated())
             let response = try await provider.request(try fixture(key, ["algorithm": "SHA-256"])).value
             #expect(response.statusCode == 401)
             #expect(try response.mapJSON()["reason"]?.stringValue == "wrong response")
             #expect(try await serverHits(key) == 1 + rounds)
         }
         // httpbin too: the 401 comes back, no loop.
-        let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport.make())
+        let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport.isolated())
         #expect(try await provider.request(try Bin("digest-auth/auth/u/p/SHA-512")).value.statusCode == 401)
     }
 
@@ -212,7 +236,7 @@ struct DigestLiveTests {
     func staleIsAnsweredOnceWithTheNewNonceWithoutAskingAgain(_ transport: TransportKind) async throws {
         let key = counterKey()
         let credentials = CountingCredentials()
-        let provider = Provider<Bin>(transport: transport.make(), interceptors: [credentials])
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [credentials])
         let response = try await provider.request(try fixture(key, ["algorithm": "SHA-512", "stale": "1"])).value
         #expect(response.statusCode == 200)
         #expect(try await serverHits(key) == 3)  // challenge, stale, accepted
@@ -220,7 +244,7 @@ struct DigestLiveTests {
         // A server that keeps answering stale gets one more answer, then its 401 is delivered.
         let looping = counterKey()
         let second = CountingCredentials()
-        let again = Provider<Bin>(transport: transport.make(), interceptors: [second])
+        let again = Provider<Bin>(transport: transport.isolated(), interceptors: [second])
         let refused = try await again.request(try fixture(looping, ["algorithm": "MD5", "stale": "9"])).value
         #expect(refused.statusCode == 401)
         #expect(try refused.mapJSON()["reason"]?.stringValue == "stale nonce")
@@ -231,7 +255,7 @@ struct DigestLiveTests {
     @Test(arguments: TransportKind.allCases)
     func fixtureChecksEveryVariant(_ transport: TransportKind) async throws {
         let credentials = CountingCredentials(user: "Jäsøn Doe", password: "Secret, or not?")
-        let provider = Provider<Bin>(transport: transport.make(), interceptors: [credentials])
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [credentials])
         let user = ["user": "Jäsøn Doe", "pass": "Secret, or not?"]
         let cases: [[String: String]] = [
             ["algorithm": "MD5-sess"], ["algorithm": "SHA-256-sess"], ["algorithm": "SHA-512-256"], ["algorithm": "SHA-512-sess"],
@@ -254,7 +278,7 @@ struct DigestLiveTests {
 
     @Test(arguments: TransportKind.allCases)
     func authIntProtectsAnInMemoryBody(_ transport: TransportKind) async throws {
-        let provider = Provider<Bin>(transport: transport.make(), interceptors: [CountingCredentials()])
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [CountingCredentials()])
         let key = counterKey()
         var target = try Bin(
             "fixture/digest", method: .post,
@@ -267,7 +291,7 @@ struct DigestLiveTests {
 
     @Test(arguments: TransportKind.allCases)
     func severalChallengesTheStrongestIsAnswered(_ transport: TransportKind) async throws {
-        let provider = Provider<Bin>(transport: transport.make(), interceptors: [CountingCredentials()])
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [CountingCredentials()])
         for (offer, expected) in [
             ("Basic,MD5,SHA-256", "SHA-256"), ("MD5,SHA-512-256,SHA-256-sess,Basic", "SHA-512-256"), ("MD5,SHA-512", "SHA-512"),
         ] {
@@ -281,7 +305,7 @@ struct DigestLiveTests {
 
     @Test(arguments: TransportKind.allCases)
     func ncCountsUpWhileTheServerKeepsItsNonce(_ transport: TransportKind) async throws {
-        let provider = Provider<Bin>(transport: transport.make(), interceptors: [CountingCredentials()])
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [CountingCredentials()])
         let nonce = UUID().uuidString
         var seen: [String?] = []
         var cnonces: Set<String> = []
@@ -292,6 +316,23 @@ struct DigestLiveTests {
         }
         #expect(seen == ["00000001", "00000002", "00000003"])
         #expect(cnonces.count == 3 && !cnonces.contains(""))
+    }
+
+    /// `stale=true` reuses the last answer only for the same field and realm: after answering a proxy,
+    /// an origin's stale challenge goes to the hooks (which match hosts and realms), never gets the proxy's password.
+    @Test func staleForAnotherRealmOrFieldAsksTheHooks() async throws {
+        let transport = ProxyThenStaleOriginTransport()
+        let credentials = CountingCredentials()
+        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
+        let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+        // The hooks were asked for the origin too (and this one answers only a first challenge),
+        // so the origin's 401 is delivered without any Authorization having been sent.
+        #expect(response.statusCode == 401)
+        #expect(credentials.asked.value == 2)
+        let sent = transport.sent.withLock { $0 }
+        #expect(sent.count == 2)
+        #expect(sent[1].value(forHTTPHeaderField: "Proxy-Authorization")?.contains(#"realm="proxy""#) == true)
+        #expect(sent.allSatisfy { $0.value(forHTTPHeaderField: "Authorization") == nil })
     }
 
     /// A `407` is answered in `Proxy-Authorization` (gunicorn drops `Proxy-Authenticate` as a
@@ -310,6 +351,28 @@ struct DigestLiveTests {
         let answer = try #require(sent.last?.value(forHTTPHeaderField: "Proxy-Authorization"))
         #expect(answer.hasPrefix(#"Digest username="u", realm="proxy", uri="/through/proxy?q=1", algorithm=SHA-256, nonce="pn", nc=00000001, "#))
         #expect(sent.last?.value(forHTTPHeaderField: "Authorization") == nil)
+    }
+}
+
+/// Plays a proxy (`407`, realm `proxy`) and then an origin that calls the answer stale (`401`, realm
+/// `origin`, `stale=true`) before accepting: the stale answer must not reuse the proxy's credentials.
+final class ProxyThenStaleOriginTransport: Transport, Sendable {
+    let sent = Locked([URLRequest]())
+
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        let count = sent.withLock {
+            $0.append(request.urlRequest)
+            return $0.count
+        }
+        let (status, headers): (Int, [String: String])
+        switch count {
+        case 1: (status, headers) = (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#])
+        case 2: (status, headers) = (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth", stale=true"#])
+        default: (status, headers) = (200, [:])
+        }
+        return TransportResponse(
+            response: HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!,
+            data: Data())
     }
 }
 

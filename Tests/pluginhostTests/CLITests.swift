@@ -35,18 +35,19 @@ struct CLI {
 
     /// Runs the CLI on a Dispatch thread, so the wait never blocks Swift's cooperative pool.
     @discardableResult
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
+    static func run(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try runBlocking(arguments, environment: environment) })
+                continuation.resume(with: Result { try runBlocking(arguments, environment: environment, in: directory) })
             }
         }
     }
 
-    static func runBlocking(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+    static func runBlocking(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binDirectory + "/pluginhost")
         process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env

@@ -29,7 +29,7 @@ struct NewCommandTests {
                 "manifest.json",
             ])
         let package = try String(contentsOfFile: dir + "/swift/Package.swift", encoding: .utf8)
-        #expect(package.contains(#".package(path: "\#(CLI.root)")"#))
+        #expect(package.contains(".package(path: \(CLI.root.debugDescription))"))
         #expect(package.contains(#".library(name: "MyStampPlugin", type: .dynamic, targets: ["MyStampPlugin"])"#))
         let source = try String(contentsOfFile: dir + "/swift/Sources/MyStampPlugin/MyStampPlugin.swift", encoding: .utf8)
         for hook in ["func prepare(", "func willSend(", "func didReceive(", "func process(", "func credential(", "@_cdecl(\"pluginhost_plugin_v1\")"]
@@ -64,6 +64,17 @@ struct NewCommandTests {
         #expect(output.status == 1)
         #expect(output.stderr == "pluginhost: \(message)\n")
         #expect(!FileManager.default.fileExists(atPath: dir + "/p"))
+    }
+
+    /// Without --sdk, from a directory outside any checkout: the checkout the CLI was built in.
+    @Test func defaultSDKIsTheCheckoutTheCLIWasBuiltIn() async throws {
+        let dir = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let output = try await CLI.run(["new", "stamp"], in: dir)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout == "wrote \(dir)/stamp (Swift plugin \"stamp\"); next: see \(dir)/stamp/README.md\n")
+        let package = try String(contentsOfFile: dir + "/stamp/Package.swift", encoding: .utf8)
+        #expect(package.contains(".package(path: \(CLI.root.debugDescription))"))
     }
 
     @Test func refusesANonEmptyOutputDirectoryAndLeavesItAlone() async throws {

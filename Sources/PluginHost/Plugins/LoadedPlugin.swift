@@ -19,8 +19,9 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     public let name: String
     /// The library it came from.
     public let library: PluginLibrary
-    /// The configuration it was created with (JSON, the bundle's defaults merged with the manifest's).
-    public let configuration: Data
+    /// The configuration it was created with (JSON, the bundle's defaults merged with the manifest's);
+    /// not public: it may hold secrets.
+    let configuration: Data
     private let descriptor: UnsafePointer<ph_plugin_descriptor>
     private let instance: UnsafeMutableRawPointer
     private let table: HostTable

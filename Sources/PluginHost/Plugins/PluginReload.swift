@@ -38,16 +38,17 @@ struct LoadedPluginSummary: Sendable, Equatable {
 /// (``ResponsePipeline/retry(_:)``), so a reload in between does not mix generations in it.
 final class ChainPin: Sendable {
     @TaskLocal static var current: ChainPin?
-    private let pinned = Locked([ObjectIdentifier: InterceptorChain]())
+    /// Per owner (kept alive here, so its identifier cannot be reused while the pin lives).
+    private let pinned = Locked([ObjectIdentifier: (owner: any AnyObject & Sendable, generation: ChainGeneration)]())
 
-    /// The chain `owner` pinned in this consumption, else `make()` (pinned when a pin is active).
-    static func chain(for owner: AnyObject, _ make: () -> InterceptorChain) -> InterceptorChain {
+    /// The generation `owner` pinned in this consumption, else `make()` (pinned when a pin is active).
+    static func generation(for owner: any AnyObject & Sendable, _ make: () -> ChainGeneration) -> ChainGeneration {
         guard let pin = current else { return make() }
         return pin.pinned.withLock { table in
-            if let chain = table[ObjectIdentifier(owner)] { return chain }
-            let chain = make()
-            table[ObjectIdentifier(owner)] = chain
-            return chain
+            if let entry = table[ObjectIdentifier(owner)] { return entry.generation }
+            let generation = make()
+            table[ObjectIdentifier(owner)] = (owner, generation)
+            return generation
         }
     }
 }
@@ -156,33 +157,51 @@ extension Provider {
     /// ```
     @discardableResult
     public func reloadPlugins() throws(PluginLoadError) -> PluginReloadReport {
+        // Events go out, and the replaced generation is let go (its plugins destroyed when no
+        // request holds them), after both locks are released: a subscriber or a plugin's destroy
+        // may read the provider or reload again.
+        let outcome = reloadSerialized()
+        switch outcome {
+        case .failure(let error):
+            services.emit(PluginEvent(plugin: "pluginhost", name: "plugins.reload-failed", fields: ["error": error.description]))
+            throw error
+        case .success(let (report, replaced)):
+            withExtendedLifetime(replaced) {
+                services.emit(PluginEvent(plugin: "pluginhost", name: "plugins.reloaded", fields: report.eventFields))
+            }
+            return report
+        }
+    }
+
+    /// One reload under `reloading`: the report and the generation it replaced.
+    private func reloadSerialized() -> Result<(PluginReloadReport, ChainGeneration), PluginLoadError> {
         reloading.lock()
         defer { reloading.unlock() }
         let old = current
         guard let source = old.source else {
-            throw PluginLoadError(
-                .notReloadable, file: "", reason: "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
+            return .failure(
+                PluginLoadError(
+                    .notReloadable, file: "", reason: "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
+            )
         }
         let loaded: [LoadedPlugin]
         do {
             loaded = try PluginLoader.load(manifest: source.manifest, services: services)
         } catch {
-            services.emit(PluginEvent(plugin: "pluginhost", name: "plugins.reload-failed", fields: ["error": error.description]))
-            throw error
+            return .failure(error)
         }
         let summaries = loaded.map(LoadedPluginSummary.init)
         let report = PluginReloadReport(before: source.loaded, after: summaries, generation: old.number + 1)
         var next = source
         next.loaded = summaries
-        let generation = ChainGeneration(
+        var generation = ChainGeneration(
             chain: InterceptorChain(interceptors: source.before + loaded + source.after, services: services, maxRetries: old.chain.maxRetries),
             number: report.generation, source: next)
-        generations.withLock { $0 = generation }
-        services.emit(PluginEvent(plugin: "pluginhost", name: "plugins.reloaded", fields: report.eventFields))
-        return report
+        generations.withLock { swap(&$0, &generation) }
+        return .success((report, generation))
     }
 
-    /// The number of the chain generation new requests start on: 1, then one more per successful
-    /// ``reloadPlugins()``.
+    /// The number of the chain generation new requests start on: 1 for the chain the provider was
+    /// created with, one more per successful ``reloadPlugins()``.
     public var pluginGeneration: Int { current.number }
 }
