@@ -15,8 +15,11 @@ import PluginSDK
 /// `max-stale`, `min-fresh`, `only-if-cached` (a `504` when nothing usable is stored); `Vary` (up
 /// to eight variants per URL; `Vary: *` is never stored). Any unsafe method invalidates the entry of its URL
 /// and of its same-origin `Location` / `Content-Location`; a fresh entry answers the client's own
-/// `If-None-Match` / `If-Modified-Since` with `304` (RFC 9111 coverage: the plugin's README). Per target, `pluginOptions["cache"]` is a TTL in seconds, `no-store`,
-/// `only-if-cached`, or `purge` (drop the request's partition).
+/// `If-None-Match` / `If-Modified-Since` with `304`; within a response's `stale-while-revalidate`
+/// (RFC 5861) a stale entry is served (`X-Cache: stale`) and revalidated in a background exchange
+/// the host runs, one per entry at a time (RFC 9111 coverage: the plugin's README). Per target,
+/// `pluginOptions["cache"]` is a TTL in seconds, `no-store`, `only-if-cached`, `purge` (drop the
+/// request's partition), or `revalidate` (always ask the origin; what background revalidations use).
 ///
 /// Credentials: a response to a request that carried `Authorization`, `Cookie` or
 /// `Proxy-Authorization` is stored in a partition named by an HMAC of those values (under a
@@ -25,7 +28,7 @@ import PluginSDK
 /// `public` responses to such requests are stored.
 public struct CachePlugin: ExportablePlugin {
     public static var pluginName: String { "cache" }
-    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginVersion: String { "1.1.0" }
     public static var pluginSummary: String { "Private HTTP cache (RFC 9111), memory LRU plus disk" }
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .willSend, .process] }
 
@@ -35,6 +38,12 @@ public struct CachePlugin: ExportablePlugin {
     /// Keys partition names (see ``partition(_:)``): HMAC-SHA256 under a secret of this cache.
     let partitionKey: HMACSHA256.Key
     private let pending = PerRequestState<Pending>()
+    /// Entries being revalidated in the background (stale-while-revalidate), by partition and
+    /// key, with when it began: one revalidation per entry at a time.
+    private let revalidations = Locked([String: Double]())
+    /// After this many seconds a background revalidation that never reported back no longer
+    /// holds its entry.
+    static let revalidationTimeout: Double = 60
 
     /// What happens to responses to requests that carry credentials.
     enum AuthorizedMode: String {
@@ -173,6 +182,84 @@ public struct CachePlugin: ExportablePlugin {
             for key in found.headerNames { store.remove(key) }
         }
         store.remove(base)
+        store.remove(base + Self.partialSuffix)
+    }
+
+    // MARK: Partial content (§3.3, §3.4)
+
+    /// Where a URL's stored partial content lives: beside its complete entry.
+    static let partialSuffix = "\u{2}partial"
+
+    /// A single `Content-Range: bytes first-last/complete` with a known complete length.
+    struct ContentRange: Equatable {
+        var first: Int
+        var last: Int
+        var complete: Int
+
+        init?(_ value: String?) {
+            guard let value, value.lowercased().hasPrefix("bytes ") else { return nil }
+            let parts = value.dropFirst(6).split(separator: "/", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, let complete = Int(parts[1]), complete > 0 else { return nil }
+            let bounds = parts[0].split(separator: "-", maxSplits: 1).map { Int($0) }
+            guard bounds.count == 2, let first = bounds[0], let last = bounds[1], first >= 0, first <= last, last < complete else {
+                return nil
+            }
+            (self.first, self.last, self.complete) = (first, last, complete)
+        }
+    }
+
+    /// Stores a `206` (§3.3) when it has one byte range of a known length and a strong entity
+    /// tag, combined with the stored partial content of the same URL when their tags match and
+    /// the ranges meet or overlap (§3.4); content that covers the whole representation becomes a
+    /// complete `200` entry. Anything else (several ranges, a weak or no tag, `Vary`) is not stored.
+    func storePartial(_ response: InterceptorResponse, state: Pending, now: Double) {
+        let body = response.body
+        guard let range = ContentRange(response.header("Content-Range")), body.count == range.last - range.first + 1,
+            let etag = response.header("ETag"), !etag.hasPrefix("W/"), response.headerValues("Vary").isEmpty,
+            var entry = storable(response, state: state, now: now, partial: true)
+        else { return }
+        let key = entry.key + Self.partialSuffix
+        var first = range.first
+        var bytes = body
+        if let stored = store.get(key), stored.header("ETag") == etag, let have = ContentRange(stored.header("Content-Range")),
+            have.complete == range.complete, have.first <= range.last + 1, range.first <= have.last + 1
+        {
+            // Same representation, ranges that meet: one span, the newer bytes where they overlap.
+            let start = min(have.first, range.first)
+            let end = max(have.last, range.last)
+            var merged = [UInt8](repeating: 0, count: end - start + 1)
+            merged.replaceSubrange((have.first - start)...(have.last - start), with: stored.body)
+            merged.replaceSubrange((range.first - start)...(range.last - start), with: body)
+            first = start
+            bytes = merged
+        }
+        let last = first + bytes.count - 1
+        entry.body = bytes
+        if first == 0, bytes.count == range.complete {
+            // Everything: a complete response, as if the origin had sent a 200 (§3.4).
+            entry.status = 200
+            var headers = entry.headers.filter { !["content-range", "content-length"].contains($0.name.lowercased()) }
+            headers.append(HTTPHeader(name: "Content-Length", value: String(bytes.count)))
+            entry.headerNames = headers.map(\.name)
+            entry.headerValues = headers.map(\.value)
+            store.remove(key)
+            put(entry, base: entry.key)
+            return
+        }
+        var headers = entry.headers.filter { !["content-range", "content-length"].contains($0.name.lowercased()) }
+        headers.append(HTTPHeader(name: "Content-Range", value: "bytes \(first)-\(last)/\(range.complete)"))
+        entry.headerNames = headers.map(\.name)
+        entry.headerValues = headers.map(\.value)
+        entry.key = key
+        store.put(entry)
+    }
+
+    /// The stored partial content for `state`'s URL that this request may see (as ``lookup(_:_:)``).
+    func lookupPartial(_ state: Pending) -> CacheEntry? {
+        guard let partition = state.partition else { return store.get(state.key + Self.partialSuffix) }
+        if authorized == .partition, let own = store.get(partition + " " + state.key + Self.partialSuffix) { return own }
+        guard let shared = store.get(state.key + Self.partialSuffix), shared.directives.has("public") else { return nil }
+        return shared
     }
 
     /// Stores `entry` under `base`: as it is, or, when it varies, as one variant in the base's index.
@@ -229,6 +316,8 @@ public struct CachePlugin: ExportablePlugin {
         if request.headerValues("Cache-Control").isEmpty, request.headerValues("Pragma").contains(where: { $0.lowercased().contains("no-cache") }) {
             noCache = true
         }
+        // A background revalidation (stale-while-revalidate) always asks the origin.
+        if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
         let credentials = Self.credentials(of: request)
         var state = Pending(key: "GET " + request.url, partition: partition(credentials), method: method, requestTime: now)
@@ -238,6 +327,15 @@ public struct CachePlugin: ExportablePlugin {
         state.hasQuery = request.url.contains("?")
         if state.noStore && !onlyIfCached { return .proceed }
 
+        if method == "GET", !noCache, option != "revalidate", let range = request.header("Range"), lookup(state, request) == nil,
+            let stored = lookupPartial(state), stored.age(at: now) < stored.freshnessLifetime,
+            let partial = Self.partial(stored, range: range, ifRange: request.header("If-Range"), age: stored.age(at: now)),
+            partial.statusCode == 206
+        {
+            // A Range request within the stored partial content of the same representation (§3.4).
+            markServed(state, context)
+            return .respond(partial)
+        }
         if let entry = lookup(state, request), matchesVary(entry, request) {
             let age = entry.age(at: now)
             let lifetime = entry.freshnessLifetime
@@ -273,6 +371,17 @@ public struct CachePlugin: ExportablePlugin {
                 markServed(state, context)
                 return .respond(served(entry, cacheStatus: "hit", age: age, headOnly: method == "HEAD"))
             }
+            // RFC 5861 §3: within stale-while-revalidate, serve the stale entry now and revalidate
+            // it in a background exchange (the host runs it; its result is stored as usual).
+            if option != "revalidate", !noCache, !mustRevalidate, age >= lifetime,
+                let window = responseDirectives.seconds("stale-while-revalidate"), age - lifetime <= window,
+                requestDirectives.values["max-age"] == nil, requestDirectives.values["min-fresh"] == nil,
+                request.header("If-None-Match") == nil, request.header("If-Modified-Since") == nil, request.header("Range") == nil,
+                revalidateInBackground(state, request, now: now)
+            {
+                markServed(state, context)
+                return .respond(served(entry, cacheStatus: "stale", age: age, headOnly: method == "HEAD"))
+            }
             if onlyIfCached { return .respond(Self.gatewayTimeout) }
             state.entry = entry
             if request.header("If-None-Match") == nil && request.header("If-Modified-Since") == nil {
@@ -291,6 +400,28 @@ public struct CachePlugin: ExportablePlugin {
         return .proceed
     }
 
+    /// Starts (or finds under way) the background revalidation of `state`'s entry; false when the
+    /// host runs no background exchanges (ABI before 1.2), and the entry is then revalidated in
+    /// the foreground as without stale-while-revalidate.
+    func revalidateInBackground(_ state: Pending, _ request: InterceptorRequest, now: Double) -> Bool {
+        let key = Self.revalidationKey(state)
+        let begins = revalidations.withLock { table -> Bool in
+            if let started = table[key], now - started < Self.revalidationTimeout { return false }
+            table[key] = now
+            return true
+        }
+        guard begins else { return true }
+        do {
+            try request.scheduleBackgroundExchange(option: "revalidate")
+            return true
+        } catch {
+            revalidations.withLock { $0[key] = nil }
+            return false
+        }
+    }
+
+    static func revalidationKey(_ state: Pending) -> String { (state.partition ?? "") + " " + state.key }
+
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         guard let state = pending.get(context.requestID), state.method == "GET" || state.method == "HEAD" else { return }
         // The request as sent: whether it carries credentials, and its headers (for Vary).
@@ -306,6 +437,10 @@ public struct CachePlugin: ExportablePlugin {
 
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard let state = pending.remove(context.requestID), !state.served else { return .proceed }
+        if context.target.pluginOptions["cache"]?.lowercased() == "revalidate" {
+            // A background revalidation reporting back, whatever its outcome: the entry is free again.
+            revalidations.withLock { _ = $0.removeValue(forKey: Self.revalidationKey(state)) }
+        }
         let now = context.services.now()
         if Self.isUnsafe(state.method) {
             // A non-error answer to an unsafe method invalidates the URL, and the Location and
@@ -337,7 +472,9 @@ public struct CachePlugin: ExportablePlugin {
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
         if state.method == "HEAD" { freshen(fromHead: response, state: state, now: now) }
-        if state.method == "GET", !state.credentialsChanged, let entry = storable(response, state: state, now: now) {
+        if state.method == "GET", !state.credentialsChanged, response.statusCode == 206 {
+            storePartial(response, state: state, now: now)
+        } else if state.method == "GET", !state.credentialsChanged, let entry = storable(response, state: state, now: now) {
             put(entry, base: entry.key)
         }
         // Age on what the cache hands on too (§4.2.3): an origin whose Date lags behind, or an
@@ -439,7 +576,7 @@ public struct CachePlugin: ExportablePlugin {
     static let understoodStatus: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
 
     /// The entry to store for `response`, or nil when it must not be stored.
-    func storable(_ response: InterceptorResponse, state: Pending, now: Double) -> CacheEntry? {
+    func storable(_ response: InterceptorResponse, state: Pending, now: Double, partial: Bool = false) -> CacheEntry? {
         guard !state.noStore else { return nil }
         let directives = CacheDirectives(response.headerValues("Cache-Control"))
         // must-understand: stored only for a status code this cache understands, and then in
@@ -462,7 +599,7 @@ public struct CachePlugin: ExportablePlugin {
         let status = response.statusCode
         let explicit = directives.has("max-age") || response.header("Expires") != nil || directives.has("public") || directives.has("private")
         guard state.ttl != nil ? (200..<300).contains(status) : (explicit || CacheEntry.heuristicallyCacheable.contains(status)),
-            status != 206, status != 304
+            status != 206 || partial, status != 304
         else { return nil }
         var vary: [String: String] = [:]
         for name in varyNames where !name.isEmpty {
@@ -499,6 +636,15 @@ public struct CachePlugin: ExportablePlugin {
     /// for anything else (several ranges, another unit, an `If-Range` that does not match the
     /// stored validator), which is then answered with the whole response, as RFC 9110 allows.
     static func partial(_ entry: CacheEntry, range: String, ifRange: String?, age: Double) -> SyntheticResponse? {
+        let span = ContentRange(entry.header("Content-Range"))
+        return partial(entry, offset: span?.first ?? 0, size: span?.complete ?? entry.body.count, range: range, ifRange: ifRange, age: age)
+    }
+
+    /// The same from stored bytes starting at `offset` of a representation of `size` bytes
+    /// (partial content, §3.4); nil too when the range asked for is not all stored.
+    static func partial(
+        _ entry: CacheEntry, offset: Int, size: Int, range: String, ifRange: String?, age: Double
+    ) -> SyntheticResponse? {
         if let ifRange {
             // A strong entity tag or the Last-Modified date must match exactly.
             guard ifRange == entry.header("ETag") && !ifRange.hasPrefix("W/") || ifRange == entry.header("Last-Modified") else { return nil }
@@ -509,7 +655,6 @@ public struct CachePlugin: ExportablePlugin {
             $0.trimmingCharacters(in: .whitespaces)
         }
         guard bounds.count == 2 else { return nil }
-        let size = entry.body.count
         let first: Int
         let last: Int
         if bounds[0].isEmpty {
@@ -534,8 +679,9 @@ public struct CachePlugin: ExportablePlugin {
             headers.append(HTTPHeader(name: "Content-Range", value: "bytes */\(size)"))
             return SyntheticResponse(statusCode: 416, headers: headers, body: [])
         }
+        guard first >= offset, last < offset + entry.body.count else { return nil }
         headers.append(HTTPHeader(name: "Content-Range", value: "bytes \(first)-\(last)/\(size)"))
-        return SyntheticResponse(statusCode: 206, headers: headers, body: Array(entry.body[first...last]))
+        return SyntheticResponse(statusCode: 206, headers: headers, body: Array(entry.body[(first - offset)...(last - offset)]))
     }
 
     func served(_ entry: CacheEntry, cacheStatus: String, age: Double, headOnly: Bool) -> SyntheticResponse {

@@ -70,18 +70,21 @@ struct InterceptorChain: Sendable {
     /// Runs every attempt of `plan` and returns the validated response or the error.
     func run(
         _ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?,
-        cancellation: CancellationSignal
+        cancellation: CancellationSignal, background: Bool = false
     ) async -> Result<Response, NetworkError> {
         var attempt = 1
         while true {
             if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
             let contexts = makeContexts(target: plan.target, requestID: requestID, attempt: attempt)
             let state = RequestState(plan.request)
+            state.isBackground = background
             let view = InterceptorRequest(backend: state)
             let started = DispatchTime.now().uptimeNanoseconds
 
             let shortCircuit: (index: Int, response: SyntheticResponse)?
-            switch prepare(view, contexts: contexts) {
+            let prepared = prepare(view, state: state, contexts: contexts)
+            startBackgroundExchanges(state.backgroundRequests, of: plan, requestID: requestID)
+            switch prepared {
             case .failure(let error): return .failure(error)
             case .success(let answer): shortCircuit = answer
             }
@@ -144,10 +147,13 @@ struct InterceptorChain: Sendable {
     }
 
     /// `prepare`, first to last, stopping at a short-circuit (returned with its position).
+    /// `state` (the request's, when the caller has it) learns whose `prepare` runs, for background exchanges.
     func prepare(
-        _ request: InterceptorRequest, contexts: [InterceptorContext]
+        _ request: InterceptorRequest, state: RequestState? = nil, contexts: [InterceptorContext]
     ) -> Result<(index: Int, response: SyntheticResponse)?, NetworkError> {
+        defer { state?.preparing = nil }
         for (index, interceptor) in interceptors.enumerated() where runs[index].contains(.prepare) {
+            state?.preparing = interceptor.name
             do {
                 if case .respond(let response) = try interceptor.prepare(request, context: contexts[index]) {
                     return .success((index, response))
@@ -158,6 +164,29 @@ struct InterceptorChain: Sendable {
         }
         return .success(nil)
     }
+
+    /// Starts the background exchanges `prepare` asked for (ABI 1.2): the plan's request once
+    /// more through this chain, with the asking plugin's target option set, unawaited, under a
+    /// request ID of its own. They start when the prepare phase is over, concurrently with the
+    /// rest of the exchange that asked (usually a short-circuit answered from a cache).
+    func startBackgroundExchanges(_ requests: [(plugin: String, option: String)], of plan: CallPlan, requestID: UInt64) {
+        for (plugin, option) in requests {
+            var copy = plan
+            copy.target.pluginOptions[plugin] = option
+            copy.download = nil
+            let chain = self
+            let id = Self.backgroundRequestIDs.withLock {
+                $0 += 1
+                return $0
+            }
+            Task.detached {
+                _ = await chain.run(copy, requestID: id, progress: nil, cancellation: CancellationSignal(), background: true)
+            }
+        }
+    }
+
+    /// Request IDs of background exchanges: from 2^62 up, apart from the provider's (which count from 1).
+    static let backgroundRequestIDs = Locked(UInt64(1) << 62)
 
     /// `willSend` for the first `count` interceptors. When one throws, those before it still see
     /// the end of the attempt (`didReceive` with an `interceptorFailed` failure).

@@ -23,6 +23,27 @@ final class RequestState: RequestBackend {
     /// Whether a hook changed anything.
     private var changed: Bool { methodChanged || bodyChanged || timeoutChanged || changedURL != nil || changedHeaders != nil }
 
+    /// Background exchanges asked for in `prepare` (ABI 1.2), in the order asked: plugin and option.
+    private(set) var backgroundRequests: [(plugin: String, option: String)] = []
+    /// Whether this exchange is itself a background one (which may not ask for another).
+    var isBackground = false
+    /// The interceptor whose `prepare` runs now (set by the chain; nil outside `prepare`).
+    var preparing: String?
+
+    /// Records a background exchange for `plugin`; false when refused (outside `prepare`, from a
+    /// background exchange, or asked twice by one plugin).
+    func scheduleBackground(plugin: String, option: String) -> Bool {
+        guard preparing == plugin, !isBackground, !backgroundRequests.contains(where: { $0.plugin == plugin }) else { return false }
+        backgroundRequests.append((plugin, option))
+        return true
+    }
+
+    func scheduleBackgroundExchange(option: String) throws {
+        guard let preparing, scheduleBackground(plugin: preparing, option: option) else {
+            throw InterceptorError.backgroundRefused("only from prepare, once per plugin and exchange, and never from a background exchange")
+        }
+    }
+
     /// The handles loaded plugins' hooks receive, made on first use.
     private(set) lazy var prepareHandle = RequestHandle(state: self, mayRespond: true)
     private(set) lazy var willSendHandle = RequestHandle(state: self, mayRespond: false)

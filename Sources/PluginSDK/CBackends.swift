@@ -164,6 +164,17 @@ final class CRequestBackend: RequestBackend {
         if status != PH_OK { throw HeaderEditError(index: badIndex, reason: "refused by the host") }
     }
 
+    /// One call across the ABI (1.2).
+    func scheduleBackgroundExchange(option: String) throws {
+        guard api.pointee.abi_minor >= 2, let schedule = api.pointee.request_background else {
+            throw InterceptorError.backgroundRefused("the host speaks ABI 1.\(api.pointee.abi_minor); background exchanges need 1.2")
+        }
+        let status = CBytes.with(option) { schedule(api, handle, $0) }
+        if status != PH_OK {
+            throw InterceptorError.backgroundRefused("only from prepare, once per plugin and exchange, and never from a background exchange")
+        }
+    }
+
     var body: [UInt8]? {
         var bytes = ph_bytes()
         return api.pointee.request_body(handle, &bytes) == PH_OK ? CBytes.array(bytes) : nil

@@ -30,9 +30,18 @@ public protocol RequestBackend: AnyObject {
     /// Applies `edits` in order, all or none; throws ``HeaderEditError`` naming the first
     /// refused edit.
     func editHeaders(_ edits: [HeaderEdit]) throws
+    /// Asks for this request to be sent once more in the background after the exchange, with
+    /// the calling plugin's target option set to `option` (ABI 1.2); throws
+    /// ``InterceptorError/backgroundRefused(_:)`` when the host refuses.
+    func scheduleBackgroundExchange(option: String) throws
 }
 
 extension RequestBackend {
+    /// Refuses: a backend without background exchanges (the default).
+    public func scheduleBackgroundExchange(option: String) throws {
+        throw InterceptorError.backgroundRefused("this host does not run background exchanges")
+    }
+
     /// Checks every edit, then applies them one by one (backends that can do it in one step
     /// implement their own).
     public func editHeaders(_ edits: [HeaderEdit]) throws {
@@ -169,6 +178,25 @@ public struct InterceptorRequest {
         try backend.editHeaders(edits)
     }
 
+    /// From `prepare` only: when the prepare phase is over, the host sends the same request (as
+    /// it was before any `prepare` ran) once more, in the background (concurrently with the rest
+    /// of this exchange, under a request ID of its own), through the whole chain, with this
+    /// plugin's target option (`context.target.pluginOptions[<plugin name>]`) set to
+    /// `option`. Nobody waits for it; its outcome reaches the hooks like any other and is then
+    /// dropped. A cache uses it to serve a stale response and revalidate it
+    /// (`stale-while-revalidate`):
+    ///
+    /// ```swift
+    /// try request.scheduleBackgroundExchange(option: "revalidate")
+    /// return .respond(staleResponse)
+    /// ```
+    ///
+    /// Throws ``InterceptorError/backgroundRefused(_:)`` outside `prepare`, from a background
+    /// exchange, when this plugin already asked in this exchange, or on a host older than ABI 1.2.
+    public func scheduleBackgroundExchange(option: String) throws {
+        try backend.scheduleBackgroundExchange(option: option)
+    }
+
     /// The body bytes, if any.
     public var body: [UInt8]? { backend.body }
 
@@ -199,6 +227,8 @@ public enum InterceptorError: Error, Sendable, Equatable, CustomStringConvertibl
     case invalidMethod(String)
     /// The hook's own failure, with its message.
     case failed(String)
+    /// The host refused ``InterceptorRequest/scheduleBackgroundExchange(option:)``, and why.
+    case backgroundRefused(String)
 
     /// A sentence naming what was refused and why.
     public var description: String {
@@ -213,6 +243,8 @@ public enum InterceptorError: Error, Sendable, Equatable, CustomStringConvertibl
             return "invalid method \(method.debugDescription): must be a token"
         case .failed(let message):
             return message
+        case .backgroundRefused(let why):
+            return "no background exchange: \(why)"
         }
     }
 }

@@ -124,7 +124,7 @@ struct PluginReloadTests {
         }
 
         // 1. A broken manifest.
-        try f.manifest(raw: Data("{\"plugins\": [".utf8))
+        _ = try f.manifest(raw: Data("{\"plugins\": [".utf8))
         let broken = loadError { _ = try provider.reloadPlugins() }
         #expect(broken?.kind == .notJSON)
         #expect(broken?.file == manifest.path)

@@ -118,7 +118,7 @@ final class Workspace: Sendable {
             (#"X-Nonce: [0-9a-f]{32}"#, "X-Nonce: <NONCE>"),
             (#"X-Timestamp: [0-9]+"#, "X-Timestamp: <TS>"),
             (#"swift-[0-9.]+ [a-z0-9_]+-[a-z]+"#, "<BUILD>"),
-            (#"\(ABI 1\.1, <BUILD>\)"#, "(ABI 1.1, <BUILD>)"),
+            (#"\(ABI 1\.2, <BUILD>\)"#, "(ABI 1.2, <BUILD>)"),
             // The default headers depend on the machine: libcurl's codings, the locale, the OS.
             (#"Accept-Encoding: [^\n]+"#, "Accept-Encoding: <CODINGS>"),
             (#"Accept-Language: [^\n]+"#, "Accept-Language: <LANGUAGES>"),

@@ -38,8 +38,8 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 1   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
-                            request_headers and request_edit_headers */
+#define PH_ABI_MINOR 2   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
+                            request_headers and request_edit_headers; 1.2 request_background */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -236,6 +236,18 @@ struct ph_host_api {
      * an unknown op, a name that is not a token, a value with CR, LF or NUL, or count above
      * PH_MAX_HEADER_EDITS (then *bad_index is PH_MAX_HEADER_EDITS). */
     ph_status (*request_edit_headers)(ph_request *request, const ph_header_edit *edits, size_t count, size_t *bad_index);
+
+    /* Added in ABI 1.2 (a plugin checks host->abi_minor >= 2 before calling it). */
+
+    /* From prepare only: when the prepare phase is over, the host sends the same request (as it
+     * was before any prepare ran) once more, in the background (concurrently with the rest of
+     * this exchange, under a request id of its own), through the whole chain, with this
+     * plugin's target option (pluginOptions[<plugin name>]) set to `option`. Nobody waits for it:
+     * its outcome reaches the hooks like any other and is then dropped (this is how a cache
+     * serves a stale response and revalidates it: RFC 5861 stale-while-revalidate). At most one
+     * per plugin and exchange. PH_OK; PH_INVALID outside prepare, from a background exchange,
+     * or when this plugin already asked in this exchange. */
+    ph_status (*request_background)(const ph_host_api *host, ph_request *request, ph_bytes option);
 };
 
 /* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning ph_status

@@ -217,6 +217,12 @@ final class HostTable: @unchecked Sendable {
             }
             return headers.count
         }
+        api.request_background = { api, request, option in
+            let table = HostTable.from(api)
+            let handle = RequestHandle.from(request)
+            guard handle.mayRespond else { return PH_INVALID }
+            return handle.state.scheduleBackground(plugin: table.services.plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
+        }
         api.request_edit_headers = { request, edits, count, badIndex in
             guard count <= Int(PH_MAX_HEADER_EDITS) else {
                 badIndex?.pointee = Int(PH_MAX_HEADER_EDITS)
