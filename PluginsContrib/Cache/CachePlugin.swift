@@ -17,7 +17,9 @@ import PluginSDK
 /// and of its same-origin `Location` / `Content-Location`; a fresh entry answers the client's own
 /// `If-None-Match` / `If-Modified-Since` with `304`; within a response's `stale-while-revalidate`
 /// (RFC 5861) a stale entry is served (`X-Cache: stale`) and revalidated in a background exchange
-/// the host runs, one per entry at a time (RFC 9111 coverage: the plugin's README). Per target,
+/// the host runs, one per entry at a time. A `206` with one range and a strong `ETag` is stored
+/// and combined with other spans of the same representation (a complete entry once they cover
+/// it); `Range` requests within it are answered from it (RFC 9111 coverage: the plugin's README). Per target,
 /// `pluginOptions["cache"]` is a TTL in seconds, `no-store`, `only-if-cached`, `purge` (drop the
 /// request's partition), or `revalidate` (always ask the origin; what background revalidations use).
 ///
