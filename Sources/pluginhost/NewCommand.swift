@@ -165,6 +165,24 @@ enum NewCommand {
             """
     }
 
+    /// The README section both templates share: the three commands, and what they do.
+    static func buildSection(_ plan: Plan, build: String, library: String) -> String {
+        """
+        ## Build, bundle, load
+
+        ```sh
+        \(build)
+        pluginhost bundle \(library) --out plugins
+        pluginhost test --manifest manifest.json
+        ```
+
+        `pluginhost bundle` writes `plugins/\(plan.name).plugin/` (the library and `plugin.json` with its
+        SHA-256); `pluginhost test` loads `manifest.json` as an app would, probes the plugin in a child
+        process and runs one request through it (add `--url http://127.0.0.1:8080/get` for a real server).
+        Copy the bundle into an app's plugin directory and name it in the app's manifest.
+        """
+    }
+
     static func swiftFiles(_ plan: Plan) -> [(String, String)] {
         let type = typeName(plan.name)
         let product = "\(type)Plugin"
@@ -256,19 +274,7 @@ enum NewCommand {
             A PluginHost plugin written in Swift: `Sources/\(product)/\(product).swift`. It sends
             `\(header): <value>` on every request; every other hook is stubbed with a comment.
 
-            ## Build, bundle, load
-
-            ```sh
-            swift build -c release
-            pluginhost bundle .build/release/lib\(product).\(librarySuffix) --out plugins
-            pluginhost test --manifest manifest.json
-            ```
-
-            `pluginhost bundle` writes `plugins/\(plan.name).plugin/` (the library and `plugin.json` with its
-            SHA-256); `pluginhost test` loads `manifest.json` as an app would, probes the plugin in a child
-            process and runs one request through it (add `--url http://127.0.0.1:8080/get` for a real server).
-            Copy the bundle into an app's plugin directory and name it in the app's manifest.
-
+            \(buildSection(plan, build: "swift build -c release", library: ".build/release/lib\(product).\(librarySuffix)"))
             ## The SDK
 
             `Package.swift` depends on the PluginHost checkout at `\(plan.sdk.path)`. For a released version,
@@ -394,19 +400,7 @@ enum NewCommand {
             copied from the PluginHost checkout at `\(plan.sdk.path)`). It sends `\(header): hello` on every
             request; every other hook is stubbed with a comment.
 
-            ## Build, bundle, load
-
-            ```sh
-            \(build)
-            pluginhost bundle lib\(symbol).\(librarySuffix) --out plugins
-            pluginhost test --manifest manifest.json
-            ```
-
-            `pluginhost bundle` writes `plugins/\(plan.name).plugin/` (the library and `plugin.json` with its
-            SHA-256); `pluginhost test` loads `manifest.json` as an app would, probes the plugin in a child
-            process and runs one request through it (add `--url http://127.0.0.1:8080/get` for a real server).
-            Copy the bundle into an app's plugin directory and name it in the app's manifest.
-
+            \(buildSection(plan, build: build, library: "lib\(symbol).\(librarySuffix)"))
             """
         return [
             ("\(symbol).c", source), ("pluginhost.h", abiHeader), ("manifest.json", manifest(plan)), ("README.md", readme),

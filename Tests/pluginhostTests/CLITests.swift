@@ -177,7 +177,7 @@ struct CLITests {
         let version = try await CLI.run(["--version"])
         #expect(version.status == 0)
         #expect(
-            version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.1, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
+            version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.2, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
     }
 
     @Test func unknownCommandSuggestsTheClosest() async throws {
