@@ -138,12 +138,14 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     /// The stored entry a request may be served: its partition's, else a shared one (which must
-    /// be `public` when the request carries credentials).
-    func lookup(_ state: Pending, _ request: InterceptorRequest? = nil) -> CacheEntry? {
+    /// be `public` when the request carries credentials). With `suffix` ``partialSuffix``: the
+    /// stored partial content, by the same rule.
+    func lookup(_ state: Pending, _ request: InterceptorRequest? = nil, suffix: String = "") -> CacheEntry? {
         let valueOf = request.map { request in { (name: String) in self.varyValue(name, request.headerValues(name)) } }
-        guard let partition = state.partition else { return fetch(state.key, valueOf) }
-        if authorized == .partition, let own = fetch(partition + " " + state.key, valueOf) { return own }
-        guard let shared = fetch(state.key, valueOf), shared.directives.has("public") else { return nil }
+        let key = state.key + suffix
+        guard let partition = state.partition else { return fetch(key, valueOf) }
+        if authorized == .partition, let own = fetch(partition + " " + key, valueOf) { return own }
+        guard let shared = fetch(key, valueOf), shared.directives.has("public") else { return nil }
         return shared
     }
 
@@ -235,33 +237,24 @@ public struct CachePlugin: ExportablePlugin {
             first = start
             bytes = merged
         }
-        let last = first + bytes.count - 1
-        entry.body = bytes
-        if first == 0, bytes.count == range.complete {
-            // Everything: a complete response, as if the origin had sent a 200 (§3.4).
-            entry.status = 200
-            var headers = entry.headers.filter { !["content-range", "content-length"].contains($0.name.lowercased()) }
-            headers.append(HTTPHeader(name: "Content-Length", value: String(bytes.count)))
-            entry.headerNames = headers.map(\.name)
-            entry.headerValues = headers.map(\.value)
-            store.remove(key)
-            put(entry, base: entry.key)
-            return
-        }
+        // Everything: a complete response, as if the origin had sent a 200 (§3.4); else the span.
+        let whole = first == 0 && bytes.count == range.complete
         var headers = entry.headers.filter { !["content-range", "content-length"].contains($0.name.lowercased()) }
-        headers.append(HTTPHeader(name: "Content-Range", value: "bytes \(first)-\(last)/\(range.complete)"))
+        headers.append(
+            whole
+                ? HTTPHeader(name: "Content-Length", value: String(bytes.count))
+                : HTTPHeader(name: "Content-Range", value: "bytes \(first)-\(first + bytes.count - 1)/\(range.complete)"))
         entry.headerNames = headers.map(\.name)
         entry.headerValues = headers.map(\.value)
-        entry.key = key
-        store.put(entry)
-    }
-
-    /// The stored partial content for `state`'s URL that this request may see (as ``lookup(_:_:)``).
-    func lookupPartial(_ state: Pending) -> CacheEntry? {
-        guard let partition = state.partition else { return store.get(state.key + Self.partialSuffix) }
-        if authorized == .partition, let own = store.get(partition + " " + state.key + Self.partialSuffix) { return own }
-        guard let shared = store.get(state.key + Self.partialSuffix), shared.directives.has("public") else { return nil }
-        return shared
+        entry.body = bytes
+        if whole {
+            entry.status = 200
+            store.remove(key)
+            put(entry, base: entry.key)
+        } else {
+            entry.key = key
+            store.put(entry)
+        }
     }
 
     /// Stores `entry` under `base`: as it is, or, when it varies, as one variant in the base's index.
@@ -329,8 +322,9 @@ public struct CachePlugin: ExportablePlugin {
         state.hasQuery = request.url.contains("?")
         if state.noStore && !onlyIfCached { return .proceed }
 
-        if method == "GET", !noCache, option != "revalidate", let range = request.header("Range"), lookup(state, request) == nil,
-            let stored = lookupPartial(state), stored.age(at: now) < stored.freshnessLifetime,
+        let found = lookup(state, request)
+        if method == "GET", !noCache, option != "revalidate", let range = request.header("Range"), found == nil,
+            let stored = lookup(state, suffix: Self.partialSuffix), stored.age(at: now) < stored.freshnessLifetime,
             let partial = Self.partial(stored, range: range, ifRange: request.header("If-Range"), age: stored.age(at: now)),
             partial.statusCode == 206
         {
@@ -338,7 +332,7 @@ public struct CachePlugin: ExportablePlugin {
             markServed(state, context)
             return .respond(partial)
         }
-        if let entry = lookup(state, request), matchesVary(entry, request) {
+        if let entry = found, matchesVary(entry, request) {
             let age = entry.age(at: now)
             let lifetime = entry.freshnessLifetime
             let responseDirectives = entry.directives
@@ -474,10 +468,12 @@ public struct CachePlugin: ExportablePlugin {
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
         if state.method == "HEAD" { freshen(fromHead: response, state: state, now: now) }
-        if state.method == "GET", !state.credentialsChanged, response.statusCode == 206 {
-            storePartial(response, state: state, now: now)
-        } else if state.method == "GET", !state.credentialsChanged, let entry = storable(response, state: state, now: now) {
-            put(entry, base: entry.key)
+        if state.method == "GET", !state.credentialsChanged {
+            if response.statusCode == 206 {
+                storePartial(response, state: state, now: now)
+            } else if let entry = storable(response, state: state, now: now) {
+                put(entry, base: entry.key)
+            }
         }
         // Age on what the cache hands on too (§4.2.3): an origin whose Date lags behind, or an
         // upstream cache's Age, make a fresh-from-the-network response already old.

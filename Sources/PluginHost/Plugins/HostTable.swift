@@ -218,10 +218,9 @@ final class HostTable: @unchecked Sendable {
             return headers.count
         }
         api.request_background = { api, request, option in
-            let table = HostTable.from(api)
-            let handle = RequestHandle.from(request)
-            guard handle.mayRespond else { return PH_INVALID }
-            return handle.state.scheduleBackground(plugin: table.services.plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
+            // The state refuses it outside this plugin's prepare (and from a background exchange).
+            let plugin = HostTable.from(api).services.plugin
+            return RequestHandle.from(request).state.scheduleBackground(plugin: plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
         }
         api.request_edit_headers = { request, edits, count, badIndex in
             guard count <= Int(PH_MAX_HEADER_EDITS) else {
