@@ -250,10 +250,20 @@ final class LockedBox<Value: Sendable>: Sendable {
 
 /// Runs long synchronous work on a Dispatch thread, so it never holds one of the few threads of
 /// Swift's cooperative pool (which would starve every other test running in parallel).
+///
+/// The result crosses threads through a lock, not as the continuation's value: when the work ends
+/// before the awaiting task has suspended, the task goes on without a synchronisation
+/// ThreadSanitizer can see, and it would report the result's fields as a race.
 func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    let handoff = Locked<Result<T, any Error>?>(nil)
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        DispatchQueue.global().async {
+            let result = Result { try body() }
+            handoff.withLock { $0 = result }
+            continuation.resume()
+        }
     }
+    return try handoff.withLock { $0 }!.get()
 }
 
 /// The two network transports: suites that talk to real servers run against both.

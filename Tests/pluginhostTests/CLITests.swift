@@ -8,6 +8,24 @@ import Testing
 import Glibc
 #endif
 
+/// Runs synchronous work (a subprocess, a wait) on a Dispatch thread, so it never holds a thread
+/// of Swift's cooperative pool.
+///
+/// The result crosses threads through a lock, not as the continuation's value: when the work ends
+/// before the awaiting task has suspended, the task goes on without a synchronisation
+/// ThreadSanitizer can see, and it would report the result's fields as a race.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    let handoff = Locked<Result<T, any Error>?>(nil)
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        DispatchQueue.global().async {
+            let result = Result { try body() }
+            handoff.withLock { $0 = result }
+            continuation.resume()
+        }
+    }
+    return try handoff.withLock { $0 }!.get()
+}
+
 /// Runs the `pluginhost` executable as a subprocess.
 struct CLI {
     /// The platform's suffix of a shared library.
@@ -36,11 +54,7 @@ struct CLI {
     /// Runs the CLI on a Dispatch thread, so the wait never blocks Swift's cooperative pool.
     @discardableResult
     static func run(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil) async throws -> Output {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try runBlocking(arguments, environment: environment, in: directory) })
-            }
-        }
+        try await offThePool { try runBlocking(arguments, environment: environment, in: directory) }
     }
 
     static func runBlocking(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil) throws -> Output {
@@ -89,9 +103,7 @@ final class Workspace: Sendable {
 
     /// Creates a workspace on a Dispatch thread (bundling runs the CLI and waits for it).
     static func make(bundling products: [String] = Workspace.contrib) async throws -> Workspace {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try Workspace(bundling: products) }) }
-        }
+        try await offThePool { try Workspace(bundling: products) }
     }
 
     /// Copies the example manifest next to the bundles.
