@@ -138,12 +138,11 @@ struct InterceptorChain: Sendable {
 
     /// One context per interceptor; loaded plugins share one C view of it.
     func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> [InterceptorContext] {
-        var contexts = bound.map { InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: $0) }
-        if hasLoadedPlugins, let first = contexts.first {
-            let shared = CContext(first)
-            for index in contexts.indices { contexts[index].hostAttachment = shared }
+        // Loaded plugins share one C view of the attempt, made before the contexts that carry it.
+        let shared = hasLoadedPlugins ? CContext(target: target, requestID: requestID, attempt: attempt) : nil
+        return bound.map {
+            InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: $0, hostAttachment: shared)
         }
-        return contexts
     }
 
     /// `prepare`, first to last, stopping at a short-circuit (returned with its position).
@@ -391,10 +390,7 @@ struct InterceptorChain: Sendable {
         case .failure(let failure):
             return .failure(failure.kind == .cancelled ? .cancelled : .underlying(failure, nil))
         case .response(let state):
-            let response = Response(
-                statusCode: state.statusCode, data: state.data, request: request,
-                response: state.makeHTTPURLResponse(fallbackURL: request.url), fileURL: state.fileURL,
-                httpVersion: state.httpVersion)
+            let response = state.makeResponse(request: request)
             guard validation.accepts(state.statusCode) else { return .failure(.statusCode(response)) }
             return .success(response)
         }

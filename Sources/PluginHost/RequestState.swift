@@ -1,3 +1,4 @@
+import CPluginABI
 import Foundation
 import PluginSDK
 
@@ -7,12 +8,25 @@ import FoundationNetworking
 
 /// The host's mutable request during one attempt; what ``InterceptorRequest`` views.
 final class RequestState: RequestBackend {
-    private(set) var method: String
-    private(set) var bodyData: Data?
+    private(set) var method: String {
+        didSet { cMethodCopy = nil }
+    }
+    private(set) var bodyData: Data? {
+        didSet { cBodyCopy = nil }
+    }
     private(set) var timeout: Double
     private let original: URLRequest
-    private var changedURL: String?
-    private var changedHeaders: [HTTPHeader]?
+    private var changedURL: String? {
+        didSet { cURLCopy = nil }
+    }
+    private var changedHeaders: [HTTPHeader]? {
+        didSet { cHeaderView = nil }
+    }
+    /// What loaded plugins read, as C bytes: made on first read, dropped when the value changes.
+    private var cMethodCopy: CByteCopy?
+    private var cURLCopy: CByteCopy?
+    private var cBodyCopy: CByteCopy?
+    private var cHeaderView: CHeaderView?
     /// The original header fields sorted by name, made the first time a hook walks them.
     private var originalHeaders: [HTTPHeader]?
     /// Which of method, body and timeout a hook changed (the others are not set again: setting
@@ -55,7 +69,48 @@ final class RequestState: RequestBackend {
         timeout = request.timeoutInterval
     }
 
-    var urlString: String { changedURL ?? original.url?.absoluteString ?? "" }
+    var urlString: String {
+        if let changedURL { return changedURL }
+        if let originalURLString { return originalURLString }
+        let string = original.url?.absoluteString ?? ""
+        originalURLString = string
+        return string
+    }
+    /// The original URL as a string, made the first time a hook asks (Foundation makes it anew each time).
+    private var originalURLString: String?
+
+    /// The method as C bytes, valid until it changes.
+    var cMethod: ph_bytes {
+        if let cMethodCopy { return cMethodCopy.bytes }
+        let copy = CByteCopy.of(method)
+        cMethodCopy = copy
+        return copy.bytes
+    }
+
+    /// The URL as C bytes, valid until it changes.
+    var cURL: ph_bytes {
+        if let cURLCopy { return cURLCopy.bytes }
+        let copy = CByteCopy.of(urlString)
+        cURLCopy = copy
+        return copy.bytes
+    }
+
+    /// The body as C bytes (nil without one), valid until it changes.
+    var cBody: ph_bytes? {
+        guard let bodyData else { return nil }
+        if let cBodyCopy { return cBodyCopy.bytes }
+        let copy = CByteCopy.of(bodyData)
+        cBodyCopy = copy
+        return copy.bytes
+    }
+
+    /// The header fields as C bytes, valid until they change.
+    var cHeaders: CHeaderView {
+        if let cHeaderView { return cHeaderView }
+        let view = CHeaderView(headers)
+        cHeaderView = view
+        return view
+    }
 
     /// Header fields, read from the original request until a hook changes them.
     var headers: [HTTPHeader] {
@@ -81,6 +136,8 @@ final class RequestState: RequestBackend {
         // Our own list (made once): Foundation's lookup lower-cases every field name on each call.
         headers.value(named: name, index: index)
     }
+
+    func headerValues(named name: String) -> [String] { headers.values(named: name) }
 
     func setHeader(named name: String, value: String?) throws {
         changedHeaders = try headers.checkedSetting(name, to: value)
@@ -143,14 +200,25 @@ final class RequestState: RequestBackend {
 /// The host's mutable response during the response side of one attempt.
 final class ResponseState: ResponseBackend {
     private(set) var statusCode: Int
-    private var fields: [HTTPHeader]?
-    private(set) var data: Data
+    private var fields: [HTTPHeader]? {
+        didSet { cHeaderView = nil }
+    }
+    private(set) var data: Data {
+        didSet { cBodyCopy = nil }
+    }
+    /// What loaded plugins read, as C bytes: made on first read, dropped when the value changes.
+    private var cHeaderView: CHeaderView?
+    private var cBodyCopy: CByteCopy?
     let fileURL: URL?
     /// The protocol of the transport's response, when known.
     let httpVersion: String?
     private let url: URL?
     /// The transport's response, kept as long as no hook edits status or headers.
     private var original: HTTPURLResponse?
+
+    /// The handles loaded plugins' hooks receive, made on first use.
+    private(set) lazy var didReceiveHandle = ResultHandle(response: self, failure: nil, mayDecide: false)
+    private(set) lazy var processHandle = ResultHandle(response: self, failure: nil, mayDecide: true)
 
     init(_ response: TransportResponse) {
         original = response.response
@@ -175,11 +243,27 @@ final class ResponseState: ResponseBackend {
     var headers: [HTTPHeader] {
         if let fields { return fields }
         let parsed = (original?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
-            guard let name = key as? String else { return nil }
-            return HTTPHeader(name: name, value: "\(value)")
+            guard let name = key.base as? String else { return nil }
+            return HTTPHeader(name: name, value: value as? String ?? "\(value)")
         }.sorted { $0.name < $1.name }
         fields = parsed
         return parsed
+    }
+
+    /// The header fields as C bytes, valid until they change.
+    var cHeaders: CHeaderView {
+        if let cHeaderView { return cHeaderView }
+        let view = CHeaderView(headers)
+        cHeaderView = view
+        return view
+    }
+
+    /// The body as C bytes, valid until it changes.
+    var cBody: ph_bytes {
+        if let cBodyCopy { return cBodyCopy.bytes }
+        let copy = CByteCopy.of(data)
+        cBodyCopy = copy
+        return copy.bytes
     }
 
     func setStatusCode(_ code: Int) {
@@ -193,6 +277,8 @@ final class ResponseState: ResponseBackend {
         // `caseInsensitiveCompare`, on each call.
         headers.value(named: name, index: index)
     }
+
+    func headerValues(named name: String) -> [String] { headers.values(named: name) }
 
     func setHeader(named name: String, value: String?) throws {
         fields = try headers.checkedSetting(name, to: value)
@@ -212,11 +298,15 @@ final class ResponseState: ResponseBackend {
 
     func setData(_ data: Data) { self.data = data }
 
-    /// The `HTTPURLResponse` to hand to the app: the transport's own unless a hook edited it.
-    func makeHTTPURLResponse(fallbackURL: URL?) -> HTTPURLResponse? {
-        if let original { return original }
-        guard let url = url ?? fallbackURL else { return nil }
-        return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded())
+    /// The app's ``Response``: with the transport's `HTTPURLResponse` unless a hook edited status
+    /// or fields, else with one made from the edited fields when the app first reads it.
+    func makeResponse(request: URLRequest) -> Response {
+        if original == nil, let url = url ?? request.url {
+            let deferred = DeferredHTTPResponse(url: url, statusCode: statusCode, headers: headers)
+            return Response(
+                statusCode: statusCode, data: data, request: request, deferred: deferred, fileURL: fileURL, httpVersion: httpVersion)
+        }
+        return Response(statusCode: statusCode, data: data, request: request, response: original, fileURL: fileURL, httpVersion: httpVersion)
     }
 }
 

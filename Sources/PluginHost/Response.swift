@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -13,7 +14,16 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     /// The request as it was finally sent.
     public let request: URLRequest?
     /// The HTTP response with its header fields.
-    public let response: HTTPURLResponse?
+    ///
+    /// When interceptors changed the transport's status or header fields, this is built on first
+    /// read (building an `HTTPURLResponse` is costly on Linux and most apps never ask for it).
+    public var response: HTTPURLResponse? {
+        switch source {
+        case .given(let response): return response
+        case .deferred(let deferred): return deferred.response
+        }
+    }
+    private let source: ResponseSource
     /// Where a download was saved.
     public let fileURL: URL?
     /// The protocol the response came over (`HTTP/1.1`, `HTTP/2`), when the transport reports it
@@ -32,14 +42,27 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
         self.statusCode = statusCode
         self.data = data
         self.request = request
-        self.response = response
+        self.source = .given(response)
         self.fileURL = fileURL
         self.httpVersion = httpVersion
     }
 
-    /// The value of a response header (case-insensitive).
+    /// A response whose `HTTPURLResponse` is made from `deferred` when first read.
+    init(statusCode: Int, data: Data, request: URLRequest?, deferred: DeferredHTTPResponse, fileURL: URL?, httpVersion: String?) {
+        self.statusCode = statusCode
+        self.data = data
+        self.request = request
+        self.source = .deferred(deferred)
+        self.fileURL = fileURL
+        self.httpVersion = httpVersion
+    }
+
+    /// The value of a response header (case-insensitive; repeated fields joined with ", ").
     public func value(forHTTPHeaderField name: String) -> String? {
-        response?.value(forHTTPHeaderField: name)
+        switch source {
+        case .given(let response): return response?.value(forHTTPHeaderField: name)
+        case .deferred(let deferred): return deferred.value(forHTTPHeaderField: name)
+        }
     }
 
     /// `METHOD URL` of the request, for messages.
@@ -56,5 +79,39 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     public static func == (lhs: Response, rhs: Response) -> Bool {
         lhs.statusCode == rhs.statusCode && lhs.data == rhs.data && lhs.request == rhs.request
             && lhs.response == rhs.response && lhs.fileURL == rhs.fileURL
+    }
+}
+
+/// Where a ``Response``'s `HTTPURLResponse` comes from.
+private enum ResponseSource: Sendable {
+    case given(HTTPURLResponse?)
+    case deferred(DeferredHTTPResponse)
+}
+
+/// An `HTTPURLResponse` made on first read from a status, a URL and header fields.
+final class DeferredHTTPResponse: Sendable {
+    private let url: URL
+    private let statusCode: Int
+    private let headers: [HTTPHeader]
+    private let built = Locked<HTTPURLResponse??>(nil)
+
+    init(url: URL, statusCode: Int, headers: [HTTPHeader]) {
+        self.url = url
+        self.statusCode = statusCode
+        self.headers = headers
+    }
+
+    var response: HTTPURLResponse? {
+        built.withLock { built in
+            if let built { return built }
+            let made = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded())
+            built = .some(made)
+            return made
+        }
+    }
+
+    func value(forHTTPHeaderField name: String) -> String? {
+        let values = headers.values(named: name)
+        return values.isEmpty ? nil : values.joined(separator: ", ")
     }
 }

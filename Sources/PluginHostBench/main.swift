@@ -264,6 +264,28 @@ func runBench(_ options: Options) async throws {
         Provider<BenchTarget>(stubClosure: { _ in .immediate }, interceptors: chain, services: services)
     }
 
+    if options.profile == "stub" {
+        // Scenario 1 only, its scenarios interleaved round after round (no servers): the quick
+        // check of a change to the chain's cost, e.g. `--profile stub --rounds 5`.
+        let stubFigures = Figures()
+        let scenarios: [(String, [any Interceptor], PluginServices)] = [
+            ("0", [], PluginServices()), ("noop6", noop6, PluginServices()), ("loaded6", loaded6, loadedServices),
+            ("compiled6", compiled6, compiledServices),
+        ]
+        for _ in 1...options.rounds {
+            for (key, chain, scenarioServices) in scenarios {
+                let pipeline = stubProvider(chain, scenarioServices).request(.stub)
+                let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
+                stubFigures.add(key, percentile(samples, 0.5))
+            }
+        }
+        let empty = stubFigures.median("0")
+        for (key, _, _) in scenarios {
+            print("\(key): p50 median \(fmt(stubFigures.median(key))) µs, \(fmt(stubFigures.median(key) / empty)) × the empty chain")
+        }
+        exit(0)
+    }
+
     if let profile = options.profile {
         // Only one stub scenario, for a profiler: `0`, `noop6` or `loaded6`.
         let chain = profile == "loaded6" ? loaded6 : profile == "noop6" ? noop6 : profile == "compiled6" ? compiled6 : []

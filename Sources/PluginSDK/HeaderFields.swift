@@ -38,7 +38,9 @@ extension Array where Element == HTTPHeader {
 
     /// Every value of the field `name`, in order.
     public func values(named name: String) -> [String] {
-        filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value)
+        var values: [String] = []
+        for header in self where HTTPHeader.namesEqual(header.name, name) { values.append(header.value) }
+        return values
     }
 
     /// Replaces every field named `name` with one field, or removes them when `value` is nil.
@@ -63,7 +65,9 @@ extension Array where Element == HTTPHeader {
     public func folded() -> [String: String] {
         let separator = ", "
         var fields: [String: String] = [:]
+        fields.reserveCapacity(count)
         var order: [String] = []
+        order.reserveCapacity(count)
         for header in self {
             if let existing = order.first(where: { HTTPHeader.namesEqual($0, header.name) }) {
                 fields[existing] = fields[existing]! + separator + header.value

@@ -22,25 +22,80 @@ public struct TargetInfo: Sendable, Equatable {
 }
 
 /// Per-call information given to every hook.
+///
+/// A context is one reference to immutable storage: hooks receive, copy and keep it for the
+/// cost of one retain (every hook of every interceptor gets one). Setting a property gives this
+/// value new storage; other copies keep theirs.
 public struct InterceptorContext: Sendable {
+    /// The fields, shared by every copy until one of them is changed.
+    private final class Storage: Sendable {
+        let target: TargetInfo
+        let requestID: UInt64
+        let attempt: Int
+        let services: any HostServices
+        let hostAttachment: (any AnyObject & Sendable)?
+
+        init(
+            target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices,
+            hostAttachment: (any AnyObject & Sendable)?
+        ) {
+            self.target = target
+            self.requestID = requestID
+            self.attempt = attempt
+            self.services = services
+            self.hostAttachment = hostAttachment
+        }
+    }
+
+    private var storage: Storage
+
     /// The target the request was made for.
-    public var target: TargetInfo
+    public var target: TargetInfo {
+        get { storage.target }
+        set { replace(target: newValue) }
+    }
     /// A number unique to this request within the process (the same for all its attempts).
-    public var requestID: UInt64
+    public var requestID: UInt64 {
+        get { storage.requestID }
+        set { replace(requestID: newValue) }
+    }
     /// 1 for the first attempt, 2 for the first retry, and so on.
-    public var attempt: Int
+    public var attempt: Int {
+        get { storage.attempt }
+        set { replace(attempt: newValue) }
+    }
     /// Services of the host: key/value store, events, log, clock, random bytes.
-    public var services: any HostServices
+    public var services: any HostServices {
+        get { storage.services }
+        set { replace(services: newValue) }
+    }
     /// Per-attempt data the host keeps for plugins loaded from libraries; interceptors ignore it.
-    package var hostAttachment: (any AnyObject & Sendable)?
+    package var hostAttachment: (any AnyObject & Sendable)? {
+        get { storage.hostAttachment }
+        set { replace(hostAttachment: .some(newValue)) }
+    }
 
     /// Creates a context.
     public init(target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices) {
-        self.target = target
-        self.requestID = requestID
-        self.attempt = attempt
-        self.services = services
-        self.hostAttachment = nil
+        storage = Storage(target: target, requestID: requestID, attempt: attempt, services: services, hostAttachment: nil)
+    }
+
+    /// Creates a context carrying the host's per-attempt data.
+    package init(
+        target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices, hostAttachment: (any AnyObject & Sendable)?
+    ) {
+        storage = Storage(target: target, requestID: requestID, attempt: attempt, services: services, hostAttachment: hostAttachment)
+    }
+
+    /// New storage with the given fields changed and the others kept.
+    private mutating func replace(
+        target: TargetInfo? = nil, requestID: UInt64? = nil, attempt: Int? = nil, services: (any HostServices)? = nil,
+        hostAttachment: (any AnyObject & Sendable)?? = nil
+    ) {
+        let old = storage
+        storage = Storage(
+            target: target ?? old.target, requestID: requestID ?? old.requestID, attempt: attempt ?? old.attempt,
+            services: services ?? old.services, hostAttachment: hostAttachment ?? old.hostAttachment)
     }
 }
 

@@ -15,6 +15,8 @@ public protocol RequestBackend: AnyObject {
     var headers: [HTTPHeader] { get }
     /// The `index`-th value of the header `name` (case-insensitive), if present.
     func header(named name: String, index: Int) -> String?
+    /// Every value of the field `name`, in order (default: ``header(named:index:)`` until nil).
+    func headerValues(named name: String) -> [String]
     /// Replaces every field named `name` with one field, or removes them when `value` is nil.
     func setHeader(named name: String, value: String?) throws
     /// Adds a field, keeping the existing ones of the same name.
@@ -37,6 +39,9 @@ public protocol RequestBackend: AnyObject {
 }
 
 extension RequestBackend {
+    /// Asks ``header(named:index:)`` for index 0, 1, … until it answers nil.
+    public func headerValues(named name: String) -> [String] { HeaderReading.values(named: name, header(named:index:)) }
+
     /// Refuses: a backend without background exchanges (the default).
     public func scheduleBackgroundExchange(option: String) throws {
         throw InterceptorError.backgroundRefused("this host does not run background exchanges")
@@ -151,7 +156,7 @@ public struct InterceptorRequest {
     public func header(_ name: String) -> String? { backend.header(named: name, index: 0) }
 
     /// Every value of the header `name`, in order.
-    public func headerValues(_ name: String) -> [String] { HeaderReading.values(named: name, backend.header(named:index:)) }
+    public func headerValues(_ name: String) -> [String] { backend.headerValues(named: name) }
 
     /// Sets `name` to `value`, replacing earlier values; `nil` removes the header.
     public func setHeader(_ name: String, _ value: String?) throws {

@@ -8,6 +8,8 @@ public protocol ResponseBackend: AnyObject {
     var headers: [HTTPHeader] { get }
     /// The `index`-th value of header `name` (case-insensitive).
     func header(named name: String, index: Int) -> String?
+    /// Every value of the field `name`, in order (default: ``header(named:index:)`` until nil).
+    func headerValues(named name: String) -> [String]
     /// Replaces or removes (`nil`) every field named `name`.
     func setHeader(named name: String, value: String?) throws
     /// Adds a field.
@@ -22,6 +24,9 @@ public protocol ResponseBackend: AnyObject {
 }
 
 extension ResponseBackend {
+    /// Asks ``header(named:index:)`` for index 0, 1, … until it answers nil.
+    public func headerValues(named name: String) -> [String] { HeaderReading.values(named: name, header(named:index:)) }
+
     /// Reads the whole body; backends that can do better implement their own.
     public func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int) {
         let body = self.body
@@ -52,7 +57,7 @@ public struct InterceptorResponse {
     public func header(_ name: String) -> String? { backend.header(named: name, index: 0) }
 
     /// Every value of header `name`, in order.
-    public func headerValues(_ name: String) -> [String] { HeaderReading.values(named: name, backend.header(named:index:)) }
+    public func headerValues(_ name: String) -> [String] { backend.headerValues(named: name) }
 
     /// Sets `name` to `value`, replacing earlier values; `nil` removes it.
     public func setHeader(_ name: String, _ value: String?) throws {

@@ -11,8 +11,8 @@ import Foundation
 /// let now = hits.withLock { $0 }
 /// ```
 public final class Locked<Value> {
-    private var value: Value
-    private let lock = NSLock()
+    @usableFromInline var value: Value
+    @usableFromInline let lock = NSLock()
 
     /// Creates a box holding `value`.
     public init(_ value: Value) {
@@ -20,7 +20,7 @@ public final class Locked<Value> {
     }
 
     /// Runs `body` with exclusive access to the value and returns what it returns.
-    @discardableResult
+    @inlinable @discardableResult
     public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         lock.lock()
         defer { lock.unlock() }

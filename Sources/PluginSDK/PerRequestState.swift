@@ -7,12 +7,17 @@ import Foundation
 /// entries older than ``maxAge`` seconds are dropped so a request that never reached its
 /// response side cannot leak.
 public final class PerRequestState<Value> {
-    private struct Table {
-        var values: [UInt64: (value: Value, stored: UInt64)] = [:]
-        var insertions = 0
+    // Inlinable, with the table's parts usable from inlined code: a plugin's calls are then
+    // specialised for its own `Value` (generic code across the module boundary looks up type
+    // metadata on every call).
+    @usableFromInline
+    struct Table {
+        @usableFromInline var values: [UInt64: (value: Value, stored: UInt64)] = [:]
+        @usableFromInline var insertions = 0
+        @usableFromInline init() {}
     }
 
-    private let table = Locked(Table())
+    @usableFromInline let table = Locked(Table())
     /// Seconds after which a forgotten entry is dropped; default 600.
     public let maxAge: Double
 
@@ -22,6 +27,7 @@ public final class PerRequestState<Value> {
     }
 
     /// Stores `value` for `requestID`.
+    @inlinable
     public func set(_ value: Value, for requestID: UInt64) {
         let now = DispatchTime.now().uptimeNanoseconds
         let limit = UInt64(maxAge * 1_000_000_000)
@@ -35,23 +41,25 @@ public final class PerRequestState<Value> {
     }
 
     /// The value for `requestID`, if any.
+    @inlinable
     public func get(_ requestID: UInt64) -> Value? {
         table.withLock { $0.values[requestID]?.value }
     }
 
     /// Removes and returns the value for `requestID`.
     @discardableResult
+    @inlinable
     public func remove(_ requestID: UInt64) -> Value? {
         table.withLock { $0.values.removeValue(forKey: requestID)?.value }
     }
 
     /// Edits the value for `requestID` in place (creating it from `initial` when absent).
+    @inlinable
     public func update<R>(_ requestID: UInt64, initial: @autoclosure () -> Value, _ body: (inout Value) -> R) -> R {
         table.withLock { table in
-            var entry = table.values[requestID] ?? (initial(), DispatchTime.now().uptimeNanoseconds)
-            let result = body(&entry.value)
-            table.values[requestID] = entry
-            return result
+            if table.values[requestID] == nil { table.values[requestID] = (initial(), DispatchTime.now().uptimeNanoseconds) }
+            // In place: the stored value is not copied out and back.
+            return body(&table.values[requestID]!.value)
         }
     }
 

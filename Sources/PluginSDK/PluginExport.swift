@@ -186,16 +186,17 @@ private final class ExportedInstance {
 
     func context(_ pointer: UnsafePointer<ph_context>?) -> InterceptorContext {
         guard let pointer else { return buildContext(nil) }
-        let reused = last.withLock { last -> InterceptorContext? in
-            guard let last, last.pointer == pointer, last.requestID == pointer.pointee.request_id,
-                last.attempt == pointer.pointee.attempt
-            else { return nil }
-            return last.context
+        let requestID = pointer.pointee.request_id
+        let attempt = pointer.pointee.attempt
+        // One lock per hook call; a context is one reference, so handing it out costs a retain.
+        return last.withLock { last in
+            if let cached = last, cached.pointer == pointer, cached.requestID == requestID, cached.attempt == attempt {
+                return cached.context
+            }
+            let built = buildContext(pointer)
+            last = (pointer, requestID, attempt, built)
+            return built
         }
-        if let reused { return reused }
-        let built = buildContext(pointer)
-        last.withLock { $0 = (pointer, pointer.pointee.request_id, pointer.pointee.attempt, built) }
-        return built
     }
 
     private func buildContext(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {

@@ -19,13 +19,15 @@ public struct SHA256: Sendable {
 
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
-    private var buffer: [UInt8] = []
+    /// The bytes of an unfinished block, inline (no heap buffer: a hasher is copied freely, e.g.
+    /// HMAC's prepared pads, and copying it allocates nothing).
+    private var block: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    /// How many bytes of `block` are used (0–63).
+    private var used = 0
     private var length: UInt64 = 0
 
     /// A fresh hasher.
-    public init() {
-        buffer.reserveCapacity(64)
-    }
+    public init() {}
 
     /// The digest of `bytes` in one call.
     public static func hash<Bytes: Sequence>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
@@ -36,35 +38,40 @@ public struct SHA256: Sendable {
 
     /// Lower-case hexadecimal of `bytes`.
     public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = hexDigit(byte >> 4)
+                out[2 * index + 1] = hexDigit(byte & 0x0f)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 
     /// Adds bytes.
     public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         if let done: Void = bytes.withContiguousStorageIfAvailable({ update(UnsafeRawBufferPointer($0)) }) {
             return done
         }
-        update(Array(bytes))
+        Array(bytes).withUnsafeBytes { update($0) }
     }
 
     /// Adds bytes from a raw buffer, compressing whole blocks without copying them.
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         var index = 0
-        if !buffer.isEmpty {
-            let take = min(64 - buffer.count, bytes.count)
-            buffer.append(contentsOf: bytes[0..<take])
+        if used > 0 {
+            let take = min(64 - used, bytes.count)
+            let offset = used
+            withUnsafeMutableBytes(of: &block) { $0.baseAddress!.advanced(by: offset).copyMemory(from: base, byteCount: take) }
+            used += take
             index = take
-            if buffer.count == 64 {
-                let block = buffer
-                block.withUnsafeBytes { compress($0) }
-                buffer.removeAll(keepingCapacity: true)
+            if used == 64 {
+                let full = block
+                withUnsafeBytes(of: full) { compress($0) }
+                used = 0
             }
         }
         let whole = (bytes.count - index) / 64
@@ -72,28 +79,43 @@ public struct SHA256: Sendable {
             compress(UnsafeRawBufferPointer(rebasing: bytes[index..<index + whole * 64]))
             index += whole * 64
         }
-        if index < bytes.count { buffer.append(contentsOf: bytes[index...]) }
+        if index < bytes.count {
+            let rest = bytes.count - index
+            withUnsafeMutableBytes(of: &block) { $0.baseAddress!.copyMemory(from: base + index, byteCount: rest) }
+            used = rest
+        }
         length &+= UInt64(bytes.count)
     }
 
     /// The 32-byte digest.
     public mutating func finalize() -> [UInt8] {
         let bitLength = length &* 8
-        var tail: [UInt8] = [0x80]
+        // 0x80, zeros up to 56 mod 64, the length in bits: at most two blocks, on the stack.
         let padding = (56 - Int((length + 1) % 64) + 64) % 64
-        tail += [UInt8](repeating: 0, count: padding)
-        for shift in stride(from: 56, through: 0, by: -8) {
-            tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
+        let tailCount = 1 + padding + 8
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { tail in
+            tail.initialize(repeating: 0)
+            tail[0] = 0x80
+            for index in 0..<8 {
+                tail[1 + padding + index] = UInt8(truncatingIfNeeded: bitLength >> UInt64(56 - 8 * index))
+            }
+            let savedLength = length
+            update(UnsafeRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(tail)[0..<tailCount]))
+            length = savedLength
         }
-        let savedLength = length
-        update(tail)
-        length = savedLength
-        var digest: [UInt8] = []
-        digest.reserveCapacity(32)
-        for word in [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] {
-            digest += [UInt8(word >> 24), UInt8((word >> 16) & 0xff), UInt8((word >> 8) & 0xff), UInt8(word & 0xff)]
+        let words = state
+        return [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
+            withUnsafeBytes(of: words) { raw in
+                for index in 0..<8 {
+                    let word = raw.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self)
+                    digest[4 * index] = UInt8(truncatingIfNeeded: word >> 24)
+                    digest[4 * index + 1] = UInt8(truncatingIfNeeded: word >> 16)
+                    digest[4 * index + 2] = UInt8(truncatingIfNeeded: word >> 8)
+                    digest[4 * index + 3] = UInt8(truncatingIfNeeded: word)
+                }
+            }
+            count = 32
         }
-        return digest
     }
 
     /// Compresses whole 64-byte blocks.

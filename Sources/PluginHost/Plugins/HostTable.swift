@@ -50,7 +50,6 @@ final class ByteArena {
 final class RequestHandle {
     /// Unowned: the state keeps its handles (one per phase, shared by the chain's plugins).
     unowned let state: RequestState
-    lazy var arena = ByteArena()
     let mayRespond: Bool
     var response: SyntheticResponse?
 
@@ -64,9 +63,96 @@ final class RequestHandle {
     }
 }
 
+/// Header fields as C bytes, copied once per version of a request's or response's list and
+/// read by every hook call until the list changes: lookups compare bytes (no string is made for
+/// the name asked) and return borrowed pointers into this copy (nothing copied per call).
+final class CHeaderView {
+    let count: Int
+    let names: UnsafeMutablePointer<ph_bytes>
+    let values: UnsafeMutablePointer<ph_bytes>
+    private let storage: UnsafeMutablePointer<UInt8>
+
+    init(_ headers: [HTTPHeader]) {
+        count = headers.count
+        names = .allocate(capacity: max(1, count))
+        values = .allocate(capacity: max(1, count))
+        let total = headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        storage = .allocate(capacity: max(1, total))
+        var cursor = storage
+        func place(_ text: String) -> ph_bytes {
+            var text = text
+            return text.withUTF8 { utf8 in
+                let start = cursor
+                if let base = utf8.baseAddress, !utf8.isEmpty { start.update(from: base, count: utf8.count) }
+                cursor += utf8.count
+                return ph_bytes(data: UnsafePointer(start), len: utf8.count)
+            }
+        }
+        for (index, header) in headers.enumerated() {
+            (names + index).initialize(to: place(header.name))
+            (values + index).initialize(to: place(header.value))
+        }
+    }
+
+    deinit {
+        names.deallocate()
+        values.deallocate()
+        storage.deallocate()
+    }
+
+    /// The `index`-th value (0-based) of the field `name`, compared as ASCII without case.
+    func value(named name: ph_bytes, index: Int) -> ph_bytes? {
+        var seen = 0
+        for position in 0..<count where Self.equal(names[position], name) {
+            if seen == index { return values[position] }
+            seen += 1
+        }
+        return nil
+    }
+
+    private static func equal(_ a: ph_bytes, _ b: ph_bytes) -> Bool {
+        guard a.len == b.len else { return false }
+        guard a.len > 0 else { return true }
+        guard let x = a.data, let y = b.data else { return false }
+        for offset in 0..<a.len {
+            let l = x[offset]
+            let r = y[offset]
+            if l == r { continue }
+            if (l &- 65 < 26 ? l | 0x20 : l) != (r &- 65 < 26 ? r | 0x20 : r) { return false }
+        }
+        return true
+    }
+}
+
+/// One copy of a byte string handed to plugins (a URL, a method, a body), kept until it changes.
+final class CByteCopy {
+    let bytes: ph_bytes
+    private let storage: UnsafeMutablePointer<UInt8>
+
+    init(_ source: UnsafeRawBufferPointer) {
+        storage = .allocate(capacity: max(1, source.count))
+        if let base = source.baseAddress, source.count > 0 {
+            UnsafeMutableRawPointer(storage).copyMemory(from: base, byteCount: source.count)
+        }
+        bytes = ph_bytes(data: UnsafePointer(storage), len: source.count)
+    }
+
+    static func of(_ string: String) -> CByteCopy {
+        var string = string
+        return string.withUTF8 { CByteCopy(UnsafeRawBufferPointer($0)) }
+    }
+
+    static func of(_ data: Data) -> CByteCopy {
+        data.withUnsafeBytes { CByteCopy($0) }
+    }
+
+    deinit { storage.deallocate() }
+}
+
 /// The result a plugin hook works on: a response state or a failure, plus what the hook decided.
 final class ResultHandle {
-    let response: ResponseState?
+    /// Unowned: a response state keeps its handles (one per hook, shared by the chain's plugins).
+    unowned let response: ResponseState?
     let failure: TransportFailure?
     lazy var arena = ByteArena()
     let mayDecide: Bool
@@ -166,33 +252,26 @@ final class HostTable: @unchecked Sendable {
             RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil ? 0 : count))
         }
 
-        api.request_method = { request in
-            let handle = RequestHandle.from(request)
-            return handle.arena.bytes(handle.state.method)
-        }
+        api.request_method = { request in RequestHandle.from(request).state.cMethod }
         api.request_set_method = { request, method in
             (try? RequestHandle.from(request).state.setMethod(CBytes.string(method))) != nil ? PH_OK : PH_INVALID
         }
-        api.request_url = { request in
-            let handle = RequestHandle.from(request)
-            return handle.arena.bytes(handle.state.urlString)
-        }
+        api.request_url = { request in RequestHandle.from(request).state.cURL }
         api.request_set_url = { request, url in
             (try? RequestHandle.from(request).state.setURL(CBytes.string(url))) != nil ? PH_OK : PH_INVALID
         }
+        // Header and body reads borrow the state's C copies (made once per version, not per call).
         api.request_header = { request, name, index, value in
-            let handle = RequestHandle.from(request)
-            guard let found = handle.state.header(named: CBytes.string(name), index: index) else { return PH_NOT_FOUND }
-            value?.pointee = handle.arena.bytes(found)
+            guard let found = RequestHandle.from(request).state.cHeaders.value(named: name, index: index) else { return PH_NOT_FOUND }
+            value?.pointee = found
             return PH_OK
         }
-        api.request_header_count = { request in RequestHandle.from(request).state.headers.count }
+        api.request_header_count = { request in RequestHandle.from(request).state.cHeaders.count }
         api.request_header_at = { request, index, name, value in
-            let handle = RequestHandle.from(request)
-            let headers = handle.state.headers
+            let headers = RequestHandle.from(request).state.cHeaders
             guard index < headers.count else { return PH_NOT_FOUND }
-            name?.pointee = handle.arena.bytes(headers[index].name)
-            value?.pointee = handle.arena.bytes(headers[index].value)
+            name?.pointee = headers.names[index]
+            value?.pointee = headers.values[index]
             return PH_OK
         }
         api.request_set_header = { request, name, value in
@@ -207,13 +286,11 @@ final class HostTable: @unchecked Sendable {
             (try? RequestHandle.from(request).state.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
         }
         api.request_headers = { request, names, values, capacity in
-            let handle = RequestHandle.from(request)
-            let headers = handle.state.headers
+            let headers = RequestHandle.from(request).state.cHeaders
             if let names, let values {
-                for index in 0..<min(headers.count, capacity) {
-                    names[index] = handle.arena.bytes(headers[index].name)
-                    values[index] = handle.arena.bytes(headers[index].value)
-                }
+                let written = min(headers.count, capacity)
+                names.update(from: headers.names, count: written)
+                values.update(from: headers.values, count: written)
             }
             return headers.count
         }
@@ -253,9 +330,8 @@ final class HostTable: @unchecked Sendable {
             }
         }
         api.request_body = { request, body in
-            let handle = RequestHandle.from(request)
-            guard let data = handle.state.bodyData else { return PH_NOT_FOUND }
-            body?.pointee = handle.arena.bytes(data)
+            guard let bytes = RequestHandle.from(request).state.cBody else { return PH_NOT_FOUND }
+            body?.pointee = bytes
             return PH_OK
         }
         api.request_set_body = { request, body, present in
@@ -279,17 +355,15 @@ final class HostTable: @unchecked Sendable {
         api.result_status = { result in Int32(clamping: ResultHandle.from(result).response?.statusCode ?? 0) }
         api.result_set_status = { result, status in ResultHandle.from(result).response?.setStatusCode(Int(status)) }
         api.result_header = { result, name, index, value in
-            let handle = ResultHandle.from(result)
-            guard let found = handle.response?.header(named: CBytes.string(name), index: index) else { return PH_NOT_FOUND }
-            value?.pointee = handle.arena.bytes(found)
+            guard let found = ResultHandle.from(result).response?.cHeaders.value(named: name, index: index) else { return PH_NOT_FOUND }
+            value?.pointee = found
             return PH_OK
         }
-        api.result_header_count = { result in ResultHandle.from(result).response?.headers.count ?? 0 }
+        api.result_header_count = { result in ResultHandle.from(result).response?.cHeaders.count ?? 0 }
         api.result_header_at = { result, index, name, value in
-            let handle = ResultHandle.from(result)
-            guard let headers = handle.response?.headers, index < headers.count else { return PH_NOT_FOUND }
-            name?.pointee = handle.arena.bytes(headers[index].name)
-            value?.pointee = handle.arena.bytes(headers[index].value)
+            guard let headers = ResultHandle.from(result).response?.cHeaders, index < headers.count else { return PH_NOT_FOUND }
+            name?.pointee = headers.names[index]
+            value?.pointee = headers.values[index]
             return PH_OK
         }
         api.result_set_header = { result, name, value in
@@ -304,11 +378,7 @@ final class HostTable: @unchecked Sendable {
             guard let response = ResultHandle.from(result).response else { return PH_INVALID }
             return (try? response.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
         }
-        api.result_body = { result in
-            let handle = ResultHandle.from(result)
-            guard let response = handle.response else { return ph_bytes() }
-            return handle.arena.bytes(response.data)
-        }
+        api.result_body = { result in ResultHandle.from(result).response?.cBody ?? ph_bytes() }
         api.result_set_body = { result, body in ResultHandle.from(result).response?.setData(CBytes.data(body)) }
         api.result_replace = { result, status, names, values, count, body in
             let handle = ResultHandle.from(result)

@@ -170,7 +170,15 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     private func resultHandle(_ result: InterceptorResult, mayDecide: Bool) -> ResultHandle {
         switch result {
         case .response(let response):
-            return ResultHandle(response: response.backend as? ResponseState, failure: nil, mayDecide: mayDecide)
+            guard let state = response.backend as? ResponseState else {
+                return ResultHandle(response: nil, failure: nil, mayDecide: mayDecide)
+            }
+            // Like requests: one handle per hook, shared by the chain's loaded plugins (hooks of one
+            // response run one after the other); what a previous plugin decided is cleared.
+            let handle = mayDecide ? state.processHandle : state.didReceiveHandle
+            handle.replacement = nil
+            handle.retry = nil
+            return handle
         case .failure(let failure):
             return ResultHandle(response: nil, failure: failure, mayDecide: mayDecide)
         }
@@ -211,8 +219,12 @@ final class CContext: @unchecked Sendable {
     private let keys: UnsafeMutablePointer<ph_bytes>
     private let values: UnsafeMutablePointer<ph_bytes>
 
-    init(_ context: InterceptorContext) {
-        let options = context.target.pluginOptions.sorted { $0.key < $1.key }
+    convenience init(_ context: InterceptorContext) {
+        self.init(target: context.target, requestID: context.requestID, attempt: context.attempt)
+    }
+
+    init(target: TargetInfo, requestID: UInt64, attempt: Int) {
+        let options = target.pluginOptions.sorted { $0.key < $1.key }
         keys = .allocate(capacity: max(1, options.count))
         values = .allocate(capacity: max(1, options.count))
         for (index, option) in options.enumerated() {
@@ -222,9 +234,9 @@ final class CContext: @unchecked Sendable {
         pointer = .allocate(capacity: 1)
         pointer.initialize(
             to: ph_context(
-                struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: context.requestID,
-                attempt: Int32(clamping: context.attempt), target_method: arena.bytes(context.target.method),
-                target_base_url: arena.bytes(context.target.baseURL), target_path: arena.bytes(context.target.path),
+                struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: requestID,
+                attempt: Int32(clamping: attempt), target_method: arena.bytes(target.method),
+                target_base_url: arena.bytes(target.baseURL), target_path: arena.bytes(target.path),
                 option_count: options.count, option_keys: UnsafePointer(keys), option_values: UnsafePointer(values)))
     }
 

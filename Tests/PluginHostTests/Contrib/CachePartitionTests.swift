@@ -27,7 +27,7 @@ struct CachePartitionTests {
         _ key: String, _ cacheControl: String, token: String?, options: [String: String] = [:], etag: String? = nil, quiet: Bool = false
     ) throws -> Bin {
         var headers = ["Cache-Control": cacheControl]
-        if let etag { headers["Vary"] = "Accept" } else { headers["Vary"] = "Authorization" }
+        headers["Vary"] = etag != nil ? "Accept" : "Authorization"
         var bin = try counted(key, headers: headers, options: options, requestHeaders: token.map { ["Authorization": "Bearer \($0)"] })
         if case .requestParameters(var parameters, let encoding) = bin.task {
             if let etag { parameters["etag"] = etag }
