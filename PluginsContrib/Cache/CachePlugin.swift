@@ -319,7 +319,7 @@ public struct CachePlugin: ExportablePlugin {
         state.credentials = credentials
         state.noStore = requestDirectives.has("no-store")
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
-        state.hasQuery = request.url.contains("?")
+        state.hasQuery = request.url.utf8.contains(UInt8(ascii: "?"))
         if state.noStore && !onlyIfCached { return .proceed }
 
         let found = lookup(state, request)

@@ -213,12 +213,16 @@ final class CacheStore: Sendable {
 
     /// `GET <url>` → `shared`; `<partition> GET <url>` → the partition.
     static func partition(ofKey key: String) -> String {
-        guard let space = key.firstIndex(of: " "), key[..<space] != "GET" else { return shared }
+        // Bytes, not Characters: keys are ASCII up to the first space, and a Character search
+        // segments graphemes all the way along the URL.
+        guard let space = key.utf8.firstIndex(of: UInt8(ascii: " ")), !key.utf8[..<space].elementsEqual("GET".utf8) else {
+            return shared
+        }
         return String(key[..<space])
     }
 
     static func partition(ofFile name: String) -> String {
-        name.firstIndex(of: "-").map { String(name[..<$0]) } ?? shared
+        name.utf8.firstIndex(of: UInt8(ascii: "-")).map { String(name[..<$0]) } ?? shared
     }
 
     /// Eviction order: the partition's last use, then the entry's.
