@@ -38,15 +38,19 @@ struct InterceptorChain: Sendable {
     let hasLoadedPlugins: Bool
     /// Per interceptor, the hooks to call: a plugin compiled in declares through
     /// `ExportablePlugin.activeHooks` what its configuration needs, as a loaded one does at create.
-    let runs: [Set<InterceptorHook>]
+    /// Bits, not a `Set`: they are tested for every interceptor, hook and request.
+    let runs: [HookMask]
     /// Digest `nc` per nonce, shared by the chain's requests.
     let digestNonces = DigestNonceCounts()
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
         // Loaded plugins read a C view of the context, built once per attempt (a wrapped one builds its own).
-        self.hasLoadedPlugins = interceptors.contains { $0 is LoadedPlugin }
-        self.runs = interceptors.map { ($0 as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases) }
+        self.hasLoadedPlugins = interceptors.contains { ($0 as? LoadedPlugin).map { $0.activeHooks != 0 } ?? false }
+        self.runs = interceptors.map { interceptor in
+            if let loaded = interceptor as? LoadedPlugin { return HookMask(abiBits: loaded.activeHooks) }
+            return HookMask((interceptor as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
+        }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -140,8 +144,14 @@ struct InterceptorChain: Sendable {
     func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> [InterceptorContext] {
         // Loaded plugins share one C view of the attempt, made before the contexts that carry it.
         let shared = hasLoadedPlugins ? CContext(target: target, requestID: requestID, attempt: attempt) : nil
-        return bound.map {
-            InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: $0, hostAttachment: shared)
+        // An interceptor the chain never calls (no active hook) gets no context of its own.
+        var unused: InterceptorContext?
+        return bound.indices.map { index in
+            if runs[index].isEmpty, let unused { return unused }
+            let context = InterceptorContext(
+                target: target, requestID: requestID, attempt: attempt, services: bound[index], hostAttachment: shared)
+            if runs[index].isEmpty { unused = context }
+            return context
         }
     }
 
@@ -324,7 +334,7 @@ struct InterceptorChain: Sendable {
                 previousFailureCount: failures)
             var answer = CredentialAnswer.performDefault
             var answeredBy = ""
-            for (index, interceptor) in interceptors.enumerated() {
+            for (index, interceptor) in interceptors.enumerated() where runs[index].contains(.credential) {
                 answer = interceptor.credential(for: challenge, context: contexts[index])
                 answeredBy = interceptor.name
                 if answer != .performDefault { break }
@@ -400,5 +410,37 @@ struct InterceptorChain: Sendable {
     static func message(_ error: any Error) -> String {
         if let error = error as? InterceptorError { return error.description }
         return String(describing: error)
+    }
+}
+
+/// Hooks as bits, for the chain's per-request checks.
+struct HookMask: OptionSet, Sendable {
+    let rawValue: UInt8
+
+    static let prepare = HookMask(rawValue: 1 << 0)
+    static let willSend = HookMask(rawValue: 1 << 1)
+    static let didReceive = HookMask(rawValue: 1 << 2)
+    static let process = HookMask(rawValue: 1 << 3)
+    static let credential = HookMask(rawValue: 1 << 4)
+
+    init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    init(_ hooks: Set<InterceptorHook>) {
+        var mask: HookMask = []
+        for hook in hooks {
+            switch hook {
+            case .prepare: mask.insert(.prepare)
+            case .willSend: mask.insert(.willSend)
+            case .didReceive: mask.insert(.didReceive)
+            case .process: mask.insert(.process)
+            case .credential: mask.insert(.credential)
+            }
+        }
+        self = mask
+    }
+
+    /// From the ABI's `PH_HOOK_*` bits.
+    init(abiBits: UInt32) {
+        self.init(Set(InterceptorHook.allCases.filter { PluginExport.hookBits([$0]) & abiBits != 0 }))
     }
 }

@@ -20,13 +20,13 @@ final class RequestState: RequestBackend {
         didSet { cURLCopy = nil }
     }
     private var changedHeaders: [HTTPHeader]? {
-        didSet { cHeaderView = nil }
+        didSet { cHeaderPairs = nil }
     }
     /// What loaded plugins read, as C bytes: made on first read, dropped when the value changes.
     private var cMethodCopy: CByteCopy?
     private var cURLCopy: CByteCopy?
     private var cBodyCopy: CByteCopy?
-    private var cHeaderView: CHeaderView?
+    private var cHeaderPairs: CBytePairs?
     /// The original header fields sorted by name, made the first time a hook walks them.
     private var originalHeaders: [HTTPHeader]?
     /// Which of method, body and timeout a hook changed (the others are not set again: setting
@@ -105,10 +105,10 @@ final class RequestState: RequestBackend {
     }
 
     /// The header fields as C bytes, valid until they change.
-    var cHeaders: CHeaderView {
-        if let cHeaderView { return cHeaderView }
-        let view = CHeaderView(headers)
-        cHeaderView = view
+    var cHeaders: CBytePairs {
+        if let cHeaderPairs { return cHeaderPairs }
+        let view = CBytePairs(headers)
+        cHeaderPairs = view
         return view
     }
 
@@ -201,13 +201,13 @@ final class RequestState: RequestBackend {
 final class ResponseState: ResponseBackend {
     private(set) var statusCode: Int
     private var fields: [HTTPHeader]? {
-        didSet { cHeaderView = nil }
+        didSet { cHeaderPairs = nil }
     }
     private(set) var data: Data {
         didSet { cBodyCopy = nil }
     }
     /// What loaded plugins read, as C bytes: made on first read, dropped when the value changes.
-    private var cHeaderView: CHeaderView?
+    private var cHeaderPairs: CBytePairs?
     private var cBodyCopy: CByteCopy?
     let fileURL: URL?
     /// The protocol of the transport's response, when known.
@@ -251,10 +251,10 @@ final class ResponseState: ResponseBackend {
     }
 
     /// The header fields as C bytes, valid until they change.
-    var cHeaders: CHeaderView {
-        if let cHeaderView { return cHeaderView }
-        let view = CHeaderView(headers)
-        cHeaderView = view
+    var cHeaders: CBytePairs {
+        if let cHeaderPairs { return cHeaderPairs }
+        let view = CBytePairs(headers)
+        cHeaderPairs = view
         return view
     }
 

@@ -63,10 +63,11 @@ final class RequestHandle {
     }
 }
 
-/// Header fields as C bytes, copied once per version of a request's or response's list and
-/// read by every hook call until the list changes: lookups compare bytes (no string is made for
-/// the name asked) and return borrowed pointers into this copy (nothing copied per call).
-final class CHeaderView {
+/// Name/value pairs as C bytes in one exact allocation: a request's or response's header fields,
+/// copied once per version of the list and read by every hook call until the list changes
+/// (lookups compare bytes, no string is made for the name asked, and return borrowed pointers
+/// into this copy), or the strings of a hook context.
+final class CBytePairs {
     let count: Int
     let names: UnsafeMutablePointer<ph_bytes>
     let values: UnsafeMutablePointer<ph_bytes>

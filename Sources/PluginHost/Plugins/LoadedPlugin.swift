@@ -215,9 +215,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 // Safe as @unchecked Sendable: its C buffers are written once at init and only read afterwards.
 final class CContext: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<ph_context>
-    private let arena = ByteArena()
-    private let keys: UnsafeMutablePointer<ph_bytes>
-    private let values: UnsafeMutablePointer<ph_bytes>
+    /// Method, base URL and path, then the plugin options sorted by key: one copy of the bytes.
+    private let strings: CBytePairs
 
     convenience init(_ context: InterceptorContext) {
         self.init(target: context.target, requestID: context.requestID, attempt: context.attempt)
@@ -225,25 +224,21 @@ final class CContext: @unchecked Sendable {
 
     init(target: TargetInfo, requestID: UInt64, attempt: Int) {
         let options = target.pluginOptions.sorted { $0.key < $1.key }
-        keys = .allocate(capacity: max(1, options.count))
-        values = .allocate(capacity: max(1, options.count))
-        for (index, option) in options.enumerated() {
-            (keys + index).initialize(to: arena.bytes(option.key))
-            (values + index).initialize(to: arena.bytes(option.value))
-        }
+        strings = CBytePairs(
+            [HTTPHeader(name: target.method, value: target.baseURL), HTTPHeader(name: target.path, value: "")]
+                + options.map { HTTPHeader(name: $0.key, value: $0.value) })
         pointer = .allocate(capacity: 1)
         pointer.initialize(
             to: ph_context(
                 struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: requestID,
-                attempt: Int32(clamping: attempt), target_method: arena.bytes(target.method),
-                target_base_url: arena.bytes(target.baseURL), target_path: arena.bytes(target.path),
-                option_count: options.count, option_keys: UnsafePointer(keys), option_values: UnsafePointer(values)))
+                attempt: Int32(clamping: attempt), target_method: strings.names[0],
+                target_base_url: strings.values[0], target_path: strings.names[1],
+                option_count: options.count, option_keys: UnsafePointer(strings.names + 2),
+                option_values: UnsafePointer(strings.values + 2)))
     }
 
     deinit {
         pointer.deallocate()
-        keys.deallocate()
-        values.deallocate()
     }
 }
 
