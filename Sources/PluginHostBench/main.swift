@@ -180,6 +180,8 @@ final class Figures {
         values[key, default: []].append(value)
     }
     func median(_ key: String) -> Double { percentile(values[key] ?? [], 0.5) }
+    /// The value added last (this round's).
+    func last(_ key: String) -> Double { values[key]?.last ?? .nan }
     func summary(_ key: String) -> (Double, Double, Double) {
         let v = (values[key] ?? []).sorted()
         return (v.first ?? .nan, percentile(v, 0.5), v.last ?? .nan)
@@ -369,18 +371,25 @@ func runBench(_ options: Options) async throws {
             figures.add(key + "_p50", percentile(samples, 0.5))
             figures.add(key + "_p99", percentile(samples, 0.99))
         }
-        figures.add("abi_hook_ns", (figures.median("stub_noop6_p50") - figures.median("stub_inprocess_noop6_p50")) * 1000 / 24)
+        // Ratios within the round (its scenarios ran back to back): a slow round slows them all.
+        let roundEmpty = figures.last("stub_0_p50")
+        for key in ["loaded6", "compiled6", "noop6"] {
+            figures.add("ratio_\(key)_empty", figures.last("stub_\(key)_p50") / roundEmpty)
+        }
+        figures.add("abi_hook_ns", (figures.last("stub_noop6_p50") - figures.last("stub_inprocess_noop6_p50")) * 1000 / 24)
         // Each contrib plugin loaded alone: what it costs over the empty chain.
         for plugin in loaded6 {
             let pipeline = stubProvider([plugin], loadedServices).request(.stub)
             let samples = await latencies(options.stubRequests / 4) { _ = try? await pipeline.value }
             figures.add("stub_alone_\(plugin.name)_p50", percentile(samples, 0.5))
+            figures.add("stub_over_empty_\(plugin.name)", percentile(samples, 0.5) - roundEmpty)
         }
         // The stub transport called directly with the same request: the floor under the empty chain.
         let direct = StubTransport { _ in BenchTarget.stub.sampleResponse }
         let directRequest = TransportRequest(urlRequest: URLRequest(url: BenchTarget.stub.baseURL.appendingPathComponent(BenchTarget.stub.path)))
         let directSamples = await latencies(options.stubRequests) { _ = try? await direct.send(directRequest) }
         figures.add("stub_direct_p50", percentile(directSamples, 0.5))
+        figures.add("ratio_empty_direct", roundEmpty / percentile(directSamples, 0.5))
 
         // 2. Loopback HTTP, small JSON, sequential and 64 concurrent.
         let rawSeq = await latencies(options.httpRequests) { _ = await raw.get(small) }
@@ -468,6 +477,8 @@ func runBench(_ options: Options) async throws {
         figures.add("cache_hit_us_p50_disk", percentile(diskHits, 0.5))
         figures.add("cache_hit_us_p99_disk", percentile(diskHits, 0.99))
         figures.add("cache_hit_rps_memory", Double(memoryHits.count) / (memoryHits.reduce(0, +) / 1e6))
+        figures.add("ratio_cache_hit_empty", percentile(memoryHits, 0.5) / roundEmpty)
+        figures.add("ratio_cache_disk_hit_empty", percentile(diskHits, 0.5) / roundEmpty)
         try? FileManager.default.removeItem(atPath: cacheDirectory)
         print(
             "round \(round) done: stub loaded6 p50 \(fmt(figures.summary("stub_loaded6_p50").2)) µs, ratio_seq \(fmt(figures.summary("ratio_seq").2, 3)), "
@@ -546,6 +557,9 @@ func runBench(_ options: Options) async throws {
         ("3 1 MiB download MB/s: raw curl", "download_mbps_curl", 1), ("3 1 MiB download MB/s: curl six loaded", "download_mbps_curl_loaded6", 1),
         ("3 ratio download six loaded / raw", "ratio_download", 3), ("4 manifest load, six bundles (ms p50 of 20)", "load_ms_p50", 2),
         ("5 cache 100%-hit rps (memory)", "cache_hit_rps_memory", 0), ("1 ABI cost per hook call (ns)", "abi_hook_ns", 0),
+        ("1 ratio empty chain / stub direct", "ratio_empty_direct", 3), ("1 ratio 6 loaded no-op / empty", "ratio_noop6_empty", 3),
+        ("1 ratio six compiled in / empty", "ratio_compiled6_empty", 3), ("1 ratio six loaded / empty", "ratio_loaded6_empty", 3),
+        ("5 ratio cache hit memory / empty", "ratio_cache_hit_empty", 3), ("5 ratio cache hit disk / empty", "ratio_cache_disk_hit_empty", 3),
         ("6 RSS growth, \(options.rssRequests) stub requests (MiB)", "rss_growth_mib", 2),
     ]
     print("")
@@ -557,7 +571,7 @@ func runBench(_ options: Options) async throws {
     print("")
     print("each contrib plugin loaded alone        µs p50 over the empty chain (median)")
     for plugin in loaded6 {
-        let over = figures.median("stub_alone_\(plugin.name)_p50") - figures.median("stub_0_p50")
+        let over = figures.median("stub_over_empty_\(plugin.name)")
         print("  \(plugin.name.padding(toLength: 36, withPad: " ", startingAt: 0)) \(fmt(over))")
     }
     var json: [String: Double] = [:]
@@ -578,16 +592,16 @@ func runBench(_ options: Options) async throws {
     ] {
         json[key] = figures.median(key)
     }
-    let empty = figures.median("stub_0_p50")
     json["stub_us_p50_direct"] = figures.median("stub_direct_p50")
-    json["ratio_empty_direct"] = empty / figures.median("stub_direct_p50")
-    json["ratio_loaded6_empty"] = figures.median("stub_loaded6_p50") / empty
-    json["ratio_compiled6_empty"] = figures.median("stub_compiled6_p50") / empty
-    json["ratio_noop6_empty"] = figures.median("stub_noop6_p50") / empty
-    json["ratio_cache_hit_empty"] = figures.median("cache_hit_us_p50_memory") / empty
-    json["ratio_cache_disk_hit_empty"] = figures.median("cache_hit_us_p50_disk") / empty
+    // Each ratio is the median over rounds of the ratio within a round.
+    for key in [
+        "ratio_empty_direct", "ratio_loaded6_empty", "ratio_compiled6_empty", "ratio_noop6_empty", "ratio_cache_hit_empty",
+        "ratio_cache_disk_hit_empty",
+    ] {
+        json[key] = figures.median(key)
+    }
     for plugin in loaded6 {
-        json["stub_us_over_empty_\(plugin.name)"] = figures.median("stub_alone_\(plugin.name)_p50") - empty
+        json["stub_us_over_empty_\(plugin.name)"] = figures.median("stub_over_empty_\(plugin.name)")
     }
     let rounded = json.mapValues { ($0 * 1000).rounded() / 1000 }
     let data = try JSONSerialization.data(withJSONObject: rounded, options: [.sortedKeys])

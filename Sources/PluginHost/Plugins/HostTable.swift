@@ -71,23 +71,34 @@ final class CBytePairs {
     let count: Int
     let names: UnsafeMutablePointer<ph_bytes>
     let values: UnsafeMutablePointer<ph_bytes>
-    private let storage: UnsafeMutablePointer<UInt8>
+    /// The slots (names, then values), then the bytes: one allocation.
+    private let storage: UnsafeMutableRawPointer
 
     init(_ headers: [HTTPHeader]) {
         count = headers.count
-        names = .allocate(capacity: max(1, count))
-        values = .allocate(capacity: max(1, count))
+        let slots = MemoryLayout<ph_bytes>.stride * 2 * count
         let total = headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
-        storage = .allocate(capacity: max(1, total))
-        var cursor = storage
+        storage = .allocate(byteCount: max(1, slots + total), alignment: MemoryLayout<ph_bytes>.alignment)
+        names = storage.bindMemory(to: ph_bytes.self, capacity: 2 * count)
+        values = names + count
+        var cursor = (storage + slots).assumingMemoryBound(to: UInt8.self)
         func place(_ text: String) -> ph_bytes {
-            var text = text
-            return text.withUTF8 { utf8 in
-                let start = cursor
-                if let base = utf8.baseAddress, !utf8.isEmpty { start.update(from: base, count: utf8.count) }
-                cursor += utf8.count
-                return ph_bytes(data: UnsafePointer(start), len: utf8.count)
-            }
+            let start = cursor
+            let length =
+                text.utf8.withContiguousStorageIfAvailable { utf8 -> Int in
+                    if let base = utf8.baseAddress, !utf8.isEmpty { start.update(from: base, count: utf8.count) }
+                    return utf8.count
+                }
+                ?? {
+                    var written = 0
+                    for byte in text.utf8 {
+                        start[written] = byte
+                        written += 1
+                    }
+                    return written
+                }()
+            cursor += length
+            return ph_bytes(data: UnsafePointer(start), len: length)
         }
         for (index, header) in headers.enumerated() {
             (names + index).initialize(to: place(header.name))
@@ -96,8 +107,6 @@ final class CBytePairs {
     }
 
     deinit {
-        names.deallocate()
-        values.deallocate()
         storage.deallocate()
     }
 
