@@ -36,7 +36,8 @@ final class CacheStore: Sendable {
     private let directory: String?
     private let maxDiskBytes: Int
 
-    static let magic: [UInt8] = Array("PHC1".utf8)
+    /// The disk format's tag (2: binary metadata, one digest over metadata and body).
+    static let magic: [UInt8] = Array("PHC2".utf8)
 
     /// Why a cache directory was refused.
     struct DirectoryError: Error, CustomStringConvertible {
@@ -263,32 +264,99 @@ final class CacheStore: Sendable {
         return secret
     }
 
-    /// `PHC1` · body SHA-256 (32 bytes) · metadata length (4 bytes, big-endian) · metadata JSON · body.
+    /// `PHC2` · SHA-256 (32 bytes) of everything after it · metadata length (4 bytes, big-endian) ·
+    /// metadata · body. The metadata is binary (``EntryCoding``): no JSON coder on a disk hit.
     static func encode(_ entry: CacheEntry) -> [UInt8]? {
-        var metadata = entry
-        metadata.body = []
-        guard let json = try? JSONEncoder().encode(metadata) else { return nil }
-        let length = UInt32(json.count)
-        var out = magic + SHA256.hash(entry.body)
-        out += [UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)]
-        out += Array(json)
-        out += entry.body
+        var payload = EntryCoding.metadata(entry)
+        let length = UInt32(payload.count)
+        payload.insert(contentsOf: [UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)], at: 0)
+        payload += entry.body
+        return magic + SHA256.hash(payload) + payload
+    }
+
+    /// The entry in the file at `path`; nil when it cannot be read, is not this format, or its
+    /// digest does not match (a truncated or corrupted file, metadata or body).
+    static func read(_ path: String) -> CacheEntry? {
+        guard let bytes = FileDescriptor.readFile(path, limit: Int(Int32.max)) else { return nil }
+        let start = magic.count + 32
+        guard bytes.count >= start + 4, bytes[0..<magic.count].elementsEqual(magic) else { return nil }
+        let payload = bytes[start...]
+        guard SHA256.hash(payload).elementsEqual(bytes[magic.count..<start]) else { return nil }
+        let length = bytes[start..<start + 4].reduce(0) { $0 << 8 | Int($1) }
+        guard bytes.count >= start + 4 + length, var entry = EntryCoding.entry(bytes[(start + 4)..<(start + 4 + length)]) else {
+            return nil
+        }
+        entry.body = Array(bytes[(start + 4 + length)...])
+        return entry
+    }
+}
+
+/// The binary metadata of a stored entry: big-endian integers, strings as a 4-byte length and
+/// UTF-8, doubles as their bit patterns.
+enum EntryCoding {
+    static func metadata(_ entry: CacheEntry) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        func integer(_ value: UInt64, _ width: Int) {
+            for shift in stride(from: (width - 1) * 8, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        }
+        func string(_ text: String) {
+            integer(UInt64(text.utf8.count), 4)
+            out += text.utf8
+        }
+        string(entry.key)
+        integer(UInt64(bitPattern: Int64(entry.status)), 8)
+        integer(UInt64(entry.headerNames.count), 4)
+        for (name, value) in zip(entry.headerNames, entry.headerValues) {
+            string(name)
+            string(value)
+        }
+        integer(entry.requestTime.bitPattern, 8)
+        integer(entry.responseTime.bitPattern, 8)
+        let vary = entry.vary.sorted { $0.key < $1.key }
+        integer(UInt64(vary.count), 4)
+        for (name, value) in vary {
+            string(name)
+            string(value)
+        }
+        integer(entry.ttl == nil ? 0 : 1, 1)
+        integer((entry.ttl ?? 0).bitPattern, 8)
+        integer(entry.hasQuery ? 1 : 0, 1)
         return out
     }
 
-    static func read(_ path: String) -> CacheEntry? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        let bytes = [UInt8](data)
-        let header = magic.count + 32 + 4
-        guard bytes.count >= header, Array(bytes[0..<magic.count]) == magic else { return nil }
-        let digest = Array(bytes[magic.count..<magic.count + 32])
-        let lengthBytes = bytes[(magic.count + 32)..<header]
-        let length = lengthBytes.reduce(0) { $0 << 8 | Int($1) }
-        guard bytes.count >= header + length else { return nil }
-        guard var entry = try? JSONDecoder().decode(CacheEntry.self, from: Data(bytes[header..<header + length])) else { return nil }
-        let body = Array(bytes[(header + length)...])
-        guard SHA256.hash(body) == digest else { return nil }
-        entry.body = body
-        return entry
+    /// The entry (without its body) from `bytes`; nil for anything malformed.
+    static func entry(_ bytes: ArraySlice<UInt8>) -> CacheEntry? {
+        var position = bytes.startIndex
+        func integer(_ width: Int) -> UInt64? {
+            guard bytes.endIndex - position >= width else { return nil }
+            var value: UInt64 = 0
+            for byte in bytes[position..<position + width] { value = value << 8 | UInt64(byte) }
+            position += width
+            return value
+        }
+        func string() -> String? {
+            guard let length = integer(4).map(Int.init), bytes.endIndex - position >= length else { return nil }
+            defer { position += length }
+            return String(bytes: bytes[position..<position + length], encoding: .utf8)
+        }
+        func pairs() -> [(String, String)]? {
+            guard let count = integer(4), count <= UInt64(bytes.count) else { return nil }
+            var result: [(String, String)] = []
+            for _ in 0..<count {
+                guard let name = string(), let value = string() else { return nil }
+                result.append((name, value))
+            }
+            return result
+        }
+        guard let key = string(), let status = integer(8).map({ Int(Int64(bitPattern: $0)) }), let headers = pairs(),
+            let requestTime = integer(8).map(Double.init(bitPattern:)), let responseTime = integer(8).map(Double.init(bitPattern:)),
+            let vary = pairs(), let hasTTL = integer(1), let ttl = integer(8).map(Double.init(bitPattern:)), let hasQuery = integer(1),
+            position == bytes.endIndex, hasTTL <= 1, hasQuery <= 1
+        else { return nil }
+        return CacheEntry(
+            key: key, status: status, headerNames: headers.map(\.0), headerValues: headers.map(\.1), body: [],
+            requestTime: requestTime, responseTime: responseTime, vary: Dictionary(vary, uniquingKeysWith: { first, _ in first }),
+            ttl: hasTTL == 1 ? ttl : nil, hasQuery: hasQuery == 1)
     }
 }

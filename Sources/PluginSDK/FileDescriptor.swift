@@ -22,4 +22,32 @@ public enum FileDescriptor {
         }
         return true
     }
+
+    /// The bytes of the regular file at `path` (a symbolic link is not followed), read with one
+    /// `open`, `fstat` and as few `read`s as it takes; nil when it cannot be opened, is not a
+    /// regular file, is larger than `limit` bytes, or a read fails.
+    public static func readFile(_ path: String, limit: Int) -> [UInt8]? {
+        #if canImport(Glibc)
+        let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        #else
+        let fd = Darwin.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        #endif
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int(info.st_size) <= limit else { return nil }
+        let size = Int(info.st_size)
+        var bytes = [UInt8](repeating: 0, count: size)
+        var offset = 0
+        let complete = bytes.withUnsafeMutableBytes { buffer -> Bool in
+            while offset < size {
+                let got = read(fd, buffer.baseAddress! + offset, size - offset)
+                if got < 0, errno == EINTR { continue }
+                if got <= 0 { return false }
+                offset += got
+            }
+            return true
+        }
+        return complete ? bytes : nil
+    }
 }

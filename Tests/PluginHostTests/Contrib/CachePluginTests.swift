@@ -274,7 +274,8 @@ struct CachePluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let directory = f.root + "/cache"
-        for damage in ["truncate", "flip"] {
+        // Truncated, a body byte flipped, a metadata byte flipped (the digest covers both parts).
+        for damage in ["truncate", "flip", "metadata"] {
             let key = counterKey()
             let target = try counted(key, headers: ["Cache-Control": "max-age=60"])
             _ = try await get(try f.provider([("cache", ["directory": directory])]), target)
@@ -285,7 +286,15 @@ struct CachePluginTests {
                             < (try? FileManager.default.attributesOfItem(atPath: $1)[.modificationDate] as? Date ?? .distantPast) ?? .distantPast
                     })
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
-            if damage == "truncate" { bytes.removeLast(5) } else { bytes[bytes.count - 2] ^= 0xff }
+            switch damage {
+            case "truncate": bytes.removeLast(5)
+            case "flip": bytes[bytes.count - 2] ^= 0xff
+            default:
+                // `PHC2` · digest (32) · metadata length (4) · metadata · body: a byte near the
+                // metadata's end (its freshness fields), which still decodes.
+                let length = bytes[36..<40].reduce(0) { $0 << 8 | Int($1) }
+                bytes[40 + length - 10] ^= 0x01
+            }
             try Data(bytes).write(to: URL(fileURLWithPath: file))
             let fresh = try f.provider([("cache", ["directory": directory])])
             #expect(try await get(fresh, target).cache == "miss", "\(damage)")
