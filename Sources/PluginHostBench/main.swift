@@ -290,8 +290,11 @@ func runBench(_ options: Options) async throws {
 
     if let profile = options.profile {
         // Only one stub scenario, for a profiler: `0`, `noop6` or `loaded6`.
-        let chain = profile == "loaded6" ? loaded6 : profile == "noop6" ? noop6 : profile == "compiled6" ? compiled6 : []
-        let provider = stubProvider(chain, profile == "loaded6" ? loadedServices : profile == "compiled6" ? compiledServices : PluginServices())
+        // `alone:<plugin>`: that contrib plugin loaded alone.
+        let alone = profile.hasPrefix("alone:") ? loaded6.filter { "alone:" + $0.name == profile } : nil
+        let chain = alone ?? (profile == "loaded6" ? loaded6 : profile == "noop6" ? noop6 : profile == "compiled6" ? compiled6 : [])
+        let provider = stubProvider(
+            chain, profile == "loaded6" || alone != nil ? loadedServices : profile == "compiled6" ? compiledServices : PluginServices())
         let pipeline = provider.request(.stub)
         let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
         let check = await pipeline.result

@@ -55,9 +55,16 @@ package enum CBytes {
                 var offset = 0
                 func place(_ text: String) -> ph_bytes {
                     let start = offset
-                    for byte in text.utf8 {
-                        buffer[offset] = byte
-                        offset += 1
+                    let copied = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+                        if let base = utf8.baseAddress, !utf8.isEmpty { (buffer.baseAddress! + offset).update(from: base, count: utf8.count) }
+                        offset += utf8.count
+                        return true
+                    }
+                    if copied == nil {
+                        for byte in text.utf8 {
+                            buffer[offset] = byte
+                            offset += 1
+                        }
                     }
                     return ph_bytes(data: UnsafePointer(buffer.baseAddress! + start), len: offset - start)
                 }

@@ -259,12 +259,18 @@ public enum HeaderValidation {
     /// Whether `name` is an RFC 9110 token.
     public static func isValidName(_ name: String) -> Bool {
         guard !name.isEmpty else { return false }
-        return name.utf8.allSatisfy(isTokenByte)
+        // Over the contiguous bytes when the string has them (native strings do), with a table.
+        return name.utf8.withContiguousStorageIfAvailable { $0.allSatisfy { tokenTable[Int($0)] } }
+            ?? name.utf8.allSatisfy(isTokenByte)
     }
+
+    /// `tokenTable[b]`: whether byte `b` may appear in a token (RFC 9110 §5.6.2).
+    private static let tokenTable: [Bool] = (0...255).map { isTokenByte(UInt8($0)) }
 
     /// Whether `value` is free of CR, LF and NUL.
     public static func isValidValue(_ value: String) -> Bool {
-        !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }
+        let refused = { (byte: UInt8) in byte == 0x0D || byte == 0x0A || byte == 0x00 }
+        return !(value.utf8.withContiguousStorageIfAvailable { $0.contains(where: refused) } ?? value.utf8.contains(where: refused))
     }
 
     /// Throws unless both name and value are acceptable.
