@@ -267,10 +267,8 @@ final class CacheStore: Sendable {
     /// `PHC2` · SHA-256 (32 bytes) of everything after it · metadata length (4 bytes, big-endian) ·
     /// metadata · body. The metadata is binary (``EntryCoding``): no JSON coder on a disk hit.
     static func encode(_ entry: CacheEntry) -> [UInt8]? {
-        var payload = EntryCoding.metadata(entry)
-        let length = UInt32(payload.count)
-        payload.insert(contentsOf: [UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)], at: 0)
-        payload += entry.body
+        let metadata = EntryCoding.metadata(entry)
+        let payload = EntryCoding.bigEndian(UInt64(metadata.count), width: 4) + metadata + entry.body
         return magic + SHA256.hash(payload) + payload
     }
 
@@ -294,12 +292,15 @@ final class CacheStore: Sendable {
 /// The binary metadata of a stored entry: big-endian integers, strings as a 4-byte length and
 /// UTF-8, doubles as their bit patterns.
 enum EntryCoding {
+    /// `value`'s low `width` bytes, most significant first.
+    static func bigEndian(_ value: UInt64, width: Int) -> [UInt8] {
+        stride(from: (width - 1) * 8, through: 0, by: -8).map { UInt8(truncatingIfNeeded: value >> UInt64($0)) }
+    }
+
     static func metadata(_ entry: CacheEntry) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
-        func integer(_ value: UInt64, _ width: Int) {
-            for shift in stride(from: (width - 1) * 8, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
-        }
+        func integer(_ value: UInt64, _ width: Int) { out += bigEndian(value, width: width) }
         func string(_ text: String) {
             integer(UInt64(text.utf8.count), 4)
             out += text.utf8

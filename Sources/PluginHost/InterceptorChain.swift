@@ -1,3 +1,4 @@
+import CPluginABI
 import Foundation
 import PluginSDK
 
@@ -48,7 +49,7 @@ struct InterceptorChain: Sendable {
         // Loaded plugins read a C view of the context, built once per attempt (a wrapped one builds its own).
         self.hasLoadedPlugins = interceptors.contains { ($0 as? LoadedPlugin).map { $0.activeHooks != 0 } ?? false }
         self.runs = interceptors.map { interceptor in
-            if let loaded = interceptor as? LoadedPlugin { return HookMask(abiBits: loaded.activeHooks) }
+            if let loaded = interceptor as? LoadedPlugin { return HookMask(rawValue: loaded.activeHooks) }
             return HookMask((interceptor as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
         }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
@@ -413,34 +414,18 @@ struct InterceptorChain: Sendable {
     }
 }
 
-/// Hooks as bits, for the chain's per-request checks.
+/// Hooks as bits, for the chain's per-request checks: the ABI's `PH_HOOK_*` bits, which loaded
+/// plugins declare and `PluginExport.hookBits` makes from a set.
 struct HookMask: OptionSet, Sendable {
-    let rawValue: UInt8
+    let rawValue: UInt32
 
-    static let prepare = HookMask(rawValue: 1 << 0)
-    static let willSend = HookMask(rawValue: 1 << 1)
-    static let didReceive = HookMask(rawValue: 1 << 2)
-    static let process = HookMask(rawValue: 1 << 3)
-    static let credential = HookMask(rawValue: 1 << 4)
+    static let prepare = HookMask(rawValue: PH_HOOK_PREPARE)
+    static let willSend = HookMask(rawValue: PH_HOOK_WILL_SEND)
+    static let didReceive = HookMask(rawValue: PH_HOOK_DID_RECEIVE)
+    static let process = HookMask(rawValue: PH_HOOK_PROCESS)
+    static let credential = HookMask(rawValue: PH_HOOK_CREDENTIAL)
 
-    init(rawValue: UInt8) { self.rawValue = rawValue }
+    init(rawValue: UInt32) { self.rawValue = rawValue }
 
-    init(_ hooks: Set<InterceptorHook>) {
-        var mask: HookMask = []
-        for hook in hooks {
-            switch hook {
-            case .prepare: mask.insert(.prepare)
-            case .willSend: mask.insert(.willSend)
-            case .didReceive: mask.insert(.didReceive)
-            case .process: mask.insert(.process)
-            case .credential: mask.insert(.credential)
-            }
-        }
-        self = mask
-    }
-
-    /// From the ABI's `PH_HOOK_*` bits.
-    init(abiBits: UInt32) {
-        self.init(Set(InterceptorHook.allCases.filter { PluginExport.hookBits([$0]) & abiBits != 0 }))
-    }
+    init(_ hooks: Set<InterceptorHook>) { self.init(rawValue: PluginExport.hookBits(hooks)) }
 }

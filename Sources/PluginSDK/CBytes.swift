@@ -54,19 +54,10 @@ package enum CBytes {
             withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, pairs.count * 2)) { slots in
                 var offset = 0
                 func place(_ text: String) -> ph_bytes {
-                    let start = offset
-                    let copied = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
-                        if let base = utf8.baseAddress, !utf8.isEmpty { (buffer.baseAddress! + offset).update(from: base, count: utf8.count) }
-                        offset += utf8.count
-                        return true
-                    }
-                    if copied == nil {
-                        for byte in text.utf8 {
-                            buffer[offset] = byte
-                            offset += 1
-                        }
-                    }
-                    return ph_bytes(data: UnsafePointer(buffer.baseAddress! + start), len: offset - start)
+                    let start = buffer.baseAddress! + offset
+                    let length = copyUTF8(text, to: start)
+                    offset += length
+                    return ph_bytes(data: UnsafePointer(start), len: length)
                 }
                 for (index, pair) in pairs.enumerated() {
                     slots[index] = place(pair.0)
@@ -78,6 +69,22 @@ package enum CBytes {
     }
 
     /// Writes `message` into a host error buffer, truncated at a character boundary.
+    /// Copies the UTF-8 bytes of `text` to `target` (room for `text.utf8.count` bytes) and
+    /// returns how many: one copy for a native string, byte by byte otherwise.
+    package static func copyUTF8(_ text: String, to target: UnsafeMutablePointer<UInt8>) -> Int {
+        let copied = text.utf8.withContiguousStorageIfAvailable { utf8 -> Int in
+            if let base = utf8.baseAddress, !utf8.isEmpty { target.update(from: base, count: utf8.count) }
+            return utf8.count
+        }
+        if let copied { return copied }
+        var written = 0
+        for byte in text.utf8 {
+            target[written] = byte
+            written += 1
+        }
+        return written
+    }
+
     package static func write(_ message: String, to buffer: UnsafeMutablePointer<ph_error_buf>?) {
         guard let buffer, let data = buffer.pointee.data else { return }
         let utf8 = Array(message.utf8)

@@ -84,19 +84,7 @@ final class CBytePairs {
         var cursor = (storage + slots).assumingMemoryBound(to: UInt8.self)
         func place(_ text: String) -> ph_bytes {
             let start = cursor
-            let length =
-                text.utf8.withContiguousStorageIfAvailable { utf8 -> Int in
-                    if let base = utf8.baseAddress, !utf8.isEmpty { start.update(from: base, count: utf8.count) }
-                    return utf8.count
-                }
-                ?? {
-                    var written = 0
-                    for byte in text.utf8 {
-                        start[written] = byte
-                        written += 1
-                    }
-                    return written
-                }()
+            let length = CBytes.copyUTF8(text, to: start)
             cursor += length
             return ph_bytes(data: UnsafePointer(start), len: length)
         }

@@ -58,8 +58,7 @@ struct CacheDiskFormatTests {
         #expect(CacheStore.read(try write(Array("PHC2".utf8) + SHA256.hash(payload) + payload)) == nil)
         // Metadata with a trailing byte, digest matching: refused (the parser must use it all).
         let metadata = EntryCoding.metadata(sample) + [0]
-        let length = UInt32(metadata.count)
-        let padded = [UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)] + metadata
+        let padded = EntryCoding.bigEndian(UInt64(metadata.count), width: 4) + metadata
         #expect(CacheStore.read(try write(Array("PHC2".utf8) + SHA256.hash(padded) + padded)) == nil)
         // A symbolic link to a good file is not followed.
         let target = try write(good)
