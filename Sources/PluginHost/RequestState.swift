@@ -185,6 +185,38 @@ final class RequestState: RequestBackend {
     /// with the changes (keeping what the views cannot change: cache policy, …).
     func makeURLRequest() -> URLRequest {
         guard changed else { return original }
+        #if canImport(FoundationNetworking)
+        // swift-corelibs-foundation: the first change to a copy of `original` copies the whole
+        // NSMutableURLRequest and normalises its method with Unicode case-insensitive compares
+        // (most of a signed request's host cost). A request made anew with every property the
+        // corelibs request has, set only where it is not the default, is the same request (but for
+        // the deprecated pipelining flag, which neither transport reads and the provider never sets).
+        // A changed URL that does not parse: the copy, which sends it as it did (without a URL).
+        guard let url = changedURL.map({ URL(string: $0) }) ?? original.url else { return copyWithChanges() }
+        var request = URLRequest(url: url, cachePolicy: original.cachePolicy, timeoutInterval: timeout)
+        if method != "GET" { request.httpMethod = method }
+        if let changedHeaders {
+            request.allHTTPHeaderFields = changedHeaders.folded()
+        } else if let fields = original.allHTTPHeaderFields {
+            request.allHTTPHeaderFields = fields
+        }
+        if let bodyData {
+            request.httpBody = bodyData
+        } else if !bodyChanged, let stream = original.httpBodyStream {
+            request.httpBodyStream = stream
+        }
+        if let main = original.mainDocumentURL { request.mainDocumentURL = main }
+        if original.networkServiceType != request.networkServiceType { request.networkServiceType = original.networkServiceType }
+        if !original.allowsCellularAccess { request.allowsCellularAccess = false }
+        if !original.httpShouldHandleCookies { request.httpShouldHandleCookies = false }
+        return request
+        #else
+        return copyWithChanges()
+        #endif
+    }
+
+    /// `original` with the changes set on a copy (every property the platform's request has kept).
+    private func copyWithChanges() -> URLRequest {
         var request = original
         if let changedURL { request.url = URL(string: changedURL) }
         if methodChanged { request.httpMethod = method }
@@ -215,6 +247,8 @@ final class ResponseState: ResponseBackend {
     private let url: URL?
     /// The transport's response, kept as long as no hook edits status or headers.
     private var original: HTTPURLResponse?
+    /// The fields the transport made `original` from, when it says.
+    private let givenFields: [String: String]?
 
     /// The handles loaded plugins' hooks receive, made on first use.
     private(set) lazy var didReceiveHandle = ResultHandle(response: self, failure: nil, mayDecide: false)
@@ -222,6 +256,7 @@ final class ResponseState: ResponseBackend {
 
     init(_ response: TransportResponse) {
         original = response.response
+        givenFields = response.givenFields
         statusCode = response.response.statusCode
         data = response.data
         fileURL = response.fileURL
@@ -231,6 +266,7 @@ final class ResponseState: ResponseBackend {
 
     init(_ synthetic: SyntheticResponse, url: URL?) {
         original = nil
+        givenFields = nil
         statusCode = synthetic.statusCode
         fields = synthetic.headers
         data = Data(synthetic.body)
@@ -242,6 +278,10 @@ final class ResponseState: ResponseBackend {
     /// Header fields, read from the transport's response the first time a hook asks.
     var headers: [HTTPHeader] {
         if let fields { return fields }
+        if let givenFields, let listed = FoundationFieldNames.listed(givenFields) {
+            fields = listed
+            return listed
+        }
         let parsed = (original?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
             guard let name = key.base as? String else { return nil }
             return HTTPHeader(name: name, value: value as? String ?? "\(value)")

@@ -39,21 +39,21 @@ public struct StubTransport: Transport {
             throw TransportFailure(kind: .cancelled, message: "cancelled")
         }
         let url = request.urlRequest.url ?? URL(string: "http://stub.invalid/")!
-        let response: HTTPURLResponse
-        let data: Data
+        let answer: TransportResponse
         switch sample(request.urlRequest) {
         case .networkError(let failure):
             throw failure
         case .response(let given, let body):
-            (response, data) = (given, body)
+            answer = TransportResponse(response: given, data: body)
         case .networkResponse(let status, let body):
-            (response, data) = (try Self.response(url: url, status: status, headers: [:], body: body), body)
+            answer = try Self.response(url: url, status: status, headers: [:], body: body)
         case .networkResponseWithHeaders(let status, let fields, let body):
-            (response, data) = (try Self.response(url: url, status: status, headers: fields, body: body), body)
+            answer = try Self.response(url: url, status: status, headers: fields, body: body)
         }
+        let (response, data) = (answer.response, answer.data)
         request.progress?(TransferProgress(direction: .download, completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
         guard let destination = request.download else {
-            return TransportResponse(response: response, data: data)
+            return answer
         }
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-stub-\(UUID().uuidString)")
         do {
@@ -66,12 +66,12 @@ public struct StubTransport: Transport {
     }
 
     /// A response for a sample given as status and header fields (with a `Content-Length`).
-    private static func response(url: URL, status: Int, headers: [String: String], body: Data) throws(TransportFailure) -> HTTPURLResponse {
+    private static func response(url: URL, status: Int, headers: [String: String], body: Data) throws(TransportFailure) -> TransportResponse {
         var fields = headers
         if !fields.keys.contains(where: { HTTPHeader.namesEqual($0, "Content-Length") }) {
             fields["Content-Length"] = String(body.count)
         }
-        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields) else {
+        guard let response = TransportResponse.made(url: url, statusCode: status, httpVersion: "HTTP/1.1", fields: fields, data: body) else {
             throw TransportFailure(kind: .badResponse, message: "cannot build a stub response for status \(status)")
         }
         return response

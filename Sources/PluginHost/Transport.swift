@@ -92,7 +92,9 @@ public struct TransportRequest: Sendable {
 /// What a transport returns for a request that got a response.
 public struct TransportResponse: Sendable {
     /// The HTTP response.
-    public var response: HTTPURLResponse
+    public var response: HTTPURLResponse {
+        didSet { givenFields = nil }
+    }
     /// The body (empty for downloads).
     public var data: Data
     /// The saved file, for downloads.
@@ -106,6 +108,61 @@ public struct TransportResponse: Sendable {
         self.data = data
         self.fileURL = fileURL
         self.httpVersion = httpVersion
+    }
+
+    /// The fields ``response`` was made from, when the transport made it (dropped when ``response``
+    /// is replaced): the chain's plugins then read them (``FoundationFieldNames/listed(_:)``)
+    /// without converting Foundation's dictionary.
+    var givenFields: [String: String]?
+
+    /// A response made from `fields` (as `HTTPURLResponse(url:statusCode:httpVersion:headerFields:)`
+    /// makes it), remembering them.
+    static func made(url: URL, statusCode: Int, httpVersion: String?, fields: [String: String], data: Data) -> TransportResponse? {
+        guard let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) else {
+            return nil
+        }
+        var made = TransportResponse(response: response, data: data, httpVersion: httpVersion)
+        made.givenFields = fields
+        return made
+    }
+}
+
+/// The names `HTTPURLResponse` gives header fields in `allHeaderFields`.
+enum FoundationFieldNames {
+    /// Names already worked out (`capitalized` is a Unicode operation: worth doing once per name).
+    private static let known = Locked<[String: String]>([:])
+
+    /// `fields` as swift-corelibs-foundation's `HTTPURLResponse` lists them (empty names dropped,
+    /// `X-` names kept, `WWW-Authenticate` spelled so, others `capitalized`), sorted by name; nil
+    /// on Darwin, for a non-ASCII name, or when two names become one (Foundation keeps either).
+    static func listed(_ fields: [String: String]) -> [HTTPHeader]? {
+        #if canImport(FoundationNetworking)
+        var listed: [HTTPHeader] = []
+        listed.reserveCapacity(fields.count)
+        for (name, value) in fields where !name.isEmpty {
+            guard let canonical = canonicalName(name) else { return nil }
+            listed.append(HTTPHeader(name: canonical, value: value))
+        }
+        listed.sort { $0.name < $1.name }
+        for index in listed.indices.dropFirst() where listed[index].name == listed[index - 1].name { return nil }
+        return listed
+        #else
+        return nil
+        #endif
+    }
+
+    /// The name `HTTPURLResponse` stores for `name`, for an ASCII name.
+    static func canonicalName(_ name: String) -> String? {
+        guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+        if name.hasPrefix("x-") || name.hasPrefix("X-") { return name }
+        if HTTPHeader.namesEqual(name, "WWW-Authenticate") { return "WWW-Authenticate" }
+        if let canonical = known.withLock({ $0[name] }) { return canonical }
+        let canonical = name.capitalized
+        known.withLock { table in
+            if table.count >= 512 { table.removeAll(keepingCapacity: true) }
+            table[name] = canonical
+        }
+        return canonical
     }
 }
 

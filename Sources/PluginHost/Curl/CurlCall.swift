@@ -42,20 +42,22 @@ struct CurlResponse: Sendable {
 
     /// The transport's response: the `HTTPURLResponse`, and a download moved into place.
     func transportResponse(for request: TransportRequest) throws(TransportFailure) -> TransportResponse {
-        guard let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: httpVersion, headerFields: Self.fold(headers)) else {
+        guard var made = TransportResponse.made(url: url, statusCode: status, httpVersion: httpVersion, fields: Self.fold(headers), data: data)
+        else {
             if let downloadPath { unlink(downloadPath) }
             throw TransportFailure(kind: .badResponse, message: "status \(status) is not an HTTP response")
         }
         var fileURL: URL?
         if let downloadPath, let destination = request.download {
             do {
-                fileURL = try destination.place(URL(fileURLWithPath: downloadPath), response: response)
+                fileURL = try destination.place(URL(fileURLWithPath: downloadPath), response: made.response)
             } catch {
                 unlink(downloadPath)
                 throw TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")
             }
         }
-        return TransportResponse(response: response, data: data, fileURL: fileURL, httpVersion: httpVersion)
+        made.fileURL = fileURL
+        return made
     }
 }
 

@@ -62,14 +62,14 @@ struct ContribFileSafetyTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let target = f.root + "/target.log"
-        FileManager.default.createFile(atPath: target, contents: nil, attributes: [.posixPermissions: 0o600])
+        #expect(FileManager.default.createFile(atPath: target, contents: nil, attributes: [.posixPermissions: 0o600]))
         let link = f.root + "/link.log"
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
         #expect(
             refusal(f, "logger", ["output": "file", "file": link])
                 == "logger: file \(link.debugDescription) is a symbolic link; name the file itself")
         let shared = f.root + "/shared.log"
-        FileManager.default.createFile(atPath: shared, contents: nil, attributes: [.posixPermissions: 0o644])
+        #expect(FileManager.default.createFile(atPath: shared, contents: nil, attributes: [.posixPermissions: 0o644]))
         chmod(shared, 0o644)
         #expect(
             refusal(f, "logger", ["output": "file", "file": shared])
@@ -78,7 +78,7 @@ struct ContribFileSafetyTests {
         #expect(stat(shared, &info) == 0 && info.st_mode & 0o777 == 0o644)
         if geteuid() == 0 {
             let foreign = f.root + "/foreign.log"
-            FileManager.default.createFile(atPath: foreign, contents: nil, attributes: [.posixPermissions: 0o600])
+            #expect(FileManager.default.createFile(atPath: foreign, contents: nil, attributes: [.posixPermissions: 0o600]))
             #expect(chown(foreign, 4242, 4242) == 0)
             #expect(
                 refusal(f, "logger", ["output": "file", "file": foreign])
