@@ -266,14 +266,17 @@ func runBench(_ options: Options) async throws {
         Provider<BenchTarget>(stubClosure: { _ in .immediate }, interceptors: chain, services: services)
     }
 
-    if options.profile == "stub" {
+    if options.profile == "stub" || options.profile == "stub-alone" {
         // Scenario 1 only, its scenarios interleaved round after round (no servers): the quick
         // check of a change to the chain's cost, e.g. `--profile stub --rounds 5`.
         let stubFigures = Figures()
-        let scenarios: [(String, [any Interceptor], PluginServices)] = [
-            ("0", [], PluginServices()), ("noop6", noop6, PluginServices()), ("loaded6", loaded6, loadedServices),
-            ("compiled6", compiled6, compiledServices),
-        ]
+        // With `--profile stub-alone`, each contrib plugin loaded alone too.
+        let alone = options.profile == "stub-alone" ? loaded6.map { ("alone:" + $0.name, [$0], loadedServices) } : []
+        let scenarios: [(String, [any Interceptor], PluginServices)] =
+            [
+                ("0", [], PluginServices()), ("noop6", noop6, PluginServices()), ("loaded6", loaded6, loadedServices),
+                ("compiled6", compiled6, compiledServices),
+            ] + alone
         for _ in 1...options.rounds {
             for (key, chain, scenarioServices) in scenarios {
                 let pipeline = stubProvider(chain, scenarioServices).request(.stub)

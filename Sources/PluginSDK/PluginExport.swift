@@ -181,22 +181,67 @@ private final class ExportedInstance {
         Unmanaged<ExportedInstance>.fromOpaque(pointer!).takeUnretainedValue()
     }
 
-    /// The last context built, reused while hooks of the same attempt follow each other.
-    private let last = Locked<(pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?>(nil)
+    /// What the last hooks used, reused while hooks of the same attempt follow each other: the
+    /// context built, and the views of the last request and result handles (they hold nothing but
+    /// the handle, so a view of a handle is as good as a new one).
+    private struct Recent {
+        var context: (pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?
+        var request: CRequestBackend?
+        var result: CResultBackend?
+    }
 
+    private let recent = Locked(Recent())
+
+    /// The context of `pointer`, and the view of a request handle: one lock per hook call.
+    func request(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorRequest, InterceptorContext) {
+        recent.withLock { recent in
+            let backend: CRequestBackend
+            if let last = recent.request, last.handle == handle {
+                backend = last
+            } else {
+                backend = CRequestBackend(handle: handle, api: api)
+                recent.request = backend
+            }
+            return (InterceptorRequest(backend: backend), context(pointer, &recent))
+        }
+    }
+
+    /// The context of `pointer`, and the view of a result handle: one lock per hook call.
+    func result(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorResult, InterceptorContext) {
+        var message = ph_bytes()
+        let kind = api.pointee.result_failure(handle, &message)
+        return recent.withLock { recent in
+            let context = context(pointer, &recent)
+            guard kind == PH_FAILURE_NONE else {
+                return (.failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))), context)
+            }
+            let backend: CResultBackend
+            if let last = recent.result, last.handle == handle {
+                backend = last
+            } else {
+                backend = CResultBackend(handle: handle, api: api)
+                recent.result = backend
+            }
+            return (.response(InterceptorResponse(backend: backend)), context)
+        }
+    }
+
+    /// The context of `pointer` alone.
     func context(_ pointer: UnsafePointer<ph_context>?) -> InterceptorContext {
+        guard pointer != nil else { return buildContext(nil) }
+        return recent.withLock { context(pointer, &$0) }
+    }
+
+    private func context(_ pointer: UnsafePointer<ph_context>?, _ recent: inout Recent) -> InterceptorContext {
         guard let pointer else { return buildContext(nil) }
         let requestID = pointer.pointee.request_id
         let attempt = pointer.pointee.attempt
-        // One lock per hook call; a context is one reference, so handing it out costs a retain.
-        return last.withLock { last in
-            if let cached = last, cached.pointer == pointer, cached.requestID == requestID, cached.attempt == attempt {
-                return cached.context
-            }
-            let built = buildContext(pointer)
-            last = (pointer, requestID, attempt, built)
-            return built
+        if let cached = recent.context, cached.pointer == pointer, cached.requestID == requestID, cached.attempt == attempt {
+            return cached.context
         }
+        let built = buildContext(pointer)
+        recent.context = (pointer, requestID, attempt, built)
+        return built
     }
 
     private func buildContext(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {
@@ -213,12 +258,6 @@ private final class ExportedInstance {
         return InterceptorContext(target: target, requestID: c.request_id, attempt: Int(c.attempt), services: services)
     }
 
-    func result(_ handle: OpaquePointer) -> InterceptorResult {
-        var message = ph_bytes()
-        let kind = api.pointee.result_failure(handle, &message)
-        guard kind != PH_FAILURE_NONE else { return .response(InterceptorResponse(backend: CResultBackend(handle: handle, api: api))) }
-        return .failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message)))
-    }
 }
 
 /// The message for an error thrown by plugin code.
@@ -277,9 +316,8 @@ private let sdkPrepare:
         let box = ExportedInstance.from(instance)
         guard let request else { return PH_ERROR }
         do {
-            let action = try box.interceptor.prepare(
-                InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)),
-                context: box.context(context))
+            let (view, context) = box.request(request, context)
+            let action = try box.interceptor.prepare(view, context: context)
             guard case .respond(let response) = action else { return PH_OK }
             let pairs = response.headers.map { ($0.name, $0.value) }
             return CBytes.withPairs(pairs) { names, values, count in
@@ -299,7 +337,8 @@ private let sdkWillSend:
         let box = ExportedInstance.from(instance)
         guard let request else { return PH_ERROR }
         do {
-            try box.interceptor.willSend(InterceptorRequest(backend: CRequestBackend(handle: request, api: box.api)), context: box.context(context))
+            let (view, context) = box.request(request, context)
+            try box.interceptor.willSend(view, context: context)
             return PH_OK
         } catch {
             CBytes.write(message(of: error), to: errorBuffer)
@@ -313,7 +352,8 @@ private let sdkDidReceive:
         let box = ExportedInstance.from(instance)
         guard let result else { return PH_ERROR }
         do {
-            try box.interceptor.didReceive(box.result(result), context: box.context(context))
+            let (view, context) = box.result(result, context)
+            try box.interceptor.didReceive(view, context: context)
             return PH_OK
         } catch {
             CBytes.write(message(of: error), to: errorBuffer)
@@ -327,7 +367,8 @@ private let sdkProcess:
         let box = ExportedInstance.from(instance)
         guard let result else { return PH_ERROR }
         do {
-            switch try box.interceptor.process(box.result(result), context: box.context(context)) {
+            let (view, context) = box.result(result, context)
+            switch try box.interceptor.process(view, context: context) {
             case .proceed:
                 return PH_OK
             case .replace(let response):

@@ -157,7 +157,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     private func requestHandle(_ request: InterceptorRequest, mayRespond: Bool) throws -> RequestHandle {
-        guard let state = request.backend as? RequestState else {
+        guard let state = exactly(request.backend, RequestState.self) else {
             throw InterceptorError.failed("a loaded plugin can only work on requests made by the host")
         }
         // One handle per phase of the attempt, shared by the chain's loaded plugins (hooks of
@@ -170,7 +170,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     private func resultHandle(_ result: InterceptorResult, mayDecide: Bool) -> ResultHandle {
         switch result {
         case .response(let response):
-            guard let state = response.backend as? ResponseState else {
+            guard let state = exactly(response.backend, ResponseState.self) else {
                 return ResultHandle(response: nil, failure: nil, mayDecide: mayDecide)
             }
             // Like requests: one handle per hook, shared by the chain's loaded plugins (hooks of one
@@ -205,7 +205,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) -> R) -> R {
-        let cContext = context.hostAttachment as? CContext ?? CContext(context)
+        let cContext = exactly(context.hostAttachment, CContext.self) ?? CContext(context)
         return withExtendedLifetime(cContext) { body(cContext.pointer) }
     }
 }
@@ -240,6 +240,14 @@ final class CContext: @unchecked Sendable {
     deinit {
         pointer.deallocate()
     }
+}
+
+/// `object` as a `T` when its class is exactly `T` (a final class): a compare of two type
+/// pointers, where `as?` is a call into the runtime's general cast on every hook call.
+@inline(__always)
+func exactly<T: AnyObject>(_ object: AnyObject?, _ type: T.Type) -> T? {
+    guard let object, ObjectIdentifier(Swift.type(of: object)) == ObjectIdentifier(T.self) else { return nil }
+    return unsafeDowncast(object, to: T.self)
 }
 
 /// One error buffer per thread for hook calls (see `LoadedPlugin.withErrorBuffer`).
