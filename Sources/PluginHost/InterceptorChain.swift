@@ -41,6 +41,8 @@ struct InterceptorChain: Sendable {
     /// `ExportablePlugin.activeHooks` what its configuration needs, as a loaded one does at create.
     /// Bits, not a `Set`: they are tested for every interceptor, hook and request.
     let runs: [HookMask]
+    /// Per interceptor, whether it is a loaded plugin.
+    let isLoaded: [Bool]
     /// Digest `nc` per nonce, shared by the chain's requests.
     let digestNonces = DigestNonceCounts()
 
@@ -52,6 +54,7 @@ struct InterceptorChain: Sendable {
             if let loaded = interceptor as? LoadedPlugin { return HookMask(rawValue: loaded.activeHooks) }
             return HookMask((interceptor as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
         }
+        self.isLoaded = interceptors.map { $0 is LoadedPlugin }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -145,13 +148,20 @@ struct InterceptorChain: Sendable {
     func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> [InterceptorContext] {
         // Loaded plugins share one C view of the attempt, made before the contexts that carry it.
         let shared = hasLoadedPlugins ? CContext(target: target, requestID: requestID, attempt: attempt) : nil
-        // An interceptor the chain never calls (no active hook) gets no context of its own.
+        // An interceptor the chain never calls (no active hook) gets no context of its own, nor
+        // does a loaded plugin: it reads only the C view (its services are its own host table).
         var unused: InterceptorContext?
+        var loaded: InterceptorContext?
         return bound.indices.map { index in
             if runs[index].isEmpty, let unused { return unused }
+            if isLoaded[index], let loaded { return loaded }
             let context = InterceptorContext(
                 target: target, requestID: requestID, attempt: attempt, services: bound[index], hostAttachment: shared)
-            if runs[index].isEmpty { unused = context }
+            if runs[index].isEmpty {
+                unused = context
+            } else if isLoaded[index] {
+                loaded = context
+            }
             return context
         }
     }

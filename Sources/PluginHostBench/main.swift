@@ -270,8 +270,11 @@ func runBench(_ options: Options) async throws {
         // Scenario 1 only, its scenarios interleaved round after round (no servers): the quick
         // check of a change to the chain's cost, e.g. `--profile stub --rounds 5`.
         let stubFigures = Figures()
-        // With `--profile stub-alone`, each contrib plugin loaded alone too.
-        let alone = options.profile == "stub-alone" ? loaded6.map { ("alone:" + $0.name, [$0], loadedServices) } : []
+        // With `--profile stub-alone`, each contrib plugin loaded alone too (and one no-op plugin:
+        // what any loaded plugin costs).
+        let alone =
+            options.profile == "stub-alone"
+            ? [("noop1", [noop6[0]], PluginServices())] + loaded6.map { ("alone:" + $0.name, [$0], loadedServices) } : []
         let scenarios: [(String, [any Interceptor], PluginServices)] =
             [
                 ("0", [], PluginServices()), ("noop6", noop6, PluginServices()), ("loaded6", loaded6, loadedServices),

@@ -64,15 +64,24 @@ extension Array where Element == HTTPHeader {
     /// RFC 9110 §5.3 says, for requests and responses alike (the first spelling of a name is kept).
     public func folded() -> [String: String] {
         let separator = ", "
-        var fields: [String: String] = [:]
-        fields.reserveCapacity(count)
-        var order: [String] = []
-        order.reserveCapacity(count)
-        for header in self {
-            if let existing = order.first(where: { HTTPHeader.namesEqual($0, header.name) }) {
-                fields[existing] = fields[existing]! + separator + header.value
+        var fields = [String: String](minimumCapacity: count)
+        // A long list keeps the first spelling of each name by its lower-case form.
+        var spellings: [String: String]? = count > 32 ? [:] : nil
+        for index in indices {
+            let header = self[index]
+            // Else the first earlier field of the same name (names of other lengths are passed
+            // over at once): no second list of the names.
+            let first: String?
+            if spellings != nil {
+                let lowered = header.name.lowercased()
+                first = spellings![lowered]
+                if first == nil { spellings![lowered] = header.name }
             } else {
-                order.append(header.name)
+                first = self[..<index].first(where: { HTTPHeader.namesEqual($0.name, header.name) })?.name
+            }
+            if let first {
+                fields[first]! += separator + header.value
+            } else {
                 fields[header.name] = header.value
             }
         }

@@ -1,4 +1,10 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A value behind a lock: the one lock type of the SDK, the host and the contrib plugins.
 ///
@@ -10,21 +16,52 @@ import Foundation
 /// hits.withLock { $0 += 1 }
 /// let now = hits.withLock { $0 }
 /// ```
+///
+/// The value and the lock live in memory of their own, not in stored properties: an `inout`
+/// access to a class's stored property is checked for exclusivity at run time on every call,
+/// which the lock already guarantees (and which cost as much as the lock on the hook path).
 public final class Locked<Value> {
-    @usableFromInline var value: Value
-    @usableFromInline let lock = NSLock()
+    @usableFromInline let value: UnsafeMutablePointer<Value>
+    #if canImport(Darwin)
+    @usableFromInline let lock: UnsafeMutablePointer<os_unfair_lock_s>
+    #else
+    @usableFromInline let lock: UnsafeMutablePointer<pthread_mutex_t>
+    #endif
 
     /// Creates a box holding `value`.
     public init(_ value: Value) {
-        self.value = value
+        self.value = .allocate(capacity: 1)
+        self.value.initialize(to: value)
+        lock = .allocate(capacity: 1)
+        #if canImport(Darwin)
+        lock.initialize(to: os_unfair_lock_s())
+        #else
+        lock.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(lock, nil)
+        #endif
+    }
+
+    deinit {
+        value.deinitialize(count: 1)
+        value.deallocate()
+        #if !canImport(Darwin)
+        pthread_mutex_destroy(lock)
+        #endif
+        lock.deinitialize(count: 1)
+        lock.deallocate()
     }
 
     /// Runs `body` with exclusive access to the value and returns what it returns.
     @inlinable @discardableResult
     public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
+        #if canImport(Darwin)
+        os_unfair_lock_lock(lock)
+        defer { os_unfair_lock_unlock(lock) }
+        #else
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        #endif
+        return try body(&value.pointee)
     }
 }
 

@@ -39,4 +39,16 @@ struct HeaderValidationTests {
         #expect(items.map(\.name) == ["b", "a", "c"])
         #expect(items.map(\.value) == ["2", "x y", ""])
     }
+
+    @Test(arguments: [0, 40])
+    func foldingJoinsRepeatedNamesUnderTheFirstSpelling(padding: Int) {
+        // Short lists compare names with the earlier ones; long ones (over 32) index them.
+        let filler = (0..<padding).map { HTTPHeader(name: "X-Filler-\($0)", value: "\($0)") }
+        let fields =
+            [HTTPHeader(name: "Accept", value: "a"), HTTPHeader(name: "X-Id", value: "1")] + filler
+            + [HTTPHeader(name: "accept", value: "b"), HTTPHeader(name: "ACCEPT", value: "c"), HTTPHeader(name: "x-id", value: "2")]
+        var expected = ["Accept": "a, b, c", "X-Id": "1, 2"]
+        for header in filler { expected[header.name] = header.value }
+        #expect(fields.folded() == expected)
+    }
 }
