@@ -142,7 +142,7 @@ public struct CachePlugin: ExportablePlugin {
     /// stored partial content, by the same rule.
     func lookup(_ state: Pending, _ request: InterceptorRequest? = nil, suffix: String = "") -> CacheEntry? {
         let valueOf = request.map { request in { (name: String) in self.varyValue(name, request.headerValues(name)) } }
-        let key = state.key + suffix
+        let key = suffix.isEmpty ? state.key : state.key + suffix
         guard let partition = state.partition else { return fetch(key, valueOf) }
         if authorized == .partition, let own = fetch(partition + " " + key, valueOf) { return own }
         guard let shared = fetch(key, valueOf), shared.directives.has("public") else { return nil }
@@ -295,9 +295,10 @@ public struct CachePlugin: ExportablePlugin {
         let method = request.method.uppercased()
         let option = context.target.pluginOptions["cache"]?.lowercased()
         let now = context.services.now()
+        // Read once: each read of a loaded plugin's request crosses into the host.
+        let url = request.url
         if Self.isUnsafe(method) {
-            pending.set(
-                Pending(key: "GET " + request.url, partition: partition(of: request), method: method, requestTime: now), for: context.requestID)
+            pending.set(Pending(key: "GET " + url, partition: partition(of: request), method: method, requestTime: now), for: context.requestID)
             return .proceed
         }
         if option == "purge" {
@@ -306,20 +307,21 @@ public struct CachePlugin: ExportablePlugin {
             return .proceed
         }
         guard method == "GET" || method == "HEAD", option != "no-store" else { return .proceed }
-        let requestDirectives = CacheDirectives(request.headerValues("Cache-Control"))
+        let cacheControl = request.headerValues("Cache-Control")
+        let requestDirectives = CacheDirectives(cacheControl)
         var noCache = requestDirectives.has("no-cache")
-        if request.headerValues("Cache-Control").isEmpty, request.headerValues("Pragma").contains(where: { $0.lowercased().contains("no-cache") }) {
+        if cacheControl.isEmpty, request.headerValues("Pragma").contains(where: { $0.lowercased().contains("no-cache") }) {
             noCache = true
         }
         // A background revalidation (stale-while-revalidate) always asks the origin.
         if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
         let credentials = Self.credentials(of: request)
-        var state = Pending(key: "GET " + request.url, partition: partition(credentials), method: method, requestTime: now)
+        var state = Pending(key: "GET " + url, partition: partition(credentials), method: method, requestTime: now)
         state.credentials = credentials
         state.noStore = requestDirectives.has("no-store")
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
-        state.hasQuery = request.url.utf8.contains(UInt8(ascii: "?"))
+        state.hasQuery = url.utf8.contains(UInt8(ascii: "?"))
         if state.noStore && !onlyIfCached { return .proceed }
 
         let found = lookup(state, request)

@@ -94,18 +94,35 @@ public struct SignaturePlugin: ExportablePlugin {
     /// The SHA-256 of no bytes, in hex (most signed requests have no body).
     static let emptyBodyHash = SHA256.hex(SHA256.hash([UInt8]()))
 
-    /// The HMAC-SHA256 canonical string of a request.
-    static func canonicalString(method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>) -> String {
+    /// The HMAC-SHA256 canonical string of a request, as the bytes that are signed (built in
+    /// one buffer: no list of parts joined).
+    static func canonicalBytes(method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>) -> [UInt8] {
         let parts = URLParts(url)
         var pairs: [(name: String, value: String)] = []
         for item in parts.queryItems where !excluding.contains(item.name) {
             pairs.append((escape(item.name), escape(item.value)))
         }
         pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
-        let query = pairs.map { $0.name + "=" + $0.value }.joined(separator: "&")
         let path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
         let bodyHash = body.map { $0.isEmpty ? emptyBodyHash : SHA256.hex(SHA256.hash($0)) } ?? emptyBodyHash
-        return [method, path, query, timestamp, nonce, bodyHash].joined(separator: "\n")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(method.utf8.count + path.utf8.count + url.utf8.count + timestamp.utf8.count + nonce.utf8.count + 80)
+        let newline = UInt8(ascii: "\n")
+        bytes += method.utf8
+        bytes.append(newline)
+        bytes += path.utf8
+        bytes.append(newline)
+        for (index, pair) in pairs.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: "&")) }
+            bytes += pair.name.utf8
+            bytes.append(UInt8(ascii: "="))
+            bytes += pair.value.utf8
+        }
+        for part in [timestamp, nonce, bodyHash] {
+            bytes.append(newline)
+            bytes += part.utf8
+        }
+        return bytes
     }
 
     func signHMAC(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {
@@ -114,10 +131,10 @@ public struct SignaturePlugin: ExportablePlugin {
             let extra = [(names.timestamp, timestamp), (names.nonce, nonce), (names.keyID, keyID)]
             try request.setURL(Self.appending(extra, to: request.url))
         }
-        let canonical = Self.canonicalString(
+        let canonical = Self.canonicalBytes(
             method: request.method, url: request.url, body: request.body, timestamp: timestamp,
             nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : [])
-        let signature = SHA256.hex(HMACSHA256.authenticate(Array(canonical.utf8), key: hmacKey(secret)))
+        let signature = SHA256.hex(HMACSHA256.authenticate(canonical, key: hmacKey(secret)))
         if inQuery {
             try request.setURL(Self.appending([(names.signature, signature)], to: request.url))
         } else {
