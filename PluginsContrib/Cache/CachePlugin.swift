@@ -140,8 +140,8 @@ public struct CachePlugin: ExportablePlugin {
     /// The stored entry a request may be served: its partition's, else a shared one (which must
     /// be `public` when the request carries credentials). With `suffix` ``partialSuffix``: the
     /// stored partial content, by the same rule.
-    func lookup(_ state: Pending, _ request: InterceptorRequest? = nil, suffix: String = "") -> CacheEntry? {
-        let valueOf = request.map { request in { (name: String) in self.varyValue(name, request.headerValues(name)) } }
+    func lookup(_ state: Pending, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
+        let valueOf = fields.map { fields in { (name: String) in self.varyValue(name, fields.values(named: name)) } }
         let key = suffix.isEmpty ? state.key : state.key + suffix
         guard let partition = state.partition else { return fetch(key, valueOf) }
         if authorized == .partition, let own = fetch(partition + " " + key, valueOf) { return own }
@@ -307,16 +307,18 @@ public struct CachePlugin: ExportablePlugin {
             return .proceed
         }
         guard method == "GET" || method == "HEAD", option != "no-store" else { return .proceed }
-        let cacheControl = request.headerValues("Cache-Control")
+        // Every field at once: a loaded plugin's reads cross into the host one by one.
+        let fields = request.headers
+        let cacheControl = fields.values(named: "Cache-Control")
         let requestDirectives = CacheDirectives(cacheControl)
         var noCache = requestDirectives.has("no-cache")
-        if cacheControl.isEmpty, request.headerValues("Pragma").contains(where: { $0.lowercased().contains("no-cache") }) {
+        if cacheControl.isEmpty, fields.values(named: "Pragma").contains(where: { $0.lowercased().contains("no-cache") }) {
             noCache = true
         }
         // A background revalidation (stale-while-revalidate) always asks the origin.
         if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
-        let credentials = Self.credentials(of: request)
+        let credentials = Self.credentials(of: fields)
         var state = Pending(key: "GET " + url, partition: partition(credentials), method: method, requestTime: now)
         state.credentials = credentials
         state.noStore = requestDirectives.has("no-store")
@@ -324,20 +326,20 @@ public struct CachePlugin: ExportablePlugin {
         state.hasQuery = url.utf8.contains(UInt8(ascii: "?"))
         if state.noStore && !onlyIfCached { return .proceed }
 
-        let found = lookup(state, request)
-        if method == "GET", !noCache, option != "revalidate", let range = request.header("Range"), found == nil,
+        let found = lookup(state, fields)
+        if method == "GET", !noCache, option != "revalidate", let range = fields.value(named: "Range"), found == nil,
             let stored = lookup(state, suffix: Self.partialSuffix), stored.age(at: now) < stored.freshnessLifetime,
-            let partial = Self.partial(stored, range: range, ifRange: request.header("If-Range"), age: stored.age(at: now)),
+            let partial = Self.partial(stored, range: range, ifRange: fields.value(named: "If-Range"), age: stored.age(at: now)),
             partial.statusCode == 206
         {
             // A Range request within the stored partial content of the same representation (§3.4).
             markServed(state, context)
             return .respond(partial)
         }
-        if let entry = found, matchesVary(entry, request) {
+        if let entry = found, matchesVary(entry, fields) {
             let age = entry.age(at: now)
-            let lifetime = entry.freshnessLifetime
             let responseDirectives = entry.directives
+            let lifetime = entry.freshnessLifetime(responseDirectives)
             // A qualified no-cache="field" only keeps the field out of the cache (§5.2.2.4).
             let mustRevalidate = responseDirectives.has("must-revalidate") || responseDirectives.hasUnqualified("no-cache")
             // immutable (RFC 8246): while fresh, a reload's no-cache / max-age=0 does not revalidate it.
@@ -353,13 +355,13 @@ public struct CachePlugin: ExportablePlugin {
                     usable = false
                 }
             }
-            if usable, let notModified = Self.notModified(entry, request, age: age) {
+            if usable, let notModified = Self.notModified(entry, fields, age: age) {
                 // The client's own conditional request, answered from the fresh entry (§4.3.2).
                 markServed(state, context)
                 return .respond(notModified)
             }
-            if usable, method == "GET", entry.status == 200, let range = request.header("Range"),
-                let partial = Self.partial(entry, range: range, ifRange: request.header("If-Range"), age: age)
+            if usable, method == "GET", entry.status == 200, let range = fields.value(named: "Range"),
+                let partial = Self.partial(entry, range: range, ifRange: fields.value(named: "If-Range"), age: age)
             {
                 // A Range request answered from a stored complete response (§3.4; RFC 9110 §14.2).
                 markServed(state, context)
@@ -374,7 +376,7 @@ public struct CachePlugin: ExportablePlugin {
             if option != "revalidate", !noCache, !mustRevalidate, age >= lifetime,
                 let window = responseDirectives.seconds("stale-while-revalidate"), age - lifetime <= window,
                 requestDirectives.values["max-age"] == nil, requestDirectives.values["min-fresh"] == nil,
-                request.header("If-None-Match") == nil, request.header("If-Modified-Since") == nil, request.header("Range") == nil,
+                fields.value(named: "If-None-Match") == nil, fields.value(named: "If-Modified-Since") == nil, fields.value(named: "Range") == nil,
                 revalidateInBackground(state, request, now: now)
             {
                 markServed(state, context)
@@ -382,7 +384,7 @@ public struct CachePlugin: ExportablePlugin {
             }
             if onlyIfCached { return .respond(Self.gatewayTimeout) }
             state.entry = entry
-            if request.header("If-None-Match") == nil && request.header("If-Modified-Since") == nil {
+            if fields.value(named: "If-None-Match") == nil && fields.value(named: "If-Modified-Since") == nil {
                 if let etag = entry.header("ETag") {
                     try request.setHeader("If-None-Match", etag)
                     state.revalidating = true
@@ -502,9 +504,9 @@ public struct CachePlugin: ExportablePlugin {
     /// A `304` for a request whose own `If-None-Match` or `If-Modified-Since` the stored
     /// response satisfies (§4.3.2; RFC 9110 §13.1.2 and §13.1.3, If-None-Match first, weak
     /// comparison); nil when the request has no condition or the condition does not hold.
-    static func notModified(_ entry: CacheEntry, _ request: InterceptorRequest, age: Double) -> SyntheticResponse? {
-        let noneMatch = request.headerValues("If-None-Match")
-        let modifiedSince = request.header("If-Modified-Since")
+    static func notModified(_ entry: CacheEntry, _ fields: [HTTPHeader], age: Double) -> SyntheticResponse? {
+        let noneMatch = fields.values(named: "If-None-Match")
+        let modifiedSince = fields.value(named: "If-Modified-Since")
         guard !noneMatch.isEmpty || modifiedSince != nil else { return nil }
         if !noneMatch.isEmpty {
             guard let etag = entry.header("ETag") else { return nil }
@@ -524,8 +526,8 @@ public struct CachePlugin: ExportablePlugin {
         return SyntheticResponse(statusCode: 304, headers: headers, body: [])
     }
 
-    func matchesVary(_ entry: CacheEntry, _ request: InterceptorRequest) -> Bool {
-        for (name, value) in entry.vary where varyValue(name, request.headerValues(name)) != value {
+    func matchesVary(_ entry: CacheEntry, _ fields: [HTTPHeader]) -> Bool {
+        for (name, value) in entry.vary where varyValue(name, fields.values(named: name)) != value {
             return false
         }
         return true
@@ -625,7 +627,7 @@ public struct CachePlugin: ExportablePlugin {
         guard state.method == "GET", let entry = state.entry ?? lookup(state) else { return nil }
         let directives = entry.directives
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
-        let staleness = entry.age(at: now) - entry.freshnessLifetime
+        let staleness = entry.age(at: now) - entry.freshnessLifetime(directives)
         guard allowance > 0, !directives.has("must-revalidate"), staleness <= allowance else { return nil }
         var response = served(entry, cacheStatus: "stale", age: entry.age(at: now), headOnly: false)
         response.headers.append(HTTPHeader(name: "Warning", value: "110 - \"Response is Stale\""))
@@ -686,8 +688,8 @@ public struct CachePlugin: ExportablePlugin {
 
     func served(_ entry: CacheEntry, cacheStatus: String, age: Double, headOnly: Bool) -> SyntheticResponse {
         var headers = entry.headers.filter {
-            let name = $0.name.lowercased()
-            return name != "age" && name != "x-cache" && !(headOnly && name == "content-length")
+            !HTTPHeader.namesEqual($0.name, "Age") && !HTTPHeader.namesEqual($0.name, "X-Cache")
+                && !(headOnly && HTTPHeader.namesEqual($0.name, "Content-Length"))
         }
         headers.append(HTTPHeader(name: "Age", value: String(Int(max(0, age)))))
         headers.append(HTTPHeader(name: "X-Cache", value: cacheStatus))

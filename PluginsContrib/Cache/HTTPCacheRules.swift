@@ -234,11 +234,15 @@ enum HTTPDate {
 }
 
 /// One stored response.
-struct CacheEntry: Codable {
+struct CacheEntry {
     var key: String
     var status: Int
-    var headerNames: [String]
-    var headerValues: [String]
+    var headerNames: [String] {
+        didSet { parsed = ParsedFields() }
+    }
+    var headerValues: [String] {
+        didSet { parsed = ParsedFields() }
+    }
     var body: [UInt8]
     var requestTime: Double
     var responseTime: Double
@@ -248,6 +252,9 @@ struct CacheEntry: Codable {
     var ttl: Double?
     /// Whether the URL has a query (heuristic freshness is not used then).
     var hasQuery: Bool
+    /// What the fields say, worked out on first use and shared by the copies of this entry
+    /// (a stored entry is read by every request it answers); new when the fields change.
+    var parsed = ParsedFields()
 
     var headers: [HTTPHeader] { zip(headerNames, headerValues).map { HTTPHeader(name: $0, value: $1) } }
 
@@ -259,12 +266,14 @@ struct CacheEntry: Codable {
         zip(headerNames, headerValues).filter { HTTPHeader.namesEqual($0.0, name) }.map(\.1)
     }
 
-    var directives: CacheDirectives { CacheDirectives(headerValues("Cache-Control")) }
+    var directives: CacheDirectives { parsed.directives { CacheDirectives(headerValues("Cache-Control")) } }
 
     /// RFC 9111 §4.2.1 freshness lifetime.
-    var freshnessLifetime: Double {
+    var freshnessLifetime: Double { freshnessLifetime(directives) }
+
+    /// RFC 9111 §4.2.1 freshness lifetime, with the entry's ``directives`` already parsed.
+    func freshnessLifetime(_ directives: CacheDirectives) -> Double {
         if let ttl { return ttl }
-        let directives = self.directives
         switch directives.delta("max-age") {
         case .valid(let maxAge): return maxAge
         case .invalid: return 0  // invalid freshness information: stale (§4.2.1)
@@ -305,5 +314,18 @@ struct CacheEntry: Codable {
         fields += notModified.filter { !skipped.contains($0.name.lowercased()) }
         headerNames = fields.map(\.name)
         headerValues = fields.map(\.value)
+    }
+}
+
+/// The parsed `Cache-Control` of a ``CacheEntry``, made once.
+final class ParsedFields: Sendable {
+    private let cached = Locked<CacheDirectives?>(nil)
+
+    /// The directives, made by `make` the first time.
+    func directives(_ make: () -> CacheDirectives) -> CacheDirectives {
+        if let known = cached.withLock({ $0 }) { return known }
+        let made = make()
+        cached.withLock { $0 = made }
+        return made
     }
 }
