@@ -116,7 +116,9 @@ final class RequestState: RequestBackend {
     var headers: [HTTPHeader] {
         if let changedHeaders { return changedHeaders }
         if let originalHeaders { return originalHeaders }
-        let sorted = (original.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
+        // One array, sorted in place (a request without fields allocates nothing).
+        var sorted = (original.allHTTPHeaderFields ?? [:]).map { HTTPHeader(name: $0.key, value: $0.value) }
+        sorted.sort { $0.name < $1.name }
         originalHeaders = sorted
         return sorted
     }

@@ -318,10 +318,13 @@ func runBench(_ options: Options) async throws {
     }
 
     if let profile = options.profile {
-        // Only one stub scenario, for a profiler: `0`, `noop6` or `loaded6`.
+        // Only one stub scenario, for a profiler: `0`, `noop1`, `noop6`, `loaded6` or `compiled6`.
         // `alone:<plugin>`: that contrib plugin loaded alone.
         let alone = profile.hasPrefix("alone:") ? loaded6.filter { "alone:" + $0.name == profile } : nil
-        let chain = alone ?? (profile == "loaded6" ? loaded6 : profile == "noop6" ? noop6 : profile == "compiled6" ? compiled6 : [])
+        let chain =
+            alone
+            ?? (profile == "loaded6"
+                ? loaded6 : profile == "noop6" ? noop6 : profile == "noop1" ? [noop6[0]] : profile == "compiled6" ? compiled6 : [])
         let provider = stubProvider(
             chain, profile == "loaded6" || alone != nil ? loadedServices : profile == "compiled6" ? compiledServices : PluginServices())
         let pipeline = provider.request(.stub)
