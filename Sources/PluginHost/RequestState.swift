@@ -58,9 +58,8 @@ final class RequestState: RequestBackend {
         }
     }
 
-    /// The handles loaded plugins' hooks receive, made on first use.
-    private(set) lazy var prepareHandle = RequestHandle(state: self, mayRespond: true)
-    private(set) lazy var willSendHandle = RequestHandle(state: self, mayRespond: false)
+    /// The handle loaded plugins' hooks receive, made on first use.
+    private(set) lazy var handle = RequestHandle(state: self)
 
     init(_ request: URLRequest) {
         original = request
@@ -252,9 +251,8 @@ final class ResponseState: ResponseBackend {
     /// The fields the transport made `original` from, when it says.
     private let givenFields: [String: String]?
 
-    /// The handles loaded plugins' hooks receive, made on first use.
-    private(set) lazy var didReceiveHandle = ResultHandle(response: self, failure: nil, mayDecide: false)
-    private(set) lazy var processHandle = ResultHandle(response: self, failure: nil, mayDecide: true)
+    /// The handle loaded plugins' hooks receive, made on first use.
+    private(set) lazy var handle = ResultHandle(response: self, failure: nil, mayDecide: false)
 
     init(_ response: TransportResponse) {
         original = response.response

@@ -48,12 +48,14 @@ final class ByteArena {
 
 /// The request a plugin hook works on: the host's request state plus what the hook decided.
 final class RequestHandle {
-    /// Unowned: the state keeps its handles (one per phase, shared by the chain's plugins).
-    unowned let state: RequestState
-    let mayRespond: Bool
+    /// Not retained: the state keeps its handle (one, shared by the chain's plugins and both
+    /// request hooks), and a handle is only used inside a hook call, while the state lives.
+    unowned(unsafe) let state: RequestState
+    /// Whether the hook may answer the request itself (`prepare`); set before each call.
+    var mayRespond: Bool
     var response: SyntheticResponse?
 
-    init(state: RequestState, mayRespond: Bool) {
+    init(state: RequestState, mayRespond: Bool = false) {
         self.state = state
         self.mayRespond = mayRespond
     }
@@ -149,11 +151,13 @@ final class CByteCopy {
 
 /// The result a plugin hook works on: a response state or a failure, plus what the hook decided.
 final class ResultHandle {
-    /// Unowned: a response state keeps its handles (one per hook, shared by the chain's plugins).
-    unowned let response: ResponseState?
+    /// Not retained: a response state keeps its handle (one, shared by the chain's plugins and
+    /// both response hooks), and a handle is only used inside a hook call, while the state lives.
+    unowned(unsafe) let response: ResponseState?
     let failure: TransportFailure?
     lazy var arena = ByteArena()
-    let mayDecide: Bool
+    /// Whether the hook may replace the result or ask for a retry (`process`); set before each call.
+    var mayDecide: Bool
     var replacement: SyntheticResponse?
     var retry: (delay: Double, refresh: CredentialRefresh?)?
 

@@ -160,9 +160,10 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         guard let state = exactly(request.backend, RequestState.self) else {
             throw InterceptorError.failed("a loaded plugin can only work on requests made by the host")
         }
-        // One handle per phase of the attempt, shared by the chain's loaded plugins (hooks of
-        // one request run one after the other); what a previous plugin decided is cleared.
-        let handle = mayRespond ? state.prepareHandle : state.willSendHandle
+        // One handle per request state, shared by the chain's loaded plugins and both phases
+        // (hooks of one request run one after the other); what a previous hook decided is cleared.
+        let handle = state.handle
+        handle.mayRespond = mayRespond
         handle.response = nil
         return handle
     }
@@ -173,9 +174,11 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
             guard let state = exactly(response.backend, ResponseState.self) else {
                 return ResultHandle(response: nil, failure: nil, mayDecide: mayDecide)
             }
-            // Like requests: one handle per hook, shared by the chain's loaded plugins (hooks of one
-            // response run one after the other); what a previous plugin decided is cleared.
-            let handle = mayDecide ? state.processHandle : state.didReceiveHandle
+            // Like requests: one handle per response state, shared by the chain's loaded plugins and
+            // both hooks (hooks of one response run one after the other); what a previous hook
+            // decided is cleared.
+            let handle = state.handle
+            handle.mayDecide = mayDecide
             handle.replacement = nil
             handle.retry = nil
             return handle
