@@ -99,7 +99,7 @@ struct InterceptorChain: Sendable {
             let sendingThrough = shortCircuit?.index ?? interceptors.count
             if let error = willSend(view, contexts: contexts, through: sendingThrough) { return .failure(error) }
 
-            var finalRequest = state.makeURLRequest()
+            var finalRequest = state.makeURLRequest(remake: plan.transport is CurlTransport || plan.transport is StubTransport)
             if shortCircuit == nil {
                 let spent = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
                 switch Self.timeoutBudget(timeout: finalRequest.timeoutInterval, spentInHooks: spent) {

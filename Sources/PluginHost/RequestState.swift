@@ -184,16 +184,23 @@ final class RequestState: RequestBackend {
 
     /// The request to send: the original itself when no hook changed anything, else a copy
     /// with the changes (keeping what the views cannot change: cache policy, …).
-    func makeURLRequest() -> URLRequest {
+    ///
+    /// `remake`: the request may be made anew rather than copied (on Linux, for the transports of
+    /// this package that read nothing but its public properties; see below).
+    func makeURLRequest(remake: Bool = false) -> URLRequest {
         guard changed else { return original }
         #if canImport(FoundationNetworking)
         // swift-corelibs-foundation: the first change to a copy of `original` copies the whole
         // NSMutableURLRequest and normalises its method with Unicode case-insensitive compares
         // (most of a signed request's host cost). A request made anew with every property the
-        // corelibs request has, set only where it is not the default, is the same request (but for
-        // the deprecated pipelining flag, which neither transport reads and the provider never sets).
-        // A changed URL that does not parse: the copy, which sends it as it did (without a URL).
-        guard let url = changedURL.map({ URL(string: $0) }) ?? original.url else { return copyWithChanges() }
+        // corelibs request copies is the same request to `CurlTransport` and `StubTransport`, but
+        // not to URLSession, which also reads whether the timeout was ever set (a flag of the struct
+        // no one else can read); nor the same URL object when it is relative to a base; and it does
+        // not carry the deprecated pipelining flag (which neither of those transports reads). A
+        // changed URL that does not parse: the copy, which sends it as it did (without a URL).
+        guard remake, let url = changedURL.map({ URL(string: $0) }) ?? original.url, url.baseURL == nil else {
+            return copyWithChanges()
+        }
         var request = URLRequest(url: url, cachePolicy: original.cachePolicy, timeoutInterval: timeout)
         if method != "GET" { request.httpMethod = method }
         if let changedHeaders {

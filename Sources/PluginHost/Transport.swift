@@ -116,12 +116,12 @@ public struct TransportResponse: Sendable {
     var givenFields: [String: String]?
 
     /// A response made from `fields` (as `HTTPURLResponse(url:statusCode:httpVersion:headerFields:)`
-    /// makes it), remembering them.
+    /// makes it), remembering them; ``httpVersion`` is left for the caller to say.
     static func made(url: URL, statusCode: Int, httpVersion: String?, fields: [String: String], data: Data) -> TransportResponse? {
         guard let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) else {
             return nil
         }
-        var made = TransportResponse(response: response, data: data, httpVersion: httpVersion)
+        var made = TransportResponse(response: response, data: data)
         made.givenFields = fields
         return made
     }

@@ -65,15 +65,16 @@ extension Array where Element == HTTPHeader {
     public func folded() -> [String: String] {
         let separator = ", "
         var fields = [String: String](minimumCapacity: count)
-        // A long list keeps the first spelling of each name by its lower-case form.
-        var spellings: [String: String]? = count > 32 ? [:] : nil
+        // A long list keeps the first spelling of each name by its bytes with ASCII letters
+        // lower-cased (bytes, not a String: names equal as `namesEqual` says, no Unicode folding).
+        var spellings: [[UInt8]: String]? = count > 32 ? [:] : nil
         for index in indices {
             let header = self[index]
             // Else the first earlier field of the same name (names of other lengths are passed
             // over at once): no second list of the names.
             let first: String?
             if spellings != nil {
-                let lowered = header.name.lowercased()
+                let lowered = header.name.utf8.map { $0 &- 65 < 26 ? $0 | 0x20 : $0 }
                 first = spellings![lowered]
                 if first == nil { spellings![lowered] = header.name }
             } else {

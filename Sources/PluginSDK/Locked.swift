@@ -54,6 +54,8 @@ public final class Locked<Value> {
     /// Runs `body` with exclusive access to the value and returns what it returns.
     @inlinable @discardableResult
     public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+        // The memory belongs to this object: it stays alive until the lock is given back.
+        defer { withExtendedLifetime(self) {} }
         #if canImport(Darwin)
         os_unfair_lock_lock(lock)
         defer { os_unfair_lock_unlock(lock) }

@@ -57,7 +57,7 @@ import FoundationNetworking
         #expect(seen.withLock { $0 }.map(\.name) == ["Content-Length", "Content-Type", "Etag", "WWW-Authenticate", "x-request-id"])
     }
 
-    @Test func aRequestRemadeOnLinuxKeepsWhatTheCopyKept() throws {
+    @Test func aRequestRemadeKeepsWhatTheCopyKept() throws {
         var original = URLRequest(url: URL(string: "http://127.0.0.1/a?b=c")!, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 7)
         original.httpMethod = "PUT"
         original.allHTTPHeaderFields = ["Accept": "text/plain", "X-One": "1"]
@@ -68,28 +68,64 @@ import FoundationNetworking
         original.networkServiceType = .background
         let state = RequestState(original)
         try state.setHeader(named: "X-Two", value: "2")
-        let made = state.makeURLRequest()
-        #expect(made.url == original.url)
-        #expect(made.httpMethod == "PUT")
-        #expect(made.cachePolicy == .reloadIgnoringLocalCacheData)
-        #expect(made.timeoutInterval == 7)
-        #expect(made.allHTTPHeaderFields == ["Accept": "text/plain", "X-One": "1", "X-Two": "2"])
-        #expect(made.httpBody == Data("body".utf8))
-        #expect(made.mainDocumentURL == URL(string: "http://127.0.0.1/main"))
-        #expect(made.allowsCellularAccess == false)
-        #expect(made.httpShouldHandleCookies == false)
-        #expect(made.networkServiceType == .background)
+        let copied = state.makeURLRequest()
+        for made in [state.makeURLRequest(remake: true), copied] {
+            #expect(made.url == original.url)
+            #expect(made.httpMethod == "PUT")
+            #expect(made.cachePolicy == .reloadIgnoringLocalCacheData)
+            #expect(made.timeoutInterval == 7)
+            #expect(made.allHTTPHeaderFields == ["Accept": "text/plain", "X-One": "1", "X-Two": "2"])
+            #expect(made.httpBody == Data("body".utf8))
+            #expect(made.mainDocumentURL == URL(string: "http://127.0.0.1/main"))
+            #expect(made.allowsCellularAccess == false)
+            #expect(made.httpShouldHandleCookies == false)
+            #expect(made.networkServiceType == .background)
+        }
 
         // A GET stays a GET; a changed URL and timeout are the new ones; a removed body is gone.
         let get = RequestState(URLRequest(url: URL(string: "http://127.0.0.1/g")!))
         try get.setURL("http://127.0.0.1/h?i=j")
         get.setTimeout(3)
-        let remade = get.makeURLRequest()
-        #expect(remade.httpMethod == "GET")
-        #expect(remade.url?.absoluteString == "http://127.0.0.1/h?i=j")
-        #expect(remade.timeoutInterval == 3)
+        for remade in [get.makeURLRequest(remake: true), get.makeURLRequest()] {
+            #expect(remade.httpMethod == "GET")
+            #expect(remade.url?.absoluteString == "http://127.0.0.1/h?i=j")
+            #expect(remade.timeoutInterval == 3)
+        }
         state.setBodyData(nil)
-        #expect(state.makeURLRequest().httpBody == nil)
+        #expect(state.makeURLRequest(remake: true).httpBody == nil)
+
+        // A URL relative to a base (set after the request was made, so it is kept so): the same URL
+        // as the copy's.
+        var relativeRequest = URLRequest(url: URL(string: "http://127.0.0.1/")!)
+        relativeRequest.url = URL(string: "p?q=1", relativeTo: URL(string: "http://127.0.0.1/base/")!)
+        let based = RequestState(relativeRequest)
+        try based.setHeader(named: "X-Three", value: "3")
+        #expect(based.makeURLRequest(remake: true).url == based.makeURLRequest().url)
+        #expect(based.makeURLRequest(remake: true).url?.absoluteString == "http://127.0.0.1/base/p?q=1")
+    }
+
+    @Test func aRequestsOwnTimeoutStillHoldsOnURLSessionAfterAHeaderEdit() async throws {
+        // URLSession (on Linux) uses its session's timeout unless the request's was set; a plugin's
+        // header edit must not lose that it was (the session's here is the default 60 s).
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.timeoutInterval = 1
+                return request
+            }, transport: URLSessionTransport(), interceptors: [HeaderSetter()])
+        let result = await provider.request(try Bin("delay/4")).result
+        guard case .failure(.underlying(let failure, nil)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(failure.kind == .timedOut)
+    }
+
+    @Test func stubbedResponsesSayNoProtocol() async throws {
+        // The stub transport has no protocol to report (as before the fields were remembered).
+        let transport = StubTransport { _ in .networkResponseWithHeaders(200, ["etag": "\"v\""], Data()) }
+        let response = try await Provider<ViewsTarget>(transport: transport, interceptors: [FieldReader()]).request(ViewsTarget()).value
+        #expect(response.httpVersion == nil)
     }
 }
 
@@ -98,6 +134,14 @@ private struct ViewsTarget: TargetType {
     var baseURL: URL { URL(string: "http://127.0.0.1")! }
     var path: String { "views" }
     var method: HTTPMethod { .get }
+}
+
+/// Sets a request field in `prepare` (what signing or a token does).
+private struct HeaderSetter: Interceptor {
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        try request.setHeader("X-Edited", "1")
+        return .proceed
+    }
 }
 
 /// Keeps the response fields its `process` reads.

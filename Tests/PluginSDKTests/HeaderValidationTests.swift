@@ -51,4 +51,16 @@ struct HeaderValidationTests {
         for header in filler { expected[header.name] = header.value }
         #expect(fields.folded() == expected)
     }
+
+    @Test(arguments: [0, 40])
+    func foldingFoldsASCIICaseOnly(padding: Int) {
+        // Not validated names (an app's own dictionary may hold them): a non-ASCII letter of
+        // another case makes another name, as `namesEqual` says, in short and long lists alike.
+        let filler = (0..<padding).map { HTTPHeader(name: "X-Filler-\($0)", value: "\($0)") }
+        let fields = [HTTPHeader(name: "\u{C4}-X", value: "a")] + filler + [HTTPHeader(name: "\u{E4}-x", value: "b")]
+        let folded = fields.folded()
+        #expect(folded["\u{C4}-X"] == "a")
+        #expect(folded["\u{E4}-x"] == "b")
+        #expect(folded.count == 2 + padding)
+    }
 }

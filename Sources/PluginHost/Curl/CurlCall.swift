@@ -57,6 +57,7 @@ struct CurlResponse: Sendable {
             }
         }
         made.fileURL = fileURL
+        made.httpVersion = httpVersion
         return made
     }
 }
