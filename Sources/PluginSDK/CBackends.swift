@@ -66,8 +66,15 @@ final class CHostServices: HostServices, @unchecked Sendable {
     }
 }
 
+/// A view of a host handle: holds nothing but the handle and the host table, so a view of a
+/// handle is as good as a new one.
+protocol HandleView: AnyObject {
+    var handle: OpaquePointer { get }
+    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>)
+}
+
 /// ``RequestBackend`` over a host request handle.
-final class CRequestBackend: RequestBackend {
+final class CRequestBackend: RequestBackend, HandleView {
     let handle: OpaquePointer
     let api: UnsafePointer<ph_host_api>
 
@@ -190,7 +197,7 @@ final class CRequestBackend: RequestBackend {
 }
 
 /// ``ResponseBackend`` over a host result handle.
-final class CResultBackend: ResponseBackend {
+final class CResultBackend: ResponseBackend, HandleView {
     let handle: OpaquePointer
     let api: UnsafePointer<ph_host_api>
 

@@ -195,14 +195,7 @@ private final class ExportedInstance {
     /// The context of `pointer`, and the view of a request handle: one lock per hook call.
     func request(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorRequest, InterceptorContext) {
         recent.withLock { recent in
-            let backend: CRequestBackend
-            if let last = recent.request, last.handle == handle {
-                backend = last
-            } else {
-                backend = CRequestBackend(handle: handle, api: api)
-                recent.request = backend
-            }
-            return (InterceptorRequest(backend: backend), context(pointer, &recent))
+            (InterceptorRequest(backend: view(of: handle, reusing: &recent.request)), context(pointer, &recent))
         }
     }
 
@@ -215,15 +208,16 @@ private final class ExportedInstance {
             guard kind == PH_FAILURE_NONE else {
                 return (.failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))), context)
             }
-            let backend: CResultBackend
-            if let last = recent.result, last.handle == handle {
-                backend = last
-            } else {
-                backend = CResultBackend(handle: handle, api: api)
-                recent.result = backend
-            }
-            return (.response(InterceptorResponse(backend: backend)), context)
+            return (.response(InterceptorResponse(backend: view(of: handle, reusing: &recent.result))), context)
         }
+    }
+
+    /// The view in `slot` when it is of `handle`, else a new one, kept there.
+    private func view<View: HandleView>(of handle: OpaquePointer, reusing slot: inout View?) -> View {
+        if let last = slot, last.handle == handle { return last }
+        let made = View(handle: handle, api: api)
+        slot = made
+        return made
     }
 
     /// The context of `pointer` alone.

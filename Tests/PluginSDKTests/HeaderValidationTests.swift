@@ -8,6 +8,18 @@ struct HeaderValidationTests {
         try HeaderValidation.check(name: name, value: "v")
     }
 
+    @Test func everyASCIIByteIsATokenByteExactlyWhenRFC9110SaysSo() {
+        // tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
+        let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for byte in UInt8(0)..<128 {
+            let name = "X" + String(decoding: [byte], as: UTF8.self) + "Y"
+            #expect(HeaderValidation.isValidName(name) == tchar.contains(byte), "byte \(byte)")
+        }
+        for byte in UInt8(128)...255 {
+            #expect(!HeaderValidation.isValidName(String(decoding: [0x58, byte], as: UTF8.self)), "byte \(byte)")
+        }
+    }
+
     @Test(arguments: ["", "X Token", "X:Token", "Ä", "X\r\nInjected"])
     func nonTokensAreRefused(name: String) {
         #expect(throws: InterceptorError.invalidHeaderName(name)) { try HeaderValidation.check(name: name, value: "v") }
