@@ -125,16 +125,12 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     /// The request's credential header values (one list per name of ``credentialHeaders``).
-    static func credentials(of request: InterceptorRequest) -> [[String]] {
-        credentialHeaders.map { request.headerValues($0) }
-    }
-
     static func credentials(of headers: [HTTPHeader]) -> [[String]] {
         credentialHeaders.map { name in headers.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value) }
     }
 
     func partition(of request: InterceptorRequest) -> String? {
-        partition(Self.credentials(of: request))
+        partition(Self.credentials(of: request.headers))
     }
 
     /// The stored entry a request may be served: its partition's, else a shared one (which must

@@ -48,13 +48,14 @@ struct InterceptorChain: Sendable {
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
-        // Loaded plugins read a C view of the context, built once per attempt (a wrapped one builds its own).
-        self.hasLoadedPlugins = interceptors.contains { ($0 as? LoadedPlugin).map { $0.activeHooks != 0 } ?? false }
         self.runs = interceptors.map { interceptor in
             if let loaded = interceptor as? LoadedPlugin { return HookMask(rawValue: loaded.activeHooks) }
             return HookMask((interceptor as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
         }
         self.isLoaded = interceptors.map { $0 is LoadedPlugin }
+        // Loaded plugins with a hook to call read a C view of the context, built once per attempt
+        // (a wrapped one builds its own).
+        self.hasLoadedPlugins = zip(isLoaded, runs).contains { $0 && !$1.isEmpty }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries

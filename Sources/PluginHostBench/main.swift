@@ -180,8 +180,6 @@ final class Figures {
         values[key, default: []].append(value)
     }
     func median(_ key: String) -> Double { percentile(values[key] ?? [], 0.5) }
-    /// The value added last (this round's).
-    func last(_ key: String) -> Double { values[key]?.last ?? .nan }
     func summary(_ key: String) -> (Double, Double, Double) {
         let v = (values[key] ?? []).sorted()
         return (v.first ?? .nan, percentile(v, 0.5), v.last ?? .nan)

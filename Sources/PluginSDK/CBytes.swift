@@ -68,7 +68,6 @@ package enum CBytes {
         }
     }
 
-    /// Writes `message` into a host error buffer, truncated at a character boundary.
     /// Copies the UTF-8 bytes of `text` to `target` (room for `text.utf8.count` bytes) and
     /// returns how many: one copy for a native string, byte by byte otherwise.
     package static func copyUTF8(_ text: String, to target: UnsafeMutablePointer<UInt8>) -> Int {
@@ -85,6 +84,7 @@ package enum CBytes {
         return written
     }
 
+    /// Writes `message` into a host error buffer, truncated at a character boundary.
     package static func write(_ message: String, to buffer: UnsafeMutablePointer<ph_error_buf>?) {
         guard let buffer, let data = buffer.pointee.data else { return }
         let utf8 = Array(message.utf8)

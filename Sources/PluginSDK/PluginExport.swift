@@ -251,7 +251,6 @@ private final class ExportedInstance {
             path: CBytes.string(c.target_path), pluginOptions: options)
         return InterceptorContext(target: target, requestID: c.request_id, attempt: Int(c.attempt), services: services)
     }
-
 }
 
 /// The message for an error thrown by plugin code.
