@@ -69,7 +69,9 @@ let package = Package(
         .target(name: "CPluginABI"),
         // libcurl, loaded at run time with dlopen: no headers, no link-time dependency.
         .target(name: "CCurlShim"),
-        .target(name: "PluginSDK", dependencies: ["CPluginABI"]),
+        // SHA-256 blocks on the CPU's SHA extensions, chosen at run time (PluginSDK's SHA256).
+        .target(name: "CDigest"),
+        .target(name: "PluginSDK", dependencies: ["CPluginABI", "CDigest"]),
         .target(name: "PluginHost", dependencies: ["PluginSDK", "CCurlShim"]),
         .executableTarget(name: "PluginHostExample", dependencies: ["PluginHost"]),
         .executableTarget(name: "PluginHostBench", dependencies: ["PluginHost", "PluginSDK"] + contribPlugins.map { .target(name: "\($0)Plugin") }),

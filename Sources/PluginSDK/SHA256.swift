@@ -1,4 +1,8 @@
-/// SHA-256 (FIPS 180-4), for bundle digests and request signing. No dependencies.
+import CDigest
+
+/// SHA-256 (FIPS 180-4), for bundle digests and request signing. No dependencies: blocks are
+/// compressed with the CPU's SHA extensions where it has them (x86-64, checked at run time),
+/// else in portable Swift.
 ///
 /// ```swift
 /// var hasher = SHA256()
@@ -25,9 +29,18 @@ public struct SHA256: Sendable {
     /// How many bytes of `block` are used (0–63).
     private var used = 0
     private var length: UInt64 = 0
+    /// Whether blocks are compressed in Swift even where the CPU has SHA extensions (tests
+    /// compare the two ways).
+    private var portable = false
 
     /// A fresh hasher.
     public init() {}
+
+    /// A fresh hasher that never uses the CPU's SHA extensions (`portableOnly`).
+    package init(portableOnly: Bool) { portable = portableOnly }
+
+    /// Whether this CPU's SHA extensions compress the blocks (x86-64 with SHA, SSSE3, SSE4.1).
+    package static let usesCPUExtensions = ph_sha256_accelerated() != 0
 
     /// The digest of `bytes` in one call.
     public static func hash<Bytes: Sequence>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
@@ -120,6 +133,13 @@ public struct SHA256: Sendable {
 
     /// Compresses whole 64-byte blocks.
     private mutating func compress(_ blocks: UnsafeRawBufferPointer) {
+        if !portable, Self.usesCPUExtensions, let base = blocks.baseAddress {
+            let count = blocks.count / 64
+            withUnsafeMutableBytes(of: &state) { words in
+                ph_sha256_compress(words.baseAddress!.assumingMemoryBound(to: UInt32.self), base.assumingMemoryBound(to: UInt8.self), count)
+            }
+            return
+        }
         var (h0, h1, h2, h3, h4, h5, h6, h7) = state
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
             Self.k.withUnsafeBufferPointer { k in
