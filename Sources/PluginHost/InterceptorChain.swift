@@ -100,14 +100,20 @@ struct InterceptorChain: Sendable {
             let sendingThrough = shortCircuit?.index ?? interceptors.count
             if let error = willSend(view, contexts: contexts, through: sendingThrough) { return .failure(error) }
 
-            var finalRequest = state.makeURLRequest(remake: plan.transport is CurlTransport || plan.transport is StubTransport)
+            // The package's own transports read the parts of a changed request: its URLRequest is
+            // made only if someone reads it.
+            let (finalRequest, deferred) = state.sending(deferring: plan.transport is CurlTransport || plan.transport is StubTransport)
+            var sending = TransportRequest(
+                urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
+                cancellation: cancellation, redirects: plan.redirects, limits: plan.limits, deadline: plan.deadline)
+            sending.deferred = deferred
             if shortCircuit == nil {
                 let spent = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
-                switch Self.timeoutBudget(timeout: finalRequest.timeoutInterval, spentInHooks: spent) {
+                switch Self.timeoutBudget(timeout: sending.timeoutInterval, spentInHooks: spent) {
                 case .unchanged:
                     break
                 case .remaining(let seconds):
-                    finalRequest.timeoutInterval = seconds
+                    sending.timeoutInterval = seconds
                 case .exhausted(let failure):
                     _ = didReceive(.failure(failure), contexts: contexts, from: sendingThrough - 1)
                     return .failure(.underlying(failure, nil))
@@ -115,21 +121,17 @@ struct InterceptorChain: Sendable {
             }
 
             var outcome: Outcome
-            var sentRequest = finalRequest
+            var sentRequest = sending
             if let shortCircuit {
-                outcome = .response(ResponseState(shortCircuit.response, url: finalRequest.url))
+                outcome = .response(ResponseState(shortCircuit.response, url: sending.url))
             } else {
-                (outcome, sentRequest) = await sendAuthenticating(
-                    TransportRequest(
-                        urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
-                        cancellation: cancellation, redirects: plan.redirects, limits: plan.limits, deadline: plan.deadline),
-                    transport: plan.transport, contexts: contexts)
+                (outcome, sentRequest) = await sendAuthenticating(sending, transport: plan.transport, contexts: contexts)
             }
 
             let innermost = shortCircuit?.index ?? interceptors.count - 1
             if let error = didReceive(outcome.view, contexts: contexts, from: innermost) { return .failure(error) }
             let retry: RetryRequest?
-            switch process(&outcome, contexts: contexts, from: innermost, url: finalRequest.url) {
+            switch process(&outcome, contexts: contexts, from: innermost, url: sending.url) {
             case .failure(let error): return .failure(error)
             case .success(let request): retry = request
             }
@@ -313,7 +315,7 @@ struct InterceptorChain: Sendable {
     func sendAuthenticating(
         _ request: TransportRequest, transport: any Transport,
         contexts: [InterceptorContext]
-    ) async -> (Outcome, URLRequest) {
+    ) async -> (Outcome, TransportRequest) {
         var request = request
         var failures = 0
         // The last Digest answer: a `stale` challenge for the same field and realm reuses it.
@@ -324,22 +326,22 @@ struct InterceptorChain: Sendable {
             do {
                 outcome = .response(ResponseState(try await transport.send(request)))
             } catch {
-                return (.failure(error), request.urlRequest)
+                return (.failure(error), request)
             }
-            guard case .response(let response) = outcome, !interceptors.isEmpty, let url = request.urlRequest.url,
+            guard case .response(let response) = outcome, !interceptors.isEmpty, let url = request.url,
                 let found = Self.challenge(in: response)
-            else { return (outcome, request.urlRequest) }
+            else { return (outcome, request) }
             let (field, chosen) = (found.field, found.chosen)
             if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer, last.field == field, last.realm == digest.realm {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
                 guard !staleAnswered, let value = digestAnswer(digest, user: last.user, password: last.password, request: request)
-                else { return (outcome, request.urlRequest) }
+                else { return (outcome, request) }
                 staleAnswered = true
                 request.urlRequest.setValue(value, forHTTPHeaderField: field)
                 continue
             }
-            guard failures < Self.maxAuthenticationRounds else { return (outcome, request.urlRequest) }
+            guard failures < Self.maxAuthenticationRounds else { return (outcome, request) }
             let challenge = AuthenticationChallenge(
                 host: url.host ?? "", port: url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80),
                 scheme: url.scheme?.lowercased() ?? "http", realm: chosen.realm, method: chosen.scheme,
@@ -354,7 +356,7 @@ struct InterceptorChain: Sendable {
             switch answer {
             case .useCredential(let user, let password) where chosen.digest != nil:
                 guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: request)
-                else { return (outcome, request.urlRequest) }
+                else { return (outcome, request) }
                 request.urlRequest.setValue(value, forHTTPHeaderField: field)
                 lastDigestAnswer = (field, digest.realm, user, password)
                 failures += 1
@@ -366,10 +368,10 @@ struct InterceptorChain: Sendable {
             case .cancel:
                 return (
                     .failure(TransportFailure(kind: .cancelled, message: "\(answeredBy) cancelled the authentication challenge")),
-                    request.urlRequest
+                    request
                 )
             default:
-                return (outcome, request.urlRequest)
+                return (outcome, request)
             }
         }
     }
@@ -407,7 +409,7 @@ struct InterceptorChain: Sendable {
         return (answerField, chosen)
     }
 
-    private static func finish(_ outcome: Outcome, request: URLRequest, validation: ValidationType) -> Result<Response, NetworkError> {
+    private static func finish(_ outcome: Outcome, request: TransportRequest, validation: ValidationType) -> Result<Response, NetworkError> {
         switch outcome {
         case .failure(let failure):
             return .failure(failure.kind == .cancelled ? .cancelled : .underlying(failure, nil))

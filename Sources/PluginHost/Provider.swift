@@ -228,9 +228,9 @@ public final class Provider<Target: TargetType>: Sendable {
         case .never:
             transport = self.transport
         case .immediate:
-            transport = StubTransport(delay: 0) { _ in mapped.sampleResponseClosure() }
+            transport = StubTransport(delay: 0, answer: mapped.sampleResponseClosure)
         case .delayed(let seconds):
-            transport = StubTransport(delay: seconds) { _ in mapped.sampleResponseClosure() }
+            transport = StubTransport(delay: seconds, answer: mapped.sampleResponseClosure)
         }
         return CallPlan(
             target: info, request: request, body: body, download: endpoint.task.downloadDestination,

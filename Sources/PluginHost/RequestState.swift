@@ -186,40 +186,48 @@ final class RequestState: RequestBackend {
     /// with the changes (keeping what the views cannot change: cache policy, …).
     ///
     /// `remake`: the request may be made anew rather than copied (on Linux, for the transports of
-    /// this package that read nothing but its public properties; see below).
+    /// this package that read nothing but its public properties; see ``sending(deferring:)``).
     func makeURLRequest(remake: Bool = false) -> URLRequest {
-        guard changed else { return original }
+        let (request, deferred) = sending(deferring: remake)
+        return deferred?.request ?? request
+    }
+
+    /// The request to send, as ``makeURLRequest(remake:)`` makes it; with `deferring`, a changed
+    /// request may instead come as its parts (`deferred`, with `request` the original), its
+    /// `URLRequest` made only if someone reads it.
+    ///
+    /// swift-corelibs-foundation: the first change to a copy of `original` copies the whole
+    /// NSMutableURLRequest and normalises its method with Unicode case-insensitive compares, and
+    /// setting its fields builds a dictionary. A request made anew from the parts is the same
+    /// request to `CurlTransport` and `StubTransport`, which read only the parts; but not to
+    /// URLSession, which also reads whether the timeout was ever set (a flag of the struct no one
+    /// else can read); nor the same URL object when it is relative to a base; and it does not carry
+    /// the deprecated pipelining flag (which neither transport reads). Copied still: those, a
+    /// changed URL that does not parse (the copy sends it as it did, without a URL), a request with
+    /// a body stream, and every request on Darwin.
+    func sending(deferring: Bool) -> (request: URLRequest, deferred: DeferredURLRequest?) {
+        guard changed else { return (original, nil) }
         #if canImport(FoundationNetworking)
-        // swift-corelibs-foundation: the first change to a copy of `original` copies the whole
-        // NSMutableURLRequest and normalises its method with Unicode case-insensitive compares
-        // (most of a signed request's host cost). A request made anew with every property the
-        // corelibs request copies is the same request to `CurlTransport` and `StubTransport`, but
-        // not to URLSession, which also reads whether the timeout was ever set (a flag of the struct
-        // no one else can read); nor the same URL object when it is relative to a base; and it does
-        // not carry the deprecated pipelining flag (which neither of those transports reads). A
-        // changed URL that does not parse: the copy, which sends it as it did (without a URL).
-        guard remake, let url = changedURL.map({ URL(string: $0) }) ?? original.url, url.baseURL == nil else {
-            return copyWithChanges()
+        guard deferring, let url = changedURL.map({ URL(string: $0) }) ?? original.url, url.baseURL == nil,
+            bodyChanged || original.httpBodyStream == nil
+        else {
+            return (copyWithChanges(), nil)
         }
-        var request = URLRequest(url: url, cachePolicy: original.cachePolicy, timeoutInterval: timeout)
-        if method != "GET" { request.httpMethod = method }
+        let fields: [HTTPHeader]
+        let hasFields: Bool
         if let changedHeaders {
-            request.allHTTPHeaderFields = changedHeaders.folded()
-        } else if let fields = original.allHTTPHeaderFields {
-            request.allHTTPHeaderFields = fields
+            fields = changedHeaders.foldedFields()
+            hasFields = true
+        } else {
+            let given = original.allHTTPHeaderFields
+            fields = given.map { $0.map { HTTPHeader(name: $0.key, value: $0.value) } } ?? []
+            hasFields = given != nil
         }
-        if let bodyData {
-            request.httpBody = bodyData
-        } else if !bodyChanged, let stream = original.httpBodyStream {
-            request.httpBodyStream = stream
-        }
-        if let main = original.mainDocumentURL { request.mainDocumentURL = main }
-        if original.networkServiceType != request.networkServiceType { request.networkServiceType = original.networkServiceType }
-        if !original.allowsCellularAccess { request.allowsCellularAccess = false }
-        if !original.httpShouldHandleCookies { request.httpShouldHandleCookies = false }
-        return request
+        let deferred = DeferredURLRequest(
+            url: url, method: method, fields: fields, hasFields: hasFields, body: bodyData, timeout: timeout, original: original)
+        return (original, deferred)
         #else
-        return copyWithChanges()
+        return (copyWithChanges(), nil)
         #endif
     }
 
@@ -347,13 +355,15 @@ final class ResponseState: ResponseBackend {
 
     /// The app's ``Response``: with the transport's `HTTPURLResponse` unless a hook edited status
     /// or fields, else with one made from the edited fields when the app first reads it.
-    func makeResponse(request: URLRequest) -> Response {
+    func makeResponse(request: TransportRequest) -> Response {
         if original == nil, let url = url ?? request.url {
             let deferred = DeferredHTTPResponse(url: url, statusCode: statusCode, headers: headers)
             return Response(
-                statusCode: statusCode, data: data, request: request, deferred: deferred, fileURL: fileURL, httpVersion: httpVersion)
+                statusCode: statusCode, data: data, sent: request.sent, response: .deferred(deferred), fileURL: fileURL,
+                httpVersion: httpVersion)
         }
-        return Response(statusCode: statusCode, data: data, request: request, response: original, fileURL: fileURL, httpVersion: httpVersion)
+        return Response(
+            statusCode: statusCode, data: data, sent: request.sent, response: .given(original), fileURL: fileURL, httpVersion: httpVersion)
     }
 }
 

@@ -12,7 +12,11 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     /// The body (empty for downloads: see ``fileURL``).
     public let data: Data
     /// The request as it was finally sent.
-    public let request: URLRequest?
+    ///
+    /// When hooks changed it and it went through ``CurlTransport`` or a stub, this is built on
+    /// first read (as ``response`` is).
+    public var request: URLRequest? { sent.request }
+    private let sent: SentRequest
     /// The HTTP response with its header fields.
     ///
     /// When interceptors changed the transport's status or header fields, this is built on first
@@ -41,18 +45,18 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     ) {
         self.statusCode = statusCode
         self.data = data
-        self.request = request
+        self.sent = .given(request)
         self.source = .given(response)
         self.fileURL = fileURL
         self.httpVersion = httpVersion
     }
 
-    /// A response whose `HTTPURLResponse` is made from `deferred` when first read.
-    init(statusCode: Int, data: Data, request: URLRequest?, deferred: DeferredHTTPResponse, fileURL: URL?, httpVersion: String?) {
+    /// A response whose `HTTPURLResponse` is made from `deferred` when first read, or given.
+    init(statusCode: Int, data: Data, sent: SentRequest, response: ResponseSource, fileURL: URL?, httpVersion: String?) {
         self.statusCode = statusCode
         self.data = data
-        self.request = request
-        self.source = .deferred(deferred)
+        self.sent = sent
+        self.source = response
         self.fileURL = fileURL
         self.httpVersion = httpVersion
     }
@@ -83,7 +87,7 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
 }
 
 /// Where a ``Response``'s `HTTPURLResponse` comes from.
-private enum ResponseSource: Sendable {
+enum ResponseSource: Sendable {
     case given(HTTPURLResponse?)
     case deferred(DeferredHTTPResponse)
 }

@@ -23,11 +23,22 @@ public struct StubTransport: Transport {
     public let delay: Double
     /// Produces the answer for a request.
     public let sample: @Sendable (URLRequest) -> EndpointSampleResponse
+    /// The same answer without the request, when it does not read it (the provider's stubs): a
+    /// request hooks changed is then never built as a URLRequest.
+    private let answer: (@Sendable () -> EndpointSampleResponse)?
 
     /// Creates a stub transport.
     public init(delay: Double = 0, sample: @escaping @Sendable (URLRequest) -> EndpointSampleResponse) {
         self.delay = delay
         self.sample = sample
+        self.answer = nil
+    }
+
+    /// A stub transport whose answer does not depend on the request.
+    init(delay: Double = 0, answer: @escaping @Sendable () -> EndpointSampleResponse) {
+        self.delay = delay
+        self.sample = { _ in answer() }
+        self.answer = answer
     }
 
     /// Answers `request` from ``sample``; cancellation during the delay throws a cancelled failure.
@@ -38,9 +49,9 @@ public struct StubTransport: Transport {
         if Task.isCancelled || request.cancellation?.isCancelled == true {
             throw TransportFailure(kind: .cancelled, message: "cancelled")
         }
-        let url = request.urlRequest.url ?? URL(string: "http://stub.invalid/")!
+        let url = request.url ?? URL(string: "http://stub.invalid/")!
         let answer: TransportResponse
-        switch sample(request.urlRequest) {
+        switch self.answer?() ?? sample(request.urlRequest) {
         case .networkError(let failure):
             throw failure
         case .response(let given, let body):

@@ -53,7 +53,21 @@ public struct TransportRequest: Sendable {
     }
 
     /// The request to send.
-    public var urlRequest: URLRequest
+    ///
+    /// For a request hooks changed and the provider sends through ``CurlTransport`` or a stub,
+    /// this is built from the changes on first read (those transports read the parts; building a
+    /// `URLRequest` on Linux costs about as much as the rest of an empty chain).
+    public var urlRequest: URLRequest {
+        get { deferred?.request ?? given }
+        set {
+            given = newValue
+            deferred = nil
+        }
+    }
+    /// The request given, or the original one while `deferred` stands for it.
+    private var given: URLRequest
+    /// The changed request, when it is built only if read.
+    var deferred: DeferredURLRequest?
     /// How the body travels.
     public var body: Body
     /// When set, the response body is written to a file placed by this destination.
@@ -78,7 +92,7 @@ public struct TransportRequest: Sendable {
         redirects: RedirectPolicy? = nil, limits: RequestLimits = .default,
         deadline: (instant: DispatchTime, seconds: TimeInterval)? = nil
     ) {
-        self.urlRequest = urlRequest
+        self.given = urlRequest
         self.body = body
         self.download = download
         self.progress = progress
@@ -86,6 +100,97 @@ public struct TransportRequest: Sendable {
         self.redirects = redirects
         self.limits = limits
         self.deadline = deadline
+    }
+}
+
+// The parts the package's transports read, without building a deferred request.
+extension TransportRequest {
+    /// The URL.
+    var url: URL? { deferred?.url ?? given.url }
+    /// The method as given (`GET` when none is).
+    var method: String { deferred?.method ?? given.httpMethod ?? "GET" }
+    /// The header fields, repeated names folded into one (RFC 9110 §5.3).
+    var headerFields: [(name: String, value: String)] {
+        if let deferred { return deferred.fields.map { ($0.name, $0.value) } }
+        return (given.allHTTPHeaderFields ?? [:]).map { ($0.key, $0.value) }
+    }
+    /// The body, if it is data.
+    var httpBody: Data? { deferred.map(\.body) ?? given.httpBody }
+    /// The timeout in seconds.
+    var timeoutInterval: TimeInterval {
+        get { deferred?.timeout ?? given.timeoutInterval }
+        set {
+            if let deferred {
+                self.deferred = deferred.with(timeout: newValue)
+            } else {
+                given.timeoutInterval = newValue
+            }
+        }
+    }
+    /// The request as a response records it: built only if someone reads it.
+    var sent: SentRequest { deferred.map { .deferred($0) } ?? .given(given) }
+}
+
+/// The request a response records: given, or made from a request's changes on first read.
+enum SentRequest: Sendable {
+    case given(URLRequest?)
+    case deferred(DeferredURLRequest)
+
+    var request: URLRequest? {
+        switch self {
+        case .given(let request): return request
+        case .deferred(let deferred): return deferred.request
+        }
+    }
+}
+
+/// A request hooks changed, as the package's transports read it, with the `URLRequest` made
+/// from it on first read (once: copies share it).
+final class DeferredURLRequest: Sendable {
+    let url: URL
+    let method: String
+    /// The header fields, repeated names folded into one.
+    let fields: [HTTPHeader]
+    /// Whether the request has header fields at all (a request without any has none, not an empty set).
+    private let hasFields: Bool
+    let body: Data?
+    let timeout: TimeInterval
+    /// The request before the changes, for what they leave as it was (cache policy, main document
+    /// URL, service type, cellular access, cookies). It has no body stream (such requests are copied).
+    private let original: URLRequest
+    private let built = Locked<URLRequest?>(nil)
+
+    init(url: URL, method: String, fields: [HTTPHeader], hasFields: Bool, body: Data?, timeout: TimeInterval, original: URLRequest) {
+        self.url = url
+        self.method = method
+        self.fields = fields
+        self.hasFields = hasFields
+        self.body = body
+        self.timeout = timeout
+        self.original = original
+    }
+
+    /// The same request with another timeout.
+    func with(timeout: TimeInterval) -> DeferredURLRequest {
+        DeferredURLRequest(url: url, method: method, fields: fields, hasFields: hasFields, body: body, timeout: timeout, original: original)
+    }
+
+    /// The request, made anew with every property swift-corelibs-foundation's own copy carries
+    /// (not the deprecated pipelining flag, which no transport of this package reads).
+    var request: URLRequest {
+        built.withLock { built in
+            if let built { return built }
+            var request = URLRequest(url: url, cachePolicy: original.cachePolicy, timeoutInterval: timeout)
+            if method != "GET" { request.httpMethod = method }
+            if hasFields { request.allHTTPHeaderFields = Dictionary(uniqueKeysWithValues: fields.lazy.map { ($0.name, $0.value) }) }
+            if let body { request.httpBody = body }
+            if let main = original.mainDocumentURL { request.mainDocumentURL = main }
+            if original.networkServiceType != request.networkServiceType { request.networkServiceType = original.networkServiceType }
+            if !original.allowsCellularAccess { request.allowsCellularAccess = false }
+            if !original.httpShouldHandleCookies { request.httpShouldHandleCookies = false }
+            built = request
+            return request
+        }
     }
 }
 

@@ -63,27 +63,31 @@ extension Array where Element == HTTPHeader {
     /// The fields as a dictionary, repeated names folded into one value joined by ", " as
     /// RFC 9110 §5.3 says, for requests and responses alike (the first spelling of a name is kept).
     public func folded() -> [String: String] {
-        let separator = ", "
-        var fields = [String: String](minimumCapacity: count)
-        // A long list keeps the first spelling of each name by its bytes with ASCII letters
-        // lower-cased (bytes, not a String: names equal as `namesEqual` says, no Unicode folding).
-        var spellings: [[UInt8]: String]? = count > 32 ? [:] : nil
-        for index in indices {
-            let header = self[index]
-            // Else the first earlier field of the same name (names of other lengths are passed
-            // over at once): no second list of the names.
-            let first: String?
-            if spellings != nil {
+        Dictionary(uniqueKeysWithValues: foldedFields().lazy.map { ($0.name, $0.value) })
+    }
+
+    /// The fields with repeated names folded into one, as ``folded()`` does, in the order of each
+    /// name's first field.
+    package func foldedFields() -> [HTTPHeader] {
+        var fields: [HTTPHeader] = []
+        fields.reserveCapacity(count)
+        // A long list finds the first field of a name by its bytes with ASCII letters lower-cased
+        // (bytes, not a String: names equal as `namesEqual` says, no Unicode folding); a short one
+        // looks back (names of other lengths are passed over at once).
+        var firsts: [[UInt8]: Int]? = count > 32 ? [:] : nil
+        for header in self {
+            let first: Int?
+            if firsts != nil {
                 let lowered = header.name.utf8.map { $0 &- 65 < 26 ? $0 | 0x20 : $0 }
-                first = spellings![lowered]
-                if first == nil { spellings![lowered] = header.name }
+                first = firsts![lowered]
+                if first == nil { firsts![lowered] = fields.count }
             } else {
-                first = self[..<index].first(where: { HTTPHeader.namesEqual($0.name, header.name) })?.name
+                first = fields.firstIndex { HTTPHeader.namesEqual($0.name, header.name) }
             }
             if let first {
-                fields[first]! += separator + header.value
+                fields[first].value += ", " + header.value
             } else {
-                fields[header.name] = header.value
+                fields.append(header)
             }
         }
         return fields

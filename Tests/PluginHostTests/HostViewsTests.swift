@@ -104,6 +104,108 @@ import FoundationNetworking
         #expect(based.makeURLRequest(remake: true).url?.absoluteString == "http://127.0.0.1/base/p?q=1")
     }
 
+    @Test func aChangedRequestGoesAsItsPartsAndIsBuiltOnlyWhenRead() throws {
+        var original = URLRequest(url: URL(string: "http://127.0.0.1/a")!, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 7)
+        original.allHTTPHeaderFields = ["Accept": "text/plain"]
+        original.networkServiceType = .background
+        let state = RequestState(original)
+        try state.setMethod("POST")
+        try state.addHeader(named: "X-Twice", value: "a")
+        try state.addHeader(named: "x-twice", value: "b")
+        state.setBody([0x68, 0x69])
+        let (request, deferred) = state.sending(deferring: true)
+        // The copy, for transports that read the URLRequest itself: the same request as built.
+        let copied = state.makeURLRequest()
+        #expect(copied.allHTTPHeaderFields == ["Accept": "text/plain", "X-Twice": "a, b"])
+        #if canImport(FoundationNetworking)
+        let parts = try #require(deferred)
+        #expect(request == original)
+        #expect(parts.url == original.url)
+        #expect(parts.method == "POST")
+        // Repeated names folded under the first spelling, as the built request has them.
+        #expect(
+            parts.fields.sorted { $0.name < $1.name } == [
+                HTTPHeader(name: "Accept", value: "text/plain"), HTTPHeader(name: "X-Twice", value: "a, b"),
+            ])
+        #expect(parts.body == Data("hi".utf8))
+        #expect(parts.timeout == 7)
+
+        var sending = TransportRequest(urlRequest: request)
+        sending.deferred = parts
+        #expect(sending.method == "POST")
+        #expect(sending.url == original.url)
+        #expect(sending.httpBody == Data("hi".utf8))
+        #expect(Dictionary(uniqueKeysWithValues: sending.headerFields.map { ($0.name, $0.value) }) == copied.allHTTPHeaderFields)
+        // A budgeted timeout changes the parts, not the request they were taken from.
+        sending.timeoutInterval = 2
+        #expect(sending.timeoutInterval == 2)
+        #expect(parts.timeout == 7)
+        // Read, the request is built with everything the copy has (once: a second read is the same).
+        let built = sending.urlRequest
+        #expect(built.httpMethod == "POST")
+        #expect(built.url == copied.url)
+        #expect(built.allHTTPHeaderFields == copied.allHTTPHeaderFields)
+        #expect(built.httpBody == copied.httpBody)
+        #expect(built.cachePolicy == .reloadIgnoringLocalCacheData)
+        #expect(built.networkServiceType == .background)
+        #expect(built.timeoutInterval == 2)
+        #expect(sending.urlRequest == built)
+        // Replaced, the request is the one given.
+        var replaced = built
+        replaced.setValue("3", forHTTPHeaderField: "X-Three")
+        sending.urlRequest = replaced
+        #expect(sending.deferred == nil)
+        #expect(sending.urlRequest.value(forHTTPHeaderField: "X-Three") == "3")
+        #expect(sending.headerFields.contains { $0.name == "X-Three" && $0.value == "3" })
+
+        // A request with a body stream the hooks left alone is copied (the stream goes with it).
+        var streamed = URLRequest(url: URL(string: "http://127.0.0.1/s")!)
+        streamed.httpBodyStream = InputStream(data: Data("s".utf8))
+        let streaming = RequestState(streamed)
+        try streaming.setHeader(named: "X-Edited", value: "1")
+        let (streamRequest, streamParts) = streaming.sending(deferring: true)
+        #expect(streamParts == nil)
+        #expect(streamRequest.httpBodyStream != nil)
+        #expect(streamRequest.value(forHTTPHeaderField: "X-Edited") == "1")
+        #else
+        #expect(deferred == nil)
+        #expect(request == copied)
+        #endif
+        // Unchanged, a request goes as it is.
+        let unchanged = RequestState(original).sending(deferring: true)
+        #expect(unchanged.request == original)
+        #expect(unchanged.deferred == nil)
+    }
+
+    @Test func aChangedRequestReachesTheServerThroughCurlAndTheResponseRecordsIt() async throws {
+        // httpbin's /anything echoes what it got: the method, the body and the fields (repeated
+        // names folded into one line).
+        let provider = Provider<Bin>(transport: try CurlTransport(), interceptors: [Rewriter()])
+        let response = try await provider.request(try Bin("anything")).value
+        let echoed = try #require(try JSONSerialization.jsonObject(with: response.data) as? [String: Any])
+        let fields = try #require(echoed["headers"] as? [String: String])
+        #expect(echoed["method"] as? String == "POST")
+        #expect(echoed["data"] as? String == "hi")
+        #expect(fields["X-Twice"] == "a, b")
+        #expect(fields["X-Edited"] == "1")
+        let sent = try #require(response.request)
+        #expect(sent.httpMethod == "POST")
+        #expect(sent.value(forHTTPHeaderField: "X-Twice") == "a, b")
+        #expect(sent.httpBody == Data("hi".utf8))
+        #expect(sent.url == response.response?.url)
+    }
+
+    @Test func aStubbedChangedRequestIsRecordedOnTheResponse() async throws {
+        let provider = Provider<ViewsTarget>(stubClosure: { _ in .immediate }, interceptors: [Rewriter()])
+        let response = try await provider.request(ViewsTarget()).value
+        let sent = try #require(response.request)
+        #expect(sent.httpMethod == "POST")
+        #expect(sent.value(forHTTPHeaderField: "X-Edited") == "1")
+        #expect(sent.value(forHTTPHeaderField: "X-Twice") == "a, b")
+        #expect(sent.url?.absoluteString == "http://127.0.0.1/views")
+        #expect(response.requestLine == "POST http://127.0.0.1/views")
+    }
+
     @Test func aRequestsOwnTimeoutStillHoldsOnURLSessionAfterAHeaderEdit() async throws {
         // URLSession (on Linux) uses its session's timeout unless the request's was set; a plugin's
         // header edit must not lose that it was (the session's here is the default 60 s).
@@ -140,6 +242,19 @@ private struct ViewsTarget: TargetType {
 private struct HeaderSetter: Interceptor {
     func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         try request.setHeader("X-Edited", "1")
+        return .proceed
+    }
+}
+
+/// Changes the method, the body and the fields (one field twice) in `prepare`.
+private struct Rewriter: Interceptor {
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        try request.setMethod("POST")
+        request.setBody(Array("hi".utf8))
+        try request.setHeader("X-Edited", "1")
+        try request.setHeader("Content-Type", "text/plain")
+        try request.addHeader("X-Twice", "a")
+        try request.addHeader("X-Twice", "b")
         return .proceed
     }
 }

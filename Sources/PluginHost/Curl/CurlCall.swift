@@ -120,12 +120,12 @@ final class CurlCall: @unchecked Sendable {
     init(request: TransportRequest, loop: CurlEventLoop) {
         self.request = request
         self.loop = loop
-        let urlRequest = request.urlRequest
-        url = urlRequest.url ?? URL(fileURLWithPath: "/")
-        method = (urlRequest.httpMethod ?? "GET").uppercased()
-        headers = (urlRequest.allHTTPHeaderFields ?? [:]).map { (name: $0.key, value: $0.value) }
+        // The parts, not `urlRequest`: a request hooks changed is not built as a URLRequest.
+        url = request.url ?? URL(fileURLWithPath: "/")
+        method = request.method.uppercased()
+        headers = request.headerFields
         switch request.body {
-        case .inline, .upload: body = urlRequest.httpBody
+        case .inline, .upload: body = request.httpBody
         case .file(let file): bodyFile = file
         }
     }
@@ -235,7 +235,7 @@ final class CurlCall: @unchecked Sendable {
         let hasBody = try configureMethodAndBody(easy, me: me)
         try configureHeaders(easy, settings: settings, hasBody: hasBody)
 
-        let timeout = request.urlRequest.timeoutInterval
+        let timeout = request.timeoutInterval
         idleTimeout = timeout > 0 && timeout.isFinite ? UInt64(timeout * 1e9) : 0
         let connect = min(settings.configuration.connectTimeout, timeout > 0 ? timeout : .infinity)
         if connect.isFinite, connect > 0 {
