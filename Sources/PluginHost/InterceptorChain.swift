@@ -43,19 +43,31 @@ struct InterceptorChain: Sendable {
     let runs: [HookMask]
     /// Per interceptor, whether it is a loaded plugin.
     let isLoaded: [Bool]
+    /// Per interceptor, the loaded plugin it is: the phases call its hooks directly, with the
+    /// request's or result's handle and the attempt's C context resolved once per phase.
+    let loaded: [LoadedPlugin?]
+    /// The first loaded plugin with a hook to call: its context carries the attempt's C view.
+    let firstLoaded: Int?
+    /// Per interceptor, its name (read once: it is a protocol requirement).
+    let names: [String]
     /// Digest `nc` per nonce, shared by the chain's requests.
     let digestNonces = DigestNonceCounts()
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
-        self.runs = interceptors.map { interceptor in
-            if let loaded = interceptor as? LoadedPlugin { return HookMask(rawValue: loaded.activeHooks) }
-            return HookMask((interceptor as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
+        self.names = interceptors.map(\.name)
+        let loaded = interceptors.map { $0 as? LoadedPlugin }
+        let runs = interceptors.indices.map { index in
+            if let plugin = loaded[index] { return HookMask(rawValue: plugin.activeHooks) }
+            return HookMask((interceptors[index] as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
         }
-        self.isLoaded = interceptors.map { $0 is LoadedPlugin }
+        self.runs = runs
+        self.loaded = loaded
+        self.isLoaded = loaded.map { $0 != nil }
         // Loaded plugins with a hook to call read a C view of the context, built once per attempt
         // (a wrapped one builds its own).
-        self.hasLoadedPlugins = zip(isLoaded, runs).contains { $0 && !$1.isEmpty }
+        self.firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isEmpty }
+        self.hasLoadedPlugins = firstLoaded != nil
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -71,6 +83,33 @@ struct InterceptorChain: Sendable {
             case .failure(let failure): return .failure(failure)
             }
         }
+
+        /// The handle loaded plugins' hooks receive: the response state's own, or a new one for a failure.
+        var handle: ResultHandle {
+            switch self {
+            case .response(let state): return state.handle
+            case .failure(let failure): return ResultHandle(response: nil, failure: failure, mayDecide: false)
+            }
+        }
+    }
+
+    /// The attempt's C context for loaded plugins, from `contexts` (which keeps it alive while a
+    /// phase runs); nil without loaded plugins.
+    func cContext(_ contexts: [InterceptorContext]) -> UnsafePointer<ph_context>? {
+        guard let firstLoaded, firstLoaded < contexts.count, let shared = exactly(contexts[firstLoaded].hostAttachment, CContext.self) else {
+            return nil
+        }
+        return UnsafePointer(shared.pointer)
+    }
+
+    /// What loaded plugins' request hooks receive: the request's handle and the attempt's C
+    /// context; nil without loaded plugins, or for a request the host did not make (each plugin
+    /// then refuses it with its error).
+    func directRequest(_ request: InterceptorRequest, _ contexts: [InterceptorContext]) -> (
+        handle: RequestHandle, context: UnsafePointer<ph_context>
+    )? {
+        guard let context = cContext(contexts), let handle = try? LoadedPlugin.requestHandle(request) else { return nil }
+        return (handle, context)
     }
 
     /// What `process` asked for: a retry after `delay`, optionally refreshing a credential first.
@@ -175,14 +214,17 @@ struct InterceptorChain: Sendable {
         _ request: InterceptorRequest, state: RequestState? = nil, contexts: [InterceptorContext]
     ) -> Result<(index: Int, response: SyntheticResponse)?, NetworkError> {
         defer { state?.preparing = nil }
-        for (index, interceptor) in interceptors.enumerated() where runs[index].contains(.prepare) {
-            state?.preparing = interceptor.name
+        let direct = directRequest(request, contexts)
+        for index in interceptors.indices where runs[index].contains(.prepare) {
+            state?.preparing = names[index]
             do {
-                if case .respond(let response) = try interceptor.prepare(request, context: contexts[index]) {
+                if let plugin = loaded[index], let direct {
+                    if let response = try plugin.prepare(direct.handle, direct.context) { return .success((index, response)) }
+                } else if case .respond(let response) = try interceptors[index].prepare(request, context: contexts[index]) {
                     return .success((index, response))
                 }
             } catch {
-                return .failure(.interceptor(name: interceptor.name, hook: .prepare, message: Self.message(error)))
+                return .failure(.interceptor(name: names[index], hook: .prepare, message: Self.message(error)))
             }
         }
         return .success(nil)
@@ -214,11 +256,16 @@ struct InterceptorChain: Sendable {
     /// `willSend` for the first `count` interceptors. When one throws, those before it still see
     /// the end of the attempt (`didReceive` with an `interceptorFailed` failure).
     func willSend(_ request: InterceptorRequest, contexts: [InterceptorContext], through count: Int) -> NetworkError? {
+        let direct = directRequest(request, contexts)
         for index in 0..<count where runs[index].contains(.willSend) {
             do {
-                try interceptors[index].willSend(request, context: contexts[index])
+                if let plugin = loaded[index], let direct {
+                    try plugin.willSend(direct.handle, direct.context)
+                } else {
+                    try interceptors[index].willSend(request, context: contexts[index])
+                }
             } catch {
-                let failure = NetworkError.interceptor(name: interceptors[index].name, hook: .willSend, message: Self.message(error))
+                let failure = NetworkError.interceptor(name: names[index], hook: .willSend, message: Self.message(error))
                 _ = didReceive(
                     .failure(TransportFailure(kind: .interceptorFailed, message: failure.description)), contexts: contexts, from: index - 1)
                 return failure
@@ -254,11 +301,19 @@ struct InterceptorChain: Sendable {
     /// error is returned.
     func didReceive(_ result: InterceptorResult, contexts: [InterceptorContext], from innermost: Int) -> NetworkError? {
         var firstError: NetworkError?
+        let context = cContext(contexts)
+        var handle: ResultHandle?
         for index in stride(from: innermost, through: 0, by: -1) where runs[index].contains(.didReceive) {
             do {
-                try interceptors[index].didReceive(result, context: contexts[index])
+                if let plugin = loaded[index], let context {
+                    let shared = handle ?? LoadedPlugin.resultHandle(result)
+                    handle = shared
+                    try plugin.didReceive(shared, context)
+                } else {
+                    try interceptors[index].didReceive(result, context: contexts[index])
+                }
             } catch {
-                firstError = firstError ?? .interceptor(name: interceptors[index].name, hook: .didReceive, message: Self.message(error))
+                firstError = firstError ?? .interceptor(name: names[index], hook: .didReceive, message: Self.message(error))
             }
         }
         return firstError
@@ -267,12 +322,17 @@ struct InterceptorChain: Sendable {
     /// `process` from `innermost` outwards: replacements apply to `outcome`; a retry request
     /// stops the walk and is returned.
     func process(_ outcome: inout Outcome, contexts: [InterceptorContext], from innermost: Int, url: URL?) -> Result<RetryRequest?, NetworkError> {
+        let context = cContext(contexts)
         for index in stride(from: innermost, through: 0, by: -1) where runs[index].contains(.process) {
             let action: ProcessAction
             do {
-                action = try interceptors[index].process(outcome.view, context: contexts[index])
+                if let plugin = loaded[index], let context {
+                    action = try plugin.process(outcome.handle, context)
+                } else {
+                    action = try interceptors[index].process(outcome.view, context: contexts[index])
+                }
             } catch {
-                return .failure(.interceptor(name: interceptors[index].name, hook: .process, message: Self.message(error)))
+                return .failure(.interceptor(name: names[index], hook: .process, message: Self.message(error)))
             }
             switch action {
             case .proceed:

@@ -87,36 +87,67 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     // MARK: Hooks
 
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
-        guard activeHooks & PH_HOOK_PREPARE != 0, let hook = descriptor.pointee.prepare else { return .proceed }
-        let handle = try requestHandle(request, mayRespond: true)
-        try call(.prepare) { error in
-            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
-        }
-        return handle.response.map { .respond($0) } ?? .proceed
+        guard activeHooks & PH_HOOK_PREPARE != 0 else { return .proceed }
+        let handle = try Self.requestHandle(request)
+        let response = try withContext(context) { try prepare(handle, $0) }
+        return response.map { .respond($0) } ?? .proceed
     }
 
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
-        guard activeHooks & PH_HOOK_WILL_SEND != 0, let hook = descriptor.pointee.will_send else { return }
-        let handle = try requestHandle(request, mayRespond: false)
-        try call(.willSend) { error in
-            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
-        }
+        guard activeHooks & PH_HOOK_WILL_SEND != 0 else { return }
+        let handle = try Self.requestHandle(request)
+        try withContext(context) { try willSend(handle, $0) }
     }
 
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
-        guard activeHooks & PH_HOOK_DID_RECEIVE != 0, let hook = descriptor.pointee.did_receive else { return }
-        let handle = resultHandle(result, mayDecide: false)
-        try call(.didReceive) { error in
-            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
-        }
+        guard activeHooks & PH_HOOK_DID_RECEIVE != 0 else { return }
+        let handle = Self.resultHandle(result)
+        try withContext(context) { try didReceive(handle, $0) }
     }
 
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+        guard activeHooks & PH_HOOK_PROCESS != 0 else { return .proceed }
+        let handle = Self.resultHandle(result)
+        return try withContext(context) { try process(handle, $0) }
+    }
+
+    // MARK: The chain's direct calls
+    // The chain resolves a request's or result's handle and the attempt's C context once per
+    // phase and calls these: no views unpacked, no protocol dispatch per hook call.
+
+    /// `prepare` on `handle`'s request; the response the plugin answered with, if any.
+    func prepare(_ handle: RequestHandle, _ context: UnsafePointer<ph_context>) throws -> SyntheticResponse? {
+        guard activeHooks & PH_HOOK_PREPARE != 0, let hook = descriptor.pointee.prepare else { return nil }
+        handle.mayRespond = true
+        handle.response = nil
+        try call(.prepare) { hook(instance, Self.opaque(handle), context, $0) }
+        return handle.response
+    }
+
+    /// `willSend` on `handle`'s request.
+    func willSend(_ handle: RequestHandle, _ context: UnsafePointer<ph_context>) throws {
+        guard activeHooks & PH_HOOK_WILL_SEND != 0, let hook = descriptor.pointee.will_send else { return }
+        handle.mayRespond = false
+        handle.response = nil
+        try call(.willSend) { hook(instance, Self.opaque(handle), context, $0) }
+    }
+
+    /// `didReceive` on `handle`'s result.
+    func didReceive(_ handle: ResultHandle, _ context: UnsafePointer<ph_context>) throws {
+        guard activeHooks & PH_HOOK_DID_RECEIVE != 0, let hook = descriptor.pointee.did_receive else { return }
+        handle.mayDecide = false
+        handle.replacement = nil
+        handle.retry = nil
+        try call(.didReceive) { hook(instance, Self.opaque(handle), context, $0) }
+    }
+
+    /// `process` on `handle`'s result: what the plugin decided.
+    func process(_ handle: ResultHandle, _ context: UnsafePointer<ph_context>) throws -> ProcessAction {
         guard activeHooks & PH_HOOK_PROCESS != 0, let hook = descriptor.pointee.process else { return .proceed }
-        let handle = resultHandle(result, mayDecide: true)
-        try call(.process) { error in
-            withContext(context) { hook(instance, Self.opaque(handle), $0, error) }
-        }
+        handle.mayDecide = true
+        handle.replacement = nil
+        handle.retry = nil
+        try call(.process) { hook(instance, Self.opaque(handle), context, $0) }
         if let retry = handle.retry { return .retry(delay: retry.delay, refresh: retry.refresh) }
         if let replacement = handle.replacement { return .replace(replacement) }
         return .proceed
@@ -156,34 +187,26 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
     }
 
-    private func requestHandle(_ request: InterceptorRequest, mayRespond: Bool) throws -> RequestHandle {
+    /// The handle of a request the host made (one per request state, shared by the chain's
+    /// loaded plugins and both request hooks, which run one after the other).
+    static func requestHandle(_ request: InterceptorRequest) throws -> RequestHandle {
         guard let state = exactly(request.backend, RequestState.self) else {
             throw InterceptorError.failed("a loaded plugin can only work on requests made by the host")
         }
-        // One handle per request state, shared by the chain's loaded plugins and both phases
-        // (hooks of one request run one after the other); what a previous hook decided is cleared.
-        let handle = state.handle
-        handle.mayRespond = mayRespond
-        handle.response = nil
-        return handle
+        return state.handle
     }
 
-    private func resultHandle(_ result: InterceptorResult, mayDecide: Bool) -> ResultHandle {
+    /// The handle of a result: the response state's own (shared like a request's), or a new one
+    /// for a failure or a response the host did not make.
+    static func resultHandle(_ result: InterceptorResult) -> ResultHandle {
         switch result {
         case .response(let response):
             guard let state = exactly(response.backend, ResponseState.self) else {
-                return ResultHandle(response: nil, failure: nil, mayDecide: mayDecide)
+                return ResultHandle(response: nil, failure: nil, mayDecide: false)
             }
-            // Like requests: one handle per response state, shared by the chain's loaded plugins and
-            // both hooks (hooks of one response run one after the other); what a previous hook
-            // decided is cleared.
-            let handle = state.handle
-            handle.mayDecide = mayDecide
-            handle.replacement = nil
-            handle.retry = nil
-            return handle
+            return state.handle
         case .failure(let failure):
-            return ResultHandle(response: nil, failure: failure, mayDecide: mayDecide)
+            return ResultHandle(response: nil, failure: failure, mayDecide: false)
         }
     }
 
@@ -207,9 +230,9 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         return (result, message)
     }
 
-    private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) -> R) -> R {
-        let cContext = exactly(context.hostAttachment, CContext.self) ?? CContext(context)
-        return withExtendedLifetime(cContext) { body(cContext.pointer) }
+    private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) throws -> R) rethrows -> R {
+        let cContext = CContext.of(context)
+        return try withExtendedLifetime(cContext) { try body(cContext.pointer) }
     }
 }
 
@@ -223,6 +246,11 @@ final class CContext: @unchecked Sendable {
 
     convenience init(_ context: InterceptorContext) {
         self.init(target: context.target, requestID: context.requestID, attempt: context.attempt)
+    }
+
+    /// The C view `context` carries (the chain's shared one), else one made for it.
+    static func of(_ context: InterceptorContext) -> CContext {
+        exactly(context.hostAttachment, CContext.self) ?? CContext(context)
     }
 
     init(target: TargetInfo, requestID: UInt64, attempt: Int) {
