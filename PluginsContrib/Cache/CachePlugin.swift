@@ -70,7 +70,6 @@ public struct CachePlugin: ExportablePlugin {
         var method: String
         var entry: CacheEntry?
         var revalidating = false
-        var served = false
         var noStore = false
         var ttl: Double?
         var requestTime: Double
@@ -126,7 +125,12 @@ public struct CachePlugin: ExportablePlugin {
 
     /// The request's credential header values (one list per name of ``credentialHeaders``).
     static func credentials(of headers: [HTTPHeader]) -> [[String]] {
-        credentialHeaders.map { name in headers.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value) }
+        // One pass over the fields; most requests carry none of these names.
+        var values = [[String]](repeating: [], count: credentialHeaders.count)
+        for header in headers {
+            if let slot = credentialHeaders.firstIndex(where: { HTTPHeader.namesEqual(header.name, $0) }) { values[slot].append(header.value) }
+        }
+        return values
     }
 
     func partition(of request: InterceptorRequest) -> String? {
@@ -145,11 +149,10 @@ public struct CachePlugin: ExportablePlugin {
         return shared
     }
 
-    /// Remembers that the cache answered this request itself (its response side then leaves it alone).
+    /// The cache answered this request itself: nothing is kept for it, so its response side
+    /// finds no state and leaves the response alone.
     func markServed(_ state: Pending, _ context: InterceptorContext) {
-        var served = state
-        served.served = true
-        pending.set(served, for: context.requestID)
+        _ = pending.remove(context.requestID)
     }
 
     // MARK: Variants (§4.1)
@@ -432,7 +435,7 @@ public struct CachePlugin: ExportablePlugin {
     // MARK: Response side
 
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
-        guard let state = pending.remove(context.requestID), !state.served else { return .proceed }
+        guard let state = pending.remove(context.requestID) else { return .proceed }
         if context.target.pluginOptions["cache"]?.lowercased() == "revalidate" {
             // A background revalidation reporting back, whatever its outcome: the entry is free again.
             revalidations.withLock { _ = $0.removeValue(forKey: Self.revalidationKey(state)) }
@@ -683,9 +686,14 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     func served(_ entry: CacheEntry, cacheStatus: String, age: Double, headOnly: Bool) -> SyntheticResponse {
-        var headers = entry.headers.filter {
-            !HTTPHeader.namesEqual($0.name, "Age") && !HTTPHeader.namesEqual($0.name, "X-Cache")
-                && !(headOnly && HTTPHeader.namesEqual($0.name, "Content-Length"))
+        // One array of the right size, filled in one pass over the stored fields.
+        var headers: [HTTPHeader] = []
+        headers.reserveCapacity(entry.headerNames.count + 2)
+        for (name, value) in zip(entry.headerNames, entry.headerValues)
+        where !HTTPHeader.namesEqual(name, "Age") && !HTTPHeader.namesEqual(name, "X-Cache")
+            && !(headOnly && HTTPHeader.namesEqual(name, "Content-Length"))
+        {
+            headers.append(HTTPHeader(name: name, value: value))
         }
         headers.append(HTTPHeader(name: "Age", value: String(Int(max(0, age)))))
         headers.append(HTTPHeader(name: "X-Cache", value: cacheStatus))

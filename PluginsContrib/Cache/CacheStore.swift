@@ -104,9 +104,10 @@ final class CacheStore: Sendable {
         state.withLock { state in
             state.clock += 1
             state.partitionUse[Self.partition(ofKey: key)] = state.clock
-            if let hit = state.memory[key] {
-                state.memory[key]!.used = state.clock
-                return hit.entry
+            // One hash of the key for a hit: found, marked used and read through its index.
+            if let index = state.memory.index(forKey: key) {
+                state.memory.values[index].used = state.clock
+                return state.memory.values[index].entry
             }
             guard let directory else { return nil }
             let name = Self.fileName(key)
@@ -339,11 +340,15 @@ enum EntryCoding {
         func string() -> String? {
             guard let length = integer(4).map(Int.init), bytes.endIndex - position >= length else { return nil }
             defer { position += length }
-            return String(bytes: bytes[position..<position + length], encoding: .utf8)
+            // Valid UTF-8 only: decoding repairs what is not, and a repaired string differs from the bytes.
+            let raw = bytes[position..<position + length]
+            let text = String(decoding: raw, as: UTF8.self)
+            return text.utf8.elementsEqual(raw) ? text : nil
         }
         func pairs() -> [(String, String)]? {
             guard let count = integer(4), count <= UInt64(bytes.count) else { return nil }
             var result: [(String, String)] = []
+            result.reserveCapacity(Int(count))
             for _ in 0..<count {
                 guard let name = string(), let value = string() else { return nil }
                 result.append((name, value))

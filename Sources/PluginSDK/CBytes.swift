@@ -21,6 +21,7 @@ package enum CBytes {
         guard count > 0 else { return [] }
         guard let names, let values else { return nil }
         var headers: [HTTPHeader] = []
+        headers.reserveCapacity(count)
         for index in 0..<count {
             let header = HTTPHeader(name: string(names[index]), value: string(values[index]))
             guard HeaderValidation.isValidName(header.name), HeaderValidation.isValidValue(header.value) else { return nil }

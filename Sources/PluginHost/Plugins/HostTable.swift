@@ -344,7 +344,7 @@ final class HostTable: @unchecked Sendable {
         api.request_respond = { request, status, names, values, count, body in
             let handle = RequestHandle.from(request)
             guard handle.mayRespond, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
-            handle.response = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(CBytes.data(body)))
+            handle.response = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
             return PH_OK
         }
 
@@ -385,7 +385,7 @@ final class HostTable: @unchecked Sendable {
         api.result_replace = { result, status, names, values, count, body in
             let handle = ResultHandle.from(result)
             guard handle.mayDecide, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
-            handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: Array(CBytes.data(body)))
+            handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
             return PH_OK
         }
         api.result_retry = { result, delay, key, stale, hasStale in
