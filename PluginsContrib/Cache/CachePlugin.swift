@@ -348,7 +348,7 @@ public struct CachePlugin: ExportablePlugin {
             if let minFresh = requestDirectives.seconds("min-fresh"), lifetime - age < minFresh { usable = false }
             if age >= lifetime {
                 // Stale: usable only within the request's max-stale, and never past must-revalidate.
-                if let entryValue = requestDirectives.values["max-stale"], !mustRevalidate {
+                if let entryValue = requestDirectives.value("max-stale"), !mustRevalidate {
                     if let limit = entryValue.flatMap(Double.init), age - lifetime > limit { usable = false }
                 } else {
                     usable = false
@@ -374,7 +374,7 @@ public struct CachePlugin: ExportablePlugin {
             // it in a background exchange (the host runs it; its result is stored as usual).
             if option != "revalidate", !noCache, !mustRevalidate, age >= lifetime,
                 let window = responseDirectives.seconds("stale-while-revalidate"), age - lifetime <= window,
-                requestDirectives.values["max-age"] == nil, requestDirectives.values["min-fresh"] == nil,
+                requestDirectives.value("max-age") == nil, requestDirectives.value("min-fresh") == nil,
                 fields.value(named: "If-None-Match") == nil, fields.value(named: "If-Modified-Since") == nil, fields.value(named: "Range") == nil,
                 revalidateInBackground(state, request, now: now)
             {

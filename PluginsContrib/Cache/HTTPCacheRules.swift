@@ -7,12 +7,10 @@ import PluginSDK
 /// around `=` is invalid, as is a delta-seconds argument that is not all digits: such a
 /// directive is kept, marked invalid, so that a cache treats the response as stale.
 struct CacheDirectives {
-    var values: [String: String?] = [:]
-    /// Directives whose argument is malformed.
-    var invalid: Set<String> = []
-
-    /// The value that stands for a malformed argument.
-    static let malformed = "\u{0}"
+    /// The directives in the order written, each once: the lower-cased name, the argument (nil:
+    /// none), and whether the argument is malformed. A list, not a dictionary: a field holds a
+    /// few directives, and looking one up compares a few short strings instead of hashing.
+    private var items: [(name: String, argument: String?, invalid: Bool)] = []
 
     init(_ headerValues: [String]) {
         guard !headerValues.isEmpty else { return }
@@ -29,28 +27,32 @@ struct CacheDirectives {
                     if argument.count >= 2, argument.first == UInt8(ascii: "\""), argument.last == UInt8(ascii: "\"") {
                         argument = argument.dropFirst().dropLast()
                     }
-                    guard values[name] == nil else { continue }
-                    if spaced { invalid.insert(name) }
-                    values[name] = .some(String(decoding: argument, as: UTF8.self))
+                    guard index(of: name) == nil else { continue }
+                    items.append((name, String(decoding: argument, as: UTF8.self), spaced))
                 } else {
                     let name = String(decoding: item, as: UTF8.self).lowercased()
-                    if values[name] == nil { values[name] = .some(nil) }
+                    if index(of: name) == nil { items.append((name, nil, false)) }
                 }
             }
         }
     }
 
-    func has(_ name: String) -> Bool { values[name] != nil }
+    private func index(of name: String) -> Int? { items.firstIndex { $0.name == name } }
+
+    /// The directive's argument: nil when the directive is absent, `.some(nil)` when it has none.
+    func value(_ name: String) -> String?? { index(of: name).map { items[$0].argument } }
+
+    func has(_ name: String) -> Bool { index(of: name) != nil }
 
     /// Present without an argument: `no-cache`, not `no-cache="Set-Cookie"` (§5.2.2.4, §5.2.2.7).
     func hasUnqualified(_ name: String) -> Bool {
-        guard let entry = values[name] else { return false }
+        guard let entry = value(name) else { return false }
         return entry == nil
     }
 
     /// The field names a qualified `no-cache="…"` or `private="…"` lists (lower-cased).
     func listedFields(_ name: String) -> [String] {
-        guard let entry = values[name], let list = entry else { return [] }
+        guard let entry = value(name), let list = entry else { return [] }
         return list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
     }
 
@@ -63,8 +65,8 @@ struct CacheDirectives {
     }
 
     func delta(_ name: String) -> Seconds {
-        guard let entry = values[name] else { return .absent }
-        guard !invalid.contains(name), let text = entry else { return .invalid }
+        guard let index = index(of: name) else { return .absent }
+        guard !items[index].invalid, let text = items[index].argument else { return .invalid }
         return DeltaSeconds.parse(text).map { .valid($0) } ?? .invalid
     }
 
@@ -263,7 +265,9 @@ struct CacheEntry {
     }
 
     func headerValues(_ name: String) -> [String] {
-        zip(headerNames, headerValues).filter { HTTPHeader.namesEqual($0.0, name) }.map(\.1)
+        var values: [String] = []
+        for (field, value) in zip(headerNames, headerValues) where HTTPHeader.namesEqual(field, name) { values.append(value) }
+        return values
     }
 
     var directives: CacheDirectives { parsed.directives { CacheDirectives(headerValues("Cache-Control")) } }

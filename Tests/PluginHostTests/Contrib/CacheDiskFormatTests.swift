@@ -67,4 +67,29 @@ struct CacheDiskFormatTests {
         #expect(CacheStore.read(target) != nil)
         #expect(CacheStore.read(link) == nil)
     }
+
+    /// A string that is not UTF-8, in a file whose digest matches: refused, not repaired.
+    @Test func aStoredStringThatIsNotUTF8IsRefused() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var entry = sample
+        entry.headerValues[3] = "\u{E9}"  // é: C3 A9, made C3 28 below (a lead byte and no continuation)
+        var metadata = EntryCoding.metadata(entry)
+        let at = try #require(metadata.indices.dropLast().first { metadata[$0] == 0xC3 && metadata[$0 + 1] == 0xA9 })
+        metadata[at + 1] = 0x28
+        let payload = EntryCoding.bigEndian(UInt64(metadata.count), width: 4) + metadata
+        #expect(CacheStore.read(try write(Array("PHC2".utf8) + SHA256.hash(payload) + payload)) == nil)
+        // The same file with the valid bytes is read.
+        metadata[at + 1] = 0xA9
+        let valid = EntryCoding.bigEndian(UInt64(metadata.count), width: 4) + metadata
+        #expect(CacheStore.read(try write(Array("PHC2".utf8) + SHA256.hash(valid) + valid))?.headerValues[3] == "\u{E9}")
+    }
+
+    /// Entry file names stay what they were (entries written by earlier versions stay reachable):
+    /// the key's partition, `-`, the hex SHA-256 of the key, `.entry` (digests from Python's hashlib).
+    @Test func entryFileNamesAreThePartitionAndTheKeysDigest() {
+        #expect(CacheStore.fileName("GET http://a.test/x") == "shared-3b29113216b8f90273520285c6739998350de82bd4c3ae74af215827015f5b98.entry")
+        #expect(
+            CacheStore.fileName("p0123 GET https://api.example.test/items?q=\u{FC}")
+                == "p0123-98efb93f8e20bad07a347c41a9c28ebc8887f0a0400fff587d88c95a43927adf.entry")
+    }
 }
