@@ -436,9 +436,12 @@ public struct CachePlugin: ExportablePlugin {
 
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard let state = pending.remove(context.requestID) else { return .proceed }
-        if context.target.pluginOptions["cache"]?.lowercased() == "revalidate" {
-            // A background revalidation reporting back, whatever its outcome: the entry is free again.
-            revalidations.withLock { _ = $0.removeValue(forKey: Self.revalidationKey(state)) }
+        // A background revalidation reporting back, whatever its outcome: the entry is free again
+        // once this is done, after its answer is stored (a request in between still finds the
+        // revalidation under way, not a stale entry to revalidate once more).
+        let revalidation = context.target.pluginOptions["cache"]?.lowercased() == "revalidate" ? Self.revalidationKey(state) : nil
+        defer {
+            if let revalidation { revalidations.withLock { _ = $0.removeValue(forKey: revalidation) } }
         }
         let now = context.services.now()
         if Self.isUnsafe(state.method) {

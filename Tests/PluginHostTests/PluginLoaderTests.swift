@@ -110,6 +110,16 @@ struct PluginLoaderTests {
         defer { subscription.cancel() }
         _ = try await provider.request(try Bin("get", options: ["tag": "blue"])).value
         #expect(events.log == ["alpha sending alpha blue"])
+        // A plugin reuses the target it decoded last only while the host's bytes are the same:
+        // each request below sees its own options (the same again, another of the same length,
+        // none, an extra one).
+        for options in [["tag": "blue"], ["tag": "bloo"], [:], ["tag": "red", "z": "1"], ["tag": "blue"]] {
+            _ = try await provider.request(try Bin("get", options: options)).value
+        }
+        #expect(
+            events.log.dropFirst() == [
+                "alpha sending alpha blue", "alpha sending alpha bloo", "alpha sending alpha ", "alpha sending alpha red", "alpha sending alpha blue",
+            ])
     }
 
     @Test func fiveHundredConcurrentRequestsCompleteExactlyOnce() async throws {
