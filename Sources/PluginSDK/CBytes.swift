@@ -9,16 +9,6 @@ package enum CBytes {
         return String(decoding: UnsafeBufferPointer(start: data, count: bytes.len), as: UTF8.self)
     }
 
-    /// Whether borrowed bytes are exactly `string`'s UTF-8 (no string made of them).
-    package static func equals(_ bytes: ph_bytes, _ string: String) -> Bool {
-        var string = string
-        return string.withUTF8 { utf8 in
-            guard utf8.count == bytes.len else { return false }
-            guard let data = bytes.data, let base = utf8.baseAddress, bytes.len > 0 else { return true }
-            return memcmp(base, data, bytes.len) == 0
-        }
-    }
-
     /// A byte array from borrowed bytes.
     package static func data(_ bytes: ph_bytes) -> Data {
         guard let data = bytes.data, bytes.len > 0 else { return Data() }

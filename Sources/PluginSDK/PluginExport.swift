@@ -188,9 +188,6 @@ private final class ExportedInstance {
         var context: (pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?
         var request: CRequestBackend?
         var result: CResultBackend?
-        /// The last target decoded, with its options in the order the host lists them (by key):
-        /// a context for the same target (most requests of an app) reuses its strings.
-        var target: (info: TargetInfo, options: [(key: String, value: String)])?
     }
 
     private let recent = Locked(Recent())
@@ -225,48 +222,34 @@ private final class ExportedInstance {
 
     /// The context of `pointer` alone.
     func context(_ pointer: UnsafePointer<ph_context>?) -> InterceptorContext {
-        guard pointer != nil else { return emptyContext() }
+        guard pointer != nil else { return buildContext(nil) }
         return recent.withLock { context(pointer, &$0) }
     }
 
     private func context(_ pointer: UnsafePointer<ph_context>?, _ recent: inout Recent) -> InterceptorContext {
-        guard let pointer else { return emptyContext() }
+        guard let pointer else { return buildContext(nil) }
         let requestID = pointer.pointee.request_id
         let attempt = pointer.pointee.attempt
         if let cached = recent.context, cached.pointer == pointer, cached.requestID == requestID, cached.attempt == attempt {
             return cached.context
         }
-        let target = target(of: pointer.pointee, &recent)
-        let built = InterceptorContext(target: target, requestID: requestID, attempt: Int(attempt), services: services)
+        let built = buildContext(pointer)
         recent.context = (pointer, requestID, attempt, built)
         return built
     }
 
-    /// The target `c` describes: the last one decoded when the bytes are the same, else decoded.
-    private func target(of c: ph_context, _ recent: inout Recent) -> TargetInfo {
-        if let last = recent.target, CBytes.equals(c.target_method, last.info.method), CBytes.equals(c.target_base_url, last.info.baseURL),
-            CBytes.equals(c.target_path, last.info.path), c.option_count == last.options.count,
-            last.options.indices.allSatisfy({
-                CBytes.equals(c.option_keys[$0], last.options[$0].key) && CBytes.equals(c.option_values[$0], last.options[$0].value)
-            })
-        {
-            return last.info
+    private func buildContext(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {
+        guard let c = c?.pointee else {
+            return InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
         }
-        var options: [(key: String, value: String)] = []
-        options.reserveCapacity(c.option_count)
+        var options: [String: String] = [:]
         for index in 0..<c.option_count {
-            options.append((CBytes.string(c.option_keys[index]), CBytes.string(c.option_values[index])))
+            options[CBytes.string(c.option_keys[index])] = CBytes.string(c.option_values[index])
         }
-        let info = TargetInfo(
-            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url), path: CBytes.string(c.target_path),
-            pluginOptions: Dictionary(options, uniquingKeysWith: { _, last in last }))
-        recent.target = (info, options)
-        return info
-    }
-
-    /// The context of a hook called without one (a host that passes none).
-    private func emptyContext() -> InterceptorContext {
-        InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
+        let target = TargetInfo(
+            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url),
+            path: CBytes.string(c.target_path), pluginOptions: options)
+        return InterceptorContext(target: target, requestID: c.request_id, attempt: Int(c.attempt), services: services)
     }
 }
 
