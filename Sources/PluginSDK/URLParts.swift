@@ -8,21 +8,28 @@ import Foundation
 public struct URLParts: Sendable {
     /// The string parsed.
     public let string: String
+    /// Its bytes, and where the path and the query (without `?`) are in them; nil ranges: the
+    /// properties ask `URLComponents` instead.
+    private let utf8: [UInt8]
+    private let ranges: (path: Range<Int>, query: Range<Int>?)?
 
-    /// Parses `string` (lazily: each property reads what it needs).
+    /// Parses `string`: its bytes are scanned once for the path and the query (the components,
+    /// when asked for, are Foundation's).
     public init(_ string: String) {
         self.string = string
+        let utf8 = Array(string.utf8)
+        self.utf8 = utf8
+        self.ranges = Self.ranges(utf8)
     }
 
     /// The components, or nil when the string is not a URL.
     public var components: URLComponents? { URLComponents(string: string) }
 
     /// The byte ranges of the path and the query (without `?`), or nil to fall back.
-    private var ranges: (path: Range<Int>, query: Range<Int>?)? {
-        let utf8 = Array(string.utf8)
+    private static func ranges(_ utf8: [UInt8]) -> (path: Range<Int>, query: Range<Int>?)? {
         guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")), colon > 0, utf8.count >= colon + 3,
             utf8[colon + 1] == UInt8(ascii: "/"), utf8[colon + 2] == UInt8(ascii: "/"),
-            utf8[..<colon].allSatisfy({ Self.isSchemeByte($0) })
+            utf8[..<colon].allSatisfy({ isSchemeByte($0) })
         else { return nil }
         var index = colon + 3
         while index < utf8.count, utf8[index] != UInt8(ascii: "/"), utf8[index] != UInt8(ascii: "?"), utf8[index] != UInt8(ascii: "#") {
@@ -40,9 +47,9 @@ public struct URLParts: Sendable {
         }
         // Anything URLComponents would refuse or treat specially: let it decide.
         for i in 0..<index where utf8[i] == UInt8(ascii: "%") {
-            guard i + 2 < utf8.count, Self.hexValue(utf8[i + 1]) != nil, Self.hexValue(utf8[i + 2]) != nil else { return nil }
+            guard i + 2 < utf8.count, hexValue(utf8[i + 1]) != nil, hexValue(utf8[i + 2]) != nil else { return nil }
         }
-        for i in 0..<index where Self.needsEscaping(utf8[i]) { return nil }
+        for i in 0..<index where needsEscaping(utf8[i]) { return nil }
         return (path, query)
     }
 
@@ -50,7 +57,6 @@ public struct URLParts: Sendable {
     public var queryItems: [(name: String, value: String)] {
         guard let ranges else { return (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") } }
         guard let query = ranges.query, !query.isEmpty else { return [] }
-        let utf8 = Array(string.utf8)
         var items: [(name: String, value: String)] = []
         for item in utf8[query].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false) {
             if let equals = item.firstIndex(of: UInt8(ascii: "=")) {
@@ -65,7 +71,7 @@ public struct URLParts: Sendable {
     /// The percent-encoded path as sent.
     public var percentEncodedPath: String {
         guard let ranges else { return components?.percentEncodedPath ?? "" }
-        return String(decoding: Array(string.utf8)[ranges.path], as: UTF8.self)
+        return String(decoding: utf8[ranges.path], as: UTF8.self)
     }
 
     /// The host, if any.
