@@ -303,19 +303,50 @@ private let sdkDestroy: @convention(c) (UnsafeMutableRawPointer?) -> Void = { in
     Unmanaged<ExportedInstance>.fromOpaque(instance).release()
 }
 
+// The hooks' entry points: the instance is borrowed for the call (the host holds it until
+// destroy), so no reference count is taken per call.
+
 private let sdkPrepare:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
         instance, request, context, errorBuffer in
-        let box = ExportedInstance.from(instance)
-        guard let request else { return PH_ERROR }
+        guard let instance, let request else { return PH_ERROR }
+        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.prepare(request, context, errorBuffer) }
+    }
+
+private let sdkWillSend:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
+        instance, request, context, errorBuffer in
+        guard let instance, let request else { return PH_ERROR }
+        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.willSend(request, context, errorBuffer) }
+    }
+
+private let sdkDidReceive:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
+        instance, result, context, errorBuffer in
+        guard let instance, let result else { return PH_ERROR }
+        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.didReceive(result, context, errorBuffer) }
+    }
+
+private let sdkProcess:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
+        instance, result, context, errorBuffer in
+        guard let instance, let result else { return PH_ERROR }
+        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.process(result, context, errorBuffer) }
+    }
+
+extension ExportedInstance {
+    /// `prepare`: the plugin's answer goes to the host as the request's response.
+    fileprivate func prepare(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
+        -> Int32
+    {
         do {
-            let (view, context) = box.request(request, context)
-            let action = try box.interceptor.prepare(view, context: context)
+            let (view, context) = self.request(request, context)
+            let action = try interceptor.prepare(view, context: context)
             guard case .respond(let response) = action else { return PH_OK }
             let pairs = response.headers.map { ($0.name, $0.value) }
             return CBytes.withPairs(pairs) { names, values, count in
                 CBytes.with(response.body) {
-                    box.api.pointee.request_respond(request, Int32(clamping: response.statusCode), names, values, count, $0)
+                    api.pointee.request_respond(request, Int32(clamping: response.statusCode), names, values, count, $0)
                 }
             }
         } catch {
@@ -324,14 +355,12 @@ private let sdkPrepare:
         }
     }
 
-private let sdkWillSend:
-    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
-        instance, request, context, errorBuffer in
-        let box = ExportedInstance.from(instance)
-        guard let request else { return PH_ERROR }
+    fileprivate func willSend(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
+        -> Int32
+    {
         do {
-            let (view, context) = box.request(request, context)
-            try box.interceptor.willSend(view, context: context)
+            let (view, context) = self.request(request, context)
+            try interceptor.willSend(view, context: context)
             return PH_OK
         } catch {
             CBytes.write(message(of: error), to: errorBuffer)
@@ -339,14 +368,12 @@ private let sdkWillSend:
         }
     }
 
-private let sdkDidReceive:
-    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
-        instance, result, context, errorBuffer in
-        let box = ExportedInstance.from(instance)
-        guard let result else { return PH_ERROR }
+    fileprivate func didReceive(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
+        -> Int32
+    {
         do {
-            let (view, context) = box.result(result, context)
-            try box.interceptor.didReceive(view, context: context)
+            let (view, context) = self.result(result, context)
+            try interceptor.didReceive(view, context: context)
             return PH_OK
         } catch {
             CBytes.write(message(of: error), to: errorBuffer)
@@ -354,27 +381,26 @@ private let sdkDidReceive:
         }
     }
 
-private let sdkProcess:
-    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
-        instance, result, context, errorBuffer in
-        let box = ExportedInstance.from(instance)
-        guard let result else { return PH_ERROR }
+    /// `process`: a replacement or a retry goes to the host.
+    fileprivate func process(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
+        -> Int32
+    {
         do {
-            let (view, context) = box.result(result, context)
-            switch try box.interceptor.process(view, context: context) {
+            let (view, context) = self.result(result, context)
+            switch try interceptor.process(view, context: context) {
             case .proceed:
                 return PH_OK
             case .replace(let response):
                 let pairs = response.headers.map { ($0.name, $0.value) }
                 return CBytes.withPairs(pairs) { names, values, count in
                     CBytes.with(response.body) {
-                        box.api.pointee.result_replace(result, Int32(clamping: response.statusCode), names, values, count, $0)
+                        api.pointee.result_replace(result, Int32(clamping: response.statusCode), names, values, count, $0)
                     }
                 }
             case .retry(let delay, let refresh):
                 return CBytes.with(refresh?.key ?? "") { key in
                     CBytes.with(refresh?.staleValue ?? "") { stale in
-                        box.api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
+                        api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
                     }
                 }
             }
@@ -383,6 +409,7 @@ private let sdkProcess:
             return PH_ERROR
         }
     }
+}
 
 private let sdkCredential:
     @convention(c) (
