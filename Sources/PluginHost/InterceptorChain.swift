@@ -44,8 +44,9 @@ struct InterceptorChain: Sendable {
     /// Per interceptor, whether it is a loaded plugin.
     let isLoaded: [Bool]
     /// Per interceptor, the loaded plugin it is: the phases call its hooks directly, with the
-    /// request's or result's handle and the attempt's C context resolved once per phase.
-    let loaded: [LoadedPlugin?]
+    /// request's or result's handle and the attempt's C context resolved once per phase. Not
+    /// retained (`interceptors` holds them): no reference count taken per hook call.
+    let loaded: [Unmanaged<LoadedPlugin>?]
     /// The first loaded plugin with a hook to call: its context carries the attempt's C view.
     let firstLoaded: Int?
     /// Per interceptor, its name (read once: it is a protocol requirement).
@@ -56,9 +57,9 @@ struct InterceptorChain: Sendable {
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
         self.names = interceptors.map(\.name)
-        let loaded = interceptors.map { $0 as? LoadedPlugin }
+        let loaded = interceptors.map { ($0 as? LoadedPlugin).map(Unmanaged.passUnretained) }
         let runs = interceptors.indices.map { index in
-            if let plugin = loaded[index] { return HookMask(rawValue: plugin.activeHooks) }
+            if let plugin = loaded[index] { return HookMask(rawValue: plugin.takeUnretainedValue().activeHooks) }
             return HookMask((interceptors[index] as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
         }
         self.runs = runs
@@ -219,7 +220,9 @@ struct InterceptorChain: Sendable {
             state?.preparing = names[index]
             do {
                 if let plugin = loaded[index], let direct {
-                    if let response = try plugin.prepare(direct.handle, direct.context) { return .success((index, response)) }
+                    if let response = try plugin._withUnsafeGuaranteedRef({ try $0.prepare(direct.handle, direct.context) }) {
+                        return .success((index, response))
+                    }
                 } else if case .respond(let response) = try interceptors[index].prepare(request, context: contexts[index]) {
                     return .success((index, response))
                 }
@@ -260,7 +263,7 @@ struct InterceptorChain: Sendable {
         for index in 0..<count where runs[index].contains(.willSend) {
             do {
                 if let plugin = loaded[index], let direct {
-                    try plugin.willSend(direct.handle, direct.context)
+                    try plugin._withUnsafeGuaranteedRef { try $0.willSend(direct.handle, direct.context) }
                 } else {
                     try interceptors[index].willSend(request, context: contexts[index])
                 }
@@ -308,7 +311,7 @@ struct InterceptorChain: Sendable {
                 if let plugin = loaded[index], let context {
                     let shared = handle ?? LoadedPlugin.resultHandle(result)
                     handle = shared
-                    try plugin.didReceive(shared, context)
+                    try plugin._withUnsafeGuaranteedRef { try $0.didReceive(shared, context) }
                 } else {
                     try interceptors[index].didReceive(result, context: contexts[index])
                 }
@@ -327,7 +330,8 @@ struct InterceptorChain: Sendable {
             let action: ProcessAction
             do {
                 if let plugin = loaded[index], let context {
-                    action = try plugin.process(outcome.handle, context)
+                    let handle = outcome.handle
+                    action = try plugin._withUnsafeGuaranteedRef { try $0.process(handle, context) }
                 } else {
                     action = try interceptors[index].process(outcome.view, context: contexts[index])
                 }

@@ -120,7 +120,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         guard activeHooks & PH_HOOK_PREPARE != 0, let hook = descriptor.pointee.prepare else { return nil }
         handle.mayRespond = true
         handle.response = nil
-        try call(.prepare) { hook(instance, Self.opaque(handle), context, $0) }
+        try call(.prepare, hook, Self.opaque(handle), context)
         return handle.response
     }
 
@@ -129,7 +129,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         guard activeHooks & PH_HOOK_WILL_SEND != 0, let hook = descriptor.pointee.will_send else { return }
         handle.mayRespond = false
         handle.response = nil
-        try call(.willSend) { hook(instance, Self.opaque(handle), context, $0) }
+        try call(.willSend, hook, Self.opaque(handle), context)
     }
 
     /// `didReceive` on `handle`'s result.
@@ -138,7 +138,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         handle.mayDecide = false
         handle.replacement = nil
         handle.retry = nil
-        try call(.didReceive) { hook(instance, Self.opaque(handle), context, $0) }
+        try call(.didReceive, hook, Self.opaque(handle), context)
     }
 
     /// `process` on `handle`'s result: what the plugin decided.
@@ -147,7 +147,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         handle.mayDecide = true
         handle.replacement = nil
         handle.retry = nil
-        try call(.process) { hook(instance, Self.opaque(handle), context, $0) }
+        try call(.process, hook, Self.opaque(handle), context)
         if let retry = handle.retry { return .retry(delay: retry.delay, refresh: retry.refresh) }
         if let replacement = handle.replacement { return .replace(replacement) }
         return .proceed
@@ -210,11 +210,21 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         }
     }
 
-    /// Calls a hook with an error buffer; a non-OK status throws the plugin's message.
-    private func call(_ hook: InterceptorHook, _ body: (UnsafeMutablePointer<ph_error_buf>) -> Int32) throws {
-        let (status, message) = Self.withErrorBuffer(body)
+    /// Calls a request or result hook with this thread's error buffer (no closure: nothing is
+    /// captured, so nothing is retained per call); a non-OK status throws the plugin's message.
+    @inline(__always)
+    private func call(
+        _ name: InterceptorHook,
+        _ hook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32,
+        _ handle: OpaquePointer, _ context: UnsafePointer<ph_context>
+    ) throws {
+        let buffer = ThreadErrorBuffer.current
+        var error = ph_error_buf(data: buffer, capacity: Self.errorCapacity, len: 0)
+        let status = hook(instance, handle, context, &error)
         guard status != PH_OK else { return }
-        throw InterceptorError.failed(message.isEmpty ? "\(hook) failed with status \(status) and no message" : message)
+        let length = min(error.len, Self.errorCapacity)
+        let message = length == 0 ? "" : String(decoding: UnsafeBufferPointer(start: buffer, count: length), as: UTF8.self)
+        throw InterceptorError.failed(message.isEmpty ? "\(name) failed with status \(status) and no message" : message)
     }
 
     /// Runs `body` with a host-provided error buffer and returns its result with the message
