@@ -264,17 +264,23 @@ final class CContext: @unchecked Sendable {
     }
 
     init(target: TargetInfo, requestID: UInt64, attempt: Int) {
-        let options = target.pluginOptions.sorted { $0.key < $1.key }
-        strings = CBytePairs(
-            [HTTPHeader(name: target.method, value: target.baseURL), HTTPHeader(name: target.path, value: "")]
-                + options.map { HTTPHeader(name: $0.key, value: $0.value) })
+        // One list (most targets have no options: nothing to sort).
+        var pairs: [HTTPHeader] = []
+        pairs.reserveCapacity(2 + target.pluginOptions.count)
+        pairs.append(HTTPHeader(name: target.method, value: target.baseURL))
+        pairs.append(HTTPHeader(name: target.path, value: ""))
+        if !target.pluginOptions.isEmpty {
+            for (key, value) in target.pluginOptions.sorted(by: { $0.key < $1.key }) { pairs.append(HTTPHeader(name: key, value: value)) }
+        }
+        let optionCount = target.pluginOptions.count
+        strings = CBytePairs(pairs)
         pointer = .allocate(capacity: 1)
         pointer.initialize(
             to: ph_context(
                 struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: requestID,
                 attempt: Int32(clamping: attempt), target_method: strings.names[0],
                 target_base_url: strings.values[0], target_path: strings.names[1],
-                option_count: options.count, option_keys: UnsafePointer(strings.names + 2),
+                option_count: optionCount, option_keys: UnsafePointer(strings.names + 2),
                 option_values: UnsafePointer(strings.values + 2)))
     }
 
