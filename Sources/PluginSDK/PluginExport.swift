@@ -308,33 +308,39 @@ private let sdkDestroy: @convention(c) (UnsafeMutableRawPointer?) -> Void = { in
 
 private let sdkPrepare:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
-        instance, request, context, errorBuffer in
-        guard let instance, let request else { return PH_ERROR }
-        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.prepare(request, context, errorBuffer) }
+        pointer, handle, context, errorBuffer in
+        ExportedInstance.enter(pointer, handle) { instance, request in instance.prepare(request, context, errorBuffer) }
     }
 
 private let sdkWillSend:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
-        instance, request, context, errorBuffer in
-        guard let instance, let request else { return PH_ERROR }
-        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.willSend(request, context, errorBuffer) }
+        pointer, handle, context, errorBuffer in
+        ExportedInstance.enter(pointer, handle) { instance, request in instance.willSend(request, context, errorBuffer) }
     }
 
 private let sdkDidReceive:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
-        instance, result, context, errorBuffer in
-        guard let instance, let result else { return PH_ERROR }
-        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.didReceive(result, context, errorBuffer) }
+        pointer, handle, context, errorBuffer in
+        ExportedInstance.enter(pointer, handle) { instance, result in instance.didReceive(result, context, errorBuffer) }
     }
 
 private let sdkProcess:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
-        instance, result, context, errorBuffer in
-        guard let instance, let result else { return PH_ERROR }
-        return Unmanaged<ExportedInstance>.fromOpaque(instance)._withUnsafeGuaranteedRef { $0.process(result, context, errorBuffer) }
+        pointer, handle, context, errorBuffer in
+        ExportedInstance.enter(pointer, handle) { instance, result in instance.process(result, context, errorBuffer) }
     }
 
 extension ExportedInstance {
+    /// Runs a hook on the instance at `pointer`, borrowed for the call, with its request or result
+    /// handle; a call without either fails.
+    @inline(__always)
+    fileprivate static func enter(
+        _ pointer: UnsafeMutableRawPointer?, _ handle: OpaquePointer?, _ body: (ExportedInstance, OpaquePointer) -> Int32
+    ) -> Int32 {
+        guard let pointer, let handle else { return PH_ERROR }
+        return Unmanaged<ExportedInstance>.fromOpaque(pointer)._withUnsafeGuaranteedRef { body($0, handle) }
+    }
+
     /// `prepare`: the plugin's answer goes to the host as the request's response.
     fileprivate func prepare(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
         -> Int32

@@ -10,16 +10,8 @@ import CDigest
 /// let hex = SHA256.hex(hasher.finalize())   // "ba7816bf…"
 /// ```
 public struct SHA256: Sendable {
-    private static let k: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
+    /// The 64 round constants (FIPS 180-4 §4.2.2), from CDigest (one copy for both block functions).
+    private static var k: UnsafePointer<UInt32> { ph_sha256_round_constants()! }
 
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
@@ -142,53 +134,52 @@ public struct SHA256: Sendable {
         }
         var (h0, h1, h2, h3, h4, h5, h6, h7) = state
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
-            Self.k.withUnsafeBufferPointer { k in
-                var offset = 0
-                while offset + 64 <= blocks.count {
-                    for i in 0..<16 {
-                        w[i] = UInt32(bigEndian: blocks.loadUnaligned(fromByteOffset: offset + 4 * i, as: UInt32.self))
-                    }
-                    for i in 16..<64 {
-                        let a = w[i - 15]
-                        let b = w[i - 2]
-                        let s0 = a.rotatedRight(7) ^ a.rotatedRight(18) ^ (a >> 3)
-                        let s1 = b.rotatedRight(17) ^ b.rotatedRight(19) ^ (b >> 10)
-                        w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-                    }
-                    var a = h0
-                    var b = h1
-                    var c = h2
-                    var d = h3
-                    var e = h4
-                    var f = h5
-                    var g = h6
-                    var h = h7
-                    for i in 0..<64 {
-                        let s1 = e.rotatedRight(6) ^ e.rotatedRight(11) ^ e.rotatedRight(25)
-                        let ch = (e & f) ^ (~e & g)
-                        let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
-                        let s0 = a.rotatedRight(2) ^ a.rotatedRight(13) ^ a.rotatedRight(22)
-                        let maj = (a & b) ^ (a & c) ^ (b & c)
-                        let t2 = s0 &+ maj
-                        h = g
-                        g = f
-                        f = e
-                        e = d &+ t1
-                        d = c
-                        c = b
-                        b = a
-                        a = t1 &+ t2
-                    }
-                    h0 = h0 &+ a
-                    h1 = h1 &+ b
-                    h2 = h2 &+ c
-                    h3 = h3 &+ d
-                    h4 = h4 &+ e
-                    h5 = h5 &+ f
-                    h6 = h6 &+ g
-                    h7 = h7 &+ h
-                    offset += 64
+            let k = Self.k
+            var offset = 0
+            while offset + 64 <= blocks.count {
+                for i in 0..<16 {
+                    w[i] = UInt32(bigEndian: blocks.loadUnaligned(fromByteOffset: offset + 4 * i, as: UInt32.self))
                 }
+                for i in 16..<64 {
+                    let a = w[i - 15]
+                    let b = w[i - 2]
+                    let s0 = a.rotatedRight(7) ^ a.rotatedRight(18) ^ (a >> 3)
+                    let s1 = b.rotatedRight(17) ^ b.rotatedRight(19) ^ (b >> 10)
+                    w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+                }
+                var a = h0
+                var b = h1
+                var c = h2
+                var d = h3
+                var e = h4
+                var f = h5
+                var g = h6
+                var h = h7
+                for i in 0..<64 {
+                    let s1 = e.rotatedRight(6) ^ e.rotatedRight(11) ^ e.rotatedRight(25)
+                    let ch = (e & f) ^ (~e & g)
+                    let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
+                    let s0 = a.rotatedRight(2) ^ a.rotatedRight(13) ^ a.rotatedRight(22)
+                    let maj = (a & b) ^ (a & c) ^ (b & c)
+                    let t2 = s0 &+ maj
+                    h = g
+                    g = f
+                    f = e
+                    e = d &+ t1
+                    d = c
+                    c = b
+                    b = a
+                    a = t1 &+ t2
+                }
+                h0 = h0 &+ a
+                h1 = h1 &+ b
+                h2 = h2 &+ c
+                h3 = h3 &+ d
+                h4 = h4 &+ e
+                h5 = h5 &+ f
+                h6 = h6 &+ g
+                h7 = h7 &+ h
+                offset += 64
             }
         }
         state = (h0, h1, h2, h3, h4, h5, h6, h7)

@@ -14,6 +14,9 @@
 extern "C" {
 #endif
 
+/* SHA-256's 64 round constants (FIPS 180-4 §4.2.2), for the Swift code's own block function. */
+const uint32_t *ph_sha256_round_constants(void);
+
 /* 1 when this CPU has the x86 SHA extensions (and SSSE3, SSE4.1) and ph_sha256_compress can run;
  * 0 otherwise (other architectures, older CPUs). Checked once, with CPUID; thread-safe. */
 int ph_sha256_accelerated(void);
