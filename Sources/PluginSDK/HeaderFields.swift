@@ -7,6 +7,18 @@ extension HTTPHeader {
     public static func namesEqual(_ a: String, _ b: String) -> Bool {
         // ASCII names: different lengths never match (O(1) for native strings).
         guard a.utf8.count == b.utf8.count else { return false }
+        // Native strings (all of them on Linux): compared as two byte buffers.
+        let contiguous = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in
+                for index in 0..<x.count where x[index] != y[index] {
+                    let l = x[index] &- 65 < 26 ? x[index] | 0x20 : x[index]
+                    let r = y[index] &- 65 < 26 ? y[index] | 0x20 : y[index]
+                    if l != r { return false }
+                }
+                return true
+            }
+        }
+        if let contiguous, let equal = contiguous { return equal }
         var left = a.utf8.makeIterator()
         var right = b.utf8.makeIterator()
         while true {

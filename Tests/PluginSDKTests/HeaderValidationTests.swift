@@ -52,6 +52,17 @@ struct HeaderValidationTests {
         #expect(items.map(\.value) == ["2", "x y", ""])
     }
 
+    /// ASCII letters compare without case, nothing else does: not `[` and `{` (which differ by the
+    /// same bit), not `@` and `` ` ``, not non-ASCII letters; short (inline) and long strings alike.
+    @Test func namesAreEqualIgnoringASCIICaseOnly() {
+        let equal = [("Content-Type", "content-type"), ("", ""), ("X-REQUEST-IDENTIFIER-LONG", "x-request-identifier-long"), ("a1-_.", "A1-_.")]
+        let different = [
+            ("X-A", "X-B"), ("a", "ab"), ("[", "{"), ("@", "`"), ("\u{C4}", "\u{E4}"), ("X-Request-Identifier-Lonf", "x-request-identifier-long"),
+        ]
+        for (a, b) in equal { #expect(HTTPHeader.namesEqual(a, b) && HTTPHeader.namesEqual(b, a), "\(a) \(b)") }
+        for (a, b) in different { #expect(!HTTPHeader.namesEqual(a, b) && !HTTPHeader.namesEqual(b, a), "\(a) \(b)") }
+    }
+
     @Test(arguments: [0, 40])
     func foldingJoinsRepeatedNamesUnderTheFirstSpelling(padding: Int) {
         // Short lists compare names with the earlier ones; long ones (over 32) index them.
