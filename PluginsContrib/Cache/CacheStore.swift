@@ -28,7 +28,22 @@ final class CacheStore: Sendable {
         var diskBytes = 0
         /// When each partition (`shared` for none) was last used.
         var partitionUse: [String: UInt64] = [:]
+        /// File names of keys looked up lately (a name is a digest of its key: worked out once);
+        /// emptied when it reaches ``maxRememberedNames``.
+        var names: [String: String] = [:]
+
+        /// The file name of `key`.
+        mutating func name(of key: String) -> String {
+            if let known = names[key] { return known }
+            if names.count >= CacheStore.maxRememberedNames { names.removeAll(keepingCapacity: true) }
+            let name = CacheStore.fileName(key)
+            names[key] = name
+            return name
+        }
     }
+
+    /// How many file names ``State/name(of:)`` keeps.
+    static let maxRememberedNames = 4096
 
     private let state = Locked(State())
     private let maxMemoryEntries: Int
@@ -110,7 +125,7 @@ final class CacheStore: Sendable {
                 return state.memory.values[index].entry
             }
             guard let directory else { return nil }
-            let name = Self.fileName(key)
+            let name = state.name(of: key)
             guard state.disk[name] != nil else { return nil }
             guard let entry = Self.read(directory + "/" + name), entry.key == key else {
                 removeDisk(name, &state)
@@ -129,7 +144,7 @@ final class CacheStore: Sendable {
             state.partitionUse[Self.partition(ofKey: entry.key)] = state.clock
             putMemory(entry, &state)
             guard let directory else { return }
-            let name = Self.fileName(entry.key)
+            let name = state.name(of: entry.key)
             guard let data = Self.encode(entry), data.count <= maxDiskBytes else { return }
             let temporary = directory + "/" + name + ".tmp-" + SHA256.hex(Array(UUID().uuidString.utf8)).prefix(12)
             let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
@@ -151,7 +166,7 @@ final class CacheStore: Sendable {
     func remove(_ key: String) {
         state.withLock { state in
             if let old = state.memory.removeValue(forKey: key) { state.memoryBytes -= old.size }
-            if directory != nil { removeDisk(Self.fileName(key), &state) }
+            if directory != nil { removeDisk(state.name(of: key), &state) }
         }
     }
 

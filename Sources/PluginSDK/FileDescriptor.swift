@@ -37,16 +37,18 @@ public enum FileDescriptor {
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int(info.st_size) <= limit else { return nil }
         let size = Int(info.st_size)
-        var bytes = [UInt8](repeating: 0, count: size)
-        var offset = 0
-        let complete = bytes.withUnsafeMutableBytes { buffer -> Bool in
+        var complete = true
+        // Read into the array's own storage (not zero-filled first).
+        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var offset = 0
             while offset < size {
                 let got = read(fd, buffer.baseAddress! + offset, size - offset)
                 if got < 0, errno == EINTR { continue }
-                if got <= 0 { return false }
+                if got <= 0 { break }
                 offset += got
             }
-            return true
+            complete = offset == size
+            count = offset
         }
         return complete ? bytes : nil
     }
