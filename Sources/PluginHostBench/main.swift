@@ -426,6 +426,14 @@ func runBench(_ options: Options) async throws {
     figures.add("ratio_empty_direct", empty / least("stub_direct_p50"))
     figures.add("ratio_cache_hit_empty", least("cache_hit_us_p50_memory") / empty)
     figures.add("ratio_cache_disk_hit_empty", least("cache_hit_us_p50_disk") / empty)
+    // A chain of more work can only cost more than the empty one: when the least p50s say
+    // otherwise, the empty chain never ran in the machine's fast state and every ratio of this run
+    // is meaningless.
+    if least("stub_inprocess_noop6_p50") < empty || least("stub_noop6_p50") < least("stub_inprocess_noop6_p50") {
+        print(
+            "warning: the empty chain's fastest round (\(fmt(empty)) µs) is slower than a longer chain's: the machine's CPU "
+                + "changed speed under the benchmark and this run's chain ratios are not valid; run it again")
+    }
 
     let nginx: NginxServer
     do {
