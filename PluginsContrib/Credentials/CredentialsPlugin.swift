@@ -98,7 +98,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         guard entries.contains(where: \.preemptive), let url = URLComponents(string: request.url), let host = url.host else { return .proceed }
         let scheme = url.scheme?.lowercased() ?? "http"
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        let port = url.port ?? URLParts.defaultPort(forScheme: scheme)
         guard request.header("Authorization") == nil,
             let entry = entries.first(where: { $0.preemptive && $0.matches(host: host, port: port, scheme: scheme, realm: nil) }),
             let password = entry.password(context.services)

@@ -407,7 +407,7 @@ struct InterceptorChain: Sendable {
             }
             guard failures < Self.maxAuthenticationRounds else { return (outcome, request) }
             let challenge = AuthenticationChallenge(
-                host: url.host ?? "", port: url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80),
+                host: url.host ?? "", port: url.port ?? URLParts.defaultPort(forScheme: url.scheme),
                 scheme: url.scheme?.lowercased() ?? "http", realm: chosen.realm, method: chosen.scheme,
                 previousFailureCount: failures)
             var answer = CredentialAnswer.performDefault

@@ -432,7 +432,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
     }
 
     static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
-        func port(_ url: URL) -> Int { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
+        func port(_ url: URL) -> Int { url.port ?? URLParts.defaultPort(forScheme: url.scheme) }
         return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
             && port(a) == port(b)
     }

@@ -77,6 +77,9 @@ public struct URLParts: Sendable {
     /// The host, if any.
     public var host: String? { components?.host }
 
+    /// The port a URL of `scheme` uses when it names none: 443 for `https` (any case), else 80.
+    public static func defaultPort(forScheme scheme: String?) -> Int { scheme?.lowercased() == "https" ? 443 : 80 }
+
     /// Whether the string is an absolute http or https URL with a host.
     public static func isAbsoluteHTTP(_ string: String) -> Bool {
         guard let components = URLComponents(string: string),

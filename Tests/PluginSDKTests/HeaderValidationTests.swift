@@ -46,6 +46,13 @@ struct HeaderValidationTests {
         #expect(!URLParts.isAbsoluteHTTP("http://"))
     }
 
+    @Test func defaultPortsFollowTheScheme() {
+        #expect(URLParts.defaultPort(forScheme: "https") == 443)
+        #expect(URLParts.defaultPort(forScheme: "HTTPS") == 443)
+        #expect(URLParts.defaultPort(forScheme: "http") == 80)
+        #expect(URLParts.defaultPort(forScheme: nil) == 80)
+    }
+
     @Test func queryItemsAreDecodedInOrder() {
         let items = URLParts("http://h/p?b=2&a=x%20y&c").queryItems
         #expect(items.map(\.name) == ["b", "a", "c"])
