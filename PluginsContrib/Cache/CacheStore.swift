@@ -223,30 +223,8 @@ final class CacheStore: Sendable {
         if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
     }
 
-    static func fileName(_ key: String) -> String {
-        // `<partition>-<hex SHA-256 of the key>.entry`, written into one string (every memory miss
-        // of a store with a directory asks).
-        var hasher = SHA256()
-        hasher.update(key.utf8)
-        let digest = hasher.finalize()
-        let partition = partition(ofKey: key)
-        let suffix = ".entry"
-        let count = partition.utf8.count + 1 + 2 * digest.count + suffix.utf8.count
-        return String(unsafeUninitializedCapacity: count) { out in
-            var position = out.initialize(fromContentsOf: partition.utf8)
-            out[position] = UInt8(ascii: "-")
-            position += 1
-            for byte in digest {
-                out[position] = hexDigits[Int(byte >> 4)]
-                out[position + 1] = hexDigits[Int(byte & 0x0f)]
-                position += 2
-            }
-            position = out[position...].initialize(fromContentsOf: suffix.utf8)
-            return position
-        }
-    }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
+    /// `<partition>-<hex SHA-256 of the key>.entry` (a store works each out once: ``State/name(of:)``).
+    static func fileName(_ key: String) -> String { partition(ofKey: key) + "-" + SHA256.hex(SHA256.hash(key.utf8)) + ".entry" }
 
     /// The partition name of entries stored without credentials.
     static let shared = "shared"

@@ -2,6 +2,11 @@
 // and folding repeated fields.
 
 extension HTTPHeader {
+    /// `byte` with an ASCII capital letter made small (every other byte as it is): how header
+    /// names compare.
+    @inlinable
+    package static func asciiLowercased(_ byte: UInt8) -> UInt8 { byte &- 65 < 26 ? byte | 0x20 : byte }
+
     /// Whether two header names are equal ignoring ASCII case (header names are ASCII tokens).
     @inlinable
     public static func namesEqual(_ a: String, _ b: String) -> Bool {
@@ -11,9 +16,7 @@ extension HTTPHeader {
         let contiguous = a.utf8.withContiguousStorageIfAvailable { x in
             b.utf8.withContiguousStorageIfAvailable { y in
                 for index in 0..<x.count where x[index] != y[index] {
-                    let l = x[index] &- 65 < 26 ? x[index] | 0x20 : x[index]
-                    let r = y[index] &- 65 < 26 ? y[index] | 0x20 : y[index]
-                    if l != r { return false }
+                    if asciiLowercased(x[index]) != asciiLowercased(y[index]) { return false }
                 }
                 return true
             }
@@ -27,9 +30,7 @@ extension HTTPHeader {
                 return true
             case (let x?, let y?):
                 if x == y { continue }
-                let lx = x &- 65 < 26 ? x | 0x20 : x
-                let ly = y &- 65 < 26 ? y | 0x20 : y
-                if lx != ly { return false }
+                if asciiLowercased(x) != asciiLowercased(y) { return false }
             default:
                 return false
             }
@@ -90,7 +91,7 @@ extension Array where Element == HTTPHeader {
         for header in self {
             let first: Int?
             if firsts != nil {
-                let lowered = header.name.utf8.map { $0 &- 65 < 26 ? $0 | 0x20 : $0 }
+                let lowered = header.name.utf8.map(HTTPHeader.asciiLowercased)
                 first = firsts![lowered]
                 if first == nil { firsts![lowered] = fields.count }
             } else {

@@ -118,7 +118,7 @@ final class CBytePairs {
             let l = x[offset]
             let r = y[offset]
             if l == r { continue }
-            if (l &- 65 < 26 ? l | 0x20 : l) != (r &- 65 < 26 ? r | 0x20 : r) { return false }
+            if HTTPHeader.asciiLowercased(l) != HTTPHeader.asciiLowercased(r) { return false }
         }
         return true
     }
