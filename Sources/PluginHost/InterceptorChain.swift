@@ -35,20 +35,18 @@ struct InterceptorChain: Sendable {
     /// How many times `process` may ask to retry one request.
     let maxRetries: Int
 
-    /// Whether any interceptor is a loaded plugin (which reads a C view of the context).
-    let hasLoadedPlugins: Bool
     /// Per interceptor, the hooks to call: a plugin compiled in declares through
     /// `ExportablePlugin.activeHooks` what its configuration needs, as a loaded one does at create.
     /// Bits, not a `Set`: they are tested for every interceptor, hook and request.
     let runs: [HookMask]
-    /// Per interceptor, whether it is a loaded plugin.
-    let isLoaded: [Bool]
     /// Per interceptor, the loaded plugin it is: the phases call its hooks directly, with the
     /// request's or result's handle and the attempt's C context resolved once per phase. Not
     /// retained (`interceptors` holds them): no reference count taken per hook call.
     let loaded: [Unmanaged<LoadedPlugin>?]
     /// The first loaded plugin with a hook to call: its context carries the attempt's C view.
     let firstLoaded: Int?
+    /// Whether any loaded plugin has a hook to call (they read a C view of the context).
+    var hasLoadedPlugins: Bool { firstLoaded != nil }
     /// Per interceptor, its name (read once: it is a protocol requirement).
     let names: [String]
     /// Digest `nc` per nonce, shared by the chain's requests.
@@ -64,11 +62,9 @@ struct InterceptorChain: Sendable {
         }
         self.runs = runs
         self.loaded = loaded
-        self.isLoaded = loaded.map { $0 != nil }
         // Loaded plugins with a hook to call read a C view of the context, built once per attempt
         // (a wrapped one builds its own).
         self.firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isEmpty }
-        self.hasLoadedPlugins = firstLoaded != nil
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -197,12 +193,12 @@ struct InterceptorChain: Sendable {
         var loaded: InterceptorContext?
         return bound.indices.map { index in
             if runs[index].isEmpty, let unused { return unused }
-            if isLoaded[index], let loaded { return loaded }
+            if self.loaded[index] != nil, let loaded { return loaded }
             let context = InterceptorContext(
                 target: target, requestID: requestID, attempt: attempt, services: bound[index], hostAttachment: shared)
             if runs[index].isEmpty {
                 unused = context
-            } else if isLoaded[index] {
+            } else if self.loaded[index] != nil {
                 loaded = context
             }
             return context

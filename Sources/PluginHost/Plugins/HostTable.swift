@@ -60,6 +60,13 @@ final class RequestHandle {
         self.mayRespond = mayRespond
     }
 
+    /// Ready for the next hook (hooks of one request run one after the other): whether it may
+    /// answer, and no answer yet.
+    func reset(mayRespond: Bool) {
+        self.mayRespond = mayRespond
+        response = nil
+    }
+
     static func from(_ pointer: OpaquePointer?) -> RequestHandle {
         Unmanaged<RequestHandle>.fromOpaque(UnsafeRawPointer(pointer!)).takeUnretainedValue()
     }
@@ -165,6 +172,14 @@ final class ResultHandle {
         self.response = response
         self.failure = failure
         self.mayDecide = mayDecide
+    }
+
+    /// Ready for the next hook (hooks of one result run one after the other): whether it may
+    /// decide, and nothing decided yet.
+    func reset(mayDecide: Bool) {
+        self.mayDecide = mayDecide
+        replacement = nil
+        retry = nil
     }
 
     static func from(_ pointer: OpaquePointer?) -> ResultHandle {

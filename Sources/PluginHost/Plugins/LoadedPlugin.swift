@@ -118,8 +118,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     /// `prepare` on `handle`'s request; the response the plugin answered with, if any.
     func prepare(_ handle: RequestHandle, _ context: UnsafePointer<ph_context>) throws -> SyntheticResponse? {
         guard activeHooks & PH_HOOK_PREPARE != 0, let hook = descriptor.pointee.prepare else { return nil }
-        handle.mayRespond = true
-        handle.response = nil
+        handle.reset(mayRespond: true)
         try call(.prepare, hook, Self.opaque(handle), context)
         return handle.response
     }
@@ -127,26 +126,21 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     /// `willSend` on `handle`'s request.
     func willSend(_ handle: RequestHandle, _ context: UnsafePointer<ph_context>) throws {
         guard activeHooks & PH_HOOK_WILL_SEND != 0, let hook = descriptor.pointee.will_send else { return }
-        handle.mayRespond = false
-        handle.response = nil
+        handle.reset(mayRespond: false)
         try call(.willSend, hook, Self.opaque(handle), context)
     }
 
     /// `didReceive` on `handle`'s result.
     func didReceive(_ handle: ResultHandle, _ context: UnsafePointer<ph_context>) throws {
         guard activeHooks & PH_HOOK_DID_RECEIVE != 0, let hook = descriptor.pointee.did_receive else { return }
-        handle.mayDecide = false
-        handle.replacement = nil
-        handle.retry = nil
+        handle.reset(mayDecide: false)
         try call(.didReceive, hook, Self.opaque(handle), context)
     }
 
     /// `process` on `handle`'s result: what the plugin decided.
     func process(_ handle: ResultHandle, _ context: UnsafePointer<ph_context>) throws -> ProcessAction {
         guard activeHooks & PH_HOOK_PROCESS != 0, let hook = descriptor.pointee.process else { return .proceed }
-        handle.mayDecide = true
-        handle.replacement = nil
-        handle.retry = nil
+        handle.reset(mayDecide: true)
         try call(.process, hook, Self.opaque(handle), context)
         if let retry = handle.retry { return .retry(delay: retry.delay, refresh: retry.refresh) }
         if let replacement = handle.replacement { return .replace(replacement) }
@@ -218,12 +212,10 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         _ hook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32,
         _ handle: OpaquePointer, _ context: UnsafePointer<ph_context>
     ) throws {
-        let buffer = ThreadErrorBuffer.current
-        var error = ph_error_buf(data: buffer, capacity: Self.errorCapacity, len: 0)
+        var error = ph_error_buf(data: ThreadErrorBuffer.current, capacity: Self.errorCapacity, len: 0)
         let status = hook(instance, handle, context, &error)
         guard status != PH_OK else { return }
-        let length = min(error.len, Self.errorCapacity)
-        let message = length == 0 ? "" : String(decoding: UnsafeBufferPointer(start: buffer, count: length), as: UTF8.self)
+        let message = Self.message(in: error)
         throw InterceptorError.failed(message.isEmpty ? "\(name) failed with status \(status) and no message" : message)
     }
 
@@ -235,9 +227,14 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         let buffer = ThreadErrorBuffer.current
         var error = ph_error_buf(data: buffer, capacity: errorCapacity, len: 0)
         let result = body(&error)
+        return (result, message(in: error))
+    }
+
+    /// What a plugin wrote into `error` (this thread's buffer), clamped to the buffer.
+    private static func message(in error: ph_error_buf) -> String {
         let length = min(error.len, errorCapacity)
-        let message = length == 0 ? "" : String(decoding: UnsafeBufferPointer(start: buffer, count: length), as: UTF8.self)
-        return (result, message)
+        guard length > 0, let data = error.data else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: data, count: length), as: UTF8.self)
     }
 
     private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) throws -> R) rethrows -> R {
