@@ -309,110 +309,90 @@ private let sdkDestroy: @convention(c) (UnsafeMutableRawPointer?) -> Void = { in
 private let sdkPrepare:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
         pointer, handle, context, errorBuffer in
-        ExportedInstance.enter(pointer, handle) { instance, request in instance.prepare(request, context, errorBuffer) }
+        ExportedInstance.enter(pointer, handle, errorBuffer) { instance, request in try instance.prepare(request, context) }
     }
 
 private let sdkWillSend:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
         pointer, handle, context, errorBuffer in
-        ExportedInstance.enter(pointer, handle) { instance, request in instance.willSend(request, context, errorBuffer) }
+        ExportedInstance.enter(pointer, handle, errorBuffer) { instance, request in try instance.willSend(request, context) }
     }
 
 private let sdkDidReceive:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
         pointer, handle, context, errorBuffer in
-        ExportedInstance.enter(pointer, handle) { instance, result in instance.didReceive(result, context, errorBuffer) }
+        ExportedInstance.enter(pointer, handle, errorBuffer) { instance, result in try instance.didReceive(result, context) }
     }
 
 private let sdkProcess:
     @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32 = {
         pointer, handle, context, errorBuffer in
-        ExportedInstance.enter(pointer, handle) { instance, result in instance.process(result, context, errorBuffer) }
+        ExportedInstance.enter(pointer, handle, errorBuffer) { instance, result in try instance.process(result, context) }
     }
 
 extension ExportedInstance {
     /// Runs a hook on the instance at `pointer`, borrowed for the call, with its request or result
-    /// handle; a call without either fails.
+    /// handle; a call without either fails, and an error the plugin throws goes into the host's
+    /// buffer.
     @inline(__always)
     fileprivate static func enter(
-        _ pointer: UnsafeMutableRawPointer?, _ handle: OpaquePointer?, _ body: (ExportedInstance, OpaquePointer) -> Int32
+        _ pointer: UnsafeMutableRawPointer?, _ handle: OpaquePointer?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?,
+        _ body: (ExportedInstance, OpaquePointer) throws -> Int32
     ) -> Int32 {
         guard let pointer, let handle else { return PH_ERROR }
-        return Unmanaged<ExportedInstance>.fromOpaque(pointer)._withUnsafeGuaranteedRef { body($0, handle) }
+        return Unmanaged<ExportedInstance>.fromOpaque(pointer)._withUnsafeGuaranteedRef { instance in
+            do {
+                return try body(instance, handle)
+            } catch {
+                CBytes.write(message(of: error), to: errorBuffer)
+                return PH_ERROR
+            }
+        }
+    }
+
+    /// Hands `response` to the host through `send` (status, fields and body as borrowed C bytes).
+    private static func handOver(
+        _ response: SyntheticResponse,
+        _ send: (Int32, UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int, ph_bytes) -> Int32
+    ) -> Int32 {
+        CBytes.withPairs(response.headers.map { ($0.name, $0.value) }) { names, values, count in
+            CBytes.with(response.body) { send(Int32(clamping: response.statusCode), names, values, count, $0) }
+        }
     }
 
     /// `prepare`: the plugin's answer goes to the host as the request's response.
-    fileprivate func prepare(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
-        -> Int32
-    {
-        do {
-            let (view, context) = self.request(request, context)
-            let action = try interceptor.prepare(view, context: context)
-            guard case .respond(let response) = action else { return PH_OK }
-            let pairs = response.headers.map { ($0.name, $0.value) }
-            return CBytes.withPairs(pairs) { names, values, count in
-                CBytes.with(response.body) {
-                    api.pointee.request_respond(request, Int32(clamping: response.statusCode), names, values, count, $0)
-                }
-            }
-        } catch {
-            CBytes.write(message(of: error), to: errorBuffer)
-            return PH_ERROR
-        }
+    fileprivate func prepare(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
+        let (view, context) = self.request(request, context)
+        guard case .respond(let response) = try interceptor.prepare(view, context: context) else { return PH_OK }
+        return Self.handOver(response) { api.pointee.request_respond(request, $0, $1, $2, $3, $4) }
     }
 
-    fileprivate func willSend(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
-        -> Int32
-    {
-        do {
-            let (view, context) = self.request(request, context)
-            try interceptor.willSend(view, context: context)
-            return PH_OK
-        } catch {
-            CBytes.write(message(of: error), to: errorBuffer)
-            return PH_ERROR
-        }
+    fileprivate func willSend(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
+        let (view, context) = self.request(request, context)
+        try interceptor.willSend(view, context: context)
+        return PH_OK
     }
 
-    fileprivate func didReceive(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
-        -> Int32
-    {
-        do {
-            let (view, context) = self.result(result, context)
-            try interceptor.didReceive(view, context: context)
-            return PH_OK
-        } catch {
-            CBytes.write(message(of: error), to: errorBuffer)
-            return PH_ERROR
-        }
+    fileprivate func didReceive(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
+        let (view, context) = self.result(result, context)
+        try interceptor.didReceive(view, context: context)
+        return PH_OK
     }
 
     /// `process`: a replacement or a retry goes to the host.
-    fileprivate func process(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?, _ errorBuffer: UnsafeMutablePointer<ph_error_buf>?)
-        -> Int32
-    {
-        do {
-            let (view, context) = self.result(result, context)
-            switch try interceptor.process(view, context: context) {
-            case .proceed:
-                return PH_OK
-            case .replace(let response):
-                let pairs = response.headers.map { ($0.name, $0.value) }
-                return CBytes.withPairs(pairs) { names, values, count in
-                    CBytes.with(response.body) {
-                        api.pointee.result_replace(result, Int32(clamping: response.statusCode), names, values, count, $0)
-                    }
-                }
-            case .retry(let delay, let refresh):
-                return CBytes.with(refresh?.key ?? "") { key in
-                    CBytes.with(refresh?.staleValue ?? "") { stale in
-                        api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
-                    }
+    fileprivate func process(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
+        let (view, context) = self.result(result, context)
+        switch try interceptor.process(view, context: context) {
+        case .proceed:
+            return PH_OK
+        case .replace(let response):
+            return Self.handOver(response) { api.pointee.result_replace(result, $0, $1, $2, $3, $4) }
+        case .retry(let delay, let refresh):
+            return CBytes.with(refresh?.key ?? "") { key in
+                CBytes.with(refresh?.staleValue ?? "") { stale in
+                    api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
                 }
             }
-        } catch {
-            CBytes.write(message(of: error), to: errorBuffer)
-            return PH_ERROR
         }
     }
 }
