@@ -30,18 +30,12 @@ const uint32_t *ph_sha256_round_constants(void) { return round_constants; }
 
 
 int ph_sha256_accelerated(void) {
-    /* A race between two first calls is harmless: both compute the same answer. */
-    static volatile int known = -1;
-    int answer = known;
-    if (answer >= 0) return answer;
+    /* Asked once: PluginSDK keeps the answer. */
     unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
-    answer = 0;
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
-        int ssse3 = (ecx >> 9) & 1, sse41 = (ecx >> 19) & 1;
-        if (ssse3 && sse41 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) answer = (ebx >> 29) & 1;
-    }
-    known = answer;
-    return answer;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    int ssse3 = (ecx >> 9) & 1, sse41 = (ecx >> 19) & 1;
+    if (!ssse3 || !sse41 || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;
+    return (ebx >> 29) & 1;
 }
 
 __attribute__((target("sha,sse4.1,ssse3")))

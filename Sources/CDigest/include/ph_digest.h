@@ -18,7 +18,7 @@ extern "C" {
 const uint32_t *ph_sha256_round_constants(void);
 
 /* 1 when this CPU has the x86 SHA extensions (and SSSE3, SSE4.1) and ph_sha256_compress can run;
- * 0 otherwise (other architectures, older CPUs). Checked once, with CPUID; thread-safe. */
+ * 0 otherwise (other architectures, older CPUs). Asks CPUID each call (PluginSDK asks once). */
 int ph_sha256_accelerated(void);
 
 /* Compresses `blocks` whole 64-byte blocks at `data` into `state` (the eight working words
