@@ -63,19 +63,27 @@ public struct CachePlugin: ExportablePlugin {
         var key: String
         /// The partition of the request's credentials (nil: none).
         var partition: String?
-        /// The credential header values the partition was computed from.
+        /// The credential header values the partition was computed from (a response to a
+        /// request sent with others, added inside the cache after its lookup, is not stored).
         var credentials: [[String]] = []
-        /// Credentials were added inside the cache (after its lookup): nothing is stored.
-        var credentialsChanged = false
         var method: String
         var entry: CacheEntry?
         var revalidating = false
         var noStore = false
         var ttl: Double?
         var requestTime: Double
+        /// The request's fields as prepare saw them; as sent, once willSend ran (on a host whose
+        /// responses do not tell their request).
         var requestHeaders: [HTTPHeader] = []
         var hasQuery = false
     }
+
+    /// Whether a response tells the request as sent (ABI 1.3, or in process): then `willSend` is
+    /// not needed and the instance leaves it out of its active hooks.
+    let responsesCarryRequestHeaders: Bool
+
+    /// `prepare` and `process`, when responses tell their request; else every hook.
+    public var activeHooks: Set<InterceptorHook>? { responsesCarryRequestHeaders ? [.prepare, .process] : nil }
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["directory", "maxMemoryEntries", "maxMemoryBytes", "maxDiskBytes", "staleIfError", "authorized"])
@@ -97,6 +105,7 @@ public struct CachePlugin: ExportablePlugin {
         }
         staleIfError = try configuration.number("staleIfError", default: 0, in: 0...(365 * 86_400))
         authorized = AuthorizedMode(rawValue: try configuration.oneOf("authorized", ["partition", "refuse"], default: "partition")) ?? .partition
+        responsesCarryRequestHeaders = host.responsesCarryRequestHeaders
     }
 
     /// The partition of a request with these credential header values: the first 16 bytes of
@@ -215,11 +224,11 @@ public struct CachePlugin: ExportablePlugin {
     /// tag, combined with the stored partial content of the same URL when their tags match and
     /// the ranges meet or overlap (§3.4); content that covers the whole representation becomes a
     /// complete `200` entry. Anything else (several ranges, a weak or no tag, `Vary`) is not stored.
-    func storePartial(_ response: InterceptorResponse, state: Pending, now: Double) {
+    func storePartial(_ response: InterceptorResponse, _ fields: [HTTPHeader], state: Pending, now: Double, sent: () -> [HTTPHeader]) {
         let body = response.body
-        guard let range = ContentRange(response.header("Content-Range")), body.count == range.last - range.first + 1,
-            let etag = response.header("ETag"), !etag.hasPrefix("W/"), response.headerValues("Vary").isEmpty,
-            var entry = storable(response, state: state, now: now, partial: true)
+        guard let range = ContentRange(fields.value(named: "Content-Range")), body.count == range.last - range.first + 1,
+            let etag = fields.value(named: "ETag"), !etag.hasPrefix("W/"), fields.values(named: "Vary").isEmpty,
+            var entry = storable(response, fields, state: state, now: now, partial: true, sent: sent)
         else { return }
         let key = entry.key + Self.partialSuffix
         var first = range.first
@@ -320,6 +329,7 @@ public struct CachePlugin: ExportablePlugin {
         let credentials = Self.credentials(of: fields)
         var state = Pending(key: "GET " + url, partition: partition(credentials), method: method, requestTime: now)
         state.credentials = credentials
+        state.requestHeaders = fields
         state.noStore = requestDirectives.has("no-store")
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
         state.hasQuery = url.utf8.contains(UInt8(ascii: "?"))
@@ -421,15 +431,12 @@ public struct CachePlugin: ExportablePlugin {
 
     static func revalidationKey(_ state: Pending) -> String { (state.partition ?? "") + " " + state.key }
 
+    /// Called only on a host whose responses do not tell their request (before ABI 1.3): keeps
+    /// the request as sent for `process` (whether it carries other credentials, and for `Vary`).
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         guard let state = pending.get(context.requestID), state.method == "GET" || state.method == "HEAD" else { return }
-        // The request as sent: whether it carries credentials, and its headers (for Vary).
         let headers = request.headers
-        let changed = Self.credentials(of: headers) != state.credentials
-        pending.update(context.requestID, initial: state) {
-            $0.credentialsChanged = changed
-            $0.requestHeaders = headers
-        }
+        pending.update(context.requestID, initial: state) { $0.requestHeaders = headers }
     }
 
     // MARK: Response side
@@ -474,17 +481,22 @@ public struct CachePlugin: ExportablePlugin {
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
         if state.method == "HEAD" { freshen(fromHead: response, state: state, now: now) }
-        if state.method == "GET", !state.credentialsChanged {
+        // Every field in one read: a loaded plugin's reads cross into the host one by one.
+        let fields = response.headers
+        if state.method == "GET" {
+            // The request as sent: the response tells it (ABI 1.3, in process); else what
+            // willSend kept. Read only when something would be stored.
+            let sent = { response.requestHeaders ?? state.requestHeaders }
             if response.statusCode == 206 {
-                storePartial(response, state: state, now: now)
-            } else if let entry = storable(response, state: state, now: now) {
+                storePartial(response, fields, state: state, now: now, sent: sent)
+            } else if let entry = storable(response, fields, state: state, now: now, sent: sent) {
                 put(entry, base: entry.key)
             }
         }
         // Age on what the cache hands on too (§4.2.3): an origin whose Date lags behind, or an
         // upstream cache's Age, make a fresh-from-the-network response already old.
-        let date = response.header("Date").flatMap { HTTPDate.parse($0) } ?? now
-        let current = max(max(0, now - date), (DeltaSeconds.age(response.headerValues("Age")) ?? 0) + max(0, now - state.requestTime))
+        let date = fields.value(named: "Date").flatMap { HTTPDate.parse($0) } ?? now
+        let current = max(max(0, now - date), (DeltaSeconds.age(fields.values(named: "Age")) ?? 0) + max(0, now - state.requestTime))
         if current >= 1 { try response.setHeader("Age", String(Int(current))) }
         try response.setHeader("X-Cache", "miss")
         return .proceed
@@ -579,10 +591,14 @@ public struct CachePlugin: ExportablePlugin {
     /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
     static let understoodStatus: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
 
-    /// The entry to store for `response`, or nil when it must not be stored.
-    func storable(_ response: InterceptorResponse, state: Pending, now: Double, partial: Bool = false) -> CacheEntry? {
+    /// The entry to store for `response` (whose fields are `fields`), or nil when it must not be
+    /// stored; `sent` gives the request's fields as sent, read only when needed: a request sent
+    /// with other credentials than the cache's lookup saw (added inside the cache) stores nothing.
+    func storable(
+        _ response: InterceptorResponse, _ fields: [HTTPHeader], state: Pending, now: Double, partial: Bool = false, sent: () -> [HTTPHeader]
+    ) -> CacheEntry? {
         guard !state.noStore else { return nil }
-        let directives = CacheDirectives(response.headerValues("Cache-Control"))
+        let directives = CacheDirectives(fields.values(named: "Cache-Control"))
         // must-understand: stored only for a status code this cache understands, and then in
         // spite of no-store, which a sender adds for caches that do not understand it (§5.2.2.3).
         if directives.has("must-understand") {
@@ -590,7 +606,7 @@ public struct CachePlugin: ExportablePlugin {
         } else if directives.has("no-store") {
             return nil
         }
-        let varyNames = response.headerValues("Vary").flatMap { $0.split(separator: ",") }.map {
+        let varyNames = fields.values(named: "Vary").flatMap { $0.split(separator: ",") }.map {
             $0.trimmingCharacters(in: .whitespaces).lowercased()
         }
         if varyNames.contains("*") { return nil }
@@ -601,23 +617,25 @@ public struct CachePlugin: ExportablePlugin {
             key = partition + " " + state.key
         }
         let status = response.statusCode
-        let explicit = directives.has("max-age") || response.header("Expires") != nil || directives.has("public") || directives.has("private")
+        let explicit = directives.has("max-age") || fields.value(named: "Expires") != nil || directives.has("public") || directives.has("private")
         guard state.ttl != nil ? (200..<300).contains(status) : (explicit || CacheEntry.heuristicallyCacheable.contains(status)),
             status != 206 || partial, status != 304
         else { return nil }
+        let requestHeaders = sent()
+        guard Self.credentials(of: requestHeaders) == state.credentials else { return nil }
         var vary: [String: String] = [:]
         for name in varyNames where !name.isEmpty {
-            vary[name] = varyValue(name, state.requestHeaders.filter { HTTPHeader.namesEqual($0.name, name) }.map(\.value))
+            vary[name] = varyValue(name, requestHeaders.values(named: name))
         }
         // Never stored (§3.1): hop-by-hop fields, those the Connection field lists, and those a
         // qualified no-cache="…" or private="…" names (§5.2.2.4, §5.2.2.7).
         var omitted: Set<String> = ["x-cache", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade"]
-        for value in response.headerValues("Connection") {
+        for value in fields.values(named: "Connection") {
             for name in value.split(separator: ",") { omitted.insert(name.trimmingCharacters(in: .whitespaces).lowercased()) }
         }
         omitted.formUnion(directives.listedFields("no-cache"))
         omitted.formUnion(directives.listedFields("private"))
-        let headers = response.headers.filter { !omitted.contains($0.name.lowercased()) }
+        let headers = fields.filter { !omitted.contains($0.name.lowercased()) }
         return CacheEntry(
             key: key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
             body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,

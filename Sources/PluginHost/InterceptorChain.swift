@@ -81,6 +81,12 @@ struct InterceptorChain: Sendable {
             }
         }
 
+        /// The response's state; nil for a failure.
+        var response: ResponseState? {
+            if case .response(let state) = self { return state }
+            return nil
+        }
+
         /// The handle loaded plugins' hooks receive: the response state's own, or a new one for a failure.
         var handle: ResultHandle {
             switch self {
@@ -164,6 +170,8 @@ struct InterceptorChain: Sendable {
                 (outcome, sentRequest) = await sendAuthenticating(sending, transport: plan.transport, contexts: contexts)
             }
 
+            // The response hooks may read the request as sent (ABI 1.3 `result_request_headers`).
+            outcome.response?.sentRequest = state
             let innermost = shortCircuit?.index ?? interceptors.count - 1
             if let error = didReceive(outcome.view, contexts: contexts, from: innermost) { return .failure(error) }
             let retry: RetryRequest?
@@ -338,7 +346,10 @@ struct InterceptorChain: Sendable {
             case .proceed:
                 continue
             case .replace(let response):
+                // A replacement answers the same request.
+                let sent = outcome.response?.sentRequest
                 outcome = .response(ResponseState(response, url: url))
+                outcome.response?.sentRequest = sent
             case .retry(let delay, let refresh):
                 return .success((delay, refresh))
             }

@@ -211,4 +211,6 @@ struct BoundServices: HostServices {
     func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
     func randomBytes(_ count: Int) -> [UInt8] { RandomBytes.make(count) }
     var hasSubscribers: Bool { services.hasSubscribers }
+    /// In process, a response always knows its request (``ResponseState/sentRequest``).
+    var responsesCarryRequestHeaders: Bool { true }
 }

@@ -269,6 +269,13 @@ final class ResponseState: ResponseBackend {
     /// The handle loaded plugins' hooks receive, made on first use.
     private(set) lazy var handle = ResultHandle(response: self, failure: nil, mayDecide: false)
 
+    /// The request this response answers, as the request phase left it (the chain sets it): what
+    /// ``requestHeaders`` reads.
+    var sentRequest: RequestState?
+
+    /// The request's header fields as sent; nil when the response does not know its request.
+    var requestHeaders: [HTTPHeader]? { sentRequest?.headers }
+
     init(_ response: TransportResponse) {
         original = response.response
         givenFields = response.givenFields

@@ -55,6 +55,9 @@ final class CHostServices: HostServices, @unchecked Sendable {
         return ask(api) != 0
     }
 
+    /// A 1.3 host answers `result_request_headers`.
+    var responsesCarryRequestHeaders: Bool { api.pointee.abi_minor >= 3 && api.pointee.result_request_headers != nil }
+
     func now() -> Double { api.pointee.now(api) }
 
     func monotonicNanoseconds() -> UInt64 { api.pointee.monotonic_ns(api) }
@@ -101,20 +104,7 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     var headers: [HTTPHeader] {
         if api.pointee.abi_minor >= 1, let all = api.pointee.request_headers {
-            // One call (ABI 1.1): up to 32 fields on the stack, more in a second call.
-            let snapshot = withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: 64) { buffer -> [HTTPHeader]? in
-                let names = buffer.baseAddress!
-                let values = names + 32
-                let count = all(handle, names, values, 32)
-                guard count <= 32 else { return nil }
-                return (0..<count).map { HTTPHeader(name: CBytes.string(names[$0]), value: CBytes.string(values[$0])) }
-            }
-            if let snapshot { return snapshot }
-            let count = all(handle, nil, nil, 0)
-            var names = [ph_bytes](repeating: ph_bytes(), count: count)
-            var values = [ph_bytes](repeating: ph_bytes(), count: count)
-            let written = min(count, all(handle, &names, &values, count))
-            return (0..<written).map { HTTPHeader(name: CBytes.string(names[$0]), value: CBytes.string(values[$0])) }
+            return CBytes.snapshot { all(handle, $0, $1, $2) }
         }
         return (0..<api.pointee.request_header_count(handle)).compactMap { index in
             var name = ph_bytes()
@@ -211,12 +201,21 @@ final class CResultBackend: ResponseBackend, HandleView {
     func setStatusCode(_ code: Int) { api.pointee.result_set_status(handle, Int32(clamping: code)) }
 
     var headers: [HTTPHeader] {
-        (0..<api.pointee.result_header_count(handle)).compactMap { index in
+        if api.pointee.abi_minor >= 3, let all = api.pointee.result_headers {
+            return CBytes.snapshot { all(handle, $0, $1, $2) }
+        }
+        return (0..<api.pointee.result_header_count(handle)).compactMap { index in
             var name = ph_bytes()
             var value = ph_bytes()
             guard api.pointee.result_header_at(handle, index, &name, &value) == PH_OK else { return nil }
             return HTTPHeader(name: CBytes.string(name), value: CBytes.string(value))
         }
+    }
+
+    /// One call (ABI 1.3); nil on an older host.
+    var requestHeaders: [HTTPHeader]? {
+        guard api.pointee.abi_minor >= 3, let all = api.pointee.result_request_headers else { return nil }
+        return CBytes.snapshot { all(handle, $0, $1, $2) }
     }
 
     func header(named name: String, index: Int) -> String? {

@@ -30,6 +30,27 @@ package enum CBytes {
         return headers
     }
 
+    /// Header fields through a snapshot call of the ABI (`request_headers`, `result_headers`,
+    /// `result_request_headers`: it fills the names and values it has room for and returns how
+    /// many there are): up to 32 fields on the stack in one call, more in a second.
+    package static func snapshot(
+        _ call: (UnsafeMutablePointer<ph_bytes>?, UnsafeMutablePointer<ph_bytes>?, Int) -> Int
+    ) -> [HTTPHeader] {
+        let first = withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: 64) { buffer -> [HTTPHeader]? in
+            let names = buffer.baseAddress!
+            let values = names + 32
+            let count = call(names, values, 32)
+            guard count <= 32 else { return nil }
+            return (0..<count).map { HTTPHeader(name: string(names[$0]), value: string(values[$0])) }
+        }
+        if let first { return first }
+        let count = call(nil, nil, 0)
+        var names = [ph_bytes](repeating: ph_bytes(), count: count)
+        var values = [ph_bytes](repeating: ph_bytes(), count: count)
+        let written = min(count, call(&names, &values, count))
+        return (0..<written).map { HTTPHeader(name: string(names[$0]), value: string(values[$0])) }
+    }
+
     /// A byte array from borrowed bytes.
     package static func array(_ bytes: ph_bytes) -> [UInt8] {
         guard let data = bytes.data, bytes.len > 0 else { return [] }

@@ -142,9 +142,14 @@ public protocol HostServices: Sendable {
     func randomBytes(_ count: Int) -> [UInt8]
     /// Whether anyone listens for events: build an event only when true (it is cheap to ask).
     var hasSubscribers: Bool { get }
+    /// Whether responses tell the request they answer (``InterceptorResponse/requestHeaders``
+    /// is not nil): true in process and on a host of ABI 1.3 or later.
+    var responsesCarryRequestHeaders: Bool { get }
 }
 
 extension HostServices {
     /// Default: true (services that cannot tell get every event).
     public var hasSubscribers: Bool { true }
+    /// Default: false (services that cannot tell promise nothing).
+    public var responsesCarryRequestHeaders: Bool { false }
 }

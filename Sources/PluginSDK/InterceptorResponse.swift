@@ -21,11 +21,17 @@ public protocol ResponseBackend: AnyObject {
     /// At most `maxBytes` bytes from the start of the body, and the body's whole length,
     /// without copying the rest.
     func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int)
+    /// The header fields of the request this response answers, as sent; nil when unknown
+    /// (default: nil).
+    var requestHeaders: [HTTPHeader]? { get }
 }
 
 extension ResponseBackend {
     /// Asks ``header(named:index:)`` for index 0, 1, … until it answers nil.
     public func headerValues(named name: String) -> [String] { HeaderReading.values(named: name, header(named:index:)) }
+
+    /// Default: unknown.
+    public var requestHeaders: [HTTPHeader]? { nil }
 
     /// Reads the whole body; backends that can do better implement their own.
     public func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int) {
@@ -55,6 +61,13 @@ public struct InterceptorResponse {
 
     /// The first value of header `name` (case-insensitive).
     public func header(_ name: String) -> String? { backend.header(named: name, index: 0) }
+
+    /// The header fields of the request this response answers, as the request phase left them
+    /// (after every `willSend`), in one read; nil when the host cannot tell (a loaded plugin on
+    /// a host before ABI 1.3: ``HostServices/responsesCarryRequestHeaders`` says so up front).
+    /// A plugin that needs the request as sent only once the response comes (a cache's `Vary`)
+    /// reads it here and can leave `willSend` out of its active hooks.
+    public var requestHeaders: [HTTPHeader]? { backend.requestHeaders }
 
     /// Every value of header `name`, in order.
     public func headerValues(_ name: String) -> [String] { backend.headerValues(named: name) }

@@ -22,7 +22,7 @@ struct ABIMinorTests {
         let plugins = try PluginLoader.load(
             manifest: try f.manifest([["name": "alpha"], ["name": "cplugin"], ["name": "hostile", "config": ["mode": "declare-none"]]]),
             services: PluginServices())
-        #expect(plugins.map { "\($0.name) \($0.library.info.abiMajor).\($0.library.info.abiMinor)" } == ["alpha 1.2", "cplugin 1.0", "hostile 1.2"])
+        #expect(plugins.map { "\($0.name) \($0.library.info.abiMajor).\($0.library.info.abiMinor)" } == ["alpha 1.3", "cplugin 1.0", "hostile 1.3"])
         let provider = Provider<Bin>(interceptors: plugins)
         let response = try await provider.request(try Bin("anything")).value
         #expect(try echo(response).header("X-Order") == "alpha,cplugin")
@@ -65,6 +65,7 @@ struct ABIMinorTests {
         defer { f.remove() }
         try f.contrib("Logger")
         try f.contrib("Credentials")
+        try f.contrib("Cache")
         func active(_ name: String, _ config: [String: Any]) throws -> UInt32? {
             try PluginLoader.load(
                 manifest: try f.manifest([["name": name, "config": config]], file: "\(UUID().uuidString).json"), services: PluginServices()
@@ -79,6 +80,8 @@ struct ABIMinorTests {
         var preemptive = entry
         preemptive["preemptive"] = true
         #expect(try active("credentials", ["credentials": [preemptive]]) == PH_HOOK_PREPARE | PH_HOOK_CREDENTIAL)
+        // ABI 1.3: a response tells the request as sent, so the cache needs no willSend.
+        #expect(try active("cache", [:]) == PH_HOOK_PREPARE | PH_HOOK_PROCESS)
     }
 
     @Test func activityBuildsEventsOnlyWhileSomeoneListens() async throws {

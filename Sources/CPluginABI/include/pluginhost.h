@@ -38,8 +38,9 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 2   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
-                            request_headers and request_edit_headers; 1.2 request_background */
+#define PH_ABI_MINOR 3   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
+                            request_headers and request_edit_headers; 1.2 request_background;
+                            1.3 result_headers and result_request_headers */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -248,6 +249,22 @@ struct ph_host_api {
      * per plugin and exchange. PH_OK; PH_INVALID outside prepare, from a background exchange,
      * or when this plugin already asked in this exchange. */
     ph_status (*request_background)(const ph_host_api *host, ph_request *request, ph_bytes option);
+
+    /* Added in ABI 1.3 (a plugin checks host->abi_minor >= 3 before calling these). */
+
+    /* Every header field of the response in one call (did_receive, process), as request_headers
+     * gives a request's: writes the first min(count, capacity) names and values, in order, into
+     * names[] and values[] and returns count (call again with larger arrays when count >
+     * capacity); 0 for a failure, which has no response. The bytes are borrowed: valid until the
+     * hook returns or a setter of this result is called. */
+    size_t (*result_headers)(ph_result *result, ph_bytes *names, ph_bytes *values, size_t capacity);
+    /* The header fields of the request this response answers, as the request phase left them
+     * (after every will_send; what a prepare that answered saw), in the same way: a plugin that
+     * needs the request as sent only when the response comes (a cache's Vary, credentials
+     * added after its lookup) can then leave will_send out. Returns count; 0 for a failure, or
+     * when the host does not know the request (it then returns 0 for every call). The bytes are
+     * borrowed: valid until the hook returns. */
+    size_t (*result_request_headers)(ph_result *result, ph_bytes *names, ph_bytes *values, size_t capacity);
 };
 
 /* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning ph_status

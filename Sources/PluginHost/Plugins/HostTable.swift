@@ -107,6 +107,18 @@ final class CBytePairs {
         storage.deallocate()
     }
 
+    /// Writes the first `capacity` names and values into the caller's arrays (borrowed: valid
+    /// while this copy lives) and returns how many pairs there are: the snapshot calls'
+    /// contract (`request_headers`, `result_headers`, `result_request_headers`).
+    func snapshot(_ names: UnsafeMutablePointer<ph_bytes>?, _ values: UnsafeMutablePointer<ph_bytes>?, _ capacity: Int) -> Int {
+        if let names, let values {
+            let written = min(count, capacity)
+            names.update(from: self.names, count: written)
+            values.update(from: self.values, count: written)
+        }
+        return count
+    }
+
     /// The `index`-th value (0-based) of the field `name`, compared as ASCII without case.
     func value(named name: ph_bytes, index: Int) -> ph_bytes? {
         var seen = 0
@@ -303,13 +315,7 @@ final class HostTable: @unchecked Sendable {
             (try? RequestHandle.from(request).state.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
         }
         api.request_headers = { request, names, values, capacity in
-            let headers = RequestHandle.from(request).state.cHeaders
-            if let names, let values {
-                let written = min(headers.count, capacity)
-                names.update(from: headers.names, count: written)
-                values.update(from: headers.values, count: written)
-            }
-            return headers.count
+            RequestHandle.from(request).state.cHeaders.snapshot(names, values, capacity)
         }
         api.request_background = { api, request, option in
             // The state refuses it outside this plugin's prepare (and from a background exchange).
@@ -394,6 +400,12 @@ final class HostTable: @unchecked Sendable {
         api.result_remove_header = { result, name in
             guard let response = ResultHandle.from(result).response else { return PH_INVALID }
             return (try? response.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+        }
+        api.result_headers = { result, names, values, capacity in
+            ResultHandle.from(result).response?.cHeaders.snapshot(names, values, capacity) ?? 0
+        }
+        api.result_request_headers = { result, names, values, capacity in
+            ResultHandle.from(result).response?.sentRequest?.cHeaders.snapshot(names, values, capacity) ?? 0
         }
         api.result_body = { result in ResultHandle.from(result).response?.cBody ?? ph_bytes() }
         api.result_set_body = { result, body in ResultHandle.from(result).response?.setData(CBytes.data(body)) }
