@@ -31,6 +31,8 @@ final class CacheStore: Sendable {
         /// File names of keys looked up lately (a name is a digest of its key: worked out once);
         /// emptied when it reaches ``maxRememberedNames``.
         var names: [String: String] = [:]
+        /// Entry files kept open after a read, by name (at most ``maxOpenFiles``).
+        var openFiles: [String: OpenFile] = [:]
 
         /// The file name of `key`.
         mutating func name(of key: String) -> String {
@@ -44,6 +46,43 @@ final class CacheStore: Sendable {
 
     /// How many file names ``State/name(of:)`` keeps.
     static let maxRememberedNames = 4096
+
+    /// An entry file kept open after a read (an open-file cache, as web servers keep one): the
+    /// next read of the name checks with one `lstat` that the name still refers to this file,
+    /// unchanged (a regular file, the same device and inode, size and modification time), and
+    /// reads it with `pread`, which saves the `open`, `fstat` and `close` of a disk hit. The
+    /// digest inside the file is checked on every read, as for a file just opened.
+    struct OpenFile {
+        let fd: Int32
+        let device: UInt64
+        let inode: UInt64
+        let size: Int
+        let modified: timespec
+        var used: UInt64
+
+        init(fd: Int32, _ status: stat, used: UInt64) {
+            self.fd = fd
+            device = UInt64(truncatingIfNeeded: status.st_dev)
+            inode = UInt64(truncatingIfNeeded: status.st_ino)
+            size = Int(status.st_size)
+            #if canImport(Darwin)
+            modified = status.st_mtimespec
+            #else
+            modified = status.st_mtim
+            #endif
+            self.used = used
+        }
+
+        /// Whether `status` (of the entry's path, not following a link) is still this file.
+        func matches(_ status: stat) -> Bool {
+            let other = OpenFile(fd: fd, status, used: used)
+            return (status.st_mode & S_IFMT) == S_IFREG && other.device == device && other.inode == inode && other.size == size
+                && other.modified.tv_sec == modified.tv_sec && other.modified.tv_nsec == modified.tv_nsec
+        }
+    }
+
+    /// How many entry files a store keeps open (each a file descriptor).
+    static let maxOpenFiles = 32
 
     private let state = Locked(State())
     private let maxMemoryEntries: Int
@@ -78,6 +117,13 @@ final class CacheStore: Sendable {
         guard info.st_mode & 0o077 == 0 else {
             throw DirectoryError(
                 description: "it has mode \(String(info.st_mode & 0o777, radix: 8)): group or others may enter it; chmod 700 it")
+        }
+    }
+
+    deinit {
+        state.withLock { state in
+            for file in state.openFiles.values { close(file.fd) }
+            state.openFiles.removeAll()
         }
     }
 
@@ -127,7 +173,7 @@ final class CacheStore: Sendable {
             guard let directory else { return nil }
             let name = state.name(of: key)
             guard state.disk[name] != nil else { return nil }
-            guard let entry = Self.read(directory + "/" + name), entry.key == key else {
+            guard let bytes = read(name, directory + "/" + name, &state), let entry = Self.decode(bytes), entry.key == key else {
                 removeDisk(name, &state)
                 return nil
             }
@@ -151,6 +197,7 @@ final class CacheStore: Sendable {
             guard fd >= 0 else { return }
             let written = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
             close(fd)
+            closeFile(name, &state)
             guard written, rename(temporary, directory + "/" + name) == 0 else {
                 unlink(temporary)
                 return
@@ -219,9 +266,43 @@ final class CacheStore: Sendable {
 
     private func removeDisk(_ name: String, _ state: inout State) {
         guard let directory else { return }
+        closeFile(name, &state)
         unlink(directory + "/" + name)
         if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
     }
+
+    /// The bytes of the entry file `name` at `path`: through its open descriptor while the path
+    /// still names that file unchanged (``OpenFile``), else opened anew and kept open (the least
+    /// recently read one closed beyond ``maxOpenFiles``).
+    private func read(_ name: String, _ path: String, _ state: inout State) -> [UInt8]? {
+        if let file = state.openFiles[name] {
+            var status = stat()
+            if lstat(path, &status) == 0, file.matches(status), let bytes = FileDescriptor.read(file.fd, size: file.size) {
+                state.openFiles[name]!.used = state.clock
+                return bytes
+            }
+            closeFile(name, &state)
+        }
+        guard let (fd, status) = FileDescriptor.openRegularFile(path, limit: Int(Int32.max)) else { return nil }
+        guard let bytes = FileDescriptor.read(fd, size: Int(status.st_size)) else {
+            close(fd)
+            return nil
+        }
+        if state.openFiles.count >= Self.maxOpenFiles, let oldest = state.openFiles.min(by: { $0.value.used < $1.value.used }) {
+            closeFile(oldest.key, &state)
+        }
+        state.openFiles[name] = OpenFile(fd: fd, status, used: state.clock)
+        return bytes
+    }
+
+    /// Closes the kept descriptor of entry file `name`, if there is one (the store replaces or
+    /// removes the file, or it changed).
+    private func closeFile(_ name: String, _ state: inout State) {
+        if let file = state.openFiles.removeValue(forKey: name) { close(file.fd) }
+    }
+
+    /// Entry files kept open, for tests.
+    var openFileCount: Int { state.withLock { $0.openFiles.count } }
 
     /// `<partition>-<hex SHA-256 of the key>.entry` (a store works each out once: ``State/name(of:)``).
     static func fileName(_ key: String) -> String { partition(ofKey: key) + "-" + SHA256.hex(SHA256.hash(key.utf8)) + ".entry" }
@@ -292,7 +373,11 @@ final class CacheStore: Sendable {
     /// The entry in the file at `path`; nil when it cannot be read, is not this format, or its
     /// digest does not match (a truncated or corrupted file, metadata or body).
     static func read(_ path: String) -> CacheEntry? {
-        guard let bytes = FileDescriptor.readFile(path, limit: Int(Int32.max)) else { return nil }
+        FileDescriptor.readFile(path, limit: Int(Int32.max)).flatMap(decode)
+    }
+
+    /// The entry these file bytes hold; nil as ``read(_:)`` says.
+    static func decode(_ bytes: [UInt8]) -> CacheEntry? {
         let start = magic.count + 32
         guard bytes.count >= start + 4, bytes[0..<magic.count].elementsEqual(magic) else { return nil }
         let payload = bytes[start...]

@@ -27,22 +27,39 @@ public enum FileDescriptor {
     /// `open`, `fstat` and as few `read`s as it takes; nil when it cannot be opened, is not a
     /// regular file, is larger than `limit` bytes, or a read fails.
     public static func readFile(_ path: String, limit: Int) -> [UInt8]? {
+        guard let (fd, status) = openRegularFile(path, limit: limit) else { return nil }
+        defer { close(fd) }
+        return read(fd, size: Int(status.st_size))
+    }
+
+    /// Opens the regular file at `path` for reading (a symbolic link is not followed), and returns
+    /// its descriptor and status; nil when it cannot be opened, is not a regular file, or is
+    /// larger than `limit` bytes. The caller closes the descriptor.
+    public static func openRegularFile(_ path: String, limit: Int) -> (fd: Int32, status: stat)? {
         #if canImport(Glibc)
         let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         #else
         let fd = Darwin.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         #endif
         guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int(info.st_size) <= limit else { return nil }
-        let size = Int(info.st_size)
+        var status = stat()
+        guard fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, Int(status.st_size) <= limit else {
+            close(fd)
+            return nil
+        }
+        return (fd, status)
+    }
+
+    /// The first `size` bytes of the file `fd` refers to, read from its start with as few
+    /// `pread`s as it takes (the descriptor's offset is neither used nor moved); nil when a read
+    /// fails or the file ends sooner.
+    public static func read(_ fd: Int32, size: Int) -> [UInt8]? {
         var complete = true
         // Read into the array's own storage (not zero-filled first).
         let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
             var offset = 0
             while offset < size {
-                let got = read(fd, buffer.baseAddress! + offset, size - offset)
+                let got = pread(fd, buffer.baseAddress! + offset, size - offset, off_t(offset))
                 if got < 0, errno == EINTR { continue }
                 if got <= 0 { break }
                 offset += got

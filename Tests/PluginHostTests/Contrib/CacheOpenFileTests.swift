@@ -1,0 +1,102 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import CachePlugin
+
+/// The disk store keeps entry files open after a read (at most `CacheStore.maxOpenFiles`) and
+/// reads them again through the kept descriptor only while their path still names the same,
+/// unchanged file.
+@Suite("Cache disk store: entry files kept open")
+struct CacheOpenFileTests {
+    let directory = NSTemporaryDirectory() + "pluginhost-cache-open-" + UUID().uuidString
+
+    /// A store that keeps one entry in memory, so every other read comes from disk.
+    func store() throws -> CacheStore {
+        try CacheStore(maxMemoryEntries: 1, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 1 << 24)
+    }
+
+    func entry(_ key: String, _ body: String) -> CacheEntry {
+        CacheEntry(
+            key: key, status: 200, headerNames: ["Cache-Control"], headerValues: ["max-age=60"], body: Array(body.utf8),
+            requestTime: 1_795_331_982, responseTime: 1_795_331_983, vary: [:], ttl: nil, hasQuery: false)
+    }
+
+    func path(_ key: String) -> String { directory + "/" + CacheStore.fileName(key) }
+
+    /// How many of this process's descriptors are open on files of this test's directory.
+    func descriptorsOnDirectory() throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter { fd in
+            ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + fd)) ?? "").hasPrefix(directory + "/")
+        }.count
+    }
+
+    /// Reads `key` from disk: another key is read first, so `key` is not the one in memory.
+    func fromDisk(_ store: CacheStore, _ key: String, other: String) -> String? {
+        _ = store.get(other)
+        return store.get(key).map { String(decoding: $0.body, as: UTF8.self) }
+    }
+
+    @Test func aFileReplacedByAnotherWriterIsReadAnew() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let reader = try store()
+        reader.put(entry("GET http://a.test/1", "one"))
+        reader.put(entry("GET http://a.test/2", "two"))
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one")
+        #expect(reader.openFileCount >= 1)
+        // Another store on the directory (another process, say) replaces the file by rename.
+        let writer = try store()
+        writer.put(entry("GET http://a.test/1", "one, newer"))
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one, newer")
+    }
+
+    @Test func aRemovedFileIsAMissNotReadThroughTheKeptDescriptor() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let reader = try store()
+        reader.put(entry("GET http://a.test/1", "one"))
+        reader.put(entry("GET http://a.test/2", "two"))
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one")
+        try FileManager.default.removeItem(atPath: path("GET http://a.test/1"))
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == nil)
+        // A symbolic link put in its place (to a good entry file) is not followed either.
+        reader.put(entry("GET http://a.test/1", "one again"))
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one again")
+        let copy = directory + "/elsewhere"
+        try FileManager.default.copyItem(atPath: path("GET http://a.test/1"), toPath: copy)
+        try FileManager.default.removeItem(atPath: path("GET http://a.test/1"))
+        try FileManager.default.createSymbolicLink(atPath: path("GET http://a.test/1"), withDestinationPath: copy)
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == nil)
+    }
+
+    @Test func aFileChangedInPlaceIsCheckedAgain() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let reader = try store()
+        reader.put(entry("GET http://a.test/1", "one"))
+        reader.put(entry("GET http://a.test/2", "two"))
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one")
+        // One byte of the body flipped in place: same file, same size; its digest no longer matches.
+        let handle = try #require(FileHandle(forUpdatingAtPath: path("GET http://a.test/1")))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size - 1)
+        try handle.write(contentsOf: Data([UInt8(ascii: "X")]))
+        try handle.close()
+        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == nil)
+        // A miss removes the file (as before): the next read finds nothing either.
+        #expect(!FileManager.default.fileExists(atPath: path("GET http://a.test/1")))
+    }
+
+    @Test func keptFilesAreBoundedAndClosedWithTheStore() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            let reader = try store()
+            let keys = (0..<(CacheStore.maxOpenFiles + 8)).map { "GET http://a.test/\($0)" }
+            for key in keys { reader.put(entry(key, key)) }
+            for key in keys { #expect(fromDisk(reader, key, other: key == keys[0] ? keys[1] : keys[0]) == key) }
+            #expect(reader.openFileCount == CacheStore.maxOpenFiles)
+            #expect(try descriptorsOnDirectory() == CacheStore.maxOpenFiles)
+            // The files still read through their descriptors are the latest (the oldest went first).
+            #expect(fromDisk(reader, keys.last!, other: keys[keys.count - 2]) == keys.last!)
+        }
+        #expect(try descriptorsOnDirectory() == 0)
+    }
+}
