@@ -70,31 +70,15 @@ final class CHostServices: HostServices, @unchecked Sendable {
 }
 
 /// A view of a host handle: holds nothing but the handle and the host table, so a view of a
-/// handle is as good as a new one, and a view no one else holds may be pointed at another handle.
+/// handle is as good as a new one.
 protocol HandleView: AnyObject {
-    var handle: OpaquePointer { get set }
+    var handle: OpaquePointer { get }
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>)
-}
-
-extension Optional where Wrapped: HandleView {
-    /// The view kept here when it is of `handle`; else the same view pointed at `handle` when
-    /// nothing but this slot holds it (the hooks that used it are over: a view a plugin kept is
-    /// never moved), else a new one, kept here. Called under the lock that guards the slot.
-    mutating func view(of handle: OpaquePointer, api: UnsafePointer<ph_host_api>) -> Wrapped {
-        if let last = self, last.handle == handle { return last }
-        if self != nil, isKnownUniquelyReferenced(&self!) {
-            self!.handle = handle
-            return self!
-        }
-        let made = Wrapped(handle: handle, api: api)
-        self = made
-        return made
-    }
 }
 
 /// ``RequestBackend`` over a host request handle.
 final class CRequestBackend: RequestBackend, HandleView {
-    var handle: OpaquePointer
+    let handle: OpaquePointer
     let api: UnsafePointer<ph_host_api>
 
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {
@@ -204,7 +188,7 @@ final class CRequestBackend: RequestBackend, HandleView {
 
 /// ``ResponseBackend`` over a host result handle.
 final class CResultBackend: ResponseBackend, HandleView {
-    var handle: OpaquePointer
+    let handle: OpaquePointer
     let api: UnsafePointer<ph_host_api>
 
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {

@@ -195,7 +195,7 @@ private final class ExportedInstance {
     /// The context of `pointer`, and the view of a request handle: one lock per hook call.
     func request(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorRequest, InterceptorContext) {
         recent.withLock { recent in
-            (InterceptorRequest(backend: recent.request.view(of: handle, api: api)), context(pointer, &recent))
+            (InterceptorRequest(backend: view(of: handle, reusing: &recent.request)), context(pointer, &recent))
         }
     }
 
@@ -208,8 +208,16 @@ private final class ExportedInstance {
             guard kind == PH_FAILURE_NONE else {
                 return (.failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))), context)
             }
-            return (.response(InterceptorResponse(backend: recent.result.view(of: handle, api: api))), context)
+            return (.response(InterceptorResponse(backend: view(of: handle, reusing: &recent.result))), context)
         }
+    }
+
+    /// The view in `slot` when it is of `handle`, else a new one, kept there.
+    private func view<View: HandleView>(of handle: OpaquePointer, reusing slot: inout View?) -> View {
+        if let last = slot, last.handle == handle { return last }
+        let made = View(handle: handle, api: api)
+        slot = made
+        return made
     }
 
     /// The context of `pointer` alone.
