@@ -37,52 +37,58 @@ struct CacheOpenFileTests {
         return store.get(key).map { String(decoding: $0.body, as: UTF8.self) }
     }
 
+    static let one = "GET http://a.test/1"
+    static let two = "GET http://a.test/2"
+
+    /// `one` as a disk hit reads it now (its file kept open after the first such read).
+    func readOne(_ store: CacheStore) -> String? { fromDisk(store, Self.one, other: Self.two) }
+
+    /// A store holding `one` ("one") and `two`, `one` read once from disk (so its file is kept open).
+    func storeWithOneReadFromDisk() throws -> CacheStore {
+        let store = try store()
+        store.put(entry(Self.one, "one"))
+        store.put(entry(Self.two, "two"))
+        #expect(readOne(store) == "one")
+        #expect(store.openFileCount >= 1)
+        return store
+    }
+
     @Test func aFileReplacedByAnotherWriterIsReadAnew() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let reader = try store()
-        reader.put(entry("GET http://a.test/1", "one"))
-        reader.put(entry("GET http://a.test/2", "two"))
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one")
-        #expect(reader.openFileCount >= 1)
+        let reader = try storeWithOneReadFromDisk()
         // Another store on the directory (another process, say) replaces the file by rename.
         let writer = try store()
-        writer.put(entry("GET http://a.test/1", "one, newer"))
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one, newer")
+        writer.put(entry(Self.one, "one, newer"))
+        #expect(readOne(reader) == "one, newer")
     }
 
     @Test func aRemovedFileIsAMissNotReadThroughTheKeptDescriptor() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let reader = try store()
-        reader.put(entry("GET http://a.test/1", "one"))
-        reader.put(entry("GET http://a.test/2", "two"))
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one")
-        try FileManager.default.removeItem(atPath: path("GET http://a.test/1"))
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == nil)
+        let reader = try storeWithOneReadFromDisk()
+        try FileManager.default.removeItem(atPath: path(Self.one))
+        #expect(readOne(reader) == nil)
         // A symbolic link put in its place (to a good entry file) is not followed either.
-        reader.put(entry("GET http://a.test/1", "one again"))
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one again")
+        reader.put(entry(Self.one, "one again"))
+        #expect(readOne(reader) == "one again")
         let copy = directory + "/elsewhere"
-        try FileManager.default.copyItem(atPath: path("GET http://a.test/1"), toPath: copy)
-        try FileManager.default.removeItem(atPath: path("GET http://a.test/1"))
-        try FileManager.default.createSymbolicLink(atPath: path("GET http://a.test/1"), withDestinationPath: copy)
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == nil)
+        try FileManager.default.copyItem(atPath: path(Self.one), toPath: copy)
+        try FileManager.default.removeItem(atPath: path(Self.one))
+        try FileManager.default.createSymbolicLink(atPath: path(Self.one), withDestinationPath: copy)
+        #expect(readOne(reader) == nil)
     }
 
     @Test func aFileChangedInPlaceIsCheckedAgain() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let reader = try store()
-        reader.put(entry("GET http://a.test/1", "one"))
-        reader.put(entry("GET http://a.test/2", "two"))
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == "one")
+        let reader = try storeWithOneReadFromDisk()
         // One byte of the body flipped in place: same file, same size; its digest no longer matches.
-        let handle = try #require(FileHandle(forUpdatingAtPath: path("GET http://a.test/1")))
+        let handle = try #require(FileHandle(forUpdatingAtPath: path(Self.one)))
         let size = try handle.seekToEnd()
         try handle.seek(toOffset: size - 1)
         try handle.write(contentsOf: Data([UInt8(ascii: "X")]))
         try handle.close()
-        #expect(fromDisk(reader, "GET http://a.test/1", other: "GET http://a.test/2") == nil)
-        // A miss removes the file (as before): the next read finds nothing either.
-        #expect(!FileManager.default.fileExists(atPath: path("GET http://a.test/1")))
+        #expect(readOne(reader) == nil)
+        // A miss removes the file (as before).
+        #expect(!FileManager.default.fileExists(atPath: path(Self.one)))
     }
 
     @Test func keptFilesAreBoundedAndClosedWithTheStore() throws {
