@@ -377,6 +377,21 @@ struct CLITests {
         try expectSchema(json.stdout, "test.schema.json")
     }
 
+    /// The verified copy a library is opened from, and its private directory, are gone once it is
+    /// loaded: a process leaves nothing behind in the temporary directory.
+    @Test func loadingLeavesNoPrivateCopyBehind() async throws {
+        let workspace = try await Workspace.make()
+        let manifest = try workspace.exampleManifest()
+        let temporary = NSTemporaryDirectory() + "pluginhost-tmpdir-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: temporary) }
+        let output = try await CLI.run(
+            ["test", "--manifest", manifest, "--store", "access_token=t", "--store", "signing_secret=s"], environment: ["TMPDIR": temporary])
+        #expect(output.status == 0)
+        #expect(output.stdout.contains("signature"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary) == [])
+    }
+
     @Test func benchPrintsPerPluginAndChainCost() async throws {
         let workspace = try await Workspace.make()
         let manifest = try workspace.exampleManifest()

@@ -73,7 +73,6 @@ public final class PluginLibrary: @unchecked Sendable {
     }
 
     private static let loaded = Locked([FileID: PluginLibrary]())
-    private static let privateDirectory = Locked<String?>(nil)
 
     /// Whether both are the same loaded image (the same verified bytes, opened once).
     public func hasSameImage(as other: PluginLibrary) -> Bool { descriptor == other.descriptor }
@@ -120,16 +119,16 @@ public final class PluginLibrary: @unchecked Sendable {
         if let reused { return reused }
 
         let copy = try writePrivateCopy(bytes, of: path)
-        guard let handle = dlopen(copy, RTLD_NOW | RTLD_LOCAL) else {
-            unlink(copy)
-            throw PluginLoadError(.notSharedObject, file: path, reason: dlerrorText(stripping: copy))
-        }
-        unlink(copy)
+        // The mapping outlives the file: copy and directory go once dlopen is done with them.
+        let handle = dlopen(copy.file, RTLD_NOW | RTLD_LOCAL)
+        unlink(copy.file)
+        rmdir(copy.directory)
+        guard let handle else { throw PluginLoadError(.notSharedObject, file: path, reason: dlerrorText(stripping: copy.file)) }
         _ = dlerror()
         guard let symbol = dlsym(handle, entrySymbol) else {
             throw PluginLoadError(
                 .missingEntrySymbol, file: path,
-                reason: "no \(entrySymbol) symbol: \(dlerrorText(stripping: copy))")
+                reason: "no \(entrySymbol) symbol: \(dlerrorText(stripping: copy.file))")
         }
         let entry = unsafeBitCast(symbol, to: ph_entry_fn.self)
         guard let descriptor = entry() else {
@@ -181,18 +180,14 @@ public final class PluginLibrary: @unchecked Sendable {
             hooks: hooks)
     }
 
-    /// Writes the verified bytes to a fresh file in a private (0700) directory.
-    private static func writePrivateCopy(_ bytes: Data, of path: String) throws(PluginLoadError) -> String {
-        let directory = try privateDirectory.withLock { current throws(PluginLoadError) -> String in
-            if let current { return current }
-            var template = Array((NSTemporaryDirectory() + "/pluginhost-XXXXXX").utf8CString)
-            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-                throw PluginLoadError(.unreadable, file: path, reason: "cannot create a private directory for verified copies")
-            }
-            let directory = String(cString: made)
-            current = directory
-            return directory
+    /// Writes the verified bytes to a fresh file in a fresh private (0700) directory of its own
+    /// (the caller removes both once the library is opened).
+    private static func writePrivateCopy(_ bytes: Data, of path: String) throws(PluginLoadError) -> (file: String, directory: String) {
+        var template = Array((NSTemporaryDirectory() + "/pluginhost-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw PluginLoadError(.unreadable, file: path, reason: "cannot create a private directory for verified copies")
         }
+        let directory = String(cString: made)
         let copy = "\(directory)/\(UUID().uuidString)-\((path as NSString).lastPathComponent)"
         // Qualified: `open` alone would name this type's own `open(path:…)`.
         #if canImport(Glibc)
@@ -201,15 +196,18 @@ public final class PluginLibrary: @unchecked Sendable {
         let fd = Darwin.open(copy, O_WRONLY | O_CREAT | O_EXCL, 0o500)
         #endif
         guard fd >= 0 else {
-            throw PluginLoadError(.unreadable, file: path, reason: "cannot write a verified copy: \(String(cString: strerror(errno)))")
+            let reason = String(cString: strerror(errno))
+            rmdir(directory)
+            throw PluginLoadError(.unreadable, file: path, reason: "cannot write a verified copy: \(reason)")
         }
         defer { close(fd) }
         let written = bytes.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
         guard written else {
             unlink(copy)
+            rmdir(directory)
             throw PluginLoadError(.unreadable, file: path, reason: "cannot write a verified copy")
         }
-        return copy
+        return (copy, directory)
     }
 
     /// The `dlerror` text without the private copy's path (the error already names the file).
