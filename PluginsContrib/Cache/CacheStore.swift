@@ -173,7 +173,7 @@ final class CacheStore: Sendable {
             guard let directory else { return nil }
             let name = state.name(of: key)
             guard state.disk[name] != nil else { return nil }
-            guard let bytes = read(name, directory + "/" + name, &state), let entry = Self.decode(bytes), entry.key == key else {
+            guard let bytes = bytes(ofFile: name, at: directory + "/" + name, &state), let entry = Self.decode(bytes), entry.key == key else {
                 removeDisk(name, &state)
                 return nil
             }
@@ -274,7 +274,7 @@ final class CacheStore: Sendable {
     /// The bytes of the entry file `name` at `path`: through its open descriptor while the path
     /// still names that file unchanged (``OpenFile``), else opened anew and kept open (the least
     /// recently read one closed beyond ``maxOpenFiles``).
-    private func read(_ name: String, _ path: String, _ state: inout State) -> [UInt8]? {
+    private func bytes(ofFile name: String, at path: String, _ state: inout State) -> [UInt8]? {
         if let file = state.openFiles[name] {
             var status = stat()
             if lstat(path, &status) == 0, file.matches(status), let bytes = FileDescriptor.read(file.fd, size: file.size) {
