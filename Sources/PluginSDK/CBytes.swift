@@ -10,6 +10,15 @@ package enum CBytes {
     }
 
     /// A byte array from borrowed bytes.
+    /// Whether `bytes` are the UTF-8 of `text`.
+    package static func equal(_ bytes: ph_bytes, _ text: String) -> Bool {
+        let count = text.utf8.count
+        guard bytes.len == count else { return false }
+        guard count > 0, let data = bytes.data else { return true }
+        let same = text.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, data, count) == 0 }
+        return same ?? text.utf8.elementsEqual(UnsafeBufferPointer(start: data, count: count))
+    }
+
     package static func data(_ bytes: ph_bytes) -> Data {
         guard let data = bytes.data, bytes.len > 0 else { return Data() }
         return Data(bytes: data, count: bytes.len)

@@ -186,6 +186,10 @@ private final class ExportedInstance {
     /// the handle, so a view of a handle is as good as a new one).
     private struct Recent {
         var context: (pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?
+        /// The target the last context was built with: most requests of an app go to a few
+        /// targets, and one equal to the last is reused instead of decoded again (its strings and
+        /// options made anew for every plugin and request).
+        var target: TargetInfo?
         var request: CRequestBackend?
         var result: CResultBackend?
     }
@@ -233,23 +237,47 @@ private final class ExportedInstance {
         if let cached = recent.context, cached.pointer == pointer, cached.requestID == requestID, cached.attempt == attempt {
             return cached.context
         }
-        let built = buildContext(pointer)
+        let target: TargetInfo
+        if let last = recent.target, Self.target(pointer.pointee, equals: last) {
+            target = last
+        } else {
+            target = Self.target(pointer.pointee)
+            recent.target = target
+        }
+        let built = InterceptorContext(target: target, requestID: requestID, attempt: Int(attempt), services: services)
         recent.context = (pointer, requestID, attempt, built)
         return built
+    }
+
+    /// The target of a C context, decoded.
+    private static func target(_ c: ph_context) -> TargetInfo {
+        var options: [String: String] = [:]
+        for index in 0..<c.option_count {
+            options[CBytes.string(c.option_keys[index])] = CBytes.string(c.option_values[index])
+        }
+        return TargetInfo(
+            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url),
+            path: CBytes.string(c.target_path), pluginOptions: options)
+    }
+
+    /// Whether the target of a C context is `target`, byte for byte (options in any order).
+    private static func target(_ c: ph_context, equals target: TargetInfo) -> Bool {
+        guard c.option_count == target.pluginOptions.count, CBytes.equal(c.target_method, target.method),
+            CBytes.equal(c.target_path, target.path), CBytes.equal(c.target_base_url, target.baseURL)
+        else { return false }
+        for index in 0..<c.option_count {
+            guard let value = target.pluginOptions[CBytes.string(c.option_keys[index])], CBytes.equal(c.option_values[index], value) else {
+                return false
+            }
+        }
+        return true
     }
 
     private func buildContext(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {
         guard let c = c?.pointee else {
             return InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
         }
-        var options: [String: String] = [:]
-        for index in 0..<c.option_count {
-            options[CBytes.string(c.option_keys[index])] = CBytes.string(c.option_values[index])
-        }
-        let target = TargetInfo(
-            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url),
-            path: CBytes.string(c.target_path), pluginOptions: options)
-        return InterceptorContext(target: target, requestID: c.request_id, attempt: Int(c.attempt), services: services)
+        return InterceptorContext(target: Self.target(c), requestID: c.request_id, attempt: Int(c.attempt), services: services)
     }
 }
 
