@@ -133,11 +133,15 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     /// The request's credential header values (one list per name of ``credentialHeaders``).
+    /// Empty when there are none (nothing allocated: most requests carry none of these names).
     static func credentials(of headers: [HTTPHeader]) -> [[String]] {
-        // One pass over the fields; most requests carry none of these names.
-        var values = [[String]](repeating: [], count: credentialHeaders.count)
+        // One pass over the fields.
+        var values: [[String]] = []
         for header in headers {
-            if let slot = credentialHeaders.firstIndex(where: { HTTPHeader.namesEqual(header.name, $0) }) { values[slot].append(header.value) }
+            if let slot = credentialHeaders.firstIndex(where: { HTTPHeader.namesEqual(header.name, $0) }) {
+                if values.isEmpty { values = [[String]](repeating: [], count: credentialHeaders.count) }
+                values[slot].append(header.value)
+            }
         }
         return values
     }
@@ -297,10 +301,15 @@ public struct CachePlugin: ExportablePlugin {
 
     static func isUnsafe(_ method: String) -> Bool { !safeMethods.contains(method) }
 
+    /// `method` in capitals (as it is already, nearly always: then no new string is made).
+    static func upper(_ method: String) -> String {
+        method.utf8.contains(where: { $0 &- UInt8(ascii: "a") < 26 || $0 >= 0x80 }) ? method.uppercased() : method
+    }
+
     // MARK: Request side
 
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
-        let method = request.method.uppercased()
+        let method = Self.upper(request.method)
         let option = context.target.pluginOptions["cache"]?.lowercased()
         let now = context.services.now()
         // Read once: each read of a loaded plugin's request crosses into the host.
