@@ -107,17 +107,7 @@ final class CacheStore: Sendable {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             guard lstat(directory, &info) == 0 else { throw DirectoryError(description: "it cannot be examined after creating it") }
         }
-        if (info.st_mode & S_IFMT) == S_IFLNK {
-            throw DirectoryError(description: "it is a symbolic link; name the directory itself")
-        }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw DirectoryError(description: "it is not a directory") }
-        guard info.st_uid == geteuid() else {
-            throw DirectoryError(description: "it is owned by uid \(info.st_uid), not the current user (uid \(geteuid()))")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw DirectoryError(
-                description: "it has mode \(String(info.st_mode & 0o777, radix: 8)): group or others may enter it; chmod 700 it")
-        }
+        if let problem = FileDescriptor.privacyProblem(info, .directory) { throw DirectoryError(description: "it " + problem) }
     }
 
     deinit {
@@ -352,10 +342,12 @@ final class CacheStore: Sendable {
         guard fd >= 0 else { throw DirectoryError(description: "partition.key cannot be opened: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o077 == 0,
-            info.st_size == 32
-        else {
-            throw DirectoryError(description: "partition.key must be a 32-byte file of the current user with mode 0600")
+        guard fstat(fd, &info) == 0 else {
+            throw DirectoryError(description: "partition.key cannot be examined: \(String(cString: strerror(errno)))")
+        }
+        if let problem = FileDescriptor.privacyProblem(info, .file) { throw DirectoryError(description: "partition.key " + problem) }
+        guard info.st_size == 32 else {
+            throw DirectoryError(description: "partition.key has \(info.st_size) bytes; a partition key has 32 (remove the file to make a new one)")
         }
         let secret = [UInt8](FileHandle(fileDescriptor: fd, closeOnDealloc: false).readData(ofLength: 32))
         guard secret.count == 32 else { throw DirectoryError(description: "partition.key cannot be read") }

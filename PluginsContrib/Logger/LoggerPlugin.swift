@@ -105,16 +105,8 @@ public struct LoggerPlugin: ExportablePlugin {
             throw configuration.error("file \(path.debugDescription) cannot be opened: \(String(cString: strerror(code)))")
         }
         var info = stat()
-        var problem: String?
-        if fstat(fd, &info) != 0 {
-            problem = "cannot be examined: \(String(cString: strerror(errno)))"
-        } else if (info.st_mode & S_IFMT) != S_IFREG {
-            problem = "is not a regular file"
-        } else if info.st_uid != geteuid() {
-            problem = "is owned by uid \(info.st_uid), not the current user (uid \(geteuid()))"
-        } else if info.st_mode & 0o077 != 0 {
-            problem = "has mode \(String(info.st_mode & 0o777, radix: 8)): group or others may read or write it; chmod 600 it"
-        }
+        let problem =
+            fstat(fd, &info) != 0 ? "cannot be examined: \(String(cString: strerror(errno)))" : FileDescriptor.privacyProblem(info, .file)
         if let problem {
             close(fd)
             throw configuration.error("file \(path.debugDescription) \(problem)")

@@ -6,6 +6,35 @@ import Darwin
 
 /// Small POSIX file helpers shared by the host and plugins.
 public enum FileDescriptor {
+    /// What a file or directory holding private data (a log, a cache, a key) must be.
+    public enum PrivateKind: Sendable {
+        /// A regular file: mode 0600 or narrower.
+        case file
+        /// A directory: mode 0700 or narrower.
+        case directory
+    }
+
+    /// Why `status` (from `fstat` or `lstat`) is not a `kind` private to the current user: not that
+    /// kind, owned by another user, or open to group or others; nil when it is. The words are the
+    /// same for every such check, e.g. `has mode 644: group or others may read or write it; chmod 600 it`.
+    public static func privacyProblem(_ status: stat, _ kind: PrivateKind) -> String? {
+        let type = status.st_mode & S_IFMT
+        switch kind {
+        case .file where type != S_IFREG: return "is not a regular file"
+        case .directory where type == S_IFLNK: return "is a symbolic link; name the directory itself"
+        case .directory where type != S_IFDIR: return "is not a directory"
+        default: break
+        }
+        guard status.st_uid == geteuid() else { return "is owned by uid \(status.st_uid), not the current user (uid \(geteuid()))" }
+        guard status.st_mode & 0o077 == 0 else {
+            let mode = String(status.st_mode & 0o777, radix: 8)
+            return kind == .file
+                ? "has mode \(mode): group or others may read or write it; chmod 600 it"
+                : "has mode \(mode): group or others may enter it; chmod 700 it"
+        }
+        return nil
+    }
+
     /// Writes every byte of `bytes` to `fd`, retrying short writes; false when a write fails.
     @discardableResult
     public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {

@@ -121,4 +121,36 @@ struct ContribFileSafetyTests {
         _ = try f.provider([("cache", ["directory": fresh])]) as Provider<Bin>
         #expect(stat(fresh, &info) == 0 && info.st_mode & 0o777 == 0o700)
     }
+
+    @Test func theCacheRefusesAPartitionKeyOthersCanReadOrOwnOrOfTheWrongSize() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let directory = f.root + "/cache"
+        _ = try f.provider([("cache", ["directory": directory])]) as Provider<Bin>
+        let key = directory + "/partition.key"
+        var info = stat()
+        #expect(stat(key, &info) == 0 && info.st_mode & 0o777 == 0o600 && info.st_size == 32)
+        // The same words as the logger's file and the cache's directory checks.
+        chmod(key, 0o644)
+        #expect(
+            refusal(f, "cache", ["directory": directory])
+                == "cache: directory \(directory) is refused: partition.key has mode 644: group or others may read or write it; chmod 600 it")
+        #expect(stat(key, &info) == 0 && info.st_mode & 0o777 == 0o644)
+        chmod(key, 0o600)
+        if geteuid() == 0 {
+            #expect(chown(key, 4242, 4242) == 0)
+            #expect(
+                refusal(f, "cache", ["directory": directory])
+                    == "cache: directory \(directory) is refused: partition.key is owned by uid 4242, not the current user (uid 0)")
+            #expect(chown(key, 0, 0) == 0)
+        }
+        #expect(truncate(key, 16) == 0)
+        #expect(
+            refusal(f, "cache", ["directory": directory])
+                == "cache: directory \(directory) is refused: partition.key has 16 bytes; a partition key has 32 (remove the file to make a new one)")
+        // Removed, a new key is made and the directory accepted again.
+        #expect(unlink(key) == 0)
+        _ = try f.provider([("cache", ["directory": directory])]) as Provider<Bin>
+        #expect(stat(key, &info) == 0 && info.st_size == 32)
+    }
 }
