@@ -346,8 +346,8 @@ public struct CachePlugin: ExportablePlugin {
 
         let found = lookup(state, fields)
         if method == "GET", !noCache, option != "revalidate", let range = fields.value(named: "Range"), found == nil,
-            let stored = lookup(state, suffix: Self.partialSuffix), stored.age(at: now) < stored.freshnessLifetime,
-            let partial = Self.partial(stored, range: range, ifRange: fields.value(named: "If-Range"), age: stored.age(at: now)),
+            let stored = lookup(state, suffix: Self.partialSuffix), case let age = stored.age(at: now), age < stored.freshnessLifetime,
+            let partial = Self.partial(stored, range: range, ifRange: fields.value(named: "If-Range"), age: age),
             partial.statusCode == 206
         {
             // A Range request within the stored partial content of the same representation (§3.4).

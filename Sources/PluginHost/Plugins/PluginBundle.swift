@@ -50,6 +50,12 @@ public struct PluginBundle: Sendable {
     ///
     /// - Parameter pluginDirectory: the directory the bundle must stay inside.
     public static func read(directory: String, pluginDirectory: String) throws(PluginLoadError) -> PluginBundle {
+        try read(directory: directory, pluginDirectory: pluginDirectory, pluginDirectoryChecked: false)
+    }
+
+    /// ``read(directory:pluginDirectory:)``; with `pluginDirectoryChecked`, the plugin directory's
+    /// own permissions are not checked again (the loader checks each directory once, before its bundles).
+    static func read(directory: String, pluginDirectory: String, pluginDirectoryChecked: Bool) throws(PluginLoadError) -> PluginBundle {
         let name = ((directory as NSString).lastPathComponent as NSString).deletingPathExtension
         guard let realDirectory = FileSecurity.realPath(directory), let realRoot = FileSecurity.realPath(pluginDirectory) else {
             throw PluginLoadError(.unreadable, file: directory, plugin: name, reason: "the bundle directory cannot be resolved")
@@ -59,7 +65,7 @@ public struct PluginBundle: Sendable {
                 .pathEscape, file: directory, plugin: name,
                 reason: "the bundle resolves to \(realDirectory), outside the plugin directory \(realRoot)")
         }
-        try FileSecurity.check(path: pluginDirectory, role: "the plugin directory")
+        if !pluginDirectoryChecked { try FileSecurity.check(path: pluginDirectory, role: "the plugin directory") }
         try FileSecurity.check(path: directory, role: "the bundle directory")
         let manifestPath = directory + "/plugin.json"
         if FileManager.default.fileExists(atPath: manifestPath) {

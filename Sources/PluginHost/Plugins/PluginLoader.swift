@@ -44,7 +44,8 @@ public enum PluginLoader {
                 .pluginNotFound, file: manifest.file, jsonPath: "plugins[\(entry.index)].name", plugin: entry.name,
                 reason: "no \(entry.name).plugin in \(manifest.pluginDirectories.joined(separator: ", "))")
         }
-        let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root)
+        // `load` checked every plugin directory before the first bundle.
+        let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root, pluginDirectoryChecked: true)
         let library = try PluginLibrary.open(
             path: bundle.libraryPath,
             expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }))
