@@ -1,3 +1,4 @@
+import CDigest
 import CPluginABI
 import Foundation
 
@@ -70,21 +71,65 @@ final class CHostServices: HostServices, @unchecked Sendable {
 }
 
 /// A view of a host handle: holds nothing but the handle and the host table, so a view of a
-/// handle is as good as a new one.
+/// handle is as good as a new one, and a view no one else holds may be pointed at another handle.
 protocol HandleView: AnyObject {
     var handle: OpaquePointer { get }
+    /// Points the view at `handle` (only when nothing but the instance's slot holds it).
+    func point(at handle: OpaquePointer)
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>)
+}
+
+/// A view's handle, in memory of its own read and written atomically: the view is pointed at the
+/// next request's handle under the instance's lock, and the hook that used it last read it on
+/// another thread (no lock between the two; the reference count that orders them is the
+/// runtime's, which the thread sanitizer does not see).
+struct HandleSlot {
+    private let slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+
+    init(_ handle: OpaquePointer) {
+        slot = .allocate(capacity: 1)
+        slot.initialize(to: UnsafeMutableRawPointer(handle))
+    }
+
+    var handle: OpaquePointer { OpaquePointer(ph_atomic_load_pointer(slot))! }
+
+    func set(_ handle: OpaquePointer) { ph_atomic_store_pointer(slot, UnsafeMutableRawPointer(handle)) }
+
+    /// Frees the memory (the view's `deinit`).
+    func free() { slot.deallocate() }
+}
+
+extension Optional where Wrapped: HandleView {
+    /// The view kept here when it is of `handle`; else the same view pointed at `handle` when
+    /// nothing but this slot holds it (the hooks that used it are over: a view a plugin kept is
+    /// never moved), else a new one, kept here. Called under the lock that guards the slot.
+    mutating func view(of handle: OpaquePointer, api: UnsafePointer<ph_host_api>) -> Wrapped {
+        if let last = self, last.handle == handle { return last }
+        if self != nil, isKnownUniquelyReferenced(&self!) {
+            self!.point(at: handle)
+            return self!
+        }
+        let made = Wrapped(handle: handle, api: api)
+        self = made
+        return made
+    }
 }
 
 /// ``RequestBackend`` over a host request handle.
 final class CRequestBackend: RequestBackend, HandleView {
-    let handle: OpaquePointer
+    private let slot: HandleSlot
     let api: UnsafePointer<ph_host_api>
 
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {
-        self.handle = handle
+        slot = HandleSlot(handle)
         self.api = api
     }
+
+    deinit { slot.free() }
+
+    var handle: OpaquePointer { slot.handle }
+
+    func point(at handle: OpaquePointer) { slot.set(handle) }
 
     var method: String { CBytes.string(api.pointee.request_method(handle)) }
 
@@ -188,13 +233,19 @@ final class CRequestBackend: RequestBackend, HandleView {
 
 /// ``ResponseBackend`` over a host result handle.
 final class CResultBackend: ResponseBackend, HandleView {
-    let handle: OpaquePointer
+    private let slot: HandleSlot
     let api: UnsafePointer<ph_host_api>
 
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {
-        self.handle = handle
+        slot = HandleSlot(handle)
         self.api = api
     }
+
+    deinit { slot.free() }
+
+    var handle: OpaquePointer { slot.handle }
+
+    func point(at handle: OpaquePointer) { slot.set(handle) }
 
     var statusCode: Int { Int(api.pointee.result_status(handle)) }
 

@@ -181,9 +181,10 @@ private final class ExportedInstance {
         Unmanaged<ExportedInstance>.fromOpaque(pointer!).takeUnretainedValue()
     }
 
-    /// What the last hooks used, reused while hooks of the same attempt follow each other: the
-    /// context built, and the views of the last request and result handles (they hold nothing but
-    /// the handle, so a view of a handle is as good as a new one).
+    /// What the last hooks used: the context built, reused while hooks of the same attempt follow
+    /// each other, and the views of the last request and result handles (they hold nothing but the
+    /// handle: a view of a handle is as good as a new one, and one no one else holds is pointed at
+    /// the next handle instead of a view made per plugin and request).
     private struct Recent {
         var context: (pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?
         /// The target the last context was built with: most requests of an app go to a few
@@ -199,7 +200,7 @@ private final class ExportedInstance {
     /// The context of `pointer`, and the view of a request handle: one lock per hook call.
     func request(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorRequest, InterceptorContext) {
         recent.withLock { recent in
-            (InterceptorRequest(backend: view(of: handle, reusing: &recent.request)), context(pointer, &recent))
+            (InterceptorRequest(backend: recent.request.view(of: handle, api: api)), context(pointer, &recent))
         }
     }
 
@@ -212,16 +213,8 @@ private final class ExportedInstance {
             guard kind == PH_FAILURE_NONE else {
                 return (.failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))), context)
             }
-            return (.response(InterceptorResponse(backend: view(of: handle, reusing: &recent.result))), context)
+            return (.response(InterceptorResponse(backend: recent.result.view(of: handle, api: api))), context)
         }
-    }
-
-    /// The view in `slot` when it is of `handle`, else a new one, kept there.
-    private func view<View: HandleView>(of handle: OpaquePointer, reusing slot: inout View?) -> View {
-        if let last = slot, last.handle == handle { return last }
-        let made = View(handle: handle, api: api)
-        slot = made
-        return made
     }
 
     /// The context of `pointer` alone.

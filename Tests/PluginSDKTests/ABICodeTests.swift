@@ -35,3 +35,47 @@ struct ABICodeTests {
         #expect(LogLevel(abiCode: -1) == .info)
     }
 }
+
+/// The plugin side keeps one view per kind of handle and points it at the next handle only when
+/// nothing else holds it: a view a plugin kept past its hook keeps the handle it was made for.
+@Suite("Handle views")
+struct HandleViewReuseTests {
+    /// Fake handles: the views never dereference them here.
+    let first = OpaquePointer(bitPattern: 0x1000)!
+    let second = OpaquePointer(bitPattern: 0x2000)!
+    let third = OpaquePointer(bitPattern: 0x3000)!
+
+    @Test func aViewNoOneElseHoldsIsPointedAtTheNextHandle() {
+        var api = ph_host_api()
+        withUnsafePointer(to: &api) { api in
+            var slot: CRequestBackend?
+            let made = slot.view(of: first, api: api)
+            let madeID = ObjectIdentifier(made)
+            // The same handle again: the same view.
+            #expect(slot.view(of: first, api: api) === made)
+            _ = consume made
+            // Nothing but the slot holds it: moved to the next handle, no new object.
+            let moved = slot.view(of: second, api: api)
+            #expect(ObjectIdentifier(moved) == madeID)
+            #expect(moved.handle == second)
+        }
+    }
+
+    @Test func aViewSomeoneKeptIsNeverMoved() {
+        var api = ph_host_api()
+        withUnsafePointer(to: &api) { api in
+            var slot: CResultBackend?
+            let kept = slot.view(of: first, api: api)
+            let next = slot.view(of: second, api: api)
+            #expect(next !== kept)
+            #expect(kept.handle == first)
+            #expect(next.handle == second)
+            // The new view is the one kept for reuse now.
+            #expect(slot === next)
+            withExtendedLifetime(next) {
+                let another = slot.view(of: third, api: api)
+                #expect(another !== next && next.handle == second && another.handle == third)
+            }
+        }
+    }
+}

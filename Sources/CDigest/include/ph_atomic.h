@@ -1,0 +1,17 @@
+/*
+ * ph_atomic.h: one pointer-sized atomic load and store, for PluginSDK's handle views (a view no one
+ * else holds is pointed at the next request's handle; the hooks that read it run on other threads).
+ *
+ * Not part of the plugin ABI (that is pluginhost.h). Acquire and release: a hook that reads the
+ * handle a view was pointed at sees it whole, and the thread sanitizer sees two atomic accesses.
+ */
+#ifndef PH_ATOMIC_H
+#define PH_ATOMIC_H
+
+/* The pointer in *slot. */
+static inline void *ph_atomic_load_pointer(void *const *slot) { return __atomic_load_n(slot, __ATOMIC_ACQUIRE); }
+
+/* Sets *slot to value. */
+static inline void ph_atomic_store_pointer(void **slot, void *value) { __atomic_store_n(slot, value, __ATOMIC_RELEASE); }
+
+#endif
