@@ -99,6 +99,16 @@ struct HandleSlot {
     func free() { slot.deallocate() }
 }
 
+extension HeaderValidation {
+    /// Nothing for `PH_OK`; for the host's refusal of a field, the error a plugin compiled in gets
+    /// for it (a bad name, a bad value), or an invalid value when the check finds nothing wrong.
+    static func explain(_ status: Int32, name: String, value: String?) throws {
+        guard status == PH_INVALID else { return }
+        try check(name: name, value: value)
+        throw InterceptorError.invalidHeaderValue(name: name)
+    }
+}
+
 extension Optional where Wrapped: HandleView {
     /// The view kept here when it is of `handle`; else the same view pointed at `handle` when
     /// nothing but this slot holds it (the hooks that used it are over: a view a plugin kept is
@@ -165,45 +175,56 @@ final class CRequestBackend: RequestBackend, HandleView {
         return status == PH_OK ? CBytes.string(value) : nil
     }
 
+    // The host checks the field (it trusts no plugin); a refusal is explained by the same check here.
     func setHeader(named name: String, value: String?) throws {
-        try HeaderValidation.check(name: name, value: value)
         let status = CBytes.with(name) { nameBytes -> Int32 in
             guard let value else { return api.pointee.request_remove_header(handle, nameBytes) }
             return CBytes.with(value) { api.pointee.request_set_header(handle, nameBytes, $0) }
         }
-        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+        try HeaderValidation.explain(status, name: name, value: value)
     }
 
     func addHeader(named name: String, value: String) throws {
-        try HeaderValidation.check(name: name, value: value)
         let status = CBytes.with(name) { nameBytes in CBytes.with(value) { api.pointee.request_add_header(handle, nameBytes, $0) } }
-        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+        try HeaderValidation.explain(status, name: name, value: value)
     }
 
-    /// One call across the ABI for the whole batch (ABI 1.1); checked here first, so the
-    /// host's refusal is the same error.
+    /// One call across the ABI for the whole batch (ABI 1.1), laid out on the stack. The host
+    /// checks every edit (it trusts no plugin); when it refuses the batch, the same check here
+    /// names the first bad edit and why, the error a plugin compiled in gets.
     func editHeaders(_ edits: [HeaderEdit]) throws {
-        try HeaderEdit.check(edits)
-        guard api.pointee.abi_minor >= 1, let edit = api.pointee.request_edit_headers else {
+        guard api.pointee.abi_minor >= 1, let edit = api.pointee.request_edit_headers, edits.count <= HeaderEdit.maxCount else {
+            try HeaderEdit.check(edits)
             try applyEach(edits)
             return
         }
-        let pairs = edits.map { ($0.name, $0.value ?? "") }
         var badIndex = 0
-        let status = CBytes.withPairs(pairs) { names, values, count -> Int32 in
-            guard let names, let values else { return PH_OK }
-            var batch = edits.enumerated().map { index, change -> ph_header_edit in
-                let op: Int32
-                switch change {
-                case .set: op = PH_EDIT_SET
-                case .add: op = PH_EDIT_ADD
-                case .remove: op = PH_EDIT_REMOVE
+        let total = edits.reduce(0) { $0 + $1.name.utf8.count + ($1.value?.utf8.count ?? 0) }
+        let status = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { bytes in
+            withUnsafeTemporaryAllocation(of: ph_header_edit.self, capacity: max(1, edits.count)) { batch -> Int32 in
+                var cursor = bytes.baseAddress!
+                func place(_ text: String) -> ph_bytes {
+                    let length = CBytes.copyUTF8(text, to: cursor)
+                    defer { cursor += length }
+                    return ph_bytes(data: UnsafePointer(cursor), len: length)
                 }
-                return ph_header_edit(op: op, name: names[index], value: values[index])
+                for (index, change) in edits.enumerated() {
+                    let op: Int32
+                    switch change {
+                    case .set: op = PH_EDIT_SET
+                    case .add: op = PH_EDIT_ADD
+                    case .remove: op = PH_EDIT_REMOVE
+                    }
+                    let name = place(change.name)
+                    batch[index] = ph_header_edit(op: op, name: name, value: place(change.value ?? ""))
+                }
+                return edit(handle, batch.baseAddress, edits.count, &badIndex)
             }
-            return edit(handle, &batch, count, &badIndex)
         }
-        if status != PH_OK { throw HeaderEditError(index: badIndex, reason: "refused by the host") }
+        guard status == PH_OK else {
+            try HeaderEdit.check(edits)
+            throw HeaderEditError(index: badIndex, reason: "refused by the host")
+        }
     }
 
     /// One call across the ABI (1.2).
@@ -275,19 +296,18 @@ final class CResultBackend: ResponseBackend, HandleView {
         return status == PH_OK ? CBytes.string(value) : nil
     }
 
+    // The host checks the field (it trusts no plugin); a refusal is explained by the same check here.
     func setHeader(named name: String, value: String?) throws {
-        try HeaderValidation.check(name: name, value: value)
         let status = CBytes.with(name) { nameBytes -> Int32 in
             guard let value else { return api.pointee.result_remove_header(handle, nameBytes) }
             return CBytes.with(value) { api.pointee.result_set_header(handle, nameBytes, $0) }
         }
-        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+        try HeaderValidation.explain(status, name: name, value: value)
     }
 
     func addHeader(named name: String, value: String) throws {
-        try HeaderValidation.check(name: name, value: value)
         let status = CBytes.with(name) { nameBytes in CBytes.with(value) { api.pointee.result_add_header(handle, nameBytes, $0) } }
-        if status == PH_INVALID { throw InterceptorError.invalidHeaderValue(name: name) }
+        try HeaderValidation.explain(status, name: name, value: value)
     }
 
     var body: [UInt8] { CBytes.array(api.pointee.result_body(handle)) }
