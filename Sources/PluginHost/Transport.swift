@@ -244,7 +244,21 @@ enum FoundationFieldNames {
         #if canImport(FoundationNetworking)
         var listed: [HTTPHeader] = []
         listed.reserveCapacity(fields.count)
-        for (name, value) in fields where !name.isEmpty {
+        // Names seen before are looked up under one lock for the whole response.
+        var unknown: [(name: String, value: String)] = []
+        let ascii = known.withLock { table -> Bool in
+            for (name, value) in fields where !name.isEmpty {
+                guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return false }
+                if let canonical = fixedName(name) ?? table[name] {
+                    listed.append(HTTPHeader(name: canonical, value: value))
+                } else {
+                    unknown.append((name, value))
+                }
+            }
+            return true
+        }
+        guard ascii else { return nil }
+        for (name, value) in unknown {
             guard let canonical = canonicalName(name) else { return nil }
             listed.append(HTTPHeader(name: canonical, value: value))
         }
@@ -256,11 +270,17 @@ enum FoundationFieldNames {
         #endif
     }
 
+    /// The names Foundation does not `capitalize`: `X-` names as they are, `WWW-Authenticate` so spelled.
+    private static func fixedName(_ name: String) -> String? {
+        if name.hasPrefix("x-") || name.hasPrefix("X-") { return name }
+        if HTTPHeader.namesEqual(name, "WWW-Authenticate") { return "WWW-Authenticate" }
+        return nil
+    }
+
     /// The name `HTTPURLResponse` stores for `name`, for an ASCII name.
     static func canonicalName(_ name: String) -> String? {
         guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-        if name.hasPrefix("x-") || name.hasPrefix("X-") { return name }
-        if HTTPHeader.namesEqual(name, "WWW-Authenticate") { return "WWW-Authenticate" }
+        if let fixed = fixedName(name) { return fixed }
         if let canonical = known.withLock({ $0[name] }) { return canonical }
         let canonical = name.capitalized
         known.withLock { table in
