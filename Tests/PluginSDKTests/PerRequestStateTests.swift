@@ -1,0 +1,57 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@Suite("Per-request state")
+struct PerRequestStateTests {
+    @Test func setGetUpdateAndRemovePerRequest() {
+        let state = PerRequestState<String>()
+        #expect(state.get(1) == nil)
+        state.set("a", for: 1)
+        state.set("b", for: 2)
+        #expect(state.get(1) == "a" && state.get(2) == "b" && state.count == 2)
+        // Set again: replaced.
+        state.set("a2", for: 1)
+        #expect(state.get(1) == "a2")
+        // Update in place, or from the initial value for a request without one.
+        let length = state.update(1, initial: "unused") { value -> Int in
+            value += "!"
+            return value.count
+        }
+        #expect(length == 3 && state.get(1) == "a2!")
+        state.update(3, initial: "c") { $0 += "?" }
+        #expect(state.get(3) == "c?")
+        #expect(state.remove(1) == "a2!")
+        #expect(state.remove(1) == nil)
+        #expect(state.get(1) == nil && state.count == 2)
+    }
+
+    /// Entries a request never removed (it never reached its response side) go once they are older
+    /// than `maxAge`, checked every 1,024 insertions.
+    @Test func forgottenEntriesAreDroppedAfterMaxAge() throws {
+        let state = PerRequestState<Int>(maxAge: 0.05)
+        for id in 0..<1000 { state.set(Int(id), for: UInt64(id)) }
+        #expect(state.count == 1000)
+        Thread.sleep(forTimeInterval: 0.2)
+        // The 1,024th insertion sweeps: only the entries made since the pause are left.
+        for id in 1000..<1024 { state.set(Int(id), for: UInt64(id)) }
+        #expect(state.count == 24)
+        #expect(state.get(0) == nil && state.get(999) == nil && state.get(1023) == 1023)
+    }
+
+    @Test func concurrentRequestsKeepTheirOwnValues() async {
+        let state = PerRequestState<UInt64>()
+        await withTaskGroup(of: Bool.self) { group in
+            for id in UInt64(0)..<200 {
+                group.addTask {
+                    state.set(id * 2, for: id)
+                    state.update(id, initial: 0) { $0 += 1 }
+                    return state.remove(id) == id * 2 + 1
+                }
+            }
+            let all = await group.reduce(true) { $0 && $1 }
+            #expect(all)
+        }
+        #expect(state.count == 0)
+    }
+}
