@@ -97,7 +97,8 @@ final class DeferredHTTPResponse: Sendable {
     private let url: URL
     private let statusCode: Int
     private let headers: [HTTPHeader]
-    private let built = Locked<HTTPURLResponse??>(nil)
+    /// Made on first read (the same object for every read after it).
+    private let built = OnceSlot<HTTPURLResponse?>()
 
     init(url: URL, statusCode: Int, headers: [HTTPHeader]) {
         self.url = url
@@ -105,13 +106,10 @@ final class DeferredHTTPResponse: Sendable {
         self.headers = headers
     }
 
+    deinit { built.free() }
+
     var response: HTTPURLResponse? {
-        built.withLock { built in
-            if let built { return built }
-            let made = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded())
-            built = .some(made)
-            return made
-        }
+        built.value { HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded()) }
     }
 
     func value(forHTTPHeaderField name: String) -> String? {

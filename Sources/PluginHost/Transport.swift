@@ -158,7 +158,8 @@ final class DeferredURLRequest: Sendable {
     /// The request before the changes, for what they leave as it was (cache policy, main document
     /// URL, service type, cellular access, cookies). It has no body stream (such requests are copied).
     private let original: URLRequest
-    private let built = Locked<URLRequest?>(nil)
+    /// Made on first read (the same request for every read after it).
+    private let built = OnceSlot<URLRequest>()
 
     init(url: URL, method: String, fields: [HTTPHeader], hasFields: Bool, body: Data?, timeout: TimeInterval, original: URLRequest) {
         self.url = url
@@ -177,9 +178,10 @@ final class DeferredURLRequest: Sendable {
 
     /// The request, made anew with every property swift-corelibs-foundation's own copy carries
     /// (not the deprecated pipelining flag, which no transport of this package reads).
+    deinit { built.free() }
+
     var request: URLRequest {
-        built.withLock { built in
-            if let built { return built }
+        built.value {
             var request = URLRequest(url: url, cachePolicy: original.cachePolicy, timeoutInterval: timeout)
             if method != "GET" { request.httpMethod = method }
             if hasFields { request.allHTTPHeaderFields = Dictionary(uniqueKeysWithValues: fields.lazy.map { ($0.name, $0.value) }) }
@@ -188,7 +190,6 @@ final class DeferredURLRequest: Sendable {
             if original.networkServiceType != request.networkServiceType { request.networkServiceType = original.networkServiceType }
             if !original.allowsCellularAccess { request.allowsCellularAccess = false }
             if !original.httpShouldHandleCookies { request.httpShouldHandleCookies = false }
-            built = request
             return request
         }
     }

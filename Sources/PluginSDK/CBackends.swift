@@ -1,4 +1,3 @@
-import CDigest
 import CPluginABI
 import Foundation
 
@@ -77,26 +76,6 @@ protocol HandleView: AnyObject {
     /// Points the view at `handle` (only when nothing but the instance's slot holds it).
     func point(at handle: OpaquePointer)
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>)
-}
-
-/// A view's handle, in memory of its own read and written atomically: the view is pointed at the
-/// next request's handle under the instance's lock, and the hook that used it last read it on
-/// another thread (no lock between the two; the reference count that orders them is the
-/// runtime's, which the thread sanitizer does not see).
-struct HandleSlot {
-    private let slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-
-    init(_ handle: OpaquePointer) {
-        slot = .allocate(capacity: 1)
-        slot.initialize(to: UnsafeMutableRawPointer(handle))
-    }
-
-    var handle: OpaquePointer { OpaquePointer(ph_atomic_load_pointer(slot))! }
-
-    func set(_ handle: OpaquePointer) { ph_atomic_store_pointer(slot, UnsafeMutableRawPointer(handle)) }
-
-    /// Frees the memory (the view's `deinit`).
-    func free() { slot.deallocate() }
 }
 
 extension HeaderValidation {
