@@ -85,12 +85,22 @@ final class CBytePairs {
 
     init(_ headers: [HTTPHeader]) {
         count = headers.count
-        let slots = MemoryLayout<ph_bytes>.stride * 2 * count
+        (storage, names, values) = Self.allocate(headers, leading: 0)
+    }
+
+    /// One block of memory: `leading` bytes for the caller (aligned for `ph_bytes`), the slots
+    /// (names, then values), then the bytes; the caller deallocates `block`.
+    static func allocate(_ headers: [HTTPHeader], leading: Int) -> (
+        block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
+    ) {
+        let alignment = MemoryLayout<ph_bytes>.alignment
+        let start = (leading + alignment - 1) / alignment * alignment
+        let slots = MemoryLayout<ph_bytes>.stride * 2 * headers.count
         let total = headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
-        storage = .allocate(byteCount: max(1, slots + total), alignment: MemoryLayout<ph_bytes>.alignment)
-        names = storage.bindMemory(to: ph_bytes.self, capacity: 2 * count)
-        values = names + count
-        var cursor = (storage + slots).assumingMemoryBound(to: UInt8.self)
+        let block = UnsafeMutableRawPointer.allocate(byteCount: max(1, start + slots + total), alignment: alignment)
+        let names = (block + start).bindMemory(to: ph_bytes.self, capacity: 2 * headers.count)
+        let values = names + headers.count
+        var cursor = (block + start + slots).assumingMemoryBound(to: UInt8.self)
         func place(_ text: String) -> ph_bytes {
             let start = cursor
             let length = CBytes.copyUTF8(text, to: start)
@@ -101,6 +111,7 @@ final class CBytePairs {
             (names + index).initialize(to: place(header.name))
             (values + index).initialize(to: place(header.value))
         }
+        return (block, names, values)
     }
 
     deinit {

@@ -248,8 +248,9 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 // Safe as @unchecked Sendable: its C buffers are written once at init and only read afterwards.
 final class CContext: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<ph_context>
-    /// Method, base URL and path, then the plugin options sorted by key: one copy of the bytes.
-    private let strings: CBytePairs
+    /// The context, then method, base URL and path, then the plugin options sorted by key: one
+    /// block of memory (``CBytePairs/allocate(_:leading:)``).
+    private let block: UnsafeMutableRawPointer
 
     convenience init(_ context: InterceptorContext) {
         self.init(target: context.target, requestID: context.requestID, attempt: context.attempt)
@@ -270,19 +271,20 @@ final class CContext: @unchecked Sendable {
             for (key, value) in target.pluginOptions.sorted(by: { $0.key < $1.key }) { pairs.append(HTTPHeader(name: key, value: value)) }
         }
         let optionCount = target.pluginOptions.count
-        strings = CBytePairs(pairs)
-        pointer = .allocate(capacity: 1)
+        let (block, names, values) = CBytePairs.allocate(pairs, leading: MemoryLayout<ph_context>.stride)
+        self.block = block
+        pointer = block.bindMemory(to: ph_context.self, capacity: 1)
         pointer.initialize(
             to: ph_context(
                 struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: requestID,
-                attempt: Int32(clamping: attempt), target_method: strings.names[0],
-                target_base_url: strings.values[0], target_path: strings.names[1],
-                option_count: optionCount, option_keys: UnsafePointer(strings.names + 2),
-                option_values: UnsafePointer(strings.values + 2)))
+                attempt: Int32(clamping: attempt), target_method: names[0],
+                target_base_url: values[0], target_path: names[1],
+                option_count: optionCount, option_keys: UnsafePointer(names + 2),
+                option_values: UnsafePointer(values + 2)))
     }
 
     deinit {
-        pointer.deallocate()
+        block.deallocate()
     }
 }
 
