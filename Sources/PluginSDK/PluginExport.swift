@@ -219,12 +219,12 @@ private final class ExportedInstance {
 
     /// The context of `pointer` alone.
     func context(_ pointer: UnsafePointer<ph_context>?) -> InterceptorContext {
-        guard pointer != nil else { return buildContext(nil) }
+        guard pointer != nil else { return blankContext }
         return recent.withLock { context(pointer, &$0) }
     }
 
     private func context(_ pointer: UnsafePointer<ph_context>?, _ recent: inout Recent) -> InterceptorContext {
-        guard let pointer else { return buildContext(nil) }
+        guard let pointer else { return blankContext }
         let requestID = pointer.pointee.request_id
         let attempt = pointer.pointee.attempt
         if let cached = recent.context, cached.pointer == pointer, cached.requestID == requestID, cached.attempt == attempt {
@@ -266,11 +266,9 @@ private final class ExportedInstance {
         return true
     }
 
-    private func buildContext(_ c: UnsafePointer<ph_context>?) -> InterceptorContext {
-        guard let c = c?.pointee else {
-            return InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
-        }
-        return InterceptorContext(target: Self.target(c), requestID: c.request_id, attempt: Int(c.attempt), services: services)
+    /// The context of a hook called without one (a host that breaks the ABI): an empty target.
+    private var blankContext: InterceptorContext {
+        InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
     }
 }
 
