@@ -55,7 +55,9 @@ package struct OnceSlot<Value> {
 
     /// Releases the stored value and frees the memory (the owner's `deinit`: no one reads it any more).
     package func free() {
-        if let stored = slot.pointee { Unmanaged<Box>.fromOpaque(stored).release() }
+        // Read atomically too: the value may have been stored on another thread, and the reference
+        // count that orders that store before this deinit is the runtime's, unseen by the sanitizer.
+        if let stored = ph_atomic_load_pointer(slot) { Unmanaged<Box>.fromOpaque(stored).release() }
         slot.deallocate()
     }
 }
