@@ -19,8 +19,12 @@ struct HandleSlot {
 
     func set(_ handle: OpaquePointer) { ph_atomic_store_pointer(slot, UnsafeMutableRawPointer(handle)) }
 
-    /// Frees the memory (the view's `deinit`).
-    func free() { slot.deallocate() }
+    /// Frees the memory (the view's `deinit`), after an atomic read that orders the last store
+    /// before it for the sanitizer too.
+    func free() {
+        _ = ph_atomic_load_pointer(slot)
+        slot.deallocate()
+    }
 }
 
 /// A value made on first read and the same for every read after it, from any thread, without a
