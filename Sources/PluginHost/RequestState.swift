@@ -141,24 +141,33 @@ final class RequestState: RequestBackend {
     func headerValues(named name: String) -> [String] { headers.values(named: name) }
 
     func setHeader(named name: String, value: String?) throws {
-        changedHeaders = try headers.checkedSetting(name, to: value)
+        try HeaderValidation.check(name: name, value: value)
+        editFields { $0.set(named: name, value: value) }
     }
 
     func addHeader(named name: String, value: String) throws {
-        changedHeaders = try headers.checkedAdding(name, value)
+        try HeaderValidation.check(name: name, value: value)
+        editFields { $0.append(HTTPHeader(name: name, value: value)) }
     }
 
-    /// Checks every edit, then applies them to one copy of the list: all or none.
+    /// Checks every edit, then applies them all: all or none.
     func applyEdits(_ edits: [HeaderEdit]) throws(HeaderEditError) {
         try HeaderEdit.check(edits)
-        var updated = headers
-        for edit in edits {
-            switch edit {
-            case .add(let name, let value): updated.append(HTTPHeader(name: name, value: value))
-            case .set, .remove: updated.set(named: edit.name, value: edit.value)
+        editFields { fields in
+            for edit in edits {
+                switch edit {
+                case .add(let name, let value): fields.append(HTTPHeader(name: name, value: value))
+                case .set, .remove: fields.set(named: edit.name, value: edit.value)
+                }
             }
         }
-        changedHeaders = updated
+    }
+
+    /// Changes the fields in place: the list of changes, made from the original fields at the
+    /// first change (copied then), and changed where it is after that (no copy per edit).
+    private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
+        if changedHeaders == nil { changedHeaders = headers }
+        change(&changedHeaders!)
     }
 
     func editHeaders(_ edits: [HeaderEdit]) throws {
@@ -343,12 +352,20 @@ final class ResponseState: ResponseBackend {
     func headerValues(named name: String) -> [String] { headers.values(named: name) }
 
     func setHeader(named name: String, value: String?) throws {
-        fields = try headers.checkedSetting(name, to: value)
-        original = nil
+        try HeaderValidation.check(name: name, value: value)
+        editFields { $0.set(named: name, value: value) }
     }
 
     func addHeader(named name: String, value: String) throws {
-        fields = try headers.checkedAdding(name, value)
+        try HeaderValidation.check(name: name, value: value)
+        editFields { $0.append(HTTPHeader(name: name, value: value)) }
+    }
+
+    /// Changes the fields in place (read from the transport's response first, if no hook had
+    /// read them) and leaves the transport's response behind.
+    private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
+        if fields == nil { fields = headers }
+        change(&fields!)
         original = nil
     }
 
@@ -371,21 +388,5 @@ final class ResponseState: ResponseBackend {
         }
         return Response(
             statusCode: statusCode, data: data, sent: request.sent, response: .given(original), fileURL: fileURL, httpVersion: httpVersion)
-    }
-}
-
-extension Array where Element == HTTPHeader {
-    /// A copy with every field `name` replaced by one (or removed for nil), after checking both.
-    func checkedSetting(_ name: String, to value: String?) throws -> [HTTPHeader] {
-        try HeaderValidation.check(name: name, value: value)
-        var updated = self
-        updated.set(named: name, value: value)
-        return updated
-    }
-
-    /// A copy with the field added, after checking it.
-    func checkedAdding(_ name: String, _ value: String) throws -> [HTTPHeader] {
-        try HeaderValidation.check(name: name, value: value)
-        return self + [HTTPHeader(name: name, value: value)]
     }
 }
