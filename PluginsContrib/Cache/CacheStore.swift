@@ -47,11 +47,14 @@ final class CacheStore: Sendable {
     /// How many file names ``State/name(of:)`` keeps.
     static let maxRememberedNames = 4096
 
-    /// An entry file kept open after a read (an open-file cache, as web servers keep one): the
-    /// next read of the name checks with one `lstat` that the name still refers to this file,
-    /// unchanged (a regular file, the same device and inode, size and modification time), and
-    /// reads it with `pread`, which saves the `open`, `fstat` and `close` of a disk hit. The
-    /// digest inside the file is checked on every read, as for a file just opened.
+    /// An entry file kept open after a read (an open-file cache, as web servers keep one), read
+    /// again with `pread`, which saves the `open`, `fstat` and `close` of a disk hit. Before each
+    /// such read the store checks that the file is still the entry, unchanged (a regular file, the
+    /// same device and inode, size and modification time): by its name (`lstat`) at least every
+    /// ``nameCheckInterval`` seconds, and in between through the descriptor (`fstat`, a third of
+    /// the cost: a file removed or replaced by rename, by this store or another, has no link
+    /// left). A file moved away under another name is therefore read until its name is checked
+    /// again. The digest inside the file is checked on every read, as for a file just opened.
     struct OpenFile {
         let fd: Int32
         let device: UInt64
@@ -59,6 +62,8 @@ final class CacheStore: Sendable {
         let size: Int
         let modified: timespec
         var used: UInt64
+        /// When the name was last checked to refer to this file (monotonic nanoseconds).
+        var checkedByName: UInt64 = 0
 
         init(fd: Int32, _ status: stat, used: UInt64) {
             self.fd = fd
@@ -83,6 +88,9 @@ final class CacheStore: Sendable {
 
     /// How many entry files a store keeps open (each a file descriptor).
     static let maxOpenFiles = 32
+
+    /// Seconds between checks by name of a kept entry file (``OpenFile``); 0: every read.
+    let nameCheckInterval: Double
 
     private let state = Locked(State())
     private let maxMemoryEntries: Int
@@ -117,7 +125,8 @@ final class CacheStore: Sendable {
         }
     }
 
-    init(maxMemoryEntries: Int, maxMemoryBytes: Int, directory: String?, maxDiskBytes: Int) throws {
+    init(maxMemoryEntries: Int, maxMemoryBytes: Int, directory: String?, maxDiskBytes: Int, nameCheckInterval: Double = 1) throws {
+        self.nameCheckInterval = nameCheckInterval
         self.maxMemoryEntries = maxMemoryEntries
         self.maxMemoryBytes = maxMemoryBytes
         self.directory = directory
@@ -265,10 +274,14 @@ final class CacheStore: Sendable {
     /// still names that file unchanged (``OpenFile``), else opened anew and kept open (the least
     /// recently read one closed beyond ``maxOpenFiles``).
     private func bytes(ofFile name: String, at path: String, _ state: inout State) -> [UInt8]? {
+        let now = DispatchTime.now().uptimeNanoseconds
         if let file = state.openFiles[name] {
             var status = stat()
-            if lstat(path, &status) == 0, file.matches(status), let bytes = FileDescriptor.read(file.fd, size: file.size) {
+            let byName = Double(now &- file.checkedByName) >= nameCheckInterval * 1e9
+            let current = byName ? lstat(path, &status) == 0 : fstat(file.fd, &status) == 0 && status.st_nlink > 0
+            if current, file.matches(status), let bytes = FileDescriptor.read(file.fd, size: file.size) {
                 state.openFiles[name]!.used = state.clock
+                if byName { state.openFiles[name]!.checkedByName = now }
                 return bytes
             }
             closeFile(name, &state)
@@ -281,7 +294,9 @@ final class CacheStore: Sendable {
         if state.openFiles.count >= Self.maxOpenFiles, let oldest = state.openFiles.min(by: { $0.value.used < $1.value.used }) {
             closeFile(oldest.key, &state)
         }
-        state.openFiles[name] = OpenFile(fd: fd, status, used: state.clock)
+        var opened = OpenFile(fd: fd, status, used: state.clock)
+        opened.checkedByName = now
+        state.openFiles[name] = opened
         return bytes
     }
 

@@ -11,10 +11,15 @@ import Testing
 struct CacheOpenFileTests {
     let directory = NSTemporaryDirectory() + "pluginhost-cache-open-" + UUID().uuidString
 
-    /// A store that keeps one entry in memory, so every other read comes from disk.
-    func store() throws -> CacheStore {
-        try CacheStore(maxMemoryEntries: 1, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 1 << 24)
+    /// A store that keeps one entry in memory, so every other read comes from disk; its kept files
+    /// checked by name every `nameCheckInterval` seconds (0: every read), else through their descriptors.
+    func store(nameCheckInterval: Double = 1) throws -> CacheStore {
+        try CacheStore(
+            maxMemoryEntries: 1, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 1 << 24, nameCheckInterval: nameCheckInterval)
     }
+
+    /// Kept files checked by name on every read, and only through their descriptors.
+    static let checks: [Double] = [0, 3600]
 
     func entry(_ key: String, _ body: String) -> CacheEntry {
         CacheEntry(
@@ -44,8 +49,8 @@ struct CacheOpenFileTests {
     func readOne(_ store: CacheStore) -> String? { fromDisk(store, Self.one, other: Self.two) }
 
     /// A store holding `one` ("one") and `two`, `one` read once from disk (so its file is kept open).
-    func storeWithOneReadFromDisk() throws -> CacheStore {
-        let store = try store()
+    func storeWithOneReadFromDisk(nameCheckInterval: Double = 1) throws -> CacheStore {
+        let store = try store(nameCheckInterval: nameCheckInterval)
         store.put(entry(Self.one, "one"))
         store.put(entry(Self.two, "two"))
         #expect(readOne(store) == "one")
@@ -53,18 +58,18 @@ struct CacheOpenFileTests {
         return store
     }
 
-    @Test func aFileReplacedByAnotherWriterIsReadAnew() throws {
+    @Test(arguments: checks) func aFileReplacedByAnotherWriterIsReadAnew(nameCheckInterval: Double) throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let reader = try storeWithOneReadFromDisk()
+        let reader = try storeWithOneReadFromDisk(nameCheckInterval: nameCheckInterval)
         // Another store on the directory (another process, say) replaces the file by rename.
         let writer = try store()
         writer.put(entry(Self.one, "one, newer"))
         #expect(readOne(reader) == "one, newer")
     }
 
-    @Test func aRemovedFileIsAMissNotReadThroughTheKeptDescriptor() throws {
+    @Test(arguments: checks) func aRemovedFileIsAMissNotReadThroughTheKeptDescriptor(nameCheckInterval: Double) throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let reader = try storeWithOneReadFromDisk()
+        let reader = try storeWithOneReadFromDisk(nameCheckInterval: nameCheckInterval)
         try FileManager.default.removeItem(atPath: path(Self.one))
         #expect(readOne(reader) == nil)
         // A symbolic link put in its place (to a good entry file) is not followed either.
@@ -77,9 +82,9 @@ struct CacheOpenFileTests {
         #expect(readOne(reader) == nil)
     }
 
-    @Test func aFileChangedInPlaceIsCheckedAgain() throws {
+    @Test(arguments: checks) func aFileChangedInPlaceIsCheckedAgain(nameCheckInterval: Double) throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let reader = try storeWithOneReadFromDisk()
+        let reader = try storeWithOneReadFromDisk(nameCheckInterval: nameCheckInterval)
         // One byte of the body flipped in place: same file, same size; its digest no longer matches.
         let handle = try #require(FileHandle(forUpdatingAtPath: path(Self.one)))
         let size = try handle.seekToEnd()
@@ -89,6 +94,18 @@ struct CacheOpenFileTests {
         #expect(readOne(reader) == nil)
         // A miss removes the file (as before).
         #expect(!FileManager.default.fileExists(atPath: path(Self.one)))
+    }
+
+    /// A file moved away under another name still has its link: it is read through its
+    /// descriptor until the store checks its name again (at most a second later by default).
+    @Test func aFileMovedAwayIsAMissOnceItsNameIsChecked() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let everyRead = try storeWithOneReadFromDisk(nameCheckInterval: 0)
+        let between = try storeWithOneReadFromDisk(nameCheckInterval: 3600)
+        #expect(readOne(between) == "one")
+        try FileManager.default.moveItem(atPath: path(Self.one), toPath: directory + "/moved-away")
+        #expect(readOne(everyRead) == nil)
+        #expect(readOne(between) == "one")
     }
 
     @Test func keptFilesAreBoundedAndClosedWithTheStore() throws {
