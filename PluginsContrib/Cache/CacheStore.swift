@@ -78,7 +78,8 @@ final class CacheStore: Sendable {
             self.used = used
         }
 
-        /// Whether `status` (of the entry's path, not following a link) is still this file.
+        /// Whether `status` (of the entry's path, not following a link, or of the kept descriptor)
+        /// is still this file, unchanged.
         func matches(_ status: stat) -> Bool {
             let other = OpenFile(fd: fd, status, used: used)
             return (status.st_mode & S_IFMT) == S_IFREG && other.device == device && other.inode == inode && other.size == size
@@ -270,9 +271,9 @@ final class CacheStore: Sendable {
         if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
     }
 
-    /// The bytes of the entry file `name` at `path`: through its open descriptor while the path
-    /// still names that file unchanged (``OpenFile``), else opened anew and kept open (the least
-    /// recently read one closed beyond ``maxOpenFiles``).
+    /// The bytes of the entry file `name` at `path`: through its open descriptor while that file is
+    /// still the entry, unchanged (checked as ``OpenFile`` says), else opened anew and kept open (the
+    /// least recently read one closed beyond ``maxOpenFiles``).
     private func bytes(ofFile name: String, at path: String, _ state: inout State) -> [UInt8]? {
         let now = DispatchTime.now().uptimeNanoseconds
         if let file = state.openFiles[name] {
