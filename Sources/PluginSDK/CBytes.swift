@@ -9,7 +9,6 @@ package enum CBytes {
         return String(decoding: UnsafeBufferPointer(start: data, count: bytes.len), as: UTF8.self)
     }
 
-    /// A byte array from borrowed bytes.
     /// Whether `bytes` are the UTF-8 of `text`.
     package static func equal(_ bytes: ph_bytes, _ text: String) -> Bool {
         let count = text.utf8.count
@@ -19,6 +18,7 @@ package enum CBytes {
         return same ?? text.utf8.elementsEqual(UnsafeBufferPointer(start: data, count: count))
     }
 
+    /// `Data` from borrowed bytes.
     package static func data(_ bytes: ph_bytes) -> Data {
         guard let data = bytes.data, bytes.len > 0 else { return Data() }
         return Data(bytes: data, count: bytes.len)
