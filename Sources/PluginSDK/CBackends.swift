@@ -178,15 +178,8 @@ final class CRequestBackend: RequestBackend, HandleView {
             return
         }
         var badIndex = 0
-        let total = edits.reduce(0) { $0 + $1.name.utf8.count + ($1.value?.utf8.count ?? 0) }
-        let status = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { bytes in
-            withUnsafeTemporaryAllocation(of: ph_header_edit.self, capacity: max(1, edits.count)) { batch -> Int32 in
-                var cursor = bytes.baseAddress!
-                func place(_ text: String) -> ph_bytes {
-                    let length = CBytes.copyUTF8(text, to: cursor)
-                    defer { cursor += length }
-                    return ph_bytes(data: UnsafePointer(cursor), len: length)
-                }
+        let send = { (names: UnsafePointer<ph_bytes>?, values: UnsafePointer<ph_bytes>?, count: Int) -> Int32 in
+            withUnsafeTemporaryAllocation(of: ph_header_edit.self, capacity: max(1, count)) { batch -> Int32 in
                 for (index, change) in edits.enumerated() {
                     let op: Int32
                     switch change {
@@ -194,12 +187,12 @@ final class CRequestBackend: RequestBackend, HandleView {
                     case .add: op = PH_EDIT_ADD
                     case .remove: op = PH_EDIT_REMOVE
                     }
-                    let name = place(change.name)
-                    batch[index] = ph_header_edit(op: op, name: name, value: place(change.value ?? ""))
+                    batch[index] = ph_header_edit(op: op, name: names![index], value: values![index])
                 }
-                return edit(handle, batch.baseAddress, edits.count, &badIndex)
+                return edit(self.handle, batch.baseAddress, count, &badIndex)
             }
         }
+        let status = CBytes.withPairs(count: edits.count, { edits[$0].name }, { edits[$0].value ?? "" }, send)
         guard status == PH_OK else {
             try HeaderEdit.check(edits)
             throw HeaderEditError(index: badIndex, reason: "refused by the host")

@@ -80,9 +80,17 @@ package enum CBytes {
     /// Calls `body` with parallel arrays of borrowed byte strings for `pairs`, all copied into
     /// one buffer.
     package static func withPairs<R>(_ pairs: [(String, String)], _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R) -> R {
-        let total = pairs.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
+        withPairs(count: pairs.count, { pairs[$0].0 }, { pairs[$0].1 }, body)
+    }
+
+    /// ``withPairs(_:_:)`` for `count` pairs given by index (no array of them made): the names and
+    /// values on the stack, their bytes in one buffer.
+    package static func withPairs<R>(
+        count: Int, _ name: (Int) -> String, _ value: (Int) -> String, _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R
+    ) -> R {
+        let total = (0..<count).reduce(0) { $0 + name($1).utf8.count + value($1).utf8.count }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { buffer in
-            withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, pairs.count * 2)) { slots in
+            withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, count * 2)) { slots in
                 var offset = 0
                 func place(_ text: String) -> ph_bytes {
                     let start = buffer.baseAddress! + offset
@@ -90,11 +98,11 @@ package enum CBytes {
                     offset += length
                     return ph_bytes(data: UnsafePointer(start), len: length)
                 }
-                for (index, pair) in pairs.enumerated() {
-                    slots[index] = place(pair.0)
-                    slots[pairs.count + index] = place(pair.1)
+                for index in 0..<count {
+                    slots[index] = place(name(index))
+                    slots[count + index] = place(value(index))
                 }
-                return body(UnsafePointer(slots.baseAddress!), UnsafePointer(slots.baseAddress! + pairs.count), pairs.count)
+                return body(UnsafePointer(slots.baseAddress!), UnsafePointer(slots.baseAddress! + count), count)
             }
         }
     }
