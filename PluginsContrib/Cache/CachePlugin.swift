@@ -57,6 +57,8 @@ public struct CachePlugin: ExportablePlugin {
 
     /// The request headers that carry credentials, in the order they are hashed.
     static let credentialHeaders = ["authorization", "cookie", "proxy-authorization"]
+    /// Their lengths in bytes.
+    static let credentialHeaderLengths = credentialHeaders.map(\.utf8.count)
 
     struct Pending {
         /// The shared key, `GET <url>`.
@@ -138,6 +140,8 @@ public struct CachePlugin: ExportablePlugin {
         // One pass over the fields.
         var values: [[String]] = []
         for header in headers {
+            // Only a name of one of their lengths (6, 13, 19 bytes) is compared with them.
+            guard credentialHeaderLengths.contains(header.name.utf8.count) else { continue }
             if let slot = credentialHeaders.firstIndex(where: { HTTPHeader.namesEqual(header.name, $0) }) {
                 if values.isEmpty { values = [[String]](repeating: [], count: credentialHeaders.count) }
                 values[slot].append(header.value)
@@ -154,11 +158,10 @@ public struct CachePlugin: ExportablePlugin {
     /// be `public` when the request carries credentials). With `suffix` ``partialSuffix``: the
     /// stored partial content, by the same rule.
     func lookup(_ state: Pending, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
-        let valueOf = fields.map { fields in { (name: String) in self.varyValue(name, fields.values(named: name)) } }
         let key = suffix.isEmpty ? state.key : state.key + suffix
-        guard let partition = state.partition else { return fetch(key, valueOf) }
-        if authorized == .partition, let own = fetch(partition + " " + key, valueOf) { return own }
-        guard let shared = fetch(key, valueOf), shared.directives.has("public") else { return nil }
+        guard let partition = state.partition else { return fetch(key, fields) }
+        if authorized == .partition, let own = fetch(partition + " " + key, fields) { return own }
+        guard let shared = fetch(key, fields), shared.directives.has("public") else { return nil }
         return shared
     }
 
@@ -183,13 +186,13 @@ public struct CachePlugin: ExportablePlugin {
         return base + "\u{1}" + SHA256.hex(SHA256.hash(Array(selection.utf8)))
     }
 
-    /// The entry stored for `base`, through its variant index when it has one; `valueOf` gives
-    /// the request's normalised value of a header (nil: no request, no variant).
-    func fetch(_ base: String, _ valueOf: ((String) -> String)?) -> CacheEntry? {
+    /// The entry stored for `base`, through its variant index when it has one, selected by the
+    /// request's `fields` (nil: no request, no variant).
+    func fetch(_ base: String, _ fields: [HTTPHeader]?) -> CacheEntry? {
         guard let found = store.get(base) else { return nil }
         guard Self.isVariantIndex(found) else { return found }
-        guard let valueOf else { return nil }
-        return store.get(variantKey(base, names: Array(found.vary.keys), value: valueOf))
+        guard let fields else { return nil }
+        return store.get(variantKey(base, names: Array(found.vary.keys)) { self.varyValue($0, fields.values(named: $0)) })
     }
 
     /// Removes `base` and every variant it lists (invalidation takes them together, §4.4).
@@ -296,10 +299,15 @@ public struct CachePlugin: ExportablePlugin {
         store.put(index)
     }
 
-    /// Methods that never invalidate (RFC 9110 §9.2.1); every other one does, unknown ones included (RFC 9111 §4.4).
-    static let safeMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE"]
-
-    static func isUnsafe(_ method: String) -> Bool { !safeMethods.contains(method) }
+    /// Whether `method` invalidates: every method but the safe ones (RFC 9110 §9.2.1), unknown
+    /// ones included (RFC 9111 §4.4).
+    static func isUnsafe(_ method: String) -> Bool {
+        // Compared, not hashed: each is a small string, compared as two words.
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "TRACE": return false
+        default: return true
+        }
+    }
 
     /// `method` in capitals (as it is already, nearly always: then no new string is made).
     static func upper(_ method: String) -> String {

@@ -28,11 +28,21 @@ final class CacheStore: Sendable {
         var diskBytes = 0
         /// When each partition (`shared` for none) was last used.
         var partitionUse: [String: UInt64] = [:]
+        /// The partition a lookup or store marked last: the next key of the same partition reuses
+        /// its name rather than making it anew.
+        var lastPartition = CacheStore.shared
         /// File names of keys looked up lately (a name is a digest of its key: worked out once);
         /// emptied when it reaches ``maxRememberedNames``.
         var names: [String: String] = [:]
         /// Entry files kept open after a read, by name (at most ``maxOpenFiles``).
         var openFiles: [String: OpenFile] = [:]
+
+        /// Marks the partition of `key` used now.
+        mutating func markPartitionUsed(ofKey key: String) {
+            let partition = CacheStore.partition(ofKey: key, reusing: lastPartition)
+            lastPartition = partition
+            partitionUse[partition] = clock
+        }
 
         /// The file name of `key`.
         mutating func name(of key: String) -> String {
@@ -164,7 +174,7 @@ final class CacheStore: Sendable {
     func get(_ key: String) -> CacheEntry? {
         state.withLock { state in
             state.clock += 1
-            state.partitionUse[Self.partition(ofKey: key)] = state.clock
+            state.markPartitionUsed(ofKey: key)
             // One hash of the key for a hit: found, marked used and read through its index.
             if let index = state.memory.index(forKey: key) {
                 state.memory.values[index].used = state.clock
@@ -187,7 +197,7 @@ final class CacheStore: Sendable {
     func put(_ entry: CacheEntry) {
         state.withLock { state in
             state.clock += 1
-            state.partitionUse[Self.partition(ofKey: entry.key)] = state.clock
+            state.markPartitionUsed(ofKey: entry.key)
             putMemory(entry, &state)
             guard let directory else { return }
             let name = state.name(of: entry.key)
@@ -316,13 +326,16 @@ final class CacheStore: Sendable {
     /// The partition name of entries stored without credentials.
     static let shared = "shared"
 
-    /// `GET <url>` → `shared`; `<partition> GET <url>` → the partition.
-    static func partition(ofKey key: String) -> String {
+    /// `GET <url>` → `shared`; `<partition> GET <url>` → the partition (`known` itself when it
+    /// is that partition: no new string).
+    static func partition(ofKey key: String, reusing known: String? = nil) -> String {
         // Bytes, not Characters: keys are ASCII up to the first space, and a Character search
         // segments graphemes all the way along the URL.
-        guard let space = key.utf8.firstIndex(of: UInt8(ascii: " ")), !key.utf8[..<space].elementsEqual("GET".utf8) else {
+        let bytes = key.utf8
+        guard let space = bytes.firstIndex(of: UInt8(ascii: " ")), !bytes[..<space].elementsEqual("GET".utf8) else {
             return shared
         }
+        if let known, bytes[..<space].elementsEqual(known.utf8) { return known }
         return String(key[..<space])
     }
 
