@@ -329,14 +329,17 @@ func runBench(_ options: Options) async throws {
 
     if let profile = options.profile {
         // Only one stub scenario, for a profiler: `0`, `noop1`, `noop6`, `loaded6` or `compiled6`.
-        // `alone:<plugin>`: that contrib plugin loaded alone.
+        // `alone:<plugin>`: that contrib plugin loaded alone; `compiled:<plugin>`: compiled in alone.
         let alone = profile.hasPrefix("alone:") ? loaded6.filter { "alone:" + $0.name == profile } : nil
+        let compiledAlone = profile.hasPrefix("compiled:") ? compiled6.filter { "compiled:" + $0.name == profile } : nil
         let chain =
-            alone
+            alone ?? compiledAlone
             ?? (profile == "loaded6"
                 ? loaded6 : profile == "noop6" ? noop6 : profile == "noop1" ? [noop6[0]] : profile == "compiled6" ? compiled6 : [])
         let provider = stubProvider(
-            chain, profile == "loaded6" || alone != nil ? loadedServices : profile == "compiled6" ? compiledServices : PluginServices())
+            chain,
+            profile == "loaded6" || alone != nil
+                ? loadedServices : profile == "compiled6" || compiledAlone != nil ? compiledServices : PluginServices())
         let pipeline = provider.request(.stub)
         let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
         let check = await pipeline.result
