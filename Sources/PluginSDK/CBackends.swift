@@ -69,13 +69,25 @@ final class CHostServices: HostServices, @unchecked Sendable {
     }
 }
 
-/// A view of a host handle: holds nothing but the handle and the host table, so a view of a
-/// handle is as good as a new one, and a view no one else holds may be pointed at another handle.
+/// A view of a host handle: holds nothing but the handle, the host table and the instance's
+/// header memo, so a view of a handle is as good as a new one, and a view no one else holds may be
+/// pointed at another handle.
 protocol HandleView: AnyObject {
     var handle: OpaquePointer { get }
     /// Points the view at `handle` (only when nothing but the instance's slot holds it).
     func point(at handle: OpaquePointer)
-    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>)
+    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?)
+}
+
+/// The header lists one plugin instance read last, one per kind, each behind its own lock: the
+/// next list of the same bytes is the same list, without a string made (``CBytes/snapshot(_:memo:)``).
+final class HeaderMemo: Sendable {
+    /// A request's fields (`request_headers`).
+    let request = Locked<[HTTPHeader]>([])
+    /// A response's fields (`result_headers`).
+    let response = Locked<[HTTPHeader]>([])
+    /// The fields of the request a response answers (`result_request_headers`).
+    let sent = Locked<[HTTPHeader]>([])
 }
 
 extension HeaderValidation {
@@ -92,13 +104,13 @@ extension Optional where Wrapped: HandleView {
     /// The view kept here when it is of `handle`; else the same view pointed at `handle` when
     /// nothing but this slot holds it (the hooks that used it are over: a view a plugin kept is
     /// never moved), else a new one, kept here. Called under the lock that guards the slot.
-    mutating func view(of handle: OpaquePointer, api: UnsafePointer<ph_host_api>) -> Wrapped {
+    mutating func view(of handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo? = nil) -> Wrapped {
         if let last = self, last.handle == handle { return last }
         if self != nil, isKnownUniquelyReferenced(&self!) {
             self!.point(at: handle)
             return self!
         }
-        let made = Wrapped(handle: handle, api: api)
+        let made = Wrapped(handle: handle, api: api, memo: memo)
         self = made
         return made
     }
@@ -108,10 +120,13 @@ extension Optional where Wrapped: HandleView {
 final class CRequestBackend: RequestBackend, HandleView {
     private let slot: HandleSlot
     let api: UnsafePointer<ph_host_api>
+    /// The instance's last header lists (nil: every list read is made anew).
+    private let memo: HeaderMemo?
 
-    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {
+    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo? = nil) {
         slot = HandleSlot(handle)
         self.api = api
+        self.memo = memo
     }
 
     deinit { slot.free() }
@@ -138,7 +153,7 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     var headers: [HTTPHeader] {
         if api.pointee.abi_minor >= 1, let all = api.pointee.request_headers {
-            return CBytes.snapshot { all(handle, $0, $1, $2) }
+            return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.request)
         }
         return (0..<api.pointee.request_header_count(handle)).compactMap { index in
             var name = ph_bytes()
@@ -228,10 +243,13 @@ final class CRequestBackend: RequestBackend, HandleView {
 final class CResultBackend: ResponseBackend, HandleView {
     private let slot: HandleSlot
     let api: UnsafePointer<ph_host_api>
+    /// The instance's last header lists (nil: every list read is made anew).
+    private let memo: HeaderMemo?
 
-    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>) {
+    init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo? = nil) {
         slot = HandleSlot(handle)
         self.api = api
+        self.memo = memo
     }
 
     deinit { slot.free() }
@@ -246,7 +264,7 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     var headers: [HTTPHeader] {
         if api.pointee.abi_minor >= 3, let all = api.pointee.result_headers {
-            return CBytes.snapshot { all(handle, $0, $1, $2) }
+            return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.response)
         }
         return (0..<api.pointee.result_header_count(handle)).compactMap { index in
             var name = ph_bytes()
@@ -259,7 +277,7 @@ final class CResultBackend: ResponseBackend, HandleView {
     /// One call (ABI 1.3); nil on an older host.
     var requestHeaders: [HTTPHeader]? {
         guard api.pointee.abi_minor >= 3, let all = api.pointee.result_request_headers else { return nil }
-        return CBytes.snapshot { all(handle, $0, $1, $2) }
+        return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.sent)
     }
 
     func header(named name: String, index: Int) -> String? {

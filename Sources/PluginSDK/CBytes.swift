@@ -42,15 +42,24 @@ package enum CBytes {
     /// Header fields through a snapshot call of the ABI (`request_headers`, `result_headers`,
     /// `result_request_headers`: it fills the names and values it has room for and returns how
     /// many there are): up to 32 fields on the stack in one call, more in a second.
+    ///
+    /// With `memo` (the list of this kind the same plugin instance read last), fields with the
+    /// bytes of the last list's are not made anew: the same list when every byte is the same (the
+    /// request fields of an app's requests mostly are), else its strings where they match.
     package static func snapshot(
-        _ call: (UnsafeMutablePointer<ph_bytes>?, UnsafeMutablePointer<ph_bytes>?, Int) -> Int
+        _ call: (UnsafeMutablePointer<ph_bytes>?, UnsafeMutablePointer<ph_bytes>?, Int) -> Int, memo: Locked<[HTTPHeader]>? = nil
     ) -> [HTTPHeader] {
         let first = withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: 64) { buffer -> [HTTPHeader]? in
             let names = buffer.baseAddress!
             let values = names + 32
             let count = call(names, values, 32)
             guard count <= 32 else { return nil }
-            return (0..<count).map { HTTPHeader(name: string(names[$0]), value: string(values[$0])) }
+            guard let memo else { return (0..<count).map { HTTPHeader(name: string(names[$0]), value: string(values[$0])) } }
+            return memo.withLock { last in
+                let fields = decode(names, values, count, like: last)
+                last = fields
+                return fields
+            }
         }
         if let first { return first }
         let count = call(nil, nil, 0)
@@ -58,6 +67,23 @@ package enum CBytes {
         var values = [ph_bytes](repeating: ph_bytes(), count: count)
         let written = min(count, call(&names, &values, count))
         return (0..<written).map { HTTPHeader(name: string(names[$0]), value: string(values[$0])) }
+    }
+
+    /// The fields of `count` name and value pairs: `last` itself when they are its bytes, else
+    /// new fields that take the strings of `last`'s field at the same place where the bytes match.
+    static func decode(
+        _ names: UnsafePointer<ph_bytes>, _ values: UnsafePointer<ph_bytes>, _ count: Int, like last: [HTTPHeader]
+    ) -> [HTTPHeader] {
+        if last.count == count, (0..<count).allSatisfy({ equal(names[$0], last[$0].name) && equal(values[$0], last[$0].value) }) {
+            return last
+        }
+        return (0..<count).map { index in
+            guard index < last.count else { return HTTPHeader(name: string(names[index]), value: string(values[index])) }
+            let known = last[index]
+            return HTTPHeader(
+                name: equal(names[index], known.name) ? known.name : string(names[index]),
+                value: equal(values[index], known.value) ? known.value : string(values[index]))
+        }
     }
 
     /// A byte array from borrowed bytes.

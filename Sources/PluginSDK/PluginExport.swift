@@ -196,11 +196,13 @@ private final class ExportedInstance {
     }
 
     private let recent = Locked(Recent())
+    /// The header lists this instance's views read last.
+    private let headerMemo = HeaderMemo()
 
     /// The context of `pointer`, and the view of a request handle: one lock per hook call.
     func request(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorRequest, InterceptorContext) {
         recent.withLock { recent in
-            (InterceptorRequest(backend: recent.request.view(of: handle, api: api)), context(pointer, &recent))
+            (InterceptorRequest(backend: recent.request.view(of: handle, api: api, memo: headerMemo)), context(pointer, &recent))
         }
     }
 
@@ -213,7 +215,7 @@ private final class ExportedInstance {
             guard kind == PH_FAILURE_NONE else {
                 return (.failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))), context)
             }
-            return (.response(InterceptorResponse(backend: recent.result.view(of: handle, api: api))), context)
+            return (.response(InterceptorResponse(backend: recent.result.view(of: handle, api: api, memo: headerMemo))), context)
         }
     }
 
