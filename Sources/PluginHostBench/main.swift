@@ -270,11 +270,12 @@ func runBench(_ options: Options) async throws {
         // Scenario 1 only, its scenarios interleaved round after round (no servers): the quick
         // check of a change to the chain's cost, e.g. `--profile stub --rounds 5`.
         let stubFigures = Figures()
-        // With `--profile stub-alone`, each contrib plugin loaded alone too (and one no-op plugin:
+        // With `--profile stub-alone`, each contrib plugin alone too, loaded and compiled in (and one no-op plugin:
         // what any loaded plugin costs).
         let alone =
             options.profile == "stub-alone"
-            ? [("noop1", [noop6[0]], PluginServices())] + loaded6.map { ("alone:" + $0.name, [$0], loadedServices) } : []
+            ? [("noop1", [noop6[0]], PluginServices())] + loaded6.map { ("alone:" + $0.name, [$0], loadedServices) }
+                + compiled6.map { ("compiled:" + $0.name, [$0], compiledServices) } : []
         let scenarios: [(String, [any Interceptor], PluginServices)] =
             [
                 ("0", [], PluginServices()), ("noop6", noop6, PluginServices()), ("loaded6", loaded6, loadedServices),
@@ -376,11 +377,15 @@ func runBench(_ options: Options) async throws {
             figures.add(key + "_p50", percentile(samples, 0.5))
             figures.add(key + "_p99", percentile(samples, 0.99))
         }
-        // Each contrib plugin loaded alone: what it costs over the empty chain.
+        // Each contrib plugin alone, loaded and compiled in: what it costs over the empty chain,
+        // and how much of that is the ABI's.
         for plugin in loaded6 {
-            let pipeline = stubProvider([plugin], loadedServices).request(.stub)
-            let samples = await latencies(stubRequests / 2) { _ = try? await pipeline.value }
-            figures.add("stub_alone_\(plugin.name)_p50", percentile(samples, 0.5))
+            let compiled = compiled6.filter { $0.name == plugin.name }.map { ("stub_compiled_alone_", $0, compiledServices) }
+            for (key, chain, scenarioServices) in [("stub_alone_", plugin, loadedServices)] + compiled {
+                let pipeline = stubProvider([chain], scenarioServices).request(.stub)
+                let samples = await latencies(stubRequests / 2) { _ = try? await pipeline.value }
+                figures.add(key + "\(plugin.name)_p50", percentile(samples, 0.5))
+            }
         }
         // The stub transport called directly with the same request: the floor under the empty chain.
         let direct = StubTransport { _ in BenchTarget.stub.sampleResponse }
@@ -425,6 +430,7 @@ func runBench(_ options: Options) async throws {
     figures.add("abi_hook_ns", (least("stub_noop6_p50") - least("stub_inprocess_noop6_p50")) * 1000 / 24)
     for plugin in loaded6 {
         figures.add("stub_over_empty_\(plugin.name)", least("stub_alone_\(plugin.name)_p50") - empty)
+        figures.add("stub_compiled_over_empty_\(plugin.name)", least("stub_compiled_alone_\(plugin.name)_p50") - empty)
     }
     figures.add("ratio_empty_direct", empty / least("stub_direct_p50"))
     figures.add("ratio_cache_hit_empty", least("cache_hit_us_p50_memory") / empty)
@@ -638,10 +644,11 @@ func runBench(_ options: Options) async throws {
         print("\(title.padding(toLength: 45, withPad: " ", startingAt: 0)) \(fmt(s.0, digits)) / \(fmt(s.1, digits)) / \(fmt(s.2, digits))")
     }
     print("")
-    print("each contrib plugin loaded alone        µs p50 over the empty chain (least p50s)")
+    print("each contrib plugin alone               µs p50 over the empty chain (least p50s): loaded / compiled in")
     for plugin in loaded6 {
         let over = figures.median("stub_over_empty_\(plugin.name)")
-        print("  \(plugin.name.padding(toLength: 36, withPad: " ", startingAt: 0)) \(fmt(over))")
+        let compiledOver = figures.median("stub_compiled_over_empty_\(plugin.name)")
+        print("  \(plugin.name.padding(toLength: 36, withPad: " ", startingAt: 0)) \(fmt(over)) / \(fmt(compiledOver))")
     }
     var json: [String: Double] = [:]
     for key in [
@@ -673,6 +680,7 @@ func runBench(_ options: Options) async throws {
     }
     for plugin in loaded6 {
         json["stub_us_over_empty_\(plugin.name)"] = figures.median("stub_over_empty_\(plugin.name)")
+        json["stub_us_over_empty_compiled_\(plugin.name)"] = figures.median("stub_compiled_over_empty_\(plugin.name)")
     }
     let rounded = json.mapValues { ($0 * 1000).rounded() / 1000 }
     let data = try JSONSerialization.data(withJSONObject: rounded, options: [.sortedKeys])
