@@ -82,6 +82,10 @@ extension Array where Element == HTTPHeader {
     /// The fields with repeated names folded into one, as ``folded()`` does, in the order of each
     /// name's first field.
     package func foldedFields() -> [HTTPHeader] {
+        // A short list that repeats no name (most) is its own folding: no new list.
+        if count <= 32, !indices.contains(where: { index in self[..<index].contains { HTTPHeader.namesEqual($0.name, self[index].name) } }) {
+            return self
+        }
         var fields: [HTTPHeader] = []
         fields.reserveCapacity(count)
         // A long list finds the first field of a name by its bytes with ASCII letters lower-cased

@@ -82,6 +82,21 @@ struct HeaderValidationTests {
         #expect(fields.folded() == expected)
     }
 
+    @Test(arguments: [0, 29, 40])
+    func aListThatRepeatsNoNameIsItsOwnFolding(padding: Int) {
+        // Up to 32 fields the list itself is returned; past that it is folded as before; the
+        // fields and their order are the same either way.
+        let filler = (0..<padding).map { HTTPHeader(name: "X-Filler-\($0)", value: "\($0)") }
+        let fields =
+            [HTTPHeader(name: "Accept", value: "a"), HTTPHeader(name: "X-Id", value: "1"), HTTPHeader(name: "Accept-Language", value: "en")] + filler
+        #expect(fields.foldedFields().map { [$0.name, $0.value] } == fields.map { [$0.name, $0.value] })
+        // One repeated name, last: folded into the first.
+        let repeated = fields + [HTTPHeader(name: "x-ID", value: "2")]
+        #expect(
+            repeated.foldedFields().map { [$0.name, $0.value] }
+                == ([fields[0], HTTPHeader(name: "X-Id", value: "1, 2")] + fields.dropFirst(2)).map { [$0.name, $0.value] })
+    }
+
     @Test(arguments: [0, 40])
     func foldingFoldsASCIICaseOnly(padding: Int) {
         // Not validated names (an app's own dictionary may hold them): a non-ASCII letter of
