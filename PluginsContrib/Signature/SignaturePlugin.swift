@@ -118,10 +118,13 @@ public struct SignaturePlugin: ExportablePlugin {
             bytes.append(UInt8(ascii: "="))
             bytes += pair.value.utf8
         }
-        for part in [timestamp, nonce, bodyHash] {
-            bytes.append(newline)
-            bytes += part.utf8
-        }
+        // The last three parts one by one (no list of them made).
+        bytes.append(newline)
+        bytes += timestamp.utf8
+        bytes.append(newline)
+        bytes += nonce.utf8
+        bytes.append(newline)
+        bytes += bodyHash.utf8
         return bytes
     }
 
