@@ -15,9 +15,9 @@ struct CacheDirectives {
     init(_ headerValues: [String]) {
         guard !headerValues.isEmpty else { return }
         for value in headerValues {
-            for part in Self.splitList(Array(value.utf8)) {
+            Self.forEachListItem(Array(value.utf8)) { part in
                 let item = Self.trimmed(part, also: nil)
-                guard !item.isEmpty else { continue }
+                guard !item.isEmpty else { return }
                 if let equals = item.firstIndex(of: UInt8(ascii: "=")) {
                     let rawName = item[..<equals]
                     let rawArgument = item[(equals + 1)...]
@@ -27,7 +27,7 @@ struct CacheDirectives {
                     if argument.count >= 2, argument.first == UInt8(ascii: "\""), argument.last == UInt8(ascii: "\"") {
                         argument = argument.dropFirst().dropLast()
                     }
-                    guard index(of: name) == nil else { continue }
+                    guard index(of: name) == nil else { return }
                     items.append((name, String(decoding: argument, as: UTF8.self), spaced))
                 } else {
                     let name = String(decoding: item, as: UTF8.self).lowercased()
@@ -76,20 +76,19 @@ struct CacheDirectives {
         return nil
     }
 
-    /// Splits a list at commas outside quoted strings.
-    static func splitList(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
-        var parts: [ArraySlice<UInt8>] = []
+    /// Calls `body` with each part of a comma-separated list, in order (commas inside quoted
+    /// strings do not separate), without a list of the parts made.
+    static func forEachListItem(_ bytes: [UInt8], _ body: (ArraySlice<UInt8>) -> Void) {
         var start = 0
         var quoted = false
         for (index, byte) in bytes.enumerated() {
             if byte == UInt8(ascii: "\"") { quoted.toggle() }
             if byte == UInt8(ascii: ","), !quoted {
-                parts.append(bytes[start..<index])
+                body(bytes[start..<index])
                 start = index + 1
             }
         }
-        parts.append(bytes[start..<bytes.count])
-        return parts
+        body(bytes[start..<bytes.count])
     }
 
     static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
