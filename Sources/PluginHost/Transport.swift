@@ -273,7 +273,9 @@ enum FoundationFieldNames {
 
     /// The names Foundation does not `capitalize`: `X-` names as they are, `WWW-Authenticate` so spelled.
     private static func fixedName(_ name: String) -> String? {
-        if name.hasPrefix("x-") || name.hasPrefix("X-") { return name }
+        // Bytes, not `hasPrefix` (a Unicode comparison, on every field of every response).
+        var bytes = name.utf8.makeIterator()
+        if let first = bytes.next(), first | 0x20 == UInt8(ascii: "x"), bytes.next() == UInt8(ascii: "-") { return name }
         if HTTPHeader.namesEqual(name, "WWW-Authenticate") { return "WWW-Authenticate" }
         return nil
     }

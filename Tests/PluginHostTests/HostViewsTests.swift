@@ -26,6 +26,8 @@ import FoundationNetworking
             "content-type": "text/plain", "x-lower": "1", "X-Upper": "2", "www-authenticate": "Basic realm=\"a\"",
             "ETAG": "\"t\"", "content-md5": "m", "cache-control": "no-store", "a_b": "u", "x5y": "d", "Set-Cookie": "c=1",
             "last-modified": "Mon, 02 Jan 2006 15:04:05 GMT", "SERVER": "s", "": "empty name",
+            // Around the `X-` rule: the prefix alone, a lone X, another byte after it.
+            "x-": "p", "X": "x", "x_y": "u2", "y-x": "o",
         ]
         let response = try #require(HTTPURLResponse(url: Self.url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: fields))
         #if canImport(FoundationNetworking)
