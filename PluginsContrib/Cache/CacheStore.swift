@@ -26,23 +26,13 @@ final class CacheStore: Sendable {
         var clock: UInt64 = 0
         var disk: [String: (size: Int, used: UInt64)] = [:]
         var diskBytes = 0
-        /// When each partition (`shared` for none) was last used.
-        var partitionUse: [String: UInt64] = [:]
-        /// The partition a lookup or store marked last: the next key of the same partition reuses
-        /// its name rather than making it anew.
-        var lastPartition = CacheStore.shared
+        /// When each partition was last used.
+        var partitionUse = PartitionUse()
         /// File names of keys looked up lately (a name is a digest of its key: worked out once);
         /// emptied when it reaches ``maxRememberedNames``.
         var names: [String: String] = [:]
         /// Entry files kept open after a read, by name (at most ``maxOpenFiles``).
         var openFiles: [String: OpenFile] = [:]
-
-        /// Marks the partition of `key` used now.
-        mutating func markPartitionUsed(ofKey key: String) {
-            let partition = CacheStore.partition(ofKey: key, reusing: lastPartition)
-            lastPartition = partition
-            partitionUse[partition] = clock
-        }
 
         /// The file name of `key`.
         mutating func name(of key: String) -> String {
@@ -164,7 +154,7 @@ final class CacheStore: Sendable {
                 state.clock += 1
                 state.disk[name] = (size, state.clock)
                 state.diskBytes += size
-                state.partitionUse[Self.partition(ofFile: name)] = state.clock
+                state.partitionUse.set(Self.partition(ofFile: name), state.clock)
             }
             evictDisk(&state)
         }
@@ -174,7 +164,7 @@ final class CacheStore: Sendable {
     func get(_ key: String) -> CacheEntry? {
         state.withLock { state in
             state.clock += 1
-            state.markPartitionUsed(ofKey: key)
+            state.partitionUse.mark(key: key, state.clock)
             // One hash of the key for a hit: found, marked used and read through its index.
             if let index = state.memory.index(forKey: key) {
                 state.memory.values[index].used = state.clock
@@ -197,7 +187,7 @@ final class CacheStore: Sendable {
     func put(_ entry: CacheEntry) {
         state.withLock { state in
             state.clock += 1
-            state.markPartitionUsed(ofKey: entry.key)
+            state.partitionUse.mark(key: entry.key, state.clock)
             putMemory(entry, &state)
             guard let directory else { return }
             let name = state.name(of: entry.key)
@@ -235,7 +225,7 @@ final class CacheStore: Sendable {
                 if let old = state.memory.removeValue(forKey: key) { state.memoryBytes -= old.size }
             }
             for file in state.disk.keys where Self.partition(ofFile: file) == name { removeDisk(file, &state) }
-            state.partitionUse[name] = nil
+            state.partitionUse.set(name, nil)
         }
     }
 
@@ -326,16 +316,13 @@ final class CacheStore: Sendable {
     /// The partition name of entries stored without credentials.
     static let shared = "shared"
 
-    /// `GET <url>` → `shared`; `<partition> GET <url>` → the partition (`known` itself when it
-    /// is that partition: no new string).
-    static func partition(ofKey key: String, reusing known: String? = nil) -> String {
+    /// `GET <url>` → `shared`; `<partition> GET <url>` → the partition.
+    static func partition(ofKey key: String) -> String {
         // Bytes, not Characters: keys are ASCII up to the first space, and a Character search
         // segments graphemes all the way along the URL.
-        let bytes = key.utf8
-        guard let space = bytes.firstIndex(of: UInt8(ascii: " ")), !bytes[..<space].elementsEqual("GET".utf8) else {
+        guard let space = key.utf8.firstIndex(of: UInt8(ascii: " ")), !key.utf8[..<space].elementsEqual("GET".utf8) else {
             return shared
         }
-        if let known, bytes[..<space].elementsEqual(known.utf8) { return known }
         return String(key[..<space])
     }
 
@@ -344,8 +331,8 @@ final class CacheStore: Sendable {
     }
 
     /// Eviction order: the partition's last use, then the entry's.
-    private static func rank(_ use: [String: UInt64], _ partition: String, _ used: UInt64) -> (UInt64, UInt64) {
-        (use[partition] ?? 0, used)
+    private static func rank(_ use: PartitionUse, _ partition: String, _ used: UInt64) -> (UInt64, UInt64) {
+        (use[partition], used)
     }
 
     /// The secret that keys partition names: 32 random bytes, kept in `directory/partition.key`
@@ -486,5 +473,71 @@ enum EntryCoding {
             key: key, status: status, headerNames: headers.map(\.0), headerValues: headers.map(\.1), body: [],
             requestTime: requestTime, responseTime: responseTime, vary: Dictionary(vary, uniquingKeysWith: { first, _ in first }),
             ttl: hasTTL == 1 ? ttl : nil, hasQuery: hasQuery == 1)
+    }
+}
+
+/// When each partition of a store was last used (its clock then; 0: never or removed). Every
+/// lookup and store marks its key's partition: the shared one, and the one of the credentials
+/// seen last, are kept apart from the table, so marking them hashes nothing and makes no string.
+struct PartitionUse {
+    private var shared: UInt64 = 0
+    /// The partition (not `shared`) marked last, and when.
+    private var current: (name: String, used: UInt64)?
+    /// The others.
+    private var table: [String: UInt64] = [:]
+
+    /// When `partition` was last used.
+    subscript(partition: String) -> UInt64 {
+        if partition == CacheStore.shared { return shared }
+        if let current, current.name == partition { return current.used }
+        return table[partition] ?? 0
+    }
+
+    /// Marks the partition of `key` (see ``CacheStore/partition(ofKey:)``) used at `clock`.
+    mutating func mark(key: String, _ clock: UInt64) {
+        if Self.isShared(key) {
+            shared = clock
+        } else if let current, Self.key(key, isIn: current.name) {
+            self.current = (current.name, clock)
+        } else {
+            set(CacheStore.partition(ofKey: key), clock)
+        }
+    }
+
+    /// Sets (nil: forgets) when `partition` was last used.
+    mutating func set(_ partition: String, _ clock: UInt64?) {
+        if partition == CacheStore.shared {
+            shared = clock ?? 0
+            return
+        }
+        if let current {
+            if current.name == partition {
+                self.current = clock.map { (partition, $0) }
+                return
+            }
+            table[current.name] = current.used
+        }
+        table[partition] = nil
+        current = clock.map { (partition, $0) }
+    }
+
+    /// `GET <url>`: a shared key (its first four bytes).
+    static func isShared(_ key: String) -> Bool {
+        var bytes = key.utf8.makeIterator()
+        return bytes.next() == UInt8(ascii: "G") && bytes.next() == UInt8(ascii: "E") && bytes.next() == UInt8(ascii: "T")
+            && bytes.next() == UInt8(ascii: " ")
+    }
+
+    /// Whether `key` is `<partition> …`, compared as bytes.
+    static func key(_ key: String, isIn partition: String) -> Bool {
+        let length = partition.utf8.count
+        guard key.utf8.count > length else { return false }
+        let same = key.utf8.withContiguousStorageIfAvailable { keyBytes in
+            partition.utf8.withContiguousStorageIfAvailable { partitionBytes in
+                keyBytes[length] == UInt8(ascii: " ") && memcmp(keyBytes.baseAddress!, partitionBytes.baseAddress!, length) == 0
+            }
+        }
+        if let same, let same { return same }
+        return CacheStore.partition(ofKey: key) == partition
     }
 }

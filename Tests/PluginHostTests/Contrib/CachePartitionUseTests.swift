@@ -1,0 +1,58 @@
+import Testing
+
+@testable import CachePlugin
+
+/// When each partition of the cache store was last used (the first key of eviction): the shared
+/// partition and the one marked last are kept apart from the table, and read as if they were in it.
+@Suite("Cache partition use")
+struct CachePartitionUseTests {
+    let alice = String(repeating: "a", count: 32)
+    let bob = String(repeating: "b", count: 32)
+
+    @Test func keysMarkTheirPartitions() {
+        var use = PartitionUse()
+        use.mark(key: "GET http://127.0.0.1/x", 1)
+        use.mark(key: alice + " GET http://127.0.0.1/x", 2)
+        use.mark(key: bob + " GET http://127.0.0.1/y", 3)
+        use.mark(key: alice + " GET http://127.0.0.1/z", 4)
+        use.mark(key: "GET http://127.0.0.1/y", 5)
+        #expect(use[CacheStore.shared] == 5)
+        #expect(use[alice] == 4)
+        #expect(use[bob] == 3)
+        #expect(use["c"] == 0)
+        // A key without a space, or with GET before it, is shared as `partition(ofKey:)` says.
+        use.mark(key: "nospace", 6)
+        #expect(use[CacheStore.shared] == 6)
+        // A partition whose name the last one's begins with is another partition.
+        use.mark(key: alice + "x GET http://127.0.0.1/x", 7)
+        #expect(use[alice + "x"] == 7)
+        #expect(use[alice] == 4)
+    }
+
+    @Test func aRemovedPartitionIsNeverUsedAgainUntilMarked() {
+        var use = PartitionUse()
+        use.mark(key: alice + " GET http://127.0.0.1/x", 1)
+        use.mark(key: bob + " GET http://127.0.0.1/x", 2)
+        use.set(bob, nil)
+        use.set(alice, nil)
+        #expect(use[alice] == 0 && use[bob] == 0)
+        use.mark(key: "GET http://127.0.0.1/x", 3)
+        use.set(CacheStore.shared, nil)
+        #expect(use[CacheStore.shared] == 0)
+        use.set(bob, 9)
+        #expect(use[bob] == 9)
+        use.mark(key: bob + " GET http://127.0.0.1/x", 10)
+        #expect(use[bob] == 10)
+    }
+
+    @Test func theRuleOfSharedKeys() {
+        #expect(PartitionUse.isShared("GET http://127.0.0.1/"))
+        #expect(!PartitionUse.isShared("GETX http://127.0.0.1/"))
+        #expect(!PartitionUse.isShared("GE"))
+        #expect(!PartitionUse.isShared(alice + " GET http://127.0.0.1/"))
+        #expect(PartitionUse.key(alice + " GET /", isIn: alice))
+        #expect(!PartitionUse.key(alice + "x GET /", isIn: alice))
+        #expect(!PartitionUse.key(alice, isIn: alice))
+        #expect(!PartitionUse.key(bob + " GET /", isIn: alice))
+    }
+}
