@@ -115,6 +115,14 @@ struct InterceptorChain: Sendable {
         return (handle, context)
     }
 
+    /// Whether `transport` is one of this package's, which read only a request's parts (see
+    /// ``RequestState/sending(deferring:)``): its type compared, not cast (`is` on an existential
+    /// is a call into the runtime's general cast, on every attempt). Both types are final.
+    static func readsParts(_ transport: any Transport) -> Bool {
+        let type = Swift.type(of: transport)
+        return type == CurlTransport.self || type == StubTransport.self
+    }
+
     /// What `process` asked for: a retry after `delay`, optionally refreshing a credential first.
     typealias RetryRequest = (delay: Double, refresh: CredentialRefresh?)
 
@@ -144,7 +152,7 @@ struct InterceptorChain: Sendable {
 
             // The package's own transports read the parts of a changed request: its URLRequest is
             // made only if someone reads it.
-            let (finalRequest, deferred) = state.sending(deferring: plan.transport is CurlTransport || plan.transport is StubTransport)
+            let (finalRequest, deferred) = state.sending(deferring: Self.readsParts(plan.transport))
             var sending = TransportRequest(
                 urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
                 cancellation: cancellation, redirects: plan.redirects, limits: plan.limits, deadline: plan.deadline)

@@ -59,6 +59,20 @@ import FoundationNetworking
         #expect(seen.withLock { $0 }.map(\.name) == ["Content-Length", "Content-Type", "Etag", "WWW-Authenticate", "x-request-id"])
     }
 
+    /// A transport that only counts (another type than the package's).
+    struct CountingTransport: Transport {
+        func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+            throw TransportFailure(kind: .other, message: "not sent")
+        }
+    }
+
+    @Test func onlyThisPackagesTransportsGetTheParts() throws {
+        #expect(InterceptorChain.readsParts(StubTransport { _ in .networkResponse(200, Data()) }))
+        #expect(InterceptorChain.readsParts(try CurlTransport(configuration: CurlTransport.Configuration())))
+        #expect(!InterceptorChain.readsParts(URLSessionTransport()))
+        #expect(!InterceptorChain.readsParts(CountingTransport()))
+    }
+
     @Test func aRequestRemadeKeepsWhatTheCopyKept() throws {
         var original = URLRequest(url: URL(string: "http://127.0.0.1/a?b=c")!, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 7)
         original.httpMethod = "PUT"
