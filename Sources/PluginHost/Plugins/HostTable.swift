@@ -155,28 +155,33 @@ final class CBytePairs {
 }
 
 /// One copy of a byte string handed to plugins (a URL, a method, a body), kept until it changes.
-final class CByteCopy {
-    let bytes: ph_bytes
-    private let storage: UnsafeMutablePointer<UInt8>
+///
+/// One allocation: the bytes live in the object itself (tail-allocated; the header is their
+/// count), where they stay for the object's lifetime.
+final class CByteCopy: ManagedBuffer<Int, UInt8> {
+    /// The copy, valid while this object lives.
+    var bytes: ph_bytes {
+        withUnsafeMutablePointers { count, elements in ph_bytes(data: UnsafePointer(elements), len: count.pointee) }
+    }
 
-    init(_ source: UnsafeRawBufferPointer) {
-        storage = .allocate(capacity: max(1, source.count))
+    /// A copy of `source`.
+    static func copying(_ source: UnsafeRawBufferPointer) -> CByteCopy {
+        let made = create(minimumCapacity: max(1, source.count)) { _ in source.count }
         if let base = source.baseAddress, source.count > 0 {
-            UnsafeMutableRawPointer(storage).copyMemory(from: base, byteCount: source.count)
+            made.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0).copyMemory(from: base, byteCount: source.count) }
         }
-        bytes = ph_bytes(data: UnsafePointer(storage), len: source.count)
+        // `create` on this class makes an instance of it.
+        return unsafeDowncast(made, to: CByteCopy.self)
     }
 
     static func of(_ string: String) -> CByteCopy {
         var string = string
-        return string.withUTF8 { CByteCopy(UnsafeRawBufferPointer($0)) }
+        return string.withUTF8 { copying(UnsafeRawBufferPointer($0)) }
     }
 
     static func of(_ data: Data) -> CByteCopy {
-        data.withUnsafeBytes { CByteCopy($0) }
+        data.withUnsafeBytes { copying($0) }
     }
-
-    deinit { storage.deallocate() }
 }
 
 /// The result a plugin hook works on: a response state or a failure, plus what the hook decided.
