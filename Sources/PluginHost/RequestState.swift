@@ -106,7 +106,7 @@ final class RequestState: RequestBackend {
     /// The header fields as C bytes, valid until they change.
     var cHeaders: CBytePairs {
         if let cHeaderPairs { return cHeaderPairs }
-        let view = CBytePairs(headers)
+        let view = CBytePairs.make(headers)
         cHeaderPairs = view
         return view
     }
@@ -324,7 +324,7 @@ final class ResponseState: ResponseBackend {
     /// The header fields as C bytes, valid until they change.
     var cHeaders: CBytePairs {
         if let cHeaderPairs { return cHeaderPairs }
-        let view = CBytePairs(headers)
+        let view = CBytePairs.make(headers)
         cHeaderPairs = view
         return view
     }

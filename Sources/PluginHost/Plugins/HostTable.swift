@@ -72,50 +72,27 @@ final class RequestHandle {
     }
 }
 
-/// Name/value pairs as C bytes in one exact allocation: a request's or response's header fields,
+/// Name/value pairs as C bytes in one allocation: a request's or response's header fields,
 /// copied once per version of the list and read by every hook call until the list changes
 /// (lookups compare bytes, no string is made for the name asked, and return borrowed pointers
-/// into this copy), or the strings of a hook context.
-final class CBytePairs {
-    let count: Int
-    let names: UnsafeMutablePointer<ph_bytes>
-    let values: UnsafeMutablePointer<ph_bytes>
-    /// The slots (names, then values), then the bytes: one allocation.
-    private let storage: UnsafeMutableRawPointer
-
-    init(_ headers: [HTTPHeader]) {
-        count = headers.count
-        (storage, names, values) = Self.allocate(headers, leading: 0)
+/// into this copy). The slots and bytes are tail-allocated in the object (`laidOut(_:leading:_:)`).
+final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
+    /// Where the slots are, in the object's own tail.
+    struct Slots {
+        var count: Int
+        var names: UnsafeMutablePointer<ph_bytes>
+        var values: UnsafeMutablePointer<ph_bytes>
     }
 
-    /// One block of memory: `leading` bytes for the caller (aligned for `ph_bytes`), the slots
-    /// (names, then values), then the bytes; the caller deallocates `block`.
-    static func allocate(_ headers: [HTTPHeader], leading: Int) -> (
-        block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
-    ) {
-        let alignment = MemoryLayout<ph_bytes>.alignment
-        let start = (leading + alignment - 1) / alignment * alignment
-        let slots = MemoryLayout<ph_bytes>.stride * 2 * headers.count
-        let total = headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
-        let block = UnsafeMutableRawPointer.allocate(byteCount: max(1, start + slots + total), alignment: alignment)
-        let names = (block + start).bindMemory(to: ph_bytes.self, capacity: 2 * headers.count)
-        let values = names + headers.count
-        var cursor = (block + start + slots).assumingMemoryBound(to: UInt8.self)
-        func place(_ text: String) -> ph_bytes {
-            let start = cursor
-            let length = CBytes.copyUTF8(text, to: start)
-            cursor += length
-            return ph_bytes(data: UnsafePointer(start), len: length)
-        }
-        for (index, header) in headers.enumerated() {
-            (names + index).initialize(to: place(header.name))
-            (values + index).initialize(to: place(header.value))
-        }
-        return (block, names, values)
-    }
+    var count: Int { header.count }
+    var names: UnsafeMutablePointer<ph_bytes> { header.names }
+    var values: UnsafeMutablePointer<ph_bytes> { header.values }
 
-    deinit {
-        storage.deallocate()
+    /// A copy of `headers`.
+    static func make(_ headers: [HTTPHeader]) -> CBytePairs {
+        let made = laidOut(headers, leading: 0) { _, names, values in Slots(count: headers.count, names: names, values: values) }
+        // `create` on this class makes an instance of it.
+        return unsafeDowncast(made, to: CBytePairs.self)
     }
 
     /// Writes the first `capacity` names and values into the caller's arrays (borrowed: valid
@@ -151,6 +128,68 @@ final class CBytePairs {
             if HTTPHeader.asciiLowercased(l) != HTTPHeader.asciiLowercased(r) { return false }
         }
         return true
+    }
+}
+
+extension ManagedBuffer where Element == UInt8 {
+    /// An object of the class this is called on whose tail holds `leading` bytes for the caller
+    /// (aligned for `ph_bytes`), then the slots of `pairs` (names, then values), then their
+    /// bytes: one allocation. `header` makes the object's header from where they are.
+    static func laidOut(
+        _ pairs: [HTTPHeader], leading: Int,
+        _ header: (UnsafeMutableRawPointer, UnsafeMutablePointer<ph_bytes>, UnsafeMutablePointer<ph_bytes>) -> Header
+    ) -> ManagedBuffer<Header, UInt8> {
+        let alignment = MemoryLayout<ph_bytes>.alignment
+        let slots = MemoryLayout<ph_bytes>.stride * 2 * pairs.count
+        let total = pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        // Room to align the start wherever the tail begins.
+        return create(minimumCapacity: max(1, alignment - 1 + leading + slots + total)) { buffer in
+            buffer.withUnsafeMutablePointerToElements { tail in
+                let (block, names, values) = PairLayout.place(pairs, in: UnsafeMutableRawPointer(tail), leading: leading)
+                return header(block, names, values)
+            }
+        }
+    }
+}
+
+/// How name/value pairs are laid out in C bytes.
+enum PairLayout {
+    /// One block of memory: `leading` bytes for the caller (aligned for `ph_bytes`), the slots
+    /// (names, then values), then the bytes; the caller deallocates `block`.
+    static func allocate(_ pairs: [HTTPHeader], leading: Int) -> (
+        block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
+    ) {
+        let alignment = MemoryLayout<ph_bytes>.alignment
+        let start = (leading + alignment - 1) / alignment * alignment
+        let slots = MemoryLayout<ph_bytes>.stride * 2 * pairs.count
+        let total = pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: max(1, start + slots + total), alignment: alignment)
+        return place(pairs, in: memory, leading: leading)
+    }
+
+    /// Lays out `pairs` in memory at `tail` (room as `laidOut(_:leading:_:)` reserves): the
+    /// start of the `leading` bytes (aligned for `ph_bytes`) and the slots.
+    static func place(_ pairs: [HTTPHeader], in tail: UnsafeMutableRawPointer, leading: Int) -> (
+        block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
+    ) {
+        let alignment = MemoryLayout<ph_bytes>.alignment
+        let block = tail.alignedUp(toMultipleOf: alignment)
+        let start = (leading + alignment - 1) / alignment * alignment
+        let slots = MemoryLayout<ph_bytes>.stride * 2 * pairs.count
+        let names = (block + start).bindMemory(to: ph_bytes.self, capacity: 2 * pairs.count)
+        let values = names + pairs.count
+        var cursor = (block + start + slots).assumingMemoryBound(to: UInt8.self)
+        func place(_ text: String) -> ph_bytes {
+            let start = cursor
+            let length = CBytes.copyUTF8(text, to: start)
+            cursor += length
+            return ph_bytes(data: UnsafePointer(start), len: length)
+        }
+        for (index, pair) in pairs.enumerated() {
+            (names + index).initialize(to: place(pair.name))
+            (values + index).initialize(to: place(pair.value))
+        }
+        return (block, names, values)
     }
 }
 

@@ -249,7 +249,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 final class CContext: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<ph_context>
     /// The context, then method, base URL and path, then the plugin options sorted by key: one
-    /// block of memory (``CBytePairs/allocate(_:leading:)``).
+    /// block of memory (``PairLayout/allocate(_:leading:)``; not tail-allocated in this object:
+    /// a `ManagedBuffer` cannot be `Sendable`, as the context a chain shares must be).
     private let block: UnsafeMutableRawPointer
 
     convenience init(_ context: InterceptorContext) {
@@ -271,7 +272,7 @@ final class CContext: @unchecked Sendable {
             for (key, value) in target.pluginOptions.sorted(by: { $0.key < $1.key }) { pairs.append(HTTPHeader(name: key, value: value)) }
         }
         let optionCount = target.pluginOptions.count
-        let (block, names, values) = CBytePairs.allocate(pairs, leading: MemoryLayout<ph_context>.stride)
+        let (block, names, values) = PairLayout.allocate(pairs, leading: MemoryLayout<ph_context>.stride)
         self.block = block
         pointer = block.bindMemory(to: ph_context.self, capacity: 1)
         pointer.initialize(
