@@ -58,8 +58,13 @@ final class RequestState: RequestBackend {
         }
     }
 
-    /// The handle loaded plugins' hooks receive, made on first use.
-    private(set) lazy var handle = RequestHandle(state: self)
+    /// The handle loaded plugins' hooks receive: this state itself (see ``RequestHandle``).
+    var handle: RequestHandle { self }
+    /// Whether the hook running on the handle may answer the request itself (`prepare`); set
+    /// before each call.
+    var mayRespond = false
+    /// The response the hook running on the handle answered with, if any.
+    var response: SyntheticResponse?
 
     init(_ request: URLRequest) {
         original = request

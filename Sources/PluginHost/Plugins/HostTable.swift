@@ -46,19 +46,13 @@ final class ByteArena {
     }
 }
 
-/// The request a plugin hook works on: the host's request state plus what the hook decided.
-final class RequestHandle {
-    /// Not retained: the state keeps its handle (one, shared by the chain's plugins and both
-    /// request hooks), and a handle is only used inside a hook call, while the state lives.
-    unowned(unsafe) let state: RequestState
-    /// Whether the hook may answer the request itself (`prepare`); set before each call.
-    var mayRespond: Bool
-    var response: SyntheticResponse?
+/// The request a plugin hook works on: the host's request state itself, which also keeps what
+/// the hook decided (no object of its own: one allocation fewer per request).
+typealias RequestHandle = RequestState
 
-    init(state: RequestState, mayRespond: Bool = false) {
-        self.state = state
-        self.mayRespond = mayRespond
-    }
+extension RequestState {
+    /// The state this handle is of: itself.
+    var state: RequestState { self }
 
     /// Ready for the next hook (hooks of one request run one after the other): whether it may
     /// answer, and no answer yet.
@@ -156,7 +150,7 @@ extension ManagedBuffer where Element == UInt8 {
 enum PairLayout {
     /// One block of memory: `leading` bytes for the caller (aligned for `ph_bytes`), the slots
     /// (names, then values), then the bytes; the caller deallocates `block`.
-    static func allocate(_ pairs: [HTTPHeader], leading: Int) -> (
+    static func allocate<Pairs: RandomAccessCollection<HTTPHeader>>(_ pairs: Pairs, leading: Int) -> (
         block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
     ) {
         let alignment = MemoryLayout<ph_bytes>.alignment
@@ -169,7 +163,7 @@ enum PairLayout {
 
     /// Lays out `pairs` in memory at `tail` (room as `laidOut(_:leading:_:)` reserves): the
     /// start of the `leading` bytes (aligned for `ph_bytes`) and the slots.
-    static func place(_ pairs: [HTTPHeader], in tail: UnsafeMutableRawPointer, leading: Int) -> (
+    static func place<Pairs: RandomAccessCollection<HTTPHeader>>(_ pairs: Pairs, in tail: UnsafeMutableRawPointer, leading: Int) -> (
         block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
     ) {
         let alignment = MemoryLayout<ph_bytes>.alignment
@@ -185,7 +179,7 @@ enum PairLayout {
             cursor += length
             return ph_bytes(data: UnsafePointer(start), len: length)
         }
-        for (index, pair) in pairs.enumerated() {
+        for (index, pair) in zip(0..., pairs) {
             (names + index).initialize(to: place(pair.name))
             (values + index).initialize(to: place(pair.value))
         }

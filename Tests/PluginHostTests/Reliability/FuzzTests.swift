@@ -151,7 +151,8 @@ struct FuzzTests {
             var request = URLRequest(url: URL(string: "http://127.0.0.1:9/start")!)
             request.setValue("kept", forHTTPHeaderField: "X-Before")
             let state = RequestState(request)
-            let handle = RequestHandle(state: state, mayRespond: false)
+            let handle = state.handle
+            handle.reset(mayRespond: false)
             let pointer = OpaquePointer(Unmanaged.passUnretained(handle).toOpaque())
             let before = state.headers
             let size = index % 97 == 0 ? Int(PH_MAX_HEADER_EDITS) + 1 : 1 + index % 4
@@ -223,7 +224,8 @@ struct FuzzTests {
         var accepted = 0
         for index in 0..<count {
             let state = RequestState(URLRequest(url: URL(string: "http://127.0.0.1:9/start")!))
-            let handle = RequestHandle(state: state, mayRespond: true)
+            let handle = state.handle
+            handle.reset(mayRespond: true)
             let pointer = OpaquePointer(Unmanaged.passUnretained(handle).toOpaque())
             let name = fuzz.mutate(seeds[index % 2], other: seeds[2 + index % 3])
             let value = fuzz.mutate(seeds[2 + index % 3], other: seeds[index % 2])
