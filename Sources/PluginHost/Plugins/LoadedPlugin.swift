@@ -263,16 +263,8 @@ final class CContext: @unchecked Sendable {
     }
 
     init(target: TargetInfo, requestID: UInt64, attempt: Int) {
-        // One list (most targets have no options: nothing to sort).
-        var pairs: [HTTPHeader] = []
-        pairs.reserveCapacity(2 + target.pluginOptions.count)
-        pairs.append(HTTPHeader(name: target.method, value: target.baseURL))
-        pairs.append(HTTPHeader(name: target.path, value: ""))
-        if !target.pluginOptions.isEmpty {
-            for (key, value) in target.pluginOptions.sorted(by: { $0.key < $1.key }) { pairs.append(HTTPHeader(name: key, value: value)) }
-        }
         let optionCount = target.pluginOptions.count
-        let (block, names, values) = PairLayout.allocate(pairs, leading: MemoryLayout<ph_context>.stride)
+        let (block, names, values) = PairLayout.allocate(TargetPairs(target), leading: MemoryLayout<ph_context>.stride)
         self.block = block
         pointer = block.bindMemory(to: ph_context.self, capacity: 1)
         pointer.initialize(
@@ -286,6 +278,29 @@ final class CContext: @unchecked Sendable {
 
     deinit {
         block.deallocate()
+    }
+}
+
+/// A target as the pairs a C context lays out: method and base URL, path and nothing, then the
+/// plugin options sorted by key (a list made only for a target with options: most have none).
+struct TargetPairs: RandomAccessCollection {
+    private let target: TargetInfo
+    private let options: [(key: String, value: String)]
+
+    init(_ target: TargetInfo) {
+        self.target = target
+        options = target.pluginOptions.isEmpty ? [] : target.pluginOptions.sorted { $0.key < $1.key }
+    }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { 2 + options.count }
+
+    subscript(index: Int) -> HTTPHeader {
+        switch index {
+        case 0: return HTTPHeader(name: target.method, value: target.baseURL)
+        case 1: return HTTPHeader(name: target.path, value: "")
+        default: return HTTPHeader(name: options[index - 2].key, value: options[index - 2].value)
+        }
     }
 }
 
