@@ -64,7 +64,7 @@ final class RequestState: RequestBackend {
     /// before each call.
     var mayRespond = false
     /// The response the hook running on the handle answered with, if any.
-    var response: SyntheticResponse?
+    var answer: SyntheticResponse?
 
     init(_ request: URLRequest) {
         original = request

@@ -58,7 +58,7 @@ extension RequestState {
     /// answer, and no answer yet.
     func reset(mayRespond: Bool) {
         self.mayRespond = mayRespond
-        response = nil
+        answer = nil
     }
 
     static func from(_ pointer: OpaquePointer?) -> RequestHandle {
@@ -414,7 +414,7 @@ final class HostTable: @unchecked Sendable {
         api.request_respond = { request, status, names, values, count, body in
             let handle = RequestHandle.from(request)
             guard handle.mayRespond, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
-            handle.response = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
+            handle.answer = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
             return PH_OK
         }
 

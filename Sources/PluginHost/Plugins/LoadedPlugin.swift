@@ -120,7 +120,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         guard activeHooks & PH_HOOK_PREPARE != 0, let hook = descriptor.pointee.prepare else { return nil }
         handle.reset(mayRespond: true)
         try call(.prepare, hook, Self.opaque(handle), context)
-        return handle.response
+        return handle.answer
     }
 
     /// `willSend` on `handle`'s request.

@@ -251,7 +251,7 @@ struct FuzzTests {
                 check(HeaderValidation.isValidName(header.name) && HeaderValidation.isValidValue(header.value))
             }
             check(URLParts.isAbsoluteHTTP(state.urlString))
-            if let response = handle.response {
+            if let response = handle.answer {
                 check((100...999).contains(response.statusCode))
                 check(response.headers.allSatisfy { HeaderValidation.isValidName($0.name) && HeaderValidation.isValidValue($0.value) })
             }
