@@ -43,9 +43,12 @@ struct InterceptorChain: Sendable {
     /// request's or result's handle and the attempt's C context resolved once per phase. Not
     /// retained (`interceptors` holds them): no reference count taken per hook call.
     let loaded: [Unmanaged<LoadedPlugin>?]
-    /// The first loaded plugin with a hook to call: its context carries the attempt's C view.
+    /// The first loaded plugin with a hook called for every request: its context carries the
+    /// attempt's C view.
     let firstLoaded: Int?
-    /// Whether any loaded plugin has a hook to call (they read a C view of the context).
+    /// Whether any loaded plugin has a hook called for every request (they read a C view of the
+    /// context, made once per attempt). A plugin whose only hook is `credential` gets one made
+    /// when a challenge comes, and the requests without one pay nothing for it.
     var hasLoadedPlugins: Bool { firstLoaded != nil }
     /// Per interceptor, its name (read once: it is a protocol requirement).
     let names: [String]
@@ -62,9 +65,9 @@ struct InterceptorChain: Sendable {
         }
         self.runs = runs
         self.loaded = loaded
-        // Loaded plugins with a hook to call read a C view of the context, built once per attempt
-        // (a wrapped one builds its own).
-        self.firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isEmpty }
+        // Loaded plugins with a hook called for every request read a C view of the context, built
+        // once per attempt (a wrapped one, or one asked only for credentials, builds its own).
+        self.firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isDisjoint(with: .perRequest) }
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -516,6 +519,8 @@ struct HookMask: OptionSet, Sendable {
     static let didReceive = HookMask(rawValue: PH_HOOK_DID_RECEIVE)
     static let process = HookMask(rawValue: PH_HOOK_PROCESS)
     static let credential = HookMask(rawValue: PH_HOOK_CREDENTIAL)
+    /// The hooks called for every request (`credential` is called on a challenge only).
+    static let perRequest: HookMask = [.prepare, .willSend, .didReceive, .process]
 
     init(rawValue: UInt32) { self.rawValue = rawValue }
 
