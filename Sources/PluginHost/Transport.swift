@@ -263,7 +263,7 @@ enum FoundationFieldNames {
             guard let canonical = canonicalName(name) else { return nil }
             listed.append(HTTPHeader(name: canonical, value: value))
         }
-        listed.sort { $0.name < $1.name }
+        listed.sortByName()
         for index in listed.indices.dropFirst() where listed[index].name == listed[index - 1].name { return nil }
         return listed
         #else

@@ -66,6 +66,26 @@ import FoundationNetworking
         }
     }
 
+    @Test func fieldsAreSortedByNameAsTheGeneralSortWould() {
+        // Lists of 0 to 40 fields (the short ones by insertion, the long ones by `sort`), names
+        // repeated and in mixed case: the same order as a stable sort by name, every time.
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let names = ["Accept", "accept", "X-Id", "Content-Type", "A", "b", "Accept-Language", "x-id", "Z"]
+        for count in 0...40 {
+            var fields: [HTTPHeader] = []
+            for index in 0..<count {
+                seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                fields.append(HTTPHeader(name: names[Int(seed >> 33) % names.count], value: String(index)))
+            }
+            var sorted = fields
+            sorted.sortByName()
+            let expected = fields.enumerated().sorted {
+                $0.element.name != $1.element.name ? $0.element.name < $1.element.name : $0.offset < $1.offset
+            }
+            #expect(sorted.map { [$0.name, $0.value] } == expected.map { [$0.element.name, $0.element.value] }, "\(count) fields")
+        }
+    }
+
     @Test func onlyThisPackagesTransportsGetTheParts() throws {
         #expect(InterceptorChain.readsParts(StubTransport { _ in .networkResponse(200, Data()) }))
         #expect(InterceptorChain.readsParts(try CurlTransport(configuration: CurlTransport.Configuration())))
