@@ -69,7 +69,7 @@ extension RequestState {
 /// Name/value pairs as C bytes in one allocation: a request's or response's header fields,
 /// copied once per version of the list and read by every hook call until the list changes
 /// (lookups compare bytes, no string is made for the name asked, and return borrowed pointers
-/// into this copy). The slots and bytes are tail-allocated in the object (`laidOut(_:leading:_:)`).
+/// into this copy). The slots and bytes are tail-allocated in the object (``PairLayout``).
 final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     /// Where the slots are, in the object's own tail.
     struct Slots {
@@ -84,7 +84,14 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
 
     /// A copy of `headers`.
     static func make(_ headers: [HTTPHeader]) -> CBytePairs {
-        let made = laidOut(headers, leading: 0) { _, names, values in Slots(count: headers.count, names: names, values: values) }
+        // Room to align the slots wherever the tail begins.
+        let room = MemoryLayout<ph_bytes>.alignment - 1 + PairLayout.size(of: headers, leading: 0)
+        let made = create(minimumCapacity: max(1, room)) { buffer in
+            buffer.withUnsafeMutablePointerToElements { tail in
+                let (_, names, values) = PairLayout.place(headers, in: UnsafeMutableRawPointer(tail), leading: 0)
+                return Slots(count: headers.count, names: names, values: values)
+            }
+        }
         // `create` on this class makes an instance of it.
         return unsafeDowncast(made, to: CBytePairs.self)
     }
@@ -125,27 +132,6 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     }
 }
 
-extension ManagedBuffer where Element == UInt8 {
-    /// An object of the class this is called on whose tail holds `leading` bytes for the caller
-    /// (aligned for `ph_bytes`), then the slots of `pairs` (names, then values), then their
-    /// bytes: one allocation. `header` makes the object's header from where they are.
-    static func laidOut(
-        _ pairs: [HTTPHeader], leading: Int,
-        _ header: (UnsafeMutableRawPointer, UnsafeMutablePointer<ph_bytes>, UnsafeMutablePointer<ph_bytes>) -> Header
-    ) -> ManagedBuffer<Header, UInt8> {
-        let alignment = MemoryLayout<ph_bytes>.alignment
-        let slots = MemoryLayout<ph_bytes>.stride * 2 * pairs.count
-        let total = pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
-        // Room to align the start wherever the tail begins.
-        return create(minimumCapacity: max(1, alignment - 1 + leading + slots + total)) { buffer in
-            buffer.withUnsafeMutablePointerToElements { tail in
-                let (block, names, values) = PairLayout.place(pairs, in: UnsafeMutableRawPointer(tail), leading: leading)
-                return header(block, names, values)
-            }
-        }
-    }
-}
-
 /// How name/value pairs are laid out in C bytes.
 enum PairLayout {
     /// One block of memory: `leading` bytes for the caller (aligned for `ph_bytes`), the slots
@@ -153,16 +139,21 @@ enum PairLayout {
     static func allocate<Pairs: RandomAccessCollection<HTTPHeader>>(_ pairs: Pairs, leading: Int) -> (
         block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
     ) {
-        let alignment = MemoryLayout<ph_bytes>.alignment
-        let start = (leading + alignment - 1) / alignment * alignment
-        let slots = MemoryLayout<ph_bytes>.stride * 2 * pairs.count
-        let total = pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
-        let memory = UnsafeMutableRawPointer.allocate(byteCount: max(1, start + slots + total), alignment: alignment)
+        let memory = UnsafeMutableRawPointer.allocate(
+            byteCount: max(1, size(of: pairs, leading: leading)), alignment: MemoryLayout<ph_bytes>.alignment)
         return place(pairs, in: memory, leading: leading)
     }
 
-    /// Lays out `pairs` in memory at `tail` (room as `laidOut(_:leading:_:)` reserves): the
-    /// start of the `leading` bytes (aligned for `ph_bytes`) and the slots.
+    /// The bytes `pairs` take from an aligned start: `leading` rounded up to the alignment of
+    /// `ph_bytes`, the slots (names, then values), then the bytes.
+    static func size<Pairs: RandomAccessCollection<HTTPHeader>>(of pairs: Pairs, leading: Int) -> Int {
+        let alignment = MemoryLayout<ph_bytes>.alignment
+        let start = (leading + alignment - 1) / alignment * alignment
+        return start + MemoryLayout<ph_bytes>.stride * 2 * pairs.count + pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+    }
+
+    /// Lays out `pairs` in memory at `tail` (``size(of:leading:)`` bytes from `tail` aligned up
+    /// for `ph_bytes`): the start of the `leading` bytes there, and the slots.
     static func place<Pairs: RandomAccessCollection<HTTPHeader>>(_ pairs: Pairs, in tail: UnsafeMutableRawPointer, leading: Int) -> (
         block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
     ) {
