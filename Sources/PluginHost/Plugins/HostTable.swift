@@ -51,9 +51,6 @@ final class ByteArena {
 typealias RequestHandle = RequestState
 
 extension RequestState {
-    /// The state this handle is of: itself.
-    var state: RequestState { self }
-
     /// Ready for the next hook (hooks of one request run one after the other): whether it may
     /// answer, and no answer yet.
     func reset(mayRespond: Bool) {
@@ -321,46 +318,46 @@ final class HostTable: @unchecked Sendable {
             RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil ? 0 : count))
         }
 
-        api.request_method = { request in RequestHandle.from(request).state.cMethod }
+        api.request_method = { request in RequestHandle.from(request).cMethod }
         api.request_set_method = { request, method in
-            (try? RequestHandle.from(request).state.setMethod(CBytes.string(method))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).setMethod(CBytes.string(method))) != nil ? PH_OK : PH_INVALID
         }
-        api.request_url = { request in RequestHandle.from(request).state.cURL }
+        api.request_url = { request in RequestHandle.from(request).cURL }
         api.request_set_url = { request, url in
-            (try? RequestHandle.from(request).state.setURL(CBytes.string(url))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).setURL(CBytes.string(url))) != nil ? PH_OK : PH_INVALID
         }
         // Header and body reads borrow the state's C copies (made once per version, not per call).
         api.request_header = { request, name, index, value in
-            guard let found = RequestHandle.from(request).state.cHeaders.value(named: name, index: index) else { return PH_NOT_FOUND }
+            guard let found = RequestHandle.from(request).cHeaders.value(named: name, index: index) else { return PH_NOT_FOUND }
             value?.pointee = found
             return PH_OK
         }
-        api.request_header_count = { request in RequestHandle.from(request).state.cHeaders.count }
+        api.request_header_count = { request in RequestHandle.from(request).cHeaders.count }
         api.request_header_at = { request, index, name, value in
-            let headers = RequestHandle.from(request).state.cHeaders
+            let headers = RequestHandle.from(request).cHeaders
             guard index < headers.count else { return PH_NOT_FOUND }
             name?.pointee = headers.names[index]
             value?.pointee = headers.values[index]
             return PH_OK
         }
         api.request_set_header = { request, name, value in
-            (try? RequestHandle.from(request).state.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
+            (try? RequestHandle.from(request).setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
                 ? PH_OK : PH_INVALID
         }
         api.request_add_header = { request, name, value in
-            (try? RequestHandle.from(request).state.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
+            (try? RequestHandle.from(request).addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
                 ? PH_OK : PH_INVALID
         }
         api.request_remove_header = { request, name in
-            (try? RequestHandle.from(request).state.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.from(request).setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
         }
         api.request_headers = { request, names, values, capacity in
-            RequestHandle.from(request).state.cHeaders.snapshot(names, values, capacity)
+            RequestHandle.from(request).cHeaders.snapshot(names, values, capacity)
         }
         api.request_background = { api, request, option in
             // The state refuses it outside this plugin's prepare (and from a background exchange).
             let plugin = HostTable.from(api).services.plugin
-            return RequestHandle.from(request).state.scheduleBackground(plugin: plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
+            return RequestHandle.from(request).scheduleBackground(plugin: plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
         }
         api.request_edit_headers = { request, edits, count, badIndex in
             guard count <= Int(PH_MAX_HEADER_EDITS) else {
@@ -385,7 +382,7 @@ final class HostTable: @unchecked Sendable {
                 }
             }
             do throws(HeaderEditError) {
-                try RequestHandle.from(request).state.applyEdits(batch)
+                try RequestHandle.from(request).applyEdits(batch)
                 return PH_OK
             } catch {
                 badIndex?.pointee = error.index
@@ -393,15 +390,15 @@ final class HostTable: @unchecked Sendable {
             }
         }
         api.request_body = { request, body in
-            guard let bytes = RequestHandle.from(request).state.cBody else { return PH_NOT_FOUND }
+            guard let bytes = RequestHandle.from(request).cBody else { return PH_NOT_FOUND }
             body?.pointee = bytes
             return PH_OK
         }
         api.request_set_body = { request, body, present in
-            RequestHandle.from(request).state.setBodyData(present != 0 ? CBytes.data(body) : nil)
+            RequestHandle.from(request).setBodyData(present != 0 ? CBytes.data(body) : nil)
         }
-        api.request_timeout = { request in RequestHandle.from(request).state.timeout }
-        api.request_set_timeout = { request, seconds in RequestHandle.from(request).state.setTimeout(seconds) }
+        api.request_timeout = { request in RequestHandle.from(request).timeout }
+        api.request_set_timeout = { request, seconds in RequestHandle.from(request).setTimeout(seconds) }
         api.request_respond = { request, status, names, values, count, body in
             let handle = RequestHandle.from(request)
             guard handle.mayRespond, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
