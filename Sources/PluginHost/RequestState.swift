@@ -318,10 +318,11 @@ final class ResponseState: ResponseBackend {
             fields = listed
             return listed
         }
-        let parsed = (original?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
+        var parsed = (original?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
             guard let name = key.base as? String else { return nil }
             return HTTPHeader(name: name, value: value as? String ?? "\(value)")
-        }.sorted { $0.name < $1.name }
+        }
+        parsed.sortByName()
         fields = parsed
         return parsed
     }
