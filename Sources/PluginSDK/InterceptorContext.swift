@@ -23,80 +23,60 @@ public struct TargetInfo: Sendable, Equatable {
 
 /// Per-call information given to every hook.
 ///
-/// A context is one reference to immutable storage: hooks receive, copy and keep it for the
-/// cost of one retain (every hook of every interceptor gets one). Setting a property gives this
-/// value new storage; other copies keep theirs.
+/// A context is the request's number and attempt, and one reference to the target and services
+/// (which the requests of one target share): hooks receive, copy and keep it for the cost of
+/// one retain. Setting ``target`` or ``services`` gives this value new shared storage; other
+/// copies keep theirs.
 public struct InterceptorContext: Sendable {
-    /// The fields, shared by every copy until one of them is changed.
-    private final class Storage: Sendable {
+    /// The target and services, shared by every copy until one of them is changed.
+    private final class Shared: Sendable {
         let target: TargetInfo
-        let requestID: UInt64
-        let attempt: Int
         let services: any HostServices
-        let hostAttachment: (any AnyObject & Sendable)?
 
-        init(
-            target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices,
-            hostAttachment: (any AnyObject & Sendable)?
-        ) {
+        init(target: TargetInfo, services: any HostServices) {
             self.target = target
-            self.requestID = requestID
-            self.attempt = attempt
             self.services = services
-            self.hostAttachment = hostAttachment
         }
     }
 
-    private var storage: Storage
+    private var shared: Shared
 
     /// The target the request was made for.
     public var target: TargetInfo {
-        get { storage.target }
-        set { replace(target: newValue) }
+        get { shared.target }
+        set { shared = Shared(target: newValue, services: shared.services) }
     }
     /// A number unique to this request within the process (the same for all its attempts).
-    public var requestID: UInt64 {
-        get { storage.requestID }
-        set { replace(requestID: newValue) }
-    }
+    public var requestID: UInt64
     /// 1 for the first attempt, 2 for the first retry, and so on.
-    public var attempt: Int {
-        get { storage.attempt }
-        set { replace(attempt: newValue) }
-    }
+    public var attempt: Int
     /// Services of the host: key/value store, events, log, clock, random bytes.
     public var services: any HostServices {
-        get { storage.services }
-        set { replace(services: newValue) }
+        get { shared.services }
+        set { shared = Shared(target: shared.target, services: newValue) }
     }
     /// Per-attempt data the host keeps for plugins loaded from libraries; interceptors ignore it.
-    package var hostAttachment: (any AnyObject & Sendable)? {
-        get { storage.hostAttachment }
-        set { replace(hostAttachment: .some(newValue)) }
-    }
+    package var hostAttachment: (any AnyObject & Sendable)?
 
     /// Creates a context.
     public init(target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices) {
-        storage = Storage(target: target, requestID: requestID, attempt: attempt, services: services, hostAttachment: nil)
+        self.init(target: target, requestID: requestID, attempt: attempt, services: services, hostAttachment: nil)
     }
 
     /// Creates a context carrying the host's per-attempt data.
     package init(
         target: TargetInfo, requestID: UInt64, attempt: Int, services: any HostServices, hostAttachment: (any AnyObject & Sendable)?
     ) {
-        storage = Storage(target: target, requestID: requestID, attempt: attempt, services: services, hostAttachment: hostAttachment)
+        shared = Shared(target: target, services: services)
+        self.requestID = requestID
+        self.attempt = attempt
+        self.hostAttachment = hostAttachment
     }
 
-    /// New storage with the given fields changed and the others kept.
-    private mutating func replace(
-        target: TargetInfo? = nil, requestID: UInt64? = nil, attempt: Int? = nil, services: (any HostServices)? = nil,
-        hostAttachment: (any AnyObject & Sendable)?? = nil
-    ) {
-        let old = storage
-        storage = Storage(
-            target: target ?? old.target, requestID: requestID ?? old.requestID, attempt: attempt ?? old.attempt,
-            services: services ?? old.services, hostAttachment: hostAttachment ?? old.hostAttachment)
-    }
+    /// Whether `other` shares this context's target and services (the same storage, not merely
+    /// equal values): true for copies of one another with only ``requestID``, ``attempt`` or the
+    /// host's attachment changed.
+    package func sharesTarget(with other: InterceptorContext) -> Bool { shared === other.shared }
 }
 
 /// Severity of a log line sent through ``HostServices/log(_:_:)``.

@@ -186,11 +186,13 @@ private final class ExportedInstance {
     /// handle: a view of a handle is as good as a new one, and one no one else holds is pointed at
     /// the next handle instead of a view made per plugin and request).
     private struct Recent {
-        var context: (pointer: UnsafePointer<ph_context>, requestID: UInt64, attempt: Int32, context: InterceptorContext)?
-        /// The target the last context was built with: most requests of an app go to a few
-        /// targets, and one equal to the last is reused instead of decoded again (its strings and
-        /// options made anew for every plugin and request).
-        var target: TargetInfo?
+        /// The last context, the C context it was read from, and its target's options in the C
+        /// context's order. Most requests of an app go to a few targets: the context for a target
+        /// equal to the last one's is that context with the request's number and attempt (no
+        /// allocation, no strings or options decoded again for every plugin and request).
+        var context: InterceptorContext?
+        var pointer: UnsafePointer<ph_context>?
+        var options: [(key: String, value: String)] = []
         var request: CRequestBackend?
         var result: CResultBackend?
     }
@@ -228,40 +230,40 @@ private final class ExportedInstance {
     private func context(_ pointer: UnsafePointer<ph_context>?, _ recent: inout Recent) -> InterceptorContext {
         guard let pointer else { return blankContext }
         let requestID = pointer.pointee.request_id
-        let attempt = pointer.pointee.attempt
-        if let cached = recent.context, cached.pointer == pointer, cached.requestID == requestID, cached.attempt == attempt {
-            return cached.context
+        let attempt = Int(pointer.pointee.attempt)
+        if recent.context != nil {
+            // Changed in place: no copy of the context but the one returned.
+            if recent.pointer == pointer, recent.context!.requestID == requestID, recent.context!.attempt == attempt {
+                return recent.context!
+            }
+            if Self.target(pointer.pointee, equals: recent.context!.target, options: recent.options) {
+                recent.context!.requestID = requestID
+                recent.context!.attempt = attempt
+                recent.pointer = pointer
+                return recent.context!
+            }
         }
-        let target: TargetInfo
-        if let last = recent.target, Self.target(pointer.pointee, equals: last) {
-            target = last
-        } else {
-            target = Self.target(pointer.pointee)
-            recent.target = target
-        }
-        let built = InterceptorContext(target: target, requestID: requestID, attempt: Int(attempt), services: services)
-        recent.context = (pointer, requestID, attempt, built)
+        let c = pointer.pointee
+        let options = (0..<c.option_count).map { (key: CBytes.string(c.option_keys[$0]), value: CBytes.string(c.option_values[$0])) }
+        let target = TargetInfo(
+            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url), path: CBytes.string(c.target_path),
+            pluginOptions: Dictionary(options, uniquingKeysWith: { _, last in last }))
+        let built = InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: services)
+        recent.context = built
+        recent.pointer = pointer
+        recent.options = options
         return built
     }
 
-    /// The target of a C context, decoded.
-    private static func target(_ c: ph_context) -> TargetInfo {
-        var options: [String: String] = [:]
-        for index in 0..<c.option_count {
-            options[CBytes.string(c.option_keys[index])] = CBytes.string(c.option_values[index])
-        }
-        return TargetInfo(
-            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url),
-            path: CBytes.string(c.target_path), pluginOptions: options)
-    }
-
-    /// Whether the target of a C context is `target`, byte for byte (options in any order).
-    private static func target(_ c: ph_context, equals target: TargetInfo) -> Bool {
-        guard c.option_count == target.pluginOptions.count, CBytes.equal(c.target_method, target.method),
-            CBytes.equal(c.target_path, target.path), CBytes.equal(c.target_base_url, target.baseURL)
+    /// Whether the target of a C context is `target`, whose options were read from a C context in
+    /// the order `options` lists them: byte for byte, options in that same order (the host lays
+    /// them out sorted by key; a host that does not is only decoded more often).
+    private static func target(_ c: ph_context, equals target: TargetInfo, options: [(key: String, value: String)]) -> Bool {
+        guard c.option_count == options.count, CBytes.equal(c.target_method, target.method), CBytes.equal(c.target_path, target.path),
+            CBytes.equal(c.target_base_url, target.baseURL)
         else { return false }
-        for index in 0..<c.option_count {
-            guard let value = target.pluginOptions[CBytes.string(c.option_keys[index])], CBytes.equal(c.option_values[index], value) else {
+        for index in options.indices {
+            guard CBytes.equal(c.option_keys[index], options[index].key), CBytes.equal(c.option_values[index], options[index].value) else {
                 return false
             }
         }
