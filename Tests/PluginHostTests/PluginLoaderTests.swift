@@ -122,6 +122,35 @@ struct PluginLoaderTests {
             ])
     }
 
+    @Test func aReusedTargetCarriesEachRequestsOwnNumberAndPath() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin", defaultConfig: ["event": "sending"])
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha"]]))
+        let events = Locked<[[String: String]]>([])
+        let subscription = provider.services.subscribe { event in events.withLock { $0.append(event.fields) } }
+        defer { subscription.cancel() }
+        // The same target three times (the plugin's last context, with a new request number),
+        // then another path, then options given in another order (the host lays them out sorted).
+        let targets = [
+            try Bin("get", options: ["tag": "a", "z": "1"]), try Bin("get", options: ["tag": "a", "z": "1"]),
+            try Bin("get", options: ["tag": "a", "z": "1"]), try Bin("anything", options: ["tag": "a", "z": "1"]),
+            try Bin("anything", options: ["z": "1", "tag": "a"]),
+        ]
+        var numbers: [UInt64] = []
+        for target in targets {
+            let response = try await provider.request(target).value
+            #expect(response.statusCode == 200)
+            numbers.append(try #require(events.withLock { $0.last.flatMap { $0["request"] }.flatMap(UInt64.init) }))
+        }
+        let seen = events.withLock { $0 }
+        #expect(seen.map { $0["path"] ?? "?" } == ["get", "get", "get", "anything", "anything"])
+        #expect(seen.map { $0["attempt"] ?? "?" } == ["1", "1", "1", "1", "1"])
+        #expect(seen.map { $0["option"] ?? "?" } == ["a", "a", "a", "a", "a"])
+        #expect(Set(numbers).count == 5)
+        #expect(numbers == numbers.sorted())
+    }
+
     @Test func fiveHundredConcurrentRequestsCompleteExactlyOnce() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -11,7 +11,8 @@ public protocol TestPluginName {
 /// to the response header `X-Response-Order`. Configuration:
 /// - `respond` (number): answer in `prepare` with this status and body `from <name>`.
 /// - `throwIn` (one of prepare, willSend, didReceive, process): throw `boom in <hook>` there.
-/// - `event` (string): emit this event from `willSend`.
+/// - `event` (string): emit this event from `willSend`, with the order so far, the target's `tag`
+///   option and path, and the request's number and attempt.
 public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     public static var pluginName: String { N.name }
     public static var pluginVersion: String { "0.1.0" }
@@ -53,7 +54,12 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         if throwIn == "willSend" { throw Boom(hook: "willSend") }
         if let event {
-            context.services.emit(event, fields: ["order": request.header("X-Order") ?? "", "option": context.target.pluginOptions["tag"] ?? ""])
+            context.services.emit(
+                event,
+                fields: [
+                    "order": request.header("X-Order") ?? "", "option": context.target.pluginOptions["tag"] ?? "",
+                    "request": "\(context.requestID)", "attempt": "\(context.attempt)", "path": context.target.path,
+                ])
         }
     }
 
