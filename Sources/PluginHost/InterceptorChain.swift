@@ -54,6 +54,8 @@ struct InterceptorChain: Sendable {
     let names: [String]
     /// Digest `nc` per nonce, shared by the chain's requests.
     let digestNonces = DigestNonceCounts()
+    /// The last target the chain ran and its contexts (see ``makeContexts(target:requestID:attempt:)``).
+    let contextTemplates = Locked<(target: TargetInfo, contexts: [InterceptorContext])?>(nil)
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
@@ -202,19 +204,36 @@ struct InterceptorChain: Sendable {
 
     // MARK: Phases of one attempt
 
-    /// One context per interceptor; loaded plugins share one C view of it.
+    /// One context per interceptor; loaded plugins share one C view of it. The contexts are
+    /// copies of the last target's (``contextTemplates``) with this attempt's number and view.
     func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> [InterceptorContext] {
         // Loaded plugins share one C view of the attempt, made before the contexts that carry it.
         let shared = hasLoadedPlugins ? CContext(target: target, requestID: requestID, attempt: attempt) : nil
+        var contexts = templates(for: target)
+        for index in contexts.indices {
+            contexts[index].requestID = requestID
+            contexts[index].attempt = attempt
+            contexts[index].hostAttachment = shared
+        }
+        return contexts
+    }
+
+    /// The contexts of `target`, one per interceptor: the last target's again when `target` is
+    /// equal to it (most requests of an app go to a few targets), else made and kept in its place.
+    /// A context's target and services are one shared storage: made anew for every interceptor
+    /// and attempt, with the target copied into each, they cost more than the hooks of a plugin
+    /// that does nothing.
+    private func templates(for target: TargetInfo) -> [InterceptorContext] {
+        guard !bound.isEmpty else { return [] }
+        if let last = contextTemplates.withLock({ $0?.target == target ? $0?.contexts : nil }) { return last }
         // An interceptor the chain never calls (no active hook) gets no context of its own, nor
         // does a loaded plugin: it reads only the C view (its services are its own host table).
         var unused: InterceptorContext?
         var loaded: InterceptorContext?
-        return bound.indices.map { index in
+        let made = bound.indices.map { index in
             if runs[index].isEmpty, let unused { return unused }
             if self.loaded[index] != nil, let loaded { return loaded }
-            let context = InterceptorContext(
-                target: target, requestID: requestID, attempt: attempt, services: bound[index], hostAttachment: shared)
+            let context = InterceptorContext(target: target, requestID: 0, attempt: 1, services: bound[index])
             if runs[index].isEmpty {
                 unused = context
             } else if self.loaded[index] != nil {
@@ -222,6 +241,8 @@ struct InterceptorChain: Sendable {
             }
             return context
         }
+        contextTemplates.withLock { $0 = (target, made) }
+        return made
     }
 
     /// `prepare`, first to last, stopping at a short-circuit (returned with its position).

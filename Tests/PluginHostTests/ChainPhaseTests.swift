@@ -62,6 +62,34 @@ struct ChainPhaseTests {
         #expect(contexts.allSatisfy { $0.requestID == 7 && $0.attempt == 1 && $0.target.path == "p" })
     }
 
+    @Test func contextsOfAnEqualTargetShareOneStorageAndKeepTheirOwnNumbers() {
+        let chain = InterceptorChain(
+            interceptors: [Scripted(name: "a", log: log), Scripted(name: "b", log: log)], services: PluginServices(), maxRetries: 2)
+        let target = { (path: String, options: [String: String]) in
+            TargetInfo(method: "GET", baseURL: "http://a.invalid", path: path, pluginOptions: options)
+        }
+        let first = chain.makeContexts(target: target("p", ["k": "v"]), requestID: 7, attempt: 1)
+        // An equal target, made anew (as a provider makes one per request): the same storage.
+        let second = chain.makeContexts(target: target("p", ["k": "v"]), requestID: 8, attempt: 2)
+        #expect(first.indices.allSatisfy { first[$0].sharesTarget(with: second[$0]) })
+        #expect(first.map { "\($0.requestID).\($0.attempt)" } == ["7.1", "7.1"])
+        #expect(second.map { "\($0.requestID).\($0.attempt)" } == ["8.2", "8.2"])
+        // Each interceptor keeps services of its own.
+        #expect(second.map { ($0.services as? BoundServices)?.plugin } == ["a", "b"])
+        // Another option value, then the first target again: storage of their own, with their targets.
+        let other = chain.makeContexts(target: target("p", ["k": "w"]), requestID: 9, attempt: 1)
+        #expect(!other[0].sharesTarget(with: first[0]))
+        #expect(other.map { $0.target.pluginOptions["k"] } == ["w", "w"])
+        let again = chain.makeContexts(target: target("p", ["k": "v"]), requestID: 10, attempt: 1)
+        #expect(!again[0].sharesTarget(with: other[0]))
+        #expect(again.map { $0.target } == [target("p", ["k": "v"]), target("p", ["k": "v"])])
+        #expect(again.map { ($0.services as? BoundServices)?.plugin } == ["a", "b"])
+        #expect(
+            InterceptorChain(interceptors: [], services: PluginServices(), maxRetries: 2).makeContexts(
+                target: target("p", [:]), requestID: 1, attempt: 1
+            ).isEmpty)
+    }
+
     @Test func prepareStopsAtTheShortCircuitAndNamesTheThrower() {
         let (stopping, contexts) = chain([Scripted(name: "a", log: log), Scripted(name: "b", log: log, respond: true), Scripted(name: "c", log: log)])
         guard case .success(let answer?) = stopping.prepare(request, contexts: contexts) else {
