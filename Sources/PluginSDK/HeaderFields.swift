@@ -8,10 +8,16 @@ extension HTTPHeader {
     package static func asciiLowercased(_ byte: UInt8) -> UInt8 { byte &- 65 < 26 ? byte | 0x20 : byte }
 
     /// Whether two header names are equal ignoring ASCII case (header names are ASCII tokens).
-    @inlinable
+    @inlinable @inline(__always)
     public static func namesEqual(_ a: String, _ b: String) -> Bool {
-        // ASCII names: different lengths never match (O(1) for native strings).
-        guard a.utf8.count == b.utf8.count else { return false }
+        // ASCII names: different lengths never match (O(1) for native strings). Most names
+        // compared while a list is searched differ in length, and are told apart here, inline.
+        a.utf8.count == b.utf8.count && sameLengthNamesEqual(a, b)
+    }
+
+    /// ``namesEqual(_:_:)`` for two names of the same length in UTF-8.
+    @usableFromInline
+    static func sameLengthNamesEqual(_ a: String, _ b: String) -> Bool {
         // Native strings (all of them on Linux): compared as two byte buffers.
         let contiguous = a.utf8.withContiguousStorageIfAvailable { x in
             b.utf8.withContiguousStorageIfAvailable { y in
