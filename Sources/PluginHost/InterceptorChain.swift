@@ -54,8 +54,9 @@ struct InterceptorChain: Sendable {
     let names: [String]
     /// Digest `nc` per nonce, shared by the chain's requests.
     let digestNonces = DigestNonceCounts()
-    /// The last target the chain ran and its contexts (see ``makeContexts(target:requestID:attempt:)``).
-    let contextTemplates = Locked<(target: TargetInfo, contexts: [InterceptorContext])?>(nil)
+    /// The last target the chain ran, its contexts and its C layout (see
+    /// ``makeContexts(target:requestID:attempt:)``).
+    let contextTemplates = Locked<(target: TargetInfo, contexts: [InterceptorContext], layout: CTargetLayout?)?>(nil)
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
@@ -207,9 +208,10 @@ struct InterceptorChain: Sendable {
     /// One context per interceptor; loaded plugins share one C view of it. The contexts are
     /// copies of the last target's (``contextTemplates``) with this attempt's number and view.
     func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> [InterceptorContext] {
+        let (templates, layout) = templates(for: target)
         // Loaded plugins share one C view of the attempt, made before the contexts that carry it.
-        let shared = hasLoadedPlugins ? CContext(target: target, requestID: requestID, attempt: attempt) : nil
-        var contexts = templates(for: target)
+        let shared = layout.map { CContext(target: $0, requestID: requestID, attempt: attempt) }
+        var contexts = templates
         for index in contexts.indices {
             contexts[index].requestID = requestID
             contexts[index].attempt = attempt
@@ -223,9 +225,10 @@ struct InterceptorChain: Sendable {
     /// A context's target and services are one shared storage: made anew for every interceptor
     /// and attempt, with the target copied into each, they cost more than the hooks of a plugin
     /// that does nothing.
-    private func templates(for target: TargetInfo) -> [InterceptorContext] {
-        guard !bound.isEmpty else { return [] }
-        if let last = contextTemplates.withLock({ $0?.target == target ? $0?.contexts : nil }) { return last }
+    /// With them, the target's C layout when loaded plugins read one.
+    private func templates(for target: TargetInfo) -> (contexts: [InterceptorContext], layout: CTargetLayout?) {
+        guard !bound.isEmpty else { return ([], nil) }
+        if let last = contextTemplates.withLock({ $0?.target == target ? ($0!.contexts, $0!.layout) : nil }) { return last }
         // An interceptor the chain never calls (no active hook) gets no context of its own, nor
         // does a loaded plugin: it reads only the C view (its services are its own host table).
         var unused: InterceptorContext?
@@ -241,8 +244,9 @@ struct InterceptorChain: Sendable {
             }
             return context
         }
-        contextTemplates.withLock { $0 = (target, made) }
-        return made
+        let layout = hasLoadedPlugins ? CTargetLayout(target) : nil
+        contextTemplates.withLock { $0 = (target, made, layout) }
+        return (made, layout)
     }
 
     /// `prepare`, first to last, stopping at a short-circuit (returned with its position).

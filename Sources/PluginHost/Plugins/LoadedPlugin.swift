@@ -244,17 +244,16 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 }
 
 /// The C view of an ``InterceptorContext``, built once per attempt and shared by every
-/// loaded plugin of the chain.
-// Safe as @unchecked Sendable: its C buffers are written once at init and only read afterwards.
+/// loaded plugin of the chain: the attempt's `ph_context`, pointing into its target's C layout
+/// (which the chain keeps for the attempts of an equal target).
+// Safe as @unchecked Sendable: its C memory is written once at init and only read afterwards.
 final class CContext: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<ph_context>
-    /// The context, then method, base URL and path, then the plugin options sorted by key: one
-    /// block of memory (``PairLayout/allocate(_:leading:)``; not tail-allocated in this object:
-    /// a `ManagedBuffer` cannot be `Sendable`, as the context a chain shares must be).
-    private let block: UnsafeMutableRawPointer
+    /// Where the context's target bytes live (kept alive as long as the context).
+    let target: CTargetLayout
 
     convenience init(_ context: InterceptorContext) {
-        self.init(target: context.target, requestID: context.requestID, attempt: context.attempt)
+        self.init(target: CTargetLayout(context.target), requestID: context.requestID, attempt: context.attempt)
     }
 
     /// The C view `context` carries (the chain's shared one), else one made for it.
@@ -262,18 +261,37 @@ final class CContext: @unchecked Sendable {
         exactly(context.hostAttachment, CContext.self) ?? CContext(context)
     }
 
-    init(target: TargetInfo, requestID: UInt64, attempt: Int) {
-        let optionCount = target.pluginOptions.count
-        let (block, names, values) = PairLayout.allocate(TargetPairs(target), leading: MemoryLayout<ph_context>.stride)
-        self.block = block
-        pointer = block.bindMemory(to: ph_context.self, capacity: 1)
+    init(target: CTargetLayout, requestID: UInt64, attempt: Int) {
+        self.target = target
+        pointer = .allocate(capacity: 1)
         pointer.initialize(
             to: ph_context(
                 struct_size: UInt32(MemoryLayout<ph_context>.size), request_id: requestID,
-                attempt: Int32(clamping: attempt), target_method: names[0],
-                target_base_url: values[0], target_path: names[1],
-                option_count: optionCount, option_keys: UnsafePointer(names + 2),
-                option_values: UnsafePointer(values + 2)))
+                attempt: Int32(clamping: attempt), target_method: target.names[0],
+                target_base_url: target.values[0], target_path: target.names[1],
+                option_count: target.optionCount, option_keys: UnsafePointer(target.names + 2),
+                option_values: UnsafePointer(target.values + 2)))
+    }
+
+    deinit {
+        pointer.deinitialize(count: 1)
+        pointer.deallocate()
+    }
+}
+
+/// A target laid out in C bytes for `ph_context`: method, base URL and path, then the plugin
+/// options sorted by key; one block of memory (``PairLayout``), made once for the attempts of a
+/// target (the chain keeps the last one) and never changed.
+// Safe as @unchecked Sendable: its C memory is written once at init and only read afterwards.
+final class CTargetLayout: @unchecked Sendable {
+    let names: UnsafeMutablePointer<ph_bytes>
+    let values: UnsafeMutablePointer<ph_bytes>
+    let optionCount: Int
+    private let block: UnsafeMutableRawPointer
+
+    init(_ target: TargetInfo) {
+        optionCount = target.pluginOptions.count
+        (block, names, values) = PairLayout.allocate(TargetPairs(target), leading: 0)
     }
 
     deinit {
