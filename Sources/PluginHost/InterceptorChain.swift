@@ -366,14 +366,20 @@ struct InterceptorChain: Sendable {
     /// stops the walk and is returned.
     func process(_ outcome: inout Outcome, contexts: [InterceptorContext], from innermost: Int, url: URL?) -> Result<RetryRequest?, NetworkError> {
         let context = cContext(contexts)
+        // The views of the outcome, made when first needed and again only after a replacement.
+        var view: InterceptorResult?
+        var handle: ResultHandle?
         for index in stride(from: innermost, through: 0, by: -1) where runs[index].contains(.process) {
             let action: ProcessAction
             do {
                 if let plugin = loaded[index], let context {
-                    let handle = outcome.handle
-                    action = try plugin._withUnsafeGuaranteedRef { try $0.process(handle, context) }
+                    let shared = handle ?? outcome.handle
+                    handle = shared
+                    action = try plugin._withUnsafeGuaranteedRef { try $0.process(shared, context) }
                 } else {
-                    action = try interceptors[index].process(outcome.view, context: contexts[index])
+                    let shared = view ?? outcome.view
+                    view = shared
+                    action = try interceptors[index].process(shared, context: contexts[index])
                 }
             } catch {
                 return .failure(.interceptor(name: names[index], hook: .process, message: Self.message(error)))
@@ -386,6 +392,7 @@ struct InterceptorChain: Sendable {
                 let sent = outcome.response?.sentRequest
                 outcome = .response(ResponseState(response, url: url))
                 outcome.response?.sentRequest = sent
+                (view, handle) = (nil, nil)
             case .retry(let delay, let refresh):
                 return .success((delay, refresh))
             }

@@ -165,6 +165,32 @@ struct ChainPhaseTests {
         }
     }
 
+    /// Logs the status its `process` sees.
+    struct StatusSeer: Interceptor {
+        let name: String
+        let log: LockedCounter
+        func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+            log.append("\(name) sees \(result.response.map { String($0.statusCode) } ?? "a failure")")
+            return .proceed
+        }
+    }
+
+    @Test func processShowsEachInterceptorTheOutcomeAsReplacedSoFar() {
+        let replacement = SyntheticResponse(statusCode: 299, headers: [], body: [])
+        let interceptors: [any Interceptor] = [
+            StatusSeer(name: "outer", log: log), Scripted(name: "r", log: log, processAction: .replace(replacement)),
+            StatusSeer(name: "inner", log: log),
+        ]
+        let chain = InterceptorChain(interceptors: interceptors, services: PluginServices(), maxRetries: 2)
+        let contexts = chain.makeContexts(target: TargetInfo(method: "GET", baseURL: "http://a.invalid", path: "p"), requestID: 1, attempt: 1)
+        var outcome = InterceptorChain.Outcome.failure(TransportFailure(kind: .cannotConnect, message: "x"))
+        guard case .success(nil) = chain.process(&outcome, contexts: contexts, from: 2, url: nil) else {
+            Issue.record("not proceeded")
+            return
+        }
+        #expect(log.log == ["inner sees a failure", "r.process", "outer sees 299"])
+    }
+
     @Test func retriesStopAtTheLimitAndOnCancellation() {
         #expect(InterceptorChain.shouldRetry(attempt: 1, maxRetries: 2, cancelled: false))
         #expect(InterceptorChain.shouldRetry(attempt: 2, maxRetries: 2, cancelled: false))
