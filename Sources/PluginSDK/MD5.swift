@@ -106,7 +106,11 @@ public enum HMACSHA256 {
         var inner = key.inner
         inner.update(message)
         var outer = key.outer
-        outer.update(inner.finalize())
+        // The inner digest goes straight into the outer hash, from the stack.
+        withUnsafeTemporaryAllocation(byteCount: 32, alignment: 4) { digest in
+            inner.finalize(into: digest)
+            outer.update(UnsafeRawBufferPointer(digest))
+        }
         return outer.finalize()
     }
 }

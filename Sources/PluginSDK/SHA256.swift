@@ -94,6 +94,15 @@ public struct SHA256: Sendable {
 
     /// The 32-byte digest.
     public mutating func finalize() -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
+            finalize(into: UnsafeMutableRawBufferPointer(digest))
+            count = 32
+        }
+    }
+
+    /// Finishes the hash and writes the 32-byte digest to `digest` (at least 32 bytes): no array
+    /// made, for a digest hashed again at once (HMAC's inner hash).
+    mutating func finalize(into digest: UnsafeMutableRawBufferPointer) {
         let bitLength = length &* 8
         // 0x80, zeros up to 56 mod 64, the length in bits: at most two blocks, on the stack.
         let padding = (56 - Int((length + 1) % 64) + 64) % 64
@@ -108,18 +117,11 @@ public struct SHA256: Sendable {
             update(UnsafeRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(tail)[0..<tailCount]))
             length = savedLength
         }
-        let words = state
-        return [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
-            withUnsafeBytes(of: words) { raw in
-                for index in 0..<8 {
-                    let word = raw.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self)
-                    digest[4 * index] = UInt8(truncatingIfNeeded: word >> 24)
-                    digest[4 * index + 1] = UInt8(truncatingIfNeeded: word >> 16)
-                    digest[4 * index + 2] = UInt8(truncatingIfNeeded: word >> 8)
-                    digest[4 * index + 3] = UInt8(truncatingIfNeeded: word)
-                }
+        withUnsafeBytes(of: state) { raw in
+            for index in 0..<8 {
+                digest.storeBytes(
+                    of: raw.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self).bigEndian, toByteOffset: 4 * index, as: UInt32.self)
             }
-            count = 32
         }
     }
 
