@@ -193,21 +193,24 @@ final class CRequestBackend: RequestBackend, HandleView {
             return
         }
         var badIndex = 0
-        let send = { (names: UnsafePointer<ph_bytes>?, values: UnsafePointer<ph_bytes>?, count: Int) -> Int32 in
-            withUnsafeTemporaryAllocation(of: ph_header_edit.self, capacity: max(1, count)) { batch -> Int32 in
-                for (index, change) in edits.enumerated() {
-                    let op: Int32
-                    switch change {
-                    case .set: op = PH_EDIT_SET
-                    case .add: op = PH_EDIT_ADD
-                    case .remove: op = PH_EDIT_REMOVE
+        // The batch is laid out inside the call (a closure kept in a variable first would be
+        // allocated, with `badIndex` boxed, on every call).
+        let status = CBytes.withPairs(
+            count: edits.count, { edits[$0].name }, { edits[$0].value ?? "" },
+            { names, values, count in
+                withUnsafeTemporaryAllocation(of: ph_header_edit.self, capacity: max(1, count)) { batch -> Int32 in
+                    for (index, change) in edits.enumerated() {
+                        let op: Int32
+                        switch change {
+                        case .set: op = PH_EDIT_SET
+                        case .add: op = PH_EDIT_ADD
+                        case .remove: op = PH_EDIT_REMOVE
+                        }
+                        batch[index] = ph_header_edit(op: op, name: names![index], value: values![index])
                     }
-                    batch[index] = ph_header_edit(op: op, name: names![index], value: values![index])
+                    return edit(self.handle, batch.baseAddress, count, &badIndex)
                 }
-                return edit(self.handle, batch.baseAddress, count, &badIndex)
-            }
-        }
-        let status = CBytes.withPairs(count: edits.count, { edits[$0].name }, { edits[$0].value ?? "" }, send)
+            })
         guard status == PH_OK else {
             try HeaderEdit.check(edits)
             throw HeaderEditError(index: badIndex, reason: "refused by the host")
