@@ -171,9 +171,19 @@ final class RequestState: RequestBackend {
     /// Changes the fields in place: the list of changes, made from the original fields at the
     /// first change (copied then), and changed where it is after that (no copy per edit).
     private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
-        if changedHeaders == nil { changedHeaders = headers }
+        if changedHeaders == nil {
+            // With room for a few more fields: one allocation for the copy and the fields hooks add.
+            var copy: [HTTPHeader] = []
+            copy.reserveCapacity(headers.count + Self.roomForAddedFields)
+            copy.append(contentsOf: headers)
+            changedHeaders = copy
+        }
         change(&changedHeaders!)
     }
+
+    /// How many fields a list made for edits has room for beyond the ones it starts with (a
+    /// token, a signature and its timestamp and nonce, …), so that adding them allocates nothing.
+    static let roomForAddedFields = 4
 
     func editHeaders(_ edits: [HeaderEdit]) throws {
         try applyEdits(edits)
@@ -371,6 +381,7 @@ final class ResponseState: ResponseBackend {
     /// read them) and leaves the transport's response behind.
     private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
         if fields == nil { fields = headers }
+        if fields!.capacity == fields!.count { fields!.reserveCapacity(fields!.count + RequestState.roomForAddedFields) }
         change(&fields!)
         original = nil
     }

@@ -244,7 +244,8 @@ enum FoundationFieldNames {
     static func listed(_ fields: [String: String]) -> [HTTPHeader]? {
         #if canImport(FoundationNetworking)
         var listed: [HTTPHeader] = []
-        listed.reserveCapacity(fields.count)
+        // Room for the fields a hook adds (`X-Cache`, …): see `ResponseState.editFields`.
+        listed.reserveCapacity(fields.count + RequestState.roomForAddedFields)
         // Names seen before are looked up under one lock for the whole response.
         var unknown: [(name: String, value: String)] = []
         let ascii = known.withLock { table -> Bool in
