@@ -79,8 +79,9 @@ protocol HandleView: AnyObject {
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?)
 }
 
-/// The header lists one plugin instance read last, one per kind, each behind its own lock: the
-/// next list of the same bytes is the same list, without a string made (``CBytes/snapshot(_:memo:)``).
+/// The header lists one plugin instance read last, one per kind, and the last request URL, each
+/// behind its own lock: the next list (or URL) of the same bytes is the same list (or string),
+/// without a string made (``CBytes/snapshot(_:memo:)``).
 final class HeaderMemo: Sendable {
     /// A request's fields (`request_headers`).
     let request = Locked<[HTTPHeader]>([])
@@ -88,6 +89,8 @@ final class HeaderMemo: Sendable {
     let response = Locked<[HTTPHeader]>([])
     /// The fields of the request a response answers (`result_request_headers`).
     let sent = Locked<[HTTPHeader]>([])
+    /// A request's URL (`request_url`): most requests of an app go to a few URLs.
+    let url = Locked<String>("")
 }
 
 extension HeaderValidation {
@@ -143,7 +146,7 @@ final class CRequestBackend: RequestBackend, HandleView {
         if status != PH_OK { throw InterceptorError.invalidMethod(method) }
     }
 
-    var urlString: String { CBytes.string(api.pointee.request_url(handle)) }
+    var urlString: String { CBytes.string(api.pointee.request_url(handle), memo: memo?.url) }
 
     func setURL(_ string: String) throws {
         guard URLParts.isAbsoluteHTTP(string) else { throw InterceptorError.invalidURL(string) }

@@ -9,6 +9,18 @@ package enum CBytes {
         return String(decoding: UnsafeBufferPointer(start: data, count: bytes.len), as: UTF8.self)
     }
 
+    /// A string of borrowed bytes; with `memo` (the string of this kind the same plugin instance
+    /// read last), that string again when the bytes are its UTF-8, else a new one, kept there.
+    /// Invalid UTF-8 is repaired every time (the repaired string's bytes are not the host's).
+    package static func string(_ bytes: ph_bytes, memo: Locked<String>?) -> String {
+        guard let memo else { return string(bytes) }
+        return memo.withLock { last in
+            if equal(bytes, last) { return last }
+            last = string(bytes)
+            return last
+        }
+    }
+
     /// Whether `bytes` are the UTF-8 of `text`.
     package static func equal(_ bytes: ph_bytes, _ text: String) -> Bool {
         let count = text.utf8.count

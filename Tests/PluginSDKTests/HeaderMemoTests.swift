@@ -47,6 +47,27 @@ struct HeaderMemoTests {
         #expect(Self.address(memo.withLock { $0 }) == Self.address(first))
     }
 
+    @Test func aURLOfTheSameBytesIsTheSameStringAndAnotherIsReadAsItIs() {
+        let memo = Locked<String>("")
+        func read(_ bytes: [UInt8]) -> String {
+            bytes.withUnsafeBufferPointer { CBytes.string(ph_bytes(data: $0.baseAddress, len: $0.count), memo: memo) }
+        }
+        let url = "http://127.0.0.1:9/small.json?page=2"
+        let first = read(Array(url.utf8))
+        let second = read(Array(url.utf8))
+        #expect(first == url && second == url)
+        // The memo's own string, not a new one.
+        #expect(second.utf8.withContiguousStorageIfAvailable { $0.baseAddress } == first.utf8.withContiguousStorageIfAvailable { $0.baseAddress })
+        #expect(read(Array("http://127.0.0.1:9/small.json?page=3".utf8)) == "http://127.0.0.1:9/small.json?page=3")
+        #expect(memo.withLock { $0 } == "http://127.0.0.1:9/small.json?page=3")
+        // Invalid UTF-8 is repaired on every read, and never taken for the memo's string.
+        let invalid: [UInt8] = Array("http://a/".utf8) + [0xFF]
+        #expect(read(invalid) == "http://a/\u{FFFD}")
+        #expect(read(invalid) == "http://a/\u{FFFD}")
+        #expect(read(Array("http://a/\u{FFFD}".utf8)) == "http://a/\u{FFFD}")
+        #expect(read([]) == "")
+    }
+
     @Test func aChangedValueIsReadAsItIs() {
         let memo = Locked<[HTTPHeader]>([])
         _ = Self.read(Self.bytes(fields), memo: memo)
