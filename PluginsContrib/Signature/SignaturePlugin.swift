@@ -43,11 +43,11 @@ public struct SignaturePlugin: ExportablePlugin {
 
     /// The last secret seen and its prepared HMAC key (the secret is read per request, so a
     /// rotated secret is used at once; its pads are hashed once per secret, not per request).
-    private let preparedKey = Locked<(secret: [UInt8], key: HMACSHA256.Key)?>(nil)
+    private let preparedKey = Locked<(secret: String, key: HMACSHA256.Key)?>(nil)
 
-    func hmacKey(_ secret: [UInt8]) -> HMACSHA256.Key {
+    func hmacKey(_ secret: String) -> HMACSHA256.Key {
         if let cached = preparedKey.withLock({ $0 }), cached.secret == secret { return cached.key }
-        let key = HMACSHA256.Key(secret)
+        let key = HMACSHA256.Key(Array(secret.utf8))
         preparedKey.withLock { $0 = (secret, key) }
         return key
     }
@@ -67,12 +67,12 @@ public struct SignaturePlugin: ExportablePlugin {
         let description: String
     }
 
-    func secret(_ services: any HostServices) throws -> [UInt8] {
-        if let stored = services.value(forKey: secretKey), !stored.isEmpty { return Array(stored.utf8) }
-        if let secretEnv, let value = ProcessInfo.processInfo.environment[secretEnv], !value.isEmpty { return Array(value.utf8) }
+    func secret(_ services: any HostServices) throws -> String {
+        if let stored = services.value(forKey: secretKey), !stored.isEmpty { return stored }
+        if let secretEnv, let value = ProcessInfo.processInfo.environment[secretEnv], !value.isEmpty { return value }
         if let secretFile, let data = FileManager.default.contents(atPath: secretFile) {
             let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            if !text.isEmpty { return Array(text.utf8) }
+            if !text.isEmpty { return text }
         }
         var places = ["host store key \(secretKey.debugDescription)"]
         if let secretEnv { places.append("environment variable \(secretEnv)") }
@@ -128,7 +128,7 @@ public struct SignaturePlugin: ExportablePlugin {
         return bytes
     }
 
-    func signHMAC(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {
+    func signHMAC(_ request: InterceptorRequest, secret: String, timestamp: String, nonce: String) throws {
         let names = Self.queryNames
         if inQuery {
             let extra = [(names.timestamp, timestamp), (names.nonce, nonce), (names.keyID, keyID)]
@@ -148,7 +148,7 @@ public struct SignaturePlugin: ExportablePlugin {
         }
     }
 
-    func signMD5(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {
+    func signMD5(_ request: InterceptorRequest, secret: String, timestamp: String, nonce: String) throws {
         let form = request.header("Content-Type")?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true
         let body = request.body ?? []
         let fromBody = form && !body.isEmpty
@@ -156,7 +156,7 @@ public struct SignaturePlugin: ExportablePlugin {
         parameters.removeAll { $0.0 == "sign" || $0.0 == "t" || $0.0 == "nonce" }
         parameters += [("t", timestamp), ("nonce", nonce)]
         let text = parameters.sorted { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }.map { $0.0 + $0.1 }.joined()
-        let sign = SHA256.hex(MD5.hash(Array(text.utf8) + secret)).uppercased()
+        let sign = SHA256.hex(MD5.hash(Array(text.utf8) + Array(secret.utf8))).uppercased()
         let added = [("t", timestamp), ("nonce", nonce), ("sign", sign)]
         if fromBody {
             let suffix = added.map { "\(Self.escape($0.0))=\(Self.escape($0.1))" }.joined(separator: "&")
