@@ -160,9 +160,20 @@ public struct CachePlugin: ExportablePlugin {
     func lookup(_ state: Pending, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
         let key = suffix.isEmpty ? state.key : state.key + suffix
         guard let partition = state.partition else { return fetch(key, fields) }
-        if authorized == .partition, let own = fetch(partition + " " + key, fields) { return own }
+        if authorized == .partition, let own = fetch(Self.key(key, in: partition), fields) { return own }
         guard let shared = fetch(key, fields), shared.directives.has("public") else { return nil }
         return shared
+    }
+
+    /// The key of `key` within a credentials partition: `<partition> <key>`, made in one
+    /// allocation (a lookup with credentials makes it on every request).
+    static func key(_ key: String, in partition: String) -> String {
+        var joined = ""
+        joined.reserveCapacity(partition.utf8.count + 1 + key.utf8.count)
+        joined += partition
+        joined += " "
+        joined += key
+        return joined
     }
 
     /// The cache answered this request itself: nothing is kept for it, so its response side
@@ -446,7 +457,7 @@ public struct CachePlugin: ExportablePlugin {
         }
     }
 
-    static func revalidationKey(_ state: Pending) -> String { (state.partition ?? "") + " " + state.key }
+    static func revalidationKey(_ state: Pending) -> String { key(state.key, in: state.partition ?? "") }
 
     /// Called only on a host whose responses do not tell their request (before ABI 1.3): keeps
     /// the request as sent for `process` (whether it carries other credentials, and for `Vary`).
@@ -479,7 +490,7 @@ public struct CachePlugin: ExportablePlugin {
                 }
                 for key in keys {
                     removeAll(key)
-                    if let partition = state.partition { removeAll(partition + " " + key) }
+                    if let partition = state.partition { removeAll(Self.key(key, in: partition)) }
                 }
             }
             return .proceed
@@ -587,7 +598,7 @@ public struct CachePlugin: ExportablePlugin {
     /// A `HEAD` response from the origin (§4.3.5): a `410` invalidates the stored `GET`; a
     /// response whose validators match the stored one's freshens it (headers and times).
     func freshen(fromHead response: InterceptorResponse, state: Pending, now: Double) {
-        let key = state.entry?.key ?? (state.partition.map { $0 + " " + state.key } ?? state.key)
+        let key = state.entry?.key ?? (state.partition.map { Self.key(state.key, in: $0) } ?? state.key)
         if response.statusCode == 410 {
             removeAll(key)
             if key != state.key { removeAll(state.key) }
@@ -631,7 +642,7 @@ public struct CachePlugin: ExportablePlugin {
         var key = state.key
         if let partition = state.partition, !directives.has("public") {
             guard authorized == .partition else { return nil }
-            key = partition + " " + state.key
+            key = Self.key(state.key, in: partition)
         }
         let status = response.statusCode
         let explicit = directives.has("max-age") || fields.value(named: "Expires") != nil || directives.has("public") || directives.has("private")
