@@ -86,7 +86,7 @@ final class RequestState: RequestBackend {
     /// The method as C bytes, valid until it changes.
     var cMethod: ph_bytes {
         if let cMethodCopy { return cMethodCopy.bytes }
-        let copy = CByteCopy.of(method)
+        let copy = CByteCopy.of(method: method)
         cMethodCopy = copy
         return copy.bytes
     }

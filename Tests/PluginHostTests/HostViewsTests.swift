@@ -21,6 +21,27 @@ import FoundationNetworking
 
     static let url = URL(string: "http://127.0.0.1/views")!
 
+    @Test func aMethodsCBytesAreItsOwnWhetherSharedOrNot() throws {
+        func text(_ copy: CByteCopy) -> String {
+            let bytes = copy.bytes
+            return String(decoding: UnsafeBufferPointer(start: bytes.data, count: bytes.len), as: UTF8.self)
+        }
+        for method in ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"] {
+            #expect(text(CByteCopy.of(method: method)) == method)
+            // The standard ones are shared: the same copy every time.
+            #expect(CByteCopy.of(method: method) === CByteCopy.of(method: method))
+        }
+        for method in ["PROPFIND", "get", "X"] {
+            #expect(text(CByteCopy.of(method: method)) == method)
+            #expect(CByteCopy.of(method: method) !== CByteCopy.of(method: method))
+        }
+        // A request's method as loaded plugins read it, before and after a hook changes it.
+        let state = RequestState(URLRequest(url: Self.url))
+        #expect(String(decoding: UnsafeBufferPointer(start: state.cMethod.data, count: state.cMethod.len), as: UTF8.self) == "GET")
+        try state.setMethod("PROPFIND")
+        #expect(String(decoding: UnsafeBufferPointer(start: state.cMethod.data, count: state.cMethod.len), as: UTF8.self) == "PROPFIND")
+    }
+
     @Test func listedFieldNamesAreFoundations() throws {
         let fields = [
             "content-type": "text/plain", "x-lower": "1", "X-Upper": "2", "www-authenticate": "Basic realm=\"a\"",

@@ -203,6 +203,28 @@ final class CByteCopy: ManagedBuffer<Int, UInt8> {
     static func of(_ data: Data) -> CByteCopy {
         data.withUnsafeBytes { copying($0) }
     }
+
+    /// The methods of RFC 9110 §9 and PATCH, copied once for every request that has one.
+    // Safe as nonisolated(unsafe): the copies are written once, when the list is made, and only
+    // read afterwards (a `ManagedBuffer` cannot be declared `Sendable`).
+    nonisolated(unsafe) private static let methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"].map { of($0) }
+
+    /// A copy of `method`: one shared by every request for a standard method (most requests
+    /// have one), else a new one.
+    static func of(method: String) -> CByteCopy {
+        switch method {
+        case "GET": return methods[0]
+        case "HEAD": return methods[1]
+        case "POST": return methods[2]
+        case "PUT": return methods[3]
+        case "DELETE": return methods[4]
+        case "CONNECT": return methods[5]
+        case "OPTIONS": return methods[6]
+        case "TRACE": return methods[7]
+        case "PATCH": return methods[8]
+        default: return of(method)
+        }
+    }
 }
 
 /// The result a plugin hook works on: a response state or a failure, plus what the hook decided.
