@@ -228,7 +228,12 @@ struct InterceptorChain: Sendable {
     /// With them, the target's C layout when loaded plugins read one.
     private func templates(for target: TargetInfo) -> (contexts: [InterceptorContext], layout: CTargetLayout?) {
         guard !bound.isEmpty else { return ([], nil) }
-        if let last = contextTemplates.withLock({ $0?.target == target ? ($0!.contexts, $0!.layout) : nil }) { return last }
+        // Compared where it is kept (no copy of the kept target made to compare it).
+        let kept = contextTemplates.withLock { last -> (contexts: [InterceptorContext], layout: CTargetLayout?)? in
+            guard last != nil, last!.target == target else { return nil }
+            return (last!.contexts, last!.layout)
+        }
+        if let kept { return kept }
         // An interceptor the chain never calls (no active hook) gets no context of its own, nor
         // does a loaded plugin: it reads only the C view (its services are its own host table).
         var unused: InterceptorContext?
