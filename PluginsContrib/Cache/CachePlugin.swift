@@ -115,7 +115,8 @@ public struct CachePlugin: ExportablePlugin {
     func partition(_ values: [[String]]) -> String? {
         guard values.contains(where: { !$0.isEmpty }) else { return nil }
         // One user's requests follow each other: the last answer is kept (one HMAC per change).
-        if let last = lastPartition.withLock({ $0 }), last.credentials == values { return last.partition }
+        // Compared where they are kept: no copy of the kept credentials made to compare them.
+        if let last = lastPartition.withLock({ $0 != nil && $0!.credentials == values ? $0!.partition : nil }) { return last }
         let computed = computePartition(values)
         lastPartition.withLock { $0 = (values, computed) }
         return computed

@@ -46,7 +46,8 @@ public struct SignaturePlugin: ExportablePlugin {
     private let preparedKey = Locked<(secret: String, key: HMACSHA256.Key)?>(nil)
 
     func hmacKey(_ secret: String) -> HMACSHA256.Key {
-        if let cached = preparedKey.withLock({ $0 }), cached.secret == secret { return cached.key }
+        // Compared where it is kept: no copy of the kept secret and key made to compare them.
+        if let cached = preparedKey.withLock({ $0 != nil && $0!.secret == secret ? $0!.key : nil }) { return cached }
         let key = HMACSHA256.Key(Array(secret.utf8))
         preparedKey.withLock { $0 = (secret, key) }
         return key
