@@ -220,12 +220,11 @@ struct InterceptorChain: Sendable {
         return contexts
     }
 
-    /// The contexts of `target`, one per interceptor: the last target's again when `target` is
-    /// equal to it (most requests of an app go to a few targets), else made and kept in its place.
-    /// A context's target and services are one shared storage: made anew for every interceptor
-    /// and attempt, with the target copied into each, they cost more than the hooks of a plugin
-    /// that does nothing.
-    /// With them, the target's C layout when loaded plugins read one.
+    /// The contexts of `target`, one per interceptor, and its C layout when loaded plugins read
+    /// one: the last target's again when `target` is equal to it (most requests of an app go to a
+    /// few targets), else made and kept in its place. A context's target and services are one
+    /// shared storage: made anew for every interceptor and attempt, with the target copied into
+    /// each, they cost more than the hooks of a plugin that does nothing.
     private func templates(for target: TargetInfo) -> (contexts: [InterceptorContext], layout: CTargetLayout?) {
         guard !bound.isEmpty else { return ([], nil) }
         // Compared where it is kept (no copy of the kept target made to compare it).

@@ -171,8 +171,8 @@ final class RequestState: RequestBackend {
     /// Changes the fields in place: the list of changes, made from the original fields at the
     /// first change (copied then), and changed where it is after that (no copy per edit).
     private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
-        // Taken out of the property while it changes: an `inout` access to a property with an
-        // observer goes through a copy, and the list, held twice, would be copied on every edit.
+        // Taken out of the observed property while it changes, so that it is the list's only
+        // reference (changed in place, within its capacity), then put back.
         var fields: [HTTPHeader]
         if let changedHeaders {
             fields = changedHeaders
@@ -387,7 +387,7 @@ final class ResponseState: ResponseBackend {
     /// Changes the fields in place (read from the transport's response first, if no hook had
     /// read them) and leaves the transport's response behind.
     private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
-        // Taken out of the property while it changes (see `RequestState.editFields`).
+        // Taken out of the observed property while it changes, as `RequestState.editFields` does.
         var edited = headers
         fields = nil
         if edited.capacity == edited.count { edited.reserveCapacity(edited.count + RequestState.roomForAddedFields) }

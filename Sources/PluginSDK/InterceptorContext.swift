@@ -25,8 +25,8 @@ public struct TargetInfo: Sendable, Equatable {
 ///
 /// A context is the request's number and attempt, and one reference to the target and services
 /// (which the requests of one target share): hooks receive, copy and keep it for the cost of
-/// one retain. Setting ``target`` or ``services`` gives this value new shared storage; other
-/// copies keep theirs.
+/// one retain (two when the host attached its per-attempt data). Setting ``target`` or
+/// ``services`` gives this value new shared storage; other copies keep theirs.
 public struct InterceptorContext: Sendable {
     /// The target and services, shared by every copy until one of them is changed.
     private final class Shared: Sendable {
