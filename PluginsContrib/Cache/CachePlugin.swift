@@ -60,7 +60,13 @@ public struct CachePlugin: ExportablePlugin {
     /// Their lengths in bytes.
     static let credentialHeaderLengths = credentialHeaders.map(\.utf8.count)
 
-    struct Pending {
+    /// What a request's `prepare` found, kept for its response. A reference, not a value: it is
+    /// handed from `prepare` to `process` through the per-request table, and a value this size
+    /// was copied into the table and out of it for every request.
+    // Safe as @unchecked Sendable: one request's hooks never run concurrently (the ABI's
+    // contract, and the chain's), so its state is changed by one hook at a time, and it passes
+    // between them through the table's lock.
+    final class Pending: @unchecked Sendable {
         /// The shared key, `GET <url>`.
         var key: String
         /// The partition of the request's credentials (nil: none).
@@ -78,6 +84,13 @@ public struct CachePlugin: ExportablePlugin {
         /// responses do not tell their request).
         var requestHeaders: [HTTPHeader] = []
         var hasQuery = false
+
+        init(key: String, partition: String?, method: String, requestTime: Double) {
+            self.key = key
+            self.partition = partition
+            self.method = method
+            self.requestTime = requestTime
+        }
     }
 
     /// Whether a response tells the request as sent (ABI 1.3, or in process): then `willSend` is
@@ -356,7 +369,7 @@ public struct CachePlugin: ExportablePlugin {
         if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
         let credentials = Self.credentials(of: fields)
-        var state = Pending(key: "GET " + url, partition: partition(credentials), method: method, requestTime: now)
+        let state = Pending(key: "GET " + url, partition: partition(credentials), method: method, requestTime: now)
         state.credentials = credentials
         state.requestHeaders = fields
         state.noStore = requestDirectives.has("no-store")
