@@ -275,7 +275,35 @@ public enum HeaderValidation {
     /// Whether `value` is free of CR, LF and NUL.
     public static func isValidValue(_ value: String) -> Bool {
         let refused = { (byte: UInt8) in byte == 0x0D || byte == 0x0A || byte == 0x00 }
-        return !(value.utf8.withContiguousStorageIfAvailable { $0.contains(where: refused) } ?? value.utf8.contains(where: refused))
+        return value.utf8.withContiguousStorageIfAvailable { isFree(UnsafeRawBufferPointer($0)) } ?? !value.utf8.contains(where: refused)
+    }
+
+    /// Whether `bytes` hold no CR, LF or NUL: eight bytes at a time (a value is often a token,
+    /// a signature or a date, tens of bytes long), the last few one by one.
+    package static func isFree(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        if let base = bytes.baseAddress {
+            while offset + 8 <= bytes.count {
+                let word = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                if hasByte(word, 0x00) || hasByte(word, 0x0A) || hasByte(word, 0x0D) { return false }
+                offset += 8
+            }
+        }
+        while offset < bytes.count {
+            let byte = bytes[offset]
+            if byte == 0x0D || byte == 0x0A || byte == 0x00 { return false }
+            offset += 1
+        }
+        return true
+    }
+
+    /// Whether one of the eight bytes of `word` is `byte` (the zero-byte test on `word` XOR `byte`
+    /// in every lane: no false answer either way).
+    @inline(__always)
+    static func hasByte(_ word: UInt64, _ byte: UInt8) -> Bool {
+        let lanes: UInt64 = 0x0101_0101_0101_0101
+        let x = word ^ (lanes &* UInt64(byte))
+        return (x &- lanes) & ~x & 0x8080_8080_8080_8080 != 0
     }
 
     /// Throws unless both name and value are acceptable.

@@ -30,6 +30,28 @@ struct HeaderValidationTests {
         #expect(throws: InterceptorError.invalidHeaderValue(name: "X-A")) { try HeaderValidation.check(name: "X-A", value: value) }
     }
 
+    /// The word-at-a-time check against the byte-by-byte definition: every length up to 40 and
+    /// every position of a refused byte, and bytes that only look like them (same low bits, or
+    /// next to them), in a value that is otherwise plain or multi-byte UTF-8.
+    @Test func valuesAreRefusedExactlyWhenABytePositionHoldsCRLFOrNUL() {
+        func naive(_ bytes: [UInt8]) -> Bool { !bytes.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 } }
+        #expect(HeaderValidation.isFree(UnsafeRawBufferPointer(start: nil, count: 0)))
+        for filler in [Array("abcdefghijklmnopqrstuvwxyz0123456789ABCD".utf8), Array("ÄÖÜäöüßéèêëïîçñ€€€".utf8)] {
+            for length in 0...40 {
+                let base = Array(filler.prefix(length))
+                #expect(HeaderValidation.isValidValue(String(decoding: base, as: UTF8.self)) == naive(base))
+                for position in 0..<base.count {
+                    for byte: UInt8 in [0x00, 0x0A, 0x0D, 0x01, 0x0B, 0x0C, 0x0E, 0x8A, 0x8D, 0x80, 0xFF, 0x7F] {
+                        var bytes = base
+                        bytes[position] = byte
+                        let refused = !naive(bytes)
+                        #expect(bytes.withUnsafeBytes { HeaderValidation.isFree($0) } == !refused, "length \(length), byte \(byte) at \(position)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func errorsDescribeTheProblem() {
         #expect(
             InterceptorError.invalidHeaderValue(name: "X-A").description
