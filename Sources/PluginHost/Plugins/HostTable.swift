@@ -82,10 +82,10 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     /// A copy of `headers`.
     static func make(_ headers: [HTTPHeader]) -> CBytePairs {
         // Room to align the slots wherever the tail begins.
-        let room = MemoryLayout<ph_bytes>.alignment - 1 + PairLayout.size(of: headers, leading: 0)
+        let room = MemoryLayout<ph_bytes>.alignment - 1 + PairLayout.size(of: headers)
         let made = create(minimumCapacity: max(1, room)) { buffer in
             buffer.withUnsafeMutablePointerToElements { tail in
-                let (_, names, values) = PairLayout.place(headers, in: UnsafeMutableRawPointer(tail), leading: 0)
+                let (_, names, values) = PairLayout.place(headers, in: UnsafeMutableRawPointer(tail))
                 return Slots(count: headers.count, names: names, values: values)
             }
         }
@@ -131,43 +131,37 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
 
 /// How name/value pairs are laid out in C bytes.
 enum PairLayout {
-    /// One block of memory: `leading` bytes for the caller (aligned for `ph_bytes`), the slots
-    /// (names, then values), then the bytes; the caller deallocates `block`.
-    static func allocate<Pairs: RandomAccessCollection<HTTPHeader>>(_ pairs: Pairs, leading: Int) -> (
+    /// One block of memory: the slots (names, then values), then the bytes; the caller
+    /// deallocates `block`.
+    static func allocate(_ pairs: [HTTPHeader]) -> (
         block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
     ) {
-        let memory = UnsafeMutableRawPointer.allocate(
-            byteCount: max(1, size(of: pairs, leading: leading)), alignment: MemoryLayout<ph_bytes>.alignment)
-        return place(pairs, in: memory, leading: leading)
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: max(1, size(of: pairs)), alignment: MemoryLayout<ph_bytes>.alignment)
+        return place(pairs, in: memory)
     }
 
-    /// The bytes `pairs` take from an aligned start: `leading` rounded up to the alignment of
-    /// `ph_bytes`, the slots (names, then values), then the bytes.
-    static func size<Pairs: RandomAccessCollection<HTTPHeader>>(of pairs: Pairs, leading: Int) -> Int {
-        let alignment = MemoryLayout<ph_bytes>.alignment
-        let start = (leading + alignment - 1) / alignment * alignment
-        return start + MemoryLayout<ph_bytes>.stride * 2 * pairs.count + pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+    /// The bytes `pairs` take from an aligned start: the slots (names, then values), then the bytes.
+    static func size(of pairs: [HTTPHeader]) -> Int {
+        MemoryLayout<ph_bytes>.stride * 2 * pairs.count + pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
     }
 
-    /// Lays out `pairs` in memory at `tail` (``size(of:leading:)`` bytes from `tail` aligned up
-    /// for `ph_bytes`): the start of the `leading` bytes there, and the slots.
-    static func place<Pairs: RandomAccessCollection<HTTPHeader>>(_ pairs: Pairs, in tail: UnsafeMutableRawPointer, leading: Int) -> (
+    /// Lays out `pairs` in memory at `tail` (``size(of:)`` bytes from `tail` aligned up for
+    /// `ph_bytes`): the start of the layout there, and the slots.
+    static func place(_ pairs: [HTTPHeader], in tail: UnsafeMutableRawPointer) -> (
         block: UnsafeMutableRawPointer, names: UnsafeMutablePointer<ph_bytes>, values: UnsafeMutablePointer<ph_bytes>
     ) {
-        let alignment = MemoryLayout<ph_bytes>.alignment
-        let block = tail.alignedUp(toMultipleOf: alignment)
-        let start = (leading + alignment - 1) / alignment * alignment
+        let block = tail.alignedUp(toMultipleOf: MemoryLayout<ph_bytes>.alignment)
         let slots = MemoryLayout<ph_bytes>.stride * 2 * pairs.count
-        let names = (block + start).bindMemory(to: ph_bytes.self, capacity: 2 * pairs.count)
+        let names = block.bindMemory(to: ph_bytes.self, capacity: 2 * pairs.count)
         let values = names + pairs.count
-        var cursor = (block + start + slots).assumingMemoryBound(to: UInt8.self)
+        var cursor = (block + slots).assumingMemoryBound(to: UInt8.self)
         func place(_ text: String) -> ph_bytes {
             let start = cursor
             let length = CBytes.copyUTF8(text, to: start)
             cursor += length
             return ph_bytes(data: UnsafePointer(start), len: length)
         }
-        for (index, pair) in zip(0..., pairs) {
+        for (index, pair) in pairs.enumerated() {
             (names + index).initialize(to: place(pair.name))
             (values + index).initialize(to: place(pair.value))
         }

@@ -291,34 +291,14 @@ final class CTargetLayout: @unchecked Sendable {
 
     init(_ target: TargetInfo) {
         optionCount = target.pluginOptions.count
-        (block, names, values) = PairLayout.allocate(TargetPairs(target), leading: 0)
+        // Method and base URL, path and nothing, then the options sorted by key.
+        let options = target.pluginOptions.sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
+        (block, names, values) = PairLayout.allocate(
+            [HTTPHeader(name: target.method, value: target.baseURL), HTTPHeader(name: target.path, value: "")] + options)
     }
 
     deinit {
         block.deallocate()
-    }
-}
-
-/// A target as the pairs a C context lays out: method and base URL, path and nothing, then the
-/// plugin options sorted by key (a list made only for a target with options: most have none).
-struct TargetPairs: RandomAccessCollection {
-    private let target: TargetInfo
-    private let options: [(key: String, value: String)]
-
-    init(_ target: TargetInfo) {
-        self.target = target
-        options = target.pluginOptions.isEmpty ? [] : target.pluginOptions.sorted { $0.key < $1.key }
-    }
-
-    var startIndex: Int { 0 }
-    var endIndex: Int { 2 + options.count }
-
-    subscript(index: Int) -> HTTPHeader {
-        switch index {
-        case 0: return HTTPHeader(name: target.method, value: target.baseURL)
-        case 1: return HTTPHeader(name: target.path, value: "")
-        default: return HTTPHeader(name: options[index - 2].key, value: options[index - 2].value)
-        }
     }
 }
 
