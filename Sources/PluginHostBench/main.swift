@@ -335,14 +335,10 @@ func runBench(_ options: Options) async throws {
         // `alone:<plugin>`: that contrib plugin loaded alone; `compiled:<plugin>`: compiled in alone.
         let alone = profile.hasPrefix("alone:") ? loaded6.filter { "alone:" + $0.name == profile } : nil
         let compiledAlone = profile.hasPrefix("compiled:") ? compiled6.filter { "compiled:" + $0.name == profile } : nil
-        let chain =
-            alone ?? compiledAlone
-            ?? (profile == "loaded6"
-                ? loaded6
-                : profile == "noop6"
-                    ? noop6
-                    : profile == "noop1"
-                        ? [noop6[0]] : profile == "inprocess6" ? inProcess6 : profile == "compiled6" ? compiled6 : [])
+        let named: [String: [any Interceptor]] = [
+            "loaded6": loaded6, "noop6": noop6, "noop1": [noop6[0]], "inprocess6": inProcess6, "compiled6": compiled6,
+        ]
+        let chain = alone ?? compiledAlone ?? named[profile] ?? []
         let provider = stubProvider(
             chain,
             profile == "loaded6" || alone != nil
