@@ -274,9 +274,12 @@ public enum HeaderValidation {
 
     /// Whether `value` is free of CR, LF and NUL.
     public static func isValidValue(_ value: String) -> Bool {
-        let refused = { (byte: UInt8) in byte == 0x0D || byte == 0x0A || byte == 0x00 }
-        return value.utf8.withContiguousStorageIfAvailable { isFree(UnsafeRawBufferPointer($0)) } ?? !value.utf8.contains(where: refused)
+        value.utf8.withContiguousStorageIfAvailable { isFree(UnsafeRawBufferPointer($0)) } ?? !value.utf8.contains(where: isRefused)
     }
+
+    /// CR, LF or NUL: the bytes a header value may not hold.
+    @inline(__always)
+    static func isRefused(_ byte: UInt8) -> Bool { byte == 0x0D || byte == 0x0A || byte == 0x00 }
 
     /// Whether `bytes` hold no CR, LF or NUL: eight bytes at a time (a value is often a token,
     /// a signature or a date, tens of bytes long), the last few one by one.
@@ -289,12 +292,7 @@ public enum HeaderValidation {
                 offset += 8
             }
         }
-        while offset < bytes.count {
-            let byte = bytes[offset]
-            if byte == 0x0D || byte == 0x0A || byte == 0x00 { return false }
-            offset += 1
-        }
-        return true
+        return !bytes[offset...].contains(where: isRefused)
     }
 
     /// Whether one of the eight bytes of `word` is `byte` (the zero-byte test on `word` XOR `byte`
