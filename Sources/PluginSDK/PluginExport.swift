@@ -193,6 +193,9 @@ private final class ExportedInstance {
         var context: InterceptorContext?
         var pointer: UnsafePointer<ph_context>?
         var options: [(key: String, value: String)] = []
+        /// The `target_serial` of the context the last one was built from (ABI 1.4; 0: none): a
+        /// context with the same serial has the same target bytes, and is not compared.
+        var serial: UInt64 = 0
         var request: CRequestBackend?
         var result: CResultBackend?
     }
@@ -231,39 +234,57 @@ private final class ExportedInstance {
         guard let pointer else { return blankContext }
         let requestID = pointer.pointee.request_id
         let attempt = Int(pointer.pointee.attempt)
+        let serial = Self.serial(pointer)
         if recent.context != nil {
             // Changed in place: no copy of the context but the one returned.
             if recent.pointer == pointer, recent.context!.requestID == requestID, recent.context!.attempt == attempt {
                 return recent.context!
             }
-            if Self.target(pointer.pointee, equals: recent.context!.target, options: recent.options) {
+            if serial != 0 ? serial == recent.serial : Self.target(pointer, equals: recent.context!.target, options: recent.options) {
                 recent.context!.requestID = requestID
                 recent.context!.attempt = attempt
                 recent.pointer = pointer
                 return recent.context!
             }
         }
-        let c = pointer.pointee
-        let options = (0..<c.option_count).map { (key: CBytes.string(c.option_keys[$0]), value: CBytes.string(c.option_values[$0])) }
+        // Field by field, never the whole struct: an older host's context is shorter than this one.
+        let c = pointer
+        let options = (0..<c.pointee.option_count).map {
+            (key: CBytes.string(c.pointee.option_keys[$0]), value: CBytes.string(c.pointee.option_values[$0]))
+        }
         let target = TargetInfo(
-            method: CBytes.string(c.target_method), baseURL: CBytes.string(c.target_base_url), path: CBytes.string(c.target_path),
+            method: CBytes.string(c.pointee.target_method), baseURL: CBytes.string(c.pointee.target_base_url),
+            path: CBytes.string(c.pointee.target_path),
             pluginOptions: Dictionary(options, uniquingKeysWith: { _, last in last }))
         let built = InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: services)
         recent.context = built
         recent.pointer = pointer
         recent.options = options
+        recent.serial = serial
         return built
     }
+
+    /// The context's `target_serial`, when its host gives one (ABI 1.4: the struct reaches it);
+    /// else 0, and targets are compared byte for byte.
+    @inline(__always)
+    static func serial(_ pointer: UnsafePointer<ph_context>) -> UInt64 {
+        Int(pointer.pointee.struct_size) >= contextSizeWithSerial ? pointer.pointee.target_serial : 0
+    }
+
+    /// `PH_CONTEXT_SIZE_V1_4`: the size of a context that carries `target_serial`.
+    static let contextSizeWithSerial = MemoryLayout<ph_context>.offset(of: \ph_context.target_serial)! + MemoryLayout<UInt64>.size
 
     /// Whether the target of a C context is `target`, whose options were read from a C context in
     /// the order `options` lists them: byte for byte, options in that same order (the host lays
     /// them out sorted by key; a host that does not is only decoded more often).
-    private static func target(_ c: ph_context, equals target: TargetInfo, options: [(key: String, value: String)]) -> Bool {
-        guard c.option_count == options.count, CBytes.equal(c.target_method, target.method), CBytes.equal(c.target_path, target.path),
-            CBytes.equal(c.target_base_url, target.baseURL)
+    private static func target(_ pointer: UnsafePointer<ph_context>, equals target: TargetInfo, options: [(key: String, value: String)]) -> Bool {
+        let c = pointer
+        guard c.pointee.option_count == options.count, CBytes.equal(c.pointee.target_method, target.method),
+            CBytes.equal(c.pointee.target_path, target.path), CBytes.equal(c.pointee.target_base_url, target.baseURL)
         else { return false }
         for index in options.indices {
-            guard CBytes.equal(c.option_keys[index], options[index].key), CBytes.equal(c.option_values[index], options[index].value) else {
+            guard CBytes.equal(c.pointee.option_keys[index], options[index].key), CBytes.equal(c.pointee.option_values[index], options[index].value)
+            else {
                 return false
             }
         }

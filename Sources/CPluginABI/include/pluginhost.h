@@ -38,9 +38,10 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 3   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
+#define PH_ABI_MINOR 4   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
                             request_headers and request_edit_headers; 1.2 request_background;
-                            1.3 result_headers and result_request_headers */
+                            1.3 result_headers and result_request_headers; 1.4
+                            ph_context.target_serial */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -128,10 +129,20 @@ typedef struct ph_context {
     ph_bytes target_method;     /* e.g. "GET" */
     ph_bytes target_base_url;
     ph_bytes target_path;
-    size_t option_count;        /* the target's pluginOptions */
+    size_t option_count;        /* the target's pluginOptions, sorted by key */
     const ph_bytes *option_keys;
     const ph_bytes *option_values;
+    /* Added in ABI 1.4 (read it only when struct_size >= PH_CONTEXT_SIZE_V1_4; an older host's
+     * context ends before it). A number the host gives one laid-out target (method, base URL,
+     * path and options): never 0, never reused in the process, and the target's bytes never
+     * change under it. Two contexts with the same serial have byte-for-byte the same target, so
+     * a plugin that keeps what it decoded from the last target compares this number instead of
+     * the bytes. Contexts with different serials may still have equal targets. */
+    uint64_t target_serial;
 } ph_context;
+
+/* The size of a context that carries target_serial (ABI 1.4). */
+#define PH_CONTEXT_SIZE_V1_4 (offsetof(ph_context, target_serial) + sizeof(uint64_t))
 
 /* An HTTP authentication challenge. Borrowed, valid during the hook. */
 typedef struct ph_challenge {

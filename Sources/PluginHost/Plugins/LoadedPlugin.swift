@@ -270,7 +270,7 @@ final class CContext: @unchecked Sendable {
                 attempt: Int32(clamping: attempt), target_method: target.names[0],
                 target_base_url: target.values[0], target_path: target.names[1],
                 option_count: target.optionCount, option_keys: UnsafePointer(target.names + 2),
-                option_values: UnsafePointer(target.values + 2)))
+                option_values: UnsafePointer(target.values + 2), target_serial: target.serial))
     }
 
     deinit {
@@ -287,9 +287,19 @@ final class CTargetLayout: @unchecked Sendable {
     let names: UnsafeMutablePointer<ph_bytes>
     let values: UnsafeMutablePointer<ph_bytes>
     let optionCount: Int
+    /// This layout's `ph_context.target_serial` (ABI 1.4): unique in the process, never 0. A
+    /// plugin that sees the serial of the target it decoded last reuses what it decoded.
+    let serial: UInt64
     private let block: UnsafeMutableRawPointer
 
+    /// The last serial given; layouts are made once per target the chain changes to, not per request.
+    private static let serials = Locked(UInt64(0))
+
     init(_ target: TargetInfo) {
+        serial = Self.serials.withLock {
+            $0 += 1
+            return $0
+        }
         optionCount = target.pluginOptions.count
         // Method and base URL, path and nothing, then the options sorted by key.
         let options = target.pluginOptions.sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
