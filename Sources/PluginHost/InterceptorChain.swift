@@ -104,17 +104,15 @@ struct InterceptorChain: Sendable {
 
     /// The attempt's C context for loaded plugins, from `contexts` (which keeps it alive while a
     /// phase runs); nil without loaded plugins.
-    func cContext(_ contexts: [InterceptorContext]) -> UnsafePointer<ph_context>? {
-        guard let firstLoaded, firstLoaded < contexts.count, let shared = exactly(contexts[firstLoaded].hostAttachment, CContext.self) else {
-            return nil
-        }
+    func cContext(_ contexts: AttemptContexts) -> UnsafePointer<ph_context>? {
+        guard firstLoaded != nil, let shared = contexts.shared else { return nil }
         return UnsafePointer(shared.pointer)
     }
 
     /// What loaded plugins' request hooks receive: the request's handle and the attempt's C
     /// context; nil without loaded plugins, or for a request the host did not make (each plugin
     /// then refuses it with its error).
-    func directRequest(_ request: InterceptorRequest, _ contexts: [InterceptorContext]) -> (
+    func directRequest(_ request: InterceptorRequest, _ contexts: AttemptContexts) -> (
         handle: RequestHandle, context: UnsafePointer<ph_context>
     )? {
         guard let context = cContext(contexts), let handle = try? LoadedPlugin.requestHandle(request) else { return nil }
@@ -207,17 +205,11 @@ struct InterceptorChain: Sendable {
 
     /// One context per interceptor; loaded plugins share one C view of it. The contexts are
     /// copies of the last target's (``contextTemplates``) with this attempt's number and view.
-    func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> [InterceptorContext] {
+    func makeContexts(target: TargetInfo, requestID: UInt64, attempt: Int) -> AttemptContexts {
         let (templates, layout) = templates(for: target)
         // Loaded plugins share one C view of the attempt, made before the contexts that carry it.
         let shared = layout.map { CContext(target: $0, requestID: requestID, attempt: attempt) }
-        var contexts = templates
-        for index in contexts.indices {
-            contexts[index].requestID = requestID
-            contexts[index].attempt = attempt
-            contexts[index].hostAttachment = shared
-        }
-        return contexts
+        return AttemptContexts(templates: templates, requestID: requestID, attempt: attempt, shared: shared)
     }
 
     /// The contexts of `target`, one per interceptor, and its C layout when loaded plugins read
@@ -256,7 +248,7 @@ struct InterceptorChain: Sendable {
     /// `prepare`, first to last, stopping at a short-circuit (returned with its position).
     /// `state` (the request's, when the caller has it) learns whose `prepare` runs, for background exchanges.
     func prepare(
-        _ request: InterceptorRequest, state: RequestState? = nil, contexts: [InterceptorContext]
+        _ request: InterceptorRequest, state: RequestState? = nil, contexts: AttemptContexts
     ) -> Result<(index: Int, response: SyntheticResponse)?, NetworkError> {
         defer { state?.preparing = nil }
         let direct = directRequest(request, contexts)
@@ -302,7 +294,7 @@ struct InterceptorChain: Sendable {
 
     /// `willSend` for the first `count` interceptors. When one throws, those before it still see
     /// the end of the attempt (`didReceive` with an `interceptorFailed` failure).
-    func willSend(_ request: InterceptorRequest, contexts: [InterceptorContext], through count: Int) -> NetworkError? {
+    func willSend(_ request: InterceptorRequest, contexts: AttemptContexts, through count: Int) -> NetworkError? {
         let direct = directRequest(request, contexts)
         for index in 0..<count where runs[index].contains(.willSend) {
             do {
@@ -346,7 +338,7 @@ struct InterceptorChain: Sendable {
 
     /// `didReceive` from `innermost` outwards; every one runs even if one throws, and the first
     /// error is returned.
-    func didReceive(_ result: InterceptorResult, contexts: [InterceptorContext], from innermost: Int) -> NetworkError? {
+    func didReceive(_ result: InterceptorResult, contexts: AttemptContexts, from innermost: Int) -> NetworkError? {
         var firstError: NetworkError?
         let context = cContext(contexts)
         var handle: ResultHandle?
@@ -368,7 +360,7 @@ struct InterceptorChain: Sendable {
 
     /// `process` from `innermost` outwards: replacements apply to `outcome`; a retry request
     /// stops the walk and is returned.
-    func process(_ outcome: inout Outcome, contexts: [InterceptorContext], from innermost: Int, url: URL?) -> Result<RetryRequest?, NetworkError> {
+    func process(_ outcome: inout Outcome, contexts: AttemptContexts, from innermost: Int, url: URL?) -> Result<RetryRequest?, NetworkError> {
         let context = cContext(contexts)
         // The views of the outcome, made when first needed and again only after a replacement.
         var view: InterceptorResult?
@@ -432,7 +424,7 @@ struct InterceptorChain: Sendable {
     /// without asking the hooks again. Other schemes deliver the challenge response unanswered.
     func sendAuthenticating(
         _ request: TransportRequest, transport: any Transport,
-        contexts: [InterceptorContext]
+        contexts: AttemptContexts
     ) async -> (Outcome, TransportRequest) {
         var request = request
         var failures = 0
@@ -542,6 +534,30 @@ struct InterceptorChain: Sendable {
     static func message(_ error: any Error) -> String {
         if let error = error as? InterceptorError { return error.description }
         return String(describing: error)
+    }
+}
+
+/// One attempt's contexts, one per interceptor: the kept templates of its target, each read with
+/// the attempt's number and C view. A collection, not an array: a copy of the templates with
+/// the attempt's fields set in each was an allocation and a retain per interceptor for every
+/// attempt, and loaded plugins never read theirs (they read the C view).
+struct AttemptContexts: RandomAccessCollection {
+    let templates: [InterceptorContext]
+    let requestID: UInt64
+    let attempt: Int
+    /// The attempt's C view, shared by the chain's loaded plugins; nil without them.
+    let shared: CContext?
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { templates.count }
+
+    /// The context interceptor `index` sees in this attempt.
+    subscript(index: Int) -> InterceptorContext {
+        var context = templates[index]
+        context.requestID = requestID
+        context.attempt = attempt
+        context.hostAttachment = shared
+        return context
     }
 }
 

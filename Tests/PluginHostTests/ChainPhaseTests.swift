@@ -47,7 +47,7 @@ struct Scripted: Interceptor {
 struct ChainPhaseTests {
     let log = LockedCounter()
 
-    func chain(_ interceptors: [Scripted]) -> (InterceptorChain, [InterceptorContext]) {
+    func chain(_ interceptors: [Scripted]) -> (InterceptorChain, AttemptContexts) {
         let chain = InterceptorChain(interceptors: interceptors, services: PluginServices(), maxRetries: 2)
         return (chain, chain.makeContexts(target: TargetInfo(method: "GET", baseURL: "http://a.invalid", path: "p"), requestID: 7, attempt: 1))
     }
