@@ -84,7 +84,11 @@ public struct SignaturePlugin: ExportablePlugin {
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         let secret = try secret(context.services)
         let timestamp = String(Int(context.services.now()))
-        let nonce = SHA256.hex(context.services.randomBytes(16))
+        // 16 random bytes on the stack, as 32 hex characters.
+        let nonce = withUnsafeTemporaryAllocation(byteCount: 16, alignment: 1) { bytes in
+            context.services.randomBytes(into: bytes)
+            return SHA256.hex(UnsafeRawBufferPointer(bytes))
+        }
         switch scheme {
         case .hmac: try signHMAC(request, secret: secret, timestamp: timestamp, nonce: nonce)
         case .md5: try signMD5(request, secret: secret, timestamp: timestamp, nonce: nonce)
@@ -95,38 +99,59 @@ public struct SignaturePlugin: ExportablePlugin {
     /// The SHA-256 of no bytes, in hex (most signed requests have no body).
     static let emptyBodyHash = SHA256.hex(SHA256.hash([UInt8]()))
 
-    /// The HMAC-SHA256 canonical string of a request, as the bytes that are signed (built in
-    /// one buffer: no list of parts joined).
+    /// The HMAC-SHA256 canonical string of a request, as the bytes that are signed.
     static func canonicalBytes(method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>) -> [UInt8] {
-        let parts = URLParts(url)
-        var pairs: [(name: String, value: String)] = []
-        for item in parts.queryItems where !excluding.contains(item.name) {
-            pairs.append((escape(item.name), escape(item.value)))
-        }
-        pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
-        let path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
-        let bodyHash = body.map { $0.isEmpty ? emptyBodyHash : SHA256.hex(SHA256.hash($0)) } ?? emptyBodyHash
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(method.utf8.count + path.utf8.count + url.utf8.count + timestamp.utf8.count + nonce.utf8.count + 80)
-        let newline = UInt8(ascii: "\n")
-        bytes += method.utf8
-        bytes.append(newline)
-        bytes += path.utf8
-        bytes.append(newline)
-        for (index, pair) in pairs.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: "&")) }
-            bytes += pair.name.utf8
-            bytes.append(UInt8(ascii: "="))
-            bytes += pair.value.utf8
+        writeCanonical(method: method, url: url, body: body, timestamp: timestamp, nonce: nonce, excluding: excluding) {
+            bytes.append(contentsOf: $0)
         }
-        // The last three parts one by one (no list of them made).
-        bytes.append(newline)
-        bytes += timestamp.utf8
-        bytes.append(newline)
-        bytes += nonce.utf8
-        bytes.append(newline)
-        bytes += bodyHash.utf8
         return bytes
+    }
+
+    /// Writes the canonical string to `write` part by part (``canonicalBytes(method:url:body:timestamp:nonce:excluding:)``
+    /// collects them; signing hashes them as they come, with no buffer of the whole string). A
+    /// URL without a query (most) is read from its own bytes: no copy of it, no list of items.
+    static func writeCanonical(
+        method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>,
+        _ write: (UnsafeRawBufferPointer) -> Void
+    ) {
+        func text(_ string: String) {
+            var string = string
+            string.withUTF8 { write(UnsafeRawBufferPointer($0)) }
+        }
+        withUnsafeBytes(of: UInt8(ascii: "\n")) { newline in
+            text(method)
+            write(newline)
+            var url = url
+            let fromBytes = url.withUTF8 { utf8 -> Bool in
+                guard let ranges = URLParts.pathAndQuery(utf8), ranges.query?.isEmpty ?? true else { return false }
+                if ranges.path.isEmpty { text("/") } else { write(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8[ranges.path]))) }
+                write(newline)
+                return true
+            }
+            if !fromBytes {
+                let parts = URLParts(url)
+                var pairs: [(name: String, value: String)] = []
+                for item in parts.queryItems where !excluding.contains(item.name) {
+                    pairs.append((escape(item.name), escape(item.value)))
+                }
+                pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
+                text(parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath)
+                write(newline)
+                for (index, pair) in pairs.enumerated() {
+                    if index > 0 { text("&") }
+                    text(pair.name)
+                    text("=")
+                    text(pair.value)
+                }
+            }
+            write(newline)
+            text(timestamp)
+            write(newline)
+            text(nonce)
+            write(newline)
+            text(body.map { $0.isEmpty ? emptyBodyHash : SHA256.hex(SHA256.hash($0)) } ?? emptyBodyHash)
+        }
     }
 
     func signHMAC(_ request: InterceptorRequest, secret: String, timestamp: String, nonce: String) throws {
@@ -135,10 +160,12 @@ public struct SignaturePlugin: ExportablePlugin {
             let extra = [(names.timestamp, timestamp), (names.nonce, nonce), (names.keyID, keyID)]
             try request.setURL(Self.appending(extra, to: request.url))
         }
-        let canonical = Self.canonicalBytes(
+        var mac = HMACSHA256.Authenticator(key: hmacKey(secret))
+        Self.writeCanonical(
             method: request.method, url: request.url, body: request.body, timestamp: timestamp,
-            nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : [])
-        let signature = SHA256.hex(HMACSHA256.authenticate(canonical, key: hmacKey(secret)))
+            nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : []
+        ) { mac.update($0) }
+        let signature = mac.finalizeHex()
         if inQuery {
             try request.setURL(Self.appending([(names.signature, signature)], to: request.url))
         } else {

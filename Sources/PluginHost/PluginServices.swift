@@ -210,6 +210,7 @@ struct BoundServices: HostServices {
     func now() -> Double { Date().timeIntervalSince1970 }
     func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
     func randomBytes(_ count: Int) -> [UInt8] { RandomBytes.make(count) }
+    func randomBytes(into buffer: UnsafeMutableRawBufferPointer) { RandomBytes.fill(buffer.bindMemory(to: UInt8.self)) }
     var hasSubscribers: Bool { services.hasSubscribers }
     /// In process, a response always knows its request (``ResponseState/sentRequest``).
     var responsesCarryRequestHeaders: Bool { true }

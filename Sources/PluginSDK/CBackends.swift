@@ -64,8 +64,13 @@ final class CHostServices: HostServices, @unchecked Sendable {
 
     func randomBytes(_ count: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: max(0, count))
-        bytes.withUnsafeMutableBufferPointer { api.pointee.random_bytes(api, $0.baseAddress, $0.count) }
+        bytes.withUnsafeMutableBytes { randomBytes(into: $0) }
         return bytes
+    }
+
+    func randomBytes(into buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, !buffer.isEmpty else { return }
+        api.pointee.random_bytes(api, base.assumingMemoryBound(to: UInt8.self), buffer.count)
     }
 }
 

@@ -120,6 +120,8 @@ public protocol HostServices: Sendable {
     func monotonicNanoseconds() -> UInt64
     /// `count` cryptographically random bytes.
     func randomBytes(_ count: Int) -> [UInt8]
+    /// Fills `buffer` with cryptographically random bytes (no array made: a nonce on the stack).
+    func randomBytes(into buffer: UnsafeMutableRawBufferPointer)
     /// Whether anyone listens for events: build an event only when true (it is cheap to ask).
     var hasSubscribers: Bool { get }
     /// Whether responses tell the request they answer (``InterceptorResponse/requestHeaders``
@@ -132,4 +134,9 @@ extension HostServices {
     public var hasSubscribers: Bool { true }
     /// Default: false (services that cannot tell promise nothing).
     public var responsesCarryRequestHeaders: Bool { false }
+    /// Default: the bytes of ``randomBytes(_:)``, copied.
+    public func randomBytes(into buffer: UnsafeMutableRawBufferPointer) {
+        guard !buffer.isEmpty else { return }
+        randomBytes(buffer.count).withUnsafeBytes { buffer.copyMemory(from: $0) }
+    }
 }

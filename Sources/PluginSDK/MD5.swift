@@ -103,14 +103,55 @@ public enum HMACSHA256 {
 
     /// The 32-byte MAC of `message` under a prepared key.
     public static func authenticate(_ message: [UInt8], key: Key) -> [UInt8] {
-        var inner = key.inner
-        inner.update(message)
-        var outer = key.outer
-        // The inner digest goes straight into the outer hash, from the stack.
-        withUnsafeTemporaryAllocation(byteCount: 32, alignment: 4) { digest in
-            inner.finalize(into: digest)
-            outer.update(UnsafeRawBufferPointer(digest))
+        var mac = Authenticator(key: key)
+        mac.update(message)
+        return [UInt8](unsafeUninitializedCapacity: 32) { digest, count in
+            mac.finalize(into: UnsafeMutableRawBufferPointer(digest))
+            count = 32
         }
-        return outer.finalize()
+    }
+
+    /// A MAC computed as its message comes, in parts (no buffer of the whole message made):
+    ///
+    /// ```swift
+    /// var mac = HMACSHA256.Authenticator(key: key)
+    /// mac.update(Array("GET\n".utf8))
+    /// mac.update(Array("/path".utf8))
+    /// let signature = mac.finalizeHex()
+    /// ```
+    public struct Authenticator: Sendable {
+        private var inner: SHA256
+        private let outer: SHA256
+
+        /// Starts a MAC under a prepared key.
+        public init(key: Key) {
+            inner = key.inner
+            outer = key.outer
+        }
+
+        /// Adds bytes of the message.
+        public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 { inner.update(bytes) }
+
+        /// Adds bytes of the message from a raw buffer.
+        public mutating func update(_ bytes: UnsafeRawBufferPointer) { inner.update(bytes) }
+
+        /// Finishes the MAC and writes its 32 bytes to `digest` (at least 32 bytes).
+        public mutating func finalize(into digest: UnsafeMutableRawBufferPointer) {
+            var outer = self.outer
+            // The inner digest goes straight into the outer hash, from the stack.
+            withUnsafeTemporaryAllocation(byteCount: 32, alignment: 4) { innerDigest in
+                inner.finalize(into: innerDigest)
+                outer.update(UnsafeRawBufferPointer(innerDigest))
+            }
+            outer.finalize(into: digest)
+        }
+
+        /// Finishes the MAC: its lower-case hex (the digest itself never leaves the stack).
+        public mutating func finalizeHex() -> String {
+            withUnsafeTemporaryAllocation(byteCount: 32, alignment: 4) { digest in
+                finalize(into: digest)
+                return SHA256.hex(UnsafeRawBufferPointer(digest))
+            }
+        }
     }
 }

@@ -43,6 +43,11 @@ public struct SHA256: Sendable {
 
     /// Lower-case hexadecimal of `bytes`.
     public static func hex(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBytes { hex($0) }
+    }
+
+    /// Lower-case hexadecimal of the bytes in `bytes` (a digest or nonce on the stack).
+    public static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
         String(unsafeUninitializedCapacity: bytes.count * 2) { out in
             for (index, byte) in bytes.enumerated() {
                 out[2 * index] = hexDigit(byte >> 4)

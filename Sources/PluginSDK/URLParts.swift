@@ -25,8 +25,17 @@ public struct URLParts: Sendable {
     /// The components, or nil when the string is not a URL.
     public var components: URLComponents? { URLComponents(string: string) }
 
+    /// Where the percent-encoded path and the query (without `?`) are in the bytes of a URL
+    /// string, when they can be read from the bytes alone; nil when `URLComponents` must decide
+    /// (no `scheme://`, a `%` not followed by two hex digits, a byte a URL may not hold). For
+    /// readers of a string's own bytes (`String.withUTF8`), with no copy of them made.
+    public static func pathAndQuery(_ utf8: UnsafeBufferPointer<UInt8>) -> (path: Range<Int>, query: Range<Int>?)? {
+        ranges(utf8)
+    }
+
     /// The byte ranges of the path and the query (without `?`), or nil to fall back.
-    private static func ranges(_ utf8: [UInt8]) -> (path: Range<Int>, query: Range<Int>?)? {
+    private static func ranges<Bytes: RandomAccessCollection<UInt8>>(_ utf8: Bytes) -> (path: Range<Int>, query: Range<Int>?)?
+    where Bytes.Index == Int {
         guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")), colon > 0, utf8.count >= colon + 3,
             utf8[colon + 1] == UInt8(ascii: "/"), utf8[colon + 2] == UInt8(ascii: "/"),
             utf8[..<colon].allSatisfy({ isSchemeByte($0) })
