@@ -73,7 +73,7 @@ public struct CachePlugin: ExportablePlugin {
         var partition: String?
         /// The credential header values the partition was computed from (a response to a
         /// request sent with others, added inside the cache after its lookup, is not stored).
-        var credentials: [[String]] = []
+        var credentials = ""
         var method: String
         var entry: CacheEntry?
         var revalidating = false
@@ -123,45 +123,48 @@ public struct CachePlugin: ExportablePlugin {
         responsesCarryRequestHeaders = host.responsesCarryRequestHeaders
     }
 
-    /// The partition of a request with these credential header values: the first 16 bytes of
-    /// an HMAC-SHA256 under this cache's secret, in hex; nil when there are none.
-    func partition(_ values: [[String]]) -> String? {
-        guard values.contains(where: { !$0.isEmpty }) else { return nil }
+    /// The partition of a request with these credentials (``credentials(of:)``): the first 16
+    /// bytes of an HMAC-SHA256 under this cache's secret, in hex; nil when there are none.
+    func partition(_ credentials: String) -> String? {
+        guard !credentials.isEmpty else { return nil }
         // One user's requests follow each other: the last answer is kept (one HMAC per change).
         // Compared where they are kept: no copy of the kept credentials made to compare them.
-        if let last = lastPartition.withLock({ $0 != nil && $0!.credentials == values ? $0!.partition : nil }) { return last }
-        let computed = computePartition(values)
-        lastPartition.withLock { $0 = (values, computed) }
+        if let last = lastPartition.withLock({ $0 != nil && $0!.credentials == credentials ? $0!.partition : nil }) { return last }
+        let computed = computePartition(credentials)
+        lastPartition.withLock { $0 = (credentials, computed) }
         return computed
     }
 
     /// The last credentials seen and their partition.
-    private let lastPartition = Locked<(credentials: [[String]], partition: String)?>(nil)
+    private let lastPartition = Locked<(credentials: String, partition: String)?>(nil)
 
-    private func computePartition(_ values: [[String]]) -> String {
-        var message: [UInt8] = []
-        for (name, list) in zip(Self.credentialHeaders, values) {
-            for value in list {
-                message += Array(name.utf8) + [0] + Array(value.utf8) + [0x0A]
-            }
+    private func computePartition(_ credentials: String) -> String {
+        var mac = HMACSHA256.Authenticator(key: partitionKey)
+        mac.update(credentials.utf8)
+        return withUnsafeTemporaryAllocation(byteCount: 32, alignment: 4) { digest in
+            mac.finalize(into: digest)
+            return SHA256.hex(UnsafeRawBufferPointer(rebasing: digest[0..<16]))
         }
-        return SHA256.hex(Array(HMACSHA256.authenticate(message, key: partitionKey).prefix(16)))
     }
 
-    /// The request's credential header values (one list per name of ``credentialHeaders``).
-    /// Empty when there are none (nothing allocated: most requests carry none of these names).
-    static func credentials(of headers: [HTTPHeader]) -> [[String]] {
-        // One pass over the fields.
-        var values: [[String]] = []
-        for header in headers {
-            // Only a name of one of their lengths (6, 13, 19 bytes) is compared with them.
-            guard credentialHeaderLengths.contains(header.name.utf8.count) else { continue }
-            if let slot = credentialHeaders.firstIndex(where: { HTTPHeader.namesEqual(header.name, $0) }) {
-                if values.isEmpty { values = [[String]](repeating: [], count: credentialHeaders.count) }
-                values[slot].append(header.value)
+    /// The request's credential header values, as the partition's HMAC message: for each name
+    /// of ``credentialHeaders`` in that order, each of its values in field order, as
+    /// `name NUL value LF`. Empty when there are none (nothing allocated: most requests carry
+    /// none of these names). One string: a nested list per name was two allocations per request.
+    static func credentials(of headers: [HTTPHeader]) -> String {
+        var message = ""
+        for (slot, name) in credentialHeaders.enumerated() {
+            // Only a name of its length (6, 13, 19 bytes) is compared with it.
+            let length = credentialHeaderLengths[slot]
+            for header in headers where header.name.utf8.count == length && HTTPHeader.namesEqual(header.name, name) {
+                if message.isEmpty { message.reserveCapacity(length + header.value.utf8.count + 34) }
+                message += name
+                message += "\u{0}"
+                message += header.value
+                message += "\n"
             }
         }
-        return values
+        return message
     }
 
     func partition(of request: InterceptorRequest) -> String? {
