@@ -127,6 +127,10 @@ struct InterceptorChainTests {
                 context.services.emit("began", fields: ["path": t.path])
                 context.services.log(.warning, "hello")
                 #expect(context.services.randomBytes(16).count == 16)
+                // Into a caller's buffer: every byte written (two 32-byte draws never match).
+                var draws = [[UInt8]](repeating: [UInt8](repeating: 0, count: 32), count: 2)
+                for index in draws.indices { draws[index].withUnsafeMutableBytes { context.services.randomBytes(into: $0) } }
+                #expect(draws[0] != draws[1])
                 #expect(context.services.now() > 1_700_000_000)
                 return .proceed
             }

@@ -63,6 +63,28 @@ struct HMACTests {
         #expect(SHA256.hex(HMACSHA256.authenticate(bytes(hex: data), key: bytes(hex: key))) == mac)
     }
 
+    /// The MAC fed in two parts, split at every position, and in one-byte parts, is the one-shot
+    /// MAC (RFC 4231 case 7: a key longer than a block, a message of several blocks).
+    @Test func anAuthenticatorFedInPartsGivesTheSameMAC() {
+        let key = HMACSHA256.Key(bytes(hex: String(repeating: "aa", count: 131)))
+        let message =
+            Array("This is a test using a larger than block-size key and a larger than block-size data. ".utf8)
+            + Array("The key needs to be hashed before being used by the HMAC algorithm.".utf8)
+        let expected = "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"
+        for split in 0...message.count {
+            var mac = HMACSHA256.Authenticator(key: key)
+            message[..<split].withUnsafeBytes { mac.update($0) }
+            mac.update(message[split...])
+            #expect(mac.finalizeHex() == expected, "split at \(split)")
+        }
+        var bytewise = HMACSHA256.Authenticator(key: key)
+        for byte in message { bytewise.update(CollectionOfOne(byte)) }
+        var digest = [UInt8](repeating: 0, count: 32)
+        digest.withUnsafeMutableBytes { bytewise.finalize(into: $0) }
+        #expect(SHA256.hex(digest) == expected)
+        #expect(HMACSHA256.authenticate(message, key: key) == digest)
+    }
+
     @Test func rfc4231Case5Truncated() {
         let mac = HMACSHA256.authenticate(bytes(hex: "546573742057697468205472756e636174696f6e"), key: bytes(hex: String(repeating: "0c", count: 20)))
         #expect(SHA256.hex(Array(mac.prefix(16))) == "a3b6167473100ee06e0c796c2955552b")
@@ -114,5 +136,35 @@ struct SHA512Tests {
             129: "4f681e0bd53cda4b5a2041cc8a06f2eabde44fb16c951fbd5b87702f07aeab611565b19c47fde30587177ebb852e3971bbd8d3fd30da18d71037dfbd98420429",
         ]
         #expect(SHA256.hex(SHA512.hash(input)) == expected[length])
+    }
+}
+
+@Suite("random bytes into a caller's buffer")
+struct RandomBytesIntoTests {
+    /// Services that implement only `randomBytes(_:)`, with a known pattern.
+    struct Patterned: HostServices {
+        func value(forKey key: String) -> String? { nil }
+        func setValue(_ value: String?, forKey key: String) {}
+        func emit(_ name: String, fields: [String: String]) {}
+        func log(_ level: LogLevel, _ message: String) {}
+        func now() -> Double { 0 }
+        func monotonicNanoseconds() -> UInt64 { 0 }
+        func randomBytes(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) } }
+    }
+
+    @Test func theDefaultCopiesTheBytesOfRandomBytes() {
+        var buffer = [UInt8](repeating: 0, count: 16)
+        buffer.withUnsafeMutableBytes { Patterned().randomBytes(into: $0) }
+        #expect(buffer == Patterned().randomBytes(16))
+        // An empty buffer asks for nothing and is left alone.
+        var empty: [UInt8] = []
+        empty.withUnsafeMutableBytes { Patterned().randomBytes(into: $0) }
+        #expect(empty.isEmpty)
+    }
+
+    @Test func hexOfARawBufferIsHexOfItsArray() {
+        let bytes: [UInt8] = [0x00, 0x0f, 0x10, 0xa5, 0xff]
+        #expect(bytes.withUnsafeBytes { SHA256.hex($0) } == "000f10a5ff")
+        #expect(SHA256.hex(bytes) == "000f10a5ff")
     }
 }
