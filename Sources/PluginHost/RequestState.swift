@@ -173,10 +173,11 @@ final class RequestState: RequestBackend {
     private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
         // Taken out of the observed property while it changes, so that it is the list's only
         // reference (changed in place, within its capacity), then put back.
+        // (`take()`, not `if let`: a bound copy would hold a second reference while the list
+        // changes, and its first change would copy it.)
         var fields: [HTTPHeader]
-        if let changedHeaders {
-            fields = changedHeaders
-            self.changedHeaders = nil
+        if let taken = changedHeaders.take() {
+            fields = taken
         } else {
             // With room for a few more fields: one allocation for the copy and the fields hooks add.
             fields = []
