@@ -374,7 +374,9 @@ public struct CachePlugin: ExportablePlugin {
         let credentials = Self.credentials(of: fields)
         let state = Pending(key: "GET " + url, partition: partition(credentials), method: method, requestTime: now)
         state.credentials = credentials
-        state.requestHeaders = fields
+        // Kept for process only on a host whose responses do not tell their request: a list kept
+        // here is one more reference to the host's, which an edit after this hook then copies.
+        if !responsesCarryRequestHeaders { state.requestHeaders = fields }
         state.noStore = requestDirectives.has("no-store")
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
         state.hasQuery = url.utf8.contains(UInt8(ascii: "?"))
