@@ -138,6 +138,37 @@ public struct CachePlugin: ExportablePlugin {
     /// The last credentials seen and their partition.
     private let lastPartition = Locked<(credentials: String, partition: String)?>(nil)
 
+    /// The shared key of a GET or HEAD of `url`: `GET <url>`. The last one is kept: an app's
+    /// requests repeat a few URLs, and a URL read from the host is the same string while its bytes
+    /// are (compared where it is kept, as the partition is).
+    func sharedKey(_ url: String) -> String {
+        if let kept = lastKey.withLock({ $0 != nil && $0!.url == url ? $0!.key : nil }) { return kept }
+        let key = "GET " + url
+        lastKey.withLock { $0 = (url, key) }
+        return key
+    }
+
+    private let lastKey = Locked<(url: String, key: String)?>(nil)
+
+    /// The directives of a response's `Cache-Control`. A response with one such field (most) is
+    /// parsed once per value: the last value and its directives are kept (an origin sends the same
+    /// field with most of its responses, and parsing it made three allocations per response).
+    func responseDirectives(_ fields: [HTTPHeader]) -> CacheDirectives {
+        var value: String?
+        var count = 0
+        for field in fields where HTTPHeader.namesEqual(field.name, "Cache-Control") {
+            value = field.value
+            count += 1
+        }
+        guard count == 1, let value else { return CacheDirectives(fields.values(named: "Cache-Control")) }
+        if let kept = lastDirectives.withLock({ $0 != nil && $0!.value == value ? $0!.directives : nil }) { return kept }
+        let parsed = CacheDirectives([value])
+        lastDirectives.withLock { $0 = (value, parsed) }
+        return parsed
+    }
+
+    private let lastDirectives = Locked<(value: String, directives: CacheDirectives)?>(nil)
+
     private func computePartition(_ credentials: String) -> String {
         var mac = HMACSHA256.Authenticator(key: partitionKey)
         mac.update(credentials.utf8)
@@ -372,7 +403,7 @@ public struct CachePlugin: ExportablePlugin {
         if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
         let credentials = Self.credentials(of: fields)
-        let state = Pending(key: "GET " + url, partition: partition(credentials), method: method, requestTime: now)
+        let state = Pending(key: sharedKey(url), partition: partition(credentials), method: method, requestTime: now)
         state.credentials = credentials
         // Kept for process only on a host whose responses do not tell their request: a list kept
         // here is one more reference to the host's, which an edit after this hook then copies.
@@ -645,7 +676,7 @@ public struct CachePlugin: ExportablePlugin {
         _ response: InterceptorResponse, _ fields: [HTTPHeader], state: Pending, now: Double, partial: Bool = false, sent: () -> [HTTPHeader]
     ) -> CacheEntry? {
         guard !state.noStore else { return nil }
-        let directives = CacheDirectives(fields.values(named: "Cache-Control"))
+        let directives = responseDirectives(fields)
         // must-understand: stored only for a status code this cache understands, and then in
         // spite of no-store, which a sender adds for caches that do not understand it (§5.2.2.3).
         if directives.has("must-understand") {

@@ -1,0 +1,42 @@
+import PluginHost
+import PluginSDK
+import Testing
+
+@testable import CachePlugin
+
+/// What the cache keeps from one request to the next (the last shared key, the last
+/// `Cache-Control` parsed): each kept answer is the one a fresh computation gives.
+@Suite("cache plugin: kept keys and directives")
+struct CacheKeptParsesTests {
+    func cache() throws -> CachePlugin {
+        try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: PluginServices().hostServices(for: "cache"))
+    }
+
+    @Test func theSharedKeyIsTheURLsOwnEveryTime() throws {
+        let cache = try cache()
+        let urls = ["http://a.test/x", "http://a.test/x", "http://a.test/y", "http://a.test/x", "http://a.test/x?q=1"]
+        #expect(urls.map(cache.sharedKey) == urls.map { "GET " + $0 })
+    }
+
+    @Test func directivesAreParsedAnewWhenTheFieldChanges() throws {
+        let cache = try cache()
+        func directives(_ values: [String]) -> CacheDirectives {
+            cache.responseDirectives(values.map { HTTPHeader(name: "Cache-Control", value: $0) } + [HTTPHeader(name: "ETag", value: "\"1\"")])
+        }
+        // The same value twice (the second is the kept parse), then another, then the first again.
+        for _ in 0..<2 {
+            let noStore = directives(["no-store"])
+            #expect(noStore.has("no-store") && !noStore.has("max-age"))
+        }
+        let fresh = directives(["max-age=60, public"])
+        #expect(fresh.seconds("max-age") == 60 && fresh.has("public") && !fresh.has("no-store"))
+        #expect(directives(["no-store"]).has("no-store"))
+        // Two fields: both read, none kept in place of the single one.
+        let two = directives(["max-age=5", "no-cache"])
+        #expect(two.seconds("max-age") == 5 && two.hasUnqualified("no-cache"))
+        #expect(directives(["no-store"]).has("no-store") && !directives(["no-store"]).has("no-cache"))
+        // No field, and a field named in another case.
+        #expect(!cache.responseDirectives([HTTPHeader(name: "ETag", value: "\"1\"")]).has("no-store"))
+        #expect(cache.responseDirectives([HTTPHeader(name: "cache-control", value: "private")]).has("private"))
+    }
+}
