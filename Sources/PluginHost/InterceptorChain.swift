@@ -250,10 +250,11 @@ struct InterceptorChain: Sendable {
     func prepare(
         _ request: InterceptorRequest, state: RequestState? = nil, contexts: AttemptContexts
     ) -> Result<(index: Int, response: SyntheticResponse)?, NetworkError> {
-        defer { state?.preparing = nil }
+        state?.chainNames = names
+        defer { state?.preparingIndex = -1 }
         let direct = directRequest(request, contexts)
         for index in interceptors.indices where runs[index].contains(.prepare) {
-            state?.preparing = names[index]
+            state?.preparingIndex = index
             do {
                 if let plugin = loaded[index], let direct {
                     if let response = try plugin._withUnsafeGuaranteedRef({ try $0.prepare(direct.handle, direct.context) }) {

@@ -41,8 +41,13 @@ final class RequestState: RequestBackend {
     private(set) var backgroundRequests: [(plugin: String, option: String)] = []
     /// Whether this exchange is itself a background one (which may not ask for another).
     var isBackground = false
-    /// The interceptor whose `prepare` runs now (set by the chain; nil outside `prepare`).
-    var preparing: String?
+    /// The names of the chain's interceptors and the position of the one whose `prepare` runs
+    /// now (set by the chain; -1 outside `prepare`): a position per hook call, not a name (a
+    /// name set for every interceptor was a retain and a release each).
+    var chainNames: [String] = []
+    var preparingIndex = -1
+    /// The interceptor whose `prepare` runs now; nil outside `prepare`.
+    var preparing: String? { chainNames.indices.contains(preparingIndex) ? chainNames[preparingIndex] : nil }
 
     /// Records a background exchange for `plugin`; false when refused (outside `prepare`, from a
     /// background exchange, or asked twice by one plugin).
@@ -278,7 +283,7 @@ final class RequestState: RequestBackend {
 }
 
 /// The host's mutable response during the response side of one attempt.
-final class ResponseState: ResponseBackend {
+final class ResponseState: ResultHandle, ResponseBackend {
     private(set) var statusCode: Int
     private var fields: [HTTPHeader]? {
         didSet { cHeaderPairs = nil }
@@ -298,8 +303,8 @@ final class ResponseState: ResponseBackend {
     /// The fields the transport made `original` from, when it says.
     private let givenFields: [String: String]?
 
-    /// The handle loaded plugins' hooks receive, made on first use.
-    private(set) lazy var handle = ResultHandle(response: self, failure: nil, mayDecide: false)
+    /// The handle loaded plugins' hooks receive: this state itself.
+    var handle: ResultHandle { self }
 
     /// The request this response answers, as the request phase left it (the chain sets it): what
     /// ``requestHeaders`` reads.
@@ -316,6 +321,8 @@ final class ResponseState: ResponseBackend {
         fileURL = response.fileURL
         httpVersion = response.httpVersion
         url = response.response.url
+        super.init(response: nil, failure: nil, mayDecide: false)
+        self.response = self
     }
 
     init(_ synthetic: SyntheticResponse, url: URL?) {
@@ -327,6 +334,8 @@ final class ResponseState: ResponseBackend {
         fileURL = nil
         httpVersion = nil
         self.url = url
+        super.init(response: nil, failure: nil, mayDecide: false)
+        self.response = self
     }
 
     /// Header fields, read from the transport's response the first time a hook asks.

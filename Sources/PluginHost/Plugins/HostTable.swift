@@ -222,10 +222,12 @@ final class CByteCopy: ManagedBuffer<Int, UInt8> {
 }
 
 /// The result a plugin hook works on: a response state or a failure, plus what the hook decided.
-final class ResultHandle {
-    /// Not retained: a response state keeps its handle (one, shared by the chain's plugins and
-    /// both response hooks), and a handle is only used inside a hook call, while the state lives.
-    unowned(unsafe) let response: ResponseState?
+/// A response state is its own handle (a subclass: no object of its own made per response, and
+/// one shared by the chain's plugins and both response hooks); a failure gets one of these.
+class ResultHandle {
+    /// The response (for a response state, itself). Not retained: a handle is only used inside a
+    /// hook call, while the state lives.
+    unowned(unsafe) var response: ResponseState?
     let failure: TransportFailure?
     lazy var arena = ByteArena()
     /// Whether the hook may replace the result or ask for a retry (`process`); set before each call.
