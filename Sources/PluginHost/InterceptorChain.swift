@@ -105,8 +105,7 @@ struct InterceptorChain: Sendable {
     /// The attempt's C context for loaded plugins, from `contexts` (which keeps it alive while a
     /// phase runs); nil without loaded plugins.
     func cContext(_ contexts: AttemptContexts) -> UnsafePointer<ph_context>? {
-        guard firstLoaded != nil, let shared = contexts.shared else { return nil }
-        return UnsafePointer(shared.pointer)
+        contexts.shared.map { UnsafePointer($0.pointer) }
     }
 
     /// What loaded plugins' request hooks receive: the request's handle and the attempt's C
