@@ -128,27 +128,20 @@ public struct CachePlugin: ExportablePlugin {
     func partition(_ credentials: String) -> String? {
         guard !credentials.isEmpty else { return nil }
         // One user's requests follow each other: the last answer is kept (one HMAC per change).
-        // Compared where they are kept: no copy of the kept credentials made to compare them.
-        if let last = lastPartition.withLock({ $0 != nil && $0!.credentials == credentials ? $0!.partition : nil }) { return last }
-        let computed = computePartition(credentials)
-        lastPartition.withLock { $0 = (credentials, computed) }
-        return computed
+        return lastPartition.answer(for: credentials, computePartition)
     }
 
     /// The last credentials seen and their partition.
-    private let lastPartition = Locked<(credentials: String, partition: String)?>(nil)
+    private let lastPartition = LastAnswer<String, String>()
 
     /// The shared key of a GET or HEAD of `url`: `GET <url>`. The last one is kept: an app's
     /// requests repeat a few URLs, and a URL read from the host is the same string while its bytes
-    /// are (compared where it is kept, as the partition is).
+    /// are.
     func sharedKey(_ url: String) -> String {
-        if let kept = lastKey.withLock({ $0 != nil && $0!.url == url ? $0!.key : nil }) { return kept }
-        let key = "GET " + url
-        lastKey.withLock { $0 = (url, key) }
-        return key
+        lastKey.answer(for: url) { "GET " + $0 }
     }
 
-    private let lastKey = Locked<(url: String, key: String)?>(nil)
+    private let lastKey = LastAnswer<String, String>()
 
     /// The directives of a response's `Cache-Control`. A response with one such field (most) is
     /// parsed once per value: the last value and its directives are kept (an origin sends the same
@@ -161,13 +154,10 @@ public struct CachePlugin: ExportablePlugin {
             count += 1
         }
         guard count == 1, let value else { return CacheDirectives(fields.values(named: "Cache-Control")) }
-        if let kept = lastDirectives.withLock({ $0 != nil && $0!.value == value ? $0!.directives : nil }) { return kept }
-        let parsed = CacheDirectives([value])
-        lastDirectives.withLock { $0 = (value, parsed) }
-        return parsed
+        return lastDirectives.answer(for: value) { CacheDirectives([$0]) }
     }
 
-    private let lastDirectives = Locked<(value: String, directives: CacheDirectives)?>(nil)
+    private let lastDirectives = LastAnswer<String, CacheDirectives>()
 
     private func computePartition(_ credentials: String) -> String {
         var mac = HMACSHA256.Authenticator(key: partitionKey)

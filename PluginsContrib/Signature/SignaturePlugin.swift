@@ -43,14 +43,10 @@ public struct SignaturePlugin: ExportablePlugin {
 
     /// The last secret seen and its prepared HMAC key (the secret is read per request, so a
     /// rotated secret is used at once; its pads are hashed once per secret, not per request).
-    private let preparedKey = Locked<(secret: String, key: HMACSHA256.Key)?>(nil)
+    private let preparedKey = LastAnswer<String, HMACSHA256.Key>()
 
     func hmacKey(_ secret: String) -> HMACSHA256.Key {
-        // Compared where it is kept: no copy of the kept secret and key made to compare them.
-        if let cached = preparedKey.withLock({ $0 != nil && $0!.secret == secret ? $0!.key : nil }) { return cached }
-        let key = HMACSHA256.Key(Array(secret.utf8))
-        preparedKey.withLock { $0 = (secret, key) }
-        return key
+        preparedKey.answer(for: secret) { HMACSHA256.Key(Array($0.utf8)) }
     }
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {

@@ -1,0 +1,37 @@
+import PluginSDK
+import Testing
+
+@Suite("the last answer kept")
+struct LastAnswerTests {
+    @Test func theSameInputIsAnsweredWithoutComputingAgain() {
+        let memory = LastAnswer<String, String>()
+        let computed = Locked<[String]>([])
+        func ask(_ input: String) -> String {
+            memory.answer(for: input) { input in
+                computed.withLock { $0.append(input) }
+                return "answer to " + input
+            }
+        }
+        #expect(["a", "a", "b", "b", "a"].map(ask) == ["answer to a", "answer to a", "answer to b", "answer to b", "answer to a"])
+        // Only the last input is kept: a, then b, then a again.
+        #expect(computed.withLock { $0 } == ["a", "b", "a"])
+    }
+
+    @Test func concurrentAskersGetTheirOwnInputsAnswer() async {
+        let memory = LastAnswer<Int, Int>()
+        let wrong = await withTaskGroup(of: Int.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    var wrong = 0
+                    for round in 0..<2_000 {
+                        let input = (task + round) % 3
+                        if memory.answer(for: input, { $0 * 10 }) != input * 10 { wrong += 1 }
+                    }
+                    return wrong
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(wrong == 0)
+    }
+}
