@@ -95,18 +95,9 @@ public struct SignaturePlugin: ExportablePlugin {
     /// The SHA-256 of no bytes, in hex (most signed requests have no body).
     static let emptyBodyHash = SHA256.hex(SHA256.hash([UInt8]()))
 
-    /// The HMAC-SHA256 canonical string of a request, as the bytes that are signed.
-    static func canonicalBytes(method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>) -> [UInt8] {
-        var bytes: [UInt8] = []
-        writeCanonical(method: method, url: url, body: body, timestamp: timestamp, nonce: nonce, excluding: excluding) {
-            bytes.append(contentsOf: $0)
-        }
-        return bytes
-    }
-
-    /// Writes the canonical string to `write` part by part (``canonicalBytes(method:url:body:timestamp:nonce:excluding:)``
-    /// collects them; signing hashes them as they come, with no buffer of the whole string). A
-    /// URL without a query (most) is read from its own bytes: no copy of it, no list of items.
+    /// Writes the HMAC-SHA256 canonical string of a request to `write`, part by part: signing
+    /// hashes the parts as they come, with no buffer of the whole string. A URL without a query
+    /// (most) is read from its own bytes: no copy of it, no list of items.
     static func writeCanonical(
         method: String, url: String, body: [UInt8]?, timestamp: String, nonce: String, excluding: Set<String>,
         _ write: (UnsafeRawBufferPointer) -> Void
