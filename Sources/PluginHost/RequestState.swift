@@ -125,8 +125,14 @@ final class RequestState: RequestBackend {
     var headers: [HTTPHeader] {
         if let changedHeaders { return changedHeaders }
         if let originalHeaders { return originalHeaders }
-        // One array, sorted in place (a request without fields allocates nothing).
-        var sorted = (original.allHTTPHeaderFields ?? [:]).map { HTTPHeader(name: $0.key, value: $0.value) }
+        // One array, sorted in place, with room for the fields hooks add: the first edit changes
+        // it where it is (a request without fields allocates nothing).
+        let given = original.allHTTPHeaderFields ?? [:]
+        var sorted: [HTTPHeader] = []
+        if !given.isEmpty {
+            sorted.reserveCapacity(given.count + Self.roomForAddedFields)
+            for (name, value) in given { sorted.append(HTTPHeader(name: name, value: value)) }
+        }
         sorted.sortByName()
         originalHeaders = sorted
         return sorted
@@ -163,11 +169,18 @@ final class RequestState: RequestBackend {
     /// Checks every edit, then applies them all: all or none.
     func applyEdits(_ edits: [HeaderEdit]) throws(HeaderEditError) {
         try HeaderEdit.check(edits)
+        applyChecked(count: edits.count) { edits[$0] }
+    }
+
+    /// Applies `count` edits, given by position, that were checked (all of them, before the first
+    /// is applied): a loaded plugin's batch, checked as bytes and made strings one at a time.
+    func applyChecked(count: Int, _ edit: (Int) -> HeaderEdit) {
         editFields { fields in
-            for edit in edits {
-                switch edit {
+            for index in 0..<count {
+                switch edit(index) {
                 case .add(let name, let value): fields.append(HTTPHeader(name: name, value: value))
-                case .set, .remove: fields.set(named: edit.name, value: edit.value)
+                case .set(let name, let value): fields.set(named: name, value: value)
+                case .remove(let name): fields.set(named: name, value: nil)
                 }
             }
         }
@@ -183,6 +196,10 @@ final class RequestState: RequestBackend {
         var fields: [HTTPHeader]
         if let taken = changedHeaders.take() {
             fields = taken
+        } else if let read = originalHeaders.take() {
+            // The list a hook read, made with room to spare: changed where it is (copied only
+            // when a hook still holds it).
+            fields = read
         } else {
             // With room for a few more fields: one allocation for the copy and the fields hooks add.
             fields = []

@@ -64,7 +64,9 @@ extension Array where Element == HTTPHeader {
 
     /// Replaces every field named `name` with one field, or removes them when `value` is nil.
     public mutating func set(named name: String, value: String?) {
-        removeAll { HTTPHeader.namesEqual($0.name, name) }
+        // Most names set are new to the list: one read-only pass finds that, and `removeAll`
+        // (which walks and rewrites the tail of the list even when nothing goes) is not called.
+        if contains(where: { HTTPHeader.namesEqual($0.name, name) }) { removeAll { HTTPHeader.namesEqual($0.name, name) } }
         if let value { append(HTTPHeader(name: name, value: value)) }
     }
 }

@@ -272,6 +272,12 @@ public enum HeaderValidation {
         return false
     }
 
+    /// Whether `bytes` are an RFC 9110 token (a header name the host receives as bytes, checked
+    /// before it is made a string).
+    package static func isValidName(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        !bytes.isEmpty && bytes.allSatisfy(inToken)
+    }
+
     /// Whether `value` is free of CR, LF and NUL.
     public static func isValidValue(_ value: String) -> Bool {
         value.utf8.withContiguousStorageIfAvailable { isFree(UnsafeRawBufferPointer($0)) } ?? !value.utf8.contains(where: isRefused)

@@ -382,30 +382,19 @@ final class HostTable: @unchecked Sendable {
                 badIndex?.pointee = Int(PH_MAX_HEADER_EDITS)
                 return PH_INVALID
             }
-            var batch: [HeaderEdit] = []
-            batch.reserveCapacity(count)
-            for index in 0..<count {
-                guard let edit = edits?[index] else {
-                    badIndex?.pointee = index
-                    return PH_INVALID
-                }
-                let name = CBytes.string(edit.name)
-                switch edit.op {
-                case PH_EDIT_SET: batch.append(.set(name, CBytes.string(edit.value)))
-                case PH_EDIT_ADD: batch.append(.add(name, CBytes.string(edit.value)))
-                case PH_EDIT_REMOVE: batch.append(.remove(name))
-                default:
-                    badIndex?.pointee = index
-                    return PH_INVALID
-                }
-            }
-            do throws(HeaderEditError) {
-                try RequestHandle.from(request).applyEdits(batch)
-                return PH_OK
-            } catch {
-                badIndex?.pointee = error.index
+            guard count > 0 else { return PH_OK }
+            guard let edits else {
+                badIndex?.pointee = 0
                 return PH_INVALID
             }
+            // Every edit checked as bytes first (all or none), then each made strings as applied:
+            // no list of edits, no string made for a batch that is refused.
+            for index in 0..<count where !HeaderEditBytes.isValid(edits[index]) {
+                badIndex?.pointee = index
+                return PH_INVALID
+            }
+            RequestHandle.from(request).applyChecked(count: count) { HeaderEditBytes.edit(edits[$0]) }
+            return PH_OK
         }
         api.request_body = { request, body in
             guard let bytes = RequestHandle.from(request).cBody else { return PH_NOT_FOUND }
@@ -480,4 +469,30 @@ final class HostTable: @unchecked Sendable {
         }
         return api
     }()
+}
+
+/// A loaded plugin's header edit (`ph_header_edit`), checked and read as the host's edits are.
+enum HeaderEditBytes {
+    /// Whether `edit` has a known operation, a token for its name and, unless it removes, a
+    /// value without CR, LF or NUL (what ``HeaderEdit/check(_:)`` asks of the same edit as strings).
+    static func isValid(_ edit: ph_header_edit) -> Bool {
+        guard edit.op == PH_EDIT_SET || edit.op == PH_EDIT_ADD || edit.op == PH_EDIT_REMOVE,
+            HeaderValidation.isValidName(raw(edit.name))
+        else { return false }
+        return edit.op == PH_EDIT_REMOVE || HeaderValidation.isFree(raw(edit.value))
+    }
+
+    /// The edit as the host's own (its operation checked by ``isValid(_:)``).
+    static func edit(_ edit: ph_header_edit) -> HeaderEdit {
+        let name = CBytes.string(edit.name)
+        switch edit.op {
+        case PH_EDIT_SET: return .set(name, CBytes.string(edit.value))
+        case PH_EDIT_ADD: return .add(name, CBytes.string(edit.value))
+        default: return .remove(name)
+        }
+    }
+
+    private static func raw(_ bytes: ph_bytes) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: bytes.data, count: bytes.data == nil ? 0 : bytes.len)
+    }
 }

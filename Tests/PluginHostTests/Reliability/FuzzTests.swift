@@ -188,12 +188,13 @@ struct FuzzTests {
                     check(badIndex == Int(PH_MAX_HEADER_EDITS))
                 } else {
                     check(badIndex >= 0 && badIndex < size, "bad index \(badIndex) of \(size)")
-                    let bad = texts[badIndex]
-                    let valid =
-                        (0...2).contains(ops[badIndex])
-                        && HeaderValidation.isValidName(String(decoding: bad.0, as: UTF8.self))
-                        && (ops[badIndex] == PH_EDIT_REMOVE || HeaderValidation.isValidValue(String(decoding: bad.1, as: UTF8.self)))
-                    check(!valid, "edit \(badIndex) was refused but is valid")
+                    func valid(_ i: Int) -> Bool {
+                        (0...2).contains(ops[i])
+                            && HeaderValidation.isValidName(String(decoding: texts[i].0, as: UTF8.self))
+                            && (ops[i] == PH_EDIT_REMOVE || HeaderValidation.isValidValue(String(decoding: texts[i].1, as: UTF8.self)))
+                    }
+                    check(!valid(badIndex), "edit \(badIndex) was refused but is valid")
+                    check((0..<badIndex).allSatisfy(valid), "edit \(badIndex) is not the first bad one")
                 }
             }
             for header in state.headers {
