@@ -28,6 +28,14 @@ public struct AccessTokenPlugin: ExportablePlugin {
     let maxRefreshes: Int
     let refreshWindow: Double
     private let carried = PerRequestState<Carried>()
+    /// The last `Authorization` value and the scheme and token it was made of: the same token
+    /// is sent with request after request, and its field value is made once.
+    private let lastAuthorization = LastAnswer<SchemeAndToken, String>()
+
+    struct SchemeAndToken: Equatable {
+        let scheme: String
+        let token: String
+    }
     /// Recent refreshes: the token each replaced, and when.
     private let refreshes = Locked<[(token: String, time: Double)]>([])
 
@@ -94,7 +102,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
             }
             return .proceed
         }
-        try request.setHeader("Authorization", "\(scheme) \(token)")
+        let value = lastAuthorization.answer(for: SchemeAndToken(scheme: scheme, token: token)) { $0.scheme + " " + $0.token }
+        try request.setHeader("Authorization", value)
         carried.update(context.requestID, initial: Carried(token: token)) { $0.token = token }
         return .proceed
     }

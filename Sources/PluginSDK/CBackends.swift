@@ -11,13 +11,18 @@ final class CHostServices: HostServices, @unchecked Sendable {
         self.api = api
     }
 
+    /// The last value read and its key: a plugin reads the same key (its token, its secret) for
+    /// every request, and while the host's value stays the same its string is not made again.
+    private let lastValue = Locked<(key: String, value: String)?>(nil)
+
     func value(forKey key: String) -> String? {
         CBytes.with(key) { keyBytes -> String? in
             // Most values (tokens, secrets) fit the stack buffer: no allocation but the string.
             let first = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 512) { buffer -> (String?, Int64) in
                 let length = api.pointee.kv_get(api, keyBytes, buffer.baseAddress, buffer.count)
                 guard length >= 0, Int(length) <= buffer.count else { return (nil, length) }
-                return (String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<Int(length)]), as: UTF8.self), length)
+                let bytes = ph_bytes(data: UnsafePointer(buffer.baseAddress), len: Int(length))
+                return (CBytes.string(bytes, key: key, memo: lastValue), length)
             }
             if let value = first.0 { return value }
             var capacity = Int(first.1)

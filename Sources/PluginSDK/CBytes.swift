@@ -21,6 +21,18 @@ package enum CBytes {
         }
     }
 
+    /// A string of borrowed bytes read for `key`; with `memo` (the key and string the same reader
+    /// read last), that string again when it was read for `key` and the bytes are its UTF-8, else
+    /// a new one, kept there.
+    package static func string(_ bytes: ph_bytes, key: String, memo: Locked<(key: String, value: String)?>) -> String {
+        memo.withLock { last in
+            if let kept = last, kept.key == key, equal(bytes, kept.value) { return kept.value }
+            let made = string(bytes)
+            last = (key, made)
+            return made
+        }
+    }
+
     /// Whether `bytes` are the UTF-8 of `text`.
     package static func equal(_ bytes: ph_bytes, _ text: String) -> Bool {
         let count = text.utf8.count

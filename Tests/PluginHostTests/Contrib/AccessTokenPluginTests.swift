@@ -25,6 +25,22 @@ struct AccessTokenPluginTests {
         #expect(try await authorization(provider, headers: ["Authorization": "Bearer stale"]) == ["Bearer t0k3n"])
     }
 
+    @Test func eachRequestCarriesTheStoresCurrentToken() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        // Long tokens of one length, one repeated: the plugin keeps the last value it read and
+        // the field it made, and must tell a new token from the kept one by its bytes.
+        for token in [
+            "token-aaaaaaaaaaaaaaaaaaaa-1", "token-aaaaaaaaaaaaaaaaaaaa-1", "token-aaaaaaaaaaaaaaaaaaaa-2", "short", "token-aaaaaaaaaaaaaaaaaaaa-1",
+        ] {
+            provider.services.setValue(token, forKey: "access_token")
+            #expect(try await authorization(provider) == ["Bearer " + token])
+            #expect(try await authorization(provider, options: ["auth": "basic"]) == ["Basic " + token])
+            #expect(try await authorization(provider) == ["Bearer " + token])
+        }
+    }
+
     @Test func schemesPerTarget() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
