@@ -28,7 +28,10 @@ struct CallPlan: Sendable {
 /// Response side: every `didReceive` last to first, then every `process` last to first.
 /// A short-circuit at interceptor k skips the network and the interceptors inside k;
 /// `willSend` runs for those outside k, and the response side runs from k outwards.
-struct InterceptorChain: Sendable {
+///
+/// A class: every request takes the chain of its provider's current generation, and a struct of
+/// eight references was eight retains and releases per request.
+final class InterceptorChain: Sendable {
     let interceptors: [any Interceptor]
     let bound: [BoundServices]
     let services: PluginServices
