@@ -54,12 +54,23 @@ public struct URLParts: Sendable {
             while index < utf8.count, utf8[index] != UInt8(ascii: "#") { index += 1 }
             query = queryStart..<index
         }
-        // Anything URLComponents would refuse or treat specially: let it decide.
-        for i in 0..<index where utf8[i] == UInt8(ascii: "%") {
-            guard i + 2 < utf8.count, hexValue(utf8[i + 1]) != nil, hexValue(utf8[i + 2]) != nil else { return nil }
+        // Anything URLComponents would refuse or treat specially: let it decide. One pass, a mask
+        // test per byte; only a `%` is looked at more closely.
+        for i in 0..<index where isSpecial(utf8[i]) {
+            guard utf8[i] == UInt8(ascii: "%"), i + 2 < utf8.count, hexValue(utf8[i + 1]) != nil, hexValue(utf8[i + 2]) != nil else {
+                return nil
+            }
         }
-        for i in 0..<index where needsEscaping(utf8[i]) { return nil }
         return (path, query)
+    }
+
+    /// Whether `byte` needs escaping (``needsEscaping(_:)``) or is `%`: from two 64-bit masks of
+    /// such bytes below 64 and below 128 (every byte from 128 is one).
+    @inline(__always)
+    static func isSpecial(_ byte: UInt8) -> Bool {
+        if byte < 64 { return (0x5000_0025_ffff_ffff as UInt64) >> UInt64(byte) & 1 != 0 }
+        if byte < 128 { return (0xb800_0001_5000_0000 as UInt64) >> UInt64(byte - 64) & 1 != 0 }
+        return true
     }
 
     /// Decoded query items in order; a name without `=` has an empty value.
@@ -99,7 +110,7 @@ public struct URLParts: Sendable {
     }
 
     /// Bytes a URL may not hold unescaped (RFC 3986): URLComponents refuses them.
-    private static func needsEscaping(_ byte: UInt8) -> Bool {
+    static func needsEscaping(_ byte: UInt8) -> Bool {
         switch byte {
         case 0...0x20, 0x7F...0xFF, UInt8(ascii: "\""), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\\"), UInt8(ascii: "^"),
             UInt8(ascii: "`"), UInt8(ascii: "{"), UInt8(ascii: "|"), UInt8(ascii: "}"):
