@@ -186,8 +186,8 @@ final class RequestState: RequestBackend {
         }
     }
 
-    /// Changes the fields in place: the list of changes, made from the original fields at the
-    /// first change (copied then), and changed where it is after that (no copy per edit).
+    /// Changes the fields in place: the list of changes is the original fields' list at the
+    /// first change, and is changed where it is after that (no copy per edit).
     private func editFields(_ change: (inout [HTTPHeader]) -> Void) {
         // Taken out of the observed property while it changes, so that it is the list's only
         // reference (changed in place, within its capacity), then put back.
@@ -196,15 +196,11 @@ final class RequestState: RequestBackend {
         var fields: [HTTPHeader]
         if let taken = changedHeaders.take() {
             fields = taken
-        } else if let read = originalHeaders.take() {
-            // The list a hook read, made with room to spare: changed where it is (copied only
-            // when a hook still holds it).
-            fields = read
         } else {
-            // With room for a few more fields: one allocation for the copy and the fields hooks add.
-            fields = []
-            fields.reserveCapacity(headers.count + Self.roomForAddedFields)
-            fields.append(contentsOf: headers)
+            // The original fields' list, read now if no hook read it, with room for the fields
+            // hooks add: changed where it is (copied only when a hook still holds it).
+            if originalHeaders == nil { _ = headers }
+            fields = originalHeaders.take() ?? []
         }
         change(&fields)
         changedHeaders = fields
