@@ -198,7 +198,7 @@ public struct CachePlugin: ExportablePlugin {
     func lookup(_ state: Pending, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
         let key = suffix.isEmpty ? state.key : state.key + suffix
         guard let partition = state.partition else { return fetch(key, fields) }
-        if authorized == .partition, let own = fetch(Self.key(key, in: partition), fields) { return own }
+        if authorized == .partition, let own = fetch(partitionedKey(key, in: partition), fields) { return own }
         guard let shared = fetch(key, fields), shared.directives.has("public") else { return nil }
         return shared
     }
@@ -212,6 +212,21 @@ public struct CachePlugin: ExportablePlugin {
         joined += " "
         joined += key
         return joined
+    }
+
+    /// ``key(_:in:)``, the last one kept: one user's requests to one URL look up the same key
+    /// (the key and partition compared are the kept strings themselves, see ``sharedKey(_:)``
+    /// and ``partition(_:)``).
+    func partitionedKey(_ key: String, in partition: String) -> String {
+        lastPartitionedKey.answer(for: PartitionedKey(key: key, partition: partition)) { Self.key($0.key, in: $0.partition) }
+    }
+
+    private let lastPartitionedKey = LastAnswer<PartitionedKey, String>()
+
+    /// A shared key and a credentials partition.
+    struct PartitionedKey: Equatable {
+        let key: String
+        let partition: String
     }
 
     /// The cache answered this request itself: nothing is kept for it, so its response side

@@ -4,8 +4,8 @@ import Testing
 
 @testable import CachePlugin
 
-/// What the cache keeps from one request to the next (the last shared key, the last
-/// `Cache-Control` parsed): each kept answer is the one a fresh computation gives.
+/// What the cache keeps from one request to the next (the last shared and partitioned keys, the
+/// last `Cache-Control` parsed): each kept answer is the one a fresh computation gives.
 @Suite("cache plugin: kept keys and directives")
 struct CacheKeptParsesTests {
     func cache() throws -> CachePlugin {
@@ -16,6 +16,16 @@ struct CacheKeptParsesTests {
         let cache = try cache()
         let urls = ["http://a.test/x", "http://a.test/x", "http://a.test/y", "http://a.test/x", "http://a.test/x?q=1"]
         #expect(urls.map(cache.sharedKey) == urls.map { "GET " + $0 })
+    }
+
+    @Test func thePartitionedKeyIsMadeAnewForAnotherKeyOrPartition() throws {
+        let cache = try cache()
+        let pairs = [
+            ("GET http://a.test/x", "p1"), ("GET http://a.test/x", "p1"), ("GET http://a.test/y", "p1"), ("GET http://a.test/y", "p2"),
+            ("GET http://a.test/x", "p1"),
+        ]
+        #expect(pairs.map { cache.partitionedKey($0.0, in: $0.1) } == pairs.map { CachePlugin.key($0.0, in: $0.1) })
+        #expect(pairs.map { cache.partitionedKey($0.0, in: $0.1) } == pairs.map { $0.1 + " " + $0.0 })
     }
 
     @Test func directivesAreParsedAnewWhenTheFieldChanges() throws {
