@@ -246,21 +246,17 @@ enum FoundationFieldNames {
         var listed: [HTTPHeader] = []
         // Room for the fields a hook adds (`X-Cache`, …): see `ResponseState.editFields`.
         listed.reserveCapacity(fields.count + RequestState.roomForAddedFields)
-        // Names seen before are looked up under one lock for the whole response.
-        var unknown: [(name: String, value: String)] = []
-        let ascii = known.withLock { table -> Bool in
-            for (name, value) in fields where !name.isEmpty {
-                guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return false }
-                if let canonical = fixedName(name) ?? table[name] {
-                    listed.append(HTTPHeader(name: canonical, value: value))
-                } else {
-                    unknown.append((name, value))
-                }
+        // Names of letters and hyphens (nearly all) are worked out from their bytes; the others
+        // are looked up in the table of names seen before, or worked out by Foundation.
+        var others: [(name: String, value: String)] = []
+        for (name, value) in fields where !name.isEmpty {
+            if let canonical = fixedName(name) ?? capitalizedWords(name) {
+                listed.append(HTTPHeader(name: canonical, value: value))
+            } else {
+                others.append((name, value))
             }
-            return true
         }
-        guard ascii else { return nil }
-        for (name, value) in unknown {
+        for (name, value) in others {
             guard let canonical = canonicalName(name) else { return nil }
             listed.append(HTTPHeader(name: canonical, value: value))
         }
@@ -281,10 +277,42 @@ enum FoundationFieldNames {
         return nil
     }
 
+    /// `name.capitalized` worked out from the bytes, for a name of ASCII letters and hyphens only:
+    /// each run of letters upper-case first and lower-case after. `name` itself when it is so
+    /// spelled already (no new string); nil for a name with any other byte, or an empty one.
+    static func capitalizedWords(_ name: String) -> String? {
+        var spelledSo = true
+        let lettersAndHyphens = name.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            var wordStart = true
+            for byte in bytes {
+                if byte == UInt8(ascii: "-") {
+                    wordStart = true
+                    continue
+                }
+                let lower = byte | 0x20
+                guard lower >= UInt8(ascii: "a"), lower <= UInt8(ascii: "z") else { return false }
+                // A word's first letter is upper-case, the others lower-case.
+                if (byte == lower) == wordStart { spelledSo = false }
+                wordStart = false
+            }
+            return !bytes.isEmpty
+        }
+        guard lettersAndHyphens == true else { return nil }
+        if spelledSo { return name }
+        return String(unsafeUninitializedCapacity: name.utf8.count) { buffer in
+            var wordStart = true
+            for (index, byte) in name.utf8.enumerated() {
+                buffer[index] = byte == UInt8(ascii: "-") ? byte : wordStart ? byte & ~0x20 : byte | 0x20
+                wordStart = byte == UInt8(ascii: "-")
+            }
+            return name.utf8.count
+        }
+    }
+
     /// The name `HTTPURLResponse` stores for `name`, for an ASCII name.
     static func canonicalName(_ name: String) -> String? {
         guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-        if let fixed = fixedName(name) { return fixed }
+        if let fixed = fixedName(name) ?? capitalizedWords(name) { return fixed }
         if let canonical = known.withLock({ $0[name] }) { return canonical }
         let canonical = name.capitalized
         known.withLock { table in

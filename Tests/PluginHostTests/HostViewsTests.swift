@@ -61,6 +61,25 @@ import FoundationNetworking
         #endif
     }
 
+    @Test func namesOfLettersAndHyphensAreCapitalizedAsFoundationDoes() {
+        // Worked out from the bytes: the same as Foundation's `capitalized`, for names of every
+        // case, hyphens first, last and doubled; nil for any other byte.
+        for name in ["content-type", "ETAG", "Content-Type", "-a", "a-", "a--b", "-", "--", "cONTENT-lENGTH", "A", "z", "Zz-zZ"] {
+            #expect(FoundationFieldNames.capitalizedWords(name) == name.capitalized, "\(name)")
+        }
+        var seed: UInt64 = 0x2545_F491_4F6C_DD1D
+        let alphabet = Array("aAbZzyY-mQ".utf8)
+        for _ in 0..<2_000 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let length = Int(seed >> 59) + 1
+            let name = String(decoding: (0..<length).map { alphabet[Int((seed >> UInt64(4 * $0 % 56)) % UInt64(alphabet.count))] }, as: UTF8.self)
+            #expect(FoundationFieldNames.capitalizedWords(name) == name.capitalized, "\(name)")
+        }
+        for name in ["", "a_b", "x5y", "caf\u{e9}", "a b", "a@b", "a[b", "a`b", "a{b"] {
+            #expect(FoundationFieldNames.capitalizedWords(name) == nil, "\(name)")
+        }
+    }
+
     @Test func namesThatBecomeOneOrAreNotASCIIAreLeftToFoundation() {
         #expect(FoundationFieldNames.listed(["content-type": "a", "Content-Type": "b"]) == nil)
         #expect(FoundationFieldNames.listed(["caf\u{e9}": "a"]) == nil)
