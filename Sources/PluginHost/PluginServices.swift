@@ -1,3 +1,4 @@
+import CPluginABI
 import Foundation
 import PluginSDK
 
@@ -50,7 +51,12 @@ public final class PluginServices: Sendable {
     public typealias Refresher = @Sendable (_ staleValue: String?) async throws -> String
 
     private struct State {
-        var values: [String: String] = [:]
+        var values: [String: String] = [:] {
+            didSet { recentReads.removeAll(keepingCapacity: true) }
+        }
+        /// The keys loaded plugins read last, with their values: a key read again is found by
+        /// comparing its bytes (no string made, no hash). Emptied by every change of `values`.
+        var recentReads: [(key: String, value: String?)] = []
         var observers: [UInt64: @Sendable (PluginEvent) -> Void] = [:]
         var nextObserver: UInt64 = 0
         var logHandler: LogHandler? = PluginServices.standardErrorLog
@@ -95,6 +101,24 @@ public final class PluginServices: Sendable {
     /// Stores or (with `nil`) removes a value.
     public func setValue(_ value: String?, forKey key: String) {
         state.withLock { $0.values[key] = value }
+    }
+
+    /// How many of the keys loaded plugins read last are kept (by a loaded plugin's `kv_get`).
+    static let recentReadsKept = 8
+
+    /// The value stored for a key a loaded plugin gives as bytes (invalid UTF-8 repaired, as
+    /// ``CBytes/string(_:)`` repairs it). A key read lately is found by its bytes.
+    func value(forKey key: ph_bytes) -> String? {
+        state.withLock { state in
+            for index in state.recentReads.indices where CBytes.equal(key, state.recentReads[index].key) {
+                return state.recentReads[index].value
+            }
+            let name = CBytes.string(key)
+            let value = state.values[name]
+            if state.recentReads.count == Self.recentReadsKept { state.recentReads.removeFirst() }
+            state.recentReads.append((name, value))
+            return value
+        }
     }
 
     // MARK: Events
@@ -202,6 +226,8 @@ struct BoundServices: HostServices {
     let plugin: String
 
     func value(forKey key: String) -> String? { services.value(forKey: key) }
+    /// A key a loaded plugin gives as bytes.
+    func value(forKey key: ph_bytes) -> String? { services.value(forKey: key) }
     func setValue(_ value: String?, forKey key: String) { services.setValue(value, forKey: key) }
     func emit(_ name: String, fields: [String: String]) {
         services.emit(PluginEvent(plugin: plugin, name: name, fields: fields))

@@ -303,7 +303,7 @@ final class HostTable: @unchecked Sendable {
             HostTable.from(api).services.log(LogLevel(abiCode: level), CBytes.string(message))
         }
         api.kv_get = { api, key, out, capacity in
-            guard var value = HostTable.from(api).services.value(forKey: CBytes.string(key)) else { return -1 }
+            guard var value = HostTable.from(api).services.value(forKey: key) else { return -1 }
             return value.withUTF8 { utf8 -> Int64 in
                 if utf8.count <= capacity, let out, let base = utf8.baseAddress { out.update(from: base, count: utf8.count) }
                 return Int64(utf8.count)
