@@ -173,23 +173,63 @@ public struct CachePlugin: ExportablePlugin {
     /// `name NUL value LF`. Empty when there are none (nothing allocated: most requests carry
     /// none of these names). One string: a nested list per name was two allocations per request.
     static func credentials(of headers: [HTTPHeader]) -> String {
+        var count = 0
+        _ = credentialParts(of: headers) { part in
+            count += part.utf8.count
+            return true
+        }
+        guard count > 0 else { return "" }
         var message = ""
-        for (slot, name) in credentialHeaders.enumerated() {
-            // Only a name of its length (6, 13, 19 bytes) is compared with it.
-            let length = credentialHeaderLengths[slot]
-            for header in headers where header.name.utf8.count == length && HTTPHeader.namesEqual(header.name, name) {
-                if message.isEmpty { message.reserveCapacity(length + header.value.utf8.count + 34) }
-                message += name
-                message += "\u{0}"
-                message += header.value
-                message += "\n"
-            }
+        message.reserveCapacity(count)
+        _ = credentialParts(of: headers) { part in
+            message += part
+            return true
         }
         return message
     }
 
     func partition(of request: InterceptorRequest) -> String? {
         partition(Self.credentials(of: request.headers))
+    }
+
+    /// ``credentials(of:)`` of `headers`: the last message made when `headers` make the same one
+    /// (compared with it piece by piece, nothing allocated: one user's requests carry the same
+    /// credentials), else a new one, kept in its place.
+    func keptCredentials(of headers: [HTTPHeader]) -> String {
+        lastCredentials.withLock { last in
+            var offset = 0
+            let same = last.utf8.withContiguousStorageIfAvailable { kept in
+                Self.credentialParts(of: headers) { part in
+                    part.utf8.withContiguousStorageIfAvailable { bytes in
+                        guard offset + bytes.count <= kept.count,
+                            bytes.isEmpty || memcmp(kept.baseAddress! + offset, bytes.baseAddress!, bytes.count) == 0
+                        else { return false }
+                        offset += bytes.count
+                        return true
+                    } ?? false
+                } && offset == kept.count
+            }
+            if same == true { return last }
+            last = Self.credentials(of: headers)
+            return last
+        }
+    }
+
+    /// The last credentials message ``keptCredentials(of:)`` made.
+    private let lastCredentials = Locked("")
+
+    /// Calls `part` with the pieces of the credentials message of `headers`, in order (name,
+    /// NUL, value, LF for each credential field, as ``credentials(of:)`` joins them), until it
+    /// returns false; whether it never did.
+    @inline(__always)
+    static func credentialParts(of headers: [HTTPHeader], _ part: (String) -> Bool) -> Bool {
+        for (slot, name) in credentialHeaders.enumerated() {
+            let length = credentialHeaderLengths[slot]
+            for header in headers where header.name.utf8.count == length && HTTPHeader.namesEqual(header.name, name) {
+                guard part(name), part("\u{0}"), part(header.value), part("\n") else { return false }
+            }
+        }
+        return true
     }
 
     /// The stored entry a request may be served: its partition's, else a shared one (which must
@@ -407,7 +447,7 @@ public struct CachePlugin: ExportablePlugin {
         // A background revalidation (stale-while-revalidate) always asks the origin.
         if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
-        let credentials = Self.credentials(of: fields)
+        let credentials = keptCredentials(of: fields)
         let state = Pending(key: sharedKey(url), partition: partition(credentials), method: method, requestTime: now)
         state.credentials = credentials
         // Kept for process only on a host whose responses do not tell their request: a list kept

@@ -28,6 +28,26 @@ struct CacheKeptParsesTests {
         #expect(pairs.map { cache.partitionedKey($0.0, in: $0.1) } == pairs.map { $0.1 + " " + $0.0 })
     }
 
+    @Test func theKeptCredentialsAreTheFieldsOwnEveryTime() throws {
+        let cache = try cache()
+        let auth = HTTPHeader(name: "Authorization", value: "Bearer one")
+        let lists: [[HTTPHeader]] = [
+            [], [auth], [auth], [HTTPHeader(name: "authorization", value: "Bearer one")], [HTTPHeader(name: "Authorization", value: "Bearer two")],
+            [HTTPHeader(name: "Authorization", value: "Bearer on")], [HTTPHeader(name: "Authorization", value: "Bearer one!")],
+            [auth, HTTPHeader(name: "Cookie", value: "a=1")], [auth, HTTPHeader(name: "Cookie", value: "a=1")],
+            [HTTPHeader(name: "Cookie", value: "a=1"), auth],
+            [auth, HTTPHeader(name: "Cookie", value: "a=1"), HTTPHeader(name: "Cookie", value: "b=2")],
+            [auth, HTTPHeader(name: "Proxy-Authorization", value: "Basic eA==")], [HTTPHeader(name: "Accept", value: "*/*")], [auth],
+            [HTTPHeader(name: "Authorization", value: "")], [],
+        ]
+        // Each list, then each list twice in a row (the second from the kept message).
+        for headers in lists + lists.flatMap({ [$0, $0] }) {
+            #expect(cache.keptCredentials(of: headers) == CachePlugin.credentials(of: headers), "\(headers)")
+        }
+        #expect(CachePlugin.credentials(of: [auth, HTTPHeader(name: "Cookie", value: "a=1")]) == "authorization\u{0}Bearer one\ncookie\u{0}a=1\n")
+        #expect(CachePlugin.credentials(of: [HTTPHeader(name: "Accept", value: "*/*")]).isEmpty)
+    }
+
     @Test func directivesAreParsedAnewWhenTheFieldChanges() throws {
         let cache = try cache()
         func directives(_ values: [String]) -> CacheDirectives {
