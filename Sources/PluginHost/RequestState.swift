@@ -174,13 +174,19 @@ final class RequestState: RequestBackend {
 
     /// Applies `count` edits, given by position, that were checked (all of them, before the first
     /// is applied): a loaded plugin's batch, checked as bytes and made strings one at a time.
+    ///
+    /// `edit` may read bytes the plugin borrowed from this request's fields (``cHeaders``: a
+    /// field removed by the name it read): that copy is kept alive until every edit is made,
+    /// though the change of the list drops it from the request.
     func applyChecked(count: Int, _ edit: (Int) -> HeaderEdit) {
-        editFields { fields in
-            for index in 0..<count {
-                switch edit(index) {
-                case .add(let name, let value): fields.append(HTTPHeader(name: name, value: value))
-                case .set(let name, let value): fields.set(named: name, value: value)
-                case .remove(let name): fields.set(named: name, value: nil)
+        withExtendedLifetime(cHeaderPairs) {
+            editFields { fields in
+                for index in 0..<count {
+                    switch edit(index) {
+                    case .add(let name, let value): fields.append(HTTPHeader(name: name, value: value))
+                    case .set(let name, let value): fields.set(named: name, value: value)
+                    case .remove(let name): fields.set(named: name, value: nil)
+                    }
                 }
             }
         }

@@ -79,6 +79,15 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     var names: UnsafeMutablePointer<ph_bytes> { header.names }
     var values: UnsafeMutablePointer<ph_bytes> { header.values }
 
+    #if DEBUG
+    /// In debug builds the bytes are overwritten as the copy goes: a plugin (or the host) that
+    /// reads them after the list changed reads 0xDD bytes in tests, not the old fields by luck.
+    deinit {
+        let capacity = capacity
+        withUnsafeMutablePointerToElements { $0.update(repeating: 0xDD, count: capacity) }
+    }
+    #endif
+
     /// A copy of `headers`.
     static func make(_ headers: [HTTPHeader]) -> CBytePairs {
         // Room to align the slots wherever the tail begins.
@@ -378,7 +387,8 @@ final class HostTable: @unchecked Sendable {
             return RequestHandle.from(request).scheduleBackground(plugin: plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
         }
         api.request_edit_headers = { request, edits, count, badIndex in
-            guard count <= Int(PH_MAX_HEADER_EDITS) else {
+            // `size_t` arrives as `Int`: a count past `Int.max` is negative, and as oversize.
+            guard count >= 0, count <= Int(PH_MAX_HEADER_EDITS) else {
                 badIndex?.pointee = Int(PH_MAX_HEADER_EDITS)
                 return PH_INVALID
             }
@@ -474,12 +484,13 @@ final class HostTable: @unchecked Sendable {
 /// A loaded plugin's header edit (`ph_header_edit`), checked and read as the host's edits are.
 enum HeaderEditBytes {
     /// Whether `edit` has a known operation, a token for its name and, unless it removes, a
-    /// value without CR, LF or NUL (what ``HeaderEdit/check(_:)`` asks of the same edit as strings).
+    /// value without CR, LF or NUL (what ``HeaderEdit/check(_:)`` asks of the same edit as strings)
+    /// and a length a buffer can have (a `size_t` past `Int.max` arrives negative).
     static func isValid(_ edit: ph_header_edit) -> Bool {
         guard edit.op == PH_EDIT_SET || edit.op == PH_EDIT_ADD || edit.op == PH_EDIT_REMOVE,
             HeaderValidation.isValidName(raw(edit.name))
         else { return false }
-        return edit.op == PH_EDIT_REMOVE || HeaderValidation.isFree(raw(edit.value))
+        return edit.op == PH_EDIT_REMOVE || (edit.value.len >= 0 && HeaderValidation.isFree(raw(edit.value)))
     }
 
     /// The edit as the host's own (its operation checked by ``isValid(_:)``).
@@ -492,7 +503,9 @@ enum HeaderEditBytes {
         }
     }
 
+    /// The bytes of `bytes`; none without a pointer or with a length past `Int.max` (negative
+    /// here: `size_t` arrives as `Int`), refused then as an empty name is.
     private static func raw(_ bytes: ph_bytes) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: bytes.data, count: bytes.data == nil ? 0 : bytes.len)
+        UnsafeRawBufferPointer(start: bytes.data, count: bytes.data == nil || bytes.len < 0 ? 0 : bytes.len)
     }
 }

@@ -1,0 +1,102 @@
+import CPluginABI
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A loaded plugin's batch of header edits (`request_edit_headers`) may use the bytes it borrowed
+/// from the request's own fields (a field removed by the name it read, a value copied from
+/// another field): they stay valid until every edit of the batch is made, though the batch
+/// changes the list they were read from. (Debug builds overwrite a dropped copy of the fields,
+/// so a read of it after it went would show here.) Counts and lengths past `Int.max` are refused.
+struct BorrowedEditBytesTests {
+    /// A request with fields `X-A: one` and `X-B: two`, its state, and its handle as a plugin sees it.
+    private func request() -> (RequestState, OpaquePointer) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:9/")!)
+        request.setValue("one", forHTTPHeaderField: "X-A")
+        request.setValue("two", forHTTPHeaderField: "X-B")
+        let state = RequestState(request)
+        state.handle.reset(mayRespond: false)
+        return (state, OpaquePointer(Unmanaged.passUnretained(state.handle).toOpaque()))
+    }
+
+    /// The request's fields as a plugin reads them, borrowed.
+    private func fields(_ pointer: OpaquePointer) -> (names: [ph_bytes], values: [ph_bytes]) {
+        var names = [ph_bytes](repeating: ph_bytes(), count: 8)
+        var values = [ph_bytes](repeating: ph_bytes(), count: 8)
+        let count = HostTable.template.request_headers(pointer, &names, &values, 8)
+        return (Array(names.prefix(count)), Array(values.prefix(count)))
+    }
+
+    /// `fields` as name/value strings, sorted by name.
+    private func sorted(_ fields: [HTTPHeader]) -> [String] {
+        fields.map { "\($0.name): \($0.value)" }.sorted()
+    }
+
+    @Test func aBatchMayUseTheBytesItReadFromTheFieldsItChanges() {
+        let (state, pointer) = request()
+        let api = HostTable.template
+        let own = Array("X-C".utf8) + Array("X-D".utf8)
+        own.withUnsafeBufferPointer { buffer in
+            let xC = ph_bytes(data: buffer.baseAddress, len: 3)
+            let xD = ph_bytes(data: buffer.baseAddress! + 3, len: 3)
+            var badIndex = -1
+            // On the request's original fields: X-B set to X-A's value, X-C added with X-B's, X-A removed.
+            var read = fields(pointer)
+            #expect(read.names.map(CBytes.string) == ["X-A", "X-B"])
+            var edits = [
+                ph_header_edit(op: PH_EDIT_SET, name: read.names[1], value: read.values[0]),
+                ph_header_edit(op: PH_EDIT_ADD, name: xC, value: read.values[1]),
+                ph_header_edit(op: PH_EDIT_REMOVE, name: read.names[0], value: ph_bytes()),
+            ]
+            #expect(api.request_edit_headers(pointer, &edits, edits.count, &badIndex) == PH_OK)
+            #expect(sorted(state.headers) == ["X-B: one", "X-C: two"])
+            // On the list that batch changed (its copy is what a change drops): X-B set to X-C's
+            // value, X-C removed, X-D added with X-B's value as it was read.
+            read = fields(pointer)
+            #expect(read.names.map(CBytes.string) == ["X-B", "X-C"])
+            edits = [
+                ph_header_edit(op: PH_EDIT_SET, name: read.names[0], value: read.values[1]),
+                ph_header_edit(op: PH_EDIT_REMOVE, name: read.names[1], value: ph_bytes()),
+                ph_header_edit(op: PH_EDIT_ADD, name: xD, value: read.values[0]),
+            ]
+            #expect(api.request_edit_headers(pointer, &edits, edits.count, &badIndex) == PH_OK)
+            #expect(sorted(state.headers) == ["X-B: two", "X-D: one"])
+        }
+    }
+
+    @Test func countsAndLengthsPastIntMaxAreRefused() {
+        let (state, pointer) = request()
+        let api = HostTable.template
+        let before = state.headers
+        let bytes = Array("X-E".utf8)
+        bytes.withUnsafeBufferPointer { buffer in
+            let name = ph_bytes(data: buffer.baseAddress, len: 3)
+            var badIndex = -1
+            // A count of SIZE_MAX arrives as -1: refused as oversize.
+            var edits = [ph_header_edit(op: PH_EDIT_SET, name: name, value: name)]
+            #expect(api.request_edit_headers(pointer, &edits, -1, &badIndex) == PH_INVALID)
+            #expect(badIndex == Int(PH_MAX_HEADER_EDITS))
+            // A name's length past Int.max: refused at its index.
+            edits = [
+                ph_header_edit(op: PH_EDIT_SET, name: name, value: name),
+                ph_header_edit(op: PH_EDIT_REMOVE, name: ph_bytes(data: buffer.baseAddress, len: -1), value: ph_bytes()),
+            ]
+            #expect(api.request_edit_headers(pointer, &edits, edits.count, &badIndex) == PH_INVALID)
+            #expect(badIndex == 1)
+            // A value's: refused for a set or an add; a removal reads no value.
+            edits = [ph_header_edit(op: PH_EDIT_ADD, name: name, value: ph_bytes(data: buffer.baseAddress, len: -3))]
+            #expect(api.request_edit_headers(pointer, &edits, edits.count, &badIndex) == PH_INVALID)
+            #expect(badIndex == 0)
+            #expect(state.headers == before)
+            edits = [ph_header_edit(op: PH_EDIT_REMOVE, name: ph_bytes(data: buffer.baseAddress, len: 3), value: ph_bytes(data: nil, len: -3))]
+            #expect(api.request_edit_headers(pointer, &edits, edits.count, &badIndex) == PH_OK)
+            #expect(state.headers == before)
+        }
+    }
+}
