@@ -33,11 +33,13 @@ package enum CBytes {
         }
     }
 
-    /// Whether `bytes` are the UTF-8 of `text`.
+    /// Whether `bytes`, read as ``string(_:)`` reads them (none without a pointer or a positive
+    /// length), are the UTF-8 of `text`.
     package static func equal(_ bytes: ph_bytes, _ text: String) -> Bool {
+        // The bytes `string(_:)` reads: none without a pointer or a positive length.
+        guard let data = bytes.data, bytes.len > 0 else { return text.isEmpty }
         let count = text.utf8.count
         guard bytes.len == count else { return false }
-        guard count > 0, let data = bytes.data else { return true }
         let same = text.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, data, count) == 0 }
         return same ?? text.utf8.elementsEqual(UnsafeBufferPointer(start: data, count: count))
     }

@@ -13,6 +13,7 @@ struct StoreReadTests {
         key.withUnsafeBufferPointer { services.value(forKey: ph_bytes(data: $0.baseAddress, len: $0.count)) }
     }
 
+    /// `key`'s UTF-8 as a loaded plugin gives it.
     private func read(_ services: PluginServices, _ key: String) -> String? { read(services, Array(key.utf8)) }
 
     @Test func readsByBytesFollowEveryChangeOfTheStore() {
@@ -54,5 +55,10 @@ struct StoreReadTests {
             #expect(read(services, []) == "empty")
             #expect(services.value(forKey: ph_bytes(data: nil, len: 0)) == "empty")
         }
+        // A length without a pointer is no bytes: the empty key's value, also after "hello" (of
+        // that length) was read.
+        services.setValue("h", forKey: "hello")
+        #expect(read(services, "hello") == "h")
+        #expect(services.value(forKey: ph_bytes(data: nil, len: 5)) == "empty")
     }
 }

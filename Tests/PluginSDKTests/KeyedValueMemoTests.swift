@@ -8,6 +8,7 @@ import Testing
 /// the same key and the same bytes.
 @Suite("SDK: host store values read through the instance's memo")
 struct KeyedValueMemoTests {
+    /// `bytes` read as the value of `key` through `memo`.
     static func read(_ bytes: [UInt8], key: String, memo: Locked<(key: String, value: String)?>) -> String {
         bytes.withUnsafeBufferPointer { CBytes.string(ph_bytes(data: $0.baseAddress, len: $0.count), key: key, memo: memo) }
     }
@@ -16,6 +17,24 @@ struct KeyedValueMemoTests {
     static func address(_ string: String) -> UInt {
         var copy = string
         return copy.withUTF8 { UInt(bitPattern: $0.baseAddress) }
+    }
+
+    @Test func bytesWithoutAPointerAreTheEmptyStringTheyAreReadAs() {
+        // A length without a pointer (or a negative one) is read as no bytes: equal to "" only,
+        // as `CBytes.string` makes it "".
+        #expect(CBytes.equal(ph_bytes(data: nil, len: 5), ""))
+        #expect(!CBytes.equal(ph_bytes(data: nil, len: 5), "hello"))
+        #expect(CBytes.string(ph_bytes(data: nil, len: 5)) == "")
+        let hello = Array("hello".utf8)
+        hello.withUnsafeBufferPointer { buffer in
+            #expect(CBytes.equal(ph_bytes(data: buffer.baseAddress, len: 5), "hello"))
+            #expect(!CBytes.equal(ph_bytes(data: buffer.baseAddress, len: -1), "hello"))
+            #expect(CBytes.equal(ph_bytes(data: buffer.baseAddress, len: 0), ""))
+        }
+        // Through the memo: the kept "hello" is not the answer for a pointerless length of 5.
+        let memo = Locked<(key: String, value: String)?>(nil)
+        #expect(Self.read(hello, key: "k", memo: memo) == "hello")
+        #expect(CBytes.string(ph_bytes(data: nil, len: 5), key: "k", memo: memo) == "")
     }
 
     @Test func theSameBytesForTheSameKeyAreTheKeptString() {
