@@ -32,9 +32,15 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// is sent with request after request, and its field value is made once.
     private let lastAuthorization = LastAnswer<SchemeAndToken, String>()
 
+    /// What an `Authorization` value is made of; the same only as the same bytes (the value sent
+    /// is made of them).
     struct SchemeAndToken: Equatable {
+        /// The scheme, e.g. `Bearer`.
         let scheme: String
+        /// The token.
         let token: String
+
+        static func == (a: Self, b: Self) -> Bool { UTF8Bytes.equal(a.scheme, b.scheme) && UTF8Bytes.equal(a.token, b.token) }
     }
     /// Recent refreshes: the token each replaced, and when.
     private let refreshes = Locked<[(token: String, time: Double)]>([])

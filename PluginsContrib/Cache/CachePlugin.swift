@@ -261,12 +261,17 @@ public struct CachePlugin: ExportablePlugin {
         lastPartitionedKey.answer(for: PartitionedKey(key: key, partition: partition)) { Self.key($0.key, in: $0.partition) }
     }
 
+    /// The last shared key and partition ``partitionedKey(_:in:)`` was asked for, and its answer.
     private let lastPartitionedKey = LastAnswer<PartitionedKey, String>()
 
-    /// A shared key and a credentials partition.
+    /// A shared key and a credentials partition; the same only as the same bytes.
     struct PartitionedKey: Equatable {
+        /// The shared key (`GET <url>`).
         let key: String
+        /// The partition (hex of the credentials' HMAC).
         let partition: String
+
+        static func == (a: Self, b: Self) -> Bool { UTF8Bytes.equal(a.key, b.key) && UTF8Bytes.equal(a.partition, b.partition) }
     }
 
     /// The cache answered this request itself: nothing is kept for it, so its response side

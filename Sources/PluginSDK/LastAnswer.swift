@@ -1,7 +1,13 @@
+import Foundation
+
 /// The answer for the last input asked, kept so that the same input asked again (an app's
 /// requests repeat a few URLs, secrets, credentials and header values) is answered without
 /// computing it again. Thread-safe; the input is compared where it is kept, under the lock (no
 /// copy of it made to compare), and the answer is computed outside the lock.
+///
+/// A `String` input is the same only as the same UTF-8 bytes (`==` holds canonically equivalent
+/// strings equal, `"é"` and `"e\u{301}"`, but the bytes are what is sent, signed or hashed);
+/// an input made of strings should compare them so too (``UTF8Bytes/equal(_:_:)``).
 ///
 /// ```swift
 /// let keys = LastAnswer<String, HMACSHA256.Key>()
@@ -20,10 +26,34 @@ public final class LastAnswer<Input: Equatable, Answer> {
     /// `compute(input)`, which is then kept in its place.
     @inlinable
     public func answer(for input: Input, _ compute: (Input) -> Answer) -> Answer {
-        if let kept = last.withLock({ $0 != nil && $0!.input == input ? $0!.answer : nil }) { return kept }
+        if let kept = last.withLock({ $0 != nil && Self.same($0!.input, input) ? $0!.answer : nil }) { return kept }
         let computed = compute(input)
         last.withLock { $0 = (input, computed) }
         return computed
+    }
+
+    /// Whether two inputs are the same: strings byte for byte, other inputs by `==`.
+    @inlinable
+    static func same(_ a: Input, _ b: Input) -> Bool {
+        // Specialised for the plugin's own input type, the cast is decided at compile time.
+        if let a = a as? String, let b = b as? String { return UTF8Bytes.equal(a, b) }
+        return a == b
+    }
+}
+
+/// Byte-for-byte equality of strings.
+public enum UTF8Bytes {
+    /// Whether `a` and `b` are the same UTF-8 bytes (`==` also holds canonically equivalent
+    /// strings equal).
+    @inlinable
+    public static func equal(_ a: String, _ b: String) -> Bool {
+        let count = a.utf8.count
+        guard b.utf8.count == count else { return false }
+        let same = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in count == 0 || memcmp(x.baseAddress!, y.baseAddress!, count) == 0 }
+        }
+        if case .some(.some(let result)) = same { return result }
+        return a.utf8.elementsEqual(b.utf8)
     }
 }
 

@@ -17,6 +17,19 @@ struct LastAnswerTests {
         #expect(computed.withLock { $0 } == ["a", "b", "a"])
     }
 
+    @Test func stringsAreTheSameOnlyAsTheSameBytes() {
+        // "é" precomposed and as e + combining accent: equal to `==`, other bytes to send or sign.
+        let precomposed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        #expect(precomposed == decomposed)
+        #expect(!UTF8Bytes.equal(precomposed, decomposed) && UTF8Bytes.equal(precomposed, "caf\u{E9}"))
+        #expect(UTF8Bytes.equal("", "") && !UTF8Bytes.equal("a", "") && !UTF8Bytes.equal("ab", "ac"))
+        let memory = LastAnswer<String, [UInt8]>()
+        for input in [precomposed, decomposed, decomposed, precomposed] {
+            #expect(memory.answer(for: input) { Array($0.utf8) } == Array(input.utf8))
+        }
+    }
+
     @Test func concurrentAskersGetTheirOwnInputsAnswer() async {
         let memory = LastAnswer<Int, Int>()
         let wrong = await withTaskGroup(of: Int.self) { group in

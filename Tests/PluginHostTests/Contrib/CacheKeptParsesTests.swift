@@ -48,6 +48,17 @@ struct CacheKeptParsesTests {
         #expect(CachePlugin.credentials(of: [HTTPHeader(name: "Accept", value: "*/*")]).isEmpty)
     }
 
+    @Test func keysOfOtherBytesAreMadeAnewThoughEqualAsStrings() throws {
+        // A URL path with "é" precomposed, then decomposed: `==` holds them equal, the keys differ.
+        let cache = try cache()
+        let precomposed = "GET http://a.test/caf\u{E9}"
+        let decomposed = "GET http://a.test/cafe\u{301}"
+        for key in [precomposed, decomposed, decomposed, precomposed] {
+            #expect(Array(cache.partitionedKey(key, in: "p").utf8) == Array(("p " + key).utf8))
+        }
+        #expect(CachePlugin.PartitionedKey(key: precomposed, partition: "p") != CachePlugin.PartitionedKey(key: decomposed, partition: "p"))
+    }
+
     @Test func directivesAreParsedAnewWhenTheFieldChanges() throws {
         let cache = try cache()
         func directives(_ values: [String]) -> CacheDirectives {
