@@ -50,9 +50,11 @@ package enum CBytes {
         return Data(bytes: data, count: bytes.len)
     }
 
-    /// Header fields from parallel arrays of names and values; nil when a name is not a token
-    /// or a value holds CR, LF or NUL.
+    /// Header fields from parallel arrays of names and values; nil when a name is not a token,
+    /// a value holds CR, LF or NUL, or the count is past `Int.max`.
     package static func headers(_ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int) -> [HTTPHeader]? {
+        // A count past `Int.max` (`size_t` arrives as `Int`) is negative here: invalid.
+        guard count >= 0 else { return nil }
         guard count > 0 else { return [] }
         guard let names, let values else { return nil }
         var headers: [HTTPHeader] = []

@@ -99,4 +99,28 @@ struct BorrowedEditBytesTests {
             #expect(state.headers == before)
         }
     }
+
+    @Test func otherCountsPastIntMaxAreReadAsTheirSizeMeans() {
+        let (state, pointer) = request()
+        let api = HostTable.template
+        // A snapshot's capacity of SIZE_MAX: room for every field.
+        var names = [ph_bytes](repeating: ph_bytes(), count: 2)
+        var values = [ph_bytes](repeating: ph_bytes(), count: 2)
+        #expect(api.request_headers(pointer, &names, &values, -1) == 2)
+        #expect(names.map(CBytes.string) == ["X-A", "X-B"] && values.map(CBytes.string) == ["one", "two"])
+        // An answer with SIZE_MAX fields: refused.
+        state.handle.reset(mayRespond: true)
+        #expect(api.request_respond(pointer, 200, &names, &values, -1, ph_bytes()) == PH_INVALID)
+        #expect(state.handle.answer == nil)
+        // SIZE_MAX random bytes, or an event with SIZE_MAX fields: nothing written or read.
+        let table = HostTable(services: BoundServices(services: PluginServices(), plugin: "p"))
+        var byte: UInt8 = 7
+        table.table.pointee.random_bytes(UnsafePointer(table.table), &byte, -1)
+        #expect(byte == 7)
+        let events = Locked<[PluginEvent]>([])
+        let subscription = table.services.services.subscribe { event in events.withLock { $0.append(event) } }
+        defer { subscription.cancel() }
+        table.table.pointee.emit(UnsafePointer(table.table), ph_bytes(), &names, &values, -1)
+        #expect(events.withLock { $0 }.map(\.fields) == [[:]])
+    }
 }

@@ -107,7 +107,8 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     /// contract (`request_headers`, `result_headers`, `result_request_headers`).
     func snapshot(_ names: UnsafeMutablePointer<ph_bytes>?, _ values: UnsafeMutablePointer<ph_bytes>?, _ capacity: Int) -> Int {
         if let names, let values {
-            let written = min(count, capacity)
+            // A capacity past `Int.max` (`size_t` arrives as `Int`) is negative here, and room for all.
+            let written = capacity < 0 ? count : min(count, capacity)
             names.update(from: self.names, count: written)
             values.update(from: self.values, count: written)
         }
@@ -335,14 +336,16 @@ final class HostTable: @unchecked Sendable {
         api.emit = { api, name, keys, values, count in
             var fields: [String: String] = [:]
             if let keys, let values {
-                for index in 0..<count { fields[CBytes.string(keys[index])] = CBytes.string(values[index]) }
+                // A count past `Int.max` (`size_t` arrives as `Int`) is negative here: no fields.
+                for index in 0..<max(0, count) { fields[CBytes.string(keys[index])] = CBytes.string(values[index]) }
             }
             HostTable.from(api).services.emit(CBytes.string(name), fields: fields)
         }
         api.now = { _ in Date().timeIntervalSince1970 }
         api.monotonic_ns = { _ in DispatchTime.now().uptimeNanoseconds }
         api.random_bytes = { _, out, count in
-            RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil ? 0 : count))
+            // Nothing for a count past `Int.max` (negative here): no buffer is that large.
+            RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil || count < 0 ? 0 : count))
         }
 
         api.request_method = { request in RequestHandle.from(request).cMethod }
