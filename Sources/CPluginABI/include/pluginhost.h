@@ -246,7 +246,9 @@ struct ph_host_api {
     /* Several header edits in one call, applied in order, all or none. Returns PH_OK; or
      * PH_INVALID, applying none, with *bad_index (when not NULL) set to the first refused edit:
      * an unknown op, a name that is not a token, a value with CR, LF or NUL, or count above
-     * PH_MAX_HEADER_EDITS (then *bad_index is PH_MAX_HEADER_EDITS). */
+     * PH_MAX_HEADER_EDITS (then *bad_index is PH_MAX_HEADER_EDITS). The edits may point into
+     * bytes request_headers lent (a field removed by the name read): they are copied before
+     * those are released. */
     ph_status (*request_edit_headers)(ph_request *request, const ph_header_edit *edits, size_t count, size_t *bad_index);
 
     /* Added in ABI 1.2 (a plugin checks host->abi_minor >= 2 before calling it). */
