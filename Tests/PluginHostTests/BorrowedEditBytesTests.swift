@@ -123,4 +123,40 @@ struct BorrowedEditBytesTests {
         table.table.pointee.emit(UnsafePointer(table.table), ph_bytes(), &names, &values, -1)
         #expect(events.withLock { $0 }.map(\.fields) == [[:]])
     }
+
+    @Test func fieldIndexesCapacitiesAndLengthsPastIntMaxInSingleCalls() throws {
+        let (state, pointer) = request()
+        let api = HostTable.template
+        var name = ph_bytes()
+        var value = ph_bytes()
+        // A field index of SIZE_MAX (a C loop counting down past 0): no field, nothing read.
+        #expect(api.request_header_at(pointer, -1, &name, &value) == PH_NOT_FOUND)
+        #expect(name.data == nil && value.data == nil)
+        #expect(api.request_header_at(pointer, 1, &name, &value) == PH_OK && CBytes.string(value) == "two")
+        // A value's length of SIZE_MAX in a single setter: refused, as in a batch.
+        let bytes = Array("X-F".utf8)
+        let status = bytes.withUnsafeBufferPointer { buffer in
+            let field = ph_bytes(data: buffer.baseAddress, len: 3)
+            return (
+                api.request_set_header(pointer, field, ph_bytes(data: buffer.baseAddress, len: -1)),
+                api.request_add_header(pointer, field, ph_bytes(data: buffer.baseAddress, len: -1))
+            )
+        }
+        #expect(status.0 == PH_INVALID && status.1 == PH_INVALID)
+        #expect(sorted(state.headers) == ["X-A: one", "X-B: two"])
+        // A store read with a capacity of SIZE_MAX: room for the value.
+        let services = PluginServices()
+        services.setValue("secret", forKey: "k")
+        let table = HostTable(services: BoundServices(services: services, plugin: "p"))
+        var out = [UInt8](repeating: 0, count: 16)
+        let length = Array("k".utf8).withUnsafeBufferPointer { key in
+            table.table.pointee.kv_get(UnsafePointer(table.table), ph_bytes(data: key.baseAddress, len: 1), &out, -1)
+        }
+        #expect(length == 6 && String(decoding: out.prefix(6), as: UTF8.self) == "secret")
+        // A credential's length past the buffer, or of SIZE_MAX, as a plugin may write it.
+        let written = Array("user".utf8) + [UInt8](repeating: 0, count: 4)
+        #expect(LoadedPlugin.text(written, length: 4) == "user")
+        #expect(LoadedPlugin.text(written, length: 100).utf8.count == 8)
+        #expect(LoadedPlugin.text(written, length: -1) == "")
+    }
 }

@@ -315,7 +315,8 @@ final class HostTable: @unchecked Sendable {
         api.kv_get = { api, key, out, capacity in
             guard var value = HostTable.from(api).services.value(forKey: key) else { return -1 }
             return value.withUTF8 { utf8 -> Int64 in
-                if utf8.count <= capacity, let out, let base = utf8.baseAddress { out.update(from: base, count: utf8.count) }
+                // A capacity past `Int.max` (negative here) is room for any value.
+                if capacity < 0 || utf8.count <= capacity, let out, let base = utf8.baseAddress { out.update(from: base, count: utf8.count) }
                 return Int64(utf8.count)
             }
         }
@@ -365,17 +366,22 @@ final class HostTable: @unchecked Sendable {
         api.request_header_count = { request in RequestHandle.from(request).cHeaders.count }
         api.request_header_at = { request, index, name, value in
             let headers = RequestHandle.from(request).cHeaders
-            guard index < headers.count else { return PH_NOT_FOUND }
+            // An index past `Int.max` (`size_t` arrives as `Int`) is negative here: no field.
+            guard index >= 0, index < headers.count else { return PH_NOT_FOUND }
             name?.pointee = headers.names[index]
             value?.pointee = headers.values[index]
             return PH_OK
         }
+        // A value's length past `Int.max` (negative here) is refused, as in a batch; a name's fails
+        // as the empty name it reads as.
         api.request_set_header = { request, name, value in
-            (try? RequestHandle.from(request).setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
+            guard value.len >= 0 else { return PH_INVALID }
+            return (try? RequestHandle.from(request).setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
                 ? PH_OK : PH_INVALID
         }
         api.request_add_header = { request, name, value in
-            (try? RequestHandle.from(request).addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
+            guard value.len >= 0 else { return PH_INVALID }
+            return (try? RequestHandle.from(request).addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
                 ? PH_OK : PH_INVALID
         }
         api.request_remove_header = { request, name in
@@ -441,17 +447,18 @@ final class HostTable: @unchecked Sendable {
         }
         api.result_header_count = { result in ResultHandle.from(result).response?.cHeaders.count ?? 0 }
         api.result_header_at = { result, index, name, value in
-            guard let headers = ResultHandle.from(result).response?.cHeaders, index < headers.count else { return PH_NOT_FOUND }
+            // An index past `Int.max` is negative here: no field.
+            guard let headers = ResultHandle.from(result).response?.cHeaders, index >= 0, index < headers.count else { return PH_NOT_FOUND }
             name?.pointee = headers.names[index]
             value?.pointee = headers.values[index]
             return PH_OK
         }
         api.result_set_header = { result, name, value in
-            guard let response = ResultHandle.from(result).response else { return PH_INVALID }
+            guard value.len >= 0, let response = ResultHandle.from(result).response else { return PH_INVALID }
             return (try? response.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
         }
         api.result_add_header = { result, name, value in
-            guard let response = ResultHandle.from(result).response else { return PH_INVALID }
+            guard value.len >= 0, let response = ResultHandle.from(result).response else { return PH_INVALID }
             return (try? response.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
         }
         api.result_remove_header = { result, name in

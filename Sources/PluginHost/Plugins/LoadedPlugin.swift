@@ -170,9 +170,14 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
                 }
             }
         }
-        return CredentialAnswer(
-            abiCode: answer, user: String(decoding: user[0..<min(userLength, capacity)], as: UTF8.self),
-            password: String(decoding: password[0..<min(passwordLength, capacity)], as: UTF8.self))
+        return CredentialAnswer(abiCode: answer, user: Self.text(user, length: userLength), password: Self.text(password, length: passwordLength))
+    }
+
+    /// The text a plugin wrote into `buffer`, `length` bytes of it clamped to the buffer: a
+    /// length past it reads the whole buffer, one past `Int.max` (`size_t` arrives as `Int`,
+    /// negative here) none.
+    static func text(_ buffer: [UInt8], length: Int) -> String {
+        String(decoding: buffer[0..<max(0, min(length, buffer.count))], as: UTF8.self)
     }
 
     // MARK: Plumbing
