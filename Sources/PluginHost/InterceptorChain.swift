@@ -221,9 +221,10 @@ final class InterceptorChain: Sendable {
     /// each, they cost more than the hooks of a plugin that does nothing.
     private func templates(for target: TargetInfo) -> (contexts: [InterceptorContext], layout: CTargetLayout?) {
         guard !bound.isEmpty else { return ([], nil) }
-        // Compared where it is kept (no copy of the kept target made to compare it).
+        // Compared where it is kept (no copy of the kept target made to compare it), byte for byte:
+        // the contexts and the C layout carry the kept target's bytes.
         let kept = contextTemplates.withLock { last -> (contexts: [InterceptorContext], layout: CTargetLayout?)? in
-            guard last != nil, last!.target == target else { return nil }
+            guard last != nil, TargetInfo.sameBytes(last!.target, target) else { return nil }
             return (last!.contexts, last!.layout)
         }
         if let kept { return kept }

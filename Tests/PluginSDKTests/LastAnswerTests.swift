@@ -30,6 +30,27 @@ struct LastAnswerTests {
         }
     }
 
+    @Test func targetsAreTheSameOnlyAsTheSameBytes() {
+        let precomposed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        let target = TargetInfo(method: "GET", baseURL: "http://a.test", path: "/x", pluginOptions: ["url": precomposed, "k": "v"])
+        #expect(
+            TargetInfo.sameBytes(
+                target, TargetInfo(method: "GET", baseURL: "http://a.test", path: "/x", pluginOptions: ["k": "v", "url": precomposed])))
+        let variants = [
+            TargetInfo(method: "GET", baseURL: "http://a.test", path: "/x", pluginOptions: ["url": decomposed, "k": "v"]),
+            TargetInfo(method: "GET", baseURL: "http://a.test", path: "/x", pluginOptions: [precomposed: "url", "k": "v"]),
+            TargetInfo(method: "GET", baseURL: "http://a.test", path: "/" + decomposed, pluginOptions: ["url": precomposed, "k": "v"]),
+            TargetInfo(method: "GET", baseURL: "http://a.test", path: "/x", pluginOptions: ["url": precomposed]),
+        ]
+        // The first is `==` to the target (canonically equal), not the same bytes; none of them is.
+        #expect(variants[0] == target)
+        for variant in variants { #expect(!TargetInfo.sameBytes(target, variant) && !TargetInfo.sameBytes(variant, target)) }
+        // A key of other bytes than the other target's equal key.
+        let keyed = TargetInfo(method: "GET", baseURL: "", path: "", pluginOptions: [precomposed: "1"])
+        #expect(!TargetInfo.sameBytes(keyed, TargetInfo(method: "GET", baseURL: "", path: "", pluginOptions: [decomposed: "1"])))
+    }
+
     @Test func concurrentAskersGetTheirOwnInputsAnswer() async {
         let memory = LastAnswer<Int, Int>()
         let wrong = await withTaskGroup(of: Int.self) { group in
