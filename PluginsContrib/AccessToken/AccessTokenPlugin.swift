@@ -120,14 +120,15 @@ public struct AccessTokenPlugin: ExportablePlugin {
             return .proceed
         }
         carried.update(context.requestID, initial: sent) { $0.retried = true }
-        if let current = token(context.services), current != sent.token {
+        // Compared as bytes: a token of other bytes is another token, though equal as a string.
+        if let current = token(context.services), !UTF8Bytes.equal(current, sent.token) {
             return .retry()
         }
         // Count refreshes, not requests asking for one: 401s carrying the same token share a refresh.
         let now = context.services.now()
         let (allowed, recent) = refreshes.withLock { times -> (Bool, Int) in
             times = times.filter { now - $0.time < refreshWindow }
-            let shared = times.contains { $0.token == sent.token }
+            let shared = times.contains { UTF8Bytes.equal($0.token, sent.token) }
             let allowed = shared || times.count < maxRefreshes
             let recent = times.count
             if allowed && !shared { times.append((sent.token, now)) }

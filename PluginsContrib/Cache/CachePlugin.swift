@@ -138,7 +138,24 @@ public struct CachePlugin: ExportablePlugin {
     /// requests repeat a few URLs, and a URL read from the host is the same string while its bytes
     /// are.
     func sharedKey(_ url: String) -> String {
-        lastKey.answer(for: url) { "GET " + $0 }
+        lastKey.answer(for: url, Self.getKey)
+    }
+
+    /// `GET <url>`, the shared key of `url`, with its bytes above 0x7F percent-encoded as the
+    /// request goes out: keys are compared as strings, and two URLs of other bytes can be equal
+    /// as strings (`é`, and `e` + U+0301), which two ASCII strings cannot.
+    static func getKey(_ url: String) -> String {
+        if url.utf8.allSatisfy({ $0 < 0x80 }) { return "GET " + url }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes = Array("GET ".utf8)
+        for byte in url.utf8 {
+            if byte < 0x80 {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private let lastKey = LastAnswer<String, String>()
@@ -432,7 +449,7 @@ public struct CachePlugin: ExportablePlugin {
         // Read once: each read of a loaded plugin's request crosses into the host.
         let url = request.url
         if Self.isUnsafe(method) {
-            pending.set(Pending(key: "GET " + url, partition: partition(of: request), method: method, requestTime: now), for: context.requestID)
+            pending.set(Pending(key: Self.getKey(url), partition: partition(of: request), method: method, requestTime: now), for: context.requestID)
             return .proceed
         }
         if option == "purge" {
@@ -586,7 +603,7 @@ public struct CachePlugin: ExportablePlugin {
                 var keys = [state.key]
                 let target = String(state.key.dropFirst(4))
                 for name in ["Location", "Content-Location"] {
-                    if let value = response.header(name), let url = Self.sameOrigin(value, as: target) { keys.append("GET " + url) }
+                    if let value = response.header(name), let url = Self.sameOrigin(value, as: target) { keys.append(Self.getKey(url)) }
                 }
                 for key in keys {
                     removeAll(key)

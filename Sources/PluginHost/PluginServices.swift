@@ -187,7 +187,11 @@ public final class PluginServices: Sendable {
     public func refresh(key: String, staleValue: String?) async throws(NetworkError) {
         let now = Date().timeIntervalSince1970
         let task: Task<Result<String, NetworkError>, Never>? = try state.withLock { state throws(NetworkError) in
-            if let staleValue, state.values[key] != staleValue { return nil }
+            // Already refreshed when the value is not the stale one (compared as bytes: a value of
+            // other bytes is a refreshed one, though equal as a string).
+            if let staleValue {
+                guard let current = state.values[key], UTF8Bytes.equal(current, staleValue) else { return nil }
+            }
             if let running = state.refreshing[key] { return running }
             guard let refresher = state.refreshers[key] else {
                 throw NetworkError.credentialRefresh(key: key, message: "no refresher is registered for this key")
