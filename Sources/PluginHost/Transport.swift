@@ -257,7 +257,7 @@ enum FoundationFieldNames {
             }
         }
         for (name, value) in others {
-            guard let canonical = canonicalName(name) else { return nil }
+            guard let canonical = capitalizedByFoundation(name) else { return nil }
             listed.append(HTTPHeader(name: canonical, value: value))
         }
         listed.sortByName()
@@ -268,11 +268,14 @@ enum FoundationFieldNames {
         #endif
     }
 
-    /// The names Foundation does not `capitalize`: `X-` names as they are, `WWW-Authenticate` so spelled.
+    /// The names Foundation does not `capitalize`: ASCII `X-` names as they are, `WWW-Authenticate`
+    /// so spelled.
     private static func fixedName(_ name: String) -> String? {
         // Bytes, not `hasPrefix` (a Unicode comparison, on every field of every response).
         var bytes = name.utf8.makeIterator()
-        if let first = bytes.next(), first | 0x20 == UInt8(ascii: "x"), bytes.next() == UInt8(ascii: "-") { return name }
+        if let first = bytes.next(), first | 0x20 == UInt8(ascii: "x"), bytes.next() == UInt8(ascii: "-") {
+            return name.utf8.allSatisfy({ $0 < 0x80 }) ? name : nil
+        }
         if HTTPHeader.namesEqual(name, "WWW-Authenticate") { return "WWW-Authenticate" }
         return nil
     }
@@ -309,10 +312,10 @@ enum FoundationFieldNames {
         }
     }
 
-    /// The name `HTTPURLResponse` stores for `name`, for an ASCII name.
-    static func canonicalName(_ name: String) -> String? {
+    /// `name.capitalized` for an ASCII name (nil for another), from the table of names worked
+    /// out before: for the names neither ``fixedName(_:)`` nor ``capitalizedWords(_:)`` spells.
+    private static func capitalizedByFoundation(_ name: String) -> String? {
         guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-        if let fixed = fixedName(name) ?? capitalizedWords(name) { return fixed }
         if let canonical = known.withLock({ $0[name] }) { return canonical }
         let canonical = name.capitalized
         known.withLock { table in

@@ -83,6 +83,9 @@ import FoundationNetworking
     @Test func namesThatBecomeOneOrAreNotASCIIAreLeftToFoundation() {
         #expect(FoundationFieldNames.listed(["content-type": "a", "Content-Type": "b"]) == nil)
         #expect(FoundationFieldNames.listed(["caf\u{e9}": "a"]) == nil)
+        // Also an `X-` name (kept as it is when ASCII) and beside names of letters and hyphens.
+        #expect(FoundationFieldNames.listed(["x-caf\u{e9}": "a"]) == nil)
+        #expect(FoundationFieldNames.listed(["content-type": "text/plain", "X-Caf\u{e9}": "a"]) == nil)
     }
 
     @Test func responsesPluginsReadCarryFoundationsFields() async throws {
