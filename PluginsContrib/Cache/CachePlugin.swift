@@ -146,16 +146,7 @@ public struct CachePlugin: ExportablePlugin {
     /// as strings (`é`, and `e` + U+0301), which two ASCII strings cannot.
     static func getKey(_ url: String) -> String {
         if url.utf8.allSatisfy({ $0 < 0x80 }) { return "GET " + url }
-        let hex = Array("0123456789ABCDEF".utf8)
-        var bytes = Array("GET ".utf8)
-        for byte in url.utf8 {
-            if byte < 0x80 {
-                bytes.append(byte)
-            } else {
-                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        return "GET " + RFC3986.escape(url) { $0 < 0x80 }
     }
 
     private let lastKey = LastAnswer<String, String>()
