@@ -317,9 +317,10 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// The protocol of the transport's response, when known.
     let httpVersion: String?
     private let url: URL?
-    /// The transport's response, kept as long as no hook edits status or headers.
-    private var original: HTTPURLResponse?
-    /// The fields the transport made `original` from, when it says.
+    /// The transport's response (or the parts it is made from on first read), kept as long as no
+    /// hook edits status or headers.
+    private var original: ResponseSource?
+    /// The fields the transport received, when it says.
     private let givenFields: [String: String]?
 
     /// The handle loaded plugins' hooks receive: this state itself.
@@ -333,13 +334,13 @@ final class ResponseState: ResultHandle, ResponseBackend {
     var requestHeaders: [HTTPHeader]? { sentRequest?.headers }
 
     init(_ response: TransportResponse) {
-        original = response.response
+        original = response.source
         givenFields = response.givenFields
-        statusCode = response.response.statusCode
+        statusCode = response.statusCode
         data = response.data
         fileURL = response.fileURL
         httpVersion = response.httpVersion
-        url = response.response.url
+        url = response.url
         super.init(response: nil, failure: nil, mayDecide: false)
         self.response = self
     }
@@ -364,13 +365,22 @@ final class ResponseState: ResultHandle, ResponseBackend {
             fields = listed
             return listed
         }
-        var parsed = (original?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
+        var parsed = (originalResponse?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
             guard let name = key.base as? String else { return nil }
             return HTTPHeader(name: name, value: value as? String ?? "\(value)")
         }
         parsed.sortByName()
         fields = parsed
         return parsed
+    }
+
+    /// The transport's `HTTPURLResponse` (made now, if the transport deferred it).
+    private var originalResponse: HTTPURLResponse? {
+        switch original {
+        case .given(let response): return response
+        case .deferred(let deferred): return deferred.response
+        case nil: return nil
+        }
     }
 
     /// The header fields as C bytes, valid until they change.
@@ -433,17 +443,18 @@ final class ResponseState: ResultHandle, ResponseBackend {
 
     func setData(_ data: Data) { self.data = data }
 
-    /// The app's ``Response``: with the transport's `HTTPURLResponse` unless a hook edited status
-    /// or fields, else with one made from the edited fields when the app first reads it.
+    /// The app's ``Response``: with the transport's `HTTPURLResponse` (or its parts) unless a hook
+    /// edited status or fields, else with one made from the edited fields when the app first reads it.
     func makeResponse(request: TransportRequest) -> Response {
-        if original == nil, let url = url ?? request.url {
-            let deferred = DeferredHTTPResponse(url: url, statusCode: statusCode, headers: headers)
-            return Response(
-                statusCode: statusCode, data: data, sent: request.sent, response: .deferred(deferred), fileURL: fileURL,
-                httpVersion: httpVersion)
+        let source: ResponseSource
+        if let original {
+            source = original
+        } else if let url = url ?? request.url {
+            source = .deferred(DeferredHTTPResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", fields: .edited(headers)))
+        } else {
+            source = .given(nil)
         }
-        return Response(
-            statusCode: statusCode, data: data, sent: request.sent, response: .given(original), fileURL: fileURL, httpVersion: httpVersion)
+        return Response(statusCode: statusCode, data: data, sent: request.sent, response: source, fileURL: fileURL, httpVersion: httpVersion)
     }
 }
 

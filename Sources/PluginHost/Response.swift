@@ -92,28 +92,53 @@ enum ResponseSource: Sendable {
     case deferred(DeferredHTTPResponse)
 }
 
-/// An `HTTPURLResponse` made on first read from a status, a URL and header fields.
+/// An `HTTPURLResponse` made on first read from a status, a URL and header fields: the fields a
+/// transport of this package received, or the fields hooks edited.
 final class DeferredHTTPResponse: Sendable {
-    private let url: URL
-    private let statusCode: Int
-    private let headers: [HTTPHeader]
+    /// Where the fields come from.
+    enum Fields: Sendable {
+        /// As a transport received them (repeated names already joined), given to Foundation as they are.
+        case received([String: String])
+        /// As hooks left them: folded when the response is made.
+        case edited([HTTPHeader])
+    }
+
+    let url: URL
+    let statusCode: Int
+    private let httpVersion: String?
+    let fields: Fields
     /// Made on first read (the same object for every read after it).
     private let built = OnceSlot<HTTPURLResponse?>()
 
-    init(url: URL, statusCode: Int, headers: [HTTPHeader]) {
+    init(url: URL, statusCode: Int, httpVersion: String?, fields: Fields) {
         self.url = url
         self.statusCode = statusCode
-        self.headers = headers
+        self.httpVersion = httpVersion
+        self.fields = fields
     }
 
     deinit { built.free() }
 
     var response: HTTPURLResponse? {
-        built.value { HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: "HTTP/1.1", headerFields: headers.folded()) }
+        built.value {
+            switch fields {
+            case .received(let fields):
+                return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields)
+            case .edited(let headers):
+                return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: headers.folded())
+            }
+        }
     }
 
     func value(forHTTPHeaderField name: String) -> String? {
-        let values = headers.values(named: name)
-        return values.isEmpty ? nil : values.joined(separator: ", ")
+        switch fields {
+        case .received:
+            // Foundation's answer for the fields as received (its own merging of names that
+            // differ in case), as for a response the transport made at once.
+            return response?.value(forHTTPHeaderField: name)
+        case .edited(let headers):
+            let values = headers.values(named: name)
+            return values.isEmpty ? nil : values.joined(separator: ", ")
+        }
     }
 }

@@ -61,7 +61,7 @@ public struct StubTransport: Transport {
         case .networkResponseWithHeaders(let status, let fields, let body):
             answer = try Self.response(url: url, status: status, headers: fields, body: body)
         }
-        let (response, data) = (answer.response, answer.data)
+        let data = answer.data
         request.progress?(TransferProgress(direction: .download, completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
         guard let destination = request.download else {
             return answer
@@ -69,8 +69,8 @@ public struct StubTransport: Transport {
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-stub-\(UUID().uuidString)")
         do {
             try data.write(to: temporary)
-            let placed = try destination.place(temporary, response: response)
-            return TransportResponse(response: response, data: Data(), fileURL: placed)
+            let placed = try destination.place(temporary, response: answer.response)
+            return TransportResponse(response: answer.response, data: Data(), fileURL: placed)
         } catch {
             throw TransportFailure(kind: .other, message: "cannot save the stub download: \(error.localizedDescription)")
         }

@@ -198,8 +198,24 @@ final class DeferredURLRequest: Sendable {
 /// What a transport returns for a request that got a response.
 public struct TransportResponse: Sendable {
     /// The HTTP response.
+    ///
+    /// A response ``CurlTransport`` or a stub received is made on first read, on Linux: the chain
+    /// and its plugins read its status and fields from the parts (Foundation's `HTTPURLResponse`
+    /// canonicalises every field name when it is made, the costliest step of a small request).
     public var response: HTTPURLResponse {
-        didSet { givenFields = nil }
+        get {
+            switch parts {
+            case .given(let response): return response
+            case .deferred(let deferred):
+                guard let response = deferred.response else {
+                    // Only a Linux build defers (see `made`): swift-corelibs-foundation's
+                    // `HTTPURLResponse.init(url:statusCode:httpVersion:headerFields:)` has no failing path.
+                    preconditionFailure("HTTPURLResponse refused status \(deferred.statusCode)")
+                }
+                return response
+            }
+        }
+        set { parts = .given(newValue) }
     }
     /// The body (empty for downloads).
     public var data: Data
@@ -210,30 +226,72 @@ public struct TransportResponse: Sendable {
 
     /// Creates a transport response.
     public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil) {
-        self.response = response
+        self.parts = .given(response)
         self.data = data
         self.fileURL = fileURL
         self.httpVersion = httpVersion
     }
 
-    /// The fields ``response`` was made from, when the transport made it (dropped when ``response``
-    /// is replaced): the chain's plugins then read them (``FoundationFieldNames/listed(_:)``)
-    /// without converting Foundation's dictionary.
-    var givenFields: [String: String]?
+    private init(deferred: DeferredHTTPResponse, data: Data) {
+        self.parts = .deferred(deferred)
+        self.data = data
+    }
 
-    /// A response made from `fields` (as `HTTPURLResponse(url:statusCode:httpVersion:headerFields:)`
-    /// makes it), remembering them; ``httpVersion`` is left for the caller to say.
+    private enum Parts: Sendable {
+        case given(HTTPURLResponse)
+        case deferred(DeferredHTTPResponse)
+    }
+
+    /// The response as given, or the parts it is made from on first read.
+    private var parts: Parts
+
+    /// The response as given, or the parts it is made from on first read, for the app's ``Response``.
+    var source: ResponseSource {
+        switch parts {
+        case .given(let response): return .given(response)
+        case .deferred(let deferred): return .deferred(deferred)
+        }
+    }
+
+    /// The status code, read without making the response.
+    var statusCode: Int {
+        switch parts {
+        case .given(let response): return response.statusCode
+        case .deferred(let deferred): return deferred.statusCode
+        }
+    }
+
+    /// The URL, read without making the response.
+    var url: URL? {
+        switch parts {
+        case .given(let response): return response.url
+        case .deferred(let deferred): return deferred.url
+        }
+    }
+
+    /// The fields a transport of this package received (none once ``response`` is replaced): the
+    /// chain's plugins read them (``FoundationFieldNames/listed(_:)``) without making the response.
+    var givenFields: [String: String]? {
+        guard case .deferred(let deferred) = parts, case .received(let fields) = deferred.fields else { return nil }
+        return fields
+    }
+
+    /// A response with `fields` (as `HTTPURLResponse(url:statusCode:httpVersion:headerFields:)`
+    /// makes it): made on first read on Linux, at once elsewhere (nil when Foundation refuses it);
+    /// ``httpVersion`` is left for the caller to say.
     static func made(url: URL, statusCode: Int, httpVersion: String?, fields: [String: String], data: Data) -> TransportResponse? {
+        #if canImport(FoundationNetworking)
+        let deferred = DeferredHTTPResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, fields: .received(fields))
+        return TransportResponse(deferred: deferred, data: data)
+        #else
         guard let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) else {
             return nil
         }
-        var made = TransportResponse(response: response, data: data)
-        made.givenFields = fields
-        return made
+        return TransportResponse(response: response, data: data)
+        #endif
     }
 }
 
-/// The names `HTTPURLResponse` gives header fields in `allHeaderFields`.
 enum FoundationFieldNames {
     /// Names already worked out (`capitalized` is a Unicode operation: worth doing once per name).
     private static let known = Locked<[String: String]>([:])

@@ -102,6 +102,47 @@ import FoundationNetworking
         #expect(seen.withLock { $0 }.map(\.name) == ["Content-Length", "Content-Type", "Etag", "WWW-Authenticate", "x-request-id"])
     }
 
+    /// What an app reads of a response Foundation made from `fields` at once.
+    static func reading(_ response: HTTPURLResponse?) -> [String] {
+        guard let response else { return ["none"] }
+        let names = ["content-type", "Content-Length", "ETAG", "x-a", "x-b", "X-Missing"]
+        return [
+            "\(response.statusCode)", response.url?.absoluteString ?? "-", response.mimeType ?? "-", response.textEncodingName ?? "-",
+            "\(response.expectedContentLength)", response.suggestedFilename ?? "-",
+        ] + parsed(response).map { "\($0.name)=\($0.value)" } + names.map { response.value(forHTTPHeaderField: $0) ?? "-" }
+    }
+
+    @Test func aReceivedResponseIsMadeOnFirstReadAsFoundationMakesItAtOnce() async throws {
+        // Names in several spellings (a name repeated in another case Foundation keeps one of, in
+        // no fixed order: not compared here).
+        let fields = ["content-type": "text/html; charset=UTF-8", "Content-Length": "2", "etag": "\"v\"", "x-a": "1", "X-B": "2"]
+        let eager = try #require(HTTPURLResponse(url: Self.url, statusCode: 203, httpVersion: "HTTP/1.1", headerFields: fields))
+        var made = try #require(TransportResponse.made(url: Self.url, statusCode: 203, httpVersion: "HTTP/1.1", fields: fields, data: Data()))
+        // Status, URL and fields are read from the parts; the response, once made, is the same object.
+        #expect(made.statusCode == 203 && made.url == Self.url)
+        #expect(made.givenFields == fields)
+        #expect(Self.reading(made.response) == Self.reading(eager))
+        #expect(made.response === made.response)
+        // A response set in its place replaces the parts.
+        made.response = try #require(HTTPURLResponse(url: Self.url, statusCode: 404, httpVersion: nil, headerFields: ["x-b": "3"]))
+        #expect(made.statusCode == 404 && made.givenFields == nil)
+        #expect(made.response.value(forHTTPHeaderField: "x-b") == "3")
+
+        // Through a provider, with no interceptor and with one that only reads the fields, the app
+        // reads what Foundation's response at once says (the response itself and the field lookup).
+        let transport = StubTransport { _ in .networkResponseWithHeaders(203, fields, Data("ok".utf8)) }
+        for interceptors in [[], [FieldReader()]] as [[any Interceptor]] {
+            let response = try await Provider<ViewsTarget>(transport: transport, interceptors: interceptors).request(ViewsTarget()).value
+            let stubbed = try #require(
+                HTTPURLResponse(url: URL(string: "http://127.0.0.1/views")!, statusCode: 203, httpVersion: "HTTP/1.1", headerFields: fields))
+            #expect(Self.reading(response.response) == Self.reading(stubbed), "\(interceptors.count) interceptors")
+            for name in ["content-type", "CONTENT-LENGTH", "x-a", "X-Missing"] {
+                #expect(response.value(forHTTPHeaderField: name) == stubbed.value(forHTTPHeaderField: name), "\(name)")
+            }
+            #expect(response.statusCode == 203 && response.response === response.response)
+        }
+    }
+
     /// A transport that only counts (another type than the package's).
     struct CountingTransport: Transport {
         func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
