@@ -35,6 +35,9 @@ public struct Endpoint: Sendable {
     public let httpHeaderFields: [String: String]?
     /// Parameters appended to the query string (server defaults for tasks without parameters).
     let extraQueryParameters: Parameters
+    /// The URL ``url`` was written from, when the provider made both from a target (and it has no
+    /// base URL): the request takes it instead of parsing the string again.
+    let madeURL: URL?
 
     /// Creates an endpoint.
     public init(
@@ -46,14 +49,15 @@ public struct Endpoint: Sendable {
     ) {
         self.init(
             url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-            httpHeaderFields: httpHeaderFields, extraQueryParameters: [:])
+            httpHeaderFields: httpHeaderFields, extraQueryParameters: [:], madeURL: nil)
     }
 
     init(
         url: String, sampleResponseClosure: @escaping @Sendable () -> EndpointSampleResponse, method: HTTPMethod,
-        task: RequestTask, httpHeaderFields: [String: String]?, extraQueryParameters: Parameters
+        task: RequestTask, httpHeaderFields: [String: String]?, extraQueryParameters: Parameters, madeURL: URL?
     ) {
         self.url = url
+        self.madeURL = madeURL
         self.sampleResponseClosure = sampleResponseClosure
         self.method = method
         self.task = task
@@ -74,14 +78,14 @@ public struct Endpoint: Sendable {
         }
         return Endpoint(
             url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-            httpHeaderFields: fields, extraQueryParameters: extraQueryParameters)
+            httpHeaderFields: fields, extraQueryParameters: extraQueryParameters, madeURL: madeURL)
     }
 
     /// A copy with `task` instead of the current task.
     public func replacing(task: RequestTask) -> Endpoint {
         Endpoint(
             url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-            httpHeaderFields: httpHeaderFields, extraQueryParameters: extraQueryParameters)
+            httpHeaderFields: httpHeaderFields, extraQueryParameters: extraQueryParameters, madeURL: madeURL)
     }
 
     /// Builds the `URLRequest`: URL, method, headers, then the task's parameters or body.
@@ -100,7 +104,7 @@ public struct Endpoint: Sendable {
     /// re-capitalises every field each time: the most expensive step of a small request); a
     /// value with CR, LF or NUL is left out, as `setValue(_:forHTTPHeaderField:)` leaves it out.
     func urlRequest(defaultHeaders: [String: String]) throws(NetworkError) -> URLRequest {
-        guard let requestURL = URL(string: url), let scheme = requestURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
+        guard let requestURL = madeURL ?? URL(string: url), let scheme = requestURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = requestURL.host, !host.isEmpty
         else {
             throw .requestMapping(url)
@@ -109,7 +113,10 @@ public struct Endpoint: Sendable {
         // GET is the default; setting it anyway costs a normalisation.
         if method != .get { request.httpMethod = method.rawValue }
         let own = httpHeaderFields ?? [:]
-        if !own.isEmpty || !defaultHeaders.isEmpty {
+        if own.isEmpty {
+            // Only the provider's fields, as the loop below would add them: no names to compare.
+            if !defaultHeaders.isEmpty { request.allHTTPHeaderFields = defaultHeaders }
+        } else {
             var fields: [String: String] = [:]
             var names = Set<String>()
             for (name, value) in own where HeaderValidation.isValidValue(value) {
@@ -230,7 +237,7 @@ extension Endpoint {
         }
         return Endpoint(
             url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: task,
-            httpHeaderFields: headers.isEmpty ? nil : headers, extraQueryParameters: extra)
+            httpHeaderFields: headers.isEmpty ? nil : headers, extraQueryParameters: extra, madeURL: madeURL)
     }
 }
 

@@ -256,9 +256,11 @@ extension URLRequest {
 extension Provider {
     /// The default mapping: the target's URL, method, task and headers, and its sample response.
     public static func defaultEndpointMapping(for target: Target) -> Endpoint {
-        Endpoint(
-            url: target.url.absoluteString, sampleResponseClosure: { target.sampleResponse },
-            method: target.method, task: target.task, httpHeaderFields: target.headers)
+        let url = target.url
+        return Endpoint(
+            url: url.absoluteString, sampleResponseClosure: { target.sampleResponse },
+            method: target.method, task: target.task, httpHeaderFields: target.headers, extraQueryParameters: [:],
+            madeURL: url.baseURL == nil ? url : nil)
     }
 
     /// The default request mapping: the request unchanged.

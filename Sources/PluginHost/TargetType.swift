@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -58,6 +59,29 @@ extension TargetType {
 extension TargetType {
     /// The full URL: ``baseURL`` with ``path`` appended (unchanged when the path is empty).
     public var url: URL {
-        path.isEmpty ? baseURL : baseURL.appendingPathComponent(path)
+        let path = path
+        return path.isEmpty ? baseURL : TargetURL.appending(path, to: baseURL)
+    }
+}
+
+/// The URL the last base and path made, kept: a program sends most requests to a few targets, and
+/// `appendingPathComponent` parses, encodes and rebuilds the URL (the costliest step of making a
+/// request from a target).
+enum TargetURL {
+    /// A base URL's string and a path, the same only when their bytes are.
+    struct Parts: Equatable {
+        let base: String
+        let path: String
+
+        static func == (a: Parts, b: Parts) -> Bool { UTF8Bytes.equal(a.base, b.base) && UTF8Bytes.equal(a.path, b.path) }
+    }
+
+    private static let last = LastAnswer<Parts, URL>()
+
+    /// `base.appendingPathComponent(path)`, or the same URL kept from the last call for the same bytes.
+    static func appending(_ path: String, to base: URL) -> URL {
+        // A base relative to another is not told apart by its string: made each time.
+        guard base.baseURL == nil else { return base.appendingPathComponent(path) }
+        return last.answer(for: Parts(base: base.absoluteString, path: path)) { _ in base.appendingPathComponent(path) }
     }
 }
