@@ -257,10 +257,17 @@ extension Provider {
     /// The default mapping: the target's URL, method, task and headers, and its sample response.
     public static func defaultEndpointMapping(for target: Target) -> Endpoint {
         let url = target.url
+        // On Linux a URL `appendingPathComponent` made (a path given) is the one its string parses
+        // to: the request takes it as it is. The base URL itself, and other platforms, parse again.
+        #if canImport(FoundationNetworking)
+        let madeURL = !target.path.isEmpty && url.baseURL == nil ? url : nil
+        #else
+        let madeURL: URL? = nil
+        #endif
         return Endpoint(
             url: url.absoluteString, sampleResponseClosure: { target.sampleResponse },
             method: target.method, task: target.task, httpHeaderFields: target.headers, extraQueryParameters: [:],
-            madeURL: url.baseURL == nil ? url : nil)
+            madeURL: madeURL)
     }
 
     /// The default request mapping: the request unchanged.

@@ -19,8 +19,9 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     private let sent: SentRequest
     /// The HTTP response with its header fields.
     ///
-    /// When interceptors changed the transport's status or header fields, this is built on first
-    /// read (building an `HTTPURLResponse` is costly on Linux and most apps never ask for it).
+    /// On Linux, for a response ``CurlTransport`` or a stub received, and wherever interceptors changed
+    /// the transport's status or header fields, this is built on first read (building an
+    /// `HTTPURLResponse` is costly on Linux and most apps never ask for it).
     public var response: HTTPURLResponse? {
         switch source {
         case .given(let response): return response

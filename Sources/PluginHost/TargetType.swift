@@ -78,10 +78,16 @@ enum TargetURL {
 
     private static let last = LastAnswer<Parts, URL>()
 
-    /// `base.appendingPathComponent(path)`, or the same URL kept from the last call for the same bytes.
+    /// `base.appendingPathComponent(path)`, or the same URL kept from the last call for the same bytes
+    /// (on Linux, where the URL is its string; elsewhere made each time).
     static func appending(_ path: String, to base: URL) -> URL {
-        // A base relative to another is not told apart by its string: made each time.
-        guard base.baseURL == nil else { return base.appendingPathComponent(path) }
+        #if canImport(FoundationNetworking)
+        // A base relative to another is not told apart by its string, and a file URL's result
+        // depends on the file system (a directory gets a trailing slash): made each time.
+        guard base.baseURL == nil, !base.isFileURL else { return base.appendingPathComponent(path) }
         return last.answer(for: Parts(base: base.absoluteString, path: path)) { _ in base.appendingPathComponent(path) }
+        #else
+        return base.appendingPathComponent(path)
+        #endif
     }
 }

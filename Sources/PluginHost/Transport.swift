@@ -292,6 +292,7 @@ public struct TransportResponse: Sendable {
     }
 }
 
+/// The names `HTTPURLResponse` gives header fields in `allHeaderFields`.
 enum FoundationFieldNames {
     /// Names already worked out (`capitalized` is a Unicode operation: worth doing once per name).
     private static let known = Locked<[String: String]>([:])

@@ -120,7 +120,12 @@ import FoundationNetworking
         var made = try #require(TransportResponse.made(url: Self.url, statusCode: 203, httpVersion: "HTTP/1.1", fields: fields, data: Data()))
         // Status, URL and fields are read from the parts; the response, once made, is the same object.
         #expect(made.statusCode == 203 && made.url == Self.url)
+        #if canImport(FoundationNetworking)
         #expect(made.givenFields == fields)
+        #else
+        // Elsewhere the response is made at once, and the fields are Foundation's only.
+        #expect(made.givenFields == nil)
+        #endif
         #expect(Self.reading(made.response) == Self.reading(eager))
         #expect(made.response === made.response)
         // A response set in its place replaces the parts.

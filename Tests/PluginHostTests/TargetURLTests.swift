@@ -49,6 +49,20 @@ import FoundationNetworking
         }
     }
 
+    @Test func aFileURLIsMadeAgainAsTheFileSystemSays() throws {
+        // `appendingPathComponent` on a file URL asks the file system whether the path is a
+        // directory (a trailing slash): a directory made between two calls shows in the second.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-target-url-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let before = TargetURL.appending("sub", to: directory)
+        #expect(!before.absoluteString.hasSuffix("/"))
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("sub"), withIntermediateDirectories: false)
+        let after = TargetURL.appending("sub", to: directory)
+        #expect(after.absoluteString.hasSuffix("/sub/"))
+        #expect(after == directory.appendingPathComponent("sub"))
+    }
+
     @Test func endpointsRequestsHaveTheTargetsURL() throws {
         let relative = try #require(URL(string: "api", relativeTo: URL(string: "http://127.0.0.1:8080/")))
         let targets = [
