@@ -399,9 +399,13 @@ extension ExportedInstance {
         _ response: SyntheticResponse,
         _ send: (Int32, UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int, ph_bytes) -> Int32
     ) -> Int32 {
-        CBytes.withPairs(response.headers.map { ($0.name, $0.value) }) { names, values, count in
-            CBytes.with(response.body) { send(Int32(clamping: response.statusCode), names, values, count, $0) }
-        }
+        let headers = response.headers
+        // By index: no list of name and value pairs made for the call.
+        return CBytes.withPairs(
+            count: headers.count, { headers[$0].name }, { headers[$0].value },
+            { names, values, count in
+                CBytes.with(response.body) { send(Int32(clamping: response.statusCode), names, values, count, $0) }
+            })
     }
 
     /// `prepare`: the plugin's answer goes to the host as the request's response.
