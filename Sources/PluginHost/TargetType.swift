@@ -83,11 +83,22 @@ enum TargetURL {
     static func appending(_ path: String, to base: URL) -> URL {
         #if canImport(FoundationNetworking)
         // A base relative to another is not told apart by its string, and a file URL's result
-        // depends on the file system (a directory gets a trailing slash): made each time.
-        guard base.baseURL == nil, !base.isFileURL else { return base.appendingPathComponent(path) }
-        return last.answer(for: Parts(base: base.absoluteString, path: path)) { _ in base.appendingPathComponent(path) }
+        // depends on the file system (a directory gets a trailing slash): made each time. The
+        // scheme is read from the string's bytes (`isFileURL` parses it again).
+        let string = base.absoluteString
+        guard base.baseURL == nil, !isFile(string) else { return base.appendingPathComponent(path) }
+        return last.answer(for: Parts(base: string, path: path)) { _ in base.appendingPathComponent(path) }
         #else
         return base.appendingPathComponent(path)
         #endif
+    }
+
+    /// Whether a URL string without a base names the `file` scheme (in any case), as `isFileURL` says.
+    static func isFile(_ string: String) -> Bool {
+        var bytes = string.utf8.makeIterator()
+        for expected in "file:".utf8 {
+            guard let byte = bytes.next(), byte | (expected == UInt8(ascii: ":") ? 0 : 0x20) == expected else { return false }
+        }
+        return true
     }
 }

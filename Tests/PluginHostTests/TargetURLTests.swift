@@ -63,6 +63,18 @@ import FoundationNetworking
         #expect(after == directory.appendingPathComponent("sub"))
     }
 
+    @Test func fileSchemesAreToldFromTheirBytesAsIsFileURLSays() throws {
+        let strings = [
+            "file:///tmp/a", "FILE:///tmp/a", "File:/x", "file:", "http://127.0.0.1/file:", "files:///a", "fil:///a",
+            "filE:relative", "https://127.0.0.1/", "", "fi", "file", "file;x",
+        ]
+        for string in strings {
+            let expected = URL(string: string)?.isFileURL ?? false
+            #expect(TargetURL.isFile(string) == expected, "\(string)")
+        }
+        #expect(TargetURL.isFile(URL(fileURLWithPath: "/tmp").absoluteString))
+    }
+
     @Test func endpointsRequestsHaveTheTargetsURL() throws {
         let relative = try #require(URL(string: "api", relativeTo: URL(string: "http://127.0.0.1:8080/")))
         let targets = [
