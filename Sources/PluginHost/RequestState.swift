@@ -317,11 +317,9 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// The protocol of the transport's response, when known.
     let httpVersion: String?
     private let url: URL?
-    /// The transport's response (or the parts it is made from on first read), kept as long as no
-    /// hook edits status or headers.
+    /// The transport's response (or the parts it is made from on first read, with the fields it
+    /// received), kept as long as no hook edits status or headers.
     private var original: ResponseSource?
-    /// The fields the transport received, when it says.
-    private let givenFields: [String: String]?
 
     /// The handle loaded plugins' hooks receive: this state itself.
     var handle: ResultHandle { self }
@@ -335,7 +333,6 @@ final class ResponseState: ResultHandle, ResponseBackend {
 
     init(_ response: TransportResponse) {
         original = response.source
-        givenFields = response.givenFields
         statusCode = response.statusCode
         data = response.data
         fileURL = response.fileURL
@@ -347,7 +344,6 @@ final class ResponseState: ResultHandle, ResponseBackend {
 
     init(_ synthetic: SyntheticResponse, url: URL?) {
         original = nil
-        givenFields = nil
         statusCode = synthetic.statusCode
         fields = synthetic.headers
         data = Data(synthetic.body)
@@ -361,26 +357,18 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// Header fields, read from the transport's response the first time a hook asks.
     var headers: [HTTPHeader] {
         if let fields { return fields }
-        if let givenFields, let listed = FoundationFieldNames.listed(givenFields) {
+        // Read before a hook edits status or fields (`original` is dropped after the list is made).
+        if let received = original?.receivedFields, let listed = FoundationFieldNames.listed(received) {
             fields = listed
             return listed
         }
-        var parsed = (originalResponse?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
+        var parsed = (original?.response?.allHeaderFields ?? [:]).compactMap { key, value -> HTTPHeader? in
             guard let name = key.base as? String else { return nil }
             return HTTPHeader(name: name, value: value as? String ?? "\(value)")
         }
         parsed.sortByName()
         fields = parsed
         return parsed
-    }
-
-    /// The transport's `HTTPURLResponse` (made now, if the transport deferred it).
-    private var originalResponse: HTTPURLResponse? {
-        switch original {
-        case .given(let response): return response
-        case .deferred(let deferred): return deferred.response
-        case nil: return nil
-        }
     }
 
     /// The header fields as C bytes, valid until they change.

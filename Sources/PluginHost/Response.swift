@@ -22,12 +22,7 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     /// On Linux, for a response ``CurlTransport`` or a stub received, and wherever interceptors changed
     /// the transport's status or header fields, this is built on first read (building an
     /// `HTTPURLResponse` is costly on Linux and most apps never ask for it).
-    public var response: HTTPURLResponse? {
-        switch source {
-        case .given(let response): return response
-        case .deferred(let deferred): return deferred.response
-        }
-    }
+    public var response: HTTPURLResponse? { source.response }
     private let source: ResponseSource
     /// Where a download was saved.
     public let fileURL: URL?
@@ -91,6 +86,21 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
 enum ResponseSource: Sendable {
     case given(HTTPURLResponse?)
     case deferred(DeferredHTTPResponse)
+
+    /// The `HTTPURLResponse`: the one given, or made now from the parts (the same one after that).
+    var response: HTTPURLResponse? {
+        switch self {
+        case .given(let response): return response
+        case .deferred(let deferred): return deferred.response
+        }
+    }
+
+    /// The fields a transport of this package received, when the response is made from them:
+    /// the chain's plugins read them (``FoundationFieldNames/listed(_:)``) without making it.
+    var receivedFields: [String: String]? {
+        guard case .deferred(let deferred) = self, case .received(let fields) = deferred.fields else { return nil }
+        return fields
+    }
 }
 
 /// An `HTTPURLResponse` made on first read from a status, a URL and header fields: the fields a

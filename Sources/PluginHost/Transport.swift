@@ -269,12 +269,8 @@ public struct TransportResponse: Sendable {
         }
     }
 
-    /// The fields a transport of this package received (none once ``response`` is replaced): the
-    /// chain's plugins read them (``FoundationFieldNames/listed(_:)``) without making the response.
-    var givenFields: [String: String]? {
-        guard case .deferred(let deferred) = parts, case .received(let fields) = deferred.fields else { return nil }
-        return fields
-    }
+    /// The fields a transport of this package received (none once ``response`` is replaced).
+    var givenFields: [String: String]? { source.receivedFields }
 
     /// A response with `fields` (as `HTTPURLResponse(url:statusCode:httpVersion:headerFields:)`
     /// makes it): made on first read on Linux, at once elsewhere (nil when Foundation refuses it);
