@@ -372,20 +372,15 @@ final class HostTable: @unchecked Sendable {
             value?.pointee = headers.values[index]
             return PH_OK
         }
-        // A value's length past `Int.max` (negative here) is refused, as in a batch; a name's fails
-        // as the empty name it reads as.
+        // One edit each, checked and applied as a batch of one (the same byte checks and refusals).
         api.request_set_header = { request, name, value in
-            guard value.len >= 0 else { return PH_INVALID }
-            return (try? RequestHandle.from(request).setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
-                ? PH_OK : PH_INVALID
+            HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_SET, name: name, value: value))
         }
         api.request_add_header = { request, name, value in
-            guard value.len >= 0 else { return PH_INVALID }
-            return (try? RequestHandle.from(request).addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil
-                ? PH_OK : PH_INVALID
+            HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_ADD, name: name, value: value))
         }
         api.request_remove_header = { request, name in
-            (try? RequestHandle.from(request).setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+            HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_REMOVE, name: name, value: ph_bytes()))
         }
         api.request_headers = { request, names, values, capacity in
             RequestHandle.from(request).cHeaders.snapshot(names, values, capacity)
@@ -395,26 +390,7 @@ final class HostTable: @unchecked Sendable {
             let plugin = HostTable.from(api).services.plugin
             return RequestHandle.from(request).scheduleBackground(plugin: plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
         }
-        api.request_edit_headers = { request, edits, count, badIndex in
-            // `size_t` arrives as `Int`: a count past `Int.max` is negative, and as oversize.
-            guard count >= 0, count <= Int(PH_MAX_HEADER_EDITS) else {
-                badIndex?.pointee = Int(PH_MAX_HEADER_EDITS)
-                return PH_INVALID
-            }
-            guard count > 0 else { return PH_OK }
-            guard let edits else {
-                badIndex?.pointee = 0
-                return PH_INVALID
-            }
-            // Every edit checked as bytes first (all or none), then each made strings as applied:
-            // no list of edits, no string made for a batch that is refused.
-            for index in 0..<count where !HeaderEditBytes.isValid(edits[index]) {
-                badIndex?.pointee = index
-                return PH_INVALID
-            }
-            RequestHandle.from(request).applyChecked(count: count) { HeaderEditBytes.edit(edits[$0]) }
-            return PH_OK
-        }
+        api.request_edit_headers = { request, edits, count, badIndex in HostTable.editHeaders(request, edits, count, badIndex) }
         api.request_body = { request, body in
             guard let bytes = RequestHandle.from(request).cBody else { return PH_NOT_FOUND }
             body?.pointee = bytes
@@ -489,6 +465,37 @@ final class HostTable: @unchecked Sendable {
         }
         return api
     }()
+}
+
+extension HostTable {
+    /// `request_edit_headers`: every edit checked as bytes first (all or none), then each made
+    /// strings as it is applied (no list of edits, no string made for a batch that is refused).
+    static func editHeaders(
+        _ request: OpaquePointer?, _ edits: UnsafePointer<ph_header_edit>?, _ count: Int, _ badIndex: UnsafeMutablePointer<Int>?
+    ) -> ph_status {
+        // `size_t` arrives as `Int`: a count past `Int.max` is negative, and as oversize.
+        guard count >= 0, count <= Int(PH_MAX_HEADER_EDITS) else {
+            badIndex?.pointee = Int(PH_MAX_HEADER_EDITS)
+            return PH_INVALID
+        }
+        guard count > 0 else { return PH_OK }
+        guard let edits else {
+            badIndex?.pointee = 0
+            return PH_INVALID
+        }
+        for index in 0..<count where !HeaderEditBytes.isValid(edits[index]) {
+            badIndex?.pointee = index
+            return PH_INVALID
+        }
+        RequestHandle.from(request).applyChecked(count: count) { HeaderEditBytes.edit(edits[$0]) }
+        return PH_OK
+    }
+
+    /// One edit of a single setter (`request_set_header`, `request_add_header`,
+    /// `request_remove_header`), as a batch of one.
+    static func editHeaders(_ request: OpaquePointer?, _ edit: ph_header_edit) -> ph_status {
+        withUnsafePointer(to: edit) { editHeaders(request, $0, 1, nil) }
+    }
 }
 
 /// A loaded plugin's header edit (`ph_header_edit`), checked and read as the host's edits are.
