@@ -55,6 +55,8 @@ final class InterceptorChain: Sendable {
     var hasLoadedPlugins: Bool { firstLoaded != nil }
     /// Per interceptor, its name (read once: it is a protocol requirement).
     let names: [String]
+    /// The last original field list the chain's requests had (see ``OriginalFieldsMemo``).
+    let originalFields: OriginalFieldsMemo
     /// Digest `nc` per nonce, shared by the chain's requests.
     let digestNonces = DigestNonceCounts()
     /// The last target the chain ran, its contexts and its C layout (see
@@ -73,7 +75,9 @@ final class InterceptorChain: Sendable {
         self.loaded = loaded
         // Loaded plugins with a hook called for every request read a C view of the context, built
         // once per attempt (a wrapped one, or one asked only for credentials, builds its own).
-        self.firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isDisjoint(with: .perRequest) }
+        let firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isDisjoint(with: .perRequest) }
+        self.firstLoaded = firstLoaded
+        self.originalFields = OriginalFieldsMemo(withPairs: firstLoaded != nil)
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
@@ -141,7 +145,7 @@ final class InterceptorChain: Sendable {
         while true {
             if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
             let contexts = makeContexts(target: plan.target, requestID: requestID, attempt: attempt)
-            let state = RequestState(plan.request)
+            let state = RequestState(plan.request, fieldsMemo: originalFields)
             state.isBackground = background
             let view = InterceptorRequest(backend: state)
             let started = DispatchTime.now().uptimeNanoseconds

@@ -29,6 +29,10 @@ final class RequestState: RequestBackend {
     private var cHeaderPairs: CBytePairs?
     /// The original header fields sorted by name, made the first time a hook walks them.
     private var originalHeaders: [HTTPHeader]?
+    /// Where the chain keeps the last original field list its requests had (nil: made per request).
+    private let fieldsMemo: OriginalFieldsMemo?
+    /// This request's original field list as the chain keeps it, once a hook read the fields.
+    private var originalEntry: OriginalFieldsMemo.Entry?
     /// Which of method, body and timeout a hook changed (the others are not set again: setting
     /// `httpMethod` on a URLRequest normalises it each time).
     private var methodChanged = false
@@ -71,8 +75,11 @@ final class RequestState: RequestBackend {
     /// The response the hook running on the handle answered with, if any.
     var answer: SyntheticResponse?
 
-    init(_ request: URLRequest) {
+    /// A state for `request`; with `fieldsMemo`, its original fields are read from the chain's
+    /// last list when they are the same (see ``OriginalFieldsMemo``).
+    init(_ request: URLRequest, fieldsMemo: OriginalFieldsMemo? = nil) {
         original = request
+        self.fieldsMemo = fieldsMemo
         method = request.httpMethod ?? "GET"
         bodyData = request.httpBody
         timeout = request.timeoutInterval
@@ -116,6 +123,14 @@ final class RequestState: RequestBackend {
     /// The header fields as C bytes, valid until they change.
     var cHeaders: CBytePairs {
         if let cHeaderPairs { return cHeaderPairs }
+        // The original fields: the chain's copy, when it keeps one.
+        if changedHeaders == nil {
+            if originalHeaders == nil { _ = headers }
+            if let pairs = originalEntry?.pairs {
+                cHeaderPairs = pairs
+                return pairs
+            }
+        }
         let view = CBytePairs.make(headers)
         cHeaderPairs = view
         return view
@@ -125,16 +140,27 @@ final class RequestState: RequestBackend {
     var headers: [HTTPHeader] {
         if let changedHeaders { return changedHeaders }
         if let originalHeaders { return originalHeaders }
-        // One array, sorted in place, with room for the fields hooks add: the first edit changes
-        // it where it is (a request without fields allocates nothing).
         let given = original.allHTTPHeaderFields ?? [:]
+        if let fieldsMemo {
+            let entry = fieldsMemo.entry(for: given)
+            originalEntry = entry
+            originalHeaders = entry.sorted
+            return entry.sorted
+        }
+        let sorted = Self.sortedFields(given)
+        originalHeaders = sorted
+        return sorted
+    }
+
+    /// The fields of `given` in one array sorted by name, with room for the fields hooks add: the
+    /// first edit changes it where it is (a request without fields allocates nothing).
+    static func sortedFields(_ given: [String: String]) -> [HTTPHeader] {
         var sorted: [HTTPHeader] = []
         if !given.isEmpty {
-            sorted.reserveCapacity(given.count + Self.roomForAddedFields)
+            sorted.reserveCapacity(given.count + roomForAddedFields)
             for (name, value) in given { sorted.append(HTTPHeader(name: name, value: value)) }
         }
         sorted.sortByName()
-        originalHeaders = sorted
         return sorted
     }
 
@@ -207,6 +233,8 @@ final class RequestState: RequestBackend {
             // hooks add: changed where it is (copied only when a hook still holds it).
             if originalHeaders == nil { _ = headers }
             fields = originalHeaders.take() ?? []
+            // The chain's list is shared: copied here once, with the room an own list has.
+            if originalEntry != nil { fields.reserveCapacity(fields.count + Self.roomForAddedFields) }
         }
         change(&fields)
         changedHeaders = fields
@@ -462,5 +490,44 @@ extension Array where Element == HTTPHeader {
             return
         }
         sort { $0.name < $1.name }
+    }
+}
+
+/// The last original field list a chain's requests started with, sorted, and its C copy for
+/// loaded plugins. An app's requests mostly carry the same fields (the provider's), in the same
+/// dictionary (a `URLRequest` keeps the one it was given, and two dictionaries of one storage
+/// compare equal at once): the first hook to read a request's fields then reads this list, not
+/// one made, sorted and copied into C bytes for every request.
+final class OriginalFieldsMemo: Sendable {
+    /// One original field list; never changed once made (shared by the requests that carry it).
+    // Safe as @unchecked Sendable: every property is a constant, and the C copy is only read.
+    final class Entry: @unchecked Sendable {
+        /// The request's fields as Foundation gives them.
+        let given: [String: String]
+        /// The same sorted by name (``RequestState/sortedFields(_:)``).
+        let sorted: [HTTPHeader]
+        /// Their C copy, when the chain has loaded plugins to read it.
+        let pairs: CBytePairs?
+
+        init(_ given: [String: String], withPairs: Bool) {
+            self.given = given
+            sorted = RequestState.sortedFields(given)
+            pairs = withPairs ? CBytePairs.make(sorted) : nil
+        }
+    }
+
+    /// Whether entries carry a C copy.
+    private let withPairs: Bool
+    private let last = Locked<Entry?>(nil)
+
+    /// A memo whose entries carry a C copy of the fields when `withPairs`.
+    init(withPairs: Bool) { self.withPairs = withPairs }
+
+    /// The entry of `given`: the last one when its fields are `given`'s, else a new one, kept.
+    func entry(for given: [String: String]) -> Entry {
+        if let kept = last.withLock({ $0 }), kept.given == given { return kept }
+        let made = Entry(given, withPairs: withPairs)
+        last.withLock { $0 = made }
+        return made
     }
 }

@@ -182,6 +182,59 @@ import FoundationNetworking
         #expect(!InterceptorChain.readsParts(CountingTransport()))
     }
 
+    /// Requests of one chain with the same original fields read one kept list and one C copy; a
+    /// hook's edit changes its own request only, and other fields get a list of their own.
+    @Test func requestsWithTheSameFieldsShareTheChainsListAndEditTheirOwn() throws {
+        let memo = OriginalFieldsMemo(withPairs: true)
+        let fields = ["Accept": "text/plain", "X-One": "1", "accept-language": "en"]
+        func request(_ fields: [String: String]) -> URLRequest {
+            var request = URLRequest(url: Self.url)
+            request.allHTTPHeaderFields = fields
+            return request
+        }
+        func pairs(_ state: RequestState) -> [String] {
+            let c = state.cHeaders
+            return (0..<c.count).map { CBytes.string(c.names[$0]) + ": " + CBytes.string(c.values[$0]) }
+        }
+        let sorted = ["Accept: text/plain", "X-One: 1", "accept-language: en"]
+        let first = RequestState(request(fields), fieldsMemo: memo)
+        // The C copy read first: the list behind it is made on the way.
+        #expect(pairs(first) == sorted)
+        let second = RequestState(request(fields), fieldsMemo: memo)
+        #expect(second.headers.map { "\($0.name): \($0.value)" } == sorted)
+        #expect(second.cHeaders === first.cHeaders)
+        // Equal fields in another dictionary: the same entry.
+        let equal = RequestState(request(Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0.value) })), fieldsMemo: memo)
+        #expect(equal.cHeaders === first.cHeaders)
+
+        // An edit: this request's list and C copy change; the others' and the kept ones do not.
+        try second.setHeader(named: "X-Two", value: "2")
+        try second.setHeader(named: "X-One", value: nil)
+        #expect(second.headers.map(\.name) == ["Accept", "accept-language", "X-Two"])
+        #expect(pairs(second) == ["Accept: text/plain", "accept-language: en", "X-Two: 2"])
+        #expect(pairs(first) == sorted)
+        let third = RequestState(request(fields), fieldsMemo: memo)
+        #expect(pairs(third) == sorted)
+        #expect(third.cHeaders === first.cHeaders)
+        #expect(second.makeURLRequest().allHTTPHeaderFields == ["Accept": "text/plain", "accept-language": "en", "X-Two": "2"])
+
+        // Other fields: a list of their own, kept in place of the last.
+        let other = RequestState(request(["X-Other": "o"]), fieldsMemo: memo)
+        #expect(pairs(other) == ["X-Other: o"])
+        #expect(other.cHeaders !== first.cHeaders)
+        #expect(RequestState(request(["X-Other": "o"]), fieldsMemo: memo).cHeaders === other.cHeaders)
+        // No fields at all.
+        #expect(RequestState(URLRequest(url: Self.url), fieldsMemo: memo).headers.isEmpty)
+
+        // Without C copies (a chain with no loaded plugins): the list is shared, the C copy is the request's own.
+        let plain = OriginalFieldsMemo(withPairs: false)
+        let a = RequestState(request(fields), fieldsMemo: plain)
+        let b = RequestState(request(fields), fieldsMemo: plain)
+        #expect(a.headers == b.headers)
+        #expect(a.cHeaders !== b.cHeaders)
+        #expect(pairs(a) == sorted)
+    }
+
     @Test func aRequestRemadeKeepsWhatTheCopyKept() throws {
         var original = URLRequest(url: URL(string: "http://127.0.0.1/a?b=c")!, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 7)
         original.httpMethod = "PUT"
