@@ -44,6 +44,13 @@ package enum CBytes {
         return same ?? text.utf8.elementsEqual(UnsafeBufferPointer(start: data, count: count))
     }
 
+    /// Whether borrowed bytes are a buffer: a length up to `Int.max` (a `size_t` above arrives
+    /// negative), and data unless the length is 0. Bytes that are not are refused by the setters
+    /// that store them; the readers above read them as no bytes.
+    package static func isBuffer(_ bytes: ph_bytes) -> Bool {
+        bytes.len >= 0 && (bytes.len == 0 || bytes.data != nil)
+    }
+
     /// `Data` from borrowed bytes.
     package static func data(_ bytes: ph_bytes) -> Data {
         guard let data = bytes.data, bytes.len > 0 else { return Data() }

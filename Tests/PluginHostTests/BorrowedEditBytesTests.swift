@@ -159,4 +159,32 @@ struct BorrowedEditBytesTests {
         #expect(LoadedPlugin.text(written, length: 100).utf8.count == 8)
         #expect(LoadedPlugin.text(written, length: -1) == "")
     }
+
+    /// The response side of ``HostilePluginTests/bytesThatAreNoBufferChangeNothing()``: a body
+    /// that is no buffer (NULL data with a length, or a length past `Int.max`) leaves the result
+    /// as it was through `result_set_body`, and `result_set_body_checked` (ABI 1.5) and
+    /// `result_replace` say PH_INVALID; a failure has no body to set.
+    @Test func aResultBodyThatIsNoBufferChangesNothing() {
+        let api = HostTable.template
+        let response = ResponseState(SyntheticResponse(statusCode: 200, headers: [], body: Array("kept".utf8)), url: nil)
+        let handle = OpaquePointer(Unmanaged.passUnretained(response.handle).toOpaque())
+        let byte: [UInt8] = [1]
+        byte.withUnsafeBufferPointer { one in
+            for bytes in [ph_bytes(data: nil, len: 4), ph_bytes(data: one.baseAddress, len: -1)] {
+                api.result_set_body(handle, bytes)
+                #expect(api.result_set_body_checked(handle, bytes) == PH_INVALID)
+                response.handle.reset(mayDecide: true)
+                #expect(api.result_replace(handle, 200, nil, nil, 0, bytes) == PH_INVALID)
+                #expect(response.handle.replacement == nil)
+            }
+            #expect(String(decoding: response.data, as: UTF8.self) == "kept")
+            #expect(api.result_set_body_checked(handle, ph_bytes(data: one.baseAddress, len: 1)) == PH_OK)
+            #expect(response.data == Data([1]))
+            // An empty body is a buffer: no data needed.
+            #expect(api.result_set_body_checked(handle, ph_bytes(data: nil, len: 0)) == PH_OK)
+            #expect(response.data.isEmpty)
+        }
+        let failure = ResultHandle(response: nil, failure: TransportFailure(kind: .timedOut, message: "t"), mayDecide: false)
+        #expect(api.result_set_body_checked(OpaquePointer(Unmanaged.passUnretained(failure).toOpaque()), ph_bytes()) == PH_INVALID)
+    }
 }

@@ -72,4 +72,28 @@ struct HostilePluginTests {
         }
         #expect(reported == message)
     }
+
+    /// Bytes that are no buffer (NULL data with a length; a length of SIZE_MAX, as C makes it
+    /// from a size that went below 0) change nothing through any setter that stores bytes: the
+    /// 1.0 setters, which return nothing, leave the body and the store as they were, and the
+    /// checked setters of ABI 1.5 and `request_respond` say PH_INVALID (2).
+    @Test func bytesThatAreNoBufferChangeNothing() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("HostileTestPlugin")
+        let services = PluginServices()
+        services.setValue("secret", forKey: "k")
+        let plugins = try PluginLoader.load(
+            manifest: try f.manifest([["name": "hostile", "config": ["mode": "unbuffered"]]]), services: services)
+        let target = try Bin("post", method: .post, task: .requestData(Data("keep".utf8)))
+        let response = try await Provider<Bin>(interceptors: plugins).request(target).value
+        #expect(
+            response.value(forHTTPHeaderField: "X-Findings")
+                == "respond 2, set_body kept yes, checked 2 2, store secret 2, then 0")
+        // The checked setter with a buffer changed the body; the refused store left the key alone
+        // and stored nothing under the empty name.
+        #expect(String(decoding: response.data, as: UTF8.self) == "new")
+        #expect(services.value(forKey: "k") == "secret")
+        #expect(services.value(forKey: "") == nil)
+    }
 }

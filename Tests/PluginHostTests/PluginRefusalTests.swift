@@ -176,7 +176,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "badmajor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.4 (majors differ)"))
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.5 (majors differ)"))
     }
 
     @Test func descriptorWithANewerMinor() throws {
@@ -186,7 +186,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "newerminor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.4"))
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.5"))
     }
 
     @Test func descriptorStructTooSmall() throws {

@@ -38,10 +38,11 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 4   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
+#define PH_ABI_MINOR 5   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
                             request_headers and request_edit_headers; 1.2 request_background;
                             1.3 result_headers and result_request_headers; 1.4
-                            ph_context.target_serial */
+                            ph_context.target_serial; 1.5 request_set_body_checked,
+                            result_set_body_checked and kv_set_checked */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -169,7 +170,8 @@ struct ph_host_api {
     /* Copies the value of `key` into out[0..capacity) and returns its full length, or -1 when
      * unset. Call again with a larger buffer when the result exceeds `capacity`. */
     int64_t (*kv_get)(const ph_host_api *host, ph_bytes key, uint8_t *out, size_t capacity);
-    /* Stores a value; `remove` non-zero removes the key instead. */
+    /* Stores a value; `remove` non-zero removes the key instead. Bytes that are no buffer (see
+     * kv_set_checked) change nothing. */
     void (*kv_set)(const ph_host_api *host, ph_bytes key, ph_bytes value, int32_t remove);
     /* Sends an event with `count` key/value fields to the app's subscribers. */
     void (*emit)(const ph_host_api *host, ph_bytes name, const ph_bytes *keys, const ph_bytes *values, size_t count);
@@ -193,11 +195,14 @@ struct ph_host_api {
     ph_status (*request_remove_header)(ph_request *request, ph_bytes name);  /* PH_OK; PH_INVALID for a non-token name */
     /* PH_OK with the body, or PH_NOT_FOUND when there is none. */
     ph_status (*request_body)(ph_request *request, ph_bytes *body);
+    /* Replaces the body (`present` 0: no body). Bytes that are no buffer (see
+     * request_set_body_checked) leave the body as it was. */
     void (*request_set_body)(ph_request *request, ph_bytes body, int32_t present);
     double (*request_timeout)(ph_request *request);
     void (*request_set_timeout)(ph_request *request, double seconds);
     /* From prepare only: answer the request with this response (a short-circuit). PH_OK;
-     * PH_INVALID outside prepare, for a status outside 100...999 or an invalid header. */
+     * PH_INVALID outside prepare, for a status outside 100...999, an invalid header, or a body
+     * that is no buffer. */
     ph_status (*request_respond)(ph_request *request, int32_t status, const ph_bytes *header_names,
                                const ph_bytes *header_values, size_t header_count, ph_bytes body);
 
@@ -215,9 +220,11 @@ struct ph_host_api {
     ph_status (*result_add_header)(ph_result *result, ph_bytes name, ph_bytes value);
     ph_status (*result_remove_header)(ph_result *result, ph_bytes name);
     ph_bytes (*result_body)(ph_result *result);
+    /* Replaces the body; nothing for a failure. Bytes that are no buffer leave it as it was. */
     void (*result_set_body)(ph_result *result, ph_bytes body);
     /* From process only: replace the result (failure or not) with this response. PH_OK;
-     * PH_INVALID outside process, for a status outside 100...999 or an invalid header. */
+     * PH_INVALID outside process, for a status outside 100...999, an invalid header, or a body
+     * that is no buffer. */
     ph_status (*result_replace)(ph_result *result, int32_t status, const ph_bytes *header_names,
                               const ph_bytes *header_values, size_t header_count, ph_bytes body);
     /* From process only: send the request again after `delay` seconds; when `refresh_key` is
@@ -277,6 +284,22 @@ struct ph_host_api {
      * added after its lookup) can then leave will_send out. Returns count; 0 for a failure,
      * which has no response. The bytes are borrowed: valid until the hook returns. */
     size_t (*result_request_headers)(ph_result *result, ph_bytes *names, ph_bytes *values, size_t capacity);
+
+    /* Added in ABI 1.5 (a plugin checks host->abi_minor >= 5 before calling these). The setters
+     * of 1.0 that store bytes return nothing: given bytes that are no buffer (a length above
+     * PTRDIFF_MAX, such as (size_t)-1 from a C computation that went below 0, or NULL data with
+     * a length above 0) they change nothing, and the plugin cannot tell. These do the same and
+     * say so. */
+
+    /* As request_set_body: PH_OK; PH_INVALID, the body unchanged, when `present` is non-zero and
+     * `body` is no buffer. */
+    ph_status (*request_set_body_checked)(ph_request *request, ph_bytes body, int32_t present);
+    /* As result_set_body: PH_OK; PH_INVALID, nothing changed, for a failure (no response) or a
+     * body that is no buffer. */
+    ph_status (*result_set_body_checked)(ph_result *result, ph_bytes body);
+    /* As kv_set: PH_OK; PH_INVALID, the store unchanged, when the key, or the value of a store
+     * (remove 0), is no buffer. */
+    ph_status (*kv_set_checked)(const ph_host_api *host, ph_bytes key, ph_bytes value, int32_t remove);
 };
 
 /* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning ph_status

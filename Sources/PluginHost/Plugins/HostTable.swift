@@ -331,9 +331,8 @@ final class HostTable: @unchecked Sendable {
         api.has_subscribers = { api in
             HostTable.from(api).services.hasSubscribers ? 1 : 0
         }
-        api.kv_set = { api, key, value, remove in
-            HostTable.from(api).services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key))
-        }
+        api.kv_set = { api, key, value, remove in _ = HostTable.setValue(api, key, value, remove) }
+        api.kv_set_checked = { api, key, value, remove in HostTable.setValue(api, key, value, remove) }
         api.emit = { api, name, keys, values, count in
             var fields: [String: String] = [:]
             if let keys, let values {
@@ -396,14 +395,15 @@ final class HostTable: @unchecked Sendable {
             body?.pointee = bytes
             return PH_OK
         }
-        api.request_set_body = { request, body, present in
-            RequestHandle.from(request).setBodyData(present != 0 ? CBytes.data(body) : nil)
-        }
+        api.request_set_body = { request, body, present in _ = HostTable.setBody(request, body, present) }
+        api.request_set_body_checked = { request, body, present in HostTable.setBody(request, body, present) }
         api.request_timeout = { request in RequestHandle.from(request).timeout }
         api.request_set_timeout = { request, seconds in RequestHandle.from(request).setTimeout(seconds) }
         api.request_respond = { request, status, names, values, count, body in
             let handle = RequestHandle.from(request)
-            guard handle.mayRespond, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
+            guard handle.mayRespond, (100...999).contains(status), CBytes.isBuffer(body), let headers = CBytes.headers(names, values, count) else {
+                return PH_INVALID
+            }
             handle.answer = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
             return PH_OK
         }
@@ -448,10 +448,13 @@ final class HostTable: @unchecked Sendable {
             ResultHandle.from(result).response?.sentRequest?.cHeaders.snapshot(names, values, capacity) ?? 0
         }
         api.result_body = { result in ResultHandle.from(result).response?.cBody ?? ph_bytes() }
-        api.result_set_body = { result, body in ResultHandle.from(result).response?.setData(CBytes.data(body)) }
+        api.result_set_body = { result, body in _ = HostTable.setBody(result, body) }
+        api.result_set_body_checked = { result, body in HostTable.setBody(result, body) }
         api.result_replace = { result, status, names, values, count, body in
             let handle = ResultHandle.from(result)
-            guard handle.mayDecide, (100...999).contains(status), let headers = CBytes.headers(names, values, count) else { return PH_INVALID }
+            guard handle.mayDecide, (100...999).contains(status), CBytes.isBuffer(body), let headers = CBytes.headers(names, values, count) else {
+                return PH_INVALID
+            }
             handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
             return PH_OK
         }
@@ -465,6 +468,31 @@ final class HostTable: @unchecked Sendable {
         }
         return api
     }()
+
+    // The setters that store bytes, for their 1.0 forms (which return nothing) and their checked
+    // forms of 1.5 alike: bytes that are no buffer change nothing.
+
+    /// `kv_set`: stores or removes a value; PH_INVALID, the store unchanged, for a key (or the
+    /// value of a store) that is no buffer.
+    static func setValue(_ api: UnsafePointer<ph_host_api>?, _ key: ph_bytes, _ value: ph_bytes, _ remove: Int32) -> ph_status {
+        guard CBytes.isBuffer(key), remove != 0 || CBytes.isBuffer(value) else { return PH_INVALID }
+        HostTable.from(api).services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key))
+        return PH_OK
+    }
+
+    /// `request_set_body`: PH_INVALID, the body unchanged, for a body that is no buffer.
+    static func setBody(_ request: OpaquePointer?, _ body: ph_bytes, _ present: Int32) -> ph_status {
+        guard present == 0 || CBytes.isBuffer(body) else { return PH_INVALID }
+        RequestHandle.from(request).setBodyData(present != 0 ? CBytes.data(body) : nil)
+        return PH_OK
+    }
+
+    /// `result_set_body`: PH_INVALID, nothing changed, for a failure or a body that is no buffer.
+    static func setBody(_ result: OpaquePointer?, _ body: ph_bytes) -> ph_status {
+        guard CBytes.isBuffer(body), let response = ResultHandle.from(result).response else { return PH_INVALID }
+        response.setData(CBytes.data(body))
+        return PH_OK
+    }
 }
 
 extension HostTable {

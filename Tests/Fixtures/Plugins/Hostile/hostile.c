@@ -8,7 +8,11 @@
  *   declare-extra create declares prepare and process, but only prepare is implemented (ABI 1.1;
  *                 the host must refuse the plugin)
  *   declare-none  create declares no hook (ABI 1.1); prepare fails if it is ever called
- *   declare-late  prepare calls declare_hooks (outside create: must return PH_INVALID) */
+ *   declare-late  prepare calls declare_hooks (outside create: must return PH_INVALID)
+ *   unbuffered    prepare hands the setters that store bytes some that are no buffer (NULL
+ *                 data with a length, a length of SIZE_MAX), through the 1.0 setters and the
+ *                 checked ones of 1.5, then answers with what it saw: nothing may change */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,6 +58,40 @@ static int32_t fail_with(ph_error_buf *error, const char *message) {
     return PH_ERROR;
 }
 
+/* Whether the request's body is `expected` now. */
+static int body_is(const ph_host_api *host, ph_request *request, const char *expected) {
+    ph_bytes body;
+    if (host->request_body(request, &body) != PH_OK) return 0;
+    return body.len == strlen(expected) && memcmp(body.data, expected, body.len) == 0;
+}
+
+/* The `unbuffered` mode (the request's body is "keep"; the store holds k = "secret"). */
+static int32_t unbuffered(const ph_host_api *host, ph_request *request, ph_error_buf *error) {
+    if (host->abi_minor < 5) return fail_with(error, "the host is older than ABI 1.5");
+    const ph_bytes no_data = {NULL, 5}, endless = {(const uint8_t *)"x", (size_t)-1};
+    const ph_bytes fine = {(const uint8_t *)"new", 3}, key = {(const uint8_t *)"k", 1};
+    int respond = host->request_respond(request, 200, NULL, NULL, 0, no_data);
+    host->request_set_body(request, no_data, 1);
+    host->request_set_body(request, endless, 1);
+    int kept = body_is(host, request, "keep");
+    int checked_no_data = host->request_set_body_checked(request, no_data, 1);
+    int checked_endless = host->request_set_body_checked(request, endless, 1);
+    kept = kept && body_is(host, request, "keep");
+    host->kv_set(host, key, endless, 0);
+    host->kv_set(host, no_data, fine, 0);
+    int store_checked = host->kv_set_checked(host, key, no_data, 0);
+    uint8_t stored[16];
+    int64_t stored_len = host->kv_get(host, key, stored, sizeof stored);
+    int checked_fine = host->request_set_body_checked(request, fine, 1);
+    char findings[256];
+    snprintf(findings, sizeof findings, "respond %d, set_body kept %s, checked %d %d, store %.*s %d, then %d", respond,
+             kept ? "yes" : "no", checked_no_data, checked_endless, (int)(stored_len > 0 && stored_len <= 16 ? stored_len : 0),
+             (const char *)stored, store_checked, checked_fine);
+    ph_bytes name = {(const uint8_t *)"X-Findings", 10}, value = {(const uint8_t *)findings, strlen(findings)}, body;
+    if (host->request_body(request, &body) != PH_OK) body = (ph_bytes){NULL, 0};
+    return host->request_respond(request, 200, &name, &value, 1, body) == PH_OK ? PH_OK : fail_with(error, "respond refused");
+}
+
 static int32_t prepare(void *opaque, ph_request *request, const ph_context *context, ph_error_buf *error) {
     instance_t *self = opaque;
     const ph_host_api *host = self->host;
@@ -91,6 +129,7 @@ static int32_t prepare(void *opaque, ph_request *request, const ph_context *cont
         if (host->request_set_header(request, name, value) != PH_OK) return fail_with(error, "the host refused a bad header name");
         return PH_OK;
     }
+    if (strcmp(self->mode, "unbuffered") == 0) return unbuffered(host, request, error);
     if (strcmp(self->mode, "bad-url") == 0) {
         ph_bytes url = {(const uint8_t *)"not a url", 9};
         if (host->request_set_url(request, url) != PH_OK) return fail_with(error, "the host refused an invalid URL");
