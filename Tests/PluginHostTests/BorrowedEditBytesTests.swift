@@ -187,4 +187,39 @@ struct BorrowedEditBytesTests {
         let failure = ResultHandle(response: nil, failure: TransportFailure(kind: .timedOut, message: "t"), mayDecide: false)
         #expect(api.result_set_body_checked(OpaquePointer(Unmanaged.passUnretained(failure).toOpaque()), ph_bytes()) == PH_INVALID)
     }
+
+    /// A store key, a background option or a credential to refresh that is no buffer is refused
+    /// (not read as the empty string, which names something else).
+    @Test func keysAndOptionsThatAreNoBufferAreRefused() {
+        let services = PluginServices()
+        services.setValue("empty-named", forKey: "")
+        let table = HostTable(services: BoundServices(services: services, plugin: "p"))
+        let api = table.table.pointee
+        var out = [UInt8](repeating: 0, count: 16)
+        let byte: [UInt8] = [UInt8(ascii: "r")]
+        byte.withUnsafeBufferPointer { one in
+            let endless = ph_bytes(data: one.baseAddress, len: -1)
+            #expect(api.kv_get(UnsafePointer(table.table), endless, &out, 16) == -1)
+            #expect(api.kv_get(UnsafePointer(table.table), ph_bytes(data: nil, len: 0), &out, 16) == 11)
+
+            // A background exchange from this plugin's prepare: refused for the option, then taken.
+            let (state, pointer) = request()
+            state.chainNames = ["p"]
+            state.preparingIndex = 0
+            #expect(api.request_background(UnsafePointer(table.table), pointer, endless) == PH_INVALID)
+            #expect(state.backgroundRequests.isEmpty)
+            #expect(api.request_background(UnsafePointer(table.table), pointer, ph_bytes(data: one.baseAddress, len: 1)) == PH_OK)
+            #expect(state.backgroundRequests.map(\.option) == ["r"])
+
+            // A retry asking for a refresh: refused for the key or a known stale value, then taken.
+            let response = ResponseState(SyntheticResponse(statusCode: 401, headers: []), url: nil)
+            let handle = OpaquePointer(Unmanaged.passUnretained(response.handle).toOpaque())
+            response.handle.reset(mayDecide: true)
+            #expect(api.result_retry(handle, 0, endless, ph_bytes(), 0) == PH_INVALID)
+            #expect(api.result_retry(handle, 0, ph_bytes(data: one.baseAddress, len: 1), ph_bytes(data: nil, len: 3), 1) == PH_INVALID)
+            #expect(response.handle.retry == nil)
+            #expect(api.result_retry(handle, 0, ph_bytes(data: one.baseAddress, len: 1), ph_bytes(data: nil, len: 3), 0) == PH_OK)
+            #expect(response.handle.retry?.refresh?.key == "r")
+        }
+    }
 }

@@ -168,7 +168,8 @@ struct ph_host_api {
     /* Services. */
     void (*log)(const ph_host_api *host, ph_log_level level, ph_bytes message);
     /* Copies the value of `key` into out[0..capacity) and returns its full length, or -1 when
-     * unset. Call again with a larger buffer when the result exceeds `capacity`. */
+     * unset (or when `key` is no buffer). Call again with a larger buffer when the result exceeds
+     * `capacity`. */
     int64_t (*kv_get)(const ph_host_api *host, ph_bytes key, uint8_t *out, size_t capacity);
     /* Stores a value; `remove` non-zero removes the key instead. Bytes that are no buffer (see
      * kv_set_checked) change nothing. */
@@ -229,8 +230,8 @@ struct ph_host_api {
                               const ph_bytes *header_values, size_t header_count, ph_bytes body);
     /* From process only: send the request again after `delay` seconds; when `refresh_key` is
      * not empty the host first refreshes that credential (rejected value: `stale_value`,
-     * `has_stale` non-zero when known). PH_OK; PH_INVALID outside process or for a negative or
-     * non-finite delay. */
+     * `has_stale` non-zero when known). PH_OK; PH_INVALID outside process, for a negative or
+     * non-finite delay, or when `refresh_key` (or a known `stale_value`) is no buffer. */
     ph_status (*result_retry)(ph_result *result, double delay, ph_bytes refresh_key, ph_bytes stale_value, int32_t has_stale);
 
     /* Added in ABI 1.1 (a plugin built against 1.0 never reads past result_retry; a 1.1 plugin
@@ -267,7 +268,7 @@ struct ph_host_api {
      * its outcome reaches the hooks like any other and is then dropped (this is how a cache
      * serves a stale response and revalidates it: RFC 5861 stale-while-revalidate). At most one
      * per plugin and exchange. PH_OK; PH_INVALID outside prepare, from a background exchange,
-     * or when this plugin already asked in this exchange. */
+     * when this plugin already asked in this exchange, or when `option` is no buffer. */
     ph_status (*request_background)(const ph_host_api *host, ph_request *request, ph_bytes option);
 
     /* Added in ABI 1.3 (a plugin checks host->abi_minor >= 3 before calling these). */

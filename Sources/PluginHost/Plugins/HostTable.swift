@@ -313,7 +313,7 @@ final class HostTable: @unchecked Sendable {
             HostTable.from(api).services.log(LogLevel(abiCode: level), CBytes.string(message))
         }
         api.kv_get = { api, key, out, capacity in
-            guard var value = HostTable.from(api).services.value(forKey: key) else { return -1 }
+            guard CBytes.isBuffer(key), var value = HostTable.from(api).services.value(forKey: key) else { return -1 }
             return value.withUTF8 { utf8 -> Int64 in
                 // A capacity past `Int.max` (negative here) is room for any value.
                 if capacity < 0 || utf8.count <= capacity, let out, let base = utf8.baseAddress { out.update(from: base, count: utf8.count) }
@@ -386,6 +386,7 @@ final class HostTable: @unchecked Sendable {
         }
         api.request_background = { api, request, option in
             // The state refuses it outside this plugin's prepare (and from a background exchange).
+            guard CBytes.isBuffer(option) else { return PH_INVALID }
             let plugin = HostTable.from(api).services.plugin
             return RequestHandle.from(request).scheduleBackground(plugin: plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
         }
@@ -460,7 +461,9 @@ final class HostTable: @unchecked Sendable {
         }
         api.result_retry = { result, delay, key, stale, hasStale in
             let handle = ResultHandle.from(result)
-            guard handle.mayDecide, delay.isFinite, delay >= 0 else { return PH_INVALID }
+            guard handle.mayDecide, delay.isFinite, delay >= 0, CBytes.isBuffer(key), hasStale == 0 || CBytes.isBuffer(stale) else {
+                return PH_INVALID
+            }
             let keyString = CBytes.string(key)
             let refresh = keyString.isEmpty ? nil : CredentialRefresh(key: keyString, staleValue: hasStale != 0 ? CBytes.string(stale) : nil)
             handle.retry = (delay, refresh)
