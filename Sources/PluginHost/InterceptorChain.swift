@@ -75,9 +75,8 @@ final class InterceptorChain: Sendable {
         self.loaded = loaded
         // Loaded plugins with a hook called for every request read a C view of the context, built
         // once per attempt (a wrapped one, or one asked only for credentials, builds its own).
-        let firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isDisjoint(with: .perRequest) }
-        self.firstLoaded = firstLoaded
-        self.originalFields = OriginalFieldsMemo(withPairs: firstLoaded != nil)
+        self.firstLoaded = runs.indices.first { loaded[$0] != nil && !runs[$0].isDisjoint(with: .perRequest) }
+        self.originalFields = OriginalFieldsMemo()
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries

@@ -32,7 +32,7 @@ final class RequestState: RequestBackend {
     /// Where the chain keeps the last original field list its requests had (nil: made per request).
     private let fieldsMemo: OriginalFieldsMemo?
     /// This request's original field list as the chain keeps it, once a hook read the fields.
-    private var originalEntry: OriginalFieldsMemo.Entry?
+    private(set) var originalEntry: OriginalFieldsMemo.Entry?
     /// Which of method, body and timeout a hook changed (the others are not set again: setting
     /// `httpMethod` on a URLRequest normalises it each time).
     private var methodChanged = false
@@ -126,7 +126,8 @@ final class RequestState: RequestBackend {
         // The original fields: the chain's copy, when it keeps one.
         if changedHeaders == nil {
             if originalHeaders == nil { _ = headers }
-            if let pairs = originalEntry?.pairs {
+            if let originalEntry {
+                let pairs = originalEntry.pairs
                 cHeaderPairs = pairs
                 return pairs
             }
@@ -141,23 +142,24 @@ final class RequestState: RequestBackend {
         if let changedHeaders { return changedHeaders }
         if let originalHeaders { return originalHeaders }
         let given = original.allHTTPHeaderFields ?? [:]
-        if let fieldsMemo {
-            let entry = fieldsMemo.entry(for: given)
+        if let entry = fieldsMemo?.entry(for: given) {
             originalEntry = entry
             originalHeaders = entry.sorted
             return entry.sorted
         }
-        let sorted = Self.sortedFields(given)
+        // The request's own list, with room for the fields hooks add: the first edit changes it
+        // where it is.
+        let sorted = Self.sortedFields(given, room: Self.roomForAddedFields)
         originalHeaders = sorted
         return sorted
     }
 
-    /// The fields of `given` in one array sorted by name, with room for the fields hooks add: the
-    /// first edit changes it where it is (a request without fields allocates nothing).
-    static func sortedFields(_ given: [String: String]) -> [HTTPHeader] {
+    /// The fields of `given` in one array sorted by name, with room for `room` more (a request
+    /// without fields allocates nothing).
+    static func sortedFields(_ given: [String: String], room: Int) -> [HTTPHeader] {
         var sorted: [HTTPHeader] = []
         if !given.isEmpty {
-            sorted.reserveCapacity(given.count + roomForAddedFields)
+            sorted.reserveCapacity(given.count + room)
             for (name, value) in given { sorted.append(HTTPHeader(name: name, value: value)) }
         }
         sorted.sortByName()
@@ -233,7 +235,7 @@ final class RequestState: RequestBackend {
             // hooks add: changed where it is (copied only when a hook still holds it).
             if originalHeaders == nil { _ = headers }
             fields = originalHeaders.take() ?? []
-            // The chain's list is shared: copied here once, with the room an own list has.
+            // The chain's list is shared: copied here once, with the room a request's own list has.
             if originalEntry != nil { fields.reserveCapacity(fields.count + Self.roomForAddedFields) }
         }
         change(&fields)
@@ -494,40 +496,70 @@ extension Array where Element == HTTPHeader {
 }
 
 /// The last original field list a chain's requests started with, sorted, and its C copy for
-/// loaded plugins. An app's requests mostly carry the same fields (the provider's), in the same
-/// dictionary (a `URLRequest` keeps the one it was given, and two dictionaries of one storage
-/// compare equal at once): the first hook to read a request's fields then reads this list, not
-/// one made, sorted and copied into C bytes for every request.
+/// loaded plugins. An app's requests mostly carry the same fields (the provider's): the first hook
+/// to read a request's fields then reads this list, not one made and sorted for every request, and
+/// loaded plugins read one C copy. The lists are compared byte for byte (`==` on strings holds
+/// canonically equivalent ones equal, and a request's bytes are what it sends), at once when they
+/// are one dictionary (on Linux; field by field, hashed, otherwise); a list of other
+/// fields takes the place of the last (a few allocations more than without the memo, for the first
+/// read of such a request's fields). A request without fields shares nothing.
+///
+/// The kept list holds the last such request's field values (an `Authorization` the app sets among
+/// them) until another list replaces it or the chain goes.
 final class OriginalFieldsMemo: Sendable {
-    /// One original field list; never changed once made (shared by the requests that carry it).
-    // Safe as @unchecked Sendable: every property is a constant, and the C copy is only read.
+    /// One original field list; never changed once made, shared by the requests that carry it
+    /// (an edit copies it into the request's own list).
+    // Safe as @unchecked Sendable: `given` and `sorted` are constants, and the C copy is made once
+    // (its slot set with a compare-exchange) and only read after.
     final class Entry: @unchecked Sendable {
         /// The request's fields as Foundation gives them.
         let given: [String: String]
-        /// The same sorted by name (``RequestState/sortedFields(_:)``).
+        /// The same sorted by name (``RequestState/sortedFields(_:room:)``, no room: never edited).
         let sorted: [HTTPHeader]
-        /// Their C copy, when the chain has loaded plugins to read it.
-        let pairs: CBytePairs?
+        private let pairsSlot = OnceSlot<CBytePairs>()
 
-        init(_ given: [String: String], withPairs: Bool) {
+        init(_ given: [String: String]) {
             self.given = given
-            sorted = RequestState.sortedFields(given)
-            pairs = withPairs ? CBytePairs.make(sorted) : nil
+            sorted = RequestState.sortedFields(given, room: 0)
         }
+
+        /// Their C copy, made when a loaded plugin first reads them.
+        var pairs: CBytePairs { pairsSlot.value { CBytePairs.make(sorted) } }
+
+        deinit { pairsSlot.free() }
     }
 
-    /// Whether entries carry a C copy.
-    private let withPairs: Bool
+    /// The entry the last request that read its fields made or found.
     private let last = Locked<Entry?>(nil)
 
-    /// A memo whose entries carry a C copy of the fields when `withPairs`.
-    init(withPairs: Bool) { self.withPairs = withPairs }
+    /// An empty memo.
+    init() {}
 
-    /// The entry of `given`: the last one when its fields are `given`'s, else a new one, kept.
-    func entry(for given: [String: String]) -> Entry {
-        if let kept = last.withLock({ $0 }), kept.given == given { return kept }
-        let made = Entry(given, withPairs: withPairs)
+    /// The entry of `given`: the last one when its fields are `given`'s bytes, else a new one,
+    /// kept; nil without fields.
+    func entry(for given: [String: String]) -> Entry? {
+        guard !given.isEmpty else { return nil }
+        if let kept = last.withLock({ $0 }), Self.sameBytes(kept.given, given) { return kept }
+        let made = Entry(given)
         last.withLock { $0 = made }
         return made
+    }
+
+    /// Whether `a` and `b` hold the same names and values, byte for byte.
+    static func sameBytes(_ a: [String: String], _ b: [String: String]) -> Bool {
+        #if canImport(FoundationNetworking)
+        // One dictionary (the provider's, kept by every `URLRequest` made with it): the same
+        // representation, bit for bit, is the same storage, which no one changes while two hold it.
+        // (Darwin's may be a bridged Foundation dictionary: compared field by field.)
+        if withUnsafeBytes(of: a, { x in withUnsafeBytes(of: b) { y in x.elementsEqual(y) } }) { return true }
+        #endif
+        guard a.count == b.count else { return false }
+        for (name, value) in a {
+            // Found as equal strings; then the bytes of both compared.
+            guard let index = b.index(forKey: name), UTF8Bytes.equal(b[index].key, name), UTF8Bytes.equal(b[index].value, value) else {
+                return false
+            }
+        }
+        return true
     }
 }

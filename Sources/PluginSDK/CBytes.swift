@@ -58,7 +58,7 @@ package enum CBytes {
     }
 
     /// Header fields from parallel arrays of names and values; nil when a name is not a token,
-    /// a value holds CR, LF or NUL, or the count is past `Int.max`.
+    /// a value holds CR, LF or NUL or is no buffer, or the count is past `Int.max`.
     package static func headers(_ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int) -> [HTTPHeader]? {
         // A count past `Int.max` (`size_t` arrives as `Int`) is negative here: invalid.
         guard count >= 0 else { return nil }
@@ -67,6 +67,7 @@ package enum CBytes {
         var headers: [HTTPHeader] = []
         headers.reserveCapacity(count)
         for index in 0..<count {
+            guard isBuffer(values[index]) else { return nil }
             let header = HTTPHeader(name: string(names[index]), value: string(values[index]))
             guard HeaderValidation.isValidName(header.name), HeaderValidation.isValidValue(header.value) else { return nil }
             headers.append(header)

@@ -222,4 +222,36 @@ struct BorrowedEditBytesTests {
             #expect(response.handle.retry?.refresh?.key == "r")
         }
     }
+
+    /// A header value that is no buffer (NULL data with a length) is refused by every setter that
+    /// takes one, single or batched, request or response, and by an answer's fields: not stored
+    /// as an empty value.
+    @Test func headerValuesThatAreNoBufferAreRefused() {
+        let api = HostTable.template
+        let (state, pointer) = request()
+        let response = ResponseState(SyntheticResponse(statusCode: 200, headers: [HTTPHeader(name: "X-R", value: "r")]), url: nil)
+        let result = OpaquePointer(Unmanaged.passUnretained(response.handle).toOpaque())
+        let bytes = Array("X-N".utf8)
+        bytes.withUnsafeBufferPointer { buffer in
+            let name = ph_bytes(data: buffer.baseAddress, len: 3)
+            let noData = ph_bytes(data: nil, len: 3)
+            #expect(api.request_set_header(pointer, name, noData) == PH_INVALID)
+            #expect(api.request_add_header(pointer, name, noData) == PH_INVALID)
+            var edits = [ph_header_edit(op: PH_EDIT_SET, name: name, value: name), ph_header_edit(op: PH_EDIT_ADD, name: name, value: noData)]
+            var bad = 0
+            #expect(api.request_edit_headers(pointer, &edits, 2, &bad) == PH_INVALID && bad == 1)
+            #expect(sorted(state.headers) == ["X-A: one", "X-B: two"])
+            #expect(api.result_set_header(result, name, noData) == PH_INVALID)
+            #expect(api.result_add_header(result, name, noData) == PH_INVALID)
+            #expect(sorted(response.headers) == ["X-R: r"])
+            var names = [name]
+            var values = [noData]
+            state.handle.reset(mayRespond: true)
+            #expect(api.request_respond(pointer, 200, &names, &values, 1, ph_bytes()) == PH_INVALID)
+            #expect(state.handle.answer == nil)
+            response.handle.reset(mayDecide: true)
+            #expect(api.result_replace(result, 200, &names, &values, 1, ph_bytes()) == PH_INVALID)
+            #expect(response.handle.replacement == nil)
+        }
+    }
 }

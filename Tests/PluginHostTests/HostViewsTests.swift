@@ -183,9 +183,10 @@ import FoundationNetworking
     }
 
     /// Requests of one chain with the same original fields read one kept list and one C copy; a
-    /// hook's edit changes its own request only, and other fields get a list of their own.
+    /// hook's edit changes its own request only; other fields, or the same in other bytes, get a
+    /// list of their own.
     @Test func requestsWithTheSameFieldsShareTheChainsListAndEditTheirOwn() throws {
-        let memo = OriginalFieldsMemo(withPairs: true)
+        let memo = OriginalFieldsMemo()
         let fields = ["Accept": "text/plain", "X-One": "1", "accept-language": "en"]
         func request(_ fields: [String: String]) -> URLRequest {
             var request = URLRequest(url: Self.url)
@@ -198,10 +199,11 @@ import FoundationNetworking
         }
         let sorted = ["Accept: text/plain", "X-One: 1", "accept-language: en"]
         let first = RequestState(request(fields), fieldsMemo: memo)
-        // The C copy read first: the list behind it is made on the way.
+        // The C copy read first: the list behind it is found on the way.
         #expect(pairs(first) == sorted)
         let second = RequestState(request(fields), fieldsMemo: memo)
         #expect(second.headers.map { "\($0.name): \($0.value)" } == sorted)
+        #expect(second.originalEntry === first.originalEntry)
         #expect(second.cHeaders === first.cHeaders)
         // Equal fields in another dictionary: the same entry.
         let equal = RequestState(request(Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0.value) })), fieldsMemo: memo)
@@ -223,16 +225,70 @@ import FoundationNetworking
         #expect(pairs(other) == ["X-Other: o"])
         #expect(other.cHeaders !== first.cHeaders)
         #expect(RequestState(request(["X-Other": "o"]), fieldsMemo: memo).cHeaders === other.cHeaders)
-        // No fields at all.
-        #expect(RequestState(URLRequest(url: Self.url), fieldsMemo: memo).headers.isEmpty)
 
-        // Without C copies (a chain with no loaded plugins): the list is shared, the C copy is the request's own.
-        let plain = OriginalFieldsMemo(withPairs: false)
-        let a = RequestState(request(fields), fieldsMemo: plain)
-        let b = RequestState(request(fields), fieldsMemo: plain)
-        #expect(a.headers == b.headers)
-        #expect(a.cHeaders !== b.cHeaders)
-        #expect(pairs(a) == sorted)
+        // The same fields as strings but not as bytes (`==` holds canonically equivalent strings
+        // equal): each request reads, and sends, its own bytes.
+        let composed = RequestState(request(["X-Name": "caf\u{E9}"]), fieldsMemo: memo)
+        let decomposed = RequestState(request(["X-Name": "cafe\u{301}"]), fieldsMemo: memo)
+        #expect(composed.headers.map { Array($0.value.utf8) } == [Array("caf\u{E9}".utf8)])
+        #expect(decomposed.headers.map { Array($0.value.utf8) } == [Array("cafe\u{301}".utf8)])
+        #expect(composed.originalEntry !== decomposed.originalEntry)
+        let kelvin = RequestState(request(["X-Unit": "\u{212A}"]), fieldsMemo: memo)
+        let k = RequestState(request(["X-Unit": "K"]), fieldsMemo: memo)
+        #expect(pairs(kelvin) == ["X-Unit: \u{212A}"] && pairs(k) == ["X-Unit: K"])
+        #expect(kelvin.cHeaders !== k.cHeaders)
+        try k.setHeader(named: "X-Added", value: "1")
+        #expect(k.makeURLRequest().allHTTPHeaderFields?["X-Unit"].map { Array($0.utf8) } == Array("K".utf8))
+
+        // No fields: nothing shared, nothing kept.
+        let none = RequestState(URLRequest(url: Self.url), fieldsMemo: memo)
+        #expect(none.headers.isEmpty && none.originalEntry == nil)
+    }
+
+    /// A provider's requests with the same fields share the chain's list.
+    @Test func aChainsRequestsShareTheirOriginalFields() async throws {
+        final class Reader: Interceptor, @unchecked Sendable {
+            let seen = Locked<[ObjectIdentifier?]>([])
+            var name: String { "reader" }
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                _ = request.headers
+                let state = request.backend as? RequestState
+                seen.withLock { $0.append(state?.originalEntry.map(ObjectIdentifier.init)) }
+                return .respond(SyntheticResponse(statusCode: 204, headers: []))
+            }
+        }
+        let reader = Reader()
+        let provider = Provider<Bin>(interceptors: [reader])
+        for _ in 0..<3 { _ = try await provider.request(try Bin("get", headers: ["X-Same": "1"])).value }
+        let seen = reader.seen.withLock { $0 }
+        #expect(seen.count == 3 && seen[0] != nil && Set(seen).count == 1)
+    }
+
+    /// Concurrent requests with two alternating field lists through a loaded plugin that reads
+    /// and edits them (`alpha` appends itself to `X-Order`): each sends its own fields and its own
+    /// edit, whichever list the chain keeps at the time (the suite also runs under the thread
+    /// sanitizer).
+    @Test func concurrentRequestsKeepTheirOwnFieldsThroughALoadedPlugin() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let plugins = try PluginLoader.load(manifest: try f.manifest([["name": "alpha"]]), services: PluginServices())
+        let provider = Provider<Bin>(interceptors: plugins)
+        let echoed = try await withThrowingTaskGroup(of: (String, String?, String?).self) { group in
+            for index in 0..<48 {
+                let set = index % 2 == 0 ? "a" : "b"
+                let target = try Bin("anything", headers: ["X-Set": set, "X-Order": set])
+                group.addTask {
+                    let sent = try echo(try await provider.request(target).value)
+                    return (set, sent.header("X-Set"), sent.header("X-Order"))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(echoed.count == 48)
+        for (set, sentSet, order) in echoed {
+            #expect(sentSet == set && order == set + ",alpha")
+        }
     }
 
     @Test func aRequestRemadeKeepsWhatTheCopyKept() throws {

@@ -74,9 +74,10 @@ struct HostilePluginTests {
     }
 
     /// Bytes that are no buffer (NULL data with a length; a length of SIZE_MAX, as C makes it
-    /// from a size that went below 0) change nothing through any setter that stores bytes: the
-    /// 1.0 setters, which return nothing, leave the body and the store as they were, and the
-    /// checked setters of ABI 1.5 and `request_respond` say PH_INVALID (2).
+    /// from a size that went below 0) change nothing through the setters of a request's body and
+    /// of the store: the 1.0 setters, which return nothing, leave them as they were, and the
+    /// checked setters of ABI 1.5 and `request_respond` say PH_INVALID (2). (The other setters:
+    /// ``BorrowedEditBytesTests``.)
     @Test func bytesThatAreNoBufferChangeNothing() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

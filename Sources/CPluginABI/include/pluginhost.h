@@ -93,7 +93,10 @@ typedef int32_t ph_credential_answer;   /* PH_CREDENTIAL_*; the host treats an u
 #define PH_HOOK_PROCESS 0x8u
 #define PH_HOOK_CREDENTIAL 0x10u
 
-/* A byte string: not NUL-terminated; UTF-8 for text. */
+/* A byte string: not NUL-terminated; UTF-8 for text. Bytes a plugin hands the host must be a
+ * buffer: `len` at most PTRDIFF_MAX (not (size_t)-1 from a size that went below 0), and `data`
+ * not NULL unless `len` is 0. The host reads bytes that are no buffer as none, and its setters
+ * refuse them (PH_INVALID, or no change for the setters of 1.0 that return nothing). */
 typedef struct ph_bytes {
     const uint8_t *data;
     size_t len;
@@ -190,7 +193,8 @@ struct ph_host_api {
     size_t (*request_header_count)(ph_request *request);
     /* The index-th field in order: PH_OK, or PH_NOT_FOUND past request_header_count. Constant time. */
     ph_status (*request_header_at)(ph_request *request, size_t index, ph_bytes *name, ph_bytes *value);
-    /* Replaces every field named `name`; PH_INVALID for a non-token name or CR/LF/NUL in the value. */
+    /* Replaces every field named `name`; PH_INVALID for a non-token name, or a value with CR, LF or
+     * NUL or that is no buffer. */
     ph_status (*request_set_header)(ph_request *request, ph_bytes name, ph_bytes value);
     ph_status (*request_add_header)(ph_request *request, ph_bytes name, ph_bytes value);    /* as request_set_header */
     ph_status (*request_remove_header)(ph_request *request, ph_bytes name);  /* PH_OK; PH_INVALID for a non-token name */
@@ -287,10 +291,8 @@ struct ph_host_api {
     size_t (*result_request_headers)(ph_result *result, ph_bytes *names, ph_bytes *values, size_t capacity);
 
     /* Added in ABI 1.5 (a plugin checks host->abi_minor >= 5 before calling these). The setters
-     * of 1.0 that store bytes return nothing: given bytes that are no buffer (a length above
-     * PTRDIFF_MAX, such as (size_t)-1 from a C computation that went below 0, or NULL data with
-     * a length above 0) they change nothing, and the plugin cannot tell. These do the same and
-     * say so. */
+     * of 1.0 that store bytes and return nothing change nothing when given bytes that are no
+     * buffer (see ph_bytes), and the plugin cannot tell. These do the same and say so. */
 
     /* As request_set_body: PH_OK; PH_INVALID, the body unchanged, when `present` is non-zero and
      * `body` is no buffer. */

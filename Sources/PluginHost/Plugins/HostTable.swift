@@ -82,6 +82,9 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     #if DEBUG
     /// In debug builds the bytes are overwritten as the copy goes: a plugin (or the host) that
     /// reads them after the list changed reads 0xDD bytes in tests, not the old fields by luck.
+    /// (A copy of a chain's shared original fields, ``OriginalFieldsMemo``, goes only with the
+    /// last request that holds it: a read after the first edit of such a request is caught by the
+    /// tests of requests made without the memo.)
     deinit {
         let capacity = capacity
         withUnsafeMutablePointerToElements { $0.update(repeating: 0xDD, count: capacity) }
@@ -396,8 +399,8 @@ final class HostTable: @unchecked Sendable {
             body?.pointee = bytes
             return PH_OK
         }
-        api.request_set_body = { request, body, present in _ = HostTable.setBody(request, body, present) }
-        api.request_set_body_checked = { request, body, present in HostTable.setBody(request, body, present) }
+        api.request_set_body = { request, body, present in _ = HostTable.setRequestBody(request, body, present) }
+        api.request_set_body_checked = { request, body, present in HostTable.setRequestBody(request, body, present) }
         api.request_timeout = { request in RequestHandle.from(request).timeout }
         api.request_set_timeout = { request, seconds in RequestHandle.from(request).setTimeout(seconds) }
         api.request_respond = { request, status, names, values, count, body in
@@ -431,11 +434,11 @@ final class HostTable: @unchecked Sendable {
             return PH_OK
         }
         api.result_set_header = { result, name, value in
-            guard value.len >= 0, let response = ResultHandle.from(result).response else { return PH_INVALID }
+            guard CBytes.isBuffer(value), let response = ResultHandle.from(result).response else { return PH_INVALID }
             return (try? response.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
         }
         api.result_add_header = { result, name, value in
-            guard value.len >= 0, let response = ResultHandle.from(result).response else { return PH_INVALID }
+            guard CBytes.isBuffer(value), let response = ResultHandle.from(result).response else { return PH_INVALID }
             return (try? response.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
         }
         api.result_remove_header = { result, name in
@@ -449,8 +452,8 @@ final class HostTable: @unchecked Sendable {
             ResultHandle.from(result).response?.sentRequest?.cHeaders.snapshot(names, values, capacity) ?? 0
         }
         api.result_body = { result in ResultHandle.from(result).response?.cBody ?? ph_bytes() }
-        api.result_set_body = { result, body in _ = HostTable.setBody(result, body) }
-        api.result_set_body_checked = { result, body in HostTable.setBody(result, body) }
+        api.result_set_body = { result, body in _ = HostTable.setResultBody(result, body) }
+        api.result_set_body_checked = { result, body in HostTable.setResultBody(result, body) }
         api.result_replace = { result, status, names, values, count, body in
             let handle = ResultHandle.from(result)
             guard handle.mayDecide, (100...999).contains(status), CBytes.isBuffer(body), let headers = CBytes.headers(names, values, count) else {
@@ -484,14 +487,14 @@ final class HostTable: @unchecked Sendable {
     }
 
     /// `request_set_body`: PH_INVALID, the body unchanged, for a body that is no buffer.
-    static func setBody(_ request: OpaquePointer?, _ body: ph_bytes, _ present: Int32) -> ph_status {
+    static func setRequestBody(_ request: OpaquePointer?, _ body: ph_bytes, _ present: Int32) -> ph_status {
         guard present == 0 || CBytes.isBuffer(body) else { return PH_INVALID }
         RequestHandle.from(request).setBodyData(present != 0 ? CBytes.data(body) : nil)
         return PH_OK
     }
 
     /// `result_set_body`: PH_INVALID, nothing changed, for a failure or a body that is no buffer.
-    static func setBody(_ result: OpaquePointer?, _ body: ph_bytes) -> ph_status {
+    static func setResultBody(_ result: OpaquePointer?, _ body: ph_bytes) -> ph_status {
         guard CBytes.isBuffer(body), let response = ResultHandle.from(result).response else { return PH_INVALID }
         response.setData(CBytes.data(body))
         return PH_OK
@@ -533,12 +536,12 @@ extension HostTable {
 enum HeaderEditBytes {
     /// Whether `edit` has a known operation, a token for its name and, unless it removes, a
     /// value without CR, LF or NUL (what ``HeaderEdit/check(_:)`` asks of the same edit as strings)
-    /// and a length a buffer can have (a `size_t` past `Int.max` arrives negative).
+    /// that is a buffer (``CBytes/isBuffer(_:)``: not read as an empty value).
     static func isValid(_ edit: ph_header_edit) -> Bool {
         guard edit.op == PH_EDIT_SET || edit.op == PH_EDIT_ADD || edit.op == PH_EDIT_REMOVE,
             HeaderValidation.isValidName(raw(edit.name))
         else { return false }
-        return edit.op == PH_EDIT_REMOVE || (edit.value.len >= 0 && HeaderValidation.isFree(raw(edit.value)))
+        return edit.op == PH_EDIT_REMOVE || (CBytes.isBuffer(edit.value) && HeaderValidation.isFree(raw(edit.value)))
     }
 
     /// The edit as the host's own (its operation checked by ``isValid(_:)``).
