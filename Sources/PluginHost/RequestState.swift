@@ -553,13 +553,6 @@ final class OriginalFieldsMemo: Sendable {
         // (Darwin's may be a bridged Foundation dictionary: compared field by field.)
         if withUnsafeBytes(of: a, { x in withUnsafeBytes(of: b) { y in x.elementsEqual(y) } }) { return true }
         #endif
-        guard a.count == b.count else { return false }
-        for (name, value) in a {
-            // Found as equal strings; then the bytes of both compared.
-            guard let index = b.index(forKey: name), UTF8Bytes.equal(b[index].key, name), UTF8Bytes.equal(b[index].value, value) else {
-                return false
-            }
-        }
-        return true
+        return UTF8Bytes.equal(a, b)
     }
 }

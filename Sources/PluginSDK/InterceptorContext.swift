@@ -23,16 +23,8 @@ public struct TargetInfo: Sendable, Equatable {
     /// Whether `a` and `b` are the same bytes, field by field and option by option (`==` holds
     /// canonically equivalent strings equal, `é` and `e` + U+0301: not the same target to send).
     package static func sameBytes(_ a: TargetInfo, _ b: TargetInfo) -> Bool {
-        guard UTF8Bytes.equal(a.method, b.method), UTF8Bytes.equal(a.path, b.path), UTF8Bytes.equal(a.baseURL, b.baseURL),
-            a.pluginOptions.count == b.pluginOptions.count
-        else { return false }
-        // Every key of `a` found in `b` with the same bytes (and as many keys: one to one).
-        for (key, value) in a.pluginOptions {
-            guard let index = b.pluginOptions.index(forKey: key), UTF8Bytes.equal(b.pluginOptions[index].key, key),
-                UTF8Bytes.equal(b.pluginOptions[index].value, value)
-            else { return false }
-        }
-        return true
+        UTF8Bytes.equal(a.method, b.method) && UTF8Bytes.equal(a.path, b.path) && UTF8Bytes.equal(a.baseURL, b.baseURL)
+            && UTF8Bytes.equal(a.pluginOptions, b.pluginOptions)
     }
 }
 

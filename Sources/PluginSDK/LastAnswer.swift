@@ -55,6 +55,17 @@ public enum UTF8Bytes {
         if case .some(.some(let result)) = same { return result }
         return a.utf8.elementsEqual(b.utf8)
     }
+
+    /// Whether `a` and `b` hold the same keys and values, byte for byte (each key of `a` is found
+    /// in `b` as an equal string, then both keys and values compared as bytes; as many keys: one
+    /// to one).
+    package static func equal(_ a: [String: String], _ b: [String: String]) -> Bool {
+        guard a.count == b.count else { return false }
+        for (key, value) in a {
+            guard let index = b.index(forKey: key), equal(b[index].key, key), equal(b[index].value, value) else { return false }
+        }
+        return true
+    }
 }
 
 // Safe: the kept pair is only touched under its lock, and crosses threads only when Sendable.
