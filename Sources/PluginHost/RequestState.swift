@@ -263,7 +263,8 @@ final class RequestState: RequestBackend {
         bodyChanged = true
     }
 
-    func setTimeout(_ seconds: Double) {
+    func setTimeout(_ seconds: Double) throws {
+        try HeaderValidation.checkTimeout(seconds)
         timeout = seconds
         timeoutChanged = true
     }
@@ -417,7 +418,8 @@ final class ResponseState: ResultHandle, ResponseBackend {
         return copy.bytes
     }
 
-    func setStatusCode(_ code: Int) {
+    func setStatusCode(_ code: Int) throws {
+        try HeaderValidation.checkStatus(code)
         _ = headers
         statusCode = code
         original = nil

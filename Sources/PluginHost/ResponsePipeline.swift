@@ -66,7 +66,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                     }
                 }
                 group.addTask {
-                    try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                    try? await Task.sleep(nanoseconds: seconds.saturatingNanoseconds)
                     return nil
                 }
                 let first = await group.next() ?? nil
@@ -223,7 +223,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 let delay = policy.delay(beforeRetry: retries)
                 policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))
                 do {
-                    try await Task.sleep(nanoseconds: UInt64(max(0, delay) * 1_000_000_000))
+                    try await Task.sleep(nanoseconds: delay.saturatingNanoseconds)
                 } catch {
                     throw .cancelled
                 }

@@ -42,22 +42,37 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         let call = SessionCall(request: request)
         return try await run(call) { [session, router] in
             let task: URLSessionTask
+            let urlRequest = Self.sessionRequest(request)
             switch (request.body, request.download) {
             case (_, .some):
-                task = session.downloadTask(with: request.urlRequest)
+                task = session.downloadTask(with: urlRequest)
             case (.file(let url), nil):
-                task = session.uploadTask(with: request.urlRequest, fromFile: url)
+                task = session.uploadTask(with: urlRequest, fromFile: url)
             case (.upload, nil):
-                var bare = request.urlRequest
+                var bare = urlRequest
                 let body = bare.httpBody ?? Data()
                 bare.httpBody = nil
                 task = session.uploadTask(with: bare, from: body)
             case (.inline, nil):
-                task = session.dataTask(with: request.urlRequest)
+                task = session.dataTask(with: urlRequest)
             }
             router.register(call, for: task)
             return task
         }.get()
+    }
+
+    /// The `URLRequest` to hand to the session. On Linux a timeout that is no positive finite
+    /// number of seconds (0, negative, NaN, infinite), or more than a billion (31 years), becomes
+    /// a billion: none in effect, as ``CurlTransport`` reads it. (swift-corelibs-foundation takes
+    /// `Int(seconds) * 1000` milliseconds, which traps for NaN, infinity or more than about
+    /// 9×10¹⁵ seconds, and times out at once for 0 or less.)
+    static func sessionRequest(_ request: TransportRequest) -> URLRequest {
+        var urlRequest = request.urlRequest
+        #if canImport(FoundationNetworking)
+        let timeout = request.timeoutInterval
+        if !(timeout > 0 && timeout <= 1e9) { urlRequest.timeoutInterval = 1e9 }
+        #endif
+        return urlRequest
     }
 
     /// Starts `call`'s task and waits for it, cancelling it with the request or the calling task.

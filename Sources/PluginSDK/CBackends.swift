@@ -252,7 +252,11 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     var timeout: Double { api.pointee.request_timeout(handle) }
 
-    func setTimeout(_ seconds: Double) { api.pointee.request_set_timeout(handle, seconds) }
+    /// Checked here (a host changes nothing for a refused value, and says nothing).
+    func setTimeout(_ seconds: Double) throws {
+        try HeaderValidation.checkTimeout(seconds)
+        api.pointee.request_set_timeout(handle, seconds)
+    }
 }
 
 /// ``ResponseBackend`` over a host result handle.
@@ -276,7 +280,11 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     var statusCode: Int { Int(api.pointee.result_status(handle)) }
 
-    func setStatusCode(_ code: Int) { api.pointee.result_set_status(handle, Int32(clamping: code)) }
+    /// Checked here (a host changes nothing for a refused code, and says nothing).
+    func setStatusCode(_ code: Int) throws {
+        try HeaderValidation.checkStatus(code)
+        api.pointee.result_set_status(handle, Int32(code))
+    }
 
     var headers: [HTTPHeader] {
         if api.pointee.abi_minor >= 3, let all = api.pointee.result_headers {

@@ -77,14 +77,14 @@ package enum HookProbe {
         func setHeader(named name: String, value: String?) throws {}
         func addHeader(named name: String, value: String) throws {}
         func setBody(_ body: [UInt8]?) {}
-        func setTimeout(_ seconds: Double) {}
+        func setTimeout(_ seconds: Double) throws {}
     }
 
     private final class ProbeResponse: ResponseBackend {
         var statusCode = 200
         var headers: [HTTPHeader] = []
         var body: [UInt8] = []
-        func setStatusCode(_ code: Int) {}
+        func setStatusCode(_ code: Int) throws {}
         func header(named name: String, index: Int) -> String? { nil }
         func setHeader(named name: String, value: String?) throws {}
         func addHeader(named name: String, value: String) throws {}

@@ -27,8 +27,9 @@ public protocol RequestBackend: AnyObject {
     func setBody(_ body: [UInt8]?)
     /// The timeout in seconds.
     var timeout: Double { get }
-    /// Replaces the timeout.
-    func setTimeout(_ seconds: Double)
+    /// Replaces the timeout; throws ``InterceptorError/invalidTimeout(_:)`` unless
+    /// ``HeaderValidation/isValidTimeout(_:)`` holds, changing nothing.
+    func setTimeout(_ seconds: Double) throws
     /// Applies `edits` in order, all or none; throws ``HeaderEditError`` naming the first
     /// refused edit.
     func editHeaders(_ edits: [HeaderEdit]) throws
@@ -211,8 +212,10 @@ public struct InterceptorRequest {
     /// The timeout in seconds.
     public var timeout: Double { backend.timeout }
 
-    /// Replaces the timeout in seconds.
-    public func setTimeout(_ seconds: Double) { backend.setTimeout(seconds) }
+    /// Replaces the timeout in seconds: a positive number, or `.infinity` for none. Throws
+    /// ``InterceptorError/invalidTimeout(_:)`` for zero, a negative number or NaN, and changes
+    /// nothing then.
+    public func setTimeout(_ seconds: Double) throws { try backend.setTimeout(seconds) }
 
     /// The query items of the URL, decoded, in order.
     public var queryItems: [(name: String, value: String)] {
@@ -234,6 +237,10 @@ public enum InterceptorError: Error, Sendable, Equatable, CustomStringConvertibl
     case failed(String)
     /// The host refused ``InterceptorRequest/scheduleBackgroundExchange(option:)``, and why.
     case backgroundRefused(String)
+    /// A timeout that is not a positive number of seconds (zero, negative, NaN).
+    case invalidTimeout(Double)
+    /// A status code outside 100...999.
+    case invalidStatus(Int)
 
     /// A sentence naming what was refused and why.
     public var description: String {
@@ -250,11 +257,16 @@ public enum InterceptorError: Error, Sendable, Equatable, CustomStringConvertibl
             return message
         case .backgroundRefused(let why):
             return "no background exchange: \(why)"
+        case .invalidTimeout(let seconds):
+            return "invalid timeout \(seconds): must be a positive number of seconds (.infinity for none)"
+        case .invalidStatus(let code):
+            return "invalid status code \(code): must be within 100...999"
         }
     }
 }
 
-/// Validation shared by every backend, so the host and plugins refuse the same inputs.
+/// Validation shared by every backend, so the host and plugins refuse the same inputs: header
+/// names and values, methods, timeouts and status codes.
 public enum HeaderValidation {
     /// Whether `name` is an RFC 9110 token.
     public static func isValidName(_ name: String) -> Bool {
@@ -319,5 +331,24 @@ public enum HeaderValidation {
     /// Throws unless `method` is a token.
     public static func checkMethod(_ method: String) throws {
         guard isValidName(method) else { throw InterceptorError.invalidMethod(method) }
+    }
+
+    /// Whether a hook may set `seconds` as a request's timeout: a positive number, `.infinity`
+    /// meaning none (zero, negative numbers and NaN are refused: each means something else, or
+    /// nothing, to each transport).
+    public static func isValidTimeout(_ seconds: Double) -> Bool { seconds > 0 }
+
+    /// Throws ``InterceptorError/invalidTimeout(_:)`` unless ``isValidTimeout(_:)``.
+    public static func checkTimeout(_ seconds: Double) throws {
+        guard isValidTimeout(seconds) else { throw InterceptorError.invalidTimeout(seconds) }
+    }
+
+    /// Whether `code` is an HTTP status code a hook may set or answer with: 100...999 (three
+    /// digits, RFC 9110 §15).
+    public static func isValidStatus(_ code: Int) -> Bool { (100...999).contains(code) }
+
+    /// Throws ``InterceptorError/invalidStatus(_:)`` unless ``isValidStatus(_:)``.
+    public static func checkStatus(_ code: Int) throws {
+        guard isValidStatus(code) else { throw InterceptorError.invalidStatus(code) }
     }
 }

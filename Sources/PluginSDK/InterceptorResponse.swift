@@ -2,8 +2,9 @@
 public protocol ResponseBackend: AnyObject {
     /// The HTTP status code.
     var statusCode: Int { get }
-    /// Replaces the status code.
-    func setStatusCode(_ code: Int)
+    /// Replaces the status code; throws ``InterceptorError/invalidStatus(_:)`` unless
+    /// ``HeaderValidation/isValidStatus(_:)`` holds, changing nothing.
+    func setStatusCode(_ code: Int) throws
     /// Every header field in order.
     var headers: [HTTPHeader] { get }
     /// The `index`-th value of header `name` (case-insensitive).
@@ -53,8 +54,9 @@ public struct InterceptorResponse {
     /// The HTTP status code.
     public var statusCode: Int { backend.statusCode }
 
-    /// Replaces the status code.
-    public func setStatusCode(_ code: Int) { backend.setStatusCode(code) }
+    /// Replaces the status code; throws ``InterceptorError/invalidStatus(_:)`` for a code
+    /// outside 100...999, and changes nothing then.
+    public func setStatusCode(_ code: Int) throws { try backend.setStatusCode(code) }
 
     /// Every header field in order.
     public var headers: [HTTPHeader] { backend.headers }

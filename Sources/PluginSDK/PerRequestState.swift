@@ -18,7 +18,8 @@ public final class PerRequestState<Value> {
     }
 
     @usableFromInline let table = Locked(Table())
-    /// Seconds after which a forgotten entry is dropped; default 600.
+    /// Seconds after which a forgotten entry is dropped; default 600 (zero, less or NaN: every
+    /// entry goes at the next sweep; infinity: none).
     public let maxAge: Double
 
     /// Creates an empty table.
@@ -30,7 +31,7 @@ public final class PerRequestState<Value> {
     @inlinable
     public func set(_ value: Value, for requestID: UInt64) {
         let now = DispatchTime.now().uptimeNanoseconds
-        let limit = UInt64(maxAge * 1_000_000_000)
+        let limit = maxAge.saturatingNanoseconds
         table.withLock { table in
             table.values[requestID] = (value, now)
             table.insertions += 1

@@ -319,7 +319,7 @@ import FoundationNetworking
         // A GET stays a GET; a changed URL and timeout are the new ones; a removed body is gone.
         let get = RequestState(URLRequest(url: URL(string: "http://127.0.0.1/g")!))
         try get.setURL("http://127.0.0.1/h?i=j")
-        get.setTimeout(3)
+        try get.setTimeout(3)
         for remade in [get.makeURLRequest(remake: true), get.makeURLRequest()] {
             #expect(remade.httpMethod == "GET")
             #expect(remade.url?.absoluteString == "http://127.0.0.1/h?i=j")

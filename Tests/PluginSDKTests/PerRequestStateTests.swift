@@ -39,6 +39,17 @@ struct PerRequestStateTests {
         #expect(state.get(0) == nil && state.get(999) == nil && state.get(1023) == 1023)
     }
 
+    /// A `maxAge` of no time, of none (NaN) or of centuries does not trap (its nanoseconds
+    /// trapped below 0 and past 584 years): none or no time drops every entry at the sweep,
+    /// centuries none.
+    @Test func anyMaxAgeIsTaken() {
+        for (maxAge, left) in [(-1.0, 0), (.nan, 0), (1e300, 1024), (.infinity, 1024)] {
+            let state = PerRequestState<Int>(maxAge: maxAge)
+            for id in 0..<1024 { state.set(id, for: UInt64(id)) }
+            #expect(state.count == left, "maxAge \(maxAge)")
+        }
+    }
+
     @Test func concurrentRequestsKeepTheirOwnValues() async {
         let state = PerRequestState<UInt64>()
         await withTaskGroup(of: Bool.self) { group in

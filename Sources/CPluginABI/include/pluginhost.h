@@ -204,6 +204,8 @@ struct ph_host_api {
      * request_set_body_checked) leave the body as it was. */
     void (*request_set_body)(ph_request *request, ph_bytes body, int32_t present);
     double (*request_timeout)(ph_request *request);
+    /* Replaces the timeout: a positive number of seconds, or INFINITY for none. Zero, a negative
+     * number or NaN changes nothing (read request_timeout back to know). */
     void (*request_set_timeout)(ph_request *request, double seconds);
     /* From prepare only: answer the request with this response (a short-circuit). PH_OK;
      * PH_INVALID outside prepare, for a status outside 100...999, an invalid header, or a body
@@ -215,6 +217,8 @@ struct ph_host_api {
     /* PH_FAILURE_NONE when the result is a response; otherwise the kind, with the message. */
     ph_failure_kind (*result_failure)(ph_result *result, ph_bytes *message);
     int32_t (*result_status)(ph_result *result);                              /* 0 for a failure */
+    /* Replaces the status; a status outside 100...999, or a failure, changes nothing (read
+     * result_status back to know). */
     void (*result_set_status)(ph_result *result, int32_t status);
     /* As the request's: PH_OK or PH_NOT_FOUND (also for a failure, which has no headers). */
     ph_status (*result_header)(ph_result *result, ph_bytes name, size_t index, ph_bytes *value);

@@ -236,10 +236,13 @@ final class CurlCall: @unchecked Sendable {
         try configureHeaders(easy, settings: settings, hasBody: hasBody)
 
         let timeout = request.timeoutInterval
-        idleTimeout = timeout > 0 && timeout.isFinite ? UInt64(timeout * 1e9) : 0
+        // A timeout that is no positive finite number (0, negative, NaN, infinite: what an app's
+        // URLRequest may carry) is none; a finite one of centuries is none in effect.
+        idleTimeout = timeout.isFinite ? timeout.saturatingNanoseconds : 0
         let connect = min(settings.configuration.connectTimeout, timeout > 0 ? timeout : .infinity)
         if connect.isFinite, connect > 0 {
-            ph_curl_easy_setopt_long(easy, PH_CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connect * 1000)))
+            // At most a billion seconds: milliseconds as a `long` without overflow.
+            ph_curl_easy_setopt_long(easy, PH_CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(connect, 1e9) * 1000)))
         }
         if request.progress != nil, hasBody {
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOPROGRESS, 0)

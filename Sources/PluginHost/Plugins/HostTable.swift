@@ -402,10 +402,14 @@ final class HostTable: @unchecked Sendable {
         api.request_set_body = { request, body, present in _ = HostTable.setRequestBody(request, body, present) }
         api.request_set_body_checked = { request, body, present in HostTable.setRequestBody(request, body, present) }
         api.request_timeout = { request in RequestHandle.from(request).timeout }
-        api.request_set_timeout = { request, seconds in RequestHandle.from(request).setTimeout(seconds) }
+        // A refused timeout or status changes nothing (these setters of 1.0 return nothing: a plugin
+        // reads the value back to know).
+        api.request_set_timeout = { request, seconds in try? RequestHandle.from(request).setTimeout(seconds) }
         api.request_respond = { request, status, names, values, count, body in
             let handle = RequestHandle.from(request)
-            guard handle.mayRespond, (100...999).contains(status), CBytes.isBuffer(body), let headers = CBytes.headers(names, values, count) else {
+            guard handle.mayRespond, HeaderValidation.isValidStatus(Int(status)), CBytes.isBuffer(body),
+                let headers = CBytes.headers(names, values, count)
+            else {
                 return PH_INVALID
             }
             handle.answer = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
@@ -419,7 +423,7 @@ final class HostTable: @unchecked Sendable {
             return failure.kind.abiCode
         }
         api.result_status = { result in Int32(clamping: ResultHandle.from(result).response?.statusCode ?? 0) }
-        api.result_set_status = { result, status in ResultHandle.from(result).response?.setStatusCode(Int(status)) }
+        api.result_set_status = { result, status in try? ResultHandle.from(result).response?.setStatusCode(Int(status)) }
         api.result_header = { result, name, index, value in
             guard let found = ResultHandle.from(result).response?.cHeaders.value(named: name, index: index) else { return PH_NOT_FOUND }
             value?.pointee = found
@@ -456,7 +460,9 @@ final class HostTable: @unchecked Sendable {
         api.result_set_body_checked = { result, body in HostTable.setResultBody(result, body) }
         api.result_replace = { result, status, names, values, count, body in
             let handle = ResultHandle.from(result)
-            guard handle.mayDecide, (100...999).contains(status), CBytes.isBuffer(body), let headers = CBytes.headers(names, values, count) else {
+            guard handle.mayDecide, HeaderValidation.isValidStatus(Int(status)), CBytes.isBuffer(body),
+                let headers = CBytes.headers(names, values, count)
+            else {
                 return PH_INVALID
             }
             handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))

@@ -11,7 +11,10 @@
  *   declare-late  prepare calls declare_hooks (outside create: must return PH_INVALID)
  *   unbuffered    prepare hands the setters that store bytes some that are no buffer (NULL
  *                 data with a length, a length of SIZE_MAX), through the 1.0 setters and the
- *                 checked ones of 1.5, then answers with what it saw: nothing may change */
+ *                 checked ones of 1.5, then answers with what it saw: nothing may change
+ *   timeouts      prepare sets the request's timeout to NaN, 0, -1 and -INFINITY (each must
+ *                 change nothing), then to INFINITY (none), and answers with what it read back */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +95,21 @@ static int32_t unbuffered(const ph_host_api *host, ph_request *request, ph_error
     return host->request_respond(request, 200, &name, &value, 1, body) == PH_OK ? PH_OK : fail_with(error, "respond refused");
 }
 
+/* The `timeouts` mode: what request_timeout reads after each setter call. */
+static int32_t timeouts(const ph_host_api *host, ph_request *request, ph_error_buf *error) {
+    const double refused[] = {NAN, 0, -1, -INFINITY};
+    char findings[256];
+    int used = snprintf(findings, sizeof findings, "given %g:", host->request_timeout(request));
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        host->request_set_timeout(request, refused[i]);
+        used += snprintf(findings + used, sizeof findings - (size_t)used, " %g", host->request_timeout(request));
+    }
+    host->request_set_timeout(request, INFINITY);
+    snprintf(findings + used, sizeof findings - (size_t)used, ", then %g", host->request_timeout(request));
+    ph_bytes name = {(const uint8_t *)"X-Findings", 10}, value = {(const uint8_t *)findings, strlen(findings)};
+    return host->request_set_header(request, name, value) == PH_OK ? PH_OK : fail_with(error, "the findings were refused");
+}
+
 static int32_t prepare(void *opaque, ph_request *request, const ph_context *context, ph_error_buf *error) {
     instance_t *self = opaque;
     const ph_host_api *host = self->host;
@@ -130,6 +148,7 @@ static int32_t prepare(void *opaque, ph_request *request, const ph_context *cont
         return PH_OK;
     }
     if (strcmp(self->mode, "unbuffered") == 0) return unbuffered(host, request, error);
+    if (strcmp(self->mode, "timeouts") == 0) return timeouts(host, request, error);
     if (strcmp(self->mode, "bad-url") == 0) {
         ph_bytes url = {(const uint8_t *)"not a url", 9};
         if (host->request_set_url(request, url) != PH_OK) return fail_with(error, "the host refused an invalid URL");

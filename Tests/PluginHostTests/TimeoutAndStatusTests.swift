@@ -1,0 +1,166 @@
+import CPluginABI
+import Foundation
+import Testing
+
+@testable import PluginHost
+@testable import PluginSDK
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Timeouts and status codes a hook sets are checked (a typed error in Swift; nothing changed
+/// through the C setters, which return nothing), and no timeout, deadline or delay an app or a
+/// hook gives makes a transport or a pipeline trap: a timeout that is no positive finite number
+/// is none, and durations of centuries are converted without overflow.
+@Suite("Timeouts and status codes")
+struct TimeoutAndStatusTests {
+    /// What a hook's timeout must be: positive (`.infinity` for none).
+    static let refusedTimeouts: [Double] = [0, -1, -.infinity, .nan]
+
+    @Test func aHookTimeoutThatIsNoPositiveNumberIsRefusedAndChangesNothing() throws {
+        let state = RequestState(URLRequest(url: URL(string: "http://127.0.0.1:9/a")!, timeoutInterval: 7))
+        let view = InterceptorRequest(backend: state)
+        for seconds in Self.refusedTimeouts {
+            let error = #expect(throws: InterceptorError.self) { try view.setTimeout(seconds) }
+            // NaN is not equal to itself: the message says what was refused.
+            #expect(error?.description == "invalid timeout \(seconds): must be a positive number of seconds (.infinity for none)")
+            #expect(view.timeout == 7)
+        }
+        #expect(throws: InterceptorError.invalidTimeout(-1)) { try view.setTimeout(-1) }
+        try view.setTimeout(0.25)
+        #expect(state.makeURLRequest().timeoutInterval == 0.25)
+        try view.setTimeout(.infinity)
+        #expect(view.timeout == .infinity)
+    }
+
+    @Test func aHookStatusOutside100To999IsRefusedAndChangesNothing() throws {
+        let state = ResponseState(SyntheticResponse(statusCode: 200, headers: [], body: []), url: nil)
+        let view = InterceptorResponse(backend: state)
+        for code in [99, 1000, 0, -5, Int.max] {
+            #expect(throws: InterceptorError.invalidStatus(code)) { try view.setStatusCode(code) }
+            #expect(view.statusCode == 200)
+        }
+        #expect(InterceptorError.invalidStatus(42).description == "invalid status code 42: must be within 100...999")
+        try view.setStatusCode(999)
+        try view.setStatusCode(203)
+        #expect(state.statusCode == 203)
+    }
+
+    /// Through the host table: the 1.0 setters change nothing for such values (a plugin reads the
+    /// value back), and a plugin built with the SDK gets the same errors as one compiled in.
+    @Test func theCSettersChangeNothingAndTheSDKViewsThrowTheSameErrors() throws {
+        var api = HostTable.template
+        let request = RequestState(URLRequest(url: URL(string: "http://127.0.0.1:9/a")!, timeoutInterval: 7))
+        let response = ResponseState(SyntheticResponse(statusCode: 200, headers: [], body: []), url: nil)
+        let requestHandle = OpaquePointer(Unmanaged.passUnretained(request.handle).toOpaque())
+        let resultHandle = OpaquePointer(Unmanaged.passUnretained(response.handle).toOpaque())
+        for seconds in Self.refusedTimeouts {
+            api.request_set_timeout(requestHandle, seconds)
+            #expect(api.request_timeout(requestHandle) == 7)
+        }
+        api.request_set_timeout(requestHandle, .infinity)
+        #expect(api.request_timeout(requestHandle) == .infinity)
+        for status: Int32 in [99, 1000, 0, -5, .min] {
+            api.result_set_status(resultHandle, status)
+            #expect(api.result_status(resultHandle) == 200)
+        }
+        api.result_set_status(resultHandle, 418)
+        #expect(response.statusCode == 418)
+        // A failure has no status to set.
+        let failure = ResultHandle(response: nil, failure: TransportFailure(kind: .timedOut, message: "t"), mayDecide: false)
+        api.result_set_status(OpaquePointer(Unmanaged.passUnretained(failure).toOpaque()), 200)
+        #expect(api.result_status(OpaquePointer(Unmanaged.passUnretained(failure).toOpaque())) == 0)
+
+        try withUnsafePointer(to: &api) { api in
+            let requestView = InterceptorRequest(backend: CRequestBackend(handle: requestHandle, api: api))
+            let responseView = InterceptorResponse(backend: CResultBackend(handle: resultHandle, api: api))
+            #expect(throws: InterceptorError.invalidTimeout(0)) { try requestView.setTimeout(0) }
+            #expect(throws: InterceptorError.invalidStatus(1000)) { try responseView.setStatusCode(1000) }
+            try requestView.setTimeout(3)
+            try responseView.setStatusCode(201)
+        }
+        #expect(request.timeout == 3)
+        #expect(response.statusCode == 201)
+    }
+
+    /// A loaded C plugin (`hostile`, mode `timeouts`) sets NaN, 0, -1 and -INFINITY, reading the
+    /// timeout back after each, then INFINITY; the request then goes out with no timeout.
+    @Test(arguments: TransportKind.allCases) func aLoadedPluginsRefusedTimeoutsChangeNothing(_ kind: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("HostileTestPlugin")
+        let plugins = try PluginLoader.load(
+            manifest: try f.manifest([["name": "hostile", "config": ["mode": "timeouts"]]]), services: PluginServices())
+        let provider = Provider<Bin>(transport: kind.make(), interceptors: plugins)
+        let response = try await provider.request(try Bin("get")).value
+        #expect(response.statusCode == 200)
+        #expect(try echo(response).header("X-Findings") == "given 60: 60 60 60 60, then inf")
+    }
+
+    /// Timeouts an app's `URLRequest` may carry: none of them traps a transport (`UInt64` or `Int`
+    /// of NaN, infinity or centuries of nanoseconds did), and each is none (swift-corelibs-foundation
+    /// timed out at once for 0 or less).
+    @Test(arguments: TransportKind.allCases) func everyTimeoutAnAppGivesIsSent(_ kind: TransportKind) async throws {
+        for seconds in [Double.infinity, .nan, 0, -1, 1e11, 1e300, .greatestFiniteMagnitude] {
+            let provider = kind.provider(requestClosure: { _, request in
+                var request = request
+                request.timeoutInterval = seconds
+                return request
+            })
+            let response = try await provider.request(try Bin("get")).value
+            #expect(response.statusCode == 200, "timeout \(seconds)")
+        }
+    }
+
+    /// A hook's `.infinity` reaches the transport (the chain takes the hooks' time from it: still
+    /// infinite).
+    @Test(arguments: TransportKind.allCases) func aHooksInfiniteTimeoutIsNone(_ kind: TransportKind) async throws {
+        struct NoTimeout: Interceptor {
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                try request.setTimeout(.infinity)
+                return .proceed
+            }
+        }
+        let provider = Provider<Bin>(transport: kind.make(), interceptors: [NoTimeout()])
+        let response = try await provider.request(try Bin("delay/1")).value
+        #expect(response.statusCode == 200)
+        #expect(response.request?.timeoutInterval == .infinity)
+    }
+
+    /// A deadline of centuries: the pipeline's timer sleeps `Int64.max` nanoseconds at most (it
+    /// trapped past 584 years), and the request completes.
+    @Test func aDeadlineOfCenturiesIsKept() async throws {
+        for seconds in [1e11, 1e300] {
+            let provider = Provider<Bin>(limits: RequestLimits(deadline: seconds))
+            #expect(try await provider.request(try Bin("get")).value.statusCode == 200)
+        }
+    }
+
+    /// A backoff of centuries: the wait before the retry begins (it trapped) and ends when the
+    /// caller cancels.
+    @Test func aRetryDelayOfCenturiesWaitsUntilCancelled() async throws {
+        let retries = LockedCounter()
+        let policy = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 1e300, onRetry: { _ in retries.increment() })
+        let target = try Bin("status/503")
+        let provider = Provider<Bin>()
+        let task = Task { await provider.request(target).retry(policy).result }
+        #expect(await eventually(30) { retries.value == 1 })
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("the retry's wait did not end with cancellation")
+            return
+        }
+    }
+
+    @Test func secondsBecomeNanosecondsWithoutOverflow() {
+        #expect(1.5.saturatingNanoseconds == 1_500_000_000)
+        #expect(0.0.saturatingNanoseconds == 0)
+        #expect((-3.0).saturatingNanoseconds == 0)
+        #expect(Double.nan.saturatingNanoseconds == 0)
+        #expect(Double.infinity.saturatingNanoseconds == UInt64(Int64.max))
+        #expect(1e300.saturatingNanoseconds == UInt64(Int64.max))
+        // Just below 2^63 nanoseconds: converted.
+        #expect(9.2e9.saturatingNanoseconds == 9_200_000_000_000_000_000)
+    }
+}
