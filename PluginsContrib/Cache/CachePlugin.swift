@@ -128,7 +128,10 @@ public struct CachePlugin: ExportablePlugin {
     func partition(_ credentials: String) -> String? {
         guard !credentials.isEmpty else { return nil }
         // One user's requests follow each other: the last answer is kept (one HMAC per change).
-        return lastPartition.answer(for: credentials, computePartition)
+        // The key alone is captured (a method of this struct as the closure copied all of it,
+        // on every request with credentials or without).
+        let key = partitionKey
+        return lastPartition.answer(for: credentials) { Self.partition($0, key: key) }
     }
 
     /// The last credentials seen and their partition.
@@ -167,8 +170,8 @@ public struct CachePlugin: ExportablePlugin {
 
     private let lastDirectives = LastAnswer<String, CacheDirectives>()
 
-    private func computePartition(_ credentials: String) -> String {
-        var mac = HMACSHA256.Authenticator(key: partitionKey)
+    private static func partition(_ credentials: String, key: HMACSHA256.Key) -> String {
+        var mac = HMACSHA256.Authenticator(key: key)
         mac.update(credentials.utf8)
         return withUnsafeTemporaryAllocation(byteCount: 32, alignment: 4) { digest in
             mac.finalize(into: digest)
@@ -426,6 +429,14 @@ public struct CachePlugin: ExportablePlugin {
         }
     }
 
+    /// Whether `url` has a `?`: `memchr` over its bytes (the generic `contains` went byte by byte
+    /// through the string's view, on every request).
+    static func hasQuery(_ url: String) -> Bool {
+        url.utf8.withContiguousStorageIfAvailable { bytes in
+            bytes.baseAddress.map { memchr($0, Int32(UInt8(ascii: "?")), bytes.count) != nil } ?? false
+        } ?? url.utf8.contains(UInt8(ascii: "?"))
+    }
+
     /// `method` in capitals (as it is already, nearly always: then no new string is made).
     static func upper(_ method: String) -> String {
         method.utf8.contains(where: { $0 &- UInt8(ascii: "a") < 26 || $0 >= 0x80 }) ? method.uppercased() : method
@@ -468,7 +479,7 @@ public struct CachePlugin: ExportablePlugin {
         if !responsesCarryRequestHeaders { state.requestHeaders = fields }
         state.noStore = requestDirectives.has("no-store")
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
-        state.hasQuery = url.utf8.contains(UInt8(ascii: "?"))
+        state.hasQuery = Self.hasQuery(url)
         if state.noStore && !onlyIfCached { return .proceed }
 
         let found = lookup(state, fields)

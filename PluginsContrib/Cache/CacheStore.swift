@@ -20,8 +20,26 @@ import Darwin
 /// hash of the request's credentials (``CachePlugin``): never the credentials themselves.
 final class CacheStore: Sendable {
     /// Everything that changes, behind one lock.
+    /// An entry held in memory. A reference: marking it used changes it where it is, and reading
+    /// when it was used (for every entry, at each eviction) copies no entry.
+    // Safe as @unchecked Sendable: only read and changed under the store's lock.
+    final class Resident: @unchecked Sendable {
+        let entry: CacheEntry
+        let size: Int
+        var used: UInt64
+        /// The partition of its key (``CacheStore/partition(ofKey:)``); nil for the shared one.
+        let partition: String?
+
+        init(_ entry: CacheEntry, size: Int, used: UInt64) {
+            self.entry = entry
+            self.size = size
+            self.used = used
+            partition = PartitionUse.isShared(entry.key) ? nil : CacheStore.partition(ofKey: entry.key)
+        }
+    }
+
     private struct State {
-        var memory: [String: (entry: CacheEntry, size: Int, used: UInt64)] = [:]
+        var memory: [String: Resident] = [:]
         var memoryBytes = 0
         var clock: UInt64 = 0
         var disk: [String: (size: Int, used: UInt64)] = [:]
@@ -239,29 +257,48 @@ final class CacheStore: Sendable {
     private func putMemory(_ entry: CacheEntry, _ state: inout State) {
         let size = entry.body.count + entry.headerValues.reduce(0) { $0 + $1.utf8.count } + 256
         if let old = state.memory[entry.key] { state.memoryBytes -= old.size }
-        state.memory[entry.key] = (entry, size, state.clock)
+        state.memory[entry.key] = Resident(entry, size: size, used: state.clock)
         state.memoryBytes += size
         while state.memory.count > maxMemoryEntries || (state.memoryBytes > maxMemoryBytes && state.memory.count > 1) {
-            let use = state.partitionUse
-            guard
-                let oldest = state.memory.min(by: {
-                    Self.rank(use, Self.partition(ofKey: $0.key), $0.value.used) < Self.rank(use, Self.partition(ofKey: $1.key), $1.value.used)
-                })
-            else { break }
-            state.memory.removeValue(forKey: oldest.key)
-            state.memoryBytes -= oldest.value.size
+            let oldest = Self.evictionIndex(state.memory, state.partitionUse) { use, memory, index in
+                let resident = memory.values[index]
+                return (use.used(ofPartition: resident.partition), resident.used)
+            }
+            guard let oldest else { break }
+            state.memoryBytes -= state.memory.values[oldest].size
+            state.memory.remove(at: oldest)
         }
     }
 
     private func evictDisk(_ state: inout State) {
-        let use = state.partitionUse
         while state.diskBytes > maxDiskBytes,
-            let oldest = state.disk.min(by: {
-                Self.rank(use, Self.partition(ofFile: $0.key), $0.value.used) < Self.rank(use, Self.partition(ofFile: $1.key), $1.value.used)
-            })
+            let oldest = Self.evictionIndex(
+                state.disk, state.partitionUse, rank: { use, disk, index in (use.used(ofFile: disk.keys[index]), disk.values[index].used) })
         {
-            removeDisk(oldest.key, &state)
+            removeDisk(state.disk.keys[oldest], &state)
         }
+    }
+
+    /// Where in `table` (memory entries by key, or files by name) the entry to evict first is: of
+    /// the least recently used partition, the least recently used entry (the first such in the
+    /// table's order), by `rank`: when its partition was last used (of `use`), and when it was. One
+    /// pass that reads each entry's rank once and copies no entry: a full store evicts on every
+    /// store, and a comparison that worked out both partitions (a string each) and copied both
+    /// entries made that a few hundred allocations in a full memory, and tens of thousands on a
+    /// full disk. (`use` and the table are passed to `rank`, not captured: a closure that captured
+    /// `use` copied its table at every call.)
+    static func evictionIndex<Value>(
+        _ table: [String: Value], _ use: PartitionUse,
+        rank: (PartitionUse, [String: Value], Dictionary<String, Value>.Index) -> (UInt64, UInt64)
+    ) -> Dictionary<String, Value>.Index? {
+        var oldest: (index: Dictionary<String, Value>.Index, rank: (UInt64, UInt64))?
+        var index = table.startIndex
+        while index != table.endIndex {
+            let rank = rank(use, table, index)
+            if oldest == nil || rank < oldest!.rank { oldest = (index, rank) }
+            table.formIndex(after: &index)
+        }
+        return oldest?.index
     }
 
     private func removeDisk(_ name: String, _ state: inout State) {
@@ -331,10 +368,6 @@ final class CacheStore: Sendable {
     }
 
     /// Eviction order: the partition's last use, then the entry's.
-    private static func rank(_ use: PartitionUse, _ partition: String, _ used: UInt64) -> (UInt64, UInt64) {
-        (use[partition], used)
-    }
-
     /// The secret that keys partition names: 32 random bytes, kept in `directory/partition.key`
     /// (mode 0600) so disk entries stay reachable across restarts, or only in memory without a
     /// directory. A key file that is not a regular 32-byte file of the current user, closed to
@@ -491,6 +524,38 @@ struct PartitionUse {
         if partition == CacheStore.shared { return shared }
         if let current, current.name == partition { return current.used }
         return table[partition] ?? 0
+    }
+
+    /// When the partition of `key` (see ``CacheStore/partition(ofKey:)``) was last used: the
+    /// shared one and the current one without making a string.
+    func used(ofKey key: String) -> UInt64 {
+        if Self.isShared(key) { return shared }
+        if let current, Self.key(key, isIn: current.name) { return current.used }
+        return table[CacheStore.partition(ofKey: key)] ?? 0
+    }
+
+    /// When `partition` (nil: the shared one) was last used, as the subscript reads it.
+    func used(ofPartition partition: String?) -> UInt64 {
+        guard let partition else { return shared }
+        if let current, UTF8Bytes.equal(current.name, partition) { return current.used }
+        return self[partition]
+    }
+
+    /// When the partition of the entry file `name` (`<partition>-<digest>.entry`) was last used,
+    /// as ``used(ofKey:)``.
+    func used(ofFile name: String) -> UInt64 {
+        if Self.file(name, isIn: CacheStore.shared) { return shared }
+        if let current, Self.file(name, isIn: current.name) { return current.used }
+        return table[CacheStore.partition(ofFile: name)] ?? 0
+    }
+
+    /// Whether the file `name` is `<partition>-…`, compared as bytes.
+    static func file(_ name: String, isIn partition: String) -> Bool {
+        let length = partition.utf8.count
+        guard name.utf8.count > length else { return false }
+        var bytes = name.utf8.makeIterator()
+        for byte in partition.utf8 where bytes.next() != byte { return false }
+        return bytes.next() == UInt8(ascii: "-")
     }
 
     /// Marks the partition of `key` (see ``CacheStore/partition(ofKey:)``) used at `clock`.

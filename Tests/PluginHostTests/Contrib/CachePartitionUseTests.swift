@@ -55,4 +55,47 @@ struct CachePartitionUseTests {
         #expect(!PartitionUse.key(alice, isIn: alice))
         #expect(!PartitionUse.key(bob + " GET /", isIn: alice))
     }
+
+    /// The readers eviction uses read what the subscript reads, from a key or an entry file name.
+    @Test func keysAndFileNamesReadTheirPartitionsUse() {
+        var use = PartitionUse()
+        use.mark(key: alice + " GET http://127.0.0.1/x", 2)
+        use.mark(key: bob + " GET http://127.0.0.1/y", 3)
+        use.mark(key: "GET http://127.0.0.1/y", 5)
+        for (partition, key) in [(CacheStore.shared, "GET http://127.0.0.1/z"), (alice, alice + " GET /"), (bob, bob + " GET /"), ("c", "c GET /")] {
+            #expect(use.used(ofKey: key) == use[partition], "\(key)")
+            #expect(use.used(ofFile: CacheStore.fileName(key)) == use[partition], "\(key)")
+            #expect(use.used(ofPartition: partition == CacheStore.shared ? nil : partition) == use[partition], "\(key)")
+        }
+        #expect(use.used(ofKey: alice + "x GET /") == 0)
+        #expect(use.used(ofFile: alice + "x-00.entry") == 0)
+        #expect(use.used(ofFile: "shared") == 0)
+        #expect(PartitionUse.file(alice + "-ab.entry", isIn: alice))
+        #expect(!PartitionUse.file(alice + "x-ab.entry", isIn: alice))
+        #expect(!PartitionUse.file(alice, isIn: alice))
+    }
+
+    /// The entry evicted first is the one `min(by:)` over (partition use, entry use) found: the
+    /// least recently used partition's least recently used entry, the first in the table's order
+    /// on a tie.
+    @Test func evictionTakesTheLeastRecentlyUsedPartitionsOldestEntry() {
+        var use = PartitionUse()
+        use.mark(key: alice + " GET /", 1)
+        use.mark(key: bob + " GET /", 3)
+        use.mark(key: "GET /", 2)
+        let partitions = [alice + " ", bob + " ", ""]
+        for round in 0..<50 {
+            var table: [String: UInt64] = [:]
+            for index in 0..<(1 + round % 9) {
+                table[partitions[(index * 7 + round) % 3] + "GET http://127.0.0.1/\(index)"] = UInt64((index * 5 + round) % 4)
+            }
+            let rank = { (entry: (key: String, value: UInt64)) in (use[CacheStore.partition(ofKey: entry.key)], entry.value) }
+            let expected = table.min { rank($0) < rank($1) }?.key
+            let found = CacheStore.evictionIndex(table, use) { use, table, index in (use.used(ofKey: table.keys[index]), table.values[index]) }.map {
+                table.keys[$0]
+            }
+            #expect(found == expected, "round \(round)")
+        }
+        #expect(CacheStore.evictionIndex([String: UInt64](), use) { _, _, _ in (0, 0) } == nil)
+    }
 }
