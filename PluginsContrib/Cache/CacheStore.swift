@@ -418,11 +418,24 @@ final class CacheStore: Sendable {
     }
 
     /// The entry these file bytes hold; nil as ``read(_:)`` says.
+    /// Whether the 32 bytes of `bytes` at `offset` are the SHA-256 of its bytes from `payload` on:
+    /// the digest made on the stack and compared with `memcmp` (an array per read, compared
+    /// element by element, before).
+    static func digestMatches(_ bytes: [UInt8], at offset: Int, of payload: Int) -> Bool {
+        bytes.withUnsafeBytes { all in
+            var hasher = SHA256()
+            hasher.update(UnsafeRawBufferPointer(rebasing: all[payload...]))
+            return withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { digest in
+                hasher.finalize(into: digest)
+                return memcmp(digest.baseAddress!, all.baseAddress! + offset, 32) == 0
+            }
+        }
+    }
+
     static func decode(_ bytes: [UInt8]) -> CacheEntry? {
         let start = magic.count + 32
         guard bytes.count >= start + 4, bytes[0..<magic.count].elementsEqual(magic) else { return nil }
-        let payload = bytes[start...]
-        guard SHA256.hash(payload).elementsEqual(bytes[magic.count..<start]) else { return nil }
+        guard Self.digestMatches(bytes, at: magic.count, of: start) else { return nil }
         let length = bytes[start..<start + 4].reduce(0) { $0 << 8 | Int($1) }
         guard bytes.count >= start + 4 + length, var entry = EntryCoding.entry(bytes[(start + 4)..<(start + 4 + length)]) else {
             return nil
@@ -482,10 +495,17 @@ enum EntryCoding {
         func string() -> String? {
             guard let length = integer(4).map(Int.init), bytes.endIndex - position >= length else { return nil }
             defer { position += length }
-            // Valid UTF-8 only: decoding repairs what is not, and a repaired string differs from the bytes.
+            // Valid UTF-8 only: decoding repairs what is not, and a repaired string differs from the
+            // bytes (compared with `memcmp`: element by element, it took as long as the decoding).
             let raw = bytes[position..<position + length]
             let text = String(decoding: raw, as: UTF8.self)
-            return text.utf8.elementsEqual(raw) ? text : nil
+            let same = raw.withUnsafeBytes { rawBytes in
+                text.utf8.withContiguousStorageIfAvailable { textBytes in
+                    textBytes.count == rawBytes.count
+                        && (rawBytes.isEmpty || memcmp(textBytes.baseAddress!, rawBytes.baseAddress!, rawBytes.count) == 0)
+                }
+            }
+            return (same ?? text.utf8.elementsEqual(raw)) ? text : nil
         }
         func pairs() -> [(String, String)]? {
             guard let count = integer(4), count <= UInt64(bytes.count) else { return nil }

@@ -320,15 +320,14 @@ struct CacheEntry {
     }
 }
 
-/// The parsed `Cache-Control` of a ``CacheEntry``, made once.
+/// The parsed `Cache-Control` of a ``CacheEntry``, made once. A slot set once, atomically (a lock
+/// was two allocations more for every entry decoded from disk, and two lock calls per read).
 final class ParsedFields: Sendable {
-    private let cached = Locked<CacheDirectives?>(nil)
+    private let cached = OnceSlot<CacheDirectives>()
 
-    /// The directives, made by `make` the first time.
-    func directives(_ make: () -> CacheDirectives) -> CacheDirectives {
-        if let known = cached.withLock({ $0 }) { return known }
-        let made = make()
-        cached.withLock { $0 = made }
-        return made
-    }
+    /// The directives, made by `make` the first time (two threads may both make them: the first
+    /// stored is kept, and both are the same).
+    func directives(_ make: () -> CacheDirectives) -> CacheDirectives { cached.value(make) }
+
+    deinit { cached.free() }
 }

@@ -107,7 +107,7 @@ public struct SHA256: Sendable {
 
     /// Finishes the hash and writes the 32-byte digest to `digest` (at least 32 bytes): no array
     /// made, for a digest hashed again at once (HMAC's inner hash).
-    mutating func finalize(into digest: UnsafeMutableRawBufferPointer) {
+    package mutating func finalize(into digest: UnsafeMutableRawBufferPointer) {
         precondition(digest.count >= 32, "a SHA-256 digest needs 32 bytes")
         let bitLength = length &* 8
         // 0x80, zeros up to 56 mod 64, the length in bits: at most two blocks, on the stack.
