@@ -19,7 +19,6 @@ import Darwin
 /// A key is `GET <url>` (shared) or `<partition> GET <url>`, where the partition is a keyed
 /// hash of the request's credentials (``CachePlugin``): never the credentials themselves.
 final class CacheStore: Sendable {
-    /// Everything that changes, behind one lock.
     /// An entry held in memory. A reference: marking it used changes it where it is, and reading
     /// when it was used (for every entry, at each eviction) copies no entry.
     // Safe as @unchecked Sendable: only read and changed under the store's lock.
@@ -38,6 +37,7 @@ final class CacheStore: Sendable {
         }
     }
 
+    /// Everything that changes, behind one lock.
     private struct State {
         var memory: [String: Resident] = [:]
         var memoryBytes = 0
@@ -367,7 +367,6 @@ final class CacheStore: Sendable {
         name.utf8.firstIndex(of: UInt8(ascii: "-")).map { String(name[..<$0]) } ?? shared
     }
 
-    /// Eviction order: the partition's last use, then the entry's.
     /// The secret that keys partition names: 32 random bytes, kept in `directory/partition.key`
     /// (mode 0600) so disk entries stay reachable across restarts, or only in memory without a
     /// directory. A key file that is not a regular 32-byte file of the current user, closed to
@@ -417,7 +416,6 @@ final class CacheStore: Sendable {
         FileDescriptor.readFile(path, limit: Int(Int32.max)).flatMap(decode)
     }
 
-    /// The entry these file bytes hold; nil as ``read(_:)`` says.
     /// Whether the 32 bytes of `bytes` at `offset` are the SHA-256 of its bytes from `payload` on:
     /// the digest made on the stack and compared with `memcmp` (an array per read, compared
     /// element by element, before).
@@ -432,6 +430,7 @@ final class CacheStore: Sendable {
         }
     }
 
+    /// The entry these file bytes hold; nil as ``read(_:)`` says.
     static func decode(_ bytes: [UInt8]) -> CacheEntry? {
         let start = magic.count + 32
         guard bytes.count >= start + 4, bytes[0..<magic.count].elementsEqual(magic) else { return nil }
@@ -551,7 +550,7 @@ struct PartitionUse {
     func used(ofKey key: String) -> UInt64 {
         if Self.isShared(key) { return shared }
         if let current, Self.key(key, isIn: current.name) { return current.used }
-        return table[CacheStore.partition(ofKey: key)] ?? 0
+        return self[CacheStore.partition(ofKey: key)]
     }
 
     /// When `partition` (nil: the shared one) was last used, as the subscript reads it.
@@ -566,7 +565,7 @@ struct PartitionUse {
     func used(ofFile name: String) -> UInt64 {
         if Self.file(name, isIn: CacheStore.shared) { return shared }
         if let current, Self.file(name, isIn: current.name) { return current.used }
-        return table[CacheStore.partition(ofFile: name)] ?? 0
+        return self[CacheStore.partition(ofFile: name)]
     }
 
     /// Whether the file `name` is `<partition>-…`, compared as bytes.

@@ -84,7 +84,7 @@ enum LimitFailure {
             kind: .responseTooLarge,
             message: "the compressed body inflates more than maxDecompressionRatio (\(limits.maxDecompressionRatio):1): "
                 + "\(decoded) bytes decoded from \(encoded)",
-            limit: encoded * limits.maxDecompressionRatio, observedBytes: decoded)
+            limit: encoded.multipliedReportingOverflow(by: limits.maxDecompressionRatio).partialValue, observedBytes: decoded)
     }
 
     static func headerBytes(_ bytes: Int, limit: Int) -> TransportFailure {

@@ -14,7 +14,8 @@ final class RequestState: RequestBackend {
     private(set) var bodyData: Data? {
         didSet { cBodyCopy = nil }
     }
-    private(set) var timeout: Double
+    /// The timeout the request is sent with.
+    private var sendingTimeout: Double
     private let original: URLRequest
     private var changedURL: String? {
         didSet { cURLCopy = nil }
@@ -82,8 +83,12 @@ final class RequestState: RequestBackend {
         self.fieldsMemo = fieldsMemo
         method = request.httpMethod ?? "GET"
         bodyData = request.httpBody
-        timeout = request.timeoutInterval
+        sendingTimeout = request.timeoutInterval
     }
+
+    /// The timeout hooks read: the request's, or `.infinity` when it is no positive number (0,
+    /// negative, NaN: none, as the transports read it), so that a hook may set what it read.
+    var timeout: Double { sendingTimeout > 0 ? sendingTimeout : .infinity }
 
     var urlString: String {
         if let changedURL { return changedURL }
@@ -265,7 +270,7 @@ final class RequestState: RequestBackend {
 
     func setTimeout(_ seconds: Double) throws {
         try HeaderValidation.checkTimeout(seconds)
-        timeout = seconds
+        sendingTimeout = seconds
         timeoutChanged = true
     }
 
@@ -311,7 +316,7 @@ final class RequestState: RequestBackend {
             hasFields = given != nil
         }
         let deferred = DeferredURLRequest(
-            url: url, method: method, fields: fields, hasFields: hasFields, body: bodyData, timeout: timeout, original: original)
+            url: url, method: method, fields: fields, hasFields: hasFields, body: bodyData, timeout: sendingTimeout, original: original)
         return (original, deferred)
         #else
         return (copyWithChanges(), nil)
@@ -324,7 +329,7 @@ final class RequestState: RequestBackend {
         if let changedURL { request.url = URL(string: changedURL) }
         if methodChanged { request.httpMethod = method }
         if bodyChanged { request.httpBody = bodyData }
-        if timeoutChanged { request.timeoutInterval = timeout }
+        if timeoutChanged { request.timeoutInterval = sendingTimeout }
         guard let changedHeaders else { return request }
         // Repeated fields are joined as RFC 9110 §5.3 says: ", ".
         request.allHTTPHeaderFields = changedHeaders.folded()

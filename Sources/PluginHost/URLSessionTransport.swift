@@ -61,16 +61,18 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         }.get()
     }
 
-    /// The `URLRequest` to hand to the session. On Linux a timeout that is no positive finite
-    /// number of seconds (0, negative, NaN, infinite), or more than a billion (31 years), becomes
-    /// a billion: none in effect, as ``CurlTransport`` reads it. (swift-corelibs-foundation takes
-    /// `Int(seconds) * 1000` milliseconds, which traps for NaN, infinity or more than about
-    /// 9×10¹⁵ seconds, and times out at once for 0 or less.)
+    /// The `URLRequest` to hand to the session. On Linux its timeout is made whole seconds,
+    /// rounded up (0.25 s is 1 s), and a timeout that is no positive finite number of seconds
+    /// (0, negative, NaN, infinite), or more than a billion (31 years), becomes a billion: none in
+    /// effect, as ``CurlTransport`` reads it. (swift-corelibs-foundation takes `Int(seconds) * 1000`
+    /// milliseconds: that traps for NaN, infinity or more than about 9×10¹⁵ seconds, and times out
+    /// at once below one second.)
     static func sessionRequest(_ request: TransportRequest) -> URLRequest {
         var urlRequest = request.urlRequest
         #if canImport(FoundationNetworking)
         let timeout = request.timeoutInterval
-        if !(timeout > 0 && timeout <= 1e9) { urlRequest.timeoutInterval = 1e9 }
+        let taken = timeout > 0 ? min(timeout.rounded(.up), 1e9) : 1e9
+        if taken != timeout { urlRequest.timeoutInterval = taken }
         #endif
         return urlRequest
     }

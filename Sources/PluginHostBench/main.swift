@@ -308,7 +308,6 @@ func runBench(_ options: Options) async throws {
         let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
         let disk = options.profile == "disk-hit"
         let directory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         let configuration = disk ? #"{"directory": "\#(directory)", "maxMemoryEntries": 1}"# : "{}"
         let cache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(configuration.utf8), services: hitServices)
         let provider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: hitServices)
@@ -327,6 +326,8 @@ func runBench(_ options: Options) async throws {
         }
         let cached = (try? await a.value)?.value(forHTTPHeaderField: "X-Cache") ?? "absent"
         print("\(options.profile ?? ""): least p50 of \(options.rounds) rounds \(fmt(least)) µs (last response: X-Cache \(cached))")
+        // Removed here: `exit` runs no `defer`.
+        try? FileManager.default.removeItem(atPath: directory)
         exit(0)
     }
 
@@ -336,7 +337,6 @@ func runBench(_ options: Options) async throws {
         let services = PluginServices()
         let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
         let directory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         let configuration =
             options.profile == "full-disk-miss" ? #"{"directory": "\#(directory)", "maxDiskBytes": 65536}"# : #"{"maxMemoryEntries": 256}"#
         let cache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(configuration.utf8), services: services)
@@ -353,6 +353,8 @@ func runBench(_ options: Options) async throws {
             least = min(least, percentile(samples, 0.5))
         }
         print("\(options.profile ?? ""): least p50 of \(options.rounds) rounds \(fmt(least)) µs (last response: X-Cache \(cached))")
+        // Removed here: `exit` runs no `defer`.
+        try? FileManager.default.removeItem(atPath: directory)
         exit(0)
     }
 

@@ -252,11 +252,9 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     var timeout: Double { api.pointee.request_timeout(handle) }
 
-    /// Checked here (a host changes nothing for a refused value, and says nothing).
-    func setTimeout(_ seconds: Double) throws {
-        try HeaderValidation.checkTimeout(seconds)
-        api.pointee.request_set_timeout(handle, seconds)
-    }
+    /// Checked by the view (``InterceptorRequest/setTimeout(_:)``): a host changes nothing for a
+    /// refused value, and says nothing.
+    func setTimeout(_ seconds: Double) throws { api.pointee.request_set_timeout(handle, seconds) }
 }
 
 /// ``ResponseBackend`` over a host result handle.
@@ -280,11 +278,9 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     var statusCode: Int { Int(api.pointee.result_status(handle)) }
 
-    /// Checked here (a host changes nothing for a refused code, and says nothing).
-    func setStatusCode(_ code: Int) throws {
-        try HeaderValidation.checkStatus(code)
-        api.pointee.result_set_status(handle, Int32(code))
-    }
+    /// Checked by the view (``InterceptorResponse/setStatusCode(_:)``): a host changes nothing for
+    /// a refused code, and says nothing.
+    func setStatusCode(_ code: Int) throws { api.pointee.result_set_status(handle, Int32(clamping: code)) }
 
     var headers: [HTTPHeader] {
         if api.pointee.abi_minor >= 3, let all = api.pointee.result_headers {

@@ -215,7 +215,11 @@ public struct InterceptorRequest {
     /// Replaces the timeout in seconds: a positive number, or `.infinity` for none. Throws
     /// ``InterceptorError/invalidTimeout(_:)`` for zero, a negative number or NaN, and changes
     /// nothing then.
-    public func setTimeout(_ seconds: Double) throws { try backend.setTimeout(seconds) }
+    public func setTimeout(_ seconds: Double) throws {
+        // Checked here, whatever the backend (a test double's too).
+        try HeaderValidation.checkTimeout(seconds)
+        try backend.setTimeout(seconds)
+    }
 
     /// The query items of the URL, decoded, in order.
     public var queryItems: [(name: String, value: String)] {

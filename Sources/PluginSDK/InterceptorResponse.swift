@@ -56,7 +56,11 @@ public struct InterceptorResponse {
 
     /// Replaces the status code; throws ``InterceptorError/invalidStatus(_:)`` for a code
     /// outside 100...999, and changes nothing then.
-    public func setStatusCode(_ code: Int) throws { try backend.setStatusCode(code) }
+    public func setStatusCode(_ code: Int) throws {
+        // Checked here, whatever the backend (a test double's too).
+        try HeaderValidation.checkStatus(code)
+        try backend.setStatusCode(code)
+    }
 
     /// Every header field in order.
     public var headers: [HTTPHeader] { backend.headers }

@@ -394,11 +394,14 @@ extension ExportedInstance {
         }
     }
 
-    /// Hands `response` to the host through `send` (status, fields and body as borrowed C bytes).
+    /// Hands `response` to the host through `send` (status, fields and body as borrowed C bytes);
+    /// throws ``InterceptorError/invalidStatus(_:)`` for a status the host refuses, as the chain
+    /// does for an interceptor compiled in.
     private static func handOver(
         _ response: SyntheticResponse,
         _ send: (Int32, UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int, ph_bytes) -> Int32
-    ) -> Int32 {
+    ) throws -> Int32 {
+        try HeaderValidation.checkStatus(response.statusCode)
         let headers = response.headers
         // By index: no list of name and value pairs made for the call.
         return CBytes.withPairs(
@@ -412,7 +415,7 @@ extension ExportedInstance {
     fileprivate func prepare(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
         let (view, context) = self.request(request, context)
         guard case .respond(let response) = try interceptor.prepare(view, context: context) else { return PH_OK }
-        return Self.handOver(response) { api.pointee.request_respond(request, $0, $1, $2, $3, $4) }
+        return try Self.handOver(response) { api.pointee.request_respond(request, $0, $1, $2, $3, $4) }
     }
 
     fileprivate func willSend(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
@@ -434,7 +437,7 @@ extension ExportedInstance {
         case .proceed:
             return PH_OK
         case .replace(let response):
-            return Self.handOver(response) { api.pointee.result_replace(result, $0, $1, $2, $3, $4) }
+            return try Self.handOver(response) { api.pointee.result_replace(result, $0, $1, $2, $3, $4) }
         case .retry(let delay, let refresh):
             return CBytes.with(refresh?.key ?? "") { key in
                 CBytes.with(refresh?.staleValue ?? "") { stale in

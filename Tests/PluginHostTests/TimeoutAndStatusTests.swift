@@ -34,6 +34,42 @@ struct TimeoutAndStatusTests {
         #expect(view.timeout == .infinity)
     }
 
+    /// A timeout that is none to the transports (0, negative, NaN) reads as `.infinity`: a hook
+    /// may set what it read (`min(request.timeout, 30)`).
+    @Test func aTimeoutThatIsNoneReadsAsInfinity() throws {
+        for given in [0, -1, Double.nan, .infinity] {
+            let view = InterceptorRequest(backend: RequestState(URLRequest(url: URL(string: "http://127.0.0.1:9/a")!, timeoutInterval: given)))
+            #expect(view.timeout == .infinity, "\(given)")
+            try view.setTimeout(min(view.timeout, 30))
+            #expect(view.timeout == 30)
+        }
+    }
+
+    /// An interceptor compiled in that answers or replaces with a status outside 100...999 fails
+    /// the request, as a loaded plugin's answer is refused by the host.
+    @Test func anAnswerWithAStatusOutside100To999FailsTheRequest() async throws {
+        struct Answers: Interceptor {
+            let status: Int
+            let replaces: Bool
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                replaces ? .proceed : .respond(SyntheticResponse(statusCode: status))
+            }
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                replaces ? .replace(SyntheticResponse(statusCode: status)) : .proceed
+            }
+        }
+        for (status, replaces) in [(42, false), (1000, true)] {
+            let provider = Provider<Bin>(stubClosure: Provider.immediatelyStub, interceptors: [Answers(status: status, replaces: replaces)])
+            let result = await provider.request(try Bin("get")).result
+            guard case .failure(.interceptor(_, let hook, let message)) = result else {
+                Issue.record("status \(status) was accepted: \(result)")
+                continue
+            }
+            #expect(hook == (replaces ? .process : .prepare))
+            #expect(message == "invalid status code \(status): must be within 100...999")
+        }
+    }
+
     @Test func aHookStatusOutside100To999IsRefusedAndChangesNothing() throws {
         let state = ResponseState(SyntheticResponse(statusCode: 200, headers: [], body: []), url: nil)
         let view = InterceptorResponse(backend: state)
@@ -99,16 +135,21 @@ struct TimeoutAndStatusTests {
     }
 
     /// Timeouts an app's `URLRequest` may carry: none of them traps a transport (`UInt64` or `Int`
-    /// of NaN, infinity or centuries of nanoseconds did), and each is none (swift-corelibs-foundation
-    /// timed out at once for 0 or less).
+    /// of NaN, infinity or centuries of nanoseconds did); each that is no positive number is none,
+    /// and one under a second holds a response that comes before it (swift-corelibs-foundation
+    /// timed out at once below one second: hence a path that answers late enough to tell).
     @Test(arguments: TransportKind.allCases) func everyTimeoutAnAppGivesIsSent(_ kind: TransportKind) async throws {
-        for seconds in [Double.infinity, .nan, 0, -1, 1e11, 1e300, .greatestFiniteMagnitude] {
+        let cases: [(Double, String)] = [
+            (.infinity, "get"), (.nan, "get"), (1e11, "get"), (1e300, "get"), (.greatestFiniteMagnitude, "get"),
+            (0, "delay/1"), (-1, "delay/1"), (0.6, "delay/0.3"),
+        ]
+        for (seconds, path) in cases {
             let provider = kind.provider(requestClosure: { _, request in
                 var request = request
                 request.timeoutInterval = seconds
                 return request
             })
-            let response = try await provider.request(try Bin("get")).value
+            let response = try await provider.request(try Bin(path)).value
             #expect(response.statusCode == 200, "timeout \(seconds)")
         }
     }

@@ -203,6 +203,8 @@ struct ph_host_api {
     /* Replaces the body (`present` 0: no body). Bytes that are no buffer (see
      * request_set_body_checked) leave the body as it was. */
     void (*request_set_body)(ph_request *request, ph_bytes body, int32_t present);
+    /* The timeout in seconds; INFINITY for none (a request whose timeout is 0, negative or NaN
+     * has none, and reads so). */
     double (*request_timeout)(ph_request *request);
     /* Replaces the timeout: a positive number of seconds, or INFINITY for none. Zero, a negative
      * number or NaN changes nothing (read request_timeout back to know). */

@@ -238,7 +238,7 @@ final class CurlCall: @unchecked Sendable {
         let timeout = request.timeoutInterval
         // A timeout that is no positive finite number (0, negative, NaN, infinite: what an app's
         // URLRequest may carry) is none; a finite one of centuries is none in effect.
-        idleTimeout = timeout.isFinite ? timeout.saturatingNanoseconds : 0
+        idleTimeout = timeout > 0 && timeout.isFinite ? max(1, timeout.saturatingNanoseconds) : 0
         let connect = min(settings.configuration.connectTimeout, timeout > 0 ? timeout : .infinity)
         if connect.isFinite, connect > 0 {
             // At most a billion seconds: milliseconds as a `long` without overflow.
@@ -440,7 +440,9 @@ final class CurlCall: @unchecked Sendable {
         if !decoding.isEmpty, total > RequestLimits.decompressionAllowance, let easy {
             var encoded: Int64 = 0
             ph_curl_easy_getinfo_off(easy, PH_CURLINFO_SIZE_DOWNLOAD_T, &encoded)
-            if encoded > 0, total > encoded * request.limits.maxDecompressionRatio {
+            // A ratio too large to multiply (`Int64.max` for no limit) lets everything through.
+            let (allowed, overflow) = encoded.multipliedReportingOverflow(by: request.limits.maxDecompressionRatio)
+            if encoded > 0, !overflow, total > allowed {
                 return stop(LimitFailure.ratio(decoded: total, encoded: encoded, limits: request.limits))
             }
         }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import CachePlugin
@@ -69,7 +70,8 @@ struct CachePartitionUseTests {
         }
         #expect(use.used(ofKey: alice + "x GET /") == 0)
         #expect(use.used(ofFile: alice + "x-00.entry") == 0)
-        #expect(use.used(ofFile: "shared") == 0)
+        // A name without `-` is shared, as `partition(ofFile:)` says.
+        #expect(use.used(ofFile: "shared") == use[CacheStore.shared])
         #expect(PartitionUse.file(alice + "-ab.entry", isIn: alice))
         #expect(!PartitionUse.file(alice + "x-ab.entry", isIn: alice))
         #expect(!PartitionUse.file(alice, isIn: alice))
@@ -97,5 +99,34 @@ struct CachePartitionUseTests {
             #expect(found == expected, "round \(round)")
         }
         #expect(CacheStore.evictionIndex([String: UInt64](), use) { _, _, _ in (0, 0) } == nil)
+    }
+
+    /// An entry stored under `key`, with nothing in it.
+    func entry(_ key: String) -> CacheEntry {
+        CacheEntry(
+            key: key, status: 200, headerNames: [], headerValues: [], body: [], requestTime: 0, responseTime: 0, vary: [:], ttl: nil,
+            hasQuery: false)
+    }
+
+    /// A full store, in memory and on disk, evicts the least recently used partition's least
+    /// recently used entry: here Alice's oldest, though the shared partition's oldest entry is
+    /// older (a plain LRU would take that one).
+    @Test func aFullStoreEvictsFromTheLeastRecentlyUsedPartition() throws {
+        let (s1, a1, a2, s2) = (
+            "GET http://127.0.0.1/1", alice + " GET http://127.0.0.1/1", alice + " GET http://127.0.0.1/2", "GET http://127.0.0.1/2"
+        )
+        let memory = try CacheStore(maxMemoryEntries: 3, maxMemoryBytes: 1 << 20, directory: nil, maxDiskBytes: 1 << 20)
+        for key in [s1, a1, a2, s2] { memory.put(entry(key)) }
+        #expect(memory.get(a1) == nil)
+        #expect(memory.get(s1) != nil && memory.get(a2) != nil && memory.get(s2) != nil)
+
+        let directory = NSTemporaryDirectory() + "cache-eviction-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let size = try #require(CacheStore.encode(entry(a1))).count
+        let disk = try CacheStore(maxMemoryEntries: 1, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 3 * size)
+        for key in [s1, a1, a2, s2] { disk.put(entry(key)) }
+        let files = Set(try FileManager.default.contentsOfDirectory(atPath: directory))
+        #expect(!files.contains(CacheStore.fileName(a1)))
+        #expect(files.isSuperset(of: [s1, a2, s2].map(CacheStore.fileName)))
     }
 }

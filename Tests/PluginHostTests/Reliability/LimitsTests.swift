@@ -171,6 +171,17 @@ struct LimitsTests {
         expectBounded(outcome, kind)
     }
 
+    /// A ratio of `Int64.max` (no ratio) lets the bomb inflate until the body limit stops it:
+    /// the ratio's product overflowed, and trapped, once a mebibyte was decoded.
+    @Test func aRatioTooLargeToMultiplyIsNoRatio() async throws {
+        let limits = RequestLimits(maxResponseBytes: Self.limit, maxDecompressionRatio: .max)
+        let outcome = try await run(.curl, try FaultInjectionTests.fault("gzip-bomb"), limits: limits)
+        let failure = failure(outcome)
+        #expect(failure?.kind == .responseTooLarge)
+        #expect(failure?.message.hasPrefix("the response body passed maxResponseBytes (8388608 bytes): ") == true)
+        expectBounded(outcome, .curl)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func tooManyHeaderFieldsAreABadResponse(_ kind: TransportKind) async throws {
         let outcome = try await run(kind, try FaultInjectionTests.fault("many-headers", query: ["n": 2000]), limits: .default)
