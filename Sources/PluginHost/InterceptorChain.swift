@@ -267,8 +267,8 @@ final class InterceptorChain: Sendable {
                         return .success((index, response))
                     }
                 } else if case .respond(let response) = try interceptors[index].prepare(request, context: contexts[index]) {
-                    // The status a loaded plugin's answer must have (the host refuses it there).
-                    try HeaderValidation.checkStatus(response.statusCode)
+                    // What a loaded plugin's answer must be (the host refuses it there).
+                    try HeaderValidation.check(response)
                     return .success((index, response))
                 }
             } catch {
@@ -385,7 +385,7 @@ final class InterceptorChain: Sendable {
                     let shared = view ?? outcome.view
                     view = shared
                     action = try interceptors[index].process(shared, context: contexts[index])
-                    if case .replace(let response) = action { try HeaderValidation.checkStatus(response.statusCode) }
+                    if case .replace(let response) = action { try HeaderValidation.check(response) }
                 }
             } catch {
                 return .failure(.interceptor(name: names[index], hook: .process, message: Self.message(error)))

@@ -355,4 +355,12 @@ public enum HeaderValidation {
     public static func checkStatus(_ code: Int) throws {
         guard isValidStatus(code) else { throw InterceptorError.invalidStatus(code) }
     }
+
+    /// Throws for the first thing wrong with an answer a hook gives (``PrepareAction/respond(_:)``,
+    /// ``ProcessAction/replace(_:)``): its status (``checkStatus(_:)``), then each field in order
+    /// (``check(name:value:)``). The host refuses the same answers from a loaded plugin.
+    public static func check(_ response: SyntheticResponse) throws {
+        try checkStatus(response.statusCode)
+        for field in response.headers { try check(name: field.name, value: field.value) }
+    }
 }

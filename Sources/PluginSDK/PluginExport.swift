@@ -394,21 +394,23 @@ extension ExportedInstance {
         }
     }
 
-    /// Hands `response` to the host through `send` (status, fields and body as borrowed C bytes);
-    /// throws ``InterceptorError/invalidStatus(_:)`` for a status the host refuses, as the chain
-    /// does for an interceptor compiled in.
+    /// Hands `response` to the host through `send` (status, fields and body as borrowed C bytes).
+    /// The host checks the answer; when it refuses one, this throws what is wrong with it
+    /// (``HeaderValidation/check(_:)``), as the chain does for an interceptor compiled in (checked
+    /// here first, every answer was checked twice).
     private static func handOver(
         _ response: SyntheticResponse,
         _ send: (Int32, UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int, ph_bytes) -> Int32
     ) throws -> Int32 {
-        try HeaderValidation.checkStatus(response.statusCode)
         let headers = response.headers
         // By index: no list of name and value pairs made for the call.
-        return CBytes.withPairs(
+        let status = CBytes.withPairs(
             count: headers.count, { headers[$0].name }, { headers[$0].value },
             { names, values, count in
                 CBytes.with(response.body) { send(Int32(clamping: response.statusCode), names, values, count, $0) }
             })
+        if status == PH_INVALID { try HeaderValidation.check(response) }
+        return status
     }
 
     /// `prepare`: the plugin's answer goes to the host as the request's response.

@@ -45,29 +45,50 @@ struct TimeoutAndStatusTests {
         }
     }
 
-    /// An interceptor compiled in that answers or replaces with a status outside 100...999 fails
-    /// the request, as a loaded plugin's answer is refused by the host.
-    @Test func anAnswerWithAStatusOutside100To999FailsTheRequest() async throws {
+    /// An interceptor compiled in that answers or replaces with a status outside 100...999, or a
+    /// field that is no field (a name that is no token, a value with CR or LF), fails the request,
+    /// as a loaded plugin's answer is refused by the host.
+    @Test func anAnswerThatIsNoValidResponseFailsTheRequest() async throws {
         struct Answers: Interceptor {
-            let status: Int
+            let answer: SyntheticResponse
             let replaces: Bool
             func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
-                replaces ? .proceed : .respond(SyntheticResponse(statusCode: status))
+                replaces ? .proceed : .respond(answer)
             }
             func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
-                replaces ? .replace(SyntheticResponse(statusCode: status)) : .proceed
+                replaces ? .replace(answer) : .proceed
             }
         }
-        for (status, replaces) in [(42, false), (1000, true)] {
-            let provider = Provider<Bin>(stubClosure: Provider.immediatelyStub, interceptors: [Answers(status: status, replaces: replaces)])
-            let result = await provider.request(try Bin("get")).result
-            guard case .failure(.interceptor(_, let hook, let message)) = result else {
-                Issue.record("status \(status) was accepted: \(result)")
-                continue
+        let fine = HTTPHeader(name: "X-Fine", value: "1")
+        let cases: [(SyntheticResponse, String)] = [
+            (SyntheticResponse(statusCode: 42), "invalid status code 42: must be within 100...999"),
+            (SyntheticResponse(statusCode: 1000), "invalid status code 1000: must be within 100...999"),
+            (
+                SyntheticResponse(statusCode: 200, headers: [fine, HTTPHeader(name: "X-A", value: "a\r\nX-Evil: 1")]),
+                "invalid value for header \"X-A\": CR, LF and NUL are not allowed"
+            ),
+            (
+                SyntheticResponse(statusCode: 200, headers: [fine, HTTPHeader(name: "Bad Name", value: "1")]),
+                InterceptorError.invalidHeaderName("Bad Name").description
+            ),
+        ]
+        for (answer, why) in cases {
+            for replaces in [false, true] {
+                let provider = Provider<Bin>(stubClosure: Provider.immediatelyStub, interceptors: [Answers(answer: answer, replaces: replaces)])
+                let result = await provider.request(try Bin("get")).result
+                guard case .failure(.interceptor(_, let hook, let message)) = result else {
+                    Issue.record("\(answer) was accepted: \(result)")
+                    continue
+                }
+                #expect(hook == (replaces ? .process : .prepare))
+                #expect(message == why)
             }
-            #expect(hook == (replaces ? .process : .prepare))
-            #expect(message == "invalid status code \(status): must be within 100...999")
         }
+        // A valid answer goes through.
+        let provider = Provider<Bin>(
+            stubClosure: Provider.immediatelyStub,
+            interceptors: [Answers(answer: SyntheticResponse(statusCode: 203, headers: [fine]), replaces: true)])
+        #expect(try await provider.request(try Bin("get")).value.statusCode == 203)
     }
 
     @Test func aHookStatusOutside100To999IsRefusedAndChangesNothing() throws {
