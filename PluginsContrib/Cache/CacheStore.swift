@@ -33,7 +33,7 @@ final class CacheStore: Sendable {
             self.entry = entry
             self.size = size
             self.used = used
-            partition = PartitionUse.isShared(entry.key) ? nil : CacheStore.partition(ofKey: entry.key)
+            partition = PartitionUse.partition(ofKey: entry.key)
         }
     }
 
@@ -545,13 +545,9 @@ struct PartitionUse {
         return table[partition] ?? 0
     }
 
-    /// When the partition of `key` (see ``CacheStore/partition(ofKey:)``) was last used: the
-    /// shared one and the current one without making a string.
-    func used(ofKey key: String) -> UInt64 {
-        if Self.isShared(key) { return shared }
-        if let current, Self.key(key, isIn: current.name) { return current.used }
-        return self[CacheStore.partition(ofKey: key)]
-    }
+    /// The partition of `key` as ``used(ofPartition:)`` takes it: nil for a shared key (`GET …`,
+    /// no string made), else ``CacheStore/partition(ofKey:)``.
+    static func partition(ofKey key: String) -> String? { isShared(key) ? nil : CacheStore.partition(ofKey: key) }
 
     /// When `partition` (nil: the shared one) was last used, as the subscript reads it.
     func used(ofPartition partition: String?) -> UInt64 {

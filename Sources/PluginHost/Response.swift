@@ -132,12 +132,12 @@ final class DeferredHTTPResponse: Sendable {
 
     var response: HTTPURLResponse? {
         built.value {
+            let headerFields: [String: String]
             switch fields {
-            case .received(let fields):
-                return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields)
-            case .edited(let headers):
-                return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: headers.folded())
+            case .received(let fields): headerFields = fields
+            case .edited(let headers): headerFields = headers.folded()
             }
+            return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: headerFields)
         }
     }
 

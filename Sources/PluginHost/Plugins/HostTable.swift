@@ -407,12 +407,8 @@ final class HostTable: @unchecked Sendable {
         api.request_set_timeout = { request, seconds in try? RequestHandle.from(request).setTimeout(seconds) }
         api.request_respond = { request, status, names, values, count, body in
             let handle = RequestHandle.from(request)
-            guard handle.mayRespond, HeaderValidation.isValidStatus(Int(status)), CBytes.isBuffer(body),
-                let headers = CBytes.headers(names, values, count)
-            else {
-                return PH_INVALID
-            }
-            handle.answer = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
+            guard handle.mayRespond, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
+            handle.answer = answer
             return PH_OK
         }
 
@@ -460,12 +456,8 @@ final class HostTable: @unchecked Sendable {
         api.result_set_body_checked = { result, body in HostTable.setResultBody(result, body) }
         api.result_replace = { result, status, names, values, count, body in
             let handle = ResultHandle.from(result)
-            guard handle.mayDecide, HeaderValidation.isValidStatus(Int(status)), CBytes.isBuffer(body),
-                let headers = CBytes.headers(names, values, count)
-            else {
-                return PH_INVALID
-            }
-            handle.replacement = SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
+            guard handle.mayDecide, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
+            handle.replacement = answer
             return PH_OK
         }
         api.result_retry = { result, delay, key, stale, hasStale in
@@ -497,6 +489,18 @@ final class HostTable: @unchecked Sendable {
         guard present == 0 || CBytes.isBuffer(body) else { return PH_INVALID }
         RequestHandle.from(request).setBodyData(present != 0 ? CBytes.data(body) : nil)
         return PH_OK
+    }
+
+    /// The answer of `request_respond` or `result_replace`; nil for a status outside 100...999, a
+    /// field that is no field, or a body that is no buffer (what ``HeaderValidation/check(_:)``
+    /// refuses of an interceptor compiled in, checked as bytes).
+    static func answer(
+        _ status: Int32, _ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int, _ body: ph_bytes
+    ) -> SyntheticResponse? {
+        guard HeaderValidation.isValidStatus(Int(status)), CBytes.isBuffer(body), let headers = CBytes.headers(names, values, count) else {
+            return nil
+        }
+        return SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
     }
 
     /// `result_set_body`: PH_INVALID, nothing changed, for a failure or a body that is no buffer.

@@ -64,11 +64,11 @@ struct CachePartitionUseTests {
         use.mark(key: bob + " GET http://127.0.0.1/y", 3)
         use.mark(key: "GET http://127.0.0.1/y", 5)
         for (partition, key) in [(CacheStore.shared, "GET http://127.0.0.1/z"), (alice, alice + " GET /"), (bob, bob + " GET /"), ("c", "c GET /")] {
-            #expect(use.used(ofKey: key) == use[partition], "\(key)")
+            #expect(use.used(ofPartition: PartitionUse.partition(ofKey: key)) == use[partition], "\(key)")
             #expect(use.used(ofFile: CacheStore.fileName(key)) == use[partition], "\(key)")
             #expect(use.used(ofPartition: partition == CacheStore.shared ? nil : partition) == use[partition], "\(key)")
         }
-        #expect(use.used(ofKey: alice + "x GET /") == 0)
+        #expect(use.used(ofPartition: PartitionUse.partition(ofKey: alice + "x GET /")) == 0)
         #expect(use.used(ofFile: alice + "x-00.entry") == 0)
         // A name without `-` is shared, as `partition(ofFile:)` says.
         #expect(use.used(ofFile: "shared") == use[CacheStore.shared])
@@ -93,7 +93,9 @@ struct CachePartitionUseTests {
             }
             let rank = { (entry: (key: String, value: UInt64)) in (use[CacheStore.partition(ofKey: entry.key)], entry.value) }
             let expected = table.min { rank($0) < rank($1) }?.key
-            let found = CacheStore.evictionIndex(table, use) { use, table, index in (use.used(ofKey: table.keys[index]), table.values[index]) }.map {
+            let found = CacheStore.evictionIndex(table, use) { use, table, index in
+                (use.used(ofPartition: PartitionUse.partition(ofKey: table.keys[index])), table.values[index])
+            }.map {
                 table.keys[$0]
             }
             #expect(found == expected, "round \(round)")
