@@ -81,6 +81,45 @@ struct PluginLoaderTests {
         #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "beta,alpha")
     }
 
+    /// A loaded Swift plugin's answer the host refuses (a status outside 100...999, a field value
+    /// with CR LF) fails the request with the error the same plugin compiled in gets: the SDK
+    /// explains the host's refusal. Nothing of the refused answer reaches the app.
+    @Test func aLoadedPluginsRefusedAnswerIsExplained() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        try f.bundle("BetaTestPlugin")
+        let badValue = "invalid value for header \"X-Responder\": CR, LF and NUL are not allowed"
+        let cases: [([String: Any], InterceptorHook, String)] = [
+            (["respond": 200, "answerField": "a\r\nX-Evil: 1"], .prepare, badValue),
+            (["replace": 42], .process, "invalid status code 42: must be within 100...999"),
+            (["replace": 1000], .process, "invalid status code 1000: must be within 100...999"),
+            (["replace": 200, "answerField": "a\nb"], .process, badValue),
+        ]
+        for (config, hook, why) in cases {
+            let transport = CountingTransport()
+            let provider = try Provider<Bin>(
+                manifest: try f.manifest([["name": "alpha"], ["name": "beta", "config": config]]), transport: transport)
+            let result = await provider.request(try Bin("anything")).result
+            guard case .failure(.interceptor(let name, let failedHook, let message)) = result else {
+                Issue.record("\(config) was accepted: \(result)")
+                continue
+            }
+            #expect(name == "beta", "\(config)")
+            #expect(failedHook == hook, "\(config)")
+            #expect(message == why, "\(config)")
+            #expect(transport.count == (hook == .prepare ? 0 : 1), "\(config)")
+        }
+        // A valid replacement goes through, with alpha's process after it.
+        let provider = try Provider<Bin>(
+            manifest: try f.manifest([["name": "alpha"], ["name": "beta", "config": ["replace": 203]]]), transport: CountingTransport())
+        let response = try await provider.request(try Bin("anything")).value
+        #expect(response.statusCode == 203)
+        #expect(String(decoding: response.data, as: UTF8.self) == "from beta")
+        #expect(response.value(forHTTPHeaderField: "X-Responder") == "beta")
+        #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "alpha")
+    }
+
     @Test(arguments: [InterceptorHook.prepare, .willSend, .didReceive, .process])
     func loadedPluginThrowingFailsOnlyThatRequest(hook: InterceptorHook) async throws {
         let f = try PluginFixtures()

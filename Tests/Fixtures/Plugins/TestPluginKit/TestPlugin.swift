@@ -10,6 +10,10 @@ public protocol TestPluginName {
 /// Always: `prepare` appends its name to the request header `X-Order` and `process` appends it
 /// to the response header `X-Response-Order`. Configuration:
 /// - `respond` (number): answer in `prepare` with this status and body `from <name>`.
+/// - `replace` (number, any): replace the result in `process` with this status and body
+///   `from <name>` (a status the host refuses, to test that it does).
+/// - `answerField` (string): the value of the answer's `X-Responder` field (default: the name;
+///   one with CR or LF, to test that the host refuses it).
 /// - `throwIn` (one of prepare, willSend, didReceive, process): throw `boom in <hook>` there.
 /// - `event` (string): emit this event from `willSend`, with the order so far, the target's `tag`
 ///   option and path, and the request's number and attempt.
@@ -21,12 +25,16 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     public static var pluginLicense: String { "MIT" }
 
     let respond: Int?
+    let replace: Int?
+    let answerField: String
     let throwIn: String?
     let event: String?
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["respond", "throwIn", "event"])
+        try configuration.rejectUnknownKeys(["respond", "replace", "answerField", "throwIn", "event"])
         respond = configuration.values["respond"] == nil ? nil : try configuration.integer("respond", default: 200, in: 100...599)
+        replace = configuration.values["replace"] == nil ? nil : try configuration.integer("replace", default: 200, in: -99_999...99_999)
+        answerField = try configuration.string("answerField") ?? N.name
         throwIn =
             configuration.values["throwIn"] == nil
             ? nil
@@ -42,13 +50,13 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         if throwIn == "prepare" { throw Boom(hook: "prepare") }
         try request.setHeader("X-Order", [request.header("X-Order"), N.name].compactMap { $0 }.joined(separator: ","))
-        if let respond {
-            return .respond(
-                SyntheticResponse(
-                    statusCode: respond, headers: [HTTPHeader(name: "X-Responder", value: N.name)],
-                    body: Array("from \(N.name)".utf8)))
-        }
+        if let respond { return .respond(answer(respond)) }
         return .proceed
+    }
+
+    /// The answer `respond` and `replace` give.
+    func answer(_ status: Int) -> SyntheticResponse {
+        SyntheticResponse(statusCode: status, headers: [HTTPHeader(name: "X-Responder", value: answerField)], body: Array("from \(N.name)".utf8))
     }
 
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
@@ -72,6 +80,7 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
         if let response = result.response {
             try response.setHeader("X-Response-Order", [response.header("X-Response-Order"), N.name].compactMap { $0 }.joined(separator: ","))
         }
+        if let replace { return .replace(answer(replace)) }
         return .proceed
     }
 }
