@@ -15,9 +15,13 @@ import PluginSDK
 /// .registerRefresher(forKey: "access_token")`). Concurrent `401`s share one refresh. More than
 /// `maxRefreshes` refreshes within `refreshWindow` seconds fail the request as excessive.
 public struct AccessTokenPlugin: ExportablePlugin {
+    /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "access-token" }
+    /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
+    /// What `pluginhost list` says of this plugin.
     public static var pluginSummary: String { "Adds Authorization from the host store and refreshes it on 401" }
+    /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .process] }
 
     let key: String
@@ -50,6 +54,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
         var retried = false
     }
 
+    /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
+    /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["key", "env", "file", "required", "refreshOn401", "maxRefreshes", "refreshWindow"])
         key = try configuration.string("key", default: "access_token") ?? "access_token"
@@ -94,6 +100,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
         }
     }
 
+    /// Sets `Authorization` from the current token (per the target's scheme), or fails the
+    /// request when a token is `required` and there is none.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         guard let scheme = try scheme(context) else {
             carried.remove(context.requestID)
@@ -114,6 +122,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
         return .proceed
     }
 
+    /// On a `401` to a request that carried a token: a retry, after a refresh unless another
+    /// request already refreshed the token; excessive refreshes fail the request.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard refreshOnUnauthorized, result.response?.statusCode == 401, let sent = carried.get(context.requestID), !sent.retried else {
             carried.remove(context.requestID)

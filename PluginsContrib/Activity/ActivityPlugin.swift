@@ -8,9 +8,13 @@ import PluginSDK
 /// passed on in both events. `ended` comes exactly once for every `began`, also when the attempt
 /// fails, times out or is cancelled; the count never goes negative.
 public struct ActivityPlugin: ExportablePlugin {
+    /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "activity" }
+    /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
+    /// What `pluginhost list` says of this plugin.
     public static var pluginSummary: String { "Emits began/ended events with the in-flight count (loading indicators)" }
+    /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.willSend, .didReceive] }
 
     /// `show` or `hide` for targets that do not say.
@@ -27,6 +31,8 @@ public struct ActivityPlugin: ExportablePlugin {
         let attempt: Int
     }
 
+    /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
+    /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["defaultVisibility"])
         defaultVisibility = try configuration.oneOf("defaultVisibility", ["show", "hide"], default: "show")
@@ -47,6 +53,7 @@ public struct ActivityPlugin: ExportablePlugin {
         ]
     }
 
+    /// Counts the attempt in flight; emits `began` when someone subscribes to events.
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
         let (inserted, count) = state.withLock { state -> (Bool, Int) in
@@ -58,6 +65,8 @@ public struct ActivityPlugin: ExportablePlugin {
         if inserted, context.services.hasSubscribers { context.services.emit("began", fields: fields(context, inFlight: count)) }
     }
 
+    /// Counts the attempt out (once, whatever its outcome); emits `ended` with the outcome when
+    /// someone subscribes.
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
         let (removed, count) = state.withLock { state -> (Bool, Int) in

@@ -29,9 +29,13 @@ import PluginSDK
 /// same values; a `public` one is shared with everyone. With `authorized: "refuse"` only
 /// `public` responses to such requests are stored.
 public struct CachePlugin: ExportablePlugin {
+    /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "cache" }
+    /// This plugin's version.
     public static var pluginVersion: String { "1.1.0" }
+    /// What `pluginhost list` says of this plugin.
     public static var pluginSummary: String { "Private HTTP cache (RFC 9111), memory LRU plus disk" }
+    /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .willSend, .process] }
 
     let store: CacheStore
@@ -100,6 +104,8 @@ public struct CachePlugin: ExportablePlugin {
     /// `prepare` and `process`, when responses tell their request; else every hook.
     public var activeHooks: Set<InterceptorHook>? { responsesCarryRequestHeaders ? [.prepare, .process] : nil }
 
+    /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
+    /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["directory", "maxMemoryEntries", "maxMemoryBytes", "maxDiskBytes", "staleIfError", "authorized"])
         let directory = try configuration.string("directory")
@@ -444,6 +450,8 @@ public struct CachePlugin: ExportablePlugin {
 
     // MARK: Request side
 
+    /// Answers from a usable stored entry (`X-Cache: hit`, `stale`, a `304` or a range), or makes
+    /// the request conditional to revalidate a stale one; remembers what the response side needs.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         let method = Self.upper(request.method)
         let option = context.target.pluginOptions["cache"]?.lowercased()
@@ -588,6 +596,8 @@ public struct CachePlugin: ExportablePlugin {
 
     // MARK: Response side
 
+    /// Stores a storable response, serves the stored body on a `304` (`revalidated`) or a stale
+    /// entry on an error (`stale-if-error`), invalidates on unsafe methods, and marks the rest `miss`.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard let state = pending.remove(context.requestID) else { return .proceed }
         // A background revalidation reporting back, whatever its outcome: the entry is free again

@@ -10,9 +10,13 @@ import PluginSDK
 /// one that follows `rounds` failed answers for the same request (default 1).
 /// On a redirect to another scheme, host or port the transport drops `Authorization`.
 public struct CredentialsPlugin: ExportablePlugin {
+    /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "credentials" }
+    /// This plugin's version.
     public static var pluginVersion: String { "1.1.0" }
+    /// What `pluginhost list` says of this plugin.
     public static var pluginSummary: String { "Answers Basic and Digest authentication challenges for listed hosts" }
+    /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .credential] }
 
     struct Entry {
@@ -44,6 +48,8 @@ public struct CredentialsPlugin: ExportablePlugin {
     /// How many answers one request gets before its `401` is delivered.
     let rounds: Int
 
+    /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
+    /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["credentials", "rounds"])
         rounds = try configuration.integer("rounds", default: 1, in: 1...3)
@@ -95,6 +101,8 @@ public struct CredentialsPlugin: ExportablePlugin {
         return entries.contains(where: \.preemptive) ? nil : [.credential]
     }
 
+    /// Sends Basic credentials up front to a host whose entry is `preemptive`, unless the request
+    /// already carries `Authorization`.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         guard entries.contains(where: \.preemptive), let url = URLComponents(string: request.url), let host = url.host else { return .proceed }
         let scheme = url.scheme?.lowercased() ?? "http"
@@ -107,6 +115,7 @@ public struct CredentialsPlugin: ExportablePlugin {
         return .proceed
     }
 
+    /// Answers a Basic or Digest challenge from a host credentials are configured for.
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
         guard HTTPHeader.namesEqual(challenge.method, "Basic") || HTTPHeader.namesEqual(challenge.method, "Digest"),
             challenge.previousFailureCount < rounds,

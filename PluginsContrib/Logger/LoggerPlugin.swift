@@ -17,9 +17,13 @@ import Darwin
 /// store keys, e.g. tokens and signing secrets) is also scrubbed from bodies and anything else
 /// the logger prints.
 public struct LoggerPlugin: ExportablePlugin {
+    /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "logger" }
+    /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
+    /// What `pluginhost list` says of this plugin.
     public static var pluginSummary: String { "Logs requests and responses with secrets redacted" }
+    /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.willSend, .didReceive] }
 
     enum Level: Int {
@@ -56,6 +60,8 @@ public struct LoggerPlugin: ExportablePlugin {
         func exclusively(_ body: () -> Void) { writing.withLock { _ in body() } }
     }
 
+    /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
+    /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["level", "output", "file", "curl", "redactHeaders", "redactQuery", "redactStoreKeys", "maxBodyBytes"])
         switch try configuration.oneOf("level", ["off", "basic", "headers", "body"], default: "basic") {
@@ -119,6 +125,8 @@ public struct LoggerPlugin: ExportablePlugin {
     /// At level `off` no hook runs at all.
     public var activeHooks: Set<InterceptorHook>? { level == .off ? [] : nil }
 
+    /// Logs the request as sent (secrets redacted): its line, and its fields and body at the levels
+    /// that show them.
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         guard level != .off else { return }
         let headers = request.headers
@@ -143,6 +151,7 @@ public struct LoggerPlugin: ExportablePlugin {
         write(lines, secrets: secrets)
     }
 
+    /// Logs the response or failure (secrets redacted), with the time the attempt took.
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         guard level != .off else { return }
         let entry = started.remove(context.requestID)

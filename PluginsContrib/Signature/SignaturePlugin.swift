@@ -22,9 +22,13 @@ import PluginSDK
 /// variable `secretEnv`, or the file `secretFile`; it is never logged. A missing secret fails the
 /// request with a clear error.
 public struct SignaturePlugin: ExportablePlugin {
+    /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "signature" }
+    /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
+    /// What `pluginhost list` says of this plugin.
     public static var pluginSummary: String { "Signs requests (HMAC-SHA256 canonical request, or legacy MD5 of sorted parameters)" }
+    /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare] }
 
     enum Scheme: String {
@@ -49,6 +53,8 @@ public struct SignaturePlugin: ExportablePlugin {
         preparedKey.answer(for: secret) { HMACSHA256.Key(Array($0.utf8)) }
     }
 
+    /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
+    /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["scheme", "keyId", "placement", "secretKey", "secretEnv", "secretFile"])
         scheme = Scheme(rawValue: try configuration.oneOf("scheme", ["hmac-sha256", "md5-sorted"], default: "hmac-sha256"))!
@@ -77,6 +83,7 @@ public struct SignaturePlugin: ExportablePlugin {
         throw Failure(description: "signature: no signing secret (looked in \(places.joined(separator: ", ")))")
     }
 
+    /// Signs the request with the configured scheme; fails it when there is no secret.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         let secret = try secret(context.services)
         let timestamp = String(Int(context.services.now()))

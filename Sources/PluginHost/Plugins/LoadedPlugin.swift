@@ -86,6 +86,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
 
     // MARK: Hooks
 
+    /// Calls the library's `prepare` on the host's request (a request the host did not make is refused).
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         guard activeHooks & PH_HOOK_PREPARE != 0 else { return .proceed }
         let handle = try Self.requestHandle(request)
@@ -93,18 +94,21 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         return response.map { .respond($0) } ?? .proceed
     }
 
+    /// Calls the library's `will_send`.
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         guard activeHooks & PH_HOOK_WILL_SEND != 0 else { return }
         let handle = try Self.requestHandle(request)
         try withContext(context) { try willSend(handle, $0) }
     }
 
+    /// Calls the library's `did_receive`.
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         guard activeHooks & PH_HOOK_DID_RECEIVE != 0 else { return }
         let handle = Self.resultHandle(result)
         try withContext(context) { try didReceive(handle, $0) }
     }
 
+    /// Calls the library's `process`: a replacement or a retry comes back as the action.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard activeHooks & PH_HOOK_PROCESS != 0 else { return .proceed }
         let handle = Self.resultHandle(result)
@@ -147,6 +151,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         return .proceed
     }
 
+    /// Calls the library's `credential` for a challenge.
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
         guard activeHooks & PH_HOOK_CREDENTIAL != 0, let hook = descriptor.pointee.credential else { return .performDefault }
         let arena = ByteArena()
