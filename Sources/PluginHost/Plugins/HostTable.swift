@@ -75,9 +75,14 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
         var values: UnsafeMutablePointer<ph_bytes>
     }
 
-    var count: Int { header.count }
-    var names: UnsafeMutablePointer<ph_bytes> { header.names }
-    var values: UnsafeMutablePointer<ph_bytes> { header.values }
+    var count: Int { slots.count }
+    var names: UnsafeMutablePointer<ph_bytes> { slots.names }
+    var values: UnsafeMutablePointer<ph_bytes> { slots.values }
+
+    /// The slots, read through the header's pointer: `header` itself begins a dynamic
+    /// exclusivity access on every read (four of them per snapshot).
+    @inline(__always)
+    private var slots: Slots { withUnsafeMutablePointerToHeader { $0.pointee } }
 
     #if DEBUG
     /// In debug builds the bytes are overwritten as the copy goes: a plugin (or the host) that
@@ -109,20 +114,22 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     /// while this copy lives) and returns how many pairs there are: the snapshot calls'
     /// contract (`request_headers`, `result_headers`, `result_request_headers`).
     func snapshot(_ names: UnsafeMutablePointer<ph_bytes>?, _ values: UnsafeMutablePointer<ph_bytes>?, _ capacity: Int) -> Int {
+        let slots = slots
         if let names, let values {
             // A capacity past `Int.max` (`size_t` arrives as `Int`) is negative here, and room for all.
-            let written = capacity < 0 ? count : min(count, capacity)
-            names.update(from: self.names, count: written)
-            values.update(from: self.values, count: written)
+            let written = capacity < 0 ? slots.count : min(slots.count, capacity)
+            names.update(from: slots.names, count: written)
+            values.update(from: slots.values, count: written)
         }
-        return count
+        return slots.count
     }
 
     /// The `index`-th value (0-based) of the field `name`, compared as ASCII without case.
     func value(named name: ph_bytes, index: Int) -> ph_bytes? {
+        let slots = slots
         var seen = 0
-        for position in 0..<count where Self.equal(names[position], name) {
-            if seen == index { return values[position] }
+        for position in 0..<slots.count where Self.equal(slots.names[position], name) {
+            if seen == index { return slots.values[position] }
             seen += 1
         }
         return nil
