@@ -19,7 +19,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
     public static var pluginName: String { "access-token" }
     /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
-    /// What `pluginhost list` says of this plugin.
+    /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Adds Authorization from the host store and refreshes it on 401" }
     /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .process] }
@@ -122,8 +122,9 @@ public struct AccessTokenPlugin: ExportablePlugin {
         return .proceed
     }
 
-    /// On a `401` to a request that carried a token: a retry, after a refresh unless another
-    /// request already refreshed the token; excessive refreshes fail the request.
+    /// On a `401` to a request that carried a token (unless `refreshOn401` is false): one retry,
+    /// after a refresh unless another request already refreshed the token; excessive refreshes
+    /// fail the request.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard refreshOnUnauthorized, result.response?.statusCode == 401, let sent = carried.get(context.requestID), !sent.retried else {
             carried.remove(context.requestID)

@@ -12,7 +12,7 @@ public struct ActivityPlugin: ExportablePlugin {
     public static var pluginName: String { "activity" }
     /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
-    /// What `pluginhost list` says of this plugin.
+    /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Emits began/ended events with the in-flight count (loading indicators)" }
     /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.willSend, .didReceive] }

@@ -33,7 +33,7 @@ public struct CachePlugin: ExportablePlugin {
     public static var pluginName: String { "cache" }
     /// This plugin's version.
     public static var pluginVersion: String { "1.1.0" }
-    /// What `pluginhost list` says of this plugin.
+    /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Private HTTP cache (RFC 9111), memory LRU plus disk" }
     /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .willSend, .process] }
@@ -450,8 +450,9 @@ public struct CachePlugin: ExportablePlugin {
 
     // MARK: Request side
 
-    /// Answers from a usable stored entry (`X-Cache: hit`, `stale`, a `304` or a range), or makes
-    /// the request conditional to revalidate a stale one; remembers what the response side needs.
+    /// Answers from a usable stored entry (`X-Cache: hit`, `stale`, a `304` or a range), with a
+    /// `504` for `only-if-cached` when nothing is usable, or makes the request conditional to
+    /// revalidate an entry it cannot serve; remembers what the response side needs.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         let method = Self.upper(request.method)
         let option = context.target.pluginOptions["cache"]?.lowercased()
@@ -596,8 +597,9 @@ public struct CachePlugin: ExportablePlugin {
 
     // MARK: Response side
 
-    /// Stores a storable response, serves the stored body on a `304` (`revalidated`) or a stale
-    /// entry on an error (`stale-if-error`), invalidates on unsafe methods, and marks the rest `miss`.
+    /// Stores a storable response, serves the stored body on a `304` to its own revalidation
+    /// (`revalidated`) or a stale entry on an error (`stale-if-error`), invalidates on unsafe
+    /// methods, and marks the rest `miss`.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard let state = pending.remove(context.requestID) else { return .proceed }
         // A background revalidation reporting back, whatever its outcome: the entry is free again

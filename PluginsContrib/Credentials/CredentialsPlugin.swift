@@ -14,7 +14,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     public static var pluginName: String { "credentials" }
     /// This plugin's version.
     public static var pluginVersion: String { "1.1.0" }
-    /// What `pluginhost list` says of this plugin.
+    /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Answers Basic and Digest authentication challenges for listed hosts" }
     /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .credential] }
@@ -115,7 +115,8 @@ public struct CredentialsPlugin: ExportablePlugin {
         return .proceed
     }
 
-    /// Answers a Basic or Digest challenge from a host credentials are configured for.
+    /// Answers a Basic or Digest challenge from a host (port, scheme, realm) credentials are
+    /// configured for, up to `rounds` answers per request; otherwise the default handling.
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
         guard HTTPHeader.namesEqual(challenge.method, "Basic") || HTTPHeader.namesEqual(challenge.method, "Digest"),
             challenge.previousFailureCount < rounds,

@@ -21,7 +21,7 @@ public struct LoggerPlugin: ExportablePlugin {
     public static var pluginName: String { "logger" }
     /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
-    /// What `pluginhost list` says of this plugin.
+    /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Logs requests and responses with secrets redacted" }
     /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.willSend, .didReceive] }
@@ -125,8 +125,8 @@ public struct LoggerPlugin: ExportablePlugin {
     /// At level `off` no hook runs at all.
     public var activeHooks: Set<InterceptorHook>? { level == .off ? [] : nil }
 
-    /// Logs the request as sent (secrets redacted): its line, and its fields and body at the levels
-    /// that show them.
+    /// Logs the request as sent (secrets redacted): its line, its fields and body at the levels
+    /// that show them, and a cURL command when `curl` is on.
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         guard level != .off else { return }
         let headers = request.headers

@@ -26,7 +26,7 @@ public struct SignaturePlugin: ExportablePlugin {
     public static var pluginName: String { "signature" }
     /// This plugin's version.
     public static var pluginVersion: String { "1.0.0" }
-    /// What `pluginhost list` says of this plugin.
+    /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Signs requests (HMAC-SHA256 canonical request, or legacy MD5 of sorted parameters)" }
     /// The hooks this plugin implements (the others are not exported).
     public static var implementedHooks: Set<InterceptorHook> { [.prepare] }

@@ -80,7 +80,7 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     var values: UnsafeMutablePointer<ph_bytes> { slots.values }
 
     /// The slots, read through the header's pointer: `header` itself begins a dynamic
-    /// exclusivity access on every read (four of them per snapshot).
+    /// exclusivity access on every read (a snapshot made four).
     @inline(__always)
     private var slots: Slots { withUnsafeMutablePointerToHeader { $0.pointee } }
 

@@ -94,7 +94,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         return response.map { .respond($0) } ?? .proceed
     }
 
-    /// Calls the library's `will_send`.
+    /// Calls the library's `will_send` on the host's request (a request the host did not make is refused).
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         guard activeHooks & PH_HOOK_WILL_SEND != 0 else { return }
         let handle = try Self.requestHandle(request)

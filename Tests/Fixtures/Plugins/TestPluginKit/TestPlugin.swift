@@ -10,8 +10,9 @@ public protocol TestPluginName {
 /// Always: `prepare` appends its name to the request header `X-Order` and `process` appends it
 /// to the response header `X-Response-Order`. Configuration:
 /// - `respond` (number): answer in `prepare` with this status and body `from <name>`.
-/// - `replace` (number, any): replace the result in `process` with this status and body
-///   `from <name>` (a status the host refuses, to test that it does).
+/// - `replace` (number, -99999...99999): replace the result in `process` (a response or a
+///   failure) with this status and body `from <name>` (a status the host refuses, to test that
+///   it does).
 /// - `answerField` (string): the value of the answer's `X-Responder` field (default: the name;
 ///   one with CR or LF, to test that the host refuses it).
 /// - `throwIn` (one of prepare, willSend, didReceive, process): throw `boom in <hook>` there.
