@@ -557,7 +557,7 @@ struct PartitionUse {
     }
 
     /// When the partition of the entry file `name` (`<partition>-<digest>.entry`) was last used,
-    /// as ``used(ofKey:)``.
+    /// as ``used(ofPartition:)`` reads it.
     func used(ofFile name: String) -> UInt64 {
         if Self.file(name, isIn: CacheStore.shared) { return shared }
         if let current, Self.file(name, isIn: current.name) { return current.used }

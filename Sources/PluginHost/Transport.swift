@@ -269,9 +269,6 @@ public struct TransportResponse: Sendable {
         }
     }
 
-    /// The fields a transport of this package received (none once ``response`` is replaced).
-    var givenFields: [String: String]? { source.receivedFields }
-
     /// A response with `fields` (as `HTTPURLResponse(url:statusCode:httpVersion:headerFields:)`
     /// makes it): made on first read on Linux, at once elsewhere (nil when Foundation refuses it);
     /// ``httpVersion`` is left for the caller to say.

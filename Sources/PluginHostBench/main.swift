@@ -231,6 +231,35 @@ if let manifest = options.loadOnce {
     exit(0)
 }
 
+// MARK: Cache profiles (`--profile hit`, `disk-hit`, `full-miss`, `full-disk-miss`)
+
+/// The cache plugin of the bench's bundles loaded alone, configured by `configuration` (given the
+/// path of a fresh directory it may use), in a stub provider; and that directory.
+func cacheProvider(_ configuration: (String) -> String) throws -> (provider: Provider<CacheableTarget>, directory: String) {
+    let services = PluginServices()
+    let library = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
+    let directory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
+    let cache = try LoadedPlugin(library: library, configJSON: Data(configuration(directory).utf8), services: services)
+    return (Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: services), directory)
+}
+
+/// The least p50 of `--rounds` rounds of `--stub-requests` calls of `request`, in µs.
+func leastP50(_ request: () async -> Void) async -> Double {
+    var least = Double.infinity
+    for _ in 1...options.rounds {
+        least = min(least, percentile(await latencies(options.stubRequests, request), 0.5))
+    }
+    return least
+}
+
+/// Prints a cache profile's figure and the last response's `X-Cache`, removes its directory (here:
+/// `exit` runs no `defer`) and exits.
+func endCacheProfile(least: Double, cached: String, directory: String) -> Never {
+    print("\(options.profile ?? ""): least p50 of \(options.rounds) rounds \(fmt(least)) µs (last response: X-Cache \(cached))")
+    try? FileManager.default.removeItem(atPath: directory)
+    exit(0)
+}
+
 /// The whole benchmark, in a nonisolated function: closures formed here run on the global
 /// executor, like an app's requests, instead of hopping to the main actor for every request.
 func runBench(_ options: Options) async throws {
@@ -304,58 +333,35 @@ func runBench(_ options: Options) async throws {
 
     if options.profile == "hit" || options.profile == "disk-hit" {
         // Cache hits from memory or from disk (scenario 5), for a profiler.
-        let hitServices = PluginServices()
-        let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
         let disk = options.profile == "disk-hit"
-        let directory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
-        let configuration = disk ? #"{"directory": "\#(directory)", "maxMemoryEntries": 1}"# : "{}"
-        let cache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(configuration.utf8), services: hitServices)
-        let provider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: hitServices)
+        let (provider, directory) = try cacheProvider { disk ? #"{"directory": "\#($0)", "maxMemoryEntries": 1}"# : "{}" }
         let (a, b) = (provider.request(CacheableTarget(path: "a")), provider.request(CacheableTarget(path: "b")))
         _ = try? await a.value
         _ = try? await b.value
         // From disk: a and b in turn, one entry in memory (each read is from disk).
         var flip = false
-        var least = Double.infinity
-        for _ in 1...options.rounds {
-            let samples = await latencies(options.stubRequests) {
-                flip.toggle()
-                _ = try? await (disk && flip ? b : a).value
-            }
-            least = min(least, percentile(samples, 0.5))
+        let least = await leastP50 {
+            flip.toggle()
+            _ = try? await (disk && flip ? b : a).value
         }
         let cached = (try? await a.value)?.value(forHTTPHeaderField: "X-Cache") ?? "absent"
-        print("\(options.profile ?? ""): least p50 of \(options.rounds) rounds \(fmt(least)) µs (last response: X-Cache \(cached))")
-        // Removed here: `exit` runs no `defer`.
-        try? FileManager.default.removeItem(atPath: directory)
-        exit(0)
+        endCacheProfile(least: least, cached: cached, directory: directory)
     }
 
     if options.profile == "full-miss" || options.profile == "full-disk-miss" {
         // Misses into a full cache, for a profiler: 512 URLs in turn through 256 entries in memory
         // (and, on disk, about 250 files in 64 KiB): every request stores and evicts.
-        let services = PluginServices()
-        let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
-        let directory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
-        let configuration =
-            options.profile == "full-disk-miss" ? #"{"directory": "\#(directory)", "maxDiskBytes": 65536}"# : #"{"maxMemoryEntries": 256}"#
-        let cache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(configuration.utf8), services: services)
-        let provider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: services)
+        let (provider, directory) = try cacheProvider {
+            options.profile == "full-disk-miss" ? #"{"directory": "\#($0)", "maxDiskBytes": 65536}"# : #"{"maxMemoryEntries": 256}"#
+        }
         let targets = (0..<512).map { CacheableTarget(path: "k\($0)") }
         var next = 0
-        var least = Double.infinity
         var cached = "absent"
-        for _ in 1...options.rounds {
-            let samples = await latencies(options.stubRequests) {
-                next = (next + 1) % targets.count
-                cached = (try? await provider.request(targets[next]).value)?.value(forHTTPHeaderField: "X-Cache") ?? "absent"
-            }
-            least = min(least, percentile(samples, 0.5))
+        let least = await leastP50 {
+            next = (next + 1) % targets.count
+            cached = (try? await provider.request(targets[next]).value)?.value(forHTTPHeaderField: "X-Cache") ?? "absent"
         }
-        print("\(options.profile ?? ""): least p50 of \(options.rounds) rounds \(fmt(least)) µs (last response: X-Cache \(cached))")
-        // Removed here: `exit` runs no `defer`.
-        try? FileManager.default.removeItem(atPath: directory)
-        exit(0)
+        endCacheProfile(least: least, cached: cached, directory: directory)
     }
 
     if let profile = options.profile {

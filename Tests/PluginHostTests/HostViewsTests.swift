@@ -121,16 +121,16 @@ import FoundationNetworking
         // Status, URL and fields are read from the parts; the response, once made, is the same object.
         #expect(made.statusCode == 203 && made.url == Self.url)
         #if canImport(FoundationNetworking)
-        #expect(made.givenFields == fields)
+        #expect(made.source.receivedFields == fields)
         #else
         // Elsewhere the response is made at once, and the fields are Foundation's only.
-        #expect(made.givenFields == nil)
+        #expect(made.source.receivedFields == nil)
         #endif
         #expect(Self.reading(made.response) == Self.reading(eager))
         #expect(made.response === made.response)
         // A response set in its place replaces the parts.
         made.response = try #require(HTTPURLResponse(url: Self.url, statusCode: 404, httpVersion: nil, headerFields: ["x-b": "3"]))
-        #expect(made.statusCode == 404 && made.givenFields == nil)
+        #expect(made.statusCode == 404 && made.source.receivedFields == nil)
         #expect(made.response.value(forHTTPHeaderField: "x-b") == "3")
 
         // Through a provider, with no interceptor and with one that only reads the fields, the app
