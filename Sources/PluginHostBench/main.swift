@@ -37,6 +37,9 @@ struct Options {
     var loadOnce: String?
     var profile: String?
     var profileHTTP: String?
+    /// How many targets a `--profile` stub scenario's requests go to in turn (paths `items/0`, …),
+    /// each request made anew; nil: one pipeline's request, again and again.
+    var targets: Int?
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -56,6 +59,7 @@ struct Options {
             case "--load-once": loadOnce = iterator.next()
             case "--profile": profile = iterator.next()
             case "--profile-http": profileHTTP = iterator.next()
+            case "--targets": targets = max(1, number(1))
             default:
                 FileHandle.standardError.write(
                     Data(
@@ -378,7 +382,19 @@ func runBench(_ options: Options) async throws {
             profile == "loaded6" || alone != nil
                 ? loadedServices : profile == "compiled6" || compiledAlone != nil ? compiledServices : PluginServices())
         let pipeline = provider.request(.stub)
-        let samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
+        var samples: [Double]
+        if let count = options.targets {
+            // Requests to `--targets` targets in turn: what a chain costs when the next request's
+            // target is not the last one's.
+            let targets = (0..<count).map { BenchTarget(baseURL: BenchTarget.stub.baseURL, path: "items/\($0)") }
+            var next = 0
+            samples = await latencies(options.stubRequests) {
+                next = (next + 1) % targets.count
+                _ = try? await provider.request(targets[next]).value
+            }
+        } else {
+            samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
+        }
         let check = await pipeline.result
         let signed = (try? check.get().request?.value(forHTTPHeaderField: "X-Signature")) ?? nil
         let cached = (try? check.get().value(forHTTPHeaderField: "X-Cache")) ?? nil

@@ -38,6 +38,48 @@ import FoundationNetworking
         #expect(TargetURL.appending("cafe\u{301}", to: Self.base).absoluteString.hasSuffix("/cafe%CC%81"))
     }
 
+    /// The joined string is Foundation's for every base it takes, and a path of any bytes; other
+    /// bases are left to Foundation.
+    @Test func joinedURLsAreTheOnesAppendingMakes() throws {
+        let bases = [
+            "http://h:9", "http://h:9/", "http://h/api", "http://h/api/", "https://h.example.com/a/b", "HTTP://H/Api", "http://user@h/api",
+            "http://h/a%20b", "https://127.0.0.1:8443/v1//",
+        ]
+        var paths = [
+            "items/1", "/items/1", "items/", "/", "//", "a//b", "a b", "a?b", "a#b", "a%20b", "./a", "a/../b", "..", ".", "~user", "a;b",
+            "a+b", "a=b&c", ":a", "a/:b", "@", "a!$'()*,", "caf\u{E9}", "cafe\u{301}", "a|b[c]{d}\"e\\f^g`h<i>", "tab\there", "nul\u{0}x",
+            "\u{7F}", "\u{1F600}",
+        ]
+        // Random paths of every ASCII byte and a few longer characters, the same on every run.
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let alphabet = (0..<128).map { Character(Unicode.Scalar(UInt8($0))) } + ["\u{E9}", "\u{4E2D}", "\u{1F600}"]
+        for _ in 0..<300 {
+            var path = ""
+            for _ in 0..<12 {
+                seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                path.append(alphabet[Int(seed >> 33) % alphabet.count])
+            }
+            paths.append(path)
+        }
+        for baseString in bases {
+            let base = try #require(URL(string: baseString))
+            for path in paths {
+                let expected = base.appendingPathComponent(path)
+                let joined = try #require(TargetURL.joined(baseString, path), "\(baseString) + \(path.debugDescription)")
+                #expect(joined == expected.absoluteString, "\(baseString) + \(path.debugDescription)")
+                #expect(URL(string: joined) == expected, "\(baseString) + \(path.debugDescription)")
+                #expect(TargetURL.appending(path, to: base) == expected)
+            }
+        }
+        // A query or fragment (appended after the path), another scheme, a byte above 0x7F: Foundation's.
+        for baseString in ["http://h/api?x=1", "http://h/api#f", "ftp://h/a", "mailto:a@h", "http://h/caf\u{E9}", "http:", "http://", "httpx://h"] {
+            #expect(TargetURL.joined(baseString, "users/7") == nil, "\(baseString)")
+            if let base = URL(string: baseString) {
+                #expect(TargetURL.appending("users/7", to: base) == base.appendingPathComponent("users/7"), "\(baseString)")
+            }
+        }
+    }
+
     @Test func aBaseRelativeToAnotherKeepsItsBase() throws {
         // The same string as `absolute` once resolved, but a URL of two parts.
         let relative = try #require(URL(string: "api", relativeTo: URL(string: "http://127.0.0.1:8080/")))
