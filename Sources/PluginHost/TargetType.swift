@@ -101,6 +101,7 @@ enum TargetURL {
     /// outside RFC 3986's path characters percent-encoded (`%` too: the path is not decoded).
     /// Parsing it is a third of what `appendingPathComponent` costs, and a request to a new path
     /// (`users/42`, then `users/43`) pays it. nil for any other base: Foundation makes those.
+    /// Used on Linux (swift-corelibs-foundation's URL is its string); elsewhere Foundation joins.
     static func joined(_ base: String, _ path: String) -> String? {
         var base = base
         return base.withUTF8 { baseBytes -> String? in

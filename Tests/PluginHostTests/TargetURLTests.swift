@@ -38,8 +38,9 @@ import FoundationNetworking
         #expect(TargetURL.appending("cafe\u{301}", to: Self.base).absoluteString.hasSuffix("/cafe%CC%81"))
     }
 
+    #if canImport(FoundationNetworking)
     /// The joined string is Foundation's for every base it takes, and a path of any bytes; other
-    /// bases are left to Foundation.
+    /// bases are left to Foundation. (Linux's: the only platform that joins.)
     @Test func joinedURLsAreTheOnesAppendingMakes() throws {
         let bases = [
             "http://h:9", "http://h:9/", "http://h/api", "http://h/api/", "https://h.example.com/a/b", "HTTP://H/Api", "http://user@h/api",
@@ -79,6 +80,7 @@ import FoundationNetworking
             }
         }
     }
+    #endif
 
     @Test func aBaseRelativeToAnotherKeepsItsBase() throws {
         // The same string as `absolute` once resolved, but a URL of two parts.
