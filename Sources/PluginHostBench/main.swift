@@ -46,7 +46,7 @@ struct Options {
         func number(_ current: Int) -> Int { Int(iterator.next() ?? "") ?? current }
         while let argument = iterator.next() {
             switch argument {
-            case "--rounds": rounds = number(rounds)
+            case "--rounds": rounds = max(1, number(rounds))
             case "--stub-requests": stubRequests = number(stubRequests)
             case "--http-requests": httpRequests = number(httpRequests)
             case "--downloads": downloads = number(downloads)
@@ -59,18 +59,26 @@ struct Options {
             case "--load-once": loadOnce = iterator.next()
             case "--profile": profile = iterator.next()
             case "--profile-http": profileHTTP = iterator.next()
-            case "--targets": targets = max(1, number(1))
-            default:
-                FileHandle.standardError.write(
-                    Data(
-                        """
-                        usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--wrk PATH] [--rounds R] [--stub-requests N]
-                                                [--http-requests N] [--downloads N] [--cache-requests N] [--rss-requests N]
-                        (Tests/bench builds, bundles and runs it)\n
-                        """.utf8))
-                exit(2)
+            case "--targets":
+                guard let count = Int(iterator.next() ?? ""), count >= 1 else { Self.usage("--targets needs a number of targets, 1 or more") }
+                targets = count
+            default: Self.usage("unknown argument \(argument)")
             }
         }
+    }
+
+    /// Prints `problem` and the usage, and exits with status 2.
+    static func usage(_ problem: String) -> Never {
+        FileHandle.standardError.write(
+            Data(
+                """
+                error: \(problem)
+                usage: pluginhost-bench --plugins DIR --noop LIBRARY [--nginx PATH] [--wrk PATH] [--rounds R] [--stub-requests N]
+                                        [--http-requests N] [--downloads N] [--cache-requests N] [--rss-requests N]
+                                        [--profile SCENARIO [--targets N]] [--profile-http SCENARIO]
+                (Tests/bench builds, bundles and runs it; --targets: a chain scenario's requests to N paths in turn)\n
+                """.utf8))
+        exit(2)
     }
 }
 
@@ -271,6 +279,12 @@ func runBench(_ options: Options) async throws {
         FileHandle.standardError.write(Data("error: --plugins DIR and --noop LIBRARY are required; run Tests/bench\n".utf8))
         exit(2)
     }
+    // `--targets` applies to one chain scenario (`--profile 0`, `loaded6`, `alone:cache`, …) only.
+    if options.targets != nil,
+        options.profile == nil || ["stub", "stub-alone", "hit", "disk-hit", "full-miss", "full-disk-miss"].contains(options.profile!)
+    {
+        Options.usage("--targets applies to one chain scenario's --profile (0, noop1, noop6, inprocess6, loaded6, compiled6, alone:P, compiled:P)")
+    }
 
     let manifest = try manifestURL(options.plugins)
     let loadedServices = services()
@@ -383,27 +397,31 @@ func runBench(_ options: Options) async throws {
                 ? loadedServices : profile == "compiled6" || compiledAlone != nil ? compiledServices : PluginServices())
         let pipeline = provider.request(.stub)
         var samples: [Double]
+        var check: Result<Response, NetworkError>
         if let count = options.targets {
             // Requests to `--targets` targets in turn: what a chain costs when the next request's
             // target is not the last one's. The least disturbed of `--rounds` rounds.
             let targets = (0..<count).map { BenchTarget(baseURL: BenchTarget.stub.baseURL, path: "items/\($0)") }
             var next = 0
+            var last: Result<Response, NetworkError>?
             samples = []
             for _ in 1...options.rounds {
                 let round = await latencies(options.stubRequests) {
                     next = (next + 1) % targets.count
-                    _ = try? await provider.request(targets[next]).value
+                    last = await provider.request(targets[next]).result
                 }
                 if samples.isEmpty || percentile(round, 0.5) < percentile(samples, 0.5) { samples = round }
             }
+            check = last ?? .failure(.cancelled)
         } else {
             samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
+            check = await pipeline.result
         }
-        let check = await pipeline.result
         let signed = (try? check.get().request?.value(forHTTPHeaderField: "X-Signature")) ?? nil
         let cached = (try? check.get().value(forHTTPHeaderField: "X-Cache")) ?? nil
+        let figures = options.targets.map { "\($0) targets in turn, the round of least p50 of \(options.rounds): " } ?? ""
         print(
-            "\(profile): p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs"
+            "\(profile): \(figures)p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs"
                 + "  (last response: X-Signature \(signed == nil ? "absent" : "present"), X-Cache \(cached ?? "absent"), \(check))")
         exit(0)
     }
