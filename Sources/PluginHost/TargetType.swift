@@ -111,36 +111,18 @@ enum TargetURL {
     /// whose `appendingPathComponent` this matches); elsewhere Foundation joins.
     static func joined(_ base: String, _ path: String) -> String? {
         var base = base
-        return base.withUTF8 { baseBytes -> String? in
-            guard isHTTP(baseBytes), !baseBytes.contains(where: { $0 >= 0x80 || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
-            else { return nil }
-            let pathBytes = path.utf8
-            let startsWithSlash = pathBytes.first == UInt8(ascii: "/")
-            let endsWithSlash = baseBytes.last == UInt8(ascii: "/")
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(baseBytes.count + 1 + pathBytes.count)
-            bytes.append(contentsOf: baseBytes)
-            if startsWithSlash && endsWithSlash {
-                bytes.removeLast()
-            } else if !startsWithSlash && !endsWithSlash {
-                bytes.append(UInt8(ascii: "/"))
-            }
-            for byte in pathBytes {
-                if isPathByte(byte) {
-                    bytes.append(byte)
-                } else {
-                    bytes.append(UInt8(ascii: "%"))
-                    bytes.append(hexDigit(byte >> 4))
-                    bytes.append(hexDigit(byte & 0x0F))
-                }
-            }
-            return String(decoding: bytes, as: UTF8.self)
+        guard base.withUTF8({ isHTTP($0) && !$0.contains { $0 >= 0x80 || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } })
+        else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(base.utf8.count + 1 + path.utf8.count)
+        bytes.append(contentsOf: base.utf8)
+        switch (base.utf8.last == UInt8(ascii: "/"), path.utf8.first == UInt8(ascii: "/")) {
+        case (true, true): bytes.removeLast()
+        case (false, false): bytes.append(UInt8(ascii: "/"))
+        default: break
         }
-    }
-
-    /// The upper-case hex digit of `nibble` (0...15).
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
+        RFC3986.escape(path, keeping: isPathByte, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Whether `bytes` start with `http://` or `https://` (the scheme in any case) and go on after it.

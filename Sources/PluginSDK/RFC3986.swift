@@ -15,16 +15,29 @@ public enum RFC3986 {
 
     /// Percent-encodes every byte `keep` refuses, as `%XX` upper-case.
     package static func escape(_ text: String, keeping keep: (UInt8) -> Bool) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
         var out = [UInt8]()
         out.reserveCapacity(text.utf8.count)
+        escape(text, keeping: keep, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `text` to `out`, every byte `keep` refuses percent-encoded as `%XX` upper-case (a
+    /// string made of a prefix and an escaped part is made once).
+    package static func escape(_ text: String, keeping keep: (UInt8) -> Bool, into out: inout [UInt8]) {
         for byte in text.utf8 {
             if keep(byte) {
                 out.append(byte)
             } else {
-                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0f)]]
+                // Three appends, digits by arithmetic: no array made per escaped byte.
+                out.append(UInt8(ascii: "%"))
+                out.append(upperHexDigit(byte >> 4))
+                out.append(upperHexDigit(byte & 0x0f))
             }
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The upper-case hex digit of `nibble` (0...15).
+    private static func upperHexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
     }
 }
