@@ -93,6 +93,23 @@ struct BenchTarget: TargetType {
     static let stub = BenchTarget(baseURL: URL(string: "http://127.0.0.1:9")!, path: "small.json")
 }
 
+/// Targets `items/0` … `items/<count - 1>` on the stub's base, taken in turn: each request to
+/// another target than the last one's (what an app pays whose requests go to `users/{id}`).
+final class TargetsInTurn {
+    let targets: [BenchTarget]
+    private var next = 0
+
+    init(_ count: Int) {
+        targets = (0..<max(1, count)).map { BenchTarget(baseURL: BenchTarget.stub.baseURL, path: "items/\($0)") }
+    }
+
+    /// The target after the last one taken.
+    func take() -> BenchTarget {
+        next = (next + 1) % targets.count
+        return targets[next]
+    }
+}
+
 /// A target answered from a stub with a fresh, cacheable response (for cache hits).
 /// Its base URL is stored, as ``BenchTarget``'s is: a URL parsed on every access (several per
 /// request) would be measured as part of the cache hit.
@@ -401,15 +418,11 @@ func runBench(_ options: Options) async throws {
         if let count = options.targets {
             // Requests to `--targets` targets in turn: what a chain costs when the next request's
             // target is not the last one's. The least disturbed of `--rounds` rounds.
-            let targets = (0..<count).map { BenchTarget(baseURL: BenchTarget.stub.baseURL, path: "items/\($0)") }
-            var next = 0
+            let targets = TargetsInTurn(count)
             var last: Result<Response, NetworkError>?
             samples = []
             for _ in 1...options.rounds {
-                let round = await latencies(options.stubRequests) {
-                    next = (next + 1) % targets.count
-                    last = await provider.request(targets[next]).result
-                }
+                let round = await latencies(options.stubRequests) { last = await provider.request(targets.take()).result }
                 if samples.isEmpty || percentile(round, 0.5) < percentile(samples, 0.5) { samples = round }
             }
             check = last ?? .failure(.cancelled)
@@ -434,6 +447,7 @@ func runBench(_ options: Options) async throws {
     let figures = Figures()
     _ = await latencies(200) { _ = try? await stubProvider(loaded6, loadedServices).request(.stub).value }
     let stubRequests = max(1, options.stubRequests / 3)
+    let pathsInTurn = TargetsInTurn(1000)
     for _ in 1...(options.rounds * 3) {
         // 1. Chain overhead on the stub transport.
         let stubScenarios: [(String, [any Interceptor], PluginServices)] = [
@@ -448,6 +462,20 @@ func runBench(_ options: Options) async throws {
                 print("warning: \(key) requests fail, the figure measures a failing chain: \(error)")
             }
             let samples = await latencies(stubRequests) { _ = try? await pipeline.value }
+            figures.add(key + "_p50", percentile(samples, 0.5))
+            figures.add(key + "_p99", percentile(samples, 0.99))
+        }
+        // The empty chain and the six plugins with each request to another of 1,000 paths in turn:
+        // a new target's URL, contexts and C layout, and the plugins' work for a URL not seen.
+        for (key, chain, scenarioServices) in [
+            ("stub_paths_0", [], PluginServices()), ("stub_paths_loaded6", loaded6, loadedServices),
+            ("stub_paths_compiled6", compiled6, compiledServices),
+        ] as [(String, [any Interceptor], PluginServices)] {
+            let provider = stubProvider(chain, scenarioServices)
+            if case .failure(let error) = await provider.request(pathsInTurn.take()).result {
+                print("warning: \(key) requests fail, the figure measures a failing chain: \(error)")
+            }
+            let samples = await latencies(stubRequests) { _ = try? await provider.request(pathsInTurn.take()).value }
             figures.add(key + "_p50", percentile(samples, 0.5))
             figures.add(key + "_p99", percentile(samples, 0.99))
         }
@@ -670,6 +698,9 @@ func runBench(_ options: Options) async throws {
         ("1 stub, six contrib loaded", "stub_loaded6_p50", "stub_loaded6_p99"),
         ("1 stub, six contrib compiled in", "stub_compiled6_p50", "stub_compiled6_p99"),
         ("1 stub transport called directly", "stub_direct_p50", "stub_direct_p50"),
+        ("1 stub, 1,000 paths in turn, 0", "stub_paths_0_p50", "stub_paths_0_p99"),
+        ("1 stub, 1,000 paths in turn, six compiled", "stub_paths_compiled6_p50", "stub_paths_compiled6_p99"),
+        ("1 stub, 1,000 paths in turn, six loaded", "stub_paths_loaded6_p50", "stub_paths_loaded6_p99"),
         ("2 sequential, raw URLSession (µs p50 / p99)", "seq_us_p50_raw", "seq_us_p99_raw"),
         ("2 sequential, provider 0", "seq_us_p50_0", "seq_us_p99_0"),
         ("2 sequential, provider six loaded", "seq_us_p50_loaded6", "seq_us_p99_loaded6"),
@@ -729,7 +760,8 @@ func runBench(_ options: Options) async throws {
         "stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
         "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50", "stub_us_p50_compiled6": "stub_compiled6_p50",
         "stub_us_p50_direct": "stub_direct_p50", "cache_hit_us_p50_memory": "cache_hit_us_p50_memory",
-        "cache_hit_us_p50_disk": "cache_hit_us_p50_disk",
+        "cache_hit_us_p50_disk": "cache_hit_us_p50_disk", "stub_us_p50_0_paths": "stub_paths_0_p50",
+        "stub_us_p50_compiled6_paths": "stub_paths_compiled6_p50", "stub_us_p50_loaded6_paths": "stub_paths_loaded6_p50",
     ] {
         // The least p50 of the chain's rounds (see scenario 1).
         json[key.key] = least(key.value)
