@@ -110,9 +110,7 @@ package enum CBytes {
     static func decode(
         _ names: UnsafePointer<ph_bytes>, _ values: UnsafePointer<ph_bytes>, _ count: Int, like last: [HTTPHeader]
     ) -> [HTTPHeader] {
-        if last.count == count, (0..<count).allSatisfy({ equal(names[$0], last[$0].name) && equal(values[$0], last[$0].value) }) {
-            return last
-        }
+        if same(names, values, count, as: last) { return last }
         return (0..<count).map { index in
             guard index < last.count else { return HTTPHeader(name: string(names[index]), value: string(values[index])) }
             let known = last[index]
@@ -120,6 +118,12 @@ package enum CBytes {
                 name: equal(names[index], known.name) ? known.name : string(names[index]),
                 value: equal(values[index], known.value) ? known.value : string(values[index]))
         }
+    }
+
+    /// Whether `count` name and value pairs are the bytes of `fields`, field by field (as
+    /// ``equal(_:_:)`` compares them).
+    package static func same(_ names: UnsafePointer<ph_bytes>, _ values: UnsafePointer<ph_bytes>, _ count: Int, as fields: [HTTPHeader]) -> Bool {
+        fields.count == count && (0..<count).allSatisfy { equal(names[$0], fields[$0].name) && equal(values[$0], fields[$0].value) }
     }
 
     /// A byte array from borrowed bytes.

@@ -254,4 +254,44 @@ struct BorrowedEditBytesTests {
             #expect(response.handle.replacement == nil)
         }
     }
+
+    /// An answer's fields with the bytes of the last answer's are that list (checked when it was
+    /// made); other bytes, or bytes that are no buffer where the kept value is empty, are read
+    /// and checked anew.
+    @Test func anAnswerWithTheLastAnswersBytesReusesItsFields() {
+        let memo = Locked<[HTTPHeader]>([])
+        /// `answerFields` of `pairs` laid out in buffers of their own (as a plugin lays out each
+        /// answer anew); a nil value is bytes that are no buffer (no data, 3 bytes).
+        func answer(_ pairs: [(name: String, value: String?)]) -> [HTTPHeader]? {
+            var buffers: [UnsafeMutableBufferPointer<UInt8>] = []
+            defer { for buffer in buffers { buffer.deallocate() } }
+            func bytes(_ text: String) -> ph_bytes {
+                let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, text.utf8.count))
+                _ = buffer.initialize(fromContentsOf: text.utf8)
+                buffers.append(buffer)
+                return ph_bytes(data: text.isEmpty ? nil : UnsafePointer(buffer.baseAddress), len: text.utf8.count)
+            }
+            let names = pairs.map { bytes($0.name) }
+            let values = pairs.map { $0.value.map(bytes) ?? ph_bytes(data: nil, len: 3) }
+            return HostTable.answerFields(names, values, pairs.count, memo: memo)
+        }
+        func storage(_ fields: [HTTPHeader]?) -> UnsafeRawPointer? { fields?.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) } }
+
+        let first = answer([("X-A", "one"), ("X-E", "")])
+        #expect(first == [HTTPHeader(name: "X-A", value: "one"), HTTPHeader(name: "X-E", value: "")])
+        // The same bytes in other buffers: the kept list itself.
+        let again = answer([("X-A", "one"), ("X-E", "")])
+        #expect(again == first && storage(again) == storage(first))
+        // Bytes that are no buffer (no data, 3 bytes) where the kept value is empty: refused.
+        #expect(answer([("X-A", "one"), ("X-E", nil)]) == nil)
+        // A value with CR LF, or a name that is no token: refused, and the kept list stays.
+        #expect(answer([("X-A", "a\r\nb"), ("X-E", "")]) == nil)
+        #expect(answer([("X A", "one"), ("X-E", "")]) == nil)
+        #expect(storage(answer([("X-A", "one"), ("X-E", "")])) == storage(first))
+        // Other bytes: a new list, kept in its place.
+        let other = answer([("X-A", "on")])
+        #expect(other == [HTTPHeader(name: "X-A", value: "on")] && storage(other) != storage(first))
+        #expect(storage(answer([("X-A", "on")])) == storage(other))
+        #expect(answer([("X-A", "one"), ("X-E", "")]) == first)
+    }
 }

@@ -504,10 +504,30 @@ final class HostTable: @unchecked Sendable {
     static func answer(
         _ status: Int32, _ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int, _ body: ph_bytes
     ) -> SyntheticResponse? {
-        guard HeaderValidation.isValidStatus(Int(status)), CBytes.isBuffer(body), let headers = CBytes.headers(names, values, count) else {
+        guard HeaderValidation.isValidStatus(Int(status)), CBytes.isBuffer(body), let headers = answerFields(names, values, count) else {
             return nil
         }
         return SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
+    }
+
+    /// The fields of the last answer (`request_respond`, `result_replace`) that had any: a cache
+    /// answers with one stored entry's fields hit after hit.
+    private static let lastAnswerFields = Locked<[HTTPHeader]>([])
+
+    /// An answer's fields (``CBytes/headers(_:_:_:)``, nil when one is refused): the last
+    /// answer's list when they are its bytes (checked when it was made), else made, checked and
+    /// kept (in `memo`: the host's one, or a test's).
+    static func answerFields(
+        _ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int, memo: Locked<[HTTPHeader]> = lastAnswerFields
+    ) -> [HTTPHeader]? {
+        if count > 0, let names, let values {
+            let kept = memo.withLock { $0 }
+            // Bytes that are no buffer read as an empty value: refused, even where the kept value is empty.
+            if CBytes.same(names, values, count, as: kept), (0..<count).allSatisfy({ CBytes.isBuffer(values[$0]) }) { return kept }
+        }
+        guard let made = CBytes.headers(names, values, count) else { return nil }
+        if !made.isEmpty { memo.withLock { $0 = made } }
+        return made
     }
 
     /// `result_set_body`: PH_INVALID, nothing changed, for a failure or a body that is no buffer.
