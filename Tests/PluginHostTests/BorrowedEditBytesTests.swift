@@ -293,5 +293,25 @@ struct BorrowedEditBytesTests {
         #expect(other == [HTTPHeader(name: "X-A", value: "on")] && storage(other) != storage(first))
         #expect(storage(answer([("X-A", "on")])) == storage(other))
         #expect(answer([("X-A", "one"), ("X-E", "")]) == first)
+
+        // With a list kept: bytes that are no buffer, or counts and arrays that are refused,
+        // are refused still; an answer without fields leaves the list kept.
+        let text = Array("X-AoneX-E".utf8)
+        text.withUnsafeBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let names = [ph_bytes(data: base, len: 3), ph_bytes(data: base + 6, len: 3)]
+            let values = [ph_bytes(data: base + 3, len: 3), ph_bytes(data: nil, len: 0)]
+            let kept = HostTable.answerFields(names, values, 2, memo: memo)
+            #expect(kept == first && storage(HostTable.answerFields(names, values, 2, memo: memo)) == storage(kept))
+            // A value of -1 bytes (SIZE_MAX) where the kept value is empty.
+            #expect(HostTable.answerFields(names, [values[0], ph_bytes(data: base, len: -1)], 2, memo: memo) == nil)
+            // A name without data.
+            #expect(HostTable.answerFields([ph_bytes(data: nil, len: 3), names[1]], values, 2, memo: memo) == nil)
+            // A count of SIZE_MAX, and no arrays.
+            #expect(HostTable.answerFields(names, values, -1, memo: memo) == nil)
+            #expect(HostTable.answerFields(nil, nil, 2, memo: memo) == nil)
+            #expect(HostTable.answerFields(nil, nil, 0, memo: memo) == [])
+            #expect(storage(HostTable.answerFields(names, values, 2, memo: memo)) == storage(kept))
+        }
     }
 }

@@ -510,19 +510,21 @@ final class HostTable: @unchecked Sendable {
         return SyntheticResponse(statusCode: Int(status), headers: headers, body: CBytes.array(body))
     }
 
-    /// The fields of the last answer (`request_respond`, `result_replace`) that had any: a cache
-    /// answers with one stored entry's fields hit after hit.
+    /// The fields of the last accepted answer (`request_respond`, `result_replace`) that had any,
+    /// one list for the whole process (every plugin and thread): a cache answers with one stored
+    /// entry's fields hit after hit. (A handle tells no plugin, so there is no list per plugin.)
     private static let lastAnswerFields = Locked<[HTTPHeader]>([])
 
-    /// An answer's fields (``CBytes/headers(_:_:_:)``, nil when one is refused): the last
-    /// answer's list when they are its bytes (checked when it was made), else made, checked and
-    /// kept (in `memo`: the host's one, or a test's).
+    /// An answer's fields (``CBytes/headers(_:_:_:)``, nil when one is refused): the kept list when
+    /// they are its bytes (it was checked when it was made), else made and checked, and kept when
+    /// accepted and not empty (in `memo`: the host's one, or a test's). A name matches a kept one
+    /// only as a buffer of its bytes (a kept name is never empty); a value that is no buffer
+    /// matches an empty one, so such an answer is read without the list, and refused.
     static func answerFields(
         _ names: UnsafePointer<ph_bytes>?, _ values: UnsafePointer<ph_bytes>?, _ count: Int, memo: Locked<[HTTPHeader]> = lastAnswerFields
     ) -> [HTTPHeader]? {
         if count > 0, let names, let values {
             let kept = memo.withLock { $0 }
-            // Bytes that are no buffer read as an empty value: refused, even where the kept value is empty.
             if CBytes.same(names, values, count, as: kept), (0..<count).allSatisfy({ CBytes.isBuffer(values[$0]) }) { return kept }
         }
         guard let made = CBytes.headers(names, values, count) else { return nil }
