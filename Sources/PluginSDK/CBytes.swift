@@ -122,7 +122,7 @@ package enum CBytes {
 
     /// Whether `count` name and value pairs are the bytes of `fields`, field by field (as
     /// ``equal(_:_:)`` compares them: bytes that are no buffer, ``isBuffer(_:)``, are equal to an
-    /// empty string, so a caller that takes the fields as checked must check that first).
+    /// empty string, so a caller that takes the fields as checked must also check that).
     package static func same(_ names: UnsafePointer<ph_bytes>, _ values: UnsafePointer<ph_bytes>, _ count: Int, as fields: [HTTPHeader]) -> Bool {
         fields.count == count && (0..<count).allSatisfy { equal(names[$0], fields[$0].name) && equal(values[$0], fields[$0].value) }
     }
