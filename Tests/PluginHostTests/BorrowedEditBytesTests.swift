@@ -133,6 +133,19 @@ struct BorrowedEditBytesTests {
         #expect(api.request_header_at(pointer, -1, &name, &value) == PH_NOT_FOUND)
         #expect(name.data == nil && value.data == nil)
         #expect(api.request_header_at(pointer, 1, &name, &value) == PH_OK && CBytes.string(value) == "two")
+        #expect(api.request_header_at(pointer, 2, &name, &value) == PH_NOT_FOUND && CBytes.string(value) == "two")
+        // The same of a result's fields, and no field of a failure.
+        let response = ResponseState(SyntheticResponse(statusCode: 200, headers: [HTTPHeader(name: "X-R", value: "r")]), url: nil)
+        let result = OpaquePointer(Unmanaged.passUnretained(response.handle).toOpaque())
+        var resultName = ph_bytes()
+        var resultValue = ph_bytes()
+        #expect(api.result_header_at(result, -1, &resultName, &resultValue) == PH_NOT_FOUND)
+        #expect(api.result_header_at(result, 1, &resultName, &resultValue) == PH_NOT_FOUND)
+        #expect(resultName.data == nil && resultValue.data == nil)
+        #expect(api.result_header_at(result, 0, &resultName, &resultValue) == PH_OK)
+        #expect(CBytes.string(resultName) == "X-R" && CBytes.string(resultValue) == "r")
+        let failure = ResultHandle(response: nil, failure: TransportFailure(kind: .timedOut, message: "t"), mayDecide: false)
+        #expect(api.result_header_at(OpaquePointer(Unmanaged.passUnretained(failure).toOpaque()), 0, &resultName, &resultValue) == PH_NOT_FOUND)
         // A value's length of SIZE_MAX in a single setter: refused, as in a batch.
         let bytes = Array("X-F".utf8)
         let status = bytes.withUnsafeBufferPointer { buffer in

@@ -1,3 +1,4 @@
+import CPluginABI
 import Foundation
 import PluginSDK
 import Testing
@@ -195,7 +196,12 @@ import FoundationNetworking
         }
         func pairs(_ state: RequestState) -> [String] {
             let c = state.cHeaders
-            return (0..<c.count).map { CBytes.string(c.names[$0]) + ": " + CBytes.string(c.values[$0]) }
+            return (0..<c.count).map { index in
+                var name = ph_bytes()
+                var value = ph_bytes()
+                _ = c.pair(at: index, &name, &value)
+                return CBytes.string(name) + ": " + CBytes.string(value)
+            }
         }
         let sorted = ["Accept: text/plain", "X-One: 1", "accept-language: en"]
         let first = RequestState(request(fields), fieldsMemo: memo)

@@ -76,8 +76,6 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
     }
 
     var count: Int { slots.count }
-    var names: UnsafeMutablePointer<ph_bytes> { slots.names }
-    var values: UnsafeMutablePointer<ph_bytes> { slots.values }
 
     /// The slots, read through the header's pointer: `header` itself begins a dynamic
     /// exclusivity access on every read (a snapshot made four).
@@ -122,6 +120,17 @@ final class CBytePairs: ManagedBuffer<CBytePairs.Slots, UInt8> {
             values.update(from: slots.values, count: written)
         }
         return slots.count
+    }
+
+    /// Writes the `index`-th field's name and value (borrowed: valid while this copy lives): the
+    /// contract of `request_header_at` and `result_header_at`. PH_NOT_FOUND past the last field,
+    /// or for an index past `Int.max` (`size_t` arrives as `Int`: negative here).
+    func pair(at index: Int, _ name: UnsafeMutablePointer<ph_bytes>?, _ value: UnsafeMutablePointer<ph_bytes>?) -> ph_status {
+        let slots = slots
+        guard index >= 0, index < slots.count else { return PH_NOT_FOUND }
+        name?.pointee = slots.names[index]
+        value?.pointee = slots.values[index]
+        return PH_OK
     }
 
     /// The `index`-th value (0-based) of the field `name`, compared as ASCII without case.
@@ -373,14 +382,7 @@ final class HostTable: @unchecked Sendable {
             return PH_OK
         }
         api.request_header_count = { request in RequestHandle.from(request).cHeaders.count }
-        api.request_header_at = { request, index, name, value in
-            let headers = RequestHandle.from(request).cHeaders
-            // An index past `Int.max` (`size_t` arrives as `Int`) is negative here: no field.
-            guard index >= 0, index < headers.count else { return PH_NOT_FOUND }
-            name?.pointee = headers.names[index]
-            value?.pointee = headers.values[index]
-            return PH_OK
-        }
+        api.request_header_at = { request, index, name, value in RequestHandle.from(request).cHeaders.pair(at: index, name, value) }
         // One edit each, checked and applied as a batch of one (the same byte checks and refusals).
         api.request_set_header = { request, name, value in
             HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_SET, name: name, value: value))
@@ -434,11 +436,7 @@ final class HostTable: @unchecked Sendable {
         }
         api.result_header_count = { result in ResultHandle.from(result).response?.cHeaders.count ?? 0 }
         api.result_header_at = { result, index, name, value in
-            // An index past `Int.max` is negative here: no field.
-            guard let headers = ResultHandle.from(result).response?.cHeaders, index >= 0, index < headers.count else { return PH_NOT_FOUND }
-            name?.pointee = headers.names[index]
-            value?.pointee = headers.values[index]
-            return PH_OK
+            ResultHandle.from(result).response?.cHeaders.pair(at: index, name, value) ?? PH_NOT_FOUND
         }
         api.result_set_header = { result, name, value in
             guard CBytes.isBuffer(value), let response = ResultHandle.from(result).response else { return PH_INVALID }
