@@ -498,13 +498,7 @@ enum EntryCoding {
             // bytes (compared with `memcmp`: element by element, it took as long as the decoding).
             let raw = bytes[position..<position + length]
             let text = String(decoding: raw, as: UTF8.self)
-            let same = raw.withUnsafeBytes { rawBytes in
-                text.utf8.withContiguousStorageIfAvailable { textBytes in
-                    textBytes.count == rawBytes.count
-                        && (rawBytes.isEmpty || memcmp(textBytes.baseAddress!, rawBytes.baseAddress!, rawBytes.count) == 0)
-                }
-            }
-            return (same ?? text.utf8.elementsEqual(raw)) ? text : nil
+            return raw.withUnsafeBytes { UTF8Bytes.equal(text, $0) } ? text : nil
         }
         func pairs() -> [(String, String)]? {
             guard let count = integer(4), count <= UInt64(bytes.count) else { return nil }

@@ -137,10 +137,7 @@ enum TargetURL {
     /// Whether `byte` stands for itself in a URL's path (RFC 3986 `pchar` and `/`, less `%`):
     /// unreserved characters, sub-delimiters, `:`, `@` and `/`.
     private static func isPathByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
-        default: return "-._~!$&'()*+,;=:@/".utf8.contains(byte)
-        }
+        RFC3986.isUnreserved(byte) || "!$&'()*+,;=:@/".utf8.contains(byte)
     }
 
     /// Whether a URL string without a base names the `file` scheme (in any case), as `isFileURL` says.

@@ -38,10 +38,7 @@ package enum CBytes {
     package static func equal(_ bytes: ph_bytes, _ text: String) -> Bool {
         // The bytes `string(_:)` reads: none without a pointer or a positive length.
         guard let data = bytes.data, bytes.len > 0 else { return text.isEmpty }
-        let count = text.utf8.count
-        guard bytes.len == count else { return false }
-        let same = text.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, data, count) == 0 }
-        return same ?? text.utf8.elementsEqual(UnsafeBufferPointer(start: data, count: count))
+        return UTF8Bytes.equal(text, UnsafeRawBufferPointer(start: data, count: bytes.len))
     }
 
     /// Whether borrowed bytes are a buffer: a length up to `Int.max` (a `size_t` above arrives

@@ -56,6 +56,14 @@ public enum UTF8Bytes {
         return a.utf8.elementsEqual(b.utf8)
     }
 
+    /// Whether `text`'s UTF-8 is `bytes`, byte for byte (`memcmp` for a native string).
+    package static func equal(_ text: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard text.utf8.count == bytes.count else { return false }
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
+        let same = text.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, base, bytes.count) == 0 }
+        return same ?? text.utf8.elementsEqual(bytes)
+    }
+
     /// Whether `a` and `b` hold the same keys and values, byte for byte (each key of `a` is found
     /// in `b` as an equal string, then both keys and values compared as bytes; as many keys: one
     /// to one).

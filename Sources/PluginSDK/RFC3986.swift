@@ -1,15 +1,16 @@
 /// RFC 3986 percent-encoding, shared by the host and plugins.
 public enum RFC3986 {
     /// Percent-encodes everything but the unreserved characters `A–Z a–z 0–9 - . _ ~`, as `%XX` upper-case.
-    public static func escape(_ text: String) -> String {
-        escape(text) { byte in
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                return true
-            default:
-                return false
-            }
+    public static func escape(_ text: String) -> String { escape(text, keeping: isUnreserved) }
+
+    /// Whether `byte` is an unreserved character: `A–Z a–z 0–9 - . _ ~`.
+    package static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
         }
     }
 
