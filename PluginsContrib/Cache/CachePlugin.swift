@@ -504,7 +504,7 @@ public struct CachePlugin: ExportablePlugin {
         if let entry = found, matchesVary(entry, fields) {
             let age = entry.age(at: now)
             let responseDirectives = entry.directives
-            let lifetime = entry.freshnessLifetime(responseDirectives)
+            let lifetime = entry.freshnessLifetime
             // A qualified no-cache="field" only keeps the field out of the cache (§5.2.2.4).
             let mustRevalidate = responseDirectives.has("must-revalidate") || responseDirectives.hasUnqualified("no-cache")
             // immutable (RFC 8246): while fresh, a reload's no-cache / max-age=0 does not revalidate it.
@@ -806,7 +806,7 @@ public struct CachePlugin: ExportablePlugin {
         guard state.method == "GET", let entry = state.entry ?? lookup(state) else { return nil }
         let directives = entry.directives
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
-        let staleness = entry.age(at: now) - entry.freshnessLifetime(directives)
+        let staleness = entry.age(at: now) - entry.freshnessLifetime
         guard allowance > 0, !directives.has("must-revalidate"), staleness <= allowance else { return nil }
         var response = served(entry, cacheStatus: "stale", age: entry.age(at: now), headOnly: false)
         response.headers.append(HTTPHeader(name: "Warning", value: "110 - \"Response is Stale\""))

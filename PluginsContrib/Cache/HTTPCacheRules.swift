@@ -269,20 +269,29 @@ struct CacheEntry {
         return values
     }
 
-    var directives: CacheDirectives { parsed.directives { CacheDirectives(headerValues("Cache-Control")) } }
+    /// What the fields say that every hit reads, worked out on the first read.
+    var facts: FieldFacts {
+        parsed.facts {
+            let directives = CacheDirectives(headerValues("Cache-Control"))
+            return FieldFacts(
+                directives: directives, maxAge: directives.delta("max-age"), date: header("Date").flatMap { HTTPDate.parse($0) },
+                age: DeltaSeconds.age(headerValues("Age")))
+        }
+    }
+
+    var directives: CacheDirectives { facts.directives }
 
     /// RFC 9111 §4.2.1 freshness lifetime.
-    var freshnessLifetime: Double { freshnessLifetime(directives) }
-
-    /// RFC 9111 §4.2.1 freshness lifetime, with the entry's ``directives`` already parsed.
-    func freshnessLifetime(_ directives: CacheDirectives) -> Double {
+    var freshnessLifetime: Double {
         if let ttl { return ttl }
-        switch directives.delta("max-age") {
+        let facts = facts
+        switch facts.maxAge {
         case .valid(let maxAge): return maxAge
         case .invalid: return 0  // invalid freshness information: stale (§4.2.1)
         case .absent: break
         }
-        let date = header("Date").flatMap { HTTPDate.parse($0) } ?? responseTime
+        let directives = facts.directives
+        let date = facts.date ?? responseTime
         if let expires = header("Expires") {
             // An invalid Expires means already expired (§5.3).
             guard let expiry = HTTPDate.parse(expires) else { return 0 }
@@ -298,9 +307,10 @@ struct CacheEntry {
 
     /// RFC 9111 §4.2.3 current age at `now`.
     func age(at now: Double) -> Double {
-        let date = header("Date").flatMap { HTTPDate.parse($0) } ?? responseTime
+        let facts = facts
+        let date = facts.date ?? responseTime
         let apparent = max(0, responseTime - date)
-        let ageValue = DeltaSeconds.age(headerValues("Age")) ?? 0
+        let ageValue = facts.age ?? 0
         let corrected = ageValue + max(0, responseTime - requestTime)
         return max(apparent, corrected) + max(0, now - responseTime)
     }
@@ -320,14 +330,28 @@ struct CacheEntry {
     }
 }
 
-/// The parsed `Cache-Control` of a ``CacheEntry``, made once. A slot set once, atomically (a lock
-/// was two allocations more for every entry decoded from disk, and two lock calls per read).
-final class ParsedFields: Sendable {
-    private let cached = OnceSlot<CacheDirectives>()
+/// What a ``CacheEntry``'s fields say about its freshness and age (RFC 9111 §4.2), parsed once
+/// and read by every request the entry answers: on a hit, parsing `max-age`, `Date` and `Age`
+/// again each time was most of the work of the entry's own rules.
+struct FieldFacts: Sendable {
+    /// The response's `Cache-Control` directives.
+    let directives: CacheDirectives
+    /// Its `max-age`.
+    let maxAge: CacheDirectives.Seconds
+    /// The `Date` field; nil when absent or not an HTTP date.
+    let date: Double?
+    /// The `Age` field's seconds; nil when absent or invalid.
+    let age: Double?
+}
 
-    /// The directives, made by `make` the first time (two threads may both make them: the first
+/// The parsed fields of a ``CacheEntry`` (``FieldFacts``), made once. A slot set once, atomically
+/// (a lock was two allocations more for every entry decoded from disk, and two lock calls per read).
+final class ParsedFields: Sendable {
+    private let cached = OnceSlot<FieldFacts>()
+
+    /// The facts, made by `make` the first time (two threads may both make them: the first
     /// stored is kept, and both are the same).
-    func directives(_ make: () -> CacheDirectives) -> CacheDirectives { cached.value(make) }
+    func facts(_ make: () -> FieldFacts) -> FieldFacts { cached.value(make) }
 
     deinit { cached.free() }
 }

@@ -80,4 +80,39 @@ struct CacheKeptParsesTests {
         #expect(!cache.responseDirectives([HTTPHeader(name: "ETag", value: "\"1\"")]).has("no-store"))
         #expect(cache.responseDirectives([HTTPHeader(name: "cache-control", value: "private")]).has("private"))
     }
+
+    @Test func anEntrysDateAgeAndMaxAgeAreParsedAnewWhenItsFieldsChange() throws {
+        let stored = 1_000_000.0
+        var entry = CacheEntry(
+            key: "GET http://cache.test/x", status: 200, headerNames: ["Cache-Control", "Date", "Age"],
+            headerValues: ["max-age=60", HTTPDate.format(stored - 10), "5"], body: [], requestTime: stored, responseTime: stored, vary: [:],
+            ttl: nil, hasQuery: false)
+        // Read twice: the second read is the kept parse, and says the same.
+        for _ in 0..<2 {
+            #expect(entry.freshnessLifetime == 60)
+            // Apparent age 10 (Date 10 s before the response), corrected age 5: 10, then 20 s later 30.
+            #expect(entry.age(at: stored + 20) == 30)
+            #expect(entry.facts.date == stored - 10 && entry.facts.age == 5 && entry.facts.maxAge == .valid(60))
+        }
+        // A 304 replaces Cache-Control, Date and Age: what the entry says follows the new fields.
+        entry.update(from: [
+            HTTPHeader(name: "Cache-Control", value: "max-age=300"), HTTPHeader(name: "Date", value: HTTPDate.format(stored - 100)),
+            HTTPHeader(name: "Age", value: "7"),
+        ])
+        #expect(entry.freshnessLifetime == 300)
+        #expect(entry.age(at: stored) == 100)
+        #expect(entry.facts.date == stored - 100 && entry.facts.age == 7)
+        // The response time a 304 sets is read where it is (not kept with the fields): without a
+        // Date, the apparent age is none, and the age is the time since the new response time.
+        entry.headerNames = ["Cache-Control"]
+        entry.headerValues = ["max-age=bad"]
+        entry.responseTime = stored + 50
+        #expect(entry.freshnessLifetime == 0)
+        #expect(entry.facts.date == nil && entry.facts.age == nil && entry.facts.maxAge == .invalid)
+        #expect(entry.age(at: stored + 60) == 60)
+        // A copy shares the parse until one of them changes its fields.
+        var copy = entry
+        copy.headerValues = ["max-age=9"]
+        #expect(copy.freshnessLifetime == 9 && entry.freshnessLifetime == 0)
+    }
 }
