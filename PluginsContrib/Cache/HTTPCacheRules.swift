@@ -279,6 +279,7 @@ struct CacheEntry {
         }
     }
 
+    /// The response's `Cache-Control` directives (of ``facts``).
     var directives: CacheDirectives { facts.directives }
 
     /// RFC 9111 §4.2.1 freshness lifetime.
@@ -331,14 +332,14 @@ struct CacheEntry {
 }
 
 /// What a ``CacheEntry``'s fields say about its freshness and age (RFC 9111 §4.2), parsed once
-/// and read by every request the entry answers: on a hit, parsing `max-age`, `Date` and `Age`
-/// again each time was most of the work of the entry's own rules.
+/// and read by every request the entry answers (a hit parsed `max-age`, `Date` and `Age` again
+/// each time, and `Date` twice without a `max-age`).
 struct FieldFacts: Sendable {
     /// The response's `Cache-Control` directives.
     let directives: CacheDirectives
-    /// Its `max-age`.
+    /// The `max-age` directive: absent, valid or invalid (§4.2.1).
     let maxAge: CacheDirectives.Seconds
-    /// The `Date` field; nil when absent or not an HTTP date.
+    /// The first `Date` field, in seconds since 1970; nil when absent or not an HTTP-date.
     let date: Double?
     /// The `Age` field's seconds; nil when absent or invalid.
     let age: Double?

@@ -29,9 +29,9 @@ struct HandleSlot {
 
 /// A value made on first read and the same for every read after it, from any thread, without a
 /// lock: threads that read it first at the same time may each make one, and all of them get the
-/// one stored first (the others are dropped). For values that are cheap to make twice and rarely
-/// read at all (an `HTTPURLResponse` or `URLRequest` made from parts), where a lock object per
-/// owner cost more than the value.
+/// one stored first (the others are dropped). For values that are cheap to make twice, where a
+/// lock object per owner cost more than the value: an `HTTPURLResponse` or `URLRequest` made from
+/// parts (rarely read at all), a cache entry's parsed fields (read by every hit).
 package struct OnceSlot<Value> {
     private final class Box {
         let value: Value

@@ -5,8 +5,9 @@ import Testing
 @testable import CachePlugin
 
 /// What the cache keeps from one request to the next (the last shared and partitioned keys, the
-/// last `Cache-Control` parsed): each kept answer is the one a fresh computation gives.
-@Suite("cache plugin: kept keys and directives")
+/// last `Cache-Control` parsed, an entry's parsed `Cache-Control`, `Date` and `Age`): each kept
+/// answer is the one a fresh computation gives.
+@Suite("cache plugin: kept keys, directives and entry fields")
 struct CacheKeptParsesTests {
     func cache() throws -> CachePlugin {
         try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: PluginServices().hostServices(for: "cache"))
@@ -87,12 +88,14 @@ struct CacheKeptParsesTests {
             key: "GET http://cache.test/x", status: 200, headerNames: ["Cache-Control", "Date", "Age"],
             headerValues: ["max-age=60", HTTPDate.format(stored - 10), "5"], body: [], requestTime: stored, responseTime: stored, vary: [:],
             ttl: nil, hasQuery: false)
-        // Read twice: the second read is the kept parse, and says the same.
+        // Read twice: the second read is the kept parse (the same slot), and says the same.
+        let slot = entry.parsed
         for _ in 0..<2 {
             #expect(entry.freshnessLifetime == 60)
             // Apparent age 10 (Date 10 s before the response), corrected age 5: 10, then 20 s later 30.
             #expect(entry.age(at: stored + 20) == 30)
             #expect(entry.facts.date == stored - 10 && entry.facts.age == 5 && entry.facts.maxAge == .valid(60))
+            #expect(entry.parsed === slot)
         }
         // A 304 replaces Cache-Control, Date and Age: what the entry says follows the new fields.
         entry.update(from: [
@@ -102,17 +105,25 @@ struct CacheKeptParsesTests {
         #expect(entry.freshnessLifetime == 300)
         #expect(entry.age(at: stored) == 100)
         #expect(entry.facts.date == stored - 100 && entry.facts.age == 7)
-        // The response time a 304 sets is read where it is (not kept with the fields): without a
-        // Date, the apparent age is none, and the age is the time since the new response time.
-        entry.headerNames = ["Cache-Control"]
-        entry.headerValues = ["max-age=bad"]
-        entry.responseTime = stored + 50
+        // An invalid max-age: stale, whatever Expires says (§4.2.1).
+        entry.headerNames = ["Cache-Control", "Expires"]
+        entry.headerValues = ["max-age=bad", HTTPDate.format(stored + 1000)]
         #expect(entry.freshnessLifetime == 0)
         #expect(entry.facts.date == nil && entry.facts.age == nil && entry.facts.maxAge == .invalid)
-        #expect(entry.age(at: stored + 60) == 60)
-        // A copy shares the parse until one of them changes its fields.
+        // A field renamed (names alone changed): parsed anew, and Expires counts. Without a Date it
+        // counts from the response time, which a 304 sets: read where it is, not kept with the parse.
+        entry.headerNames = ["Cache-Control-Old", "Expires"]
+        #expect(entry.facts.maxAge == .absent)
+        #expect(entry.freshnessLifetime == 1000)
+        entry.responseTime = stored + 50
+        #expect(entry.freshnessLifetime == 950)
+        // A copy shares the parse until its names, or its values, change; the entry keeps its own.
         var copy = entry
-        copy.headerValues = ["max-age=9"]
-        #expect(copy.freshnessLifetime == 9 && entry.freshnessLifetime == 0)
+        #expect(copy.parsed === entry.parsed)
+        copy.headerNames = ["Cache-Control", "Expires"]
+        #expect(copy.parsed !== entry.parsed)
+        #expect(copy.freshnessLifetime == 0 && entry.freshnessLifetime == 950)
+        copy.headerValues = ["max-age=9", HTTPDate.format(stored + 1000)]
+        #expect(copy.freshnessLifetime == 9 && entry.freshnessLifetime == 950)
     }
 }
