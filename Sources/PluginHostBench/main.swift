@@ -272,14 +272,19 @@ func cacheProvider(_ configuration: (String) -> String) throws -> (provider: Pro
     return (Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: services), directory)
 }
 
-/// The least p50 of `--rounds` rounds of `--stub-requests` calls of `request`, in µs.
-func leastP50(_ request: () async -> Void) async -> Double {
-    var least = Double.infinity
+/// The samples of the round of least p50, of `--rounds` rounds of `--stub-requests` calls of
+/// `request` (µs): the least disturbed round.
+func leastRound(_ request: () async -> Void) async -> [Double] {
+    var least: [Double] = []
     for _ in 1...options.rounds {
-        least = min(least, percentile(await latencies(options.stubRequests, request), 0.5))
+        let round = await latencies(options.stubRequests, request)
+        if least.isEmpty || percentile(round, 0.5) < percentile(least, 0.5) { least = round }
     }
     return least
 }
+
+/// The least p50 of `--rounds` rounds of `--stub-requests` calls of `request`, in µs.
+func leastP50(_ request: () async -> Void) async -> Double { percentile(await leastRound(request), 0.5) }
 
 /// Prints a cache profile's figure and the last response's `X-Cache`, removes its directory (here:
 /// `exit` runs no `defer`) and exits.
@@ -420,11 +425,7 @@ func runBench(_ options: Options) async throws {
             // target is not the last one's. The least disturbed of `--rounds` rounds.
             let targets = TargetsInTurn(count)
             var last: Result<Response, NetworkError>?
-            samples = []
-            for _ in 1...options.rounds {
-                let round = await latencies(options.stubRequests) { last = await provider.request(targets.take()).result }
-                if samples.isEmpty || percentile(round, 0.5) < percentile(samples, 0.5) { samples = round }
-            }
+            samples = await leastRound { last = await provider.request(targets.take()).result }
             check = last ?? .failure(.cancelled)
         } else {
             samples = await latencies(options.stubRequests) { _ = try? await pipeline.value }
