@@ -58,8 +58,12 @@ extension RequestState {
         answer = nil
     }
 
-    static func from(_ pointer: OpaquePointer?) -> RequestHandle {
-        Unmanaged<RequestHandle>.fromOpaque(UnsafeRawPointer(pointer!)).takeUnretainedValue()
+    /// Runs `body` on the state `pointer` is the handle of, borrowed for the call: the chain holds
+    /// the state through the hook call, so an accessor counts no reference (a retain and a release
+    /// on every call, taken as a strong reference).
+    @inline(__always)
+    static func with<R>(_ pointer: OpaquePointer?, _ body: (RequestHandle) throws -> R) rethrows -> R {
+        try Unmanaged<RequestHandle>.fromOpaque(UnsafeRawPointer(pointer!))._withUnsafeGuaranteedRef(body)
     }
 }
 
@@ -278,8 +282,11 @@ class ResultHandle {
         retry = nil
     }
 
-    static func from(_ pointer: OpaquePointer?) -> ResultHandle {
-        Unmanaged<ResultHandle>.fromOpaque(UnsafeRawPointer(pointer!)).takeUnretainedValue()
+    /// Runs `body` on the handle `pointer` points at, borrowed for the call (see
+    /// `RequestState.with(_:_:)`: the chain holds the handle through the hook call).
+    @inline(__always)
+    static func with<R>(_ pointer: OpaquePointer?, _ body: (ResultHandle) throws -> R) rethrows -> R {
+        try Unmanaged<ResultHandle>.fromOpaque(UnsafeRawPointer(pointer!))._withUnsafeGuaranteedRef(body)
     }
 }
 
@@ -318,8 +325,10 @@ final class HostTable: @unchecked Sendable {
         table.deallocate()
     }
 
-    static func from(_ api: UnsafePointer<ph_host_api>?) -> HostTable {
-        Unmanaged<HostTable>.fromOpaque(api!.pointee.host_data).takeUnretainedValue()
+    /// Runs `body` on the table `api` belongs to, borrowed for the call (its plugin holds it).
+    @inline(__always)
+    static func with<R>(_ api: UnsafePointer<ph_host_api>?, _ body: (HostTable) throws -> R) rethrows -> R {
+        try Unmanaged<HostTable>.fromOpaque(api!.pointee.host_data)._withUnsafeGuaranteedRef(body)
     }
 
     /// The callbacks, shared by every table.
@@ -329,10 +338,10 @@ final class HostTable: @unchecked Sendable {
         api.abi_major = UInt16(PH_ABI_MAJOR)
         api.abi_minor = UInt16(PH_ABI_MINOR)
         api.log = { api, level, message in
-            HostTable.from(api).services.log(LogLevel(abiCode: level), CBytes.string(message))
+            HostTable.with(api) { $0.services.log(LogLevel(abiCode: level), CBytes.string(message)) }
         }
         api.kv_get = { api, key, out, capacity in
-            guard CBytes.isBuffer(key), var value = HostTable.from(api).services.value(forKey: key) else { return -1 }
+            guard CBytes.isBuffer(key), var value = HostTable.with(api, { $0.services.value(forKey: key) }) else { return -1 }
             return value.withUTF8 { utf8 -> Int64 in
                 // A capacity past `Int.max` (negative here) is room for any value.
                 if capacity < 0 || utf8.count <= capacity, let out, let base = utf8.baseAddress { out.update(from: base, count: utf8.count) }
@@ -340,15 +349,16 @@ final class HostTable: @unchecked Sendable {
             }
         }
         api.declare_hooks = { api, hooks in
-            let table = HostTable.from(api)
-            return table.creation.withLock { state -> Int32 in
-                guard state.creating else { return PH_INVALID }
-                state.declared = hooks
-                return hooks & ~table.implemented == 0 ? PH_OK : PH_INVALID
+            HostTable.with(api) { table in
+                table.creation.withLock { state -> Int32 in
+                    guard state.creating else { return PH_INVALID }
+                    state.declared = hooks
+                    return hooks & ~table.implemented == 0 ? PH_OK : PH_INVALID
+                }
             }
         }
         api.has_subscribers = { api in
-            HostTable.from(api).services.hasSubscribers ? 1 : 0
+            HostTable.with(api) { $0.services.hasSubscribers } ? 1 : 0
         }
         api.kv_set = { api, key, value, remove in _ = HostTable.setValue(api, key, value, remove) }
         api.kv_set_checked = { api, key, value, remove in HostTable.setValue(api, key, value, remove) }
@@ -358,7 +368,7 @@ final class HostTable: @unchecked Sendable {
                 // A count past `Int.max` (`size_t` arrives as `Int`) is negative here: no fields.
                 for index in 0..<max(0, count) { fields[CBytes.string(keys[index])] = CBytes.string(values[index]) }
             }
-            HostTable.from(api).services.emit(CBytes.string(name), fields: fields)
+            HostTable.with(api) { $0.services.emit(CBytes.string(name), fields: fields) }
         }
         api.now = { _ in Date().timeIntervalSince1970 }
         api.monotonic_ns = { _ in DispatchTime.now().uptimeNanoseconds }
@@ -367,22 +377,22 @@ final class HostTable: @unchecked Sendable {
             RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil || count < 0 ? 0 : count))
         }
 
-        api.request_method = { request in RequestHandle.from(request).cMethod }
+        api.request_method = { request in RequestHandle.with(request) { $0.cMethod } }
         api.request_set_method = { request, method in
-            (try? RequestHandle.from(request).setMethod(CBytes.string(method))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.with(request) { try $0.setMethod(CBytes.string(method)) }) != nil ? PH_OK : PH_INVALID
         }
-        api.request_url = { request in RequestHandle.from(request).cURL }
+        api.request_url = { request in RequestHandle.with(request) { $0.cURL } }
         api.request_set_url = { request, url in
-            (try? RequestHandle.from(request).setURL(CBytes.string(url))) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.with(request) { try $0.setURL(CBytes.string(url)) }) != nil ? PH_OK : PH_INVALID
         }
         // Header and body reads borrow the state's C copies (made once per version, not per call).
         api.request_header = { request, name, index, value in
-            guard let found = RequestHandle.from(request).cHeaders.value(named: name, index: index) else { return PH_NOT_FOUND }
+            guard let found = RequestHandle.with(request, { $0.cHeaders.value(named: name, index: index) }) else { return PH_NOT_FOUND }
             value?.pointee = found
             return PH_OK
         }
-        api.request_header_count = { request in RequestHandle.from(request).cHeaders.count }
-        api.request_header_at = { request, index, name, value in RequestHandle.from(request).cHeaders.pair(at: index, name, value) }
+        api.request_header_count = { request in RequestHandle.with(request) { $0.cHeaders.count } }
+        api.request_header_at = { request, index, name, value in RequestHandle.with(request) { $0.cHeaders.pair(at: index, name, value) } }
         // One edit each, checked and applied as a batch of one (the same byte checks and refusals).
         api.request_set_header = { request, name, value in
             HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_SET, name: name, value: value))
@@ -394,86 +404,98 @@ final class HostTable: @unchecked Sendable {
             HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_REMOVE, name: name, value: ph_bytes()))
         }
         api.request_headers = { request, names, values, capacity in
-            RequestHandle.from(request).cHeaders.snapshot(names, values, capacity)
+            RequestHandle.with(request) { $0.cHeaders.snapshot(names, values, capacity) }
         }
         api.request_background = { api, request, option in
             // The state refuses it outside this plugin's prepare (and from a background exchange).
             guard CBytes.isBuffer(option) else { return PH_INVALID }
-            let plugin = HostTable.from(api).services.plugin
-            return RequestHandle.from(request).scheduleBackground(plugin: plugin, option: CBytes.string(option)) ? PH_OK : PH_INVALID
+            let plugin = HostTable.with(api) { $0.services.plugin }
+            return RequestHandle.with(request) { $0.scheduleBackground(plugin: plugin, option: CBytes.string(option)) } ? PH_OK : PH_INVALID
         }
         api.request_edit_headers = { request, edits, count, badIndex in HostTable.editHeaders(request, edits, count, badIndex) }
         api.request_body = { request, body in
-            guard let bytes = RequestHandle.from(request).cBody else { return PH_NOT_FOUND }
+            guard let bytes = RequestHandle.with(request, { $0.cBody }) else { return PH_NOT_FOUND }
             body?.pointee = bytes
             return PH_OK
         }
         api.request_set_body = { request, body, present in _ = HostTable.setRequestBody(request, body, present) }
         api.request_set_body_checked = { request, body, present in HostTable.setRequestBody(request, body, present) }
-        api.request_timeout = { request in RequestHandle.from(request).timeout }
+        api.request_timeout = { request in RequestHandle.with(request) { $0.timeout } }
         // A refused timeout or status changes nothing (these setters of 1.0 return nothing: a plugin
         // reads the value back to know).
-        api.request_set_timeout = { request, seconds in try? RequestHandle.from(request).setTimeout(seconds) }
+        api.request_set_timeout = { request, seconds in try? RequestHandle.with(request) { try $0.setTimeout(seconds) } }
         api.request_respond = { request, status, names, values, count, body in
-            let handle = RequestHandle.from(request)
-            guard handle.mayRespond, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
-            handle.answer = answer
-            return PH_OK
+            RequestHandle.with(request) { handle in
+                guard handle.mayRespond, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
+                handle.answer = answer
+                return PH_OK
+            }
         }
 
         api.result_failure = { result, message in
-            let handle = ResultHandle.from(result)
-            guard let failure = handle.failure else { return PH_FAILURE_NONE }
-            message?.pointee = handle.arena.bytes(failure.message)
-            return failure.kind.abiCode
+            ResultHandle.with(result) { handle in
+                guard let failure = handle.failure else { return PH_FAILURE_NONE }
+                message?.pointee = handle.arena.bytes(failure.message)
+                return failure.kind.abiCode
+            }
         }
-        api.result_status = { result in Int32(clamping: ResultHandle.from(result).response?.statusCode ?? 0) }
-        api.result_set_status = { result, status in try? ResultHandle.from(result).response?.setStatusCode(Int(status)) }
+        api.result_status = { result in Int32(clamping: ResultHandle.with(result) { $0.response?.statusCode } ?? 0) }
+        api.result_set_status = { result, status in try? ResultHandle.with(result) { try $0.response?.setStatusCode(Int(status)) } }
         api.result_header = { result, name, index, value in
-            guard let found = ResultHandle.from(result).response?.cHeaders.value(named: name, index: index) else { return PH_NOT_FOUND }
+            guard let found = ResultHandle.with(result, { $0.response?.cHeaders.value(named: name, index: index) }) else { return PH_NOT_FOUND }
             value?.pointee = found
             return PH_OK
         }
-        api.result_header_count = { result in ResultHandle.from(result).response?.cHeaders.count ?? 0 }
+        api.result_header_count = { result in ResultHandle.with(result) { $0.response?.cHeaders.count } ?? 0 }
         api.result_header_at = { result, index, name, value in
-            ResultHandle.from(result).response?.cHeaders.pair(at: index, name, value) ?? PH_NOT_FOUND
+            ResultHandle.with(result) { $0.response?.cHeaders.pair(at: index, name, value) } ?? PH_NOT_FOUND
         }
         api.result_set_header = { result, name, value in
-            guard CBytes.isBuffer(value), let response = ResultHandle.from(result).response else { return PH_INVALID }
-            return (try? response.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            guard CBytes.isBuffer(value) else { return PH_INVALID }
+            return ResultHandle.with(result) { handle in
+                guard let response = handle.response else { return PH_INVALID }
+                return (try? response.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            }
         }
         api.result_add_header = { result, name, value in
-            guard CBytes.isBuffer(value), let response = ResultHandle.from(result).response else { return PH_INVALID }
-            return (try? response.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            guard CBytes.isBuffer(value) else { return PH_INVALID }
+            return ResultHandle.with(result) { handle in
+                guard let response = handle.response else { return PH_INVALID }
+                return (try? response.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
+            }
         }
         api.result_remove_header = { result, name in
-            guard let response = ResultHandle.from(result).response else { return PH_INVALID }
-            return (try? response.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+            ResultHandle.with(result) { handle in
+                guard let response = handle.response else { return PH_INVALID }
+                return (try? response.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
+            }
         }
         api.result_headers = { result, names, values, capacity in
-            ResultHandle.from(result).response?.cHeaders.snapshot(names, values, capacity) ?? 0
+            ResultHandle.with(result) { $0.response?.cHeaders.snapshot(names, values, capacity) } ?? 0
         }
         api.result_request_headers = { result, names, values, capacity in
-            ResultHandle.from(result).response?.sentRequest?.cHeaders.snapshot(names, values, capacity) ?? 0
+            ResultHandle.with(result) { $0.response?.sentRequest?.cHeaders.snapshot(names, values, capacity) } ?? 0
         }
-        api.result_body = { result in ResultHandle.from(result).response?.cBody ?? ph_bytes() }
+        api.result_body = { result in ResultHandle.with(result) { $0.response?.cBody } ?? ph_bytes() }
         api.result_set_body = { result, body in _ = HostTable.setResultBody(result, body) }
         api.result_set_body_checked = { result, body in HostTable.setResultBody(result, body) }
         api.result_replace = { result, status, names, values, count, body in
-            let handle = ResultHandle.from(result)
-            guard handle.mayDecide, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
-            handle.replacement = answer
-            return PH_OK
+            ResultHandle.with(result) { handle in
+                guard handle.mayDecide, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
+                handle.replacement = answer
+                return PH_OK
+            }
         }
         api.result_retry = { result, delay, key, stale, hasStale in
-            let handle = ResultHandle.from(result)
-            guard handle.mayDecide, delay.isFinite, delay >= 0, CBytes.isBuffer(key), hasStale == 0 || CBytes.isBuffer(stale) else {
-                return PH_INVALID
+            ResultHandle.with(result) { handle in
+                guard handle.mayDecide, delay.isFinite, delay >= 0, CBytes.isBuffer(key), hasStale == 0 || CBytes.isBuffer(stale) else {
+                    return PH_INVALID
+                }
+                let keyString = CBytes.string(key)
+                let refresh = keyString.isEmpty ? nil : CredentialRefresh(key: keyString, staleValue: hasStale != 0 ? CBytes.string(stale) : nil)
+                handle.retry = (delay, refresh)
+                return PH_OK
             }
-            let keyString = CBytes.string(key)
-            let refresh = keyString.isEmpty ? nil : CredentialRefresh(key: keyString, staleValue: hasStale != 0 ? CBytes.string(stale) : nil)
-            handle.retry = (delay, refresh)
-            return PH_OK
         }
         return api
     }()
@@ -485,14 +507,14 @@ final class HostTable: @unchecked Sendable {
     /// value of a store) that is no buffer.
     static func setValue(_ api: UnsafePointer<ph_host_api>?, _ key: ph_bytes, _ value: ph_bytes, _ remove: Int32) -> ph_status {
         guard CBytes.isBuffer(key), remove != 0 || CBytes.isBuffer(value) else { return PH_INVALID }
-        HostTable.from(api).services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key))
+        HostTable.with(api) { $0.services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key)) }
         return PH_OK
     }
 
     /// `request_set_body`: PH_INVALID, the body unchanged, for a body that is no buffer.
     static func setRequestBody(_ request: OpaquePointer?, _ body: ph_bytes, _ present: Int32) -> ph_status {
         guard present == 0 || CBytes.isBuffer(body) else { return PH_INVALID }
-        RequestHandle.from(request).setBodyData(present != 0 ? CBytes.data(body) : nil)
+        RequestHandle.with(request) { $0.setBodyData(present != 0 ? CBytes.data(body) : nil) }
         return PH_OK
     }
 
@@ -532,9 +554,12 @@ final class HostTable: @unchecked Sendable {
 
     /// `result_set_body`: PH_INVALID, nothing changed, for a failure or a body that is no buffer.
     static func setResultBody(_ result: OpaquePointer?, _ body: ph_bytes) -> ph_status {
-        guard CBytes.isBuffer(body), let response = ResultHandle.from(result).response else { return PH_INVALID }
-        response.setData(CBytes.data(body))
-        return PH_OK
+        guard CBytes.isBuffer(body) else { return PH_INVALID }
+        return ResultHandle.with(result) { handle in
+            guard let response = handle.response else { return PH_INVALID }
+            response.setData(CBytes.data(body))
+            return PH_OK
+        }
     }
 }
 
@@ -558,7 +583,7 @@ extension HostTable {
             badIndex?.pointee = index
             return PH_INVALID
         }
-        RequestHandle.from(request).applyChecked(count: count) { HeaderEditBytes.edit(edits[$0]) }
+        RequestHandle.with(request) { $0.applyChecked(count: count) { HeaderEditBytes.edit(edits[$0]) } }
         return PH_OK
     }
 
