@@ -69,3 +69,48 @@ package struct OnceSlot<Value> {
 // Safe: the slot is written once, atomically, with a value any thread may read (Sendable); it is
 // freed only by its owner's deinit, when no thread reads it any more.
 extension OnceSlot: @unchecked Sendable where Value: Sendable {}
+
+/// A value one caller at a time works on as its own: ``withTaken(_:)`` runs the body on it
+/// in place (no copy: no reference counted), with exclusive access while it holds it. A caller that
+/// finds it taken (a hook of another request on another thread at the same moment) works on a
+/// spare value instead, which it keeps nothing of. One compare-exchange and one store per call,
+/// where a lock took two atomic operations and a value copied out of it retained every reference
+/// it held (the body passes the taken value's parts on borrowed).
+package struct TakenSlot<Value> {
+    private let memory: UnsafeMutablePointer<Value>
+    /// Non-nil while a caller holds the value (its own address, as a marker).
+    private let taken: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    /// Makes the value a caller works on when another holds this one.
+    private let spare: () -> Value
+
+    /// A slot holding `value`, with `spare` for callers that find it taken; its owner calls
+    /// ``free()`` in its `deinit`.
+    package init(_ value: Value, spare: @escaping () -> Value) {
+        self.spare = spare
+        memory = .allocate(capacity: 1)
+        memory.initialize(to: value)
+        taken = .allocate(capacity: 1)
+        taken.initialize(to: nil)
+    }
+
+    /// Runs `body` on the value, or on a spare one when another caller holds it.
+    @inline(__always)
+    package func withTaken<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        var free: UnsafeMutableRawPointer? = nil
+        guard ph_atomic_compare_exchange_pointer(taken, &free, UnsafeMutableRawPointer(taken)) != 0 else {
+            var own = spare()
+            return try body(&own)
+        }
+        // Changed where it is (no copy): the body has exclusive access while the slot is taken.
+        defer { ph_atomic_store_pointer(taken, nil) }
+        return try body(&memory.pointee)
+    }
+
+    /// Destroys the value and frees the memory (the owner's `deinit`: no caller holds it any more).
+    package func free() {
+        _ = ph_atomic_load_pointer(taken)
+        memory.deinitialize(count: 1)
+        memory.deallocate()
+        taken.deallocate()
+    }
+}

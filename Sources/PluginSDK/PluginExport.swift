@@ -1,3 +1,4 @@
+import CDigest
 import CPluginABI
 import Foundation
 
@@ -175,7 +176,10 @@ private final class ExportedInstance {
         self.interceptor = interceptor
         self.api = api
         self.services = services
+        recent = TakenSlot(Recent(context: Self.blankContext(services))) { Recent(context: Self.blankContext(services)) }
     }
+
+    deinit { recent.free() }
 
     static func from(_ pointer: UnsafeMutableRawPointer?) -> ExportedInstance {
         Unmanaged<ExportedInstance>.fromOpaque(pointer!).takeUnretainedValue()
@@ -186,11 +190,13 @@ private final class ExportedInstance {
     /// handle: a view of a handle is as good as a new one, and one no one else holds is pointed at
     /// the next handle instead of a view made per plugin and request).
     private struct Recent {
-        /// The last context, the C context it was read from, and its target's options in the C
-        /// context's order. Most requests of an app go to a few targets: the context for a target
-        /// equal to the last one's is that context with the request's number and attempt (no
-        /// allocation, no strings or options decoded again for every plugin and request).
-        var context: InterceptorContext?
+        /// The last context (a blank one until a hook gets a C context), the C context it was read
+        /// from, and its target's options in the C context's order. Most requests of an app go to a
+        /// few targets: the context for a target equal to the last one's is that context with the
+        /// request's number and attempt (no allocation, no strings or options decoded again for
+        /// every plugin and request).
+        var context: InterceptorContext
+        /// The C context `context` was read from; nil while it is the blank one.
         var pointer: UnsafePointer<ph_context>?
         var options: [(key: String, value: String)] = []
         /// The `target_serial` of the context the last one was built from (ABI 1.4; 0: none): a
@@ -200,51 +206,67 @@ private final class ExportedInstance {
         var result: CResultBackend?
     }
 
-    private let recent = Locked(Recent())
+    /// Taken by one hook call at a time, which passes its context on borrowed (a hook of another
+    /// request at the same moment starts from a blank one and keeps nothing).
+    private let recent: TakenSlot<Recent>
     /// The header lists this instance's views read last.
     private let headerMemo = HeaderMemo()
 
-    /// The context of `pointer`, and the view of a request handle: one lock per hook call.
-    func request(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorRequest, InterceptorContext) {
-        recent.withLock { recent in
-            (InterceptorRequest(backend: recent.request.view(of: handle, api: api, memo: headerMemo)), context(pointer, &recent))
+    /// Runs `body` with the context of `pointer` and a view of a request handle.
+    @inline(__always)
+    func withRequest<R>(
+        _ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?, _ body: (InterceptorRequest, InterceptorContext) throws -> R
+    ) rethrows -> R {
+        try recent.withTaken { recent in
+            update(&recent, pointer)
+            return try body(InterceptorRequest(backend: recent.request.view(of: handle, api: api, memo: headerMemo)), recent.context)
         }
     }
 
-    /// The context of `pointer`, and the view of a result handle: one lock per hook call.
-    func result(_ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?) -> (InterceptorResult, InterceptorContext) {
+    /// Runs `body` with the context of `pointer` and a view of a result handle.
+    @inline(__always)
+    func withResult<R>(
+        _ handle: OpaquePointer, _ pointer: UnsafePointer<ph_context>?, _ body: (InterceptorResult, InterceptorContext) throws -> R
+    ) rethrows -> R {
         var message = ph_bytes()
         let kind = api.pointee.result_failure(handle, &message)
-        return recent.withLock { recent in
-            let context = context(pointer, &recent)
+        return try recent.withTaken { recent in
+            update(&recent, pointer)
             guard kind == PH_FAILURE_NONE else {
-                return (.failure(TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))), context)
+                let failure = TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))
+                return try body(.failure(failure), recent.context)
             }
-            return (.response(InterceptorResponse(backend: recent.result.view(of: handle, api: api, memo: headerMemo))), context)
+            return try body(.response(InterceptorResponse(backend: recent.result.view(of: handle, api: api, memo: headerMemo))), recent.context)
         }
     }
 
     /// The context of `pointer` alone.
     func context(_ pointer: UnsafePointer<ph_context>?) -> InterceptorContext {
-        guard pointer != nil else { return blankContext }
-        return recent.withLock { context(pointer, &$0) }
+        recent.withTaken { recent in
+            update(&recent, pointer)
+            return recent.context
+        }
     }
 
-    private func context(_ pointer: UnsafePointer<ph_context>?, _ recent: inout Recent) -> InterceptorContext {
-        guard let pointer else { return blankContext }
+    /// Makes `recent.context` the context of `pointer`: changed in place (no copy of the context)
+    /// when it is of the same target.
+    private func update(_ recent: inout Recent, _ pointer: UnsafePointer<ph_context>?) {
+        guard let pointer else {
+            if recent.pointer != nil {
+                recent = Recent(context: Self.blankContext(services))
+            }
+            return
+        }
         let requestID = pointer.pointee.request_id
         let attempt = Int(pointer.pointee.attempt)
         let serial = Self.serial(pointer)
-        if recent.context != nil {
-            // Changed in place: no copy of the context but the one returned.
-            if recent.pointer == pointer, recent.context!.requestID == requestID, recent.context!.attempt == attempt {
-                return recent.context!
-            }
-            if serial != 0 ? serial == recent.serial : Self.target(pointer, equals: recent.context!.target, options: recent.options) {
-                recent.context!.requestID = requestID
-                recent.context!.attempt = attempt
+        if recent.pointer != nil {
+            if recent.pointer == pointer, recent.context.requestID == requestID, recent.context.attempt == attempt { return }
+            if serial != 0 ? serial == recent.serial : Self.target(pointer, equals: recent.context.target, options: recent.options) {
+                recent.context.requestID = requestID
+                recent.context.attempt = attempt
                 recent.pointer = pointer
-                return recent.context!
+                return
             }
         }
         // Field by field, never the whole struct: an older host's context is shorter than this one.
@@ -256,12 +278,10 @@ private final class ExportedInstance {
             method: CBytes.string(c.pointee.target_method), baseURL: CBytes.string(c.pointee.target_base_url),
             path: CBytes.string(c.pointee.target_path),
             pluginOptions: Dictionary(options, uniquingKeysWith: { _, last in last }))
-        let built = InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: services)
-        recent.context = built
+        recent.context = InterceptorContext(target: target, requestID: requestID, attempt: attempt, services: services)
         recent.pointer = pointer
         recent.options = options
         recent.serial = serial
-        return built
     }
 
     /// The context's `target_serial`, when its host gives one (ABI 1.4: the struct reaches it);
@@ -292,7 +312,7 @@ private final class ExportedInstance {
     }
 
     /// The context of a hook called without one (a host that breaks the ABI): an empty target.
-    private var blankContext: InterceptorContext {
+    private static func blankContext(_ services: CHostServices) -> InterceptorContext {
         InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
     }
 }
@@ -415,27 +435,24 @@ extension ExportedInstance {
 
     /// `prepare`: the plugin's answer goes to the host as the request's response.
     fileprivate func prepare(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
-        let (view, context) = self.request(request, context)
-        guard case .respond(let response) = try interceptor.prepare(view, context: context) else { return PH_OK }
+        let action = try withRequest(request, context) { try interceptor.prepare($0, context: $1) }
+        guard case .respond(let response) = action else { return PH_OK }
         return try Self.handOver(response) { api.pointee.request_respond(request, $0, $1, $2, $3, $4) }
     }
 
     fileprivate func willSend(_ request: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
-        let (view, context) = self.request(request, context)
-        try interceptor.willSend(view, context: context)
+        try withRequest(request, context) { try interceptor.willSend($0, context: $1) }
         return PH_OK
     }
 
     fileprivate func didReceive(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
-        let (view, context) = self.result(result, context)
-        try interceptor.didReceive(view, context: context)
+        try withResult(result, context) { try interceptor.didReceive($0, context: $1) }
         return PH_OK
     }
 
     /// `process`: a replacement or a retry goes to the host.
     fileprivate func process(_ result: OpaquePointer, _ context: UnsafePointer<ph_context>?) throws -> Int32 {
-        let (view, context) = self.result(result, context)
-        switch try interceptor.process(view, context: context) {
+        switch try withResult(result, context, { try interceptor.process($0, context: $1) }) {
         case .proceed:
             return PH_OK
         case .replace(let response):
