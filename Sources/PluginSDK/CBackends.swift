@@ -207,23 +207,31 @@ final class CRequestBackend: RequestBackend, HandleView {
         }
         var badIndex = 0
         // The batch is laid out inside the call (a closure kept in a variable first would be
-        // allocated, with `badIndex` boxed, on every call).
-        let status = CBytes.withPairs(
-            count: edits.count, { edits[$0].name }, { edits[$0].value ?? "" },
-            { names, values, count in
-                withUnsafeTemporaryAllocation(of: ph_header_edit.self, capacity: max(1, count)) { batch -> Int32 in
-                    for (index, change) in edits.enumerated() {
-                        let op: Int32
-                        switch change {
-                        case .set: op = PH_EDIT_SET
-                        case .add: op = PH_EDIT_ADD
-                        case .remove: op = PH_EDIT_REMOVE
-                        }
-                        batch[index] = ph_header_edit(op: op, name: names![index], value: values![index])
+        // allocated, with `badIndex` boxed, on every call), each edit read in place once.
+        let status = edits.withUnsafeBufferPointer { list in
+            CBytes.withPairs(
+                count: list.count,
+                { index -> (name: String, value: String) in
+                    switch list[index] {
+                    case .set(let name, let value), .add(let name, let value): return (name, value)
+                    case .remove(let name): return (name, "")
                     }
-                    return edit(self.handle, batch.baseAddress, count, &badIndex)
-                }
-            })
+                },
+                { names, values, count in
+                    withUnsafeTemporaryAllocation(of: ph_header_edit.self, capacity: max(1, count)) { batch -> Int32 in
+                        for index in 0..<count {
+                            let op: Int32
+                            switch list[index] {
+                            case .set: op = PH_EDIT_SET
+                            case .add: op = PH_EDIT_ADD
+                            case .remove: op = PH_EDIT_REMOVE
+                            }
+                            batch[index] = ph_header_edit(op: op, name: names![index], value: values![index])
+                        }
+                        return edit(self.handle, batch.baseAddress, count, &badIndex)
+                    }
+                })
+        }
         guard status == PH_OK else {
             try HeaderEdit.check(edits)
             throw HeaderEditError(index: badIndex, reason: "refused by the host")

@@ -152,23 +152,57 @@ package enum CBytes {
     package static func withPairs<R>(
         count: Int, _ name: (Int) -> String, _ value: (Int) -> String, _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R
     ) -> R {
-        let total = (0..<count).reduce(0) { $0 + name($1).utf8.count + value($1).utf8.count }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { buffer in
-            withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, count * 2)) { slots in
+        withPairs(count: count, { (name($0), value($0)) }, body)
+    }
+
+    /// How many bytes of names and values ``withPairs(count:_:_:)`` lays out on the stack in one
+    /// pass (a batch of a few fields); a batch of more takes a second pass.
+    static let pairBytesOnStack = 1024
+
+    /// ``withPairs(_:_:)`` for `count` pairs given by index, each read once (a pair of an enum's
+    /// payload is one copy of it, not one per string and pass) when their bytes fit in
+    /// ``pairBytesOnStack``; else read twice, once to count the bytes.
+    package static func withPairs<R>(
+        count: Int, _ pair: (Int) -> (name: String, value: String), _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R
+    ) -> R {
+        withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, count * 2)) { slots in
+            let names = UnsafePointer(slots.baseAddress!)
+            let values = names + count
+            let inOnePass = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pairBytesOnStack) { buffer -> R? in
                 var offset = 0
-                func place(_ text: String) -> ph_bytes {
-                    let start = buffer.baseAddress! + offset
-                    let length = copyUTF8(text, to: start)
-                    offset += length
-                    return ph_bytes(data: UnsafePointer(start), len: length)
-                }
                 for index in 0..<count {
-                    slots[index] = place(name(index))
-                    slots[count + index] = place(value(index))
+                    let (name, value) = pair(index)
+                    let total = offset + name.utf8.count + value.utf8.count
+                    guard total <= buffer.count else { return nil }
+                    slots[index] = place(name, at: buffer.baseAddress!, &offset)
+                    slots[count + index] = place(value, at: buffer.baseAddress!, &offset)
                 }
-                return body(UnsafePointer(slots.baseAddress!), UnsafePointer(slots.baseAddress! + count), count)
+                return body(names, values, count)
+            }
+            if let inOnePass { return inOnePass }
+            let total = (0..<count).reduce(0) { sum, index in
+                let (name, value) = pair(index)
+                return sum + name.utf8.count + value.utf8.count
+            }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { buffer in
+                var offset = 0
+                for index in 0..<count {
+                    let (name, value) = pair(index)
+                    slots[index] = place(name, at: buffer.baseAddress!, &offset)
+                    slots[count + index] = place(value, at: buffer.baseAddress!, &offset)
+                }
+                return body(names, values, count)
             }
         }
+    }
+
+    /// Copies `text` to `base + offset`, moves `offset` past it, and returns the bytes there.
+    @inline(__always)
+    private static func place(_ text: String, at base: UnsafeMutablePointer<UInt8>, _ offset: inout Int) -> ph_bytes {
+        let start = base + offset
+        let length = copyUTF8(text, to: start)
+        offset += length
+        return ph_bytes(data: UnsafePointer(start), len: length)
     }
 
     /// Copies the UTF-8 bytes of `text` to `target` (room for `text.utf8.count` bytes) and
