@@ -55,6 +55,10 @@ final class InterceptorChain: Sendable {
     var hasLoadedPlugins: Bool { firstLoaded != nil }
     /// Per interceptor, its name (read once: it is a protocol requirement).
     let names: [String]
+    /// Per interceptor, the box the phases call it through (``InterceptorBox``), not retained
+    /// (`boxes` holds them).
+    let called: [Unmanaged<InterceptorBox>]
+    private let boxes: [InterceptorBox]
     /// The last original field list the chain's requests had (see ``OriginalFieldsMemo``).
     let originalFields: OriginalFieldsMemo
     /// Digest `nc` per nonce, shared by the chain's requests.
@@ -66,6 +70,9 @@ final class InterceptorChain: Sendable {
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
         self.names = interceptors.map(\.name)
+        let boxes = interceptors.map(InterceptorBox.init)
+        self.boxes = boxes
+        self.called = boxes.map(Unmanaged.passUnretained)
         let loaded = interceptors.map { ($0 as? LoadedPlugin).map(Unmanaged.passUnretained) }
         let runs = interceptors.indices.map { index in
             if let plugin = loaded[index] { return HookMask(rawValue: plugin.takeUnretainedValue().activeHooks) }
@@ -266,7 +273,9 @@ final class InterceptorChain: Sendable {
                     if let response = try plugin._withUnsafeGuaranteedRef({ try $0.prepare(direct.handle, direct.context) }) {
                         return .success((index, response))
                     }
-                } else if case .respond(let response) = try interceptors[index].prepare(request, context: contexts[index]) {
+                } else if case .respond(let response) = try called[index]._withUnsafeGuaranteedRef({
+                    try $0.interceptor.prepare(request, context: contexts[index])
+                }) {
                     // What a loaded plugin's answer must be (the host refuses it there).
                     try HeaderValidation.check(response)
                     return .success((index, response))
@@ -310,7 +319,7 @@ final class InterceptorChain: Sendable {
                 if let plugin = loaded[index], let direct {
                     try plugin._withUnsafeGuaranteedRef { try $0.willSend(direct.handle, direct.context) }
                 } else {
-                    try interceptors[index].willSend(request, context: contexts[index])
+                    try called[index]._withUnsafeGuaranteedRef { try $0.interceptor.willSend(request, context: contexts[index]) }
                 }
             } catch {
                 let failure = NetworkError.interceptor(name: names[index], hook: .willSend, message: Self.message(error))
@@ -358,7 +367,7 @@ final class InterceptorChain: Sendable {
                     handle = shared
                     try plugin._withUnsafeGuaranteedRef { try $0.didReceive(shared, context) }
                 } else {
-                    try interceptors[index].didReceive(result, context: contexts[index])
+                    try called[index]._withUnsafeGuaranteedRef { try $0.interceptor.didReceive(result, context: contexts[index]) }
                 }
             } catch {
                 firstError = firstError ?? .interceptor(name: names[index], hook: .didReceive, message: Self.message(error))
@@ -384,7 +393,7 @@ final class InterceptorChain: Sendable {
                 } else {
                     let shared = view ?? outcome.view
                     view = shared
-                    action = try interceptors[index].process(shared, context: contexts[index])
+                    action = try called[index]._withUnsafeGuaranteedRef { try $0.interceptor.process(shared, context: contexts[index]) }
                     if case .replace(let response) = action { try HeaderValidation.check(response) }
                 }
             } catch {
@@ -545,6 +554,16 @@ final class InterceptorChain: Sendable {
         if let error = error as? InterceptorError { return error.description }
         return String(describing: error)
     }
+}
+
+/// An interceptor behind a class reference: the chain calls it through an unretained reference
+/// to the box, whose `let` existential is opened where it is (called through the array, the
+/// existential was copied for each hook call: a retain and a release of a boxed plugin, and the
+/// value witness calls to copy and destroy it).
+final class InterceptorBox: Sendable {
+    let interceptor: any Interceptor
+
+    init(_ interceptor: any Interceptor) { self.interceptor = interceptor }
 }
 
 /// One attempt's contexts, one per interceptor: the kept templates of its target, each read with
