@@ -36,9 +36,10 @@ public struct TargetInfo: Sendable, Equatable {
 /// ``services`` gives this value new shared storage; other copies keep theirs.
 public struct InterceptorContext: Sendable {
     /// The target and services, shared by every copy until one of them is changed.
-    private final class Shared: Sendable {
-        let target: TargetInfo
-        let services: any HostServices
+    @usableFromInline
+    final class Shared: Sendable {
+        @usableFromInline let target: TargetInfo
+        @usableFromInline let services: any HostServices
 
         init(target: TargetInfo, services: any HostServices) {
             self.target = target
@@ -46,11 +47,13 @@ public struct InterceptorContext: Sendable {
         }
     }
 
-    private var shared: Shared
+    @usableFromInline var shared: Shared
 
     /// The target the request was made for.
     public var target: TargetInfo {
-        get { shared.target }
+        // Inlined where it is read: `context.target.pluginOptions["cache"]` then reads the shared
+        // target in place, where a call returned a copy of it all (a retain per string).
+        @inlinable get { shared.target }
         set { shared = Shared(target: newValue, services: shared.services) }
     }
     /// A number unique to this request within the process (the same for all its attempts).
@@ -59,7 +62,8 @@ public struct InterceptorContext: Sendable {
     public var attempt: Int
     /// Services of the host: key/value store, events, log, clock, random bytes.
     public var services: any HostServices {
-        get { shared.services }
+        // Inlined, as `target` is: `context.services.now()` copies no existential.
+        @inlinable get { shared.services }
         set { shared = Shared(target: shared.target, services: newValue) }
     }
     /// Per-attempt data the host keeps for plugins loaded from libraries; interceptors ignore it.
