@@ -57,7 +57,7 @@ final class InterceptorChain: Sendable {
     let names: [String]
     /// Per interceptor, the box the phases call it through (``InterceptorBox``), not retained
     /// (`boxes` holds them).
-    let called: [Unmanaged<InterceptorBox>]
+    private let called: [Unmanaged<InterceptorBox>]
     private let boxes: [InterceptorBox]
     /// The last original field list the chain's requests had (see ``OriginalFieldsMemo``).
     let originalFields: OriginalFieldsMemo

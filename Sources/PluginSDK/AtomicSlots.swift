@@ -1,12 +1,13 @@
 import CDigest
+import Foundation
 
 // Pointer-sized memory read and written atomically (ph_atomic.h), where a lock would cost more
 // than the work it guards. Each slot is one allocation its owner frees in its `deinit`.
 
 /// A view's handle, in memory of its own read and written atomically: the view is pointed at the
-/// next request's handle under the instance's lock, and the hook that used it last read it on
-/// another thread (no lock between the two; the reference count that orders them is the
-/// runtime's, which the thread sanitizer does not see).
+/// next request's handle by the hook call that holds the instance's ``TakenSlot`` value, and the
+/// hook that used it last read it on another thread (no lock between the two; the reference count
+/// that orders them is the runtime's, which the thread sanitizer does not see).
 struct HandleSlot {
     private let slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
 
@@ -70,47 +71,66 @@ package struct OnceSlot<Value> {
 // freed only by its owner's deinit, when no thread reads it any more.
 extension OnceSlot: @unchecked Sendable where Value: Sendable {}
 
-/// A value one caller at a time works on as its own: ``withTaken(_:)`` runs the body on it
-/// in place (no copy: no reference counted), with exclusive access while it holds it. A caller that
-/// finds it taken (a hook of another request on another thread at the same moment) works on a
-/// spare value instead, which it keeps nothing of. One compare-exchange and one store per call,
-/// where a lock took two atomic operations and a value copied out of it retained every reference
-/// it held (the body passes the taken value's parts on borrowed).
-package struct TakenSlot<Value> {
+/// Values that callers work on in place, one caller at a time per value: ``withTaken(_:)`` takes
+/// the first value no other caller holds (one compare-exchange on its flag), runs the body on it
+/// where it is (no copy: nothing retained, and the body passes its parts on borrowed), and gives it
+/// back with a release store. A caller that finds every value taken (more hooks of one plugin at the
+/// same moment than there are values, or a hook that calls back into its own plugin) works on a
+/// spare value, made for it and kept nothing of.
+///
+/// Where a lock guarded one value, a caller copied what it needed out of it (a retain and a release
+/// per reference, and the lock's own call); here a caller holds its value for as long as its body
+/// runs, so there is one value per thread that may run the body at once (``valueCount``).
+package struct TakenSlot<Value>: ~Copyable {
     private let memory: UnsafeMutablePointer<Value>
-    /// Non-nil while a caller holds the value (its own address, as a marker).
+    /// Non-nil while a caller holds the value at the same position (its own address, as a marker).
     private let taken: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    /// Makes the value a caller works on when another holds this one.
-    private let spare: () -> Value
+    private let count: Int
+    /// Makes the value a caller works on when every one is held.
+    private let spare: @Sendable () -> Value
 
-    /// A slot holding `value`, with `spare` for callers that find it taken; its owner calls
-    /// ``free()`` in its `deinit`.
-    package init(_ value: Value, spare: @escaping () -> Value) {
+    /// How many values a slot keeps: one per processor, up to 16 (hooks run on the threads of the
+    /// concurrency pool, one per processor), and at least 2.
+    package static var valueCount: Int { min(16, max(2, ProcessInfo.processInfo.activeProcessorCount)) }
+
+    /// ``valueCount`` values, each made by `make`, and `spare` for callers that find them all taken.
+    package init(count: Int = Self.valueCount, _ make: () -> Value, spare: @escaping @Sendable () -> Value) {
+        self.count = max(1, count)
         self.spare = spare
-        memory = .allocate(capacity: 1)
-        memory.initialize(to: value)
-        taken = .allocate(capacity: 1)
-        taken.initialize(to: nil)
+        memory = .allocate(capacity: self.count)
+        taken = .allocate(capacity: self.count)
+        for index in 0..<self.count {
+            (memory + index).initialize(to: make())
+            (taken + index).initialize(to: nil)
+        }
     }
 
-    /// Runs `body` on the value, or on a spare one when another caller holds it.
+    /// Runs `body` on the first value no other caller holds, or on a spare one when every value is
+    /// held. A caller working alone always gets the first value.
     @inline(__always)
     package func withTaken<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        var free: UnsafeMutableRawPointer? = nil
-        guard ph_atomic_compare_exchange_pointer(taken, &free, UnsafeMutableRawPointer(taken)) != 0 else {
-            var own = spare()
-            return try body(&own)
+        for index in 0..<count {
+            var expected: UnsafeMutableRawPointer? = nil
+            let flag = taken + index
+            guard ph_atomic_compare_exchange_pointer(flag, &expected, UnsafeMutableRawPointer(flag)) != 0 else { continue }
+            // Changed where it is (no copy): the body has exclusive access while it holds the flag.
+            defer { ph_atomic_store_pointer(flag, nil) }
+            return try body(&memory[index])
         }
-        // Changed where it is (no copy): the body has exclusive access while the slot is taken.
-        defer { ph_atomic_store_pointer(taken, nil) }
-        return try body(&memory.pointee)
+        var own = spare()
+        return try body(&own)
     }
 
-    /// Destroys the value and frees the memory (the owner's `deinit`: no caller holds it any more).
-    package func free() {
-        _ = ph_atomic_load_pointer(taken)
-        memory.deinitialize(count: 1)
+    deinit {
+        // Read atomically: the last caller gave its value back on another thread, ordered before this
+        // deinit by the owner's reference count, which the thread sanitizer does not see.
+        for index in 0..<count { _ = ph_atomic_load_pointer(taken + index) }
+        memory.deinitialize(count: count)
         memory.deallocate()
         taken.deallocate()
     }
 }
+
+// Safe: each value is reached only by the caller holding its flag, taken and given back atomically
+// (acquire, release); the spare maker is Sendable.
+extension TakenSlot: @unchecked Sendable where Value: Sendable {}

@@ -116,7 +116,8 @@ extension HeaderValidation {
 extension Optional where Wrapped: HandleView {
     /// The view kept here when it is of `handle`; else the same view pointed at `handle` when
     /// nothing but this slot holds it (the hooks that used it are over: a view a plugin kept is
-    /// never moved), else a new one, kept here. Called under the lock that guards the slot.
+    /// never moved), else a new one, kept here. Called by the hook call that holds the instance's
+    /// ``TakenSlot`` value this slot is part of (or on its spare).
     mutating func view(of handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo? = nil) -> Wrapped {
         if let last = self, last.handle == handle { return last }
         if self != nil, isKnownUniquelyReferenced(&self!) {

@@ -156,35 +156,42 @@ package enum CBytes {
     }
 
     /// How many bytes of names and values ``withPairs(count:_:_:)`` lays out on the stack in one
-    /// pass (a batch of a few fields); a batch of more takes a second pass.
+    /// pass (a batch of a few fields); a batch of more is counted first.
     static let pairBytesOnStack = 1024
 
     /// ``withPairs(_:_:)`` for `count` pairs given by index, each read once (a pair of an enum's
     /// payload is one copy of it, not one per string and pass) when their bytes fit in
-    /// ``pairBytesOnStack``; else read twice, once to count the bytes.
+    /// ``pairBytesOnStack``; else each read twice: once laid out or counted, once laid out in a
+    /// buffer of the size counted.
     package static func withPairs<R>(
         count: Int, _ pair: (Int) -> (name: String, value: String), _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R
     ) -> R {
         withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, count * 2)) { slots in
             let names = UnsafePointer(slots.baseAddress!)
             let values = names + count
-            let inOnePass = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pairBytesOnStack) { buffer -> R? in
+            // The bytes all pairs need, when they do not fit.
+            var overflow = 0
+            let inOnePass = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pairBytesOnStack) { buffer -> Result<R, Never>? in
                 var offset = 0
                 for index in 0..<count {
                     let (name, value) = pair(index)
-                    let total = offset + name.utf8.count + value.utf8.count
-                    guard total <= buffer.count else { return nil }
+                    let needed = offset + name.utf8.count + value.utf8.count
+                    guard needed <= buffer.count else {
+                        // The pairs before this one were laid out (`offset`); the rest are counted.
+                        let rest = (index + 1..<count).reduce(0) { sum, later in
+                            let (name, value) = pair(later)
+                            return sum + name.utf8.count + value.utf8.count
+                        }
+                        overflow = needed + rest
+                        return nil
+                    }
                     slots[index] = place(name, at: buffer.baseAddress!, &offset)
                     slots[count + index] = place(value, at: buffer.baseAddress!, &offset)
                 }
-                return body(names, values, count)
+                return .success(body(names, values, count))
             }
-            if let inOnePass { return inOnePass }
-            let total = (0..<count).reduce(0) { sum, index in
-                let (name, value) = pair(index)
-                return sum + name.utf8.count + value.utf8.count
-            }
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, total)) { buffer in
+            if case .success(let result) = inOnePass { return result }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, overflow)) { buffer in
                 var offset = 0
                 for index in 0..<count {
                     let (name, value) = pair(index)

@@ -1,4 +1,3 @@
-import CDigest
 import CPluginABI
 import Foundation
 
@@ -176,10 +175,10 @@ private final class ExportedInstance {
         self.interceptor = interceptor
         self.api = api
         self.services = services
-        recent = TakenSlot(Recent(context: Self.blankContext(services))) { Recent(context: Self.blankContext(services)) }
+        let blank = Self.blankContext(services)
+        self.blank = blank
+        recent = TakenSlot({ Recent(context: blank) }, spare: { Recent(context: blank) })
     }
-
-    deinit { recent.free() }
 
     static func from(_ pointer: UnsafeMutableRawPointer?) -> ExportedInstance {
         Unmanaged<ExportedInstance>.fromOpaque(pointer!).takeUnretainedValue()
@@ -206,9 +205,12 @@ private final class ExportedInstance {
         var result: CResultBackend?
     }
 
-    /// Taken by one hook call at a time, which passes its context on borrowed (a hook of another
-    /// request at the same moment starts from a blank one and keeps nothing).
+    /// One per hook call that may run at the same moment, each taken by one call at a time, which
+    /// passes its context on borrowed (a call that finds them all taken starts from a blank one and
+    /// keeps nothing).
     private let recent: TakenSlot<Recent>
+    /// The context of a hook called without one, and the context a value starts with.
+    private let blank: InterceptorContext
     /// The header lists this instance's views read last.
     private let headerMemo = HeaderMemo()
 
@@ -252,8 +254,12 @@ private final class ExportedInstance {
     /// when it is of the same target.
     private func update(_ recent: inout Recent, _ pointer: UnsafePointer<ph_context>?) {
         guard let pointer else {
+            // The blank context; the views stay.
             if recent.pointer != nil {
-                recent = Recent(context: Self.blankContext(services))
+                recent.context = blank
+                recent.pointer = nil
+                recent.options = []
+                recent.serial = 0
             }
             return
         }
@@ -311,7 +317,8 @@ private final class ExportedInstance {
         return true
     }
 
-    /// The context of a hook called without one (a host that breaks the ABI): an empty target.
+    /// The context of a hook called without one (a host that breaks the ABI), and the one a kept
+    /// value starts with: an empty target.
     private static func blankContext(_ services: CHostServices) -> InterceptorContext {
         InterceptorContext(target: TargetInfo(method: "", baseURL: "", path: ""), requestID: 0, attempt: 1, services: services)
     }
