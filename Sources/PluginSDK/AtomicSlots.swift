@@ -114,8 +114,12 @@ package struct TakenSlot<Value>: ~Copyable {
             let flag = taken + index
             guard ph_atomic_compare_exchange_pointer(flag, &expected, UnsafeMutableRawPointer(flag)) != 0 else { continue }
             // Changed where it is (no copy): the body has exclusive access while it holds the flag.
+            // Through the value's own pointer: `&memory[index]` is an access to `memory.pointee`
+            // too for the thread sanitizer, which then sees two holders of different values
+            // write the first one.
             defer { ph_atomic_store_pointer(flag, nil) }
-            return try body(&memory[index])
+            let value = memory + index
+            return try body(&value.pointee)
         }
         var own = spare()
         return try body(&own)
