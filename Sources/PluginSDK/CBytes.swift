@@ -144,60 +144,53 @@ package enum CBytes {
     /// Calls `body` with parallel arrays of borrowed byte strings for `pairs`, all copied into
     /// one buffer.
     package static func withPairs<R>(_ pairs: [(String, String)], _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R) -> R {
-        withPairs(count: pairs.count, { pairs[$0].0 }, { pairs[$0].1 }, body)
-    }
-
-    /// ``withPairs(_:_:)`` for `count` pairs given by index (no array of them made): the names and
-    /// values on the stack, their bytes in one buffer.
-    package static func withPairs<R>(
-        count: Int, _ name: (Int) -> String, _ value: (Int) -> String, _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R
-    ) -> R {
-        withPairs(count: count, { (name($0), value($0)) }, body)
+        withPairs(count: pairs.count, { pairs[$0] }, body)
     }
 
     /// How many bytes of names and values ``withPairs(count:_:_:)`` lays out on the stack in one
     /// pass (a batch of a few fields); a batch of more is counted first.
     static let pairBytesOnStack = 1024
 
-    /// ``withPairs(_:_:)`` for `count` pairs given by index, each read once (a pair of an enum's
-    /// payload is one copy of it, not one per string and pass) when their bytes fit in
-    /// ``pairBytesOnStack``; else each read twice: once laid out or counted, once laid out in a
-    /// buffer of the size counted.
+    /// ``withPairs(_:_:)`` for `count` pairs given by index (no array of them made), each read once
+    /// (a pair of an enum's payload is one copy of it, not one per string and pass) when their bytes
+    /// fit in ``pairBytesOnStack``; else each read twice: once laid out or counted, once laid out in
+    /// a buffer of the size counted.
     package static func withPairs<R>(
         count: Int, _ pair: (Int) -> (name: String, value: String), _ body: (UnsafePointer<ph_bytes>?, UnsafePointer<ph_bytes>?, Int) -> R
     ) -> R {
         withUnsafeTemporaryAllocation(of: ph_bytes.self, capacity: max(1, count * 2)) { slots in
             let names = UnsafePointer(slots.baseAddress!)
             let values = names + count
-            // The bytes all pairs need, when they do not fit.
-            var overflow = 0
-            let inOnePass = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pairBytesOnStack) { buffer -> Result<R, Never>? in
+            /// Lays the pairs out in `buffer`, their slots pointed at it: nil when they all fit, else
+            /// the bytes all of them need (the pairs from the one that does not fit are counted).
+            func layOut(_ buffer: UnsafeMutableBufferPointer<UInt8>) -> Int? {
                 var offset = 0
                 for index in 0..<count {
                     let (name, value) = pair(index)
                     let needed = offset + name.utf8.count + value.utf8.count
                     guard needed <= buffer.count else {
-                        // The pairs before this one were laid out (`offset`); the rest are counted.
-                        let rest = (index + 1..<count).reduce(0) { sum, later in
+                        return (index + 1..<count).reduce(needed) { sum, later in
                             let (name, value) = pair(later)
                             return sum + name.utf8.count + value.utf8.count
                         }
-                        overflow = needed + rest
-                        return nil
                     }
                     slots[index] = place(name, at: buffer.baseAddress!, &offset)
                     slots[count + index] = place(value, at: buffer.baseAddress!, &offset)
+                }
+                return nil
+            }
+            var overflow = 0
+            let inOnePass = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: pairBytesOnStack) { buffer -> Result<R, Never>? in
+                if let needed = layOut(buffer) {
+                    overflow = needed
+                    return nil
                 }
                 return .success(body(names, values, count))
             }
             if case .success(let result) = inOnePass { return result }
             return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(1, overflow)) { buffer in
-                var offset = 0
-                for index in 0..<count {
-                    let (name, value) = pair(index)
-                    slots[index] = place(name, at: buffer.baseAddress!, &offset)
-                    slots[count + index] = place(value, at: buffer.baseAddress!, &offset)
-                }
+                // Room for all of them: laid out whole.
+                _ = layOut(buffer)
                 return body(names, values, count)
             }
         }

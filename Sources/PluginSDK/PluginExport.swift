@@ -432,7 +432,7 @@ extension ExportedInstance {
         let headers = response.headers
         // By index: no list of name and value pairs made for the call.
         let status = CBytes.withPairs(
-            count: headers.count, { headers[$0].name }, { headers[$0].value },
+            count: headers.count, { (headers[$0].name, headers[$0].value) },
             { names, values, count in
                 CBytes.with(response.body) { send(Int32(clamping: response.statusCode), names, values, count, $0) }
             })
