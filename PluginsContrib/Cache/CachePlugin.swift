@@ -110,9 +110,15 @@ public struct CachePlugin: ExportablePlugin {
         try configuration.rejectUnknownKeys(["directory", "maxMemoryEntries", "maxMemoryBytes", "maxDiskBytes", "staleIfError", "authorized"])
         let directory = try configuration.string("directory")
         if let directory, !directory.hasPrefix("/") { throw configuration.error("directory must be an absolute path") }
+        // 0: no memory tier, every hit read from the directory (a cache of large responses, or of
+        // many processes that should not each keep copies in memory).
+        let maxMemoryEntries = try configuration.integer("maxMemoryEntries", default: 256, in: 0...1_000_000)
+        if maxMemoryEntries == 0, directory == nil {
+            throw configuration.error("maxMemoryEntries 0 keeps nothing in memory and needs a directory to keep responses in")
+        }
         do {
             store = try CacheStore(
-                maxMemoryEntries: try configuration.integer("maxMemoryEntries", default: 256, in: 1...1_000_000),
+                maxMemoryEntries: maxMemoryEntries,
                 maxMemoryBytes: try configuration.integer("maxMemoryBytes", default: 16 << 20, in: 1...(1 << 40)),
                 directory: directory,
                 maxDiskBytes: try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50)))

@@ -190,12 +190,14 @@ final class CacheStore: Sendable {
             }
             guard let directory else { return nil }
             let name = state.name(of: key)
-            guard state.disk[name] != nil else { return nil }
-            guard let bytes = bytes(ofFile: name, at: directory + "/" + name, &state), let entry = Self.decode(bytes), entry.key == key else {
+            guard let index = state.disk.index(forKey: name) else { return nil }
+            guard let bytes = bytes(ofFile: name, in: directory, &state), let entry = Self.decode(bytes), entry.key == key else {
                 removeDisk(name, &state)
                 return nil
             }
-            state.disk[name]!.used = state.clock
+            // Reading the file changes only the kept descriptors, not this table: the index found
+            // above is still the file's (one hash of the name per hit).
+            state.disk.values[index].used = state.clock
             putMemory(entry, &state)
             return entry
         }
@@ -255,6 +257,8 @@ final class CacheStore: Sendable {
     // MARK: Internals (called inside state.withLock)
 
     private func putMemory(_ entry: CacheEntry, _ state: inout State) {
+        // No memory tier (`maxMemoryEntries` 0): entries live on disk only.
+        guard maxMemoryEntries > 0 else { return }
         let size = entry.body.count + entry.headerValues.reduce(0) { $0 + $1.utf8.count } + 256
         if let old = state.memory[entry.key] { state.memoryBytes -= old.size }
         state.memory[entry.key] = Resident(entry, size: size, used: state.clock)
@@ -311,20 +315,23 @@ final class CacheStore: Sendable {
     /// The bytes of the entry file `name` at `path`: through its open descriptor while that file is
     /// still the entry, unchanged (checked as ``OpenFile`` says), else opened anew and kept open (the
     /// least recently read one closed beyond ``maxOpenFiles``).
-    private func bytes(ofFile name: String, at path: String, _ state: inout State) -> [UInt8]? {
+    private func bytes(ofFile name: String, in directory: String, _ state: inout State) -> [UInt8]? {
         let now = DispatchTime.now().uptimeNanoseconds
-        if let file = state.openFiles[name] {
+        // The path is made only to check the name or to open the file (not for a read through a
+        // kept descriptor), and the kept file is found by one hash of its name.
+        if let index = state.openFiles.index(forKey: name) {
+            let file = state.openFiles.values[index]
             var status = stat()
             let byName = Double(now &- file.checkedByName) >= nameCheckInterval * 1e9
-            let current = byName ? lstat(path, &status) == 0 : fstat(file.fd, &status) == 0 && status.st_nlink > 0
+            let current = byName ? lstat(directory + "/" + name, &status) == 0 : fstat(file.fd, &status) == 0 && status.st_nlink > 0
             if current, file.matches(status), let bytes = FileDescriptor.read(file.fd, size: file.size) {
-                state.openFiles[name]!.used = state.clock
-                if byName { state.openFiles[name]!.checkedByName = now }
+                state.openFiles.values[index].used = state.clock
+                if byName { state.openFiles.values[index].checkedByName = now }
                 return bytes
             }
             closeFile(name, &state)
         }
-        guard let (fd, status) = FileDescriptor.openRegularFile(path, limit: Int(Int32.max)) else { return nil }
+        guard let (fd, status) = FileDescriptor.openRegularFile(directory + "/" + name, limit: Int(Int32.max)) else { return nil }
         guard let bytes = FileDescriptor.read(fd, size: Int(status.st_size)) else {
             close(fd)
             return nil

@@ -122,4 +122,21 @@ struct CacheOpenFileTests {
         }
         #expect(try descriptorsOnDirectory() == 0)
     }
+
+    /// Without a memory tier (`maxMemoryEntries` 0) every hit is read from the entry's file:
+    /// nothing is kept in memory, and a file another writer replaced is what the next hit serves.
+    @Test func withoutAMemoryTierEveryHitIsReadFromItsFile() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let diskOnly = try CacheStore(maxMemoryEntries: 0, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 1 << 24, nameCheckInterval: 0)
+        diskOnly.put(entry(Self.one, "one"))
+        #expect(diskOnly.counts.memory == 0 && diskOnly.counts.disk == 1)
+        #expect(diskOnly.get(Self.one).map { String(decoding: $0.body, as: UTF8.self) } == "one")
+        #expect(diskOnly.get(Self.one).map { String(decoding: $0.body, as: UTF8.self) } == "one")
+        #expect(diskOnly.counts.memory == 0)
+        // Another store on the same directory replaces the file: the next hit reads the new one.
+        let other = try store()
+        other.put(entry(Self.one, "uno"))
+        #expect(diskOnly.get(Self.one).map { String(decoding: $0.body, as: UTF8.self) } == "uno")
+        #expect(diskOnly.counts.memory == 0)
+    }
 }

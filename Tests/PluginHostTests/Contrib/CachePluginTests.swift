@@ -270,6 +270,23 @@ struct CachePluginTests {
         for name in files { #expect(stat(directory + "/" + name, &info) == 0 && info.st_mode & 0o777 == 0o600) }
     }
 
+    @Test func onDiskOnlyHitsAreServedFromTheDirectory() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let directory = f.root + "/cache"
+        let provider = try f.provider([("cache", ["directory": directory, "maxMemoryEntries": 0])])
+        let key = counterKey()
+        let target = try counted(key, headers: ["Cache-Control": "max-age=60"])
+        let first = try await get(provider, target)
+        let second = try await get(provider, target)
+        let third = try await get(provider, target)
+        #expect([first.cache, second.cache, third.cache] == ["miss", "hit", "hit"])
+        #expect(third.body == first.body)
+        #expect(try await serverHits(key) == 1)
+        let entries = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".entry") }
+        #expect(entries.count == 1)
+    }
+
     @Test func aCorruptedOrTruncatedEntryIsAMissAndIsReplaced() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

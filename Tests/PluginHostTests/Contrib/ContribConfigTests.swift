@@ -30,6 +30,11 @@ struct ContribConfigTests {
         ("signature", #"{"placement": "body"}"#, "signature: placement must be one of header, query"),
         ("cache", #"{"staleIfError": -1}"#, "cache: staleIfError must be between 0 and 31536000"),
         ("cache", #"{"directory": "relative/dir"}"#, "cache: directory must be an absolute path"),
+        ("cache", #"{"maxMemoryEntries": -1}"#, "cache: maxMemoryEntries must be between 0 and 1000000"),
+        (
+            "cache", #"{"maxMemoryEntries": 0}"#,
+            "cache: maxMemoryEntries 0 keeps nothing in memory and needs a directory to keep responses in"
+        ),
         ("cache", #"{"authorized": "share"}"#, "cache: authorized must be one of partition, refuse"),
         (
             "cache", #"{"colour": "red"}"#,
