@@ -260,7 +260,7 @@ if let manifest = options.loadOnce {
     exit(0)
 }
 
-// MARK: Cache profiles (`--profile hit`, `disk-hit`, `full-miss`, `full-disk-miss`)
+// MARK: Cache profiles (`--profile hit`, `disk-hit`, `disk-hit-alternating`, `full-miss`, `full-disk-miss`)
 
 /// The cache plugin of the bench's bundles loaded alone, configured by `configuration` (given the
 /// path of a fresh directory it may use), in a stub provider; and that directory.
@@ -303,7 +303,8 @@ func runBench(_ options: Options) async throws {
     }
     // `--targets` applies to one chain scenario (`--profile 0`, `loaded6`, `alone:cache`, …) only.
     if options.targets != nil,
-        options.profile == nil || ["stub", "stub-alone", "hit", "disk-hit", "full-miss", "full-disk-miss"].contains(options.profile!)
+        options.profile == nil
+            || ["stub", "stub-alone", "hit", "disk-hit", "disk-hit-alternating", "full-miss", "full-disk-miss"].contains(options.profile!)
     {
         Options.usage("--targets applies to one chain scenario's --profile (0, noop1, noop6, inprocess6, loaded6, compiled6, alone:P, compiled:P)")
     }
@@ -371,18 +372,25 @@ func runBench(_ options: Options) async throws {
         exit(0)
     }
 
-    if options.profile == "hit" || options.profile == "disk-hit" {
-        // Cache hits from memory or from disk (scenario 5), for a profiler.
-        let disk = options.profile == "disk-hit"
-        let (provider, directory) = try cacheProvider { disk ? #"{"directory": "\#($0)", "maxMemoryEntries": 1}"# : "{}" }
+    if ["hit", "disk-hit", "disk-hit-alternating"].contains(options.profile) {
+        // Cache hits from memory or from disk (scenario 5), for a profiler. From disk: no memory
+        // tier, one target (every read is from disk); alternating: a and b in turn through one
+        // entry in memory, as this scenario measured before the store could go without memory.
+        let profile = options.profile!
+        let (provider, directory) = try cacheProvider {
+            switch profile {
+            case "disk-hit": return #"{"directory": "\#($0)", "maxMemoryEntries": 0}"#
+            case "disk-hit-alternating": return #"{"directory": "\#($0)", "maxMemoryEntries": 1}"#
+            default: return "{}"
+            }
+        }
         let (a, b) = (provider.request(CacheableTarget(path: "a")), provider.request(CacheableTarget(path: "b")))
         _ = try? await a.value
         _ = try? await b.value
-        // From disk: a and b in turn, one entry in memory (each read is from disk).
         var flip = false
         let least = await leastP50 {
             flip.toggle()
-            _ = try? await (disk && flip ? b : a).value
+            _ = try? await (profile == "disk-hit-alternating" && flip ? b : a).value
         }
         let cached = (try? await a.value)?.value(forHTTPHeaderField: "X-Cache") ?? "absent"
         endCacheProfile(least: least, cached: cached, directory: directory)
@@ -499,31 +507,42 @@ func runBench(_ options: Options) async throws {
         let directSamples = await latencies(stubRequests) { _ = try? await direct.send(directRequest) }
         figures.add("stub_direct_p50", percentile(directSamples, 0.5))
 
-        // 5. Cache hits from memory and from disk.
+        // 5. Cache hits from memory and from disk, each on one target as the empty chain is: from
+        // disk, a store without a memory tier (every hit reads the entry's file). Also, as this
+        // scenario measured before the store could go without memory: two targets in turn through
+        // one entry in memory, which adds a new target's cost to every hit (`--targets`).
         let cacheDirectory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
         let memoryServices = PluginServices()
         let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
-        let memoryCache = try LoadedPlugin(library: cacheLibrary, configJSON: Data("{}".utf8), services: memoryServices)
-        let diskCache = try LoadedPlugin(
-            library: cacheLibrary, configJSON: Data(#"{"directory": "\#(cacheDirectory)", "maxMemoryEntries": 1}"#.utf8), services: memoryServices)
-        let memoryProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [memoryCache], services: memoryServices)
-        let diskProvider = Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [diskCache], services: memoryServices)
+        func loadedCache(_ config: String) throws -> Provider<CacheableTarget> {
+            let cache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(config.utf8), services: memoryServices)
+            return Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: memoryServices)
+        }
+        let memoryProvider = try loadedCache("{}")
+        let diskProvider = try loadedCache(#"{"directory": "\#(cacheDirectory)/only", "maxMemoryEntries": 0}"#)
+        let alternatingProvider = try loadedCache(#"{"directory": "\#(cacheDirectory)/one", "maxMemoryEntries": 1}"#)
         let a = CacheableTarget(path: "a")
         let b = CacheableTarget(path: "b")
         _ = try? await memoryProvider.request(a).value
         _ = try? await diskProvider.request(a).value
-        _ = try? await diskProvider.request(b).value
+        _ = try? await alternatingProvider.request(a).value
+        _ = try? await alternatingProvider.request(b).value
         let memoryPipeline = memoryProvider.request(a)
         let memoryHits = await latencies(options.cacheRequests) { _ = try? await memoryPipeline.value }
+        let diskPipeline = diskProvider.request(a)
+        let diskHits = await latencies(options.cacheRequests / 10) { _ = try? await diskPipeline.value }
+        let (alternateA, alternateB) = (alternatingProvider.request(a), alternatingProvider.request(b))
         var flip = false
-        let diskHits = await latencies(options.cacheRequests / 10) {
+        let alternatingHits = await latencies(options.cacheRequests / 10) {
             flip.toggle()
-            _ = try? await diskProvider.request(flip ? a : b).value
+            _ = try? await (flip ? alternateA : alternateB).value
         }
         figures.add("cache_hit_us_p50_memory", percentile(memoryHits, 0.5))
         figures.add("cache_hit_us_p99_memory", percentile(memoryHits, 0.99))
         figures.add("cache_hit_us_p50_disk", percentile(diskHits, 0.5))
         figures.add("cache_hit_us_p99_disk", percentile(diskHits, 0.99))
+        figures.add("cache_hit_us_p50_disk_alternating", percentile(alternatingHits, 0.5))
+        figures.add("cache_hit_us_p99_disk_alternating", percentile(alternatingHits, 0.99))
         figures.add("cache_hit_rps_memory", Double(memoryHits.count) / (memoryHits.reduce(0, +) / 1e6))
         try? FileManager.default.removeItem(atPath: cacheDirectory)
     }
@@ -541,6 +560,7 @@ func runBench(_ options: Options) async throws {
     figures.add("ratio_empty_direct", empty / least("stub_direct_p50"))
     figures.add("ratio_cache_hit_empty", least("cache_hit_us_p50_memory") / empty)
     figures.add("ratio_cache_disk_hit_empty", least("cache_hit_us_p50_disk") / empty)
+    figures.add("ratio_cache_disk_hit_alternating_empty", least("cache_hit_us_p50_disk_alternating") / empty)
     // A chain of more work can only cost more than the empty one: when the least p50s say
     // otherwise, the empty chain never ran in the machine's fast state and every ratio of this run
     // is meaningless.
@@ -713,6 +733,7 @@ func runBench(_ options: Options) async throws {
         ("2 sequential, curl provider six loaded", "seq_us_p50_curl_loaded6", "seq_us_p99_curl_loaded6"),
         ("5 cache hit, memory (µs p50 / p99)", "cache_hit_us_p50_memory", "cache_hit_us_p99_memory"),
         ("5 cache hit, disk", "cache_hit_us_p50_disk", "cache_hit_us_p99_disk"),
+        ("5 cache hit, disk, 2 targets in turn", "cache_hit_us_p50_disk_alternating", "cache_hit_us_p99_disk_alternating"),
     ]
     print("")
     print("scenario                                      p50 (min / median / max)          p99 median")
@@ -744,6 +765,7 @@ func runBench(_ options: Options) async throws {
         ("1 ratio empty chain / stub direct", "ratio_empty_direct", 3), ("1 ratio 6 loaded no-op / empty", "ratio_noop6_empty", 3),
         ("1 ratio six compiled in / empty", "ratio_compiled6_empty", 3), ("1 ratio six loaded / empty", "ratio_loaded6_empty", 3),
         ("5 ratio cache hit memory / empty", "ratio_cache_hit_empty", 3), ("5 ratio cache hit disk / empty", "ratio_cache_disk_hit_empty", 3),
+        ("5 ratio cache hit disk, 2 in turn / empty", "ratio_cache_disk_hit_alternating_empty", 3),
         ("6 RSS growth, \(options.rssRequests) stub requests (MiB)", "rss_growth_mib", 2),
     ]
     print("")
@@ -764,7 +786,8 @@ func runBench(_ options: Options) async throws {
         "stub_us_p50_0": "stub_0_p50", "stub_us_p50_loaded6": "stub_loaded6_p50", "stub_us_p50_noop6": "stub_noop6_p50",
         "stub_us_p50_inprocess_noop6": "stub_inprocess_noop6_p50", "stub_us_p50_compiled6": "stub_compiled6_p50",
         "stub_us_p50_direct": "stub_direct_p50", "cache_hit_us_p50_memory": "cache_hit_us_p50_memory",
-        "cache_hit_us_p50_disk": "cache_hit_us_p50_disk", "stub_us_p50_0_paths": "stub_paths_0_p50",
+        "cache_hit_us_p50_disk": "cache_hit_us_p50_disk", "cache_hit_us_p50_disk_alternating": "cache_hit_us_p50_disk_alternating",
+        "stub_us_p50_0_paths": "stub_paths_0_p50",
         "stub_us_p50_compiled6_paths": "stub_paths_compiled6_p50", "stub_us_p50_loaded6_paths": "stub_paths_loaded6_p50",
     ] {
         // The least p50 of the chain's rounds (see scenario 1).
@@ -784,7 +807,7 @@ func runBench(_ options: Options) async throws {
     // The chain's ratios, made once from least p50s.
     for key in [
         "ratio_empty_direct", "ratio_loaded6_empty", "ratio_compiled6_empty", "ratio_noop6_empty", "ratio_cache_hit_empty",
-        "ratio_cache_disk_hit_empty",
+        "ratio_cache_disk_hit_empty", "ratio_cache_disk_hit_alternating_empty",
     ] {
         json[key] = figures.median(key)
     }
