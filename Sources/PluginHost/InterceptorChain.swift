@@ -156,14 +156,19 @@ final class InterceptorChain: Sendable {
             let view = InterceptorRequest(backend: state)
             let started = DispatchTime.now().uptimeNanoseconds
 
-            let shortCircuit: (index: Int, response: SyntheticResponse)?
+            // Who answered in `prepare`, and the answer: taken apart from the phase's result where
+            // it is (a copy of the result, answer and all, went through the runtime's generic
+            // value witnesses, and its destruction too).
+            let answeredBy: Int?
+            let answer: SyntheticResponse?
             let prepared = prepare(view, state: state, contexts: contexts)
             startBackgroundExchanges(state.backgroundRequests, of: plan, requestID: requestID)
-            switch prepared {
+            switch consume prepared {
             case .failure(let error): return .failure(error)
-            case .success(let answer): shortCircuit = answer
+            case .success(.none): (answeredBy, answer) = (nil, nil)
+            case .success(.some(let short)): (answeredBy, answer) = (short.index, short.response)
             }
-            let sendingThrough = shortCircuit?.index ?? interceptors.count
+            let sendingThrough = answeredBy ?? interceptors.count
             if let error = willSend(view, contexts: contexts, through: sendingThrough) { return .failure(error) }
 
             // The package's own transports read the parts of a changed request: its URLRequest is
@@ -173,7 +178,7 @@ final class InterceptorChain: Sendable {
                 urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
                 cancellation: cancellation, redirects: plan.redirects, limits: plan.limits, deadline: plan.deadline)
             sending.deferred = deferred
-            if shortCircuit == nil {
+            if answeredBy == nil {
                 let spent = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
                 switch Self.timeoutBudget(timeout: sending.timeoutInterval, spentInHooks: spent) {
                 case .unchanged:
@@ -188,15 +193,15 @@ final class InterceptorChain: Sendable {
 
             var outcome: Outcome
             var sentRequest = sending
-            if let shortCircuit {
-                outcome = .response(ResponseState(shortCircuit.response, url: sending.url))
+            if let answer {
+                outcome = .response(ResponseState(answer, url: sending.url))
             } else {
                 (outcome, sentRequest) = await sendAuthenticating(sending, transport: plan.transport, contexts: contexts)
             }
 
             // The response hooks may read the request as sent (ABI 1.3 `result_request_headers`).
             outcome.response?.sentRequest = state
-            let innermost = shortCircuit?.index ?? interceptors.count - 1
+            let innermost = answeredBy ?? interceptors.count - 1
             if let error = didReceive(outcome.view, contexts: contexts, from: innermost) { return .failure(error) }
             let retry: RetryRequest?
             switch process(&outcome, contexts: contexts, from: innermost, url: sending.url) {
