@@ -15,26 +15,37 @@ struct CacheDirectives {
     init(_ headerValues: [String]) {
         guard !headerValues.isEmpty else { return }
         for value in headerValues {
-            Self.forEachListItem(Array(value.utf8)) { part in
-                let item = Self.trimmed(part, also: nil)
-                guard !item.isEmpty else { return }
-                if let equals = item.firstIndex(of: UInt8(ascii: "=")) {
-                    let rawName = item[..<equals]
-                    let rawArgument = item[(equals + 1)...]
-                    let name = String(decoding: Self.trimmed(rawName, also: nil), as: UTF8.self).lowercased()
-                    let spaced = rawName.last.map(Self.isSpace) == true || rawArgument.first.map(Self.isSpace) == true
-                    var argument = Self.trimmed(rawArgument, also: nil)
-                    if argument.count >= 2, argument.first == UInt8(ascii: "\""), argument.last == UInt8(ascii: "\"") {
-                        argument = argument.dropFirst().dropLast()
+            // The field's own bytes (no array of them made), names lower-cased only when they are not.
+            var value = value
+            value.withUTF8 { bytes in
+                Self.forEachListItem(bytes[...]) { part in
+                    let item = Self.trimmed(part, also: nil)
+                    guard !item.isEmpty else { return }
+                    if let equals = item.firstIndex(of: UInt8(ascii: "=")) {
+                        let rawName = item[..<equals]
+                        let rawArgument = item[(equals + 1)...]
+                        let name = Self.lowercasedName(Self.trimmed(rawName, also: nil))
+                        let spaced = rawName.last.map(Self.isSpace) == true || rawArgument.first.map(Self.isSpace) == true
+                        var argument = Self.trimmed(rawArgument, also: nil)
+                        if argument.count >= 2, argument.first == UInt8(ascii: "\""), argument.last == UInt8(ascii: "\"") {
+                            argument = argument.dropFirst().dropLast()
+                        }
+                        guard index(of: name) == nil else { return }
+                        items.append((name, String(decoding: argument, as: UTF8.self), spaced))
+                    } else {
+                        let name = Self.lowercasedName(item)
+                        if index(of: name) == nil { items.append((name, nil, false)) }
                     }
-                    guard index(of: name) == nil else { return }
-                    items.append((name, String(decoding: argument, as: UTF8.self), spaced))
-                } else {
-                    let name = String(decoding: item, as: UTF8.self).lowercased()
-                    if index(of: name) == nil { items.append((name, nil, false)) }
                 }
             }
         }
+    }
+
+    /// A directive's name as a lower-cased string (Foundation's `lowercased()` only when an ASCII
+    /// capital is in it; names are tokens).
+    private static func lowercasedName(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        let name = String(decoding: bytes, as: UTF8.self)
+        return bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? name.lowercased() : name
     }
 
     private func index(of name: String) -> Int? { items.firstIndex { $0.name == name } }
@@ -78,23 +89,24 @@ struct CacheDirectives {
 
     /// Calls `body` with each part of a comma-separated list, in order (commas inside quoted
     /// strings do not separate), without a list of the parts made.
-    static func forEachListItem(_ bytes: [UInt8], _ body: (ArraySlice<UInt8>) -> Void) {
-        var start = 0
+    static func forEachListItem(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ body: (Slice<UnsafeBufferPointer<UInt8>>) -> Void) {
+        var start = bytes.startIndex
         var quoted = false
-        for (index, byte) in bytes.enumerated() {
+        for index in bytes.indices {
+            let byte = bytes[index]
             if byte == UInt8(ascii: "\"") { quoted.toggle() }
             if byte == UInt8(ascii: ","), !quoted {
                 body(bytes[start..<index])
                 start = index + 1
             }
         }
-        body(bytes[start..<bytes.count])
+        body(bytes[start..<bytes.endIndex])
     }
 
     static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 
     /// `bytes` without leading and trailing spaces and tabs (and `also`, when given, after them).
-    static func trimmed(_ bytes: ArraySlice<UInt8>, also: UInt8?) -> ArraySlice<UInt8> {
+    static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, also: UInt8?) -> Slice<UnsafeBufferPointer<UInt8>> {
         var slice = bytes
         while let first = slice.first, isSpace(first) { slice = slice.dropFirst() }
         while let last = slice.last, isSpace(last) { slice = slice.dropLast() }

@@ -88,6 +88,19 @@ struct CacheRFC9111Tests {
         #expect(CacheDirectives(["no-cache"]).hasUnqualified("no-cache"))
     }
 
+    @Test func cacheControlNamesAreCaseInsensitiveAndListsSplitOutsideQuotes() {
+        let written = CacheDirectives(["Max-Age=60, NO-STORE", " Public ,,s-MAXAGE=5"])
+        #expect(written.delta("max-age") == .valid(60))
+        #expect(written.has("no-store") && written.has("public"))
+        #expect(written.seconds("s-maxage") == 5)
+        #expect(!written.has("Max-Age"))
+        let quoted = CacheDirectives(["private=\"A, B\", max-age=3"])
+        #expect(quoted.listedFields("private") == ["a", "b"])
+        #expect(quoted.seconds("max-age") == 3)
+        #expect(CacheDirectives([""]).delta("max-age") == .absent)
+        #expect(CacheDirectives([" , "]).delta("max-age") == .absent)
+    }
+
     func entry(status: Int = 200, _ headers: [String: String], now: Double = Date().timeIntervalSince1970) -> CacheEntry {
         var fields = headers
         fields["Date"] = HTTPDate.format(now)
