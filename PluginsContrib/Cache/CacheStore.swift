@@ -51,6 +51,8 @@ final class CacheStore: Sendable {
         var names: [String: String] = [:]
         /// Entry files kept open after a read, by name (at most ``maxOpenFiles``).
         var openFiles: [String: OpenFile] = [:]
+        /// The metadata of the entry file read last and its entry, without a body (``decode(_:last:)``).
+        var lastDecoded: (metadata: [UInt8], entry: CacheEntry)?
 
         /// The file name of `key`.
         mutating func name(of key: String) -> String {
@@ -191,7 +193,8 @@ final class CacheStore: Sendable {
             guard let directory else { return nil }
             let name = state.name(of: key)
             guard let index = state.disk.index(forKey: name) else { return nil }
-            guard let bytes = bytes(ofFile: name, in: directory, &state), let entry = Self.decode(bytes), entry.key == key else {
+            guard let bytes = bytes(ofFile: name, in: directory, &state), let entry = Self.decode(bytes, last: &state.lastDecoded), entry.key == key
+            else {
                 removeDisk(name, &state)
                 return nil
             }
@@ -420,7 +423,13 @@ final class CacheStore: Sendable {
     /// The entry in the file at `path`; nil when it cannot be read, is not this format, or its
     /// digest does not match (a truncated or corrupted file, metadata or body).
     static func read(_ path: String) -> CacheEntry? {
-        FileDescriptor.readFile(path, limit: Int(Int32.max)).flatMap(decode)
+        var none: (metadata: [UInt8], entry: CacheEntry)?
+        return FileDescriptor.readFile(path, limit: Int(Int32.max)).flatMap { decode($0, last: &none) }
+    }
+
+    /// Whether `a` and `b`, both not empty, are the same bytes (`memcmp`).
+    static func sameBytes(_ a: [UInt8], _ b: ArraySlice<UInt8>) -> Bool {
+        a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { memcmp(x.baseAddress!, $0.baseAddress!, a.count) == 0 } }
     }
 
     /// Whether the 32 bytes of `bytes` at `offset` are the SHA-256 of its bytes from `payload` on:
@@ -438,13 +447,25 @@ final class CacheStore: Sendable {
     }
 
     /// The entry these file bytes hold; nil as ``read(_:)`` says.
-    static func decode(_ bytes: [UInt8]) -> CacheEntry? {
+    ///
+    /// `last` is the metadata the store decoded last and its entry (without a body): metadata of the
+    /// same bytes (checked, as all of the file, by its digest first) is that entry again, with its
+    /// fields' strings and what they say (``CacheEntry/facts``) as parsed then. Every hit of a store
+    /// without a memory tier decodes its file, mostly the same file again.
+    static func decode(_ bytes: [UInt8], last: inout (metadata: [UInt8], entry: CacheEntry)?) -> CacheEntry? {
         let start = magic.count + 32
         guard bytes.count >= start + 4, bytes[0..<magic.count].elementsEqual(magic) else { return nil }
         guard Self.digestMatches(bytes, at: magic.count, of: start) else { return nil }
         let length = bytes[start..<start + 4].reduce(0) { $0 << 8 | Int($1) }
-        guard bytes.count >= start + 4 + length, var entry = EntryCoding.entry(bytes[(start + 4)..<(start + 4 + length)]) else {
-            return nil
+        guard bytes.count >= start + 4 + length else { return nil }
+        let metadata = bytes[(start + 4)..<(start + 4 + length)]
+        var entry: CacheEntry
+        if let last, last.metadata.count == length, length == 0 || Self.sameBytes(last.metadata, metadata) {
+            entry = last.entry
+        } else {
+            guard let decoded = EntryCoding.entry(metadata) else { return nil }
+            entry = decoded
+            last = (Array(metadata), decoded)
         }
         entry.body = Array(bytes[(start + 4 + length)...])
         return entry

@@ -139,4 +139,24 @@ struct CacheOpenFileTests {
         #expect(diskOnly.get(Self.one).map { String(decoding: $0.body, as: UTF8.self) } == "uno")
         #expect(diskOnly.counts.memory == 0)
     }
+
+    /// A disk hit whose metadata is the bytes of the last one decoded takes that entry's fields and
+    /// what they say; other metadata is decoded and parsed anew.
+    @Test func aHitOfTheSameMetadataKeepsItsParseAndOtherMetadataIsParsedAnew() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let diskOnly = try CacheStore(maxMemoryEntries: 0, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 1 << 24, nameCheckInterval: 0)
+        diskOnly.put(entry(Self.one, "one"))
+        let first = try #require(diskOnly.get(Self.one))
+        let second = try #require(diskOnly.get(Self.one))
+        #expect(first.freshnessLifetime == 60 && second.freshnessLifetime == 60)
+        #expect(first.parsed === second.parsed)
+        // Another writer stores the entry with another max-age: read, decoded and parsed anew.
+        var changed = entry(Self.one, "one")
+        changed.headerValues = ["max-age=5"]
+        try store().put(changed)
+        let third = try #require(diskOnly.get(Self.one))
+        #expect(third.freshnessLifetime == 5)
+        #expect(third.parsed !== second.parsed)
+        #expect(String(decoding: third.body, as: UTF8.self) == "one")
+    }
 }
