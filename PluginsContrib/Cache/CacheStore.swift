@@ -315,7 +315,7 @@ final class CacheStore: Sendable {
         if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
     }
 
-    /// The bytes of the entry file `name` at `path`: through its open descriptor while that file is
+    /// The bytes of the entry file `name` in `directory`: through its open descriptor while that file is
     /// still the entry, unchanged (checked as ``OpenFile`` says), else opened anew and kept open (the
     /// least recently read one closed beyond ``maxOpenFiles``).
     private func bytes(ofFile name: String, in directory: String, _ state: inout State) -> [UInt8]? {
