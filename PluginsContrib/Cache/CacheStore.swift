@@ -420,16 +420,16 @@ final class CacheStore: Sendable {
         return magic + SHA256.hash(payload) + payload
     }
 
-    /// The entry in the file at `path`; nil when it cannot be read, is not this format, or its
-    /// digest does not match (a truncated or corrupted file, metadata or body).
+    /// The entry in the file at `path`; nil when it cannot be read, or as ``decode(_:last:)`` says.
     static func read(_ path: String) -> CacheEntry? {
         var none: (metadata: [UInt8], entry: CacheEntry)?
         return FileDescriptor.readFile(path, limit: Int(Int32.max)).flatMap { decode($0, last: &none) }
     }
 
-    /// Whether `a` and `b`, both not empty, are the same bytes (`memcmp`).
+    /// Whether `a` and `b` are the same bytes (`memcmp`).
     static func sameBytes(_ a: [UInt8], _ b: ArraySlice<UInt8>) -> Bool {
-        a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { memcmp(x.baseAddress!, $0.baseAddress!, a.count) == 0 } }
+        guard a.count == b.count else { return false }
+        return a.isEmpty || a.withUnsafeBytes { x in b.withUnsafeBytes { memcmp(x.baseAddress!, $0.baseAddress!, a.count) == 0 } }
     }
 
     /// Whether the 32 bytes of `bytes` at `offset` are the SHA-256 of its bytes from `payload` on:
@@ -446,7 +446,8 @@ final class CacheStore: Sendable {
         }
     }
 
-    /// The entry these file bytes hold; nil as ``read(_:)`` says.
+    /// The entry these file bytes hold; nil when they are not this format or their digest does not
+    /// match (a truncated or corrupted file, metadata or body).
     ///
     /// `last` is the metadata the store decoded last and its entry (without a body): metadata of the
     /// same bytes (checked, as all of the file, by its digest first) is that entry again, with its
@@ -460,7 +461,7 @@ final class CacheStore: Sendable {
         guard bytes.count >= start + 4 + length else { return nil }
         let metadata = bytes[(start + 4)..<(start + 4 + length)]
         var entry: CacheEntry
-        if let last, last.metadata.count == length, length == 0 || Self.sameBytes(last.metadata, metadata) {
+        if let last, Self.sameBytes(last.metadata, metadata) {
             entry = last.entry
         } else {
             guard let decoded = EntryCoding.entry(metadata) else { return nil }
