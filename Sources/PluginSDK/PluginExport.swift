@@ -254,13 +254,8 @@ private final class ExportedInstance {
     /// when it is of the same target.
     private func update(_ recent: inout Recent, _ pointer: UnsafePointer<ph_context>?) {
         guard let pointer else {
-            // The blank context; the views stay.
-            if recent.pointer != nil {
-                recent.context = blank
-                recent.pointer = nil
-                recent.options = []
-                recent.serial = 0
-            }
+            // The blank context, everything read from a C context with it; the views stay.
+            if recent.pointer != nil { recent = Recent(context: blank, request: recent.request.take(), result: recent.result.take()) }
             return
         }
         let requestID = pointer.pointee.request_id
