@@ -511,16 +511,9 @@ func runBench(_ options: Options) async throws {
         // disk, a store without a memory tier (every hit reads the entry's file). Also, as this
         // scenario measured before the store could go without memory: two targets in turn through
         // one entry in memory, which adds a new target's cost to every hit (`--targets`).
-        let cacheDirectory = NSTemporaryDirectory() + "pluginhost-bench-cache-\(UUID().uuidString)"
-        let memoryServices = PluginServices()
-        let cacheLibrary = try PluginLibrary.open(path: options.plugins + "/cache.plugin/libCachePlugin.so")
-        func loadedCache(_ config: String) throws -> Provider<CacheableTarget> {
-            let cache = try LoadedPlugin(library: cacheLibrary, configJSON: Data(config.utf8), services: memoryServices)
-            return Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: memoryServices)
-        }
-        let memoryProvider = try loadedCache("{}")
-        let diskProvider = try loadedCache(#"{"directory": "\#(cacheDirectory)/only", "maxMemoryEntries": 0}"#)
-        let alternatingProvider = try loadedCache(#"{"directory": "\#(cacheDirectory)/one", "maxMemoryEntries": 1}"#)
+        let (memoryProvider, memoryDirectory) = try cacheProvider { _ in "{}" }
+        let (diskProvider, diskDirectory) = try cacheProvider { #"{"directory": "\#($0)", "maxMemoryEntries": 0}"# }
+        let (alternatingProvider, alternatingDirectory) = try cacheProvider { #"{"directory": "\#($0)", "maxMemoryEntries": 1}"# }
         let a = CacheableTarget(path: "a")
         let b = CacheableTarget(path: "b")
         _ = try? await memoryProvider.request(a).value
@@ -544,7 +537,7 @@ func runBench(_ options: Options) async throws {
         figures.add("cache_hit_us_p50_disk_alternating", percentile(alternatingHits, 0.5))
         figures.add("cache_hit_us_p99_disk_alternating", percentile(alternatingHits, 0.99))
         figures.add("cache_hit_rps_memory", Double(memoryHits.count) / (memoryHits.reduce(0, +) / 1e6))
-        try? FileManager.default.removeItem(atPath: cacheDirectory)
+        for directory in [memoryDirectory, diskDirectory, alternatingDirectory] { try? FileManager.default.removeItem(atPath: directory) }
     }
     // The chain's figures: least p50s, and ratios of them.
     let least = { (key: String) in figures.summary(key).0 }
