@@ -123,12 +123,14 @@ final class InterceptorChain: Sendable {
 
     /// What loaded plugins' request hooks receive: the request's handle and the attempt's C
     /// context; nil without loaded plugins, or for a request the host did not make (each plugin
-    /// then refuses it with its error).
+    /// then refuses it with its error). The handle is not retained: it is the request's state,
+    /// which `request` holds while the phase runs (a strong reference bound per hook call was a
+    /// retain and a release around every loaded hook).
     func directRequest(_ request: InterceptorRequest, _ contexts: AttemptContexts) -> (
-        handle: RequestHandle, context: UnsafePointer<ph_context>
+        handle: Unmanaged<RequestHandle>, context: UnsafePointer<ph_context>
     )? {
         guard let context = cContext(contexts), let handle = try? LoadedPlugin.requestHandle(request) else { return nil }
-        return (handle, context)
+        return (.passUnretained(handle), context)
     }
 
     /// Whether `transport` is one of this package's, which read only a request's parts (see
@@ -275,7 +277,7 @@ final class InterceptorChain: Sendable {
             state?.preparingIndex = index
             do {
                 if let plugin = loaded[index], let direct {
-                    if let response = try plugin._withUnsafeGuaranteedRef({ try $0.prepare(direct.handle, direct.context) }) {
+                    if let response = try Self.call(plugin, direct.handle, { try $0.prepare($1, direct.context) }) {
                         return .success((index, response))
                     }
                 } else if case .respond(let response) = try called[index]._withUnsafeGuaranteedRef({
@@ -322,7 +324,7 @@ final class InterceptorChain: Sendable {
         for index in 0..<count where runs[index].contains(.willSend) {
             do {
                 if let plugin = loaded[index], let direct {
-                    try plugin._withUnsafeGuaranteedRef { try $0.willSend(direct.handle, direct.context) }
+                    try Self.call(plugin, direct.handle) { try $0.willSend($1, direct.context) }
                 } else {
                     try called[index]._withUnsafeGuaranteedRef { try $0.interceptor.willSend(request, context: contexts[index]) }
                 }
@@ -364,13 +366,13 @@ final class InterceptorChain: Sendable {
     func didReceive(_ result: InterceptorResult, contexts: AttemptContexts, from innermost: Int) -> NetworkError? {
         var firstError: NetworkError?
         let context = cContext(contexts)
-        var handle: ResultHandle?
+        var handle = KeptHandle()
+        defer { handle.end() }
         for index in stride(from: innermost, through: 0, by: -1) where runs[index].contains(.didReceive) {
             do {
                 if let plugin = loaded[index], let context {
-                    let shared = handle ?? LoadedPlugin.resultHandle(result)
-                    handle = shared
-                    try plugin._withUnsafeGuaranteedRef { try $0.didReceive(shared, context) }
+                    let shared = handle.get { LoadedPlugin.resultHandle(result) }
+                    try Self.call(plugin, shared) { try $0.didReceive($1, context) }
                 } else {
                     try called[index]._withUnsafeGuaranteedRef { try $0.interceptor.didReceive(result, context: contexts[index]) }
                 }
@@ -387,14 +389,14 @@ final class InterceptorChain: Sendable {
         let context = cContext(contexts)
         // The views of the outcome, made when first needed and again only after a replacement.
         var view: InterceptorResult?
-        var handle: ResultHandle?
+        var handle = KeptHandle()
+        defer { handle.end() }
         for index in stride(from: innermost, through: 0, by: -1) where runs[index].contains(.process) {
             let action: ProcessAction
             do {
                 if let plugin = loaded[index], let context {
-                    let shared = handle ?? outcome.handle
-                    handle = shared
-                    action = try plugin._withUnsafeGuaranteedRef { try $0.process(shared, context) }
+                    let shared = handle.get { outcome.handle }
+                    action = try Self.call(plugin, shared) { try $0.process($1, context) }
                 } else {
                     let shared = view ?? outcome.view
                     view = shared
@@ -412,12 +414,23 @@ final class InterceptorChain: Sendable {
                 let sent = outcome.response?.sentRequest
                 outcome = .response(ResponseState(response, url: url))
                 outcome.response?.sentRequest = sent
-                (view, handle) = (nil, nil)
+                view = nil
+                handle.end()
             case .retry(let delay, let refresh):
                 return .success((delay, refresh))
             }
         }
         return .success(nil)
+    }
+
+    /// Calls a loaded plugin's hook on `handle`, both borrowed for the call: the chain holds the
+    /// plugin (``interceptors``) and the handle (the request's state, or the phase's
+    /// ``KeptHandle``), so no reference is counted per hook call.
+    @inline(__always)
+    static func call<Handle: AnyObject, R>(
+        _ plugin: Unmanaged<LoadedPlugin>, _ handle: Unmanaged<Handle>, _ body: (LoadedPlugin, Handle) throws -> R
+    ) rethrows -> R {
+        try handle._withUnsafeGuaranteedRef { handle in try plugin._withUnsafeGuaranteedRef { try body($0, handle) } }
     }
 
     /// Whether a retry `process` asked for is made: within `maxRetries`, and not once cancelled.
@@ -593,6 +606,25 @@ struct AttemptContexts: RandomAccessCollection {
         context.hostAttachment = shared
         return context
     }
+}
+
+/// A result's handle for a phase's loaded plugins: made when the first one is called, held until
+/// ``end()``, and lent to each hook call unretained (a strong reference bound per call was a retain
+/// and a release around every loaded hook).
+struct KeptHandle: ~Copyable {
+    private var held: ResultHandle?
+
+    /// The handle, made by `make` when none is held yet.
+    @inline(__always)
+    mutating func get(_ make: () -> ResultHandle) -> Unmanaged<ResultHandle> {
+        if let held { return .passUnretained(held) }
+        let made = make()
+        held = made
+        return .passUnretained(made)
+    }
+
+    /// Lets the handle go (a replaced result gets its own).
+    mutating func end() { held = nil }
 }
 
 /// Hooks as bits, for the chain's per-request checks: the ABI's `PH_HOOK_*` bits, which loaded
