@@ -20,6 +20,10 @@ struct HandleSlot {
 
     func set(_ handle: OpaquePointer) { ph_atomic_store_pointer(slot, UnsafeMutableRawPointer(handle)) }
 
+    /// Whether the slot holds `handle` (compared without unwrapping a handle, which kept the view
+    /// retained across the read for the unwrap's trap).
+    func holds(_ handle: OpaquePointer) -> Bool { ph_atomic_load_pointer(slot) == UnsafeMutableRawPointer(handle) }
+
     /// Frees the memory (the view's `deinit`), after an atomic read that orders the last store
     /// before it for the sanitizer too.
     func free() {

@@ -86,6 +86,8 @@ protocol HandleView: AnyObject {
     var handle: OpaquePointer { get }
     /// Points the view at `handle` (only when nothing but the instance's slot holds it).
     func point(at handle: OpaquePointer)
+    /// Whether the view is pointed at `handle`.
+    func isView(of handle: OpaquePointer) -> Bool
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?)
 }
 
@@ -119,14 +121,58 @@ extension Optional where Wrapped: HandleView {
     /// never moved), else a new one, kept here. Called by the hook call that holds the instance's
     /// ``TakenSlot`` value this slot is part of (or on its spare).
     mutating func view(of handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo? = nil) -> Wrapped {
-        if let last = self, last.handle == handle { return last }
+        point(to: handle, api: api, memo: memo)
+        return unsafelyUnwrapped
+    }
+
+    /// Makes the view kept here a view of `handle`, as ``view(of:api:memo:)`` does.
+    mutating func point(to handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
+        if let last = self, last.isView(of: handle) { return }
         if self != nil, isKnownUniquelyReferenced(&self!) {
             self!.point(at: handle)
-            return self!
+            return
         }
-        let made = Wrapped(handle: handle, api: api, memo: memo)
-        self = made
-        return made
+        self = Wrapped(handle: handle, api: api, memo: memo)
+    }
+}
+
+// The request and result values a hook receives, kept with their views: made again only with a new
+// view, and lent to each hook call where they are kept (a value made per call retained and
+// released its view around every hook). The views are taken out of them to be pointed at the next
+// handle, so the value kept here is not a second holder when the view's uniqueness is checked.
+
+extension Optional where Wrapped == InterceptorRequest {
+    /// Makes the request kept here a view of `handle` (see ``Optional/view(of:api:memo:)``).
+    @inline(__always)
+    mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
+        if self != nil, Self.view(of: self!).isView(of: handle) { return }
+        var view = take().map(Self.view(of:))
+        view.point(to: handle, api: api, memo: memo)
+        self = InterceptorRequest(backend: view.unsafelyUnwrapped)
+    }
+
+    /// The view inside a request this extension made.
+    @inline(__always)
+    private static func view(of request: InterceptorRequest) -> CRequestBackend {
+        unsafeDowncast(request.backend, to: CRequestBackend.self)
+    }
+}
+
+extension Optional where Wrapped == InterceptorResult {
+    /// Makes the response kept here a view of `handle` (see ``Optional/view(of:api:memo:)``).
+    @inline(__always)
+    mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
+        if case .response(let kept)? = self, Self.view(of: kept).isView(of: handle) { return }
+        var view: CResultBackend?
+        if case .response(let kept)? = take() { view = Self.view(of: kept) }
+        view.point(to: handle, api: api, memo: memo)
+        self = .response(InterceptorResponse(backend: view.unsafelyUnwrapped))
+    }
+
+    /// The view inside a response this extension made.
+    @inline(__always)
+    private static func view(of response: InterceptorResponse) -> CResultBackend {
+        unsafeDowncast(response.backend, to: CResultBackend.self)
     }
 }
 
@@ -148,6 +194,8 @@ final class CRequestBackend: RequestBackend, HandleView {
     var handle: OpaquePointer { slot.handle }
 
     func point(at handle: OpaquePointer) { slot.set(handle) }
+
+    func isView(of handle: OpaquePointer) -> Bool { slot.holds(handle) }
 
     var method: String { CBytes.string(api.pointee.request_method(handle)) }
 
@@ -284,6 +332,8 @@ final class CResultBackend: ResponseBackend, HandleView {
     var handle: OpaquePointer { slot.handle }
 
     func point(at handle: OpaquePointer) { slot.set(handle) }
+
+    func isView(of handle: OpaquePointer) -> Bool { slot.holds(handle) }
 
     var statusCode: Int { Int(api.pointee.result_status(handle)) }
 

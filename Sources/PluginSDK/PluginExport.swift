@@ -201,8 +201,9 @@ private final class ExportedInstance {
         /// The `target_serial` of the context the last one was built from (ABI 1.4; 0: none): a
         /// context with the same serial has the same target bytes, and is not compared.
         var serial: UInt64 = 0
-        var request: CRequestBackend?
-        var result: CResultBackend?
+        /// The last request hooks received, and the last response (never a failure).
+        var request: InterceptorRequest?
+        var result: InterceptorResult?
     }
 
     /// One per hook call that may run at the same moment, each taken by one call at a time, which
@@ -221,7 +222,8 @@ private final class ExportedInstance {
     ) rethrows -> R {
         try recent.withTaken { recent in
             update(&recent, pointer)
-            return try body(InterceptorRequest(backend: recent.request.view(of: handle, api: api, memo: headerMemo)), recent.context)
+            recent.request.lend(handle, api: api, memo: headerMemo)
+            return try body(recent.request!, recent.context)
         }
     }
 
@@ -238,7 +240,8 @@ private final class ExportedInstance {
                 let failure = TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))
                 return try body(.failure(failure), recent.context)
             }
-            return try body(.response(InterceptorResponse(backend: recent.result.view(of: handle, api: api, memo: headerMemo))), recent.context)
+            recent.result.lend(handle, api: api, memo: headerMemo)
+            return try body(recent.result!, recent.context)
         }
     }
 

@@ -78,4 +78,46 @@ struct HandleViewReuseTests {
             }
         }
     }
+
+    /// The request value hooks receive is kept with its view and lent to each call: the same
+    /// value for the same handle, its view moved to the next handle when no hook kept the value,
+    /// and a new view when one did (the kept value still reads its own handle).
+    @Test func aLentRequestIsMovedOnlyWhenNoHookKeptIt() {
+        var api = ph_host_api()
+        withUnsafePointer(to: &api) { api in
+            var lent: InterceptorRequest?
+            lent.lend(first, api: api, memo: nil)
+            let firstView = ObjectIdentifier(lent!.backend)
+            lent.lend(first, api: api, memo: nil)
+            #expect(ObjectIdentifier(lent!.backend) == firstView)
+            // No one kept it: the same view, now of the second handle.
+            lent.lend(second, api: api, memo: nil)
+            #expect(ObjectIdentifier(lent!.backend) == firstView)
+            #expect((lent!.backend as? CRequestBackend)?.handle == second)
+            // A hook kept the value: it keeps its handle, and the next handle gets a view of its own.
+            let kept = lent!
+            lent.lend(third, api: api, memo: nil)
+            #expect(ObjectIdentifier(lent!.backend) != firstView)
+            #expect((kept.backend as? CRequestBackend)?.handle == second)
+            #expect((lent!.backend as? CRequestBackend)?.handle == third)
+        }
+    }
+
+    /// The same for the response value of result hooks.
+    @Test func aLentResponseIsMovedOnlyWhenNoHookKeptIt() {
+        var api = ph_host_api()
+        withUnsafePointer(to: &api) { api in
+            var lent: InterceptorResult?
+            lent.lend(first, api: api, memo: nil)
+            let firstView = ObjectIdentifier(lent!.response!.backend)
+            lent.lend(second, api: api, memo: nil)
+            #expect(ObjectIdentifier(lent!.response!.backend) == firstView)
+            #expect((lent!.response!.backend as? CResultBackend)?.handle == second)
+            let kept = lent!.response!
+            lent.lend(third, api: api, memo: nil)
+            #expect(ObjectIdentifier(lent!.response!.backend) != firstView)
+            #expect((kept.backend as? CResultBackend)?.handle == second)
+            #expect((lent!.response!.backend as? CResultBackend)?.handle == third)
+        }
+    }
 }
