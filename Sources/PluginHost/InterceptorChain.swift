@@ -65,7 +65,10 @@ final class InterceptorChain: Sendable {
     let digestNonces = DigestNonceCounts()
     /// The last target the chain ran, its contexts and its C layout (see
     /// ``makeContexts(target:requestID:attempt:)``).
-    let contextTemplates = Locked<(target: TargetInfo, contexts: [InterceptorContext], layout: CTargetLayout?)?>(nil)
+    /// Not an optional (`made` says whether it holds a target): the kept target is compared where
+    /// it is, where unwrapping an optional first copied it (a retain of each of its strings).
+    let contextTemplates = Locked<(made: Bool, target: TargetInfo, contexts: [InterceptorContext], layout: CTargetLayout?)>(
+        (false, TargetInfo(method: "", baseURL: "", path: ""), [], nil))
 
     init(interceptors: [any Interceptor], services: PluginServices, maxRetries: Int) {
         self.interceptors = interceptors
@@ -241,8 +244,8 @@ final class InterceptorChain: Sendable {
         // Compared where it is kept (no copy of the kept target made to compare it), byte for byte:
         // the contexts and the C layout carry the kept target's bytes.
         let kept = contextTemplates.withLock { last -> (contexts: [InterceptorContext], layout: CTargetLayout?)? in
-            guard last != nil, TargetInfo.sameBytes(last!.target, target) else { return nil }
-            return (last!.contexts, last!.layout)
+            guard last.made, TargetInfo.sameBytes(last.target, target) else { return nil }
+            return (last.contexts, last.layout)
         }
         if let kept { return kept }
         // An interceptor the chain never calls (no active hook) gets no context of its own, nor
@@ -261,7 +264,7 @@ final class InterceptorChain: Sendable {
             return context
         }
         let layout = hasLoadedPlugins ? CTargetLayout(target) : nil
-        contextTemplates.withLock { $0 = (target, made, layout) }
+        contextTemplates.withLock { $0 = (true, target, made, layout) }
         return (made, layout)
     }
 
