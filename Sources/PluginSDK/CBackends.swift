@@ -116,16 +116,10 @@ extension HeaderValidation {
 }
 
 extension Optional where Wrapped: HandleView {
-    /// The view kept here when it is of `handle`; else the same view pointed at `handle` when
-    /// nothing but this slot holds it (the hooks that used it are over: a view a plugin kept is
-    /// never moved), else a new one, kept here. Called by the hook call that holds the instance's
-    /// ``TakenSlot`` value this slot is part of (or on its spare).
-    mutating func view(of handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo? = nil) -> Wrapped {
-        point(to: handle, api: api, memo: memo)
-        return unsafelyUnwrapped
-    }
-
-    /// Makes the view kept here a view of `handle`, as ``view(of:api:memo:)`` does.
+    /// Makes the view kept here a view of `handle`: kept as it is when it already is one; else
+    /// pointed at `handle` when nothing but this slot holds it (the hooks that used it are over: a
+    /// view a plugin kept is never moved); else a new one, kept here. Called by the hook call that
+    /// holds the instance's ``TakenSlot`` value this slot is part of (or on its spare).
     mutating func point(to handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
         if let last = self, last.isView(of: handle) { return }
         if self != nil, isKnownUniquelyReferenced(&self!) {
@@ -142,7 +136,7 @@ extension Optional where Wrapped: HandleView {
 // handle, so the value kept here is not a second holder when the view's uniqueness is checked.
 
 extension Optional where Wrapped == InterceptorRequest {
-    /// Makes the request kept here a view of `handle` (see ``Optional/view(of:api:memo:)``).
+    /// Makes the request kept here a view of `handle` (see ``Optional/point(to:api:memo:)``).
     @inline(__always)
     mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
         if self != nil, Self.view(of: self!).isView(of: handle) { return }
@@ -159,7 +153,7 @@ extension Optional where Wrapped == InterceptorRequest {
 }
 
 extension Optional where Wrapped == InterceptorResult {
-    /// Makes the response kept here a view of `handle` (see ``Optional/view(of:api:memo:)``).
+    /// Makes the response kept here a view of `handle` (see ``Optional/point(to:api:memo:)``).
     @inline(__always)
     mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
         if case .response(let kept)? = self, Self.view(of: kept).isView(of: handle) { return }

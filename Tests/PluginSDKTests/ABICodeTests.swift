@@ -45,17 +45,23 @@ struct HandleViewReuseTests {
     let second = OpaquePointer(bitPattern: 0x2000)!
     let third = OpaquePointer(bitPattern: 0x3000)!
 
+    /// The slot's view after pointing it at `handle`.
+    static func view<View: HandleView>(_ slot: inout View?, _ handle: OpaquePointer, _ api: UnsafePointer<ph_host_api>) -> View {
+        slot.point(to: handle, api: api, memo: nil)
+        return slot!
+    }
+
     @Test func aViewNoOneElseHoldsIsPointedAtTheNextHandle() {
         var api = ph_host_api()
         withUnsafePointer(to: &api) { api in
             var slot: CRequestBackend?
-            let made = slot.view(of: first, api: api)
+            let made = Self.view(&slot, first, api)
             let madeID = ObjectIdentifier(made)
             // The same handle again: the same view.
-            #expect(slot.view(of: first, api: api) === made)
+            #expect(Self.view(&slot, first, api) === made)
             _ = consume made
             // Nothing but the slot holds it: moved to the next handle, no new object.
-            let moved = slot.view(of: second, api: api)
+            let moved = Self.view(&slot, second, api)
             #expect(ObjectIdentifier(moved) == madeID)
             #expect(moved.handle == second)
         }
@@ -65,15 +71,15 @@ struct HandleViewReuseTests {
         var api = ph_host_api()
         withUnsafePointer(to: &api) { api in
             var slot: CResultBackend?
-            let kept = slot.view(of: first, api: api)
-            let next = slot.view(of: second, api: api)
+            let kept = Self.view(&slot, first, api)
+            let next = Self.view(&slot, second, api)
             #expect(next !== kept)
             #expect(kept.handle == first)
             #expect(next.handle == second)
             // The new view is the one kept for reuse now.
             #expect(slot === next)
             withExtendedLifetime(next) {
-                let another = slot.view(of: third, api: api)
+                let another = Self.view(&slot, third, api)
                 #expect(another !== next && next.handle == second && another.handle == third)
             }
         }
