@@ -272,6 +272,14 @@ func cacheProvider(_ configuration: (String) -> String) throws -> (provider: Pro
     return (Provider<CacheableTarget>(stubClosure: { _ in .immediate }, interceptors: [cache], services: services), directory)
 }
 
+/// Scenario 5's disk cache, which `--profile disk-hit` runs too: no memory tier, every hit read from
+/// the entry's file in `directory`.
+func diskOnlyCache(_ directory: String) -> String { #"{"directory": "\#(directory)", "maxMemoryEntries": 0}"# }
+
+/// Scenario 5's alternating disk cache, which `--profile disk-hit-alternating` runs too: one entry in
+/// memory, so two targets in turn are each read from `directory`.
+func oneEntryInMemoryCache(_ directory: String) -> String { #"{"directory": "\#(directory)", "maxMemoryEntries": 1}"# }
+
 /// The samples of the round of least p50, of `--rounds` rounds of `--stub-requests` calls of
 /// `request` (µs): the least disturbed round.
 func leastRound(_ request: () async -> Void) async -> [Double] {
@@ -379,8 +387,8 @@ func runBench(_ options: Options) async throws {
         let profile = options.profile!
         let (provider, directory) = try cacheProvider {
             switch profile {
-            case "disk-hit": return #"{"directory": "\#($0)", "maxMemoryEntries": 0}"#
-            case "disk-hit-alternating": return #"{"directory": "\#($0)", "maxMemoryEntries": 1}"#
+            case "disk-hit": return diskOnlyCache($0)
+            case "disk-hit-alternating": return oneEntryInMemoryCache($0)
             default: return "{}"
             }
         }
@@ -512,8 +520,8 @@ func runBench(_ options: Options) async throws {
         // scenario measured before the store could go without memory: two targets in turn through
         // one entry in memory, which adds a new target's cost to every hit (`--targets`).
         let (memoryProvider, memoryDirectory) = try cacheProvider { _ in "{}" }
-        let (diskProvider, diskDirectory) = try cacheProvider { #"{"directory": "\#($0)", "maxMemoryEntries": 0}"# }
-        let (alternatingProvider, alternatingDirectory) = try cacheProvider { #"{"directory": "\#($0)", "maxMemoryEntries": 1}"# }
+        let (diskProvider, diskDirectory) = try cacheProvider(diskOnlyCache)
+        let (alternatingProvider, alternatingDirectory) = try cacheProvider(oneEntryInMemoryCache)
         let a = CacheableTarget(path: "a")
         let b = CacheableTarget(path: "b")
         _ = try? await memoryProvider.request(a).value

@@ -83,7 +83,6 @@ final class CHostServices: HostServices, @unchecked Sendable {
 /// header memo, so a view of a handle is as good as a new one, and a view no one else holds may be
 /// pointed at another handle.
 protocol HandleView: AnyObject {
-    var handle: OpaquePointer { get }
     /// Points the view at `handle` (only when nothing but the instance's slot holds it).
     func point(at handle: OpaquePointer)
     /// Whether the view is pointed at `handle`.
