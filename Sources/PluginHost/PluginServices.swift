@@ -130,19 +130,20 @@ public final class PluginServices: Sendable {
             state.observers[state.nextObserver] = handler
             return state.nextObserver
         }
-        subscriberCount.withLock { $0 += 1 }
+        subscriberCount.add(1)
         return EventSubscription { [weak self] in
             guard let self else { return }
             let removed = state.withLock { $0.observers.removeValue(forKey: id) } != nil
-            if removed { subscriberCount.withLock { $0 -= 1 } }
+            if removed { subscriberCount.add(-1) }
         }
     }
 
-    /// How many subscribers listen (its own lock: asked on every request by event emitters).
-    private let subscriberCount = Locked(0)
+    /// How many subscribers listen (read atomically, without a lock: asked on every request by
+    /// event emitters).
+    private let subscriberCount = AtomicCount()
 
     /// Whether anyone listens for events; interceptors skip building events when not.
-    public var hasSubscribers: Bool { subscriberCount.withLock { $0 > 0 } }
+    public var hasSubscribers: Bool { subscriberCount.value > 0 }
 
     /// Events as an asynchronous sequence; it ends when the consuming task stops iterating.
     public func events(bufferingNewest limit: Int = 10_000) -> AsyncStream<PluginEvent> {

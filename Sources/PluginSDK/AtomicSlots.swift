@@ -32,6 +32,35 @@ struct HandleSlot {
     }
 }
 
+/// A count read and changed atomically, where a lock would cost more than the read: how many
+/// subscribers listen for events, which every request of an event emitter asks; how many entries a
+/// ``PerRequestState`` holds.
+@usableFromInline
+package final class AtomicCount: @unchecked Sendable {
+    // Safe: the memory is read and written only atomically, and freed by `deinit` alone.
+    private let slot: UnsafeMutablePointer<Int>
+
+    /// A count of zero.
+    @usableFromInline
+    package init() {
+        slot = .allocate(capacity: 1)
+        slot.initialize(to: 0)
+    }
+
+    deinit {
+        _ = ph_atomic_load_count(slot)
+        slot.deallocate()
+    }
+
+    /// The count now.
+    @usableFromInline
+    package var value: Int { ph_atomic_load_count(slot) }
+
+    /// Adds `delta` (negative to subtract).
+    @usableFromInline
+    package func add(_ delta: Int) { ph_atomic_add_count(slot, delta) }
+}
+
 /// A value made on first read and the same for every read after it, from any thread, without a
 /// lock: threads that read it first at the same time may each make one, and all of them get the
 /// one stored first (the others are dropped). For values that are cheap to make twice, where a
