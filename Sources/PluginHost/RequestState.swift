@@ -30,6 +30,11 @@ final class RequestState: RequestBackend {
     private var cHeaderPairs: CBytePairs?
     /// The original header fields sorted by name, made the first time a hook walks them.
     private var originalHeaders: [HTTPHeader]?
+    /// Whether two of the fields may share a name (as `namesEqual` compares them): false when the
+    /// original fields share none and no hook added a field (a field set replaces every field of
+    /// its name). The sent list is folded only when true (folding looked for repeats, every pair
+    /// of names, for every request a hook changed).
+    private var namesMayRepeat = true
     /// Where the chain keeps the last original field list its requests had (nil: made per request).
     private let fieldsMemo: OriginalFieldsMemo?
     /// This request's original field list as the chain keeps it, once a hook read the fields.
@@ -150,12 +155,14 @@ final class RequestState: RequestBackend {
         if let entry = fieldsMemo?.entry(for: given) {
             originalEntry = entry
             originalHeaders = entry.sorted
+            namesMayRepeat = entry.namesRepeat
             return entry.sorted
         }
         // The request's own list, with room for the fields hooks add: the first edit changes it
         // where it is.
         let sorted = Self.sortedFields(given, room: Self.roomForAddedFields)
         originalHeaders = sorted
+        namesMayRepeat = sorted.count > 1
         return sorted
     }
 
@@ -197,6 +204,7 @@ final class RequestState: RequestBackend {
     func addHeader(named name: String, value: String) throws {
         try HeaderValidation.check(name: name, value: value)
         editFields { $0.append(HTTPHeader(name: name, value: value)) }
+        namesMayRepeat = true
     }
 
     /// Checks every edit, then applies them all: all or none.
@@ -212,17 +220,21 @@ final class RequestState: RequestBackend {
     /// field removed by the name it read): that copy is kept alive until every edit is made,
     /// though the change of the list drops it from the request.
     func applyChecked(count: Int, _ edit: (Int) -> HeaderEdit) {
+        var added = false
         withExtendedLifetime(cHeaderPairs) {
             editFields { fields in
                 for index in 0..<count {
                     switch edit(index) {
-                    case .add(let name, let value): fields.append(HTTPHeader(name: name, value: value))
+                    case .add(let name, let value):
+                        fields.append(HTTPHeader(name: name, value: value))
+                        added = true
                     case .set(let name, let value): fields.set(named: name, value: value)
                     case .remove(let name): fields.set(named: name, value: nil)
                     }
                 }
             }
         }
+        if added { namesMayRepeat = true }
     }
 
     /// Changes the fields in place: the list of changes is the original fields' list at the
@@ -308,7 +320,7 @@ final class RequestState: RequestBackend {
         let fields: [HTTPHeader]
         let hasFields: Bool
         if let changedHeaders {
-            fields = changedHeaders.foldedFields()
+            fields = namesMayRepeat ? changedHeaders.foldedFields() : changedHeaders
             hasFields = true
         } else {
             let given = original.allHTTPHeaderFields
@@ -489,11 +501,15 @@ extension Array where Element == HTTPHeader {
     /// less time than the general sort takes to start (it looks for runs to merge).
     mutating func sortByName() {
         guard count > 16 else {
-            for index in indices.dropFirst() {
-                var position = index
-                while position > 0, self[position].name < self[position - 1].name {
-                    swapAt(position, position - 1)
-                    position -= 1
+            // Through the buffer: the names are compared where they are (the array's subscript
+            // copied each name it compared, a retain and a release per name).
+            withUnsafeMutableBufferPointer { fields in
+                for index in fields.indices.dropFirst() {
+                    var position = index
+                    while position > 0, fields[position].name < fields[position - 1].name {
+                        fields.swapAt(position, position - 1)
+                        position -= 1
+                    }
                 }
             }
             return
@@ -523,11 +539,15 @@ final class OriginalFieldsMemo: Sendable {
         let given: [String: String]
         /// The same sorted by name (``RequestState/sortedFields(_:room:)``, no room: never edited).
         let sorted: [HTTPHeader]
+        /// Whether two of them share a name as `namesEqual` compares them (case-insensitively: a
+        /// dictionary may hold `X-A` and `x-a`), worked out once for the requests that share them.
+        let namesRepeat: Bool
         private let pairsSlot = OnceSlot<CBytePairs>()
 
         init(_ given: [String: String]) {
             self.given = given
             sorted = RequestState.sortedFields(given, room: 0)
+            namesRepeat = sorted.foldedFields().count != sorted.count
         }
 
         /// Their C copy, made when a loaded plugin first reads them.

@@ -344,6 +344,53 @@ import FoundationNetworking
         #expect(based.makeURLRequest(remake: true).url?.absoluteString == "http://127.0.0.1/base/p?q=1")
     }
 
+    /// The list sent is folded exactly when two of its fields may share a name: original fields
+    /// that repeat a name in another case, or a field a hook added (one by one or in a batch); a
+    /// field set replaces every field of its name, and needs no folding.
+    @Test func aSentListIsFoldedWhenItsNamesMayRepeat() throws {
+        func sent(_ fields: [String: String], memo: OriginalFieldsMemo?, _ edit: (RequestState) throws -> Void) throws -> [String] {
+            var original = URLRequest(url: Self.url)
+            original.allHTTPHeaderFields = fields
+            let state = RequestState(original, fieldsMemo: memo)
+            try edit(state)
+            #if canImport(FoundationNetworking)
+            let parts = try #require(state.sending(deferring: true).deferred)
+            return parts.fields.map { "\($0.name): \($0.value)" }.sorted()
+            #else
+            return (state.makeURLRequest().allHTTPHeaderFields ?? [:]).map { "\($0.key): \($0.value)" }.sorted()
+            #endif
+        }
+        let memo = OriginalFieldsMemo()
+        // Set only: one field per name, with the chain's list or without.
+        for shared in [memo, nil] {
+            #expect(
+                try sent(["Accept": "a", "X-A": "0"], memo: shared) {
+                    try $0.setHeader(named: "x-a", value: "1")
+                    try $0.setHeader(named: "X-B", value: "2")
+                    try $0.applyEdits([.set("X-B", "3"), .set("X-C", "4"), .remove("accept")])
+                } == ["X-B: 3", "X-C: 4", "x-a: 1"])
+            // Added one by one, or in a batch: folded under the first spelling.
+            #expect(
+                try sent(["Accept": "a"], memo: shared) {
+                    try $0.addHeader(named: "X-Twice", value: "1")
+                    try $0.addHeader(named: "x-twice", value: "2")
+                } == ["Accept: a", "X-Twice: 1, 2"])
+            #expect(
+                try sent(["Accept": "a"], memo: shared) { try $0.applyEdits([.set("X-A", "1"), .add("x-a", "2")]) } == [
+                    "Accept: a", "X-A: 1, 2",
+                ])
+        }
+        // Original fields that repeat a name in another case: folded, though the hook only set a field.
+        let repeating = ["X-Dup": "1", "x-dup": "2", "Accept": "a"]
+        var original = URLRequest(url: Self.url)
+        original.allHTTPHeaderFields = repeating
+        try #require(original.allHTTPHeaderFields?.count == 3)
+        for shared in [memo, nil] {
+            // Sorted by name first (`X-Dup` before `x-dup`): folded under `X-Dup`, its value first.
+            #expect(try sent(repeating, memo: shared) { try $0.setHeader(named: "X-New", value: "n") } == ["Accept: a", "X-Dup: 1, 2", "X-New: n"])
+        }
+    }
+
     @Test func aChangedRequestGoesAsItsPartsAndIsBuiltOnlyWhenRead() throws {
         var original = URLRequest(url: URL(string: "http://127.0.0.1/a")!, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 7)
         original.allHTTPHeaderFields = ["Accept": "text/plain"]
