@@ -31,6 +31,11 @@ public struct AccessTokenPlugin: ExportablePlugin {
     let refreshOnUnauthorized: Bool
     let maxRefreshes: Int
     let refreshWindow: Double
+    /// Per request, what a `401` needs to know. On a host whose responses tell their request (in
+    /// process, ABI 1.3 and later) the token sent is read back from the request at the `401`, and
+    /// only the requests this plugin retried, or that went without its token, keep an entry (most
+    /// keep none, and asking an empty table takes no lock); on an older host every request keeps
+    /// the token it carried.
     private let carried = PerRequestState<Carried>()
     /// The last `Authorization` value and the scheme and token it was made of: the same token
     /// is sent with request after request, and its field value is made once.
@@ -50,7 +55,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
     private let refreshes = Locked<[(token: String, time: Double)]>([])
 
     struct Carried {
-        var token: String
+        /// The token sent; nil: the request went without this plugin's token.
+        var token: String?
         var retried = false
     }
 
@@ -103,11 +109,14 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// Sets `Authorization` from the current token (per the target's scheme), or fails the
     /// request when a token is `required` and there is none.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        let readsBack = context.services.responsesCarryRequestHeaders
         guard let scheme = try scheme(context) else {
             carried.remove(context.requestID)
             return .proceed
         }
         guard let token = token(context.services) else {
+            // An `Authorization` the app set itself is not this plugin's token to refresh.
+            if readsBack && refreshOnUnauthorized { carried.set(Carried(token: nil), for: context.requestID) }
             if required {
                 var places = ["host store key \(key.debugDescription)"]
                 if let environmentVariable { places.append("environment variable \(environmentVariable)") }
@@ -118,19 +127,39 @@ public struct AccessTokenPlugin: ExportablePlugin {
         }
         let value = lastAuthorization.answer(for: SchemeAndToken(scheme: scheme, token: token)) { $0.scheme + " " + $0.token }
         try request.setHeader("Authorization", value)
-        carried.update(context.requestID, initial: Carried(token: token)) { $0.token = token }
+        if readsBack {
+            // Read back at a `401`; a retry keeps its entry (whether it was retried), with no token
+            // of a request that went without one.
+            if context.attempt > 1 { carried.update(context.requestID, initial: Carried(token: token)) { $0.token = token } }
+        } else if refreshOnUnauthorized {
+            carried.update(context.requestID, initial: Carried(token: token)) { $0.token = token }
+        }
         return .proceed
+    }
+
+    /// What a request that got a `401` carried: the token after this target's scheme in the
+    /// `Authorization` it was sent with, where responses tell their request (none when the field
+    /// is not this plugin's), else what `prepare` kept; and whether this plugin retried it already.
+    func sent(_ result: InterceptorResult, context: InterceptorContext) throws -> (token: String, retried: Bool)? {
+        let kept = carried.get(context.requestID)
+        guard context.services.responsesCarryRequestHeaders else { return kept?.token.map { ($0, kept!.retried) } }
+        guard kept == nil || kept?.token != nil, let scheme = try scheme(context),
+            let value = result.response?.requestHeaders?.value(named: "Authorization"),
+            value.utf8.count > scheme.utf8.count + 1, value.utf8.starts(with: scheme.utf8),
+            value.utf8.dropFirst(scheme.utf8.count).first == UInt8(ascii: " ")
+        else { return nil }
+        return (String(decoding: value.utf8.dropFirst(scheme.utf8.count + 1), as: UTF8.self), kept?.retried ?? false)
     }
 
     /// On a `401` to a request that carried a token (unless `refreshOn401` is false): one retry,
     /// after a refresh unless another request already refreshed the token; excessive refreshes
     /// fail the request.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
-        guard refreshOnUnauthorized, result.response?.statusCode == 401, let sent = carried.get(context.requestID), !sent.retried else {
+        guard refreshOnUnauthorized, result.response?.statusCode == 401, let sent = try sent(result, context: context), !sent.retried else {
             carried.remove(context.requestID)
             return .proceed
         }
-        carried.update(context.requestID, initial: sent) { $0.retried = true }
+        carried.update(context.requestID, initial: Carried(token: sent.token)) { $0.retried = true }
         // Compared as bytes: a token of other bytes is another token, though equal as a string.
         if let current = token(context.services), !UTF8Bytes.equal(current, sent.token) {
             return .retry()

@@ -18,6 +18,11 @@ public final class PerRequestState<Value> {
     }
 
     @usableFromInline let table = Locked(Table())
+    /// How many entries the table holds, read without the lock: a table with none (a plugin that
+    /// keeps state only now and then) is asked and emptied without taking it. The entry of a request
+    /// is set and removed by that request's hooks, which run one after another: a hook that reads
+    /// zero here has no entry of its own to find.
+    @usableFromInline let entries = AtomicCount()
     /// Seconds after which a forgotten entry is dropped; default 600 (zero, less or NaN: every
     /// entry goes at the next sweep; infinity: none).
     public let maxAge: Double
@@ -33,10 +38,12 @@ public final class PerRequestState<Value> {
         let now = DispatchTime.now().uptimeNanoseconds
         let limit = maxAge.saturatingNanoseconds
         table.withLock { table in
-            table.values[requestID] = (value, now)
+            if table.values.updateValue((value, now), forKey: requestID) == nil { entries.add(1) }
             table.insertions += 1
             if table.insertions % 1024 == 0 {
+                let before = table.values.count
                 table.values = table.values.filter { now &- $0.value.stored < limit }
+                entries.add(table.values.count - before)
             }
         }
     }
@@ -44,21 +51,30 @@ public final class PerRequestState<Value> {
     /// The value for `requestID`, if any.
     @inlinable
     public func get(_ requestID: UInt64) -> Value? {
-        table.withLock { $0.values[requestID]?.value }
+        guard entries.value > 0 else { return nil }
+        return table.withLock { $0.values[requestID]?.value }
     }
 
     /// Removes and returns the value for `requestID`.
     @discardableResult
     @inlinable
     public func remove(_ requestID: UInt64) -> Value? {
-        table.withLock { $0.values.removeValue(forKey: requestID)?.value }
+        guard entries.value > 0 else { return nil }
+        return table.withLock { table in
+            guard let removed = table.values.removeValue(forKey: requestID) else { return nil }
+            entries.add(-1)
+            return removed.value
+        }
     }
 
     /// Edits the value for `requestID` in place (creating it from `initial` when absent).
     @inlinable
     public func update<R>(_ requestID: UInt64, initial: @autoclosure () -> Value, _ body: (inout Value) -> R) -> R {
         table.withLock { table in
-            if table.values[requestID] == nil { table.values[requestID] = (initial(), DispatchTime.now().uptimeNanoseconds) }
+            if table.values[requestID] == nil {
+                table.values[requestID] = (initial(), DispatchTime.now().uptimeNanoseconds)
+                entries.add(1)
+            }
             // In place: the stored value is not copied out and back.
             return body(&table.values[requestID]!.value)
         }

@@ -37,6 +37,13 @@ struct PerRequestStateTests {
         for id in 1000..<1024 { state.set(Int(id), for: UInt64(id)) }
         #expect(state.count == 24)
         #expect(state.get(0) == nil && state.get(999) == nil && state.get(1023) == 1023)
+        // The table's count of entries (read without its lock, so that an empty table is asked
+        // and emptied without taking it) follows the sweep: emptied, then an entry is found again.
+        for id in 1000..<1024 { #expect(state.remove(UInt64(id)) == id) }
+        #expect(state.count == 0 && state.get(1023) == nil && state.remove(1023) == nil)
+        state.set(7, for: 5000)
+        state.update(5001, initial: 8) { $0 += 1 }
+        #expect(state.get(5000) == 7 && state.get(5001) == 9 && state.remove(5001) == 9 && state.count == 1)
     }
 
     /// A `maxAge` of no time, of none (NaN) or of centuries does not trap (its nanoseconds
@@ -64,5 +71,7 @@ struct PerRequestStateTests {
             #expect(all)
         }
         #expect(state.count == 0)
+        state.set(1, for: 1)
+        #expect(state.get(1) == 1 && state.remove(1) == 1 && state.get(1) == nil)
     }
 }

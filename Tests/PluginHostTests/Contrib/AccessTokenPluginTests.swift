@@ -104,6 +104,29 @@ struct AccessTokenPluginTests {
         #expect(always.statusCode == 401)
     }
 
+    /// A `401` to a request that went without the plugin's token (none in the store, the app's
+    /// own `Authorization` sent) is delivered: the plugin refreshes only tokens it sent. Once the
+    /// store has a token, a `401` to it is refreshed and retried once.
+    @Test func onlyATokenThePluginSentIsRefreshed() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        let refreshes = LockedCounter()
+        provider.services.registerRefresher(forKey: "access_token") { stale in
+            refreshes.append(stale ?? "-")
+            return "good-\(refreshes.log.count)"
+        }
+        let own = try await provider.request(try Bin("fixture/token", headers: ["Authorization": "Bearer app-own"])).value
+        #expect(own.statusCode == 401)
+        #expect(refreshes.log.isEmpty)
+        // The same request, with a token in the store: the plugin's, refreshed once.
+        provider.services.setValue("bad-1", forKey: "access_token")
+        let response = try await provider.request(try Bin("fixture/token", headers: ["Authorization": "Bearer app-own"])).value
+        #expect(response.statusCode == 200)
+        #expect(try response.mapJSON()["token"]?.stringValue == "good-1")
+        #expect(refreshes.log == ["bad-1"])
+    }
+
     @Test func concurrent401sShareOneRefresh() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
