@@ -296,7 +296,10 @@ private final class ExportedInstance {
     }
 
     /// `PH_CONTEXT_SIZE_V1_4`: the size of a context that carries `target_serial`.
-    static let contextSizeWithSerial = MemoryLayout<ph_context>.offset(of: \ph_context.target_serial)! + MemoryLayout<UInt64>.size
+    /// (Computed where it is read: a stored `static let` was a lazily made global, checked on every
+    /// hook call.)
+    @inline(__always)
+    static var contextSizeWithSerial: Int { MemoryLayout<ph_context>.offset(of: \ph_context.target_serial)! + MemoryLayout<UInt64>.size }
 
     /// Whether the target of a C context is `target`, whose options were read from a C context in
     /// the order `options` lists them: byte for byte, options in that same order (the host lays

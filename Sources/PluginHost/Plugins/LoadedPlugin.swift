@@ -1,3 +1,4 @@
+import CCurlShim
 import CPluginABI
 import Foundation
 import PluginSDK
@@ -28,8 +29,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     /// The hooks called on this instance (`PH_HOOK_*` bits): those the descriptor implements,
     /// narrowed by what the instance declared at create (ABI 1.1).
     public let activeHooks: UInt32
-    /// Error messages longer than this are truncated.
-    static let errorCapacity = 4096
+    /// Error messages longer than this are truncated (4096 bytes: `PH_THREAD_ERROR_BUFFER_SIZE`).
+    static var errorCapacity: Int { Int(PH_THREAD_ERROR_BUFFER_SIZE) }
 
     /// The `PH_HOOK_*` bits of the hooks `descriptor` implements.
     static func implementedBits(_ d: ph_plugin_descriptor) -> UInt32 {
@@ -222,7 +223,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         _ hook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<ph_context>?, UnsafeMutablePointer<ph_error_buf>?) -> Int32,
         _ handle: OpaquePointer, _ context: UnsafePointer<ph_context>
     ) throws {
-        var error = ph_error_buf(data: ThreadErrorBuffer.current, capacity: Self.errorCapacity, len: 0)
+        var error = ph_error_buf(data: ph_thread_error_buffer(), capacity: Self.errorCapacity, len: 0)
         let status = hook(instance, handle, context, &error)
         guard status != PH_OK else { return }
         let message = Self.message(in: error)
@@ -230,12 +231,11 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     /// Runs `body` with a host-provided error buffer and returns its result with the message
-    /// written, clamped to the buffer. The buffer is this thread's own, allocated once: a 4 KiB
-    /// temporary per hook call would be a heap allocation (or a stack-bounds check) each time,
-    /// and hook calls never nest on one thread.
+    /// written, clamped to the buffer. The buffer is this thread's own, in thread-local storage
+    /// (`ph_thread.h`): a 4 KiB temporary per hook call would be a heap allocation (or a
+    /// stack-bounds check) each time, and hook calls never nest on one thread.
     private static func withErrorBuffer<R>(_ body: (UnsafeMutablePointer<ph_error_buf>) -> R) -> (R, String) {
-        let buffer = ThreadErrorBuffer.current
-        var error = ph_error_buf(data: buffer, capacity: errorCapacity, len: 0)
+        var error = ph_error_buf(data: ph_thread_error_buffer(), capacity: errorCapacity, len: 0)
         let result = body(&error)
         return (result, message(in: error))
     }
@@ -328,21 +328,4 @@ final class CTargetLayout: @unchecked Sendable {
 func exactly<T: AnyObject>(_ object: AnyObject?, _ type: T.Type) -> T? {
     guard let object, ObjectIdentifier(Swift.type(of: object)) == ObjectIdentifier(T.self) else { return nil }
     return unsafeDowncast(object, to: T.self)
-}
-
-/// One error buffer per thread for hook calls (see `LoadedPlugin.withErrorBuffer`).
-enum ThreadErrorBuffer {
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key) { pointer in free(pointer) }
-        return key
-    }()
-
-    /// This thread's buffer of ``LoadedPlugin/errorCapacity`` bytes.
-    static var current: UnsafeMutablePointer<UInt8> {
-        if let existing = pthread_getspecific(key) { return existing.assumingMemoryBound(to: UInt8.self) }
-        guard let created = malloc(LoadedPlugin.errorCapacity) else { fatalError("out of memory for a 4 KiB error buffer") }
-        pthread_setspecific(key, created)
-        return created.assumingMemoryBound(to: UInt8.self)
-    }
 }
