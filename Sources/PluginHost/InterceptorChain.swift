@@ -79,7 +79,8 @@ final class InterceptorChain: Sendable {
         let loaded = interceptors.map { ($0 as? LoadedPlugin).map(Unmanaged.passUnretained) }
         let runs = interceptors.indices.map { index in
             if let plugin = loaded[index] { return HookMask(rawValue: plugin.takeUnretainedValue().activeHooks) }
-            return HookMask((interceptors[index] as? any ExportablePlugin)?.activeHooks ?? Set(InterceptorHook.allCases))
+            guard let plugin = interceptors[index] as? any ExportablePlugin else { return HookMask(Set(InterceptorHook.allCases)) }
+            return HookMask(Self.hooks(of: plugin))
         }
         self.runs = runs
         self.loaded = loaded
@@ -90,6 +91,18 @@ final class InterceptorChain: Sendable {
         self.bound = interceptors.map { BoundServices(services: services, plugin: $0.name) }
         self.services = services
         self.maxRetries = maxRetries
+    }
+
+    /// The hooks the chain calls on a plugin compiled in: those its instance declares active, else
+    /// those its type implements, as a loaded one's descriptor exports them (the SDK's default
+    /// hooks, which do nothing, are not called for every request). A hook the plugin implements but
+    /// leaves out of `implementedHooks` (found by the SDK's probe, which calls the unlisted hooks
+    /// once) still runs, as it always did in process; loaded, such a plugin is refused at create.
+    static func hooks(of plugin: any ExportablePlugin) -> Set<InterceptorHook> {
+        if let active = plugin.activeHooks { return active }
+        let implemented = type(of: plugin).implementedHooks
+        guard implemented.count < InterceptorHook.allCases.count else { return implemented }
+        return implemented.union(HookProbe.unlistedHooks(of: plugin, listed: implemented))
     }
 
     enum Outcome {

@@ -1,8 +1,10 @@
+import ActivityPlugin
 import CPluginABI
 import Foundation
-import PluginHost
 import PluginSDK
 import Testing
+
+@testable import PluginHost
 
 /// ABI 1.1 beside 1.0: per-instance hook masks (`declare_hooks`), `has_subscribers`, and a
 /// plugin built against 1.0 loading next to 1.1 ones.
@@ -182,8 +184,50 @@ private struct PrepareOnly: ExportablePlugin {
     }
 }
 
+/// A plugin compiled in that lists only `prepare` but implements `willSend` too (loaded, it is
+/// refused at create: see `PluginRefusalTests`).
+private struct ListsPrepareOnly: ExportablePlugin {
+    static var pluginName: String { "lists-prepare-only" }
+    static var pluginVersion: String { "1.0.0" }
+    static var pluginSummary: String { "Records its hooks (test)" }
+    static var implementedHooks: Set<InterceptorHook> { [.prepare] }
+    let log: LockedCounter
+
+    init(configuration: PluginConfiguration, host: any HostServices) throws { log = LockedCounter() }
+    init(log: LockedCounter) { self.log = log }
+
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        log.append("prepare")
+        return .proceed
+    }
+    func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+        // Not called by the probe: it is not `prepare`'s fault that `willSend` goes unlisted.
+        if context.requestID != 0 { log.append("willSend") }
+    }
+}
+
 @Suite("ABI 1.1: declared hooks of plugins compiled in")
 struct CompiledInActiveHooksTests {
+    /// Without declared active hooks, a plugin compiled in is called for the hooks its type
+    /// implements, as a loaded one's descriptor exports them (the SDK's defaults are not called);
+    /// a hook it implements but does not list still runs in process.
+    @Test func theChainCallsTheHooksACompiledInPluginImplements() async throws {
+        let services = PluginServices()
+        let contrib: [(any ExportablePlugin, Set<InterceptorHook>)] = [
+            (
+                try ActivityPlugin(configuration: PluginConfiguration(plugin: "activity", values: [:]), host: services.hostServices(for: "activity")),
+                [.willSend, .didReceive]
+            ),
+            (PrepareOnly(log: LockedCounter()), [.prepare]),
+            (ListsPrepareOnly(log: LockedCounter()), [.prepare, .willSend]),
+        ]
+        for (plugin, hooks) in contrib { #expect(InterceptorChain.hooks(of: plugin) == hooks, "\(plugin.name)") }
+        let log = LockedCounter()
+        let provider = Provider<Bin>(stubClosure: Provider<Bin>.immediatelyStub(_:), interceptors: [ListsPrepareOnly(log: log)], services: services)
+        _ = try await provider.request(try Bin("get")).value
+        #expect(log.log == ["prepare", "willSend"])
+    }
+
     @Test func theChainCallsOnlyTheHooksACompiledInPluginDeclares() async throws {
         let log = LockedCounter()
         let provider = Provider<Bin>(stubClosure: Provider<Bin>.immediatelyStub(_:), interceptors: [PrepareOnly(log: log)])
