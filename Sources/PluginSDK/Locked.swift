@@ -1,3 +1,5 @@
+import CDigest
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -24,6 +26,9 @@ public final class Locked<Value> {
     @usableFromInline let value: UnsafeMutablePointer<Value>
     #if canImport(Darwin)
     @usableFromInline let lock: UnsafeMutablePointer<os_unfair_lock_s>
+    #elseif os(Linux)
+    /// The lock's word (`ph_lock` in ph_atomic.h: a futex lock taken and given back inline).
+    @usableFromInline let lock: UnsafeMutablePointer<UInt32>
     #else
     @usableFromInline let lock: UnsafeMutablePointer<pthread_mutex_t>
     #endif
@@ -35,6 +40,8 @@ public final class Locked<Value> {
         lock = .allocate(capacity: 1)
         #if canImport(Darwin)
         lock.initialize(to: os_unfair_lock_s())
+        #elseif os(Linux)
+        lock.initialize(to: 0)
         #else
         lock.initialize(to: pthread_mutex_t())
         pthread_mutex_init(lock, nil)
@@ -44,7 +51,7 @@ public final class Locked<Value> {
     deinit {
         value.deinitialize(count: 1)
         value.deallocate()
-        #if !canImport(Darwin)
+        #if !canImport(Darwin) && !os(Linux)
         pthread_mutex_destroy(lock)
         #endif
         lock.deinitialize(count: 1)
@@ -59,6 +66,9 @@ public final class Locked<Value> {
         #if canImport(Darwin)
         os_unfair_lock_lock(lock)
         defer { os_unfair_lock_unlock(lock) }
+        #elseif os(Linux)
+        ph_lock(lock)
+        defer { ph_unlock(lock) }
         #else
         pthread_mutex_lock(lock)
         defer { pthread_mutex_unlock(lock) }
