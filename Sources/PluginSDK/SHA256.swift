@@ -21,15 +21,17 @@ public struct SHA256: Sendable {
     /// How many bytes of `block` are used (0–63).
     private var used = 0
     private var length: UInt64 = 0
-    /// Whether blocks are compressed in Swift even where the CPU has SHA extensions (tests
-    /// compare the two ways).
-    private var portable = false
+    /// Whether blocks are compressed with the CPU's SHA extensions: ``usesCPUExtensions``, read
+    /// once per hasher (a hasher copied from HMAC's prepared pads reads nothing; the static was a
+    /// lazily made global, checked for every block), unless tests asked for the portable code to
+    /// compare the two ways.
+    private var accelerated: Bool
 
     /// A fresh hasher.
-    public init() {}
+    public init() { accelerated = Self.usesCPUExtensions }
 
     /// A fresh hasher that never uses the CPU's SHA extensions (`portableOnly`).
-    package init(portableOnly: Bool) { portable = portableOnly }
+    package init(portableOnly: Bool) { accelerated = !portableOnly && Self.usesCPUExtensions }
 
     /// Whether this CPU's SHA extensions compress the blocks (x86-64 with SHA, SSSE3, SSE4.1).
     package static let usesCPUExtensions = ph_sha256_accelerated() != 0
@@ -133,7 +135,7 @@ public struct SHA256: Sendable {
 
     /// Compresses whole 64-byte blocks.
     private mutating func compress(_ blocks: UnsafeRawBufferPointer) {
-        if !portable, Self.usesCPUExtensions, let base = blocks.baseAddress {
+        if accelerated, let base = blocks.baseAddress {
             let count = blocks.count / 64
             withUnsafeMutableBytes(of: &state) { words in
                 ph_sha256_compress(words.baseAddress!.assumingMemoryBound(to: UInt32.self), base.assumingMemoryBound(to: UInt8.self), count)
