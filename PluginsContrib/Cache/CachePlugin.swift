@@ -59,10 +59,9 @@ public struct CachePlugin: ExportablePlugin {
         case refuse
     }
 
-    /// The request headers that carry credentials, in the order they are hashed.
+    /// The request headers that carry credentials, in the order they are hashed (``credentialParts(of:_:)``
+    /// spells them out in this order).
     static let credentialHeaders = ["authorization", "cookie", "proxy-authorization"]
-    /// Their lengths in bytes.
-    static let credentialHeaderLengths = credentialHeaders.map(\.utf8.count)
 
     /// What a request's `prepare` found, kept for its response. A reference, not a value: it is
     /// handed from `prepare` to `process` through the per-request table, and a value this size
@@ -246,13 +245,18 @@ public struct CachePlugin: ExportablePlugin {
     /// returns false; whether it never did.
     @inline(__always)
     static func credentialParts(of headers: [HTTPHeader], _ part: (String) -> Bool) -> Bool {
-        for (slot, name) in credentialHeaders.enumerated() {
-            let length = credentialHeaderLengths[slot]
-            for header in headers where header.name.utf8.count == length && HTTPHeader.namesEqual(header.name, name) {
-                guard part(name), part("\u{0}"), part(header.value), part("\n") else { return false }
+        // The names of ``credentialHeaders`` as literals, in its order, and the fields read where
+        // they are: no list of names (a lazily made global) walked, no field copied to look at its name.
+        headers.withUnsafeBufferPointer { fields in
+            for slot in 0..<3 {
+                let name = slot == 0 ? "authorization" : slot == 1 ? "cookie" : "proxy-authorization"
+                let length = name.utf8.count
+                for index in fields.indices where fields[index].name.utf8.count == length && HTTPHeader.namesEqual(fields[index].name, name) {
+                    guard part(name), part("\u{0}"), part(fields[index].value), part("\n") else { return false }
+                }
             }
+            return true
         }
-        return true
     }
 
     /// The stored entry a request may be served: its partition's, else a shared one (which must

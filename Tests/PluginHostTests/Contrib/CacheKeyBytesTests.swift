@@ -23,6 +23,18 @@ struct CacheKeyBytesTests {
         #expect(CachePlugin.getKey("http://cache.test/plain?q=1") == "GET http://cache.test/plain?q=1")
     }
 
+    /// The credentials message a partition is the HMAC of: the fields of `credentialHeaders`, in
+    /// its order whatever the fields' order, names in any case, repeated fields in field order.
+    @Test func theCredentialsMessageFollowsTheCredentialHeadersOrder() {
+        #expect(CachePlugin.credentialHeaders == ["authorization", "cookie", "proxy-authorization"])
+        let fields = [
+            HTTPHeader(name: "Proxy-Authorization", value: "p"), HTTPHeader(name: "Accept", value: "x"),
+            HTTPHeader(name: "Cookie", value: "c1"), HTTPHeader(name: "AUTHORIZATION", value: "a"), HTTPHeader(name: "cookie", value: "c2"),
+        ]
+        #expect(CachePlugin.credentials(of: fields) == "authorization\0a\ncookie\0c1\ncookie\0c2\nproxy-authorization\0p\n")
+        #expect(CachePlugin.credentials(of: [HTTPHeader(name: "Accept", value: "x")]).isEmpty)
+    }
+
     @Test func aURLOfOtherBytesIsNotServedAnotherURLsEntry() async throws {
         // The origin answers each URL with its own bytes, cacheable for a minute; an interceptor
         // before the cache points the request at one of the two URLs.
