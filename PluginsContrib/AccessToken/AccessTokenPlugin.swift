@@ -127,11 +127,9 @@ public struct AccessTokenPlugin: ExportablePlugin {
         }
         let value = lastAuthorization.answer(for: SchemeAndToken(scheme: scheme, token: token)) { $0.scheme + " " + $0.token }
         try request.setHeader("Authorization", value)
-        if readsBack {
-            // Read back at a `401`; a retry keeps its entry (whether it was retried), with no token
-            // of a request that went without one.
-            if context.attempt > 1 { carried.update(context.requestID, initial: Carried(token: token)) { $0.token = token } }
-        } else if refreshOnUnauthorized {
+        // Kept where the response cannot tell the token sent; where it can, only a retry's entry
+        // (whether it was retried) gets the token, in place of none for an attempt without one.
+        if refreshOnUnauthorized && (!readsBack || context.attempt > 1) {
             carried.update(context.requestID, initial: Carried(token: token)) { $0.token = token }
         }
         return .proceed

@@ -101,7 +101,6 @@ final class InterceptorChain: Sendable {
     static func hooks(of plugin: any ExportablePlugin) -> Set<InterceptorHook> {
         if let active = plugin.activeHooks { return active }
         let implemented = type(of: plugin).implementedHooks
-        guard implemented.count < InterceptorHook.allCases.count else { return implemented }
         return implemented.union(HookProbe.unlistedHooks(of: plugin, listed: implemented))
     }
 
