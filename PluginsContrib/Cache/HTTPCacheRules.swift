@@ -247,27 +247,114 @@ enum HTTPDate {
 }
 
 /// One stored response.
+///
+/// Its parts live in one immutable storage shared by its copies, and a change makes a new one: a
+/// copy of an entry is one reference counted, where it was one per string, list and table of it
+/// (a hit copies the entry it serves out of the store, and on into the answer), and a part is read
+/// where it is (`_read`), with nothing counted.
 struct CacheEntry {
-    var key: String
-    var status: Int
+    /// The parts of an entry.
+    private struct Parts: Sendable {
+        var key: String
+        var status: Int
+        var headerNames: [String]
+        var headerValues: [String]
+        var body: [UInt8]
+        var requestTime: Double
+        var responseTime: Double
+        var vary: [String: String]
+        var ttl: Double?
+        var hasQuery: Bool
+        var parsed: ParsedFields
+    }
+
+    /// The parts, shared by the copies of an entry; never changed (a change makes another).
+    private final class Storage: Sendable {
+        let parts: Parts
+
+        init(_ parts: Parts) { self.parts = parts }
+    }
+
+    private var storage: Storage
+
+    /// An entry of these parts.
+    init(
+        key: String, status: Int, headerNames: [String], headerValues: [String], body: [UInt8], requestTime: Double,
+        responseTime: Double, vary: [String: String], ttl: Double?, hasQuery: Bool
+    ) {
+        storage = Storage(
+            Parts(
+                key: key, status: status, headerNames: headerNames, headerValues: headerValues, body: body, requestTime: requestTime,
+                responseTime: responseTime, vary: vary, ttl: ttl, hasQuery: hasQuery, parsed: ParsedFields()))
+    }
+
+    /// Changes a part: a new storage with the change made (entries change only when stored or
+    /// revalidated).
+    private mutating func change(_ body: (inout Parts) -> Void) {
+        var parts = storage.parts
+        body(&parts)
+        storage = Storage(parts)
+    }
+
+    var key: String {
+        _read { yield storage.parts.key }
+        set { change { $0.key = newValue } }
+    }
+    var status: Int {
+        _read { yield storage.parts.status }
+        set { change { $0.status = newValue } }
+    }
+    /// The stored fields' names; a change makes the fields parsed anew (``facts``).
     var headerNames: [String] {
-        didSet { parsed = ParsedFields() }
+        _read { yield storage.parts.headerNames }
+        set {
+            change {
+                $0.headerNames = newValue
+                $0.parsed = ParsedFields()
+            }
+        }
     }
+    /// The stored fields' values, in the order of ``headerNames``; a change makes the fields
+    /// parsed anew (``facts``).
     var headerValues: [String] {
-        didSet { parsed = ParsedFields() }
+        _read { yield storage.parts.headerValues }
+        set {
+            change {
+                $0.headerValues = newValue
+                $0.parsed = ParsedFields()
+            }
+        }
     }
-    var body: [UInt8]
-    var requestTime: Double
-    var responseTime: Double
+    var body: [UInt8] {
+        _read { yield storage.parts.body }
+        set { change { $0.body = newValue } }
+    }
+    var requestTime: Double {
+        _read { yield storage.parts.requestTime }
+        set { change { $0.requestTime = newValue } }
+    }
+    var responseTime: Double {
+        _read { yield storage.parts.responseTime }
+        set { change { $0.responseTime = newValue } }
+    }
     /// Request header values the response varies on (lower-case names).
-    var vary: [String: String]
+    var vary: [String: String] {
+        _read { yield storage.parts.vary }
+        set { change { $0.vary = newValue } }
+    }
     /// A freshness lifetime set by the target (`pluginOptions["cache"]`), overriding the headers.
-    var ttl: Double?
+    var ttl: Double? {
+        _read { yield storage.parts.ttl }
+        set { change { $0.ttl = newValue } }
+    }
     /// Whether the URL has a query (heuristic freshness is not used then).
-    var hasQuery: Bool
+    var hasQuery: Bool {
+        _read { yield storage.parts.hasQuery }
+        set { change { $0.hasQuery = newValue } }
+    }
     /// What the fields say, worked out on first use and shared by the copies of this entry
     /// (a stored entry is read by every request it answers); new when the fields change.
-    var parsed = ParsedFields()
+    var parsed: ParsedFields { storage.parts.parsed }
 
     var headers: [HTTPHeader] { zip(headerNames, headerValues).map { HTTPHeader(name: $0, value: $1) } }
 
