@@ -126,4 +126,36 @@ struct CacheKeptParsesTests {
         copy.headerValues = ["max-age=9", HTTPDate.format(stored + 1000)]
         #expect(copy.freshnessLifetime == 9 && entry.freshnessLifetime == 950)
     }
+
+    /// An entry's copies share one storage of its parts: a change to any part of one leaves the
+    /// other as it was, either way round.
+    @Test func anEntryIsAValueEvenThoughItsCopiesShareTheirParts() throws {
+        let entry = CacheEntry(
+            key: "GET http://cache.test/x", status: 200, headerNames: ["Cache-Control"], headerValues: ["max-age=60"], body: [1, 2],
+            requestTime: 10, responseTime: 11, vary: ["accept": "a"], ttl: nil, hasQuery: false)
+        var copy = entry
+        copy.key = "GET http://cache.test/y"
+        copy.status = 206
+        copy.headerNames.append("ETag")
+        copy.headerValues.append("\"1\"")
+        copy.body.append(3)
+        copy.requestTime = 20
+        copy.responseTime = 21
+        copy.vary["accept"] = "b"
+        copy.ttl = 5
+        copy.hasQuery = true
+        #expect(entry.key == "GET http://cache.test/x" && entry.status == 200 && entry.headerNames == ["Cache-Control"])
+        #expect(entry.headerValues == ["max-age=60"] && entry.body == [1, 2] && entry.requestTime == 10 && entry.responseTime == 11)
+        #expect(entry.vary == ["accept": "a"] && entry.ttl == nil && !entry.hasQuery && entry.freshnessLifetime == 60)
+        #expect(copy.key == "GET http://cache.test/y" && copy.status == 206 && copy.headerNames == ["Cache-Control", "ETag"])
+        #expect(copy.headerValues == ["max-age=60", "\"1\""] && copy.body == [1, 2, 3] && copy.requestTime == 20 && copy.responseTime == 21)
+        #expect(copy.vary == ["accept": "b"] && copy.ttl == 5 && copy.hasQuery && copy.freshnessLifetime == 5)
+        // The other way round: the original changed, a copy made before keeps its parts.
+        var original = copy
+        let before = copy
+        original.body = []
+        original.headerValues = ["no-store", "\"2\""]
+        #expect(before.body == [1, 2, 3] && before.headerValues == ["max-age=60", "\"1\""] && before.header("ETag") == "\"1\"")
+        #expect(original.header("ETag") == "\"2\"" && original.directives.has("no-store") && !before.directives.has("no-store"))
+    }
 }
