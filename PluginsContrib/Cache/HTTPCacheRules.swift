@@ -253,12 +253,16 @@ enum HTTPDate {
 /// (a hit copies the entry it serves out of the store, and on into the answer), and a part is read
 /// where it is (`_read`), with nothing counted.
 struct CacheEntry {
-    /// The parts of an entry.
+    /// The parts of an entry; a change to the fields makes them parsed anew.
     private struct Parts: Sendable {
         var key: String
         var status: Int
-        var headerNames: [String]
-        var headerValues: [String]
+        var headerNames: [String] {
+            didSet { parsed = ParsedFields() }
+        }
+        var headerValues: [String] {
+            didSet { parsed = ParsedFields() }
+        }
         var body: [UInt8]
         var requestTime: Double
         var responseTime: Double
@@ -307,23 +311,13 @@ struct CacheEntry {
     /// The stored fields' names; a change makes the fields parsed anew (``facts``).
     var headerNames: [String] {
         _read { yield storage.parts.headerNames }
-        set {
-            change {
-                $0.headerNames = newValue
-                $0.parsed = ParsedFields()
-            }
-        }
+        set { change { $0.headerNames = newValue } }
     }
     /// The stored fields' values, in the order of ``headerNames``; a change makes the fields
     /// parsed anew (``facts``).
     var headerValues: [String] {
         _read { yield storage.parts.headerValues }
-        set {
-            change {
-                $0.headerValues = newValue
-                $0.parsed = ParsedFields()
-            }
-        }
+        set { change { $0.headerValues = newValue } }
     }
     var body: [UInt8] {
         _read { yield storage.parts.body }
