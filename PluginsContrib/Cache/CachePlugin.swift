@@ -263,8 +263,14 @@ public struct CachePlugin: ExportablePlugin {
     /// be `public` when the request carries credentials). With `suffix` ``partialSuffix``: the
     /// stored partial content, by the same rule.
     func lookup(_ state: Pending, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
-        let key = suffix.isEmpty ? state.key : state.key + suffix
-        guard let partition = state.partition else { return fetch(key, fields) }
+        lookup(state.key, partition: state.partition, fields, suffix: suffix)
+    }
+
+    /// ``lookup(_:_:suffix:)`` for the shared key `key` (`GET <url>`) in `partition` (nil: no
+    /// credentials).
+    func lookup(_ key: String, partition: String?, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
+        let key = suffix.isEmpty ? key : key + suffix
+        guard let partition else { return fetch(key, fields) }
         if authorized == .partition, let own = fetch(partitionedKey(key, in: partition), fields) { return own }
         guard let shared = fetch(key, fields), shared.directives.has("public") else { return nil }
         return shared
@@ -303,7 +309,7 @@ public struct CachePlugin: ExportablePlugin {
 
     /// The cache answered this request itself: nothing is kept for it, so its response side
     /// finds no state and leaves the response alone.
-    func markServed(_ state: Pending, _ context: InterceptorContext) {
+    func markServed(_ context: InterceptorContext) {
         _ = pending.remove(context.requestID)
     }
 
@@ -491,24 +497,22 @@ public struct CachePlugin: ExportablePlugin {
         if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
         let credentials = keptCredentials(of: fields)
-        let state = Pending(key: sharedKey(url), partition: partition(credentials), method: method, requestTime: now)
-        state.credentials = credentials
-        // Kept for process only on a host whose responses do not tell their request: a list kept
-        // here is one more reference to the host's, which an edit after this hook then copies.
-        if !responsesCarryRequestHeaders { state.requestHeaders = fields }
-        state.noStore = requestDirectives.has("no-store")
-        state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
-        state.hasQuery = Self.hasQuery(url)
-        if state.noStore && !onlyIfCached { return .proceed }
+        let key = sharedKey(url)
+        let partition = partition(credentials)
+        let noStore = requestDirectives.has("no-store")
+        if noStore && !onlyIfCached { return .proceed }
 
-        let found = lookup(state, fields)
+        // What the response side needs is made only when the cache does not answer (a hit
+        // allocated it, and counted a reference to each of its strings, for nothing).
+        let found = lookup(key, partition: partition, fields)
         if method == "GET", !noCache, option != "revalidate", let range = fields.value(named: "Range"), found == nil,
-            let stored = lookup(state, suffix: Self.partialSuffix), case let age = stored.age(at: now), age < stored.freshnessLifetime,
+            let stored = lookup(key, partition: partition, suffix: Self.partialSuffix), case let age = stored.age(at: now),
+            age < stored.freshnessLifetime,
             let partial = Self.partial(stored, range: range, ifRange: fields.value(named: "If-Range"), age: age),
             partial.statusCode == 206
         {
             // A Range request within the stored partial content of the same representation (§3.4).
-            markServed(state, context)
+            markServed(context)
             return .respond(partial)
         }
         if let entry = found, matchesVary(entry, fields) {
@@ -532,18 +536,18 @@ public struct CachePlugin: ExportablePlugin {
             }
             if usable, let notModified = Self.notModified(entry, fields, age: age) {
                 // The client's own conditional request, answered from the fresh entry (§4.3.2).
-                markServed(state, context)
+                markServed(context)
                 return .respond(notModified)
             }
             if usable, method == "GET", entry.status == 200, let range = fields.value(named: "Range"),
                 let partial = Self.partial(entry, range: range, ifRange: fields.value(named: "If-Range"), age: age)
             {
                 // A Range request answered from a stored complete response (§3.4; RFC 9110 §14.2).
-                markServed(state, context)
+                markServed(context)
                 return .respond(partial)
             }
             if usable {
-                markServed(state, context)
+                markServed(context)
                 return .respond(served(entry, cacheStatus: "hit", age: age, headOnly: method == "HEAD"))
             }
             // RFC 5861 §3: within stale-while-revalidate, serve the stale entry now and revalidate
@@ -552,12 +556,14 @@ public struct CachePlugin: ExportablePlugin {
                 let window = responseDirectives.seconds("stale-while-revalidate"), age - lifetime <= window,
                 requestDirectives.value("max-age") == nil, requestDirectives.value("min-fresh") == nil,
                 fields.value(named: "If-None-Match") == nil, fields.value(named: "If-Modified-Since") == nil, fields.value(named: "Range") == nil,
-                revalidateInBackground(state, request, now: now)
+                revalidateInBackground(Self.revalidationKey(key, in: partition), request, now: now)
             {
-                markServed(state, context)
+                markServed(context)
                 return .respond(served(entry, cacheStatus: "stale", age: age, headOnly: method == "HEAD"))
             }
             if onlyIfCached { return .respond(Self.gatewayTimeout) }
+            let state = pendingState(
+                key, partition, credentials, method: method, now: now, fields: fields, noStore: noStore, option: option, url: url)
             state.entry = entry
             if fields.value(named: "If-None-Match") == nil && fields.value(named: "If-Modified-Since") == nil {
                 if let etag = entry.header("ETag") {
@@ -568,18 +574,37 @@ public struct CachePlugin: ExportablePlugin {
                     state.revalidating = true
                 }
             }
+            pending.set(state, for: context.requestID)
+            return .proceed
         } else if onlyIfCached {
             return .respond(Self.gatewayTimeout)
         }
-        pending.set(state, for: context.requestID)
+        pending.set(
+            pendingState(key, partition, credentials, method: method, now: now, fields: fields, noStore: noStore, option: option, url: url),
+            for: context.requestID)
         return .proceed
     }
 
-    /// Starts (or finds under way) the background revalidation of `state`'s entry; false when the
+    /// What the response side keeps of a `GET` or `HEAD` the cache did not answer.
+    private func pendingState(
+        _ key: String, _ partition: String?, _ credentials: String, method: String, now: Double, fields: [HTTPHeader], noStore: Bool,
+        option: String?, url: String
+    ) -> Pending {
+        let state = Pending(key: key, partition: partition, method: method, requestTime: now)
+        state.credentials = credentials
+        // Kept for process only on a host whose responses do not tell their request: a list kept
+        // here is one more reference to the host's, which an edit after this hook then copies.
+        if !responsesCarryRequestHeaders { state.requestHeaders = fields }
+        state.noStore = noStore
+        state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
+        state.hasQuery = Self.hasQuery(url)
+        return state
+    }
+
+    /// Starts (or finds under way) the background revalidation under `key`; false when the
     /// host runs no background exchanges (ABI before 1.2), and the entry is then revalidated in
     /// the foreground as without stale-while-revalidate.
-    func revalidateInBackground(_ state: Pending, _ request: InterceptorRequest, now: Double) -> Bool {
-        let key = Self.revalidationKey(state)
+    func revalidateInBackground(_ key: String, _ request: InterceptorRequest, now: Double) -> Bool {
         let begins = revalidations.withLock { table -> Bool in
             if let started = table[key], now - started < Self.revalidationTimeout { return false }
             table[key] = now
@@ -595,7 +620,10 @@ public struct CachePlugin: ExportablePlugin {
         }
     }
 
-    static func revalidationKey(_ state: Pending) -> String { key(state.key, in: state.partition ?? "") }
+    static func revalidationKey(_ state: Pending) -> String { revalidationKey(state.key, in: state.partition) }
+
+    /// The key a background revalidation of the entry of `key` in `partition` runs under.
+    static func revalidationKey(_ key: String, in partition: String?) -> String { Self.key(key, in: partition ?? "") }
 
     /// Called only on a host whose responses do not tell their request (before ABI 1.3): keeps
     /// the request as sent for `process` (whether it carries other credentials, and for `Vary`).
