@@ -502,9 +502,10 @@ public struct CachePlugin: ExportablePlugin {
         let noStore = requestDirectives.has("no-store")
         if noStore && !onlyIfCached { return .proceed }
 
-        // What the response side needs is made only when the cache does not answer (a hit
-        // allocated it, and counted a reference to each of its strings, for nothing).
         let found = lookup(key, partition: partition, fields)
+        // The stored entry found but not served, for the response side (a `304` that revalidates
+        // it, or `stale-if-error`).
+        var unserved: CacheEntry?
         if method == "GET", !noCache, option != "revalidate", let range = fields.value(named: "Range"), found == nil,
             let stored = lookup(key, partition: partition, suffix: Self.partialSuffix), case let age = stored.age(at: now),
             age < stored.freshnessLifetime,
@@ -562,8 +563,21 @@ public struct CachePlugin: ExportablePlugin {
                 return .respond(served(entry, cacheStatus: "stale", age: age, headOnly: method == "HEAD"))
             }
             if onlyIfCached { return .respond(Self.gatewayTimeout) }
-            let state = pendingState(
-                key, partition, credentials, method: method, now: now, fields: fields, noStore: noStore, option: option, url: url)
+            unserved = entry
+        } else if onlyIfCached {
+            return .respond(Self.gatewayTimeout)
+        }
+        // What the response side needs is made only here, when the cache does not answer (a hit
+        // allocated it, and counted a reference to each of its strings, for nothing).
+        let state = Pending(key: key, partition: partition, method: method, requestTime: now)
+        state.credentials = credentials
+        // Kept for process only on a host whose responses do not tell their request: a list kept
+        // here is one more reference to the host's, which an edit after this hook then copies.
+        if !responsesCarryRequestHeaders { state.requestHeaders = fields }
+        state.noStore = noStore
+        state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
+        state.hasQuery = Self.hasQuery(url)
+        if let entry = unserved {
             state.entry = entry
             if fields.value(named: "If-None-Match") == nil && fields.value(named: "If-Modified-Since") == nil {
                 if let etag = entry.header("ETag") {
@@ -574,31 +588,9 @@ public struct CachePlugin: ExportablePlugin {
                     state.revalidating = true
                 }
             }
-            pending.set(state, for: context.requestID)
-            return .proceed
-        } else if onlyIfCached {
-            return .respond(Self.gatewayTimeout)
         }
-        pending.set(
-            pendingState(key, partition, credentials, method: method, now: now, fields: fields, noStore: noStore, option: option, url: url),
-            for: context.requestID)
+        pending.set(state, for: context.requestID)
         return .proceed
-    }
-
-    /// What the response side keeps of a `GET` or `HEAD` the cache did not answer.
-    private func pendingState(
-        _ key: String, _ partition: String?, _ credentials: String, method: String, now: Double, fields: [HTTPHeader], noStore: Bool,
-        option: String?, url: String
-    ) -> Pending {
-        let state = Pending(key: key, partition: partition, method: method, requestTime: now)
-        state.credentials = credentials
-        // Kept for process only on a host whose responses do not tell their request: a list kept
-        // here is one more reference to the host's, which an edit after this hook then copies.
-        if !responsesCarryRequestHeaders { state.requestHeaders = fields }
-        state.noStore = noStore
-        state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
-        state.hasQuery = Self.hasQuery(url)
-        return state
     }
 
     /// Starts (or finds under way) the background revalidation under `key`; false when the
