@@ -19,25 +19,39 @@ import Darwin
 /// let now = hits.withLock { $0 }
 /// ```
 ///
-/// The value and the lock live in memory of their own, not in stored properties: an `inout`
-/// access to a class's stored property is checked for exclusivity at run time on every call,
-/// which the lock already guarantees (and which cost as much as the lock on the hook path).
+/// The value and the lock live in one block of memory of their own, not in stored properties: an
+/// `inout` access to a class's stored property is checked for exclusivity at run time on every
+/// call, which the lock already guarantees (and which cost as much as the lock on the hook path).
+/// One block for both: a request makes a few boxes (its cancellation signal's, …), and each was
+/// three allocations (the object, the value, the lock word) where it is now two.
 public final class Locked<Value> {
-    @usableFromInline let value: UnsafeMutablePointer<Value>
     #if canImport(Darwin)
-    @usableFromInline let lock: UnsafeMutablePointer<os_unfair_lock_s>
+    @usableFromInline typealias LockWord = os_unfair_lock_s
     #elseif os(Linux)
     /// The lock's word (`ph_lock` in ph_atomic.h: a futex lock taken and given back inline).
-    @usableFromInline let lock: UnsafeMutablePointer<UInt32>
+    @usableFromInline typealias LockWord = UInt32
     #else
-    @usableFromInline let lock: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline typealias LockWord = pthread_mutex_t
     #endif
+
+    @usableFromInline let value: UnsafeMutablePointer<Value>
+    /// The start of the block: the lock word, then the value (at ``valueOffset``).
+    @usableFromInline let lock: UnsafeMutablePointer<LockWord>
+
+    /// Where the value starts in the block: after the lock word, aligned for the value.
+    private static var valueOffset: Int {
+        let alignment = MemoryLayout<Value>.alignment
+        return (MemoryLayout<LockWord>.size + alignment - 1) / alignment * alignment
+    }
 
     /// Creates a box holding `value`.
     public init(_ value: Value) {
-        self.value = .allocate(capacity: 1)
+        let block = UnsafeMutableRawPointer.allocate(
+            byteCount: Self.valueOffset + MemoryLayout<Value>.size,
+            alignment: max(MemoryLayout<LockWord>.alignment, MemoryLayout<Value>.alignment))
+        lock = block.bindMemory(to: LockWord.self, capacity: 1)
+        self.value = (block + Self.valueOffset).bindMemory(to: Value.self, capacity: 1)
         self.value.initialize(to: value)
-        lock = .allocate(capacity: 1)
         #if canImport(Darwin)
         lock.initialize(to: os_unfair_lock_s())
         #elseif os(Linux)
@@ -50,12 +64,11 @@ public final class Locked<Value> {
 
     deinit {
         value.deinitialize(count: 1)
-        value.deallocate()
         #if !canImport(Darwin) && !os(Linux)
         pthread_mutex_destroy(lock)
         #endif
         lock.deinitialize(count: 1)
-        lock.deallocate()
+        UnsafeMutableRawPointer(lock).deallocate()
     }
 
     /// Runs `body` with exclusive access to the value and returns what it returns.
