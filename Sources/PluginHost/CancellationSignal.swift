@@ -11,7 +11,8 @@ public final class CancellationSignal: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state = Locked(State())
+    /// Its own lock and state, no box object between: a signal is made for every request.
+    private let state = LockedBlock(State())
 
     /// Creates a signal that has not fired.
     public init() {}

@@ -19,12 +19,31 @@ import Darwin
 /// let now = hits.withLock { $0 }
 /// ```
 ///
-/// The value and the lock live in one block of memory of their own, not in stored properties: an
-/// `inout` access to a class's stored property is checked for exclusivity at run time on every
-/// call, which the lock already guarantees (and which cost as much as the lock on the hook path).
-/// One block for both: a request makes a few boxes (its cancellation signal's, …), and each was
-/// three allocations (the object, the value, the lock word) where it is now two.
+/// The value and the lock live in one block of memory of their own (``LockedBlock``), not in
+/// stored properties: an `inout` access to a class's stored property is checked for exclusivity at
+/// run time on every call, which the lock already guarantees (and which cost as much as the lock on
+/// the hook path).
 public final class Locked<Value> {
+    @usableFromInline let block: LockedBlock<Value>
+
+    /// Creates a box holding `value`.
+    public init(_ value: Value) { block = LockedBlock(value) }
+
+    /// Runs `body` with exclusive access to the value and returns what it returns.
+    @inlinable @discardableResult
+    public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+        // The memory belongs to this object: it stays alive until the lock is given back.
+        defer { withExtendedLifetime(self) {} }
+        return try block.withLock(body)
+    }
+}
+
+/// The lock and the value of a ``Locked``, in one block of memory that this value owns (two
+/// allocations per box, where a value and a lock word of their own were three). An object that
+/// needs one lock for its own state keeps a block itself, with no box object between (a request's
+/// cancellation signal: one allocation fewer per request).
+@usableFromInline
+package struct LockedBlock<Value>: ~Copyable {
     #if canImport(Darwin)
     @usableFromInline typealias LockWord = os_unfair_lock_s
     #elseif os(Linux)
@@ -44,8 +63,9 @@ public final class Locked<Value> {
         return (MemoryLayout<LockWord>.size + alignment - 1) / alignment * alignment
     }
 
-    /// Creates a box holding `value`.
-    public init(_ value: Value) {
+    /// A block holding `value`, unlocked.
+    @usableFromInline
+    package init(_ value: Value) {
         let block = UnsafeMutableRawPointer.allocate(
             byteCount: Self.valueOffset + MemoryLayout<Value>.size,
             alignment: max(MemoryLayout<LockWord>.alignment, MemoryLayout<Value>.alignment))
@@ -71,11 +91,10 @@ public final class Locked<Value> {
         UnsafeMutableRawPointer(lock).deallocate()
     }
 
-    /// Runs `body` with exclusive access to the value and returns what it returns.
+    /// Runs `body` with exclusive access to the value and returns what it returns. The caller
+    /// keeps the block's owner alive for the call (a method of the owner does).
     @inlinable @discardableResult
-    public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
-        // The memory belongs to this object: it stays alive until the lock is given back.
-        defer { withExtendedLifetime(self) {} }
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         #if canImport(Darwin)
         os_unfair_lock_lock(lock)
         defer { os_unfair_lock_unlock(lock) }
@@ -92,3 +111,6 @@ public final class Locked<Value> {
 
 // Safe: the value is only ever touched inside `withLock`, under the lock.
 extension Locked: @unchecked Sendable where Value: Sendable {}
+
+// Safe: as `Locked`, whose storage it is.
+extension LockedBlock: @unchecked Sendable where Value: Sendable {}
