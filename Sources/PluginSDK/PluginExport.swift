@@ -204,6 +204,12 @@ private final class ExportedInstance {
         /// The last request hooks received, and the last response (never a failure).
         var request: InterceptorRequest?
         var result: InterceptorResult?
+        /// The handles `request` and `result` were lent for last (nil: not known). A hook on the
+        /// handle of the hook before it finds its view here, without reading the view's own slot
+        /// (memory of its own, a load that waited on the cache in every hook call). Only a lend
+        /// here points these views at another handle: a view a plugin kept is never moved.
+        var requestHandle: OpaquePointer?
+        var resultHandle: OpaquePointer?
     }
 
     /// One per hook call that may run at the same moment, each taken by one call at a time, which
@@ -222,7 +228,10 @@ private final class ExportedInstance {
     ) rethrows -> R {
         try recent.withTaken { recent in
             update(&recent, pointer)
-            recent.request.lend(handle, api: api, memo: headerMemo)
+            if recent.requestHandle != handle || recent.request == nil {
+                recent.request.lend(handle, api: api, memo: headerMemo)
+                recent.requestHandle = handle
+            }
             return try body(recent.request!, recent.context)
         }
     }
@@ -240,7 +249,10 @@ private final class ExportedInstance {
                 let failure = TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))
                 return try body(.failure(failure), recent.context)
             }
-            recent.result.lend(handle, api: api, memo: headerMemo)
+            if recent.resultHandle != handle || recent.result == nil {
+                recent.result.lend(handle, api: api, memo: headerMemo)
+                recent.resultHandle = handle
+            }
             return try body(recent.result!, recent.context)
         }
     }
