@@ -265,9 +265,22 @@ private final class ExportedInstance {
         }
     }
 
+    /// Makes `recent.context` the context of `pointer`: kept as it is for the attempt of the hook
+    /// before (most calls: no call made for it), else ``change(_:_:)``.
+    @inline(__always)
+    private func update(_ recent: inout Recent, _ pointer: UnsafePointer<ph_context>?) {
+        if let pointer, recent.pointer == pointer, recent.context.requestID == pointer.pointee.request_id,
+            recent.context.attempt == Int(pointer.pointee.attempt)
+        {
+            return
+        }
+        change(&recent, pointer)
+    }
+
     /// Makes `recent.context` the context of `pointer`: changed in place (no copy of the context)
     /// when it is of the same target.
-    private func update(_ recent: inout Recent, _ pointer: UnsafePointer<ph_context>?) {
+    @inline(never)
+    private func change(_ recent: inout Recent, _ pointer: UnsafePointer<ph_context>?) {
         guard let pointer else {
             // The blank context, everything read from a C context with it; the views stay.
             if recent.pointer != nil { recent = Recent(context: blank, request: recent.request.take(), result: recent.result.take()) }
