@@ -259,15 +259,10 @@ public struct CachePlugin: ExportablePlugin {
         }
     }
 
-    /// The stored entry a request may be served: its partition's, else a shared one (which must
-    /// be `public` when the request carries credentials). With `suffix` ``partialSuffix``: the
-    /// stored partial content, by the same rule.
-    func lookup(_ state: Pending, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
-        lookup(state.key, partition: state.partition, fields, suffix: suffix)
-    }
-
-    /// ``lookup(_:_:suffix:)`` for the shared key `key` (`GET <url>`) in `partition` (nil: no
-    /// credentials).
+    /// The stored entry a request may be served, for its shared key `key` (`GET <url>`) in
+    /// `partition` (nil: no credentials): its partition's, else a shared one (which must be
+    /// `public` when the request carries credentials). With `suffix` ``partialSuffix``: the stored
+    /// partial content, by the same rule.
     func lookup(_ key: String, partition: String?, _ fields: [HTTPHeader]? = nil, suffix: String = "") -> CacheEntry? {
         let key = suffix.isEmpty ? key : key + suffix
         guard let partition else { return fetch(key, fields) }
@@ -612,8 +607,6 @@ public struct CachePlugin: ExportablePlugin {
         }
     }
 
-    static func revalidationKey(_ state: Pending) -> String { revalidationKey(state.key, in: state.partition) }
-
     /// The key a background revalidation of the entry of `key` in `partition` runs under.
     static func revalidationKey(_ key: String, in partition: String?) -> String { Self.key(key, in: partition ?? "") }
 
@@ -635,7 +628,8 @@ public struct CachePlugin: ExportablePlugin {
         // A background revalidation reporting back, whatever its outcome: the entry is free again
         // once this is done, after its answer is stored (a request in between still finds the
         // revalidation under way, not a stale entry to revalidate once more).
-        let revalidation = context.target.pluginOptions["cache"]?.lowercased() == "revalidate" ? Self.revalidationKey(state) : nil
+        let revalidating = context.target.pluginOptions["cache"]?.lowercased() == "revalidate"
+        let revalidation = revalidating ? Self.revalidationKey(state.key, in: state.partition) : nil
         defer {
             if let revalidation { revalidations.withLock { _ = $0.removeValue(forKey: revalidation) } }
         }
@@ -833,7 +827,7 @@ public struct CachePlugin: ExportablePlugin {
 
     /// A stale entry to serve after an error, when allowed.
     func staleReplacement(_ state: Pending, now: Double) -> ProcessAction? {
-        guard state.method == "GET", let entry = state.entry ?? lookup(state) else { return nil }
+        guard state.method == "GET", let entry = state.entry ?? lookup(state.key, partition: state.partition) else { return nil }
         let directives = entry.directives
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
         let staleness = entry.age(at: now) - entry.freshnessLifetime
