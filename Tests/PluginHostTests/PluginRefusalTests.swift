@@ -74,6 +74,28 @@ struct PluginRefusalTests {
         #expect(load(f, url) == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[1].name", reason: "must not be empty"))
     }
 
+    @Test func manifestWithANameThatIsAPath() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        // `./alpha` and `x/../alpha` would reach alpha.plugin under another name: past
+        // `enabled: false` on alpha's own entry, or as a second instance of it.
+        let reason = "must be a plugin name: one path component, without \"/\" and not starting with \".\""
+        for (index, name) in ["./alpha", "x/../alpha", "..", ".alpha", "sub/alpha"].enumerated() {
+            let url = try f.manifest([["name": "alpha", "enabled": false], ["name": name]], file: "path\(index).json")
+            #expect(load(f, url) == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[1].name", reason: reason), "\(name)")
+        }
+    }
+
+    @Test func manifestPinOfFullwidthDigits() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        // `Character.isHexDigit` is true of the fullwidth forms (U+FF41 is ａ): a pin is ASCII.
+        let url = try f.manifest([["name": "alpha", "sha256": String(repeating: "\u{FF41}", count: 64)]])
+        #expect(
+            load(f, url)
+                == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[0].sha256", reason: "must be 64 hexadecimal digits (a SHA-256)"))
+    }
+
     @Test func manifestWithADuplicateName() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

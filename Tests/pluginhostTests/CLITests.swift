@@ -313,6 +313,32 @@ struct CLITests {
         #expect(tested.stdout.contains("probe  activity       reject: \(directoryRefusal)"))
     }
 
+    /// The verified copy is loaded from the temporary directory: one that others may rename or
+    /// write in (mode 0777 without the sticky bit) is refused before any library is copied there.
+    @Test func anInsecureTemporaryDirectoryIsRefused() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)
+        let owner = geteuid() == 0 ? "root" : "uid \(geteuid())"
+        let temporary = (NSTemporaryDirectory() as NSString).appendingPathComponent("pluginhost-tmpdir-" + UUID().uuidString)
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: temporary) }
+        chmod(temporary, 0o777)
+        let refusal =
+            "\(temporary): mode 0777 (writable by group and others), owner \(owner), is the temporary directory that verified "
+            + "copies of libraries are loaded from; remove group and other write access (chmod go-w)"
+        let tested = try await CLI.run(["test", "--manifest", manifest], environment: ["TMPDIR": temporary])
+        #expect(tested.status == 3)
+        #expect(tested.stdout.contains("probe  activity       reject: \(refusal)"), "\(tested.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary) == [])
+        // The sticky bit on a directory of root's (as /tmp has) lets others write in it but not
+        // rename or remove what they do not own: accepted, when the tests run as root.
+        if geteuid() == 0 {
+            chmod(temporary, 0o1777)
+            let sticky = try await CLI.run(["test", "--manifest", manifest], environment: ["TMPDIR": temporary])
+            #expect(sticky.status == 0, "\(sticky.stdout)")
+        }
+    }
+
     @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity"])
         try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])

@@ -73,7 +73,7 @@ struct JSONReader {
 
     func sha256() throws(PluginLoadError) -> String {
         let string = try string().lowercased()
-        guard string.count == 64, string.allSatisfy({ $0.isHexDigit }) else {
+        guard string.count == 64, string.allSatisfy({ $0.isASCII && $0.isHexDigit }) else {
             throw schemaError("must be 64 hexadecimal digits (a SHA-256)")
         }
         return string

@@ -182,8 +182,15 @@ public final class PluginLibrary: @unchecked Sendable {
 
     /// Writes the verified bytes to a fresh file in a fresh private (0700) directory of its own
     /// (the caller removes both once the library is opened).
+    ///
+    /// The temporary directory is checked as the library is: whoever may rename or replace what
+    /// is in it (a group- or world-writable `TMPDIR` without the sticky bit, or one of another
+    /// user) could put other bytes where `dlopen` reads the copy.
     private static func writePrivateCopy(_ bytes: Data, of path: String) throws(PluginLoadError) -> (file: String, directory: String) {
-        var template = Array((NSTemporaryDirectory() + "/pluginhost-XXXXXX").utf8CString)
+        let base = FileSecurity.lexicallyNormalized(NSTemporaryDirectory())
+        try FileSecurity.check(
+            path: base, role: "the temporary directory that verified copies of libraries are loaded from", sharedDirectory: true)
+        var template = Array((base + "/pluginhost-XXXXXX").utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw PluginLoadError(.unreadable, file: path, reason: "cannot create a private directory for verified copies")
         }
@@ -226,14 +233,17 @@ public final class PluginLibrary: @unchecked Sendable {
 /// the sticky bit (like `/tmp`) may be writable by others: nobody can replace what is in it.
 enum FileSecurity {
     /// Checks `path`, which is `role` (e.g. `the manifest`), and every directory above it.
-    static func check(path: String, role: String) throws(PluginLoadError) {
+    ///
+    /// - Parameter sharedDirectory: `path` is a directory that others may write to if it is
+    ///   root's and sticky (as `/tmp`), as an ancestor may be: what is made in it is kept private.
+    static func check(path: String, role: String, sharedDirectory: Bool = false) throws(PluginLoadError) {
         let absolute = lexicallyNormalized(path)
         var info = stat()
         guard stat(absolute, &info) == 0 else {
             throw PluginLoadError(.unreadable, file: path, reason: "no such file or directory")
         }
         let real = realPath(absolute) ?? absolute
-        if let problem = problem(info, asAncestor: false) {
+        if let problem = problem(info, asAncestor: sharedDirectory) {
             // Through a symlink, the rule applies to what it points at, and the refusal names it.
             let linked = real != absolute
             throw PluginLoadError(

@@ -153,6 +153,12 @@ public struct PluginManifest: Sendable {
             if let nameReader = member("name") {
                 check { () throws(PluginLoadError) in
                     name = try nameReader.nonEmptyString()
+                    // The name is one path component (`<name>.plugin` in a plugin directory): a
+                    // name with a slash, or one starting with a dot, would reach another bundle
+                    // under a name of its own (past `enabled: false`, or a second instance).
+                    if name.utf8.contains(UInt8(ascii: "/")) || name.utf8.contains(0) || name.hasPrefix(".") {
+                        throw nameReader.schemaError("must be a plugin name: one path component, without \"/\" and not starting with \".\"")
+                    }
                     if let first = seen[name] {
                         throw PluginLoadError(
                             .duplicateName, file: file, jsonPath: nameReader.path, plugin: name,
