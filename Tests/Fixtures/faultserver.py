@@ -15,6 +15,9 @@
                              10 GiB (about 10 MiB on the wire), sent until the client closes
   /many-headers?n=N          200 with N header fields
   /big-header?kb=K           200 with one header field of K KiB
+  /slow-upload?rate=R        reads the request's body (its Content-Length) at about R bytes a second,
+                             then 200 {"received":N}
+  /trailers                  200, chunked, body "ok", then the trailer fields X-Checksum and Set-Cookie
   /ok                        200 {"ok":true}
 
 usage: faultserver.py PORT
@@ -42,6 +45,8 @@ class Handler(socketserver.BaseRequestHandler):
     def handle(self):
         sock = self.request
         sock.settimeout(35)
+        # A small receive buffer: a slow reader (/slow-upload) holds the client back at once.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         data = b""
         try:
             while b"\r\n\r\n" not in data:
@@ -133,6 +138,30 @@ class Handler(socketserver.BaseRequestHandler):
             elif path == "/big-header":
                 size = int(query.get("kb", "1024")) * 1024
                 sock.sendall(b"HTTP/1.1 200 OK\r\nX-Big: " + b"b" * size + b"\r\nContent-Length: 2\r\n\r\nok")
+                sock.close()
+            elif path == "/slow-upload":
+                rate = int(query.get("rate", str(1 << 20)))
+                head, _, received = data.partition(b"\r\n\r\n")
+                length = 0
+                for field in head.split(b"\r\n")[1:]:
+                    name, _, value = field.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                got = len(received)
+                step = max(1, rate // 8)
+                while got < length:
+                    chunk = sock.recv(min(step, length - got))
+                    if not chunk:
+                        return
+                    got += len(chunk)
+                    time.sleep(len(chunk) / rate)
+                body = json.dumps({"received": got}).encode()
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                sock.close()
+            elif path == "/trailers":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+                             b"Trailer: X-Checksum, Set-Cookie\r\nConnection: close\r\n\r\n"
+                             b"2\r\nok\r\n0\r\nX-Checksum: abc\r\nSet-Cookie: t=1\r\n\r\n")
                 sock.close()
             else:
                 body = b'{"ok":true}'

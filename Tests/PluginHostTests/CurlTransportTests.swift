@@ -229,6 +229,90 @@ struct CurlTransportTests {
         }
     }
 
+    /// `no_proxy` in the environment (Tests/test sets it to 127.0.0.1) does not open a way past
+    /// a proxy the configuration names: only the configuration's own exceptions do.
+    @Test func anExplicitProxyIgnoresNoProxyFromTheEnvironment() async throws {
+        guard ProcessInfo.processInfo.environment["no_proxy"]?.contains("127.0.0.1") == true else {
+            throw TestServer.Missing(variable: "no_proxy")
+        }
+        var configuration = CurlTransport.Configuration()
+        let closed = closedPortURL()
+        configuration.proxy = .url(closed.absoluteString, noProxy: [])
+        let transport = try CurlTransport(configuration: configuration)
+        let failed = await failure { () throws(TransportFailure) in try await send(transport, "get") }
+        #expect(failed?.kind == .cannotConnect)
+        #expect(failed?.message.contains(String(closed.port!)) == true)
+    }
+
+    /// The method goes into the request line as it is: one that is no token (a space, CR, LF)
+    /// is refused before anything is sent, as an invalid header name is.
+    @Test func aMethodThatIsNoTokenIsRefused() async throws {
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
+        request.httpMethod = "GET / HTTP/1.1\r\nX-Evil: 1\r\n\r\nGET"
+        let transport = try CurlTransport()
+        let failed = await failure { () throws(TransportFailure) in try await transport.send(TransportRequest(urlRequest: request)) }
+        let refusal = #"refused to send a request with an invalid method "GET / HTTP/1.1\r\nX-EVIL: 1\r\n\r\nGET""#
+        #expect(failed == TransportFailure(kind: .other, message: refusal))
+    }
+
+    /// PUT and PATCH carry content: with no body they say so (`Content-Length: 0`), as POST does.
+    @Test func aPutOrPatchWithoutABodySendsAZeroLength() async throws {
+        for method in ["PUT", "PATCH", "POST"] {
+            var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
+            request.httpMethod = method
+            let response = try await CurlTransport().send(TransportRequest(urlRequest: request))
+            let echoed = try JSONSerialization.jsonObject(with: response.data) as? [String: Any]
+            #expect(echoed?["method"] as? String == method)
+            #expect((echoed?["headers"] as? [String: Any])?["Content-Length"] as? String == "0", "\(method)")
+        }
+    }
+
+    /// Trailer fields after a chunked body are not header fields of the response: no
+    /// `X-Checksum`, and no cookie stored from a trailer's `Set-Cookie`.
+    @Test func trailerFieldsAreNotHeaderFields() async throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        let transport = try CurlTransport(configuration: configuration)
+        let response = try await send(transport, "trailers", base: try TestServer.url("FAULT_URL"))
+        #expect(response.response.statusCode == 200)
+        #expect(response.data == Data("ok".utf8))
+        #expect(response.response.value(forHTTPHeaderField: "X-Checksum") == nil)
+        #expect(response.response.value(forHTTPHeaderField: "Set-Cookie") == nil)
+        // Cookies go by host, not port: httpbin, on 127.0.0.1 too, would be sent `t=1`.
+        let echoed = try await send(transport, "cookies")
+        #expect((try JSONSerialization.jsonObject(with: echoed.data) as? [String: Any])?["cookies"] as? [String: String] == [:])
+    }
+
+    /// A download redirected to a URL that cannot be sent (no host) fails with the reason, and
+    /// leaves no partial file: the hop before it opened one.
+    @Test func aDownloadRedirectedNowhereLeavesNoFile() async throws {
+        let directory = NSTemporaryDirectory() + "pluginhost-redirect-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let destination = URL(fileURLWithPath: directory + "/file.bin")
+        let target = try Bin(
+            "redirect-to",
+            task: .downloadParameters(
+                parameters: ["url": "http:///x", "status_code": 302], encoding: URLEncoding.default, destination: .file(destination)))
+        let partials = {
+            (try? FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()))?.filter { $0.hasSuffix(".download") }.count ?? 0
+        }
+        let before = partials()
+        do {
+            let response = try await Provider<Bin>(transport: try CurlTransport()).request(target).value
+            Issue.record("expected a failure, got \(response.statusCode)")
+        } catch let error as NetworkError {
+            guard case .underlying(let failure, _) = error else {
+                Issue.record("expected a transport failure, got \(error)")
+                return
+            }
+            #expect(failure.kind == .other)
+            #expect(failure.message.contains("only http and https URLs with a host are supported"), "\(failure.message)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: destination.path))
+        #expect(partials() <= before)
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"

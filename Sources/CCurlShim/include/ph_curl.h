@@ -117,6 +117,7 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 #define PH_CURLE_SSL_CRL_BADFILE 82
 #define PH_CURLE_SSL_ISSUER_ERROR 83
 #define PH_CURLE_HTTP2_STREAM 92
+#define PH_CURLE_TOO_LARGE 100
 #define PH_CURLE_SSL_PINNEDPUBKEYNOTMATCH 90
 #define PH_CURLE_SSL_INVALIDCERTSTATUS 91
 #define PH_CURLE_PROXY 97

@@ -244,7 +244,9 @@ final class CurlCall: @unchecked Sendable {
             // At most a billion seconds: milliseconds as a `long` without overflow.
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(connect, 1e9) * 1000)))
         }
-        if request.progress != nil, hasBody {
+        // Whenever a body goes, progress or none: an inline body is handed over whole (no read
+        // callback), and only this callback tells the idle clock that bytes still leave.
+        if hasBody {
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOPROGRESS, 0)
             ph_curl_easy_setopt_xferinfo_callback(easy, PH_CURLOPT_XFERINFOFUNCTION, curlProgressCallback)
             ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_XFERINFODATA, me)
@@ -263,17 +265,28 @@ final class CurlCall: @unchecked Sendable {
             ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXY, "")
         case .url(let proxy, let noProxy):
             proxy.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXY, $0) }
-            if !noProxy.isEmpty {
-                noProxy.joined(separator: ",").withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_NOPROXY, $0) }
-            }
+            // Set even when empty: unset, libcurl reads `no_proxy` from the environment, and
+            // hosts listed there would bypass a proxy the configuration made the only way out.
+            noProxy.joined(separator: ",").withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_NOPROXY, $0) }
         }
         if scheme == "https" { Self.apply(settings.tls(for: host), to: easy) }
         if request.download != nil { try openDownloadFile() }
         lastActivity = DispatchTime.now().uptimeNanoseconds
     }
 
+    /// Methods whose requests carry content (RFC 9110 §9.3): sent with a `Content-Length`,
+    /// `0` when there is no body, as servers may answer `411 Length Required` without one.
+    private static func declaresLength(_ method: String) -> Bool {
+        method == "POST" || method == "PUT" || method == "PATCH"
+    }
+
     /// The method and the body; returns whether a body is sent.
     private func configureMethodAndBody(_ easy: UnsafeMutableRawPointer, me: UnsafeMutableRawPointer) throws(TransportFailure) -> Bool {
+        // libcurl writes the method into the request line as it is: a space, CR or LF in it
+        // would make another request line or header fields.
+        guard Self.isToken(method) else {
+            throw TransportFailure(kind: .other, message: "refused to send a request with an invalid method \(method.debugDescription)")
+        }
         if method == "HEAD" {
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOBODY, 1)
             return false
@@ -295,7 +308,7 @@ final class CurlCall: @unchecked Sendable {
             if method != "POST" { method.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CUSTOMREQUEST, $0) } }
             return true
         }
-        if let body, !body.isEmpty || method == "POST" {
+        if let body, !body.isEmpty || Self.declaresLength(method) {
             ph_curl_easy_setopt_off(easy, PH_CURLOPT_POSTFIELDSIZE_LARGE, Int64(body.count))
             body.withUnsafeBytes { bytes in
                 _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_COPYPOSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
@@ -303,9 +316,10 @@ final class CurlCall: @unchecked Sendable {
             if method != "POST" { method.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CUSTOMREQUEST, $0) } }
             return true
         }
-        if method == "POST" {
+        if Self.declaresLength(method) {
             ph_curl_easy_setopt_off(easy, PH_CURLOPT_POSTFIELDSIZE_LARGE, 0)
             ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_COPYPOSTFIELDS, "")
+            if method != "POST" { method.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CUSTOMREQUEST, $0) } }
             return false
         }
         if method != "GET" { method.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CUSTOMREQUEST, $0) } }
@@ -469,7 +483,6 @@ final class CurlCall: @unchecked Sendable {
         let line = UnsafeRawBufferPointer(start: bytes, count: count)
         var end = count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
-        guard end > 0 else { return endOfHeaders(count) }
         if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
             line[4] == UInt8(ascii: "/")
         {
@@ -478,8 +491,13 @@ final class CurlCall: @unchecked Sendable {
             expected = -1
             headerBytes = 0
             headerFields = 0
+            inHeaders = true
             return count
         }
+        // Trailer fields (after a chunked body) come through this callback too: they are not
+        // the response's header fields (no `Set-Cookie` or `Location` from them), and are dropped.
+        guard inHeaders else { return count }
+        guard end > 0 else { return endOfHeaders(count) }
         headerBytes += end
         if headerBytes > request.limits.maxHeaderBytes {
             return stop(LimitFailure.headerBytes(headerBytes, limit: request.limits.maxHeaderBytes))
@@ -557,8 +575,10 @@ final class CurlCall: @unchecked Sendable {
         if code != PH_CURLE_OK {
             removeDownload()
             if let limitFailure { return .finished(.failure(limitFailure)) }
-            if code == PH_CURLE_OUT_OF_MEMORY, inHeaders {
-                return .finished(.failure(LimitFailure.headerLine("out of memory (curl error 27)", limits: request.limits)))
+            // libcurl before 8.6 refuses an over-long header line as out of memory, 8.6 and later as too large.
+            if code == PH_CURLE_OUT_OF_MEMORY || code == PH_CURLE_TOO_LARGE, inHeaders {
+                let reason = code == PH_CURLE_TOO_LARGE ? "too large" : "out of memory"
+                return .finished(.failure(LimitFailure.headerLine("\(reason) (curl error \(code))", limits: request.limits)))
             }
             return .finished(.failure(Self.failure(code: code, detail: errorBuffer.map { String(cString: $0) } ?? "")))
         }

@@ -121,19 +121,23 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     /// Configures a handle for `call` and adds it to the multi handle.
+    /// A redirect's next hop starts here too: a call that stops before its transfer starts
+    /// lets go of what the hop before left open (a download's file), not only of the handle.
     private func start(_ call: CurlCall) {
         if call.isCancelled {
+            call.abandonTransfer()
             call.finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled before it started")))
             return
         }
         guard let easy = idleHandles.popLast() ?? ph_curl_easy_init() else {
+            call.abandonTransfer()
             call.finish(.failure(TransportFailure(kind: .other, message: "curl_easy_init failed")))
             return
         }
         do {
             try call.configure(easy, settings: settings)
         } catch {
-            call.releaseTransfer()
+            call.abandonTransfer()
             recycle(easy)
             call.finish(.failure(error))
             return

@@ -66,6 +66,21 @@ struct FaultInjectionTests {
         #expect(seen.log.last == "8")
     }
 
+    /// An inline body that the server reads slowly is still leaving: the idle timeout (1.5 s)
+    /// does not end a 16 MiB upload the server takes about 4 s to read, with or without a
+    /// progress closure (the libcurl transport hands such a body over whole). (Fast enough that
+    /// the half of the sender's socket buffer the kernel drains before the transport may write
+    /// again, up to 2 MiB on loopback, takes well under the timeout.)
+    @Test(arguments: TransportKind.allCases) func aSlowlyReadUploadIsNotIdle(_ transport: TransportKind) async throws {
+        let size = 16 << 20
+        var target = try Self.fault("slow-upload")
+        target.method = .post
+        target.task = .requestCompositeData(bodyData: Data(count: size), urlParameters: ["rate": 4_000_000])
+        let response = try await timeout(1.5, transport).request(target).value
+        #expect(response.statusCode == 200)
+        #expect(try response.mapJSON()["received"]?.intValue == size)
+    }
+
     @Test func a503BurstThenSuccessHonoursTheRetryPolicy() async throws {
         let attempts = LockedCounter()
         let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.05) { attempts.append("\($0.retry) \($0.delay) \($0.reason)") }
