@@ -503,13 +503,21 @@ public struct CachePlugin: ExportablePlugin {
         var unserved: CacheEntry?
         if method == "GET", !noCache, option != "revalidate", let range = fields.value(named: "Range"), found == nil,
             let stored = lookup(key, partition: partition, suffix: Self.partialSuffix), case let age = stored.age(at: now),
-            age < stored.freshnessLifetime,
-            let partial = Self.partial(stored, range: range, ifRange: fields.value(named: "If-Range"), age: age),
-            partial.statusCode == 206
+            age < stored.freshnessLifetime, !stored.directives.hasUnqualified("no-cache"),
+            Self.freshEnough(age: age, lifetime: stored.freshnessLifetime, for: requestDirectives)
         {
-            // A Range request within the stored partial content of the same representation (§3.4).
-            markServed(context)
-            return .respond(partial)
+            // The client's own condition first (RFC 9110 §13.2.2: If-None-Match before Range).
+            if let notModified = Self.notModified(stored, fields, age: age) {
+                markServed(context)
+                return .respond(notModified)
+            }
+            if let partial = Self.partial(stored, range: range, ifRange: fields.value(named: "If-Range"), age: age),
+                partial.statusCode == 206
+            {
+                // A Range request within the stored partial content of the same representation (§3.4).
+                markServed(context)
+                return .respond(partial)
+            }
         }
         if let entry = found, matchesVary(entry, fields) {
             let age = entry.age(at: now)
@@ -518,7 +526,8 @@ public struct CachePlugin: ExportablePlugin {
             // A qualified no-cache="field" only keeps the field out of the cache (§5.2.2.4).
             let mustRevalidate = responseDirectives.has("must-revalidate") || responseDirectives.hasUnqualified("no-cache")
             // immutable (RFC 8246): while fresh, a reload's no-cache / max-age=0 does not revalidate it.
-            let immutable = responseDirectives.has("immutable") && age < lifetime
+            // The target's `revalidate` option always asks the origin, immutable or not.
+            let immutable = responseDirectives.has("immutable") && age < lifetime && option != "revalidate"
             var usable = (!noCache || immutable) && !responseDirectives.hasUnqualified("no-cache")
             if let maxAge = requestDirectives.seconds("max-age"), age > maxAge, !immutable { usable = false }
             if let minFresh = requestDirectives.seconds("min-fresh"), lifetime - age < minFresh { usable = false }
@@ -698,10 +707,22 @@ public struct CachePlugin: ExportablePlugin {
         return url.absoluteString
     }
 
+    /// Whether an entry of `age` and freshness `lifetime` is within what the request's
+    /// `max-age` and `min-fresh` ask (§5.2.1.1, §5.2.1.3).
+    static func freshEnough(age: Double, lifetime: Double, for request: CacheDirectives) -> Bool {
+        if let maxAge = request.seconds("max-age"), age > maxAge { return false }
+        if let minFresh = request.seconds("min-fresh"), lifetime - age < minFresh { return false }
+        return true
+    }
+
     /// A `304` for a request whose own `If-None-Match` or `If-Modified-Since` the stored
     /// response satisfies (§4.3.2; RFC 9110 §13.1.2 and §13.1.3, If-None-Match first, weak
-    /// comparison); nil when the request has no condition or the condition does not hold.
+    /// comparison); nil when the request has no condition, the condition does not hold, or the
+    /// stored response is no 2xx.
     static func notModified(_ entry: CacheEntry, _ fields: [HTTPHeader], age: Double) -> SyntheticResponse? {
+        // Preconditions hold only where the response without them would be a 2xx (RFC 9110
+        // §13.2.1): a stored 404 answers as a 404, whatever its validators.
+        guard (200..<300).contains(entry.status) else { return nil }
         let noneMatch = fields.values(named: "If-None-Match")
         let modifiedSince = fields.value(named: "If-Modified-Since")
         guard !noneMatch.isEmpty || modifiedSince != nil else { return nil }
@@ -750,8 +771,9 @@ public struct CachePlugin: ExportablePlugin {
         return members.joined(separator: ",")
     }
 
-    /// A `HEAD` response from the origin (§4.3.5): a `410` invalidates the stored `GET`; a
-    /// response whose validators match the stored one's freshens it (headers and times).
+    /// A `HEAD` response from the origin (§4.3.5): a `410`, or validators other than the
+    /// stored `GET`'s, invalidate it; a response whose validators match the stored one's
+    /// freshens it (headers and times).
     func freshen(fromHead response: InterceptorResponse, state: Pending, now: Double) {
         let key = state.entry?.key ?? (state.partition.map { Self.key(state.key, in: $0) } ?? state.key)
         if response.statusCode == 410 {
@@ -764,7 +786,11 @@ public struct CachePlugin: ExportablePlugin {
         let modified = response.header("Last-Modified")
         let matches =
             (etag != nil && etag == entry.header("ETag")) || (etag == nil && modified != nil && modified == entry.header("Last-Modified"))
-        guard matches else { return }
+        guard matches else {
+            // Validators of another representation: the stored one is out of date (§4.3.5).
+            if etag != nil || modified != nil { removeAll(key) }
+            return
+        }
         entry.update(from: response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") })
         entry.requestTime = state.requestTime
         entry.responseTime = now
@@ -831,7 +857,10 @@ public struct CachePlugin: ExportablePlugin {
         let directives = entry.directives
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
         let staleness = entry.age(at: now) - entry.freshnessLifetime
-        guard allowance > 0, !directives.has("must-revalidate"), staleness <= allowance else { return nil }
+        // Never past must-revalidate or an unqualified no-cache: both forbid a stale answer (§4.2.4).
+        guard allowance > 0, !directives.has("must-revalidate"), !directives.hasUnqualified("no-cache"), staleness <= allowance else {
+            return nil
+        }
         var response = served(entry, cacheStatus: "stale", age: entry.age(at: now), headOnly: false)
         response.headers.append(HTTPHeader(name: "Warning", value: "110 - \"Response is Stale\""))
         return .replace(response)

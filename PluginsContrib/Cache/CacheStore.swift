@@ -214,15 +214,25 @@ final class CacheStore: Sendable {
             putMemory(entry, &state)
             guard let directory else { return }
             let name = state.name(of: entry.key)
-            guard let data = Self.encode(entry), data.count <= maxDiskBytes else { return }
+            // The entry this one replaces goes from the disk whenever this one cannot be written
+            // there (too large, or a failed write): it is older than what the origin last said,
+            // and would come back from the disk once the memory's copy is evicted.
+            guard let data = Self.encode(entry), data.count <= maxDiskBytes else {
+                removeDisk(name, &state)
+                return
+            }
             let temporary = directory + "/" + name + ".tmp-" + SHA256.hex(Array(UUID().uuidString.utf8)).prefix(12)
             let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                removeDisk(name, &state)
+                return
+            }
             let written = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
             close(fd)
             closeFile(name, &state)
             guard written, rename(temporary, directory + "/" + name) == 0 else {
                 unlink(temporary)
+                removeDisk(name, &state)
                 return
             }
             if let old = state.disk[name] { state.diskBytes -= old.size }

@@ -140,6 +140,19 @@ struct CacheOpenFileTests {
         #expect(diskOnly.counts.memory == 0)
     }
 
+    /// An entry too large for the disk, stored in place of a smaller one, takes the smaller one
+    /// off the disk too: the older answer never comes back from its file.
+    @Test func anEntryTheDiskCannotHoldRemovesTheOneItReplaces() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let diskOnly = try CacheStore(maxMemoryEntries: 0, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 4096, nameCheckInterval: 0)
+        diskOnly.put(entry(Self.one, "v1"))
+        #expect(diskOnly.get(Self.one).map { String(decoding: $0.body, as: UTF8.self) } == "v1")
+        diskOnly.put(entry(Self.one, String(repeating: "2", count: 8192)))
+        #expect(diskOnly.get(Self.one) == nil)
+        #expect(diskOnly.counts.disk == 0)
+        #expect(!FileManager.default.fileExists(atPath: path(Self.one)))
+    }
+
     /// A disk hit whose metadata is the bytes of the last one decoded takes that entry's fields and
     /// what they say; other metadata is decoded and parsed anew.
     @Test func aHitOfTheSameMetadataKeepsItsParseAndOtherMetadataIsParsedAnew() throws {

@@ -189,7 +189,79 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log == ["GET /h", "HEAD /h", "GET /g", "HEAD /g", "GET /g"])
     }
 
+    @Test func aHeadWithOtherValidatorsMakesTheStoredGetStale() async throws {
+        let transport = ScriptedTransport([
+            "GET /hv": (200, ["Cache-Control": "max-age=60", "ETag": "\"a\""]),
+            "HEAD /hv": (200, ["Cache-Control": "max-age=60", "ETag": "\"b\""]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "hv")
+        #expect(try await get(provider, "hv").value(forHTTPHeaderField: "X-Cache") == "hit")
+        _ = try await get(provider, "hv", method: .head, headers: ["Cache-Control": "no-cache"])
+        #expect(try await get(provider, "hv").value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(transport.calls.log == ["GET /hv", "HEAD /hv", "GET /hv"])
+    }
+
+    // MARK: RFC 9110 §13.2.1 preconditions
+
+    /// A condition is evaluated only where the answer without it would be a 2xx: a fresh stored
+    /// 404 with an ETag answers `If-None-Match` of that tag with the 404, not a 304.
+    @Test func aStored404AnswersAConditionalRequestWithThe404() async throws {
+        let transport = ScriptedTransport(["/gone": (404, ["Cache-Control": "max-age=60", "ETag": "\"e\""])])
+        let provider = try provider(transport)
+        #expect(try await get(provider, "gone").statusCode == 404)
+        for condition in [["If-None-Match": "\"e\""], ["If-None-Match": "*"]] {
+            let answer = try await get(provider, "gone", headers: condition)
+            #expect(answer.statusCode == 404, "\(condition)")
+            #expect(answer.value(forHTTPHeaderField: "X-Cache") == "hit")
+        }
+        #expect(transport.calls.log == ["GET /gone"])
+    }
+
     // MARK: RFC 8246 immutable, §5.2.2.3 must-understand
+
+    /// The target's `revalidate` option asks the origin every time, for an immutable entry too.
+    @Test func theRevalidateOptionOverridesImmutable() async throws {
+        let transport = ScriptedTransport(["/i": (200, ["Cache-Control": "max-age=60, immutable"])])
+        let provider = try provider(transport)
+        _ = try await get(provider, "i")
+        #expect(try await get(provider, "i").value(forHTTPHeaderField: "X-Cache") == "hit")
+        let revalidated = try await provider.request(try Bin("i", options: ["cache": "revalidate"], base: Self.origin)).value
+        #expect(revalidated.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(transport.calls.log == ["GET /i", "GET /i"])
+    }
+
+    /// `stale-if-error` never serves an entry whose response said `no-cache` (§4.2.4): the
+    /// origin's 503 goes to the caller.
+    @Test func staleIfErrorNeverServesANoCacheEntry() async throws {
+        final class Failing: Transport, Sendable {
+            let failing = Locked(false)
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let url = request.urlRequest.url!
+                let headers = [
+                    "Cache-Control": url.path == "/nc" ? "no-cache" : "max-age=0", "ETag": "\"v\"",
+                    "Date": HTTPDate.format(Date().timeIntervalSince1970),
+                ]
+                let status = failing.withLock { $0 } ? 503 : 200
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("v".utf8))
+            }
+        }
+        let origin = Failing()
+        let services = PluginServices()
+        let cache = try CachePlugin(
+            configuration: PluginConfiguration(plugin: "cache", values: ["staleIfError": 600]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        _ = try await get(provider, "nc")
+        _ = try await get(provider, "ma")
+        origin.failing.withLock { $0 = true }
+        let noCache = try await get(provider, "nc")
+        #expect(noCache.statusCode == 503)
+        #expect(noCache.value(forHTTPHeaderField: "X-Cache") == "miss")
+        let maxAge = try await get(provider, "ma")
+        #expect(maxAge.statusCode == 200)
+        #expect(maxAge.value(forHTTPHeaderField: "X-Cache") == "stale")
+    }
 
     @Test func anImmutableFreshEntryIgnoresAReload() async throws {
         let transport = ScriptedTransport(["/i": (200, ["Cache-Control": "max-age=60, immutable"]), "/m": (200, ["Cache-Control": "max-age=60"])])

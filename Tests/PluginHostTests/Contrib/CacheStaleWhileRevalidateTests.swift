@@ -252,6 +252,28 @@ struct CachePartialContentTests {
         #expect(whole.data.count == 100)
     }
 
+    /// A stored 206 answers only as a complete entry would: not past the request's `max-age`
+    /// or `min-fresh`, and the client's own condition first (a 304 for its matching tag).
+    @Test func aStored206HonoursTheRequestsDirectivesAndConditions() async throws {
+        let origin = RangeOrigin()
+        let provider = try provider(origin)
+        _ = try await get(provider, range: "bytes=0-49")
+        let target = { (headers: [String: String]) in try Bin("file", headers: headers, base: URL(string: "http://range.test")!) }
+        let tooOld = try await provider.request(try target(["Range": "bytes=10-19", "Cache-Control": "max-age=0"])).value
+        #expect(tooOld.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(origin.count == 2)
+        let tooShort = try await provider.request(try target(["Range": "bytes=10-19", "Cache-Control": "min-fresh=7200"])).value
+        #expect(tooShort.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(origin.count == 3)
+        let stored = try await get(provider, range: "bytes=10-19")
+        #expect(stored.value(forHTTPHeaderField: "X-Cache") == "hit")
+        let etag = try #require(stored.value(forHTTPHeaderField: "ETag"))
+        let unchanged = try await provider.request(try target(["Range": "bytes=10-19", "If-None-Match": etag])).value
+        #expect(unchanged.statusCode == 304)
+        #expect(unchanged.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(origin.count == 3)
+    }
+
     @Test func rangesOfOneRepresentationCombineIntoACompleteResponse() async throws {
         let origin = RangeOrigin()
         let provider = try provider(origin)
