@@ -664,7 +664,7 @@ public struct CachePlugin: ExportablePlugin {
         }
         let status = response.statusCode
         if status >= 500, let stale = staleReplacement(state, now: now) { return stale }
-        if status == 304, state.revalidating, var entry = state.entry {
+        if status == 304, state.revalidating, !response.isRedirected, var entry = state.entry {
             entry.update(from: response.headers)
             entry.requestTime = state.requestTime
             entry.responseTime = now
@@ -672,7 +672,7 @@ public struct CachePlugin: ExportablePlugin {
             store.put(entry)
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
-        if state.method == "HEAD" { freshen(fromHead: response, state: state, now: now) }
+        if state.method == "HEAD", !response.isRedirected { freshen(fromHead: response, state: state, now: now) }
         // Every field in one read: a loaded plugin's reads cross into the host one by one.
         let fields = response.headers
         if state.method == "GET" {
@@ -806,7 +806,9 @@ public struct CachePlugin: ExportablePlugin {
     func storable(
         _ response: InterceptorResponse, _ fields: [HTTPHeader], state: Pending, now: Double, partial: Bool = false, sent: () -> [HTTPHeader]
     ) -> CacheEntry? {
-        guard !state.noStore else { return nil }
+        // A response the transport reached by a redirect answers another URL (§2): it is not
+        // the response to this request's, and is not stored under it.
+        guard !state.noStore, !response.isRedirected else { return nil }
         let directives = responseDirectives(fields)
         // must-understand: stored only for a status code this cache understands, and then in
         // spite of no-store, which a sender adds for caches that do not understand it (§5.2.2.3).

@@ -365,6 +365,8 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// The protocol of the transport's response, when known.
     let httpVersion: String?
     private let url: URL?
+    /// Whether the transport followed a redirect to get it (``InterceptorResponse/isRedirected``).
+    let isRedirected: Bool
     /// The transport's response (or the parts it is made from on first read, with the fields it
     /// received), kept as long as no hook edits status or headers.
     private var original: ResponseSource?
@@ -386,6 +388,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
         fileURL = response.fileURL
         httpVersion = response.httpVersion
         url = response.url
+        isRedirected = response.redirected
         super.init(response: nil, failure: nil, mayDecide: false)
         self.response = self
     }
@@ -397,6 +400,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
         data = Data(synthetic.body)
         fileURL = nil
         httpVersion = nil
+        isRedirected = false
         self.url = url
         super.init(response: nil, failure: nil, mayDecide: false)
         self.response = self

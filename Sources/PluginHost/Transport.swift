@@ -223,18 +223,25 @@ public struct TransportResponse: Sendable {
     public var fileURL: URL?
     /// The protocol the response came over (`HTTP/1.1`, `HTTP/2`), when the transport knows it.
     public var httpVersion: String?
+    /// Whether the transport followed at least one redirect to get this response, which then
+    /// answers another URL than the request's (``InterceptorResponse/isRedirected``: a cache
+    /// stores nothing for it under the request's URL). A transport of your own sets it when it
+    /// follows redirects itself.
+    public var redirected: Bool
 
     /// Creates a transport response.
-    public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil) {
+    public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil, redirected: Bool = false) {
         self.parts = .given(response)
         self.data = data
         self.fileURL = fileURL
         self.httpVersion = httpVersion
+        self.redirected = redirected
     }
 
     private init(deferred: DeferredHTTPResponse, data: Data) {
         self.parts = .deferred(deferred)
         self.data = data
+        self.redirected = false
     }
 
     private enum Parts: Sendable {

@@ -104,6 +104,7 @@ final class SessionCall: Sendable {
         var fileError: String?
         var received: Int64 = 0
         var challenged: HTTPURLResponse?
+        /// Redirects followed.
         var redirects = 0
         /// Set when a limit or the deadline stopped the task: reported instead of the cancellation.
         var limitFailure: TransportFailure?
@@ -207,10 +208,12 @@ final class SessionCall: Sendable {
 
     /// Counts a redirect; false when the request's policy allows no more (the `3xx` is then delivered).
     func mayRedirect() -> Bool {
-        guard let policy = request.redirects else { return true }
-        return state.withLock { state in
-            state.redirects += 1
-            return state.redirects <= policy.maxRedirects
+        state.withLock { state in
+            guard let policy = request.redirects, state.redirects >= policy.maxRedirects else {
+                state.redirects += 1
+                return true
+            }
+            return false
         }
     }
 
@@ -278,11 +281,11 @@ final class SessionCall: Sendable {
             finish(.failure(TransportFailure(kind: .badResponse, message: "the server's answer is not an HTTP response")))
             return
         }
-        let (data, fileURL, fileError) = state.withLock { ($0.data, $0.fileURL, $0.fileError) }
+        let (data, fileURL, fileError, redirects) = state.withLock { ($0.data, $0.fileURL, $0.fileError, $0.redirects) }
         if let fileError {
             finish(.failure(TransportFailure(kind: .other, message: fileError)))
         } else {
-            finish(.success(TransportResponse(response: response, data: data, fileURL: fileURL)))
+            finish(.success(TransportResponse(response: response, data: data, fileURL: fileURL, redirected: redirects > 0)))
         }
     }
 

@@ -352,6 +352,12 @@ final class CResultBackend: ResponseBackend, HandleView {
         return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.sent)
     }
 
+    /// One call (ABI 1.6); false on an older host.
+    var isRedirected: Bool {
+        guard api.pointee.abi_minor >= 6, let redirected = api.pointee.result_redirected else { return false }
+        return redirected(handle) != 0
+    }
+
     func header(named name: String, index: Int) -> String? {
         var value = ph_bytes()
         let status = CBytes.with(name) { api.pointee.result_header(handle, $0, index, &value) }

@@ -25,6 +25,8 @@ public protocol ResponseBackend: AnyObject {
     /// The header fields of the request this response answers, as sent; nil when unknown
     /// (default: nil).
     var requestHeaders: [HTTPHeader]? { get }
+    /// Whether the transport followed a redirect to get this response (default: false).
+    var isRedirected: Bool { get }
 }
 
 extension ResponseBackend {
@@ -33,6 +35,9 @@ extension ResponseBackend {
 
     /// Default: unknown.
     public var requestHeaders: [HTTPHeader]? { nil }
+
+    /// Default: false (not known to be redirected).
+    public var isRedirected: Bool { false }
 
     /// Reads the whole body; backends that can do better implement their own.
     public func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int) {
@@ -74,6 +79,11 @@ public struct InterceptorResponse {
     /// A plugin that needs the request as sent only once the response comes (a cache's `Vary`)
     /// reads it here and can leave `willSend` out of its active hooks.
     public var requestHeaders: [HTTPHeader]? { backend.requestHeaders }
+
+    /// Whether the transport followed at least one redirect to get this response: it then
+    /// answers another URL than the request's (what a cache must not store under the request's
+    /// URL). False for a response a hook made, and on a host before ABI 1.6, which does not say.
+    public var isRedirected: Bool { backend.isRedirected }
 
     /// Every value of header `name`, in order.
     public func headerValues(_ name: String) -> [String] { backend.headerValues(named: name) }

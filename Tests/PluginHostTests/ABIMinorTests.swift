@@ -24,7 +24,7 @@ struct ABIMinorTests {
         let plugins = try PluginLoader.load(
             manifest: try f.manifest([["name": "alpha"], ["name": "cplugin"], ["name": "hostile", "config": ["mode": "declare-none"]]]),
             services: PluginServices())
-        #expect(plugins.map { "\($0.name) \($0.library.info.abiMajor).\($0.library.info.abiMinor)" } == ["alpha 1.5", "cplugin 1.0", "hostile 1.5"])
+        #expect(plugins.map { "\($0.name) \($0.library.info.abiMajor).\($0.library.info.abiMinor)" } == ["alpha 1.6", "cplugin 1.0", "hostile 1.6"])
         let provider = Provider<Bin>(interceptors: plugins)
         let response = try await provider.request(try Bin("anything")).value
         #expect(try echo(response).header("X-Order") == "alpha,cplugin")

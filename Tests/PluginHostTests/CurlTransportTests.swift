@@ -46,6 +46,23 @@ struct CurlTransportTests {
         #expect(try await send(following, "redirect/3", redirects: RedirectPolicy(maxRedirects: 2)).response.statusCode == 302)
     }
 
+    /// Both transports say whether they followed a redirect (`TransportResponse.redirected`).
+    @Test(arguments: TransportKind.allCases) func theResponseSaysWhetherARedirectWasFollowed(_ kind: TransportKind) async throws {
+        let transport = kind.make()
+        func response(_ path: String, _ redirects: RedirectPolicy? = nil) async throws -> TransportResponse {
+            let request = URLRequest(url: try TestServer.url().appendingPathComponent(path))
+            return try await transport.send(TransportRequest(urlRequest: request, redirects: redirects))
+        }
+        let followed = try await response("redirect/2")
+        #expect(followed.response.statusCode == 200 && followed.redirected)
+        let direct = try await response("get")
+        #expect(direct.response.statusCode == 200 && !direct.redirected)
+        let delivered = try await response("redirect/1", .doNotFollow)
+        #expect(delivered.response.statusCode == 302 && !delivered.redirected)
+        let stopped = try await response("redirect/3", RedirectPolicy(maxRedirects: 1))
+        #expect(stopped.response.statusCode == 302 && stopped.redirected)
+    }
+
     @Test func aTargetsRedirectPolicyReachesTheTransport() async throws {
         struct NoRedirects: TargetType {
             var baseURL: URL

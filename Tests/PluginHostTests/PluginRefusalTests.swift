@@ -198,7 +198,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "badmajor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.5 (majors differ)"))
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.6 (majors differ)"))
     }
 
     @Test func descriptorWithANewerMinor() throws {
@@ -208,7 +208,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "newerminor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.5"))
+                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.6"))
     }
 
     @Test func descriptorStructTooSmall() throws {

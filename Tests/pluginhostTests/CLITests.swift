@@ -130,7 +130,7 @@ final class Workspace: Sendable {
             (#"X-Nonce: [0-9a-f]{32}"#, "X-Nonce: <NONCE>"),
             (#"X-Timestamp: [0-9]+"#, "X-Timestamp: <TS>"),
             (#"swift-[0-9.]+ [a-z0-9_]+-[a-z]+"#, "<BUILD>"),
-            (#"\(ABI 1\.5, <BUILD>\)"#, "(ABI 1.5, <BUILD>)"),
+            (#"\(ABI 1\.6, <BUILD>\)"#, "(ABI 1.6, <BUILD>)"),
             // The default headers depend on the machine: libcurl's codings, the locale, the OS.
             (#"Accept-Encoding: [^\n]+"#, "Accept-Encoding: <CODINGS>"),
             (#"Accept-Language: [^\n]+"#, "Accept-Language: <LANGUAGES>"),
@@ -189,7 +189,7 @@ struct CLITests {
         let version = try await CLI.run(["--version"])
         #expect(version.status == 0)
         #expect(
-            version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.5, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
+            version.stdout.range(of: #"^pluginhost 0\.1\.0 \(ABI 1\.6, swift-[0-9.]+ [a-z0-9_]+-[a-z]+\)\n$"#, options: .regularExpression) != nil)
     }
 
     @Test func unknownCommandSuggestsTheClosest() async throws {

@@ -38,11 +38,11 @@ extern "C" {
 #endif
 
 #define PH_ABI_MAJOR 1
-#define PH_ABI_MINOR 5   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
+#define PH_ABI_MINOR 6   /* 1.1 added failure codes 8 to 11, declare_hooks, has_subscribers,
                             request_headers and request_edit_headers; 1.2 request_background;
                             1.3 result_headers and result_request_headers; 1.4
                             ph_context.target_serial; 1.5 request_set_body_checked,
-                            result_set_body_checked and kv_set_checked */
+                            result_set_body_checked and kv_set_checked; 1.6 result_redirected */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -309,6 +309,13 @@ struct ph_host_api {
     /* As kv_set: PH_OK; PH_INVALID, the store unchanged, when the key, or the value of a store
      * (remove 0), is no buffer. */
     ph_status (*kv_set_checked)(const ph_host_api *host, ph_bytes key, ph_bytes value, int32_t remove);
+
+    /* Added in ABI 1.6 (a plugin checks host->abi_minor >= 6 before calling it). */
+
+    /* 1 when the transport followed at least one redirect to get this response: it answers
+     * another URL than the request's (a cache stores nothing for it under the request's URL);
+     * 0 otherwise, for a response a hook made, and for a failure. */
+    int32_t (*result_redirected)(ph_result *result);
 };
 
 /* Hooks. Each is optional (NULL when the plugin does not implement it). Hooks returning ph_status

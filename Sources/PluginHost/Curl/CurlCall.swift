@@ -23,6 +23,8 @@ struct CurlResponse: Sendable {
     let data: Data
     /// The downloaded body's temporary file, for downloads.
     let downloadPath: String?
+    /// Whether a redirect was followed to get it.
+    let redirected: Bool
 
     /// The fields as a dictionary, repeated names joined with ", " (the first spelling kept).
     static func fold(_ headers: [(name: String, value: String)]) -> [String: String] {
@@ -58,6 +60,7 @@ struct CurlResponse: Sendable {
         }
         made.fileURL = fileURL
         made.httpVersion = httpVersion
+        made.redirected = redirected
         return made
     }
 }
@@ -624,7 +627,7 @@ final class CurlCall: @unchecked Sendable {
         }
         let response = CurlResponse(
             status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
-            downloadPath: downloaded)
+            downloadPath: downloaded, redirected: redirectCount > 0)
         responseHeaders = []
         data = Data()
         return .finished(.success(response))

@@ -476,6 +476,7 @@ final class HostTable: @unchecked Sendable {
         api.result_request_headers = { result, names, values, capacity in
             ResultHandle.with(result) { $0.response?.sentRequest?.cHeaders.snapshot(names, values, capacity) } ?? 0
         }
+        api.result_redirected = { result in ResultHandle.with(result) { $0.response?.isRedirected == true ? 1 : 0 } ?? 0 }
         api.result_body = { result in ResultHandle.with(result) { $0.response?.cBody } ?? ph_bytes() }
         api.result_set_body = { result, body in _ = HostTable.setResultBody(result, body) }
         api.result_set_body_checked = { result, body in HostTable.setResultBody(result, body) }

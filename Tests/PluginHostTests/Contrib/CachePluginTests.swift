@@ -49,6 +49,24 @@ struct CachePluginTests {
         #expect(first.body?["headers"] == second.body?["headers"])
     }
 
+    /// A response the transport reached through a redirect answers another URL: the loaded
+    /// cache (through ABI 1.6's `result_redirected`) stores nothing for the URL asked, with
+    /// either transport, while the redirect's target itself is stored as usual.
+    @Test(arguments: TransportKind.allCases) func aRedirectedResponseIsNotStoredUnderTheURLAsked(_ kind: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])], transport: kind.make())
+        let key = counterKey()
+        let target = try Bin(
+            "redirect-to", task: .requestParameters(parameters: ["url": "/cache/60?k=\(key)", "status_code": 302], encoding: URLEncoding.default))
+        let first = try await get(provider, target)
+        let second = try await get(provider, target)
+        #expect(first.status == 200)
+        #expect([first.cache, second.cache] == ["miss", "miss"])
+        let direct = try Bin("cache/60", task: .requestParameters(parameters: ["k": key], encoding: URLEncoding.default))
+        #expect([try await get(provider, direct).cache, try await get(provider, direct).cache] == ["miss", "hit"])
+    }
+
     @Test func noStoreIsNeverStored() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -169,6 +169,30 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log == ["GET /x"])
     }
 
+    // MARK: §2 the response to the request's URL
+
+    /// A transport of the app's own that followed a redirect says so (`redirected`): the cache,
+    /// compiled in, stores nothing for the URL asked.
+    @Test func aResponseATransportSaysWasRedirectedIsNotStored() async throws {
+        final class Redirecting: Transport, Sendable {
+            let calls = LockedCounter()
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                calls.append(request.urlRequest.url!.path)
+                let headers = ["Cache-Control": "max-age=60", "Date": HTTPDate.format(Date().timeIntervalSince1970)]
+                let final = URL(string: "http://cache.test/elsewhere")!
+                return TransportResponse(
+                    response: HTTPURLResponse(url: final, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("x".utf8),
+                    redirected: request.urlRequest.url!.path == "/moved")
+            }
+        }
+        let origin = Redirecting()
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        for path in ["moved", "moved", "stays", "stays"] { _ = try await get(provider, path) }
+        #expect(origin.calls.log == ["/moved", "/moved", "/stays"])
+    }
+
     // MARK: §4.3.5 HEAD
 
     @Test func aHeadResponseFreshensTheStoredGetAndA410InvalidatesIt() async throws {
