@@ -416,7 +416,11 @@ final class InterceptorChain: Sendable {
                     let shared = view ?? outcome.view
                     view = shared
                     action = try called[index]._withUnsafeGuaranteedRef { try $0.interceptor.process(shared, context: contexts[index]) }
-                    if case .replace(let response) = action { try HeaderValidation.check(response) }
+                    switch action {
+                    case .replace(let response): try HeaderValidation.check(response)
+                    case .retry(let delay, _): try ProcessAction.checkRetryDelay(delay)
+                    case .proceed: break
+                    }
                 }
             } catch {
                 return .failure(.interceptor(name: names[index], hook: .process, message: Self.message(error)))

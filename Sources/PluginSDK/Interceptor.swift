@@ -108,6 +108,17 @@ public enum ProcessAction: Sendable, Equatable {
     case retry(delay: Double = 0, refresh: CredentialRefresh? = nil)
 }
 
+extension ProcessAction {
+    /// Throws for a retry whose delay is no finite number of seconds, 0 or more (the host
+    /// refuses it: `result_retry` says `PH_INVALID`), with a message naming the delay, so that
+    /// the request fails alike whether the plugin is compiled in or loaded.
+    package static func checkRetryDelay(_ delay: Double) throws {
+        guard delay.isFinite, delay >= 0 else {
+            throw InterceptorError.failed("process asked for a retry after \(delay) s; a delay is a finite number of seconds, 0 or more")
+        }
+    }
+}
+
 /// Asks the host to refresh a credential kept in its key/value store before a retry.
 ///
 /// Concurrent requests that ask for the same key share one refresh. When the store no

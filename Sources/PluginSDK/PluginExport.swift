@@ -491,6 +491,7 @@ extension ExportedInstance {
         case .replace(let response):
             return try Self.handOver(response) { api.pointee.result_replace(result, $0, $1, $2, $3, $4) }
         case .retry(let delay, let refresh):
+            try ProcessAction.checkRetryDelay(delay)
             return CBytes.with(refresh?.key ?? "") { key in
                 CBytes.with(refresh?.staleValue ?? "") { stale in
                     api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)

@@ -166,6 +166,12 @@ struct BorrowedEditBytesTests {
             table.table.pointee.kv_get(UnsafePointer(table.table), ph_bytes(data: key.baseAddress, len: 1), &out, -1)
         }
         #expect(length == 6 && String(decoding: out.prefix(6), as: UTF8.self) == "secret")
+        // A buffer too small gets what it holds (out[0..capacity)), and the whole length.
+        var small = [UInt8](repeating: 0xAA, count: 4)
+        let prefixLength = Array("k".utf8).withUnsafeBufferPointer { key in
+            table.table.pointee.kv_get(UnsafePointer(table.table), ph_bytes(data: key.baseAddress, len: 1), &small, 3)
+        }
+        #expect(prefixLength == 6 && small == Array("sec".utf8) + [0xAA])
         // A credential's length past the buffer, or of SIZE_MAX, as a plugin may write it.
         let written = Array("user".utf8) + [UInt8](repeating: 0, count: 4)
         #expect(LoadedPlugin.text(written, length: 4) == "user")

@@ -45,6 +45,18 @@ struct HostilePluginTests {
         #expect(message == "prepare failed with status 1 and no message")
     }
 
+    /// A plugin that points `error->data` at memory of its own is not read through it: the host
+    /// reads only its own buffer, and says the message was not written there.
+    @Test func anErrorPointingOutsideTheHostsBufferIsNotRead() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        guard case .interceptor("hostile", .prepare, let message) = try await failure(try provider(f, mode: "repoint-error")) else {
+            Issue.record("not an interceptor error")
+            return
+        }
+        #expect(message == "prepare failed with status 1; its message was not written into the host's buffer")
+    }
+
     @Test func aSlowHookCountsAgainstTheRequestTimeout() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -96,6 +96,29 @@ struct PluginRefusalTests {
                 == PluginLoadError(.schema, file: url.path, jsonPath: "plugins[0].sha256", reason: "must be 64 hexadecimal digits (a SHA-256)"))
     }
 
+    /// A retry after a negative delay fails the request with one message, whether the plugin
+    /// asking is loaded (the SDK checks before the host refuses it) or compiled in.
+    @Test func aRetryAfterANegativeDelayIsRefusedLoadedAndCompiledIn() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let message = "process asked for a retry after -1.0 s; a delay is a finite number of seconds, 0 or more"
+        let loaded = try PluginLoader.load(manifest: try f.manifest([["name": "alpha", "config": ["retryAfter": -1]]]), services: PluginServices())
+        struct Negative: Interceptor {
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction { .retry(delay: -1) }
+        }
+        for (name, interceptors) in [("alpha", loaded as [any Interceptor]), ("Negative", [Negative()])] {
+            let provider = Provider<Bin>(transport: StubTransport(sample: { _ in .networkResponse(200, Data()) }), interceptors: interceptors)
+            let result = await provider.request(try Bin("anything")).result
+            guard case .failure(.interceptor(let failing, .process, let text)) = result else {
+                Issue.record("expected a process failure, got \(result)")
+                continue
+            }
+            #expect(failing == name)
+            #expect(text == message)
+        }
+    }
+
     @Test func manifestWithADuplicateName() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
@@ -129,7 +152,7 @@ struct PluginRefusalTests {
                     .createFailed, file: bundle + "/libAlphaTestPlugin.so", plugin: "alpha",
                     reason: "alpha: throwIn must be one of prepare, willSend, didReceive, process"))
         let unknown = try f.manifest([["name": "alpha", "config": ["colour": 1]]], file: "unknown.json")
-        #expect(load(f, unknown)?.reason == "alpha: unknown key \"colour\"; known keys: answerField, event, replace, respond, throwIn")
+        #expect(load(f, unknown)?.reason == "alpha: unknown key \"colour\"; known keys: answerField, event, replace, respond, retryAfter, throwIn")
     }
 
     @Test func aHookLeftOutOfImplementedHooksIsRefusedAtCreate() throws {

@@ -343,8 +343,10 @@ final class HostTable: @unchecked Sendable {
         api.kv_get = { api, key, out, capacity in
             guard CBytes.isBuffer(key), var value = HostTable.with(api, { $0.services.value(forKey: key) }) else { return -1 }
             return value.withUTF8 { utf8 -> Int64 in
-                // A capacity past `Int.max` (negative here) is room for any value.
-                if capacity < 0 || utf8.count <= capacity, let out, let base = utf8.baseAddress { out.update(from: base, count: utf8.count) }
+                // As much as `capacity` holds (the header's out[0..capacity)); a capacity past
+                // `Int.max` (negative here) is room for any value.
+                let count = capacity < 0 ? utf8.count : min(utf8.count, capacity)
+                if count > 0, let out, let base = utf8.baseAddress { out.update(from: base, count: count) }
                 return Int64(utf8.count)
             }
         }

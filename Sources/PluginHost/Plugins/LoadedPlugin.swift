@@ -226,7 +226,9 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         var error = ph_error_buf(data: ph_thread_error_buffer(), capacity: Self.errorCapacity, len: 0)
         let status = hook(instance, handle, context, &error)
         guard status != PH_OK else { return }
-        let message = Self.message(in: error)
+        guard let message = Self.message(in: error) else {
+            throw InterceptorError.failed("\(name) failed with status \(status); its message was not written into the host's buffer")
+        }
         throw InterceptorError.failed(message.isEmpty ? "\(name) failed with status \(status) and no message" : message)
     }
 
@@ -237,14 +239,18 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     private static func withErrorBuffer<R>(_ body: (UnsafeMutablePointer<ph_error_buf>) -> R) -> (R, String) {
         var error = ph_error_buf(data: ph_thread_error_buffer(), capacity: errorCapacity, len: 0)
         let result = body(&error)
-        return (result, message(in: error))
+        return (result, message(in: error) ?? "its message was not written into the host's buffer")
     }
 
-    /// What a plugin wrote into `error` (this thread's buffer), clamped to the buffer.
-    private static func message(in error: ph_error_buf) -> String {
+    /// What a plugin wrote into `error` (this thread's buffer), clamped to the buffer; nil when
+    /// the plugin pointed `error->data` elsewhere (its own buffer, a dead stack frame): the host
+    /// reads only its own buffer, never memory a plugin points it at.
+    private static func message(in error: ph_error_buf) -> String? {
+        let buffer = ph_thread_error_buffer()
+        guard error.data == buffer else { return nil }
         let length = min(error.len, errorCapacity)
-        guard length > 0, let data = error.data else { return "" }
-        return String(decoding: UnsafeBufferPointer(start: data, count: length), as: UTF8.self)
+        guard length > 0, let buffer else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: buffer, count: length), as: UTF8.self)
     }
 
     private func withContext<R>(_ context: InterceptorContext, _ body: (UnsafePointer<ph_context>) throws -> R) rethrows -> R {

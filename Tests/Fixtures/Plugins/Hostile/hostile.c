@@ -1,6 +1,8 @@
 /* A plugin that misbehaves on purpose (test fixture). Configuration {"mode": M}:
  *   big-error     prepare fails with a 100 KB message (the host must truncate it safely)
  *   silent-error  prepare fails without writing a message
+ *   repoint-error prepare fails pointing error->data at a message of its own (the host reads
+ *                 only its own buffer)
  *   slow          prepare sleeps 1.5 s
  *   crlf          prepare tries to set a header whose value contains CR/LF (must be refused)
  *   bad-url       prepare tries to set an invalid URL (must be refused)
@@ -127,6 +129,12 @@ static int32_t prepare(void *opaque, ph_request *request, const ph_context *cont
         return PH_ERROR;
     }
     if (strcmp(self->mode, "silent-error") == 0) return PH_ERROR;
+    if (strcmp(self->mode, "repoint-error") == 0) {
+        static char own[] = "a message in the plugin's own memory";
+        error->data = (uint8_t *)own;
+        error->len = sizeof own - 1;
+        return PH_ERROR;
+    }
     if (strcmp(self->mode, "declare-none") == 0) return fail_with(error, "prepare ran although create declared no hook");
     if (strcmp(self->mode, "declare-late") == 0) {
         return self->host->declare_hooks(self->host, 0) == PH_INVALID ? fail_with(error, "declare_hooks outside create: PH_INVALID")

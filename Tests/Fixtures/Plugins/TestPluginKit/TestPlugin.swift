@@ -18,6 +18,8 @@ public protocol TestPluginName {
 /// - `throwIn` (one of prepare, willSend, didReceive, process): throw `boom in <hook>` there.
 /// - `event` (string): emit this event from `willSend`, with the order so far, the target's `tag`
 ///   option and path, and the request's number and attempt.
+/// - `retryAfter` (number, -1000...1000): ask for a retry after this many seconds in `process` (a
+///   negative delay, to test that it is refused alike loaded and compiled in).
 public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     public static var pluginName: String { N.name }
     public static var pluginVersion: String { "0.1.0" }
@@ -30,9 +32,10 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
     let answerField: String
     let throwIn: String?
     let event: String?
+    let retryAfter: Double?
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["respond", "replace", "answerField", "throwIn", "event"])
+        try configuration.rejectUnknownKeys(["respond", "replace", "answerField", "throwIn", "event", "retryAfter"])
         respond = configuration.values["respond"] == nil ? nil : try configuration.integer("respond", default: 200, in: 100...599)
         replace = configuration.values["replace"] == nil ? nil : try configuration.integer("replace", default: 200, in: -99_999...99_999)
         answerField = try configuration.string("answerField") ?? N.name
@@ -41,6 +44,7 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
             ? nil
             : try configuration.oneOf("throwIn", ["prepare", "willSend", "didReceive", "process"], default: "prepare")
         event = try configuration.string("event")
+        retryAfter = configuration.values["retryAfter"] == nil ? nil : try configuration.number("retryAfter", default: 0, in: -1000...1000)
     }
 
     struct Boom: Error, CustomStringConvertible {
@@ -82,6 +86,7 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
             try response.setHeader("X-Response-Order", [response.header("X-Response-Order"), N.name].compactMap { $0 }.joined(separator: ","))
         }
         if let replace { return .replace(answer(replace)) }
+        if let retryAfter { return .retry(delay: retryAfter) }
         return .proceed
     }
 }
