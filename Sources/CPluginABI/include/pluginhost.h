@@ -114,7 +114,9 @@ typedef struct ph_header_edit {
 } ph_header_edit;
 
 /* Where a plugin writes an error message. The plugin writes at most `capacity` bytes to `data`
- * and sets `len`; a longer message is truncated. */
+ * and sets `len`; a longer message is truncated. The host reads only its own buffer: a plugin
+ * that points `data` elsewhere has its message ignored ("its message was not written into the
+ * host's buffer"). */
 typedef struct ph_error_buf {
     uint8_t *data;
     size_t capacity;
