@@ -222,7 +222,15 @@ enum TestCommand {
             report.exitCode = .manifest
             return .manifest
         }
-        let manifest = try! PluginManifest.read(manifestURL)
+        // Read again: the file may have changed (or gone) since it was checked.
+        let manifest: PluginManifest
+        do {
+            manifest = try PluginManifest.read(manifestURL)
+        } catch {
+            report.problems = [error.description]
+            report.exitCode = .manifest
+            return .manifest
+        }
         report.manifestSummary = (manifest.entries.count, manifest.entries.filter(\.enabled).count)
 
         // 2. Bundles, then a probe of each usable plugin in a child process.

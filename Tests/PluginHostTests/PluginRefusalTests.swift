@@ -119,6 +119,45 @@ struct PluginRefusalTests {
         }
     }
 
+    /// A key an object repeats is refused with its path: a reader of the file takes the first
+    /// value, where Foundation keeps the last (`enabled` false, then true, loaded the plugin).
+    @Test func aKeyRepeatedInAnObjectIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let cases: [(String, String, String)] = [
+            (
+                #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "alpha", "enabled": false, "enabled": true}]}"#,
+                "plugins[0].enabled", "enabled"
+            ),
+            (#"{"plugins": [{"name": "alpha"}], "pluginDirectories": ["plugins"], "plugins": []}"#, "plugins", "plugins"),
+            (
+                #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a"}, {"name": "b", "config": {"level": 1, "lev\u0065l": 2}}]}"#,
+                "plugins[1].config.level", "level"
+            ),
+        ]
+        for (index, (json, path, key)) in cases.enumerated() {
+            let url = try f.manifest(raw: Data(json.utf8), file: "duplicate\(index).json")
+            #expect(
+                load(f, url) == PluginLoadError(.schema, file: url.path, jsonPath: path, reason: "duplicate key \(key.debugDescription)"), "\(json)")
+        }
+        // The same key in two objects is no repetition.
+        let twoObjects = #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a"}, {"name": "b"}]}"#
+        let fine = try f.manifest(raw: Data(twoObjects.utf8), file: "fine.json")
+        #expect(PluginManifest.problems(in: fine).isEmpty)
+    }
+
+    /// A manifest path that names no regular file (a FIFO would block the read) is refused
+    /// before anything reads it.
+    @Test func aManifestThatIsNoRegularFileIsRefusedUnread() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let fifo = f.root + "/fifo.json"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let url = URL(fileURLWithPath: fifo)
+        #expect(load(f, url) == PluginLoadError(.unreadable, file: fifo, reason: "not a regular file"))
+        #expect(PluginManifest.problems(in: url) == [PluginLoadError(.unreadable, file: fifo, reason: "not a regular file")])
+    }
+
     @Test func manifestWithADuplicateName() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -7,14 +7,21 @@ struct JSONReader {
     let path: String
 
     /// Parses `data` from `file`; the root path is empty.
+    ///
+    /// An object that repeats a key is refused, naming its path: a parser keeps one of the values
+    /// (Foundation's the last), while a reader of the file, or a tool, may take the first.
     static func parse(_ data: Data, file: String) throws(PluginLoadError) -> JSONReader {
+        let value: Any
         do {
-            let value = try JSONSerialization.jsonObject(with: data, options: [])
-            return JSONReader(file: file, value: value, path: "")
+            value = try JSONSerialization.jsonObject(with: data, options: [])
         } catch {
             let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
             throw PluginLoadError(.notJSON, file: file, reason: "not valid JSON" + (detail.map { " (\($0))" } ?? ""))
         }
+        if let repeated = DuplicateKeys.first(in: data) {
+            throw PluginLoadError(.schema, file: file, jsonPath: repeated.path, reason: "duplicate key \(repeated.key.debugDescription)")
+        }
+        return JSONReader(file: file, value: value, path: "")
     }
 
     func schemaError(_ reason: String, at path: String? = nil) -> PluginLoadError {
@@ -91,4 +98,79 @@ func mergeJSON(_ base: [String: Any], _ overlay: [String: Any]) -> [String: Any]
         }
     }
     return merged
+}
+
+/// Finds the first key an object of a JSON text repeats, for text `JSONSerialization` accepted.
+enum DuplicateKeys {
+    /// The repeated key and its path (`plugins[0].enabled`), or nil.
+    static func first(in data: Data) -> (path: String, key: String)? {
+        let bytes = [UInt8](data)
+        // UTF-8 only (a NUL byte means UTF-16 or UTF-32, which this scan does not read), after
+        // any byte order mark.
+        guard !bytes.contains(0) else { return nil }
+        var position = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        return value(bytes, &position, path: "")
+    }
+
+    private static func child(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    private static func skipSpace(_ bytes: [UInt8], _ position: inout Int) {
+        while position < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[position]) { position += 1 }
+    }
+
+    /// Scans the value at `position`, leaving `position` after it.
+    private static func value(_ bytes: [UInt8], _ position: inout Int, path: String) -> (path: String, key: String)? {
+        skipSpace(bytes, &position)
+        guard position < bytes.count else { return nil }
+        switch bytes[position] {
+        case UInt8(ascii: "{"):
+            position += 1
+            var keys: Set<String> = []
+            while true {
+                skipSpace(bytes, &position)
+                guard position < bytes.count, bytes[position] != UInt8(ascii: "}") else { break }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                let key = string(bytes, &position)
+                if !keys.insert(key).inserted { return (child(path, key), key) }
+                skipSpace(bytes, &position)
+                position += 1  // the colon
+                if let found = value(bytes, &position, path: child(path, key)) { return found }
+            }
+            position += 1
+        case UInt8(ascii: "["):
+            position += 1
+            var index = 0
+            while true {
+                skipSpace(bytes, &position)
+                guard position < bytes.count, bytes[position] != UInt8(ascii: "]") else { break }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    index += 1
+                    continue
+                }
+                if let found = value(bytes, &position, path: "\(path)[\(index)]") { return found }
+            }
+            position += 1
+        case UInt8(ascii: "\""):
+            _ = string(bytes, &position)
+        default:
+            while position < bytes.count, !",]} \t\r\n".utf8.contains(bytes[position]) { position += 1 }
+        }
+        return nil
+    }
+
+    /// The string at `position` (its quote), decoded as JSON decodes it (`"\u0061"` is `"a"`).
+    private static func string(_ bytes: [UInt8], _ position: inout Int) -> String {
+        let start = position
+        position += 1
+        while position < bytes.count, bytes[position] != UInt8(ascii: "\"") {
+            position += bytes[position] == UInt8(ascii: "\\") ? 2 : 1
+        }
+        position += 1
+        let token = Data(bytes[start..<min(position, bytes.count)])
+        return (try? JSONSerialization.jsonObject(with: token, options: [.fragmentsAllowed])) as? String ?? String(decoding: token, as: UTF8.self)
+    }
 }

@@ -1,5 +1,11 @@
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The host app's plugin manifest (JSON): where bundles are, which plugins are enabled in
 /// which order (outermost first), and each plugin's configuration.
 ///
@@ -49,29 +55,44 @@ public struct PluginManifest: Sendable {
     /// Only tools that read a manifest without loading anything may pass
     /// `checkPermissions: false`; the loader and the provider always check.
     public static func read(_ url: URL, checkPermissions: Bool = true) throws(PluginLoadError) -> PluginManifest {
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            let exists = FileManager.default.fileExists(atPath: url.path)
-            throw PluginLoadError(.unreadable, file: url.path, reason: exists ? "cannot read the manifest" : "no such file")
-        }
+        try checkRegularFile(url.path)
         if checkPermissions { try FileSecurity.check(path: url.path, role: "the manifest") }
-        return try parse(data, file: url.path)
+        return try parse(try contents(url.path), file: url.path)
+    }
+
+    /// Refuses a path that is no regular file before anything reads it (a FIFO would block the
+    /// read, a device would never end).
+    private static func checkRegularFile(_ path: String) throws(PluginLoadError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw PluginLoadError(.unreadable, file: path, reason: errno == ENOENT ? "no such file" : String(cString: strerror(errno)))
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw PluginLoadError(.unreadable, file: path, reason: "not a regular file") }
+    }
+
+    private static func contents(_ path: String) throws(PluginLoadError) -> Data {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw PluginLoadError(.unreadable, file: path, reason: "cannot read the manifest")
+        }
+        return data
     }
 
     /// Every problem of the manifest file, each with its JSON path (empty when it is valid):
     /// unlike ``read(_:checkPermissions:)``, which stops at the first, this goes on checking. The
     /// file's permissions are checked as ``read(_:checkPermissions:)`` checks them.
     public static func problems(in url: URL) -> [PluginLoadError] {
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            let exists = FileManager.default.fileExists(atPath: url.path)
-            return [PluginLoadError(.unreadable, file: url.path, reason: exists ? "cannot read the manifest" : "no such file")]
-        }
         var found: [PluginLoadError] = []
         do {
-            try FileSecurity.check(path: url.path, role: "the manifest")
+            try checkRegularFile(url.path)
+            do {
+                try FileSecurity.check(path: url.path, role: "the manifest")
+            } catch {
+                found.append(error)
+            }
+            return found + problems(in: try contents(url.path), file: url.path)
         } catch {
-            found.append(error)
+            return found + [error]
         }
-        return found + problems(in: data, file: url.path)
     }
 
     /// Every problem of manifest JSON.
