@@ -5,7 +5,7 @@ import PluginSDK
 /// `pluginhost list`: every bundle, from static descriptors only.
 enum ListCommand {
     static let spec = CommandSpec(
-        name: "list", summary: "List plugin bundles from their static descriptors (no plugin code runs).",
+        name: "list", summary: "List plugin bundles from their static descriptors (no plugin is created, no hook runs).",
         positionals: [],
         flags: [
             FlagSpec(name: "manifest", value: "FILE", repeatable: false, help: "the app's manifest: its directories, order and enabled plugins"),

@@ -11,7 +11,7 @@ let usage = """
     usage: pluginhost <command> [options]
 
     commands:
-      list     list plugin bundles from their static descriptors (no plugin code runs)
+      list     list plugin bundles from their static descriptors (no plugin is created, no hook runs)
       test     test a manifest: validate, probe each plugin in a child process, run one request
       bundle   write NAME.plugin/ from a built plugin library
       new      write a ready-to-build plugin project (Swift or C)
