@@ -272,7 +272,7 @@ final class CurlCall: @unchecked Sendable {
             // hosts listed there would bypass a proxy the configuration made the only way out.
             noProxy.joined(separator: ",").withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_NOPROXY, $0) }
         }
-        if scheme == "https" { Self.apply(settings.tls(for: host), to: easy) }
+        if scheme == "https" { try Self.apply(settings.tls(for: host), to: easy) }
         if request.download != nil { try openDownloadFile() }
         lastActivity = DispatchTime.now().uptimeNanoseconds
     }
@@ -386,25 +386,42 @@ final class CurlCall: @unchecked Sendable {
             }
     }
 
-    private static func apply(_ tls: PreparedTLS, to easy: UnsafeMutableRawPointer) {
-        ph_curl_easy_setopt_long(
-            easy, PH_CURLOPT_SSLVERSION,
-            Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2))
+    /// Sets the TLS options. Each one that decides whom the transfer trusts, or what it
+    /// presents, must take: libcurl refuses an option its TLS backend lacks (a CA bundle in
+    /// memory, or key pinning, on some builds), and a transfer without it would trust more than
+    /// the configuration says (fails closed, naming the option).
+    private static func apply(_ tls: PreparedTLS, to easy: UnsafeMutableRawPointer) throws(TransportFailure) {
+        func require(_ code: Int32, _ option: String) throws(TransportFailure) {
+            guard code == 0 else {
+                let reason = ph_curl_easy_strerror(code).map { String(cString: $0) } ?? "error \(code)"
+                throw TransportFailure(
+                    kind: .tlsHandshakeFailed, message: "this libcurl cannot apply the TLS configuration: \(option): \(reason) (curl error \(code))")
+            }
+        }
+        try require(
+            ph_curl_easy_setopt_long(
+                easy, PH_CURLOPT_SSLVERSION, Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2)),
+            "CURLOPT_SSLVERSION")
         if let bundle = tls.caBundle {
-            bundle.withUnsafeBytes { _ = ph_curl_easy_setopt_blob(easy, PH_CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
+            let set = bundle.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, PH_CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
+            try require(set, "CURLOPT_CAINFO_BLOB")
             if tls.excludeSystemStore {
                 ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAINFO, nil)
                 ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAPATH, nil)
             }
         }
-        if let pins = tls.pins { pins.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PINNEDPUBLICKEY, $0) } }
+        if let pins = tls.pins {
+            try require(pins.withCString { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PINNEDPUBLICKEY, $0) }, "CURLOPT_PINNEDPUBLICKEY")
+        }
         if let certificate = tls.clientCertificate, let key = tls.clientKey {
-            certificate.withUnsafeBytes { _ = ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count) }
-            key.withUnsafeBytes { _ = ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) }
+            let setCertificate = certificate.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count) }
+            try require(setCertificate, "CURLOPT_SSLCERT_BLOB")
+            let setKey = key.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) }
+            try require(setKey, "CURLOPT_SSLKEY_BLOB")
             ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_SSLCERTTYPE, "PEM")
             ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_SSLKEYTYPE, "PEM")
             if let passphrase = tls.passphrase {
-                passphrase.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_KEYPASSWD, $0) }
+                try require(passphrase.withCString { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_KEYPASSWD, $0) }, "CURLOPT_KEYPASSWD")
             }
         }
     }
