@@ -664,12 +664,14 @@ public struct CachePlugin: ExportablePlugin {
         }
         let status = response.statusCode
         if status >= 500, let stale = staleReplacement(state, now: now) { return stale }
-        if status == 304, state.revalidating, !response.isRedirected, var entry = state.entry {
-            entry.update(from: response.headers)
+        if status == 304, state.revalidating, !response.isRedirected, let original = state.entry {
+            var entry = original
+            let fields = response.headers
+            entry.update(from: Self.storedFields(fields, responseDirectives(fields)))
             entry.requestTime = state.requestTime
             entry.responseTime = now
             if state.ttl != nil { entry.ttl = state.ttl }
-            store.put(entry)
+            putUpdated(entry, validated: original)
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
         if state.method == "HEAD", !response.isRedirected { freshen(fromHead: response, state: state, now: now) }
@@ -791,10 +793,12 @@ public struct CachePlugin: ExportablePlugin {
             if etag != nil || modified != nil { removeAll(key) }
             return
         }
-        entry.update(from: response.headers.filter { !HTTPHeader.namesEqual($0.name, "X-Cache") })
+        let original = entry
+        let fields = response.headers
+        entry.update(from: Self.storedFields(fields, responseDirectives(fields)))
         entry.requestTime = state.requestTime
         entry.responseTime = now
-        store.put(entry)
+        putUpdated(entry, validated: original)
     }
 
     /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
@@ -838,19 +842,41 @@ public struct CachePlugin: ExportablePlugin {
         for name in varyNames where !name.isEmpty {
             vary[name] = varyValue(name, requestHeaders.values(named: name))
         }
-        // Never stored (§3.1): hop-by-hop fields, those the Connection field lists, and those a
-        // qualified no-cache="…" or private="…" names (§5.2.2.4, §5.2.2.7).
+        let headers = Self.storedFields(fields, directives)
+        return CacheEntry(
+            key: key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
+            body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,
+            hasQuery: state.hasQuery)
+    }
+
+    /// The fields of a response that may be stored, or update a stored one (§3.1, §3.2): not
+    /// the hop-by-hop fields, those the Connection field lists, nor those a qualified
+    /// no-cache="…" or private="…" names (§5.2.2.4, §5.2.2.7).
+    static func storedFields(_ fields: [HTTPHeader], _ directives: CacheDirectives) -> [HTTPHeader] {
         var omitted: Set<String> = ["x-cache", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade"]
         for value in fields.values(named: "Connection") {
             for name in value.split(separator: ",") { omitted.insert(name.trimmingCharacters(in: .whitespaces).lowercased()) }
         }
         omitted.formUnion(directives.listedFields("no-cache"))
         omitted.formUnion(directives.listedFields("private"))
-        let headers = fields.filter { !omitted.contains($0.name.lowercased()) }
-        return CacheEntry(
-            key: key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
-            body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,
-            hasQuery: state.hasQuery)
+        return fields.filter { !omitted.contains($0.name.lowercased()) }
+    }
+
+    /// Stores `entry`, updated from a `304` or a `HEAD`, unless the update says `no-store`
+    /// (then the entry goes: the origin no longer lets it be kept), or another response was
+    /// stored under its key meanwhile, with other validators (§4.3.4: a `304` updates only the
+    /// stored response its validator selects; an older one must not come back over it).
+    func putUpdated(_ entry: CacheEntry, validated original: CacheEntry) {
+        if entry.directives.has("no-store") {
+            removeAll(entry.key)
+            return
+        }
+        if let current = store.get(entry.key),
+            current.header("ETag") != original.header("ETag") || current.header("Last-Modified") != original.header("Last-Modified")
+        {
+            return
+        }
+        store.put(entry)
     }
 
     /// A stale entry to serve after an error, when allowed.

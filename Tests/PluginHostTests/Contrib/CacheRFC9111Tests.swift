@@ -149,6 +149,52 @@ struct CacheRFC9111Tests {
         }
     }
 
+    /// A `304` updates the stored response under the same rules as a stored response (§3.2):
+    /// not with hop-by-hop fields, those its Connection lists, or those a qualified no-cache
+    /// names; and a `304` that says `no-store` takes the entry away.
+    @Test func a304UpdatesOnlyWithFieldsThatMayBeStoredAndItsNoStoreRemovesTheEntry() async throws {
+        final class Revalidating: Transport, Sendable {
+            let calls = LockedCounter()
+            let notModified: [String: String]
+            init(_ notModified: [String: String]) { self.notModified = notModified }
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let first = calls.increment() == 1
+                var headers = first ? ["Cache-Control": "max-age=0", "ETag": "\"v\"", "X-Kept": "k"] : notModified
+                headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970)
+                let response = HTTPURLResponse(
+                    url: request.urlRequest.url!, statusCode: first ? 200 : 304, httpVersion: "HTTP/1.1", headerFields: headers)!
+                return TransportResponse(response: response, data: first ? Data("body".utf8) : Data())
+            }
+        }
+        let origin = Revalidating([
+            "Cache-Control": "max-age=60, no-cache=\"X-Secret\"", "ETag": "\"v\"", "Connection": "X-Hop", "X-Hop": "1",
+            "Keep-Alive": "timeout=5", "X-Secret": "s", "X-Fresh": "f",
+        ])
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        _ = try await get(provider, "x")
+        #expect(try await get(provider, "x").value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        let hit = try await get(provider, "x")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(hit.value(forHTTPHeaderField: "X-Fresh") == "f" && hit.value(forHTTPHeaderField: "X-Kept") == "k")
+        for name in ["X-Hop", "Keep-Alive", "Connection", "X-Secret"] {
+            #expect(hit.value(forHTTPHeaderField: name) == nil, "\(name)")
+        }
+        #expect(origin.calls.value == 2)
+
+        let forbidding = Revalidating(["Cache-Control": "no-store", "ETag": "\"v\""])
+        let strict = Provider<Bin>(
+            transport: forbidding,
+            interceptors: [
+                try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+            ], services: services)
+        _ = try await get(strict, "y")
+        _ = try await get(strict, "y")
+        #expect(try await get(strict, "y").value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(forbidding.calls.value == 3)
+    }
+
     // MARK: §4.3.2 the client's own conditional requests
 
     @Test func aFreshEntryAnswersTheClientsConditionalRequestWith304() async throws {
