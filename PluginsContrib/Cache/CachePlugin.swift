@@ -533,11 +533,20 @@ public struct CachePlugin: ExportablePlugin {
             if let minFresh = requestDirectives.seconds("min-fresh"), lifetime - age < minFresh { usable = false }
             if age >= lifetime {
                 // Stale: usable only within the request's max-stale, and never past must-revalidate.
-                if let entryValue = requestDirectives.value("max-stale"), !mustRevalidate {
-                    if let limit = entryValue.flatMap(Double.init), age - lifetime > limit { usable = false }
-                } else {
-                    usable = false
+                // A bare max-stale takes any staleness; an argument that is no delta-seconds
+                // (`max-stale=abc`) takes none, rather than any (§5.2.1.2, §1.2.2).
+                let tolerated: Bool
+                switch requestDirectives.value("max-stale") {
+                case .none: tolerated = false
+                case .some(.none): tolerated = true
+                case .some(.some):
+                    if case .valid(let limit) = requestDirectives.delta("max-stale") {
+                        tolerated = age - lifetime <= limit
+                    } else {
+                        tolerated = false
+                    }
                 }
+                if !tolerated || mustRevalidate { usable = false }
             }
             if usable, let notModified = Self.notModified(entry, fields, age: age) {
                 // The client's own conditional request, answered from the fresh entry (§4.3.2).
@@ -701,11 +710,19 @@ public struct CachePlugin: ExportablePlugin {
     static let gatewayTimeout = SyntheticResponse(
         statusCode: 504, headers: [HTTPHeader(name: "X-Cache", value: "miss"), HTTPHeader(name: "Content-Length", value: "0")])
 
-    /// `value` resolved against `target`, when it has the same scheme, host and port.
+    /// `value` resolved against `target`, when it has the same scheme, host and port (a default
+    /// port written out or not), spelled without a default port.
     static func sameOrigin(_ value: String, as target: String) -> String? {
+        // A scheme's default port written out is the same origin (`https://h:443` is `https://h`).
+        func port(_ url: URL) -> Int? { url.port ?? ["http": 80, "https": 443][url.scheme?.lowercased() ?? ""] }
         guard let base = URL(string: target), let url = URL(string: value, relativeTo: base)?.absoluteURL,
-            url.scheme?.lowercased() == base.scheme?.lowercased(), url.host?.lowercased() == base.host?.lowercased(), url.port == base.port
+            url.scheme?.lowercased() == base.scheme?.lowercased(), url.host?.lowercased() == base.host?.lowercased(), port(url) == port(base)
         else { return nil }
+        // The key is the URL as requests spell it: without a default port written out.
+        if url.port != nil, url.port == port(url), var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+            parts.port = nil
+            return parts.url?.absoluteString ?? url.absoluteString
+        }
         return url.absoluteString
     }
 

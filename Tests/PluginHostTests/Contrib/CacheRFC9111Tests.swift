@@ -195,6 +195,75 @@ struct CacheRFC9111Tests {
         #expect(forbidding.calls.value == 3)
     }
 
+    /// A `304` validates the stored response whose validator it answers (§4.3.4): when another
+    /// response (`"v2"`) was stored under the key while the revalidation of `"v1"` was under
+    /// way, the `304` does not put `"v1"` back over it.
+    @Test func a304NeverBringsBackAnEntryReplacedMeanwhile() async throws {
+        final class Racing: Transport, Sendable {
+            let calls = LockedCounter()
+            let store: CacheStore
+            init(_ store: CacheStore) { self.store = store }
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let now = Date().timeIntervalSince1970
+                let date = HTTPDate.format(now)
+                let first = calls.increment() == 1
+                if !first {
+                    // Another request's 200 stored meanwhile.
+                    store.put(
+                        CacheEntry(
+                            key: "GET http://cache.test/r", status: 200, headerNames: ["Cache-Control", "ETag", "Date"],
+                            headerValues: ["max-age=60", "\"v2\"", date], body: Array("v2".utf8), requestTime: now, responseTime: now, vary: [:],
+                            ttl: nil, hasQuery: false))
+                }
+                let headers = ["Cache-Control": first ? "max-age=0" : "max-age=60", "ETag": "\"v1\"", "Date": date]
+                let response = HTTPURLResponse(
+                    url: request.urlRequest.url!, statusCode: first ? 200 : 304, httpVersion: "HTTP/1.1", headerFields: headers)!
+                return TransportResponse(response: response, data: first ? Data("v1".utf8) : Data())
+            }
+        }
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let origin = Racing(cache.store)
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        #expect(String(decoding: try await get(provider, "r").data, as: UTF8.self) == "v1")
+        let revalidated = try await get(provider, "r")
+        #expect(revalidated.value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        let hit = try await get(provider, "r")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(String(decoding: hit.data, as: UTF8.self) == "v2")
+        #expect(origin.calls.value == 2)
+    }
+
+    /// `max-stale` (§5.2.1.2): bare, any staleness; with delta-seconds, that much; with an
+    /// argument that is no delta-seconds, none (it was read as no limit).
+    @Test func maxStaleWithAnInvalidArgumentAcceptsNoStaleness() async throws {
+        let transport = ScriptedTransport(["/s": (200, ["Cache-Control": "max-age=0", "ETag": "\"s\""])])
+        let provider = try provider(transport)
+        _ = try await get(provider, "s")
+        #expect(try await get(provider, "s", headers: ["Cache-Control": "max-stale"]).value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(try await get(provider, "s", headers: ["Cache-Control": "max-stale=600"]).value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(transport.calls.log == ["GET /s"])
+        for invalid in ["max-stale=abc", "max-stale=10s", "max-stale=nan"] {
+            #expect(try await get(provider, "s", headers: ["Cache-Control": invalid]).value(forHTTPHeaderField: "X-Cache") != "hit", "\(invalid)")
+        }
+        #expect(transport.calls.log.count == 4)
+    }
+
+    /// Invalidation (§4.4) by a `Location` of the same origin, its default port written out.
+    @Test func aLocationWithTheDefaultPortWrittenOutIsTheSameOrigin() async throws {
+        let transport = ScriptedTransport([
+            "GET /p": (200, ["Cache-Control": "max-age=60"]), "POST /q": (201, ["Location": "https://cache.test:443/p"]),
+        ])
+        let provider = try provider(transport)
+        let secure = URL(string: "https://cache.test")!
+        let page = try Bin("p", base: secure)
+        _ = try await provider.request(page).value
+        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "hit")
+        _ = try await provider.request(try Bin("q", method: .post, base: secure)).value
+        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(transport.calls.log == ["GET /p", "POST /q", "GET /p"])
+    }
+
     // MARK: §4.3.2 the client's own conditional requests
 
     @Test func aFreshEntryAnswersTheClientsConditionalRequestWith304() async throws {
