@@ -119,8 +119,12 @@ extension Optional where Wrapped: HandleView {
     /// pointed at `handle` when nothing but this slot holds it (the hooks that used it are over: a
     /// view a plugin kept is never moved); else a new one, kept here. Called by the hook call that
     /// holds the instance's ``TakenSlot`` value this slot is part of (or on its spare).
-    mutating func point(to handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
-        if let last = self, last.isView(of: handle) { return }
+    ///
+    /// `fresh`: `handle` is another request's, though it may be at the address of the last one
+    /// (its state freed, and its memory given to the next): a view a plugin kept is then not
+    /// lent again, which would show the kept value the new request.
+    mutating func point(to handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?, fresh: Bool = false) {
+        if !fresh, let last = self, last.isView(of: handle) { return }
         if self != nil, isKnownUniquelyReferenced(&self!) {
             self!.point(at: handle)
             return
@@ -135,12 +139,12 @@ extension Optional where Wrapped: HandleView {
 // handle, so the value kept here is not a second holder when the view's uniqueness is checked.
 
 extension Optional where Wrapped == InterceptorRequest {
-    /// Makes the request kept here a view of `handle` (see ``Optional/point(to:api:memo:)``).
+    /// Makes the request kept here a view of `handle` (see ``Optional/point(to:api:memo:fresh:)``).
     @inline(__always)
-    mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
-        if self != nil, Self.view(of: self!).isView(of: handle) { return }
+    mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?, fresh: Bool = false) {
+        if !fresh, self != nil, Self.view(of: self!).isView(of: handle) { return }
         var view = take().map(Self.view(of:))
-        view.point(to: handle, api: api, memo: memo)
+        view.point(to: handle, api: api, memo: memo, fresh: fresh)
         self = InterceptorRequest(backend: view.unsafelyUnwrapped)
     }
 
@@ -152,13 +156,13 @@ extension Optional where Wrapped == InterceptorRequest {
 }
 
 extension Optional where Wrapped == InterceptorResult {
-    /// Makes the response kept here a view of `handle` (see ``Optional/point(to:api:memo:)``).
+    /// Makes the response kept here a view of `handle` (see ``Optional/point(to:api:memo:fresh:)``).
     @inline(__always)
-    mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?) {
-        if case .response(let kept)? = self, Self.view(of: kept).isView(of: handle) { return }
+    mutating func lend(_ handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?, fresh: Bool = false) {
+        if !fresh, case .response(let kept)? = self, Self.view(of: kept).isView(of: handle) { return }
         var view: CResultBackend?
         if case .response(let kept)? = take() { view = Self.view(of: kept) }
-        view.point(to: handle, api: api, memo: memo)
+        view.point(to: handle, api: api, memo: memo, fresh: fresh)
         self = .response(InterceptorResponse(backend: view.unsafelyUnwrapped))
     }
 

@@ -210,6 +210,10 @@ private final class ExportedInstance {
         /// here points these views at another handle: a view a plugin kept is never moved.
         var requestHandle: OpaquePointer?
         var resultHandle: OpaquePointer?
+        /// The request each was lent for: a handle at the same address in another request is
+        /// another request's state (the last one's freed), and is lent anew.
+        var requestLentFor: UInt64 = 0
+        var resultLentFor: UInt64 = 0
     }
 
     /// One per hook call that may run at the same moment, each taken by one call at a time, which
@@ -228,9 +232,11 @@ private final class ExportedInstance {
     ) rethrows -> R {
         try recent.withTaken { recent in
             update(&recent, pointer)
-            if recent.requestHandle != handle || recent.request == nil {
-                recent.request.lend(handle, api: api, memo: headerMemo)
+            let id = recent.context.requestID
+            if recent.requestHandle != handle || recent.request == nil || recent.requestLentFor != id {
+                recent.request.lend(handle, api: api, memo: headerMemo, fresh: recent.requestLentFor != id)
                 recent.requestHandle = handle
+                recent.requestLentFor = id
             }
             return try body(recent.request!, recent.context)
         }
@@ -249,9 +255,11 @@ private final class ExportedInstance {
                 let failure = TransportFailure(kind: TransportFailureKind(abiCode: kind), message: CBytes.string(message))
                 return try body(.failure(failure), recent.context)
             }
-            if recent.resultHandle != handle || recent.result == nil {
-                recent.result.lend(handle, api: api, memo: headerMemo)
+            let id = recent.context.requestID
+            if recent.resultHandle != handle || recent.result == nil || recent.resultLentFor != id {
+                recent.result.lend(handle, api: api, memo: headerMemo, fresh: recent.resultLentFor != id)
                 recent.resultHandle = handle
+                recent.resultLentFor = id
             }
             return try body(recent.result!, recent.context)
         }

@@ -109,6 +109,30 @@ struct HandleViewReuseTests {
         }
     }
 
+    /// A handle at the address of the last one, in another request (the last request's state
+    /// freed and its memory given to the next), gets a view of its own when a hook kept the last
+    /// view: the kept value never shows the new request. Not kept, the view is lent again.
+    @Test func aKeptViewIsNotLentToAnotherRequestAtTheSameAddress() {
+        var api = ph_host_api()
+        withUnsafePointer(to: &api) { api in
+            var lent: InterceptorRequest?
+            lent.lend(first, api: api, memo: nil)
+            let view = ObjectIdentifier(lent!.backend)
+            lent.lend(first, api: api, memo: nil, fresh: true)
+            #expect(ObjectIdentifier(lent!.backend) == view)
+            let kept = lent!
+            lent.lend(first, api: api, memo: nil, fresh: true)
+            #expect(ObjectIdentifier(lent!.backend) != ObjectIdentifier(kept.backend))
+            #expect((lent!.backend as? CRequestBackend)?.handle == first)
+
+            var result: InterceptorResult?
+            result.lend(second, api: api, memo: nil)
+            let keptResponse = result!.response!
+            result.lend(second, api: api, memo: nil, fresh: true)
+            #expect(ObjectIdentifier(result!.response!.backend) != ObjectIdentifier(keptResponse.backend))
+        }
+    }
+
     /// The same for the response value of result hooks.
     @Test func aLentResponseIsMovedOnlyWhenNoHookKeptIt() {
         var api = ph_host_api()
