@@ -144,13 +144,16 @@ public final class PluginLibrary: @unchecked Sendable {
     }
 
     private static func validate(_ descriptor: UnsafePointer<ph_plugin_descriptor>, path: String) throws(PluginLoadError) -> PluginInfo {
-        let d = descriptor.pointee
-        let host = "\(hostABI.major).\(hostABI.minor)"
-        guard Int(d.struct_size) >= minimumDescriptorSize else {
+        // The size first, read alone: a descriptor smaller than the struct may end where the
+        // library's memory ends, and is refused before any other field is read.
+        let size = UnsafeRawPointer(descriptor).load(as: UInt32.self)
+        guard Int(size) >= minimumDescriptorSize else {
             throw PluginLoadError(
                 .descriptorInvalid, file: path,
-                reason: "descriptor is \(d.struct_size) bytes; the smallest (ABI 1.0) is \(minimumDescriptorSize)")
+                reason: "descriptor is \(size) bytes; the smallest (ABI 1.0) is \(minimumDescriptorSize)")
         }
+        let d = descriptor.pointee
+        let host = "\(hostABI.major).\(hostABI.minor)"
         guard Int(d.abi_major) == hostABI.major else {
             throw PluginLoadError(
                 .abiMismatch, file: path,
