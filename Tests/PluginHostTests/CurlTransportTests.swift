@@ -330,6 +330,39 @@ struct CurlTransportTests {
         #expect(partials() <= before)
     }
 
+    /// `.systemAnd` extra CAs go to libcurl in memory, and its OpenSSL backend then reads its
+    /// built-in CA file no more (its CA directory still). A libcurl with no directory (Fedora,
+    /// Alpine builds) would trust the extra CAs alone: the built-in file goes into the bundle
+    /// first. Here the test's CA stands for the built-in file, and another CA is the extra.
+    @Test func systemAndKeepsTheBuiltInCAFileWhenLibcurlHasNoCADirectory() async throws {
+        let ca = try CurlTLSTests.env("TLS_CA_PEM")
+        let other = try CurlTLSTests.env("TLS_OTHER_CA_PEM")
+        let base = try TestServer.url("HTTPBIN_TLS_URL")
+        var configuration = CurlTransport.Configuration()
+        configuration.tls = TLSConfiguration(trustRoots: .systemAnd([.file(other)]))
+        func send(_ system: SystemTrust) async throws -> Result<Int, TransportFailure> {
+            let transport = try CurlTransport(configuration: configuration, systemTrust: system)
+            let request = TransportRequest(urlRequest: URLRequest(url: base.appendingPathComponent("get")))
+            do {
+                return .success(try await transport.send(request).response.statusCode)
+            } catch {
+                return .failure(error)
+            }
+        }
+        #expect(try await send(SystemTrust(caFile: ca, caDirectory: nil)) == .success(200))
+        // With a directory, the file is left to libcurl: the bundle is the extra CA alone, and
+        // the test's CA (in no system store) is not trusted.
+        guard case .failure(let refused) = try await send(SystemTrust(caFile: ca, caDirectory: "/nonexistent")) else {
+            Issue.record("the built-in file was put in the bundle though libcurl has a CA directory")
+            return
+        }
+        #expect(refused.kind == .serverCertificateUntrusted)
+        // `.only` never takes the built-in file.
+        let only = try PreparedTLS(
+            TLSConfiguration(trustRoots: .only([.file(other)])), context: "tls", system: SystemTrust(caFile: ca, caDirectory: nil))
+        #expect(only.caBundle == (try Data(contentsOf: URL(fileURLWithPath: other))) + [0x0A])
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"

@@ -133,15 +133,22 @@ public final class CurlTransport: Transport {
     ///
     /// - Throws: ``CurlTransportError``: libcurl is missing or too old, or the configuration is
     ///   invalid (each error names the file, option or version).
-    public init(configuration: Configuration = Configuration()) throws(CurlTransportError) {
+    public convenience init(configuration: Configuration = Configuration()) throws(CurlTransportError) {
+        try self.init(configuration: configuration, systemTrust: nil)
+    }
+
+    /// The same, with libcurl's built-in trust given (`nil`: asked of the loaded libcurl), for tests
+    /// of a libcurl built otherwise than the one installed.
+    init(configuration: Configuration, systemTrust: SystemTrust?) throws(CurlTransportError) {
         let library = try CurlLibrary.load(path: configuration.libraryPath)
         guard configuration.maxConnectionsPerHost > 0, configuration.maxConnections > 0 else {
             throw CurlTransportError(.invalidConfiguration, "maxConnectionsPerHost and maxConnections must be at least 1")
         }
-        let defaultTLS = try PreparedTLS(configuration.tls, context: "tls")
+        let system = systemTrust ?? SystemTrust.ofLoadedLibrary()
+        let defaultTLS = try PreparedTLS(configuration.tls, context: "tls", system: system)
         var overrides: [String: PreparedTLS] = [:]
         for (host, tls) in configuration.tlsOverrides {
-            overrides[host.lowercased()] = try PreparedTLS(tls, context: "tls for \(host)")
+            overrides[host.lowercased()] = try PreparedTLS(tls, context: "tls for \(host)", system: system)
         }
         if case .url(let proxy, _) = configuration.proxy, URL(string: proxy)?.host == nil {
             throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")

@@ -1,3 +1,4 @@
+import CCurlShim
 import Foundation
 
 /// How ``CurlTransport`` verifies the servers it talks to over HTTPS, and how it identifies itself.
@@ -100,7 +101,8 @@ struct PreparedTLS: Sendable {
     let minimumVersion: TLSConfiguration.Version
 
     /// Reads and checks `configuration`; `context` names it in errors (e.g. `tls` or `tls for api.example.com`).
-    init(_ configuration: TLSConfiguration, context: String) throws(CurlTransportError) {
+    /// `system` is libcurl's built-in trust (``SystemTrust/ofLoadedLibrary()``).
+    init(_ configuration: TLSConfiguration, context: String, system: SystemTrust = SystemTrust()) throws(CurlTransportError) {
         func read(_ source: TLSConfiguration.PEMSource, what: String, marker: String) throws(CurlTransportError) -> Data {
             let data: Data
             let name: String
@@ -132,6 +134,13 @@ struct PreparedTLS: Sendable {
                 throw CurlTransportError(.invalidConfiguration, "\(context): trustRoots .only([]) trusts nothing; list at least one certificate")
             }
             var bundle = Data()
+            // Extra CAs go to libcurl as a bundle in memory, and its OpenSSL backend then leaves
+            // its built-in CA *file* aside (a CA *directory* still counts). Without a directory
+            // (Fedora, Alpine builds) the system's CAs would be dropped: their file goes first.
+            if case .systemAnd = configuration.trustRoots, let systemFile = system.bundleToInclude {
+                bundle.append(systemFile)
+                bundle.append(0x0A)
+            }
             for source in sources {
                 bundle.append(try read(source, what: "CA certificate", marker: "CERTIFICATE"))
                 bundle.append(0x0A)
@@ -157,5 +166,31 @@ struct PreparedTLS: Sendable {
             passphrase = nil
         }
         minimumVersion = configuration.minimumVersion
+    }
+}
+
+/// What libcurl trusts by default: its built-in CA file and CA directory (libcurl 7.84 and
+/// later say so; nil for either on an older one, or when it has none).
+struct SystemTrust: Sendable {
+    var caFile: String?
+    var caDirectory: String?
+
+    /// The built-in CA file's contents, to put before extra CAs given in memory: only when
+    /// libcurl has no CA directory, which would still be read beside them.
+    var bundleToInclude: Data? {
+        guard caDirectory == nil, let caFile else { return nil }
+        return FileManager.default.contents(atPath: caFile)
+    }
+
+    /// The loaded libcurl's defaults (none known before 7.84).
+    static func ofLoadedLibrary() -> SystemTrust {
+        guard let easy = ph_curl_easy_init() else { return SystemTrust() }
+        defer { ph_curl_easy_cleanup(easy) }
+        func info(_ code: Int32) -> String? {
+            var value: UnsafePointer<CChar>?
+            guard ph_curl_easy_getinfo_string(easy, code, &value) == 0, let value else { return nil }
+            return String(cString: value)
+        }
+        return SystemTrust(caFile: info(PH_CURLINFO_CAINFO), caDirectory: info(PH_CURLINFO_CAPATH))
     }
 }
