@@ -33,7 +33,8 @@ public struct TLSConfiguration: Sendable, Equatable {
     public enum TrustRoots: Sendable, Equatable {
         /// The system's CA store.
         case system
-        /// The system's CA store and these certificates (e.g. an internal CA).
+        /// The system's CA store and these certificates (e.g. an internal CA). On a libcurl without
+        /// a CA directory, its built-in CA file goes into the bundle with them.
         case systemAnd([PEMSource])
         /// Only these certificates. A self-signed server certificate listed here is trusted as it
         /// is (its host name must still match).
