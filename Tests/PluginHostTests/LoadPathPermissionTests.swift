@@ -110,6 +110,30 @@ struct LoadPathPermissionTests {
                         + "(a symbolic link); \(Self.chmodHint)"))
     }
 
+    /// `conf/../plugins` where `conf` is a symlink: the kernel finds the directory beside the
+    /// link's target, not `plugins` beside the link (which the fixture has, and which is fine);
+    /// the check judges what the kernel finds.
+    @Test func aPluginDirectoryThroughASymlinkAndDotDotIsJudgedWhereTheKernelFindsIt() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let deep = f.root + "/deep"
+        try FileManager.default.createDirectory(atPath: deep + "/conf", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: deep + "/plugins", withIntermediateDirectories: true)
+        chmod(deep, 0o755)
+        chmod(deep + "/conf", 0o755)
+        chmod(deep + "/plugins", 0o777)
+        try FileManager.default.createSymbolicLink(atPath: f.root + "/conf", withDestinationPath: deep + "/conf")
+        let url = try f.manifest(
+            raw: JSONSerialization.data(withJSONObject: ["pluginDirectories": ["conf/../plugins"], "plugins": [["name": "alpha"]]]))
+        let real = FileManager.default.destinationOrSelf(deep + "/plugins")
+        #expect(
+            load(url)
+                == PluginLoadError(
+                    .insecurePermissions, file: real,
+                    reason: "mode 0777 (writable by group and others), owner \(Self.me), is the target of the plugin directory "
+                        + "\(f.root)/conf/../plugins (a symbolic link); \(Self.chmodHint)"))
+    }
+
     @Test func aRootOwnedStickyAncestorIsAccepted() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

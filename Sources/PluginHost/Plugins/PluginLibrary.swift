@@ -241,11 +241,15 @@ enum FileSecurity {
     ///   root's and sticky (as `/tmp`), as an ancestor may be: what is made in it is kept private.
     static func check(path: String, role: String, sharedDirectory: Bool = false) throws(PluginLoadError) {
         let absolute = lexicallyNormalized(path)
+        // The file itself, and the chain with symlinks resolved, are what the kernel finds for
+        // the path as written: a `..` after a symlink leaves the symlink's target, which folding
+        // it away first (`a/link/..` as `a`) would not, and another directory would be judged.
+        let asWritten = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         var info = stat()
-        guard stat(absolute, &info) == 0 else {
+        guard stat(asWritten, &info) == 0 else {
             throw PluginLoadError(.unreadable, file: path, reason: "no such file or directory")
         }
-        let real = realPath(absolute) ?? absolute
+        let real = realPath(asWritten) ?? absolute
         if let problem = problem(info, asAncestor: sharedDirectory) {
             // Through a symlink, the rule applies to what it points at, and the refusal names it.
             let linked = real != absolute
