@@ -134,6 +134,31 @@ struct LoadPathPermissionTests {
                         + "\(f.root)/conf/../plugins (a symbolic link); \(Self.chmodHint)"))
     }
 
+    /// `app -> deploy/current -> releases/7`: `deploy`, which holds the link `current`, is on
+    /// neither the path as written nor the path resolved, and whoever may write in it may point
+    /// `current` elsewhere. It is judged too.
+    @Test func aDirectoryHoldingALinkOnTheWayIsJudged() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: f.root + "/releases/7", withIntermediateDirectories: true)
+        try manager.createDirectory(atPath: f.root + "/deploy", withIntermediateDirectories: true)
+        for directory in ["/releases", "/releases/7", "/deploy"] { chmod(f.root + directory, 0o755) }
+        try manager.moveItem(atPath: f.plugins, toPath: f.root + "/releases/7/plugins")
+        try manager.createSymbolicLink(atPath: f.root + "/deploy/current", withDestinationPath: f.root + "/releases/7")
+        try manager.createSymbolicLink(atPath: f.root + "/app", withDestinationPath: f.root + "/deploy/current")
+        let url = try f.manifest(raw: JSONSerialization.data(withJSONObject: ["pluginDirectories": ["app/plugins"], "plugins": [["name": "alpha"]]]))
+        #expect(throws: Never.self) { try PluginLoader.load(manifest: url, services: PluginServices()) }
+        chmod(f.root + "/deploy", 0o775)
+        #expect(
+            load(url)
+                == PluginLoadError(
+                    .insecurePermissions, file: f.root + "/deploy",
+                    reason: "mode 0775 (writable by group), owner \(Self.me), holds the symbolic link \(f.root)/deploy/current on the path of "
+                        + "the plugin directory \(f.root)/app/plugins; \(Self.chmodHint)"))
+    }
+
     @Test func aRootOwnedStickyAncestorIsAccepted() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

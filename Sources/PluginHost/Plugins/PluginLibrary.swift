@@ -265,17 +265,57 @@ enum FileSecurity {
                 directory = parent(of: current)
             }
         }
+        try checkHops(asWritten, checked: &checked, of: "\(role) \(path)")
     }
 
-    private static func checkAncestor(_ directory: String, of protected: String) throws(PluginLoadError) {
+    /// Follows `path` component by component, as the kernel does, and checks what neither chain
+    /// above covers: every directory a symbolic link on the way is found in (`/deploy` for
+    /// `/opt/app -> /deploy/current -> /srv/releases/7`: whoever may write there may point
+    /// `current` elsewhere), and the owner of each link (in a sticky directory, another user's
+    /// link would decide where the path goes).
+    private static func checkHops(_ path: String, checked: inout Set<String>, of protected: String) throws(PluginLoadError) {
+        var pending = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        var current = "/"
+        var links = 0
+        while !pending.isEmpty {
+            let component = pending.removeFirst()
+            if component == "." { continue }
+            if component == ".." {
+                current = parent(of: current) ?? "/"
+                continue
+            }
+            let next = current == "/" ? "/" + component : current + "/" + component
+            var info = stat()
+            guard lstat(next, &info) == 0 else { return }  // what does not exist was refused above
+            guard (info.st_mode & S_IFMT) == S_IFLNK else {
+                current = next
+                continue
+            }
+            links += 1
+            guard links <= 40 else { return }  // a loop: stat above would have failed
+            if checked.insert(current).inserted { try checkAncestor(current, of: protected, holdsLink: next) }
+            if info.st_uid != 0 && info.st_uid != geteuid() {
+                throw PluginLoadError(
+                    .insecurePermissions, file: next,
+                    reason: "a symbolic link of uid \(info.st_uid) (neither root nor the current user, uid \(geteuid())) "
+                        + "on the path of \(protected); give it to root or the current user (chown -h)")
+            }
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: next) else { return }
+            if target.hasPrefix("/") { current = "/" }
+            pending = target.split(separator: "/", omittingEmptySubsequences: true).map(String.init) + pending
+        }
+    }
+
+    private static func checkAncestor(_ directory: String, of protected: String, holdsLink link: String? = nil) throws(PluginLoadError) {
         var info = stat()
         guard stat(directory, &info) == 0 else {
             throw PluginLoadError(.unreadable, file: directory, reason: "cannot stat this ancestor of \(protected)")
         }
         if let problem = problem(info, asAncestor: true) {
+            let what = link.map { "holds the symbolic link \($0) on the path of" } ?? "is an ancestor of"
             throw PluginLoadError(
                 .insecurePermissions, file: directory,
-                reason: "\(describe(info))\(problem), is an ancestor of \(protected); \(remedy(info))")
+                reason: "\(describe(info))\(problem), \(what) \(protected); \(remedy(info))")
         }
     }
 
