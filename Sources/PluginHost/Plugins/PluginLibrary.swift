@@ -231,7 +231,8 @@ public final class PluginLibrary: @unchecked Sendable {
 /// rule OpenSSH's `StrictModes` applies to `authorized_keys`.
 ///
 /// A checked file or directory, and every directory above it up to `/` (above the path as
-/// written and above the path with symlinks resolved), must be owned by root or the current
+/// written and above the path with symlinks resolved), and every directory holding a symbolic
+/// link on the way (and the link itself, by its owner), must be owned by root or the current
 /// user and must not be writable by group or others. An ancestor that is owned by root and has
 /// the sticky bit (like `/tmp`) may be writable by others: nobody can replace what is in it.
 enum FileSecurity {
