@@ -53,7 +53,7 @@ struct LoadPathPermissionTests {
         #expect(
             load(try f.manifest([["name": "alpha"]]))
                 == PluginLoadError(
-                    .insecurePermissions, file: bundle + "/plugin.json",
+                    .insecurePermissions, file: bundle + "/plugin.json", plugin: "alpha",
                     reason: "mode 0666 (writable by group and others), owner \(Self.me), is the bundle descriptor; \(Self.chmodHint)"))
     }
 
@@ -197,7 +197,7 @@ struct LoadPathPermissionTests {
             #expect(
                 load(url)
                     == PluginLoadError(
-                        .insecurePermissions, file: library,
+                        .insecurePermissions, file: library, plugin: "alpha",
                         reason: "mode 0755, owner uid 4242 (neither root nor the current user, uid 0), is the library; "
                             + "give it to root or the current user (chown)"))
         } else {

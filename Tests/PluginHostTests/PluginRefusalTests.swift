@@ -228,7 +228,7 @@ struct PluginRefusalTests {
         let bundle = try f.handBundle(name: "alpha", bytes: Data("x".utf8), libraryName: "libalpha.so")
         unlink(bundle + "/libalpha.so")
         let url = try f.manifest([["name": "alpha"]])
-        #expect(load(f, url) == PluginLoadError(.libraryMissing, file: bundle + "/libalpha.so", reason: "no such file"))
+        #expect(load(f, url) == PluginLoadError(.libraryMissing, file: bundle + "/libalpha.so", plugin: "alpha", reason: "no such file"))
     }
 
     @Test func garbageBytesAreNotASharedObject() throws {
@@ -260,7 +260,8 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "badmajor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin speaks ABI 2.0, the host speaks 1.6 (majors differ)"))
+                    .abiMismatch, file: bundle + "/libplugin.so", plugin: "badmajor",
+                    reason: "the plugin speaks ABI 2.0, the host speaks 1.6 (majors differ)"))
     }
 
     @Test func descriptorWithANewerMinor() throws {
@@ -270,7 +271,8 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "newerminor"]]))
                 == PluginLoadError(
-                    .abiMismatch, file: bundle + "/libplugin.so", reason: "the plugin needs ABI 1.7, newer than the host's 1.6"))
+                    .abiMismatch, file: bundle + "/libplugin.so", plugin: "newerminor",
+                    reason: "the plugin needs ABI 1.7, newer than the host's 1.6"))
     }
 
     @Test func descriptorStructTooSmall() throws {
@@ -325,7 +327,8 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "alpha"]]))
                 == PluginLoadError(
-                    .digestMismatch, file: bundle + "/libplugin.so", reason: "sha256 mismatch: the file is \(actual), plugin.json says \(wrong)"))
+                    .digestMismatch, file: bundle + "/libplugin.so", plugin: "alpha",
+                    reason: "sha256 mismatch: the file is \(actual), plugin.json says \(wrong)"))
     }
 
     @Test func sha256MismatchWithTheManifestPin() throws {
@@ -347,7 +350,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "alpha"]]))
                 == PluginLoadError(
-                    .insecurePermissions, file: bundle + "/libAlphaTestPlugin.so",
+                    .insecurePermissions, file: bundle + "/libAlphaTestPlugin.so", plugin: "alpha",
                     reason: "mode 0775 (writable by group), owner \(LoadPathPermissionTests.me), is the library; "
                         + "remove group and other write access (chmod go-w)"))
     }
@@ -360,7 +363,7 @@ struct PluginRefusalTests {
         #expect(
             load(f, try f.manifest([["name": "alpha"]]))
                 == PluginLoadError(
-                    .insecurePermissions, file: bundle,
+                    .insecurePermissions, file: bundle, plugin: "alpha",
                     reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is the bundle directory; "
                         + "remove group and other write access (chmod go-w)"))
     }

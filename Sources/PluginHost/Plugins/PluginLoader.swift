@@ -44,13 +44,19 @@ public enum PluginLoader {
                 .pluginNotFound, file: manifest.file, jsonPath: "plugins[\(entry.index)].name", plugin: entry.name,
                 reason: "no \(entry.name).plugin in \(manifest.pluginDirectories.joined(separator: ", "))")
         }
-        // `load` checked every plugin directory before the first bundle.
-        let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root, pluginDirectoryChecked: true)
-        let library = try PluginLibrary.open(
-            path: bundle.libraryPath,
-            expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }))
-        if let mismatch = bundle.nameMismatch(library) { throw mismatch }
-        return (library, mergedConfig(defaults: bundle.defaultConfigJSON, overrides: entry.configJSON))
+        // Each refusal names the entry's plugin (the bundle's and library's checks know files only).
+        do throws(PluginLoadError) {
+            // `load` checked every plugin directory before the first bundle.
+            let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root, pluginDirectoryChecked: true)
+            let library = try PluginLibrary.open(
+                path: bundle.libraryPath,
+                expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }))
+            if let mismatch = bundle.nameMismatch(library) { throw mismatch }
+            return (library, mergedConfig(defaults: bundle.defaultConfigJSON, overrides: entry.configJSON))
+        } catch {
+            guard error.plugin == nil else { throw error }
+            throw PluginLoadError(error.kind, file: error.file, jsonPath: error.jsonPath, plugin: entry.name, reason: error.reason)
+        }
     }
 
     /// A bundle's default configuration with a manifest entry's configuration merged over it
