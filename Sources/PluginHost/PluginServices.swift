@@ -181,8 +181,9 @@ public final class PluginServices: Sendable {
 
     /// Refreshes the credential under `key`, sharing one refresh among concurrent callers.
     ///
-    /// Returns at once when the store no longer holds `staleValue` (someone refreshed
-    /// already). Fails with ``NetworkError/credentialRefresh(key:message:)`` when no
+    /// Returns at once when the store holds another value than `staleValue` (someone refreshed
+    /// already). A store that holds none refreshes: the stale value came from elsewhere (a
+    /// token from the environment or a file), and the refresher's value goes into the store. Fails with ``NetworkError/credentialRefresh(key:message:)`` when no
     /// refresher is registered, the refresher throws, or more than ``maxRefreshes``
     /// refreshes happened within ``refreshWindow`` seconds.
     public func refresh(key: String, staleValue: String?) async throws(NetworkError) {
@@ -190,9 +191,7 @@ public final class PluginServices: Sendable {
         let task: Task<Result<String, NetworkError>, Never>? = try state.withLock { state throws(NetworkError) in
             // Already refreshed when the value is not the stale one (compared as bytes: a value of
             // other bytes is a refreshed one, though equal as a string).
-            if let staleValue {
-                guard let current = state.values[key], UTF8Bytes.equal(current, staleValue) else { return nil }
-            }
+            if let staleValue, let current = state.values[key], !UTF8Bytes.equal(current, staleValue) { return nil }
             if let running = state.refreshing[key] { return running }
             guard let refresher = state.refreshers[key] else {
                 throw NetworkError.credentialRefresh(key: key, message: "no refresher is registered for this key")

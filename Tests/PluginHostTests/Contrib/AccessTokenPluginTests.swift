@@ -71,6 +71,26 @@ struct AccessTokenPluginTests {
         #expect(try await authorization(fileProvider) == ["Bearer from-file"])
     }
 
+    /// A token read from a file (the store empty) that gets a `401` is refreshed like a stored
+    /// one: the refresher is called with it, and its token goes into the store and is sent.
+    @Test func aTokenFromAFileIsRefreshedOnA401() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let file = f.root + "/token.txt"
+        try "bad-1\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let provider = try f.provider([("access-token", ["file": file])])
+        let refreshes = LockedCounter()
+        provider.services.registerRefresher(forKey: "access_token") { stale in
+            refreshes.append(stale ?? "-")
+            return "good-1"
+        }
+        let response = try await provider.request(try Bin("fixture/token")).value
+        #expect(response.statusCode == 200)
+        #expect(try response.mapJSON()["token"]?.stringValue == "good-1")
+        #expect(refreshes.log == ["bad-1"])
+        #expect(provider.services.value(forKey: "access_token") == "good-1")
+    }
+
     @Test func requiredTokenMissingFailsClearly() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
