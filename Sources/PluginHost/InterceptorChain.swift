@@ -231,6 +231,9 @@ final class InterceptorChain: Sendable {
                 attempt += 1
                 continue
             }
+            // A cancelled request ends cancelled, whatever its `process` hooks made of the
+            // cancellation (a cache's stale answer for a failure, say): its caller asked for nothing more.
+            if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
             return Self.finish(outcome, request: sentRequest, validation: plan.validation)
         }
     }

@@ -83,12 +83,23 @@ public struct DownloadDestination: Sendable {
         DownloadDestination { _, _ in (url, [.createIntermediateDirectories, .removePreviousFile]) }
     }
 
-    /// Saves into `directory` under the server's suggested file name (or the URL's last path component).
+    /// Saves into `directory` under the name the server's `Content-Disposition` suggests, else the
+    /// URL's last path component, else the temporary file's name: the first that is one plain
+    /// file name (not empty, `.` or `..`, without `/`), so a server never names a file outside
+    /// `directory`, nor the directory itself.
     public static func directory(_ directory: URL) -> DownloadDestination {
         DownloadDestination { temporary, response in
-            let name = response.suggestedFilename ?? response.url?.lastPathComponent ?? temporary.lastPathComponent
+            // Foundation on Linux suggests "Unknown" when the response says nothing: only a name
+            // the server gave counts as suggested.
+            let suggested = response.value(forHTTPHeaderField: "Content-Disposition") != nil ? response.suggestedFilename : nil
+            let name = [suggested, response.url?.lastPathComponent].compactMap { $0 }.first(where: isPlainFileName) ?? temporary.lastPathComponent
             return (directory.appendingPathComponent(name), [.createIntermediateDirectories, .removePreviousFile])
         }
+    }
+
+    /// One path component naming a file: not empty, `.` or `..`, and without `/` or NUL.
+    static func isPlainFileName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0)
     }
 
     /// Moves the downloaded temporary file to its destination; returns the final URL.
@@ -98,7 +109,13 @@ public struct DownloadDestination: Sendable {
         if options.contains(.createIntermediateDirectories) {
             try files.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
         }
-        if options.contains(.removePreviousFile), files.fileExists(atPath: destination.path) {
+        var isDirectory: ObjCBool = false
+        if options.contains(.removePreviousFile), files.fileExists(atPath: destination.path, isDirectory: &isDirectory) {
+            // A file is replaced; a directory never is (nor what is in it).
+            guard !isDirectory.boolValue else {
+                let reason = "\(destination.path) is a directory; a download does not replace one"
+                throw CocoaError(.fileWriteFileExists, userInfo: [NSLocalizedDescriptionKey: reason])
+            }
             try files.removeItem(at: destination)
         }
         try files.moveItem(at: temporaryURL, to: destination)

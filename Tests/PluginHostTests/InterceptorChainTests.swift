@@ -283,6 +283,27 @@ struct InterceptorChainTests {
         #expect(String(decoding: response.data, as: UTF8.self) == "cannotConnect")
     }
 
+    /// A `process` that replaces the cancellation's failure (as a cache serving a stale entry
+    /// for any failure does) does not turn a cancelled request into a success.
+    @Test func aReplacementOfTheCancellationIsStillCancelled() async throws {
+        let log = LockedCounter()
+        struct Fallback: Interceptor {
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                guard result.failure != nil else { return .proceed }
+                return .replace(SyntheticResponse(statusCode: 200, headers: [HTTPHeader(name: "X-Cache", value: "stale")], body: []))
+            }
+        }
+        let provider = Provider<Bin>(interceptors: [Fallback(), Recorder("A", log: log)])
+        let target = try Bin("delay/5")
+        let task = Task { await provider.request(target).result }
+        #expect(await eventually { log.log.contains("A.willSend") })
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not cancelled")
+            return
+        }
+    }
+
     @Test func responseSideSeesCancellation() async throws {
         let log = LockedCounter()
         let provider = Provider<Bin>(interceptors: [Recorder("A", log: log)])

@@ -178,6 +178,42 @@ struct TaskKindTests {
         #expect(progress.allSatisfy { $0.direction == .download })
     }
 
+    /// `.directory` names the file by the server's `Content-Disposition` only when it is one
+    /// plain file name, else by the URL: a server cannot reach outside the directory, replace a
+    /// directory, or (Foundation on Linux suggesting "Unknown" when told nothing) make two
+    /// downloads overwrite each other.
+    @Test func aDownloadDirectoryTakesOnlyPlainFileNames() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("dld-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let directory = root.appendingPathComponent("a/b")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("photos"), withIntermediateDirectories: true)
+        let keep = root.appendingPathComponent("a/keep")
+        try Data("keep".utf8).write(to: keep)
+        func download(_ path: String, disposition: String?) async throws -> Result<Response, NetworkError> {
+            var target = try Bin(path, task: .downloadDestination(.directory(directory)))
+            target.sample = .networkResponseWithHeaders(200, disposition.map { ["Content-Disposition": $0] } ?? [:], Data("x".utf8))
+            return await Provider<Bin>(stubClosure: Provider<Bin>.immediatelyStub(_:)).request(target).result
+        }
+        let named = try await download("files/a.pdf", disposition: #"attachment; filename="report.pdf""#).get()
+        #expect(named.fileURL?.lastPathComponent == "report.pdf")
+        for hostile in [#"attachment; filename="..""#, #"attachment; filename=".""#] {
+            let saved = try await download("files/b.pdf", disposition: hostile).get()
+            #expect(saved.fileURL?.standardizedFileURL.path == directory.appendingPathComponent("b.pdf").path, "\(hostile)")
+        }
+        #expect(FileManager.default.fileExists(atPath: keep.path))
+        let first = try await download("files/c.pdf", disposition: nil).get()
+        let second = try await download("files/d.pdf", disposition: nil).get()
+        #expect([first.fileURL?.lastPathComponent, second.fileURL?.lastPathComponent] == ["c.pdf", "d.pdf"])
+        // A name that is a directory there is not replaced.
+        guard case .failure = try await download("files/e.pdf", disposition: #"attachment; filename="photos""#) else {
+            Issue.record("a download replaced the directory photos")
+            return
+        }
+        var isDirectory: ObjCBool = false
+        let photos = directory.appendingPathComponent("photos").path
+        #expect(FileManager.default.fileExists(atPath: photos, isDirectory: &isDirectory) && isDirectory.boolValue)
+    }
+
     @Test(arguments: TransportKind.allCases) func downloadWithParameters(_ transport: TransportKind) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dlp-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
