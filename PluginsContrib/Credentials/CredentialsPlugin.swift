@@ -7,7 +7,9 @@ import PluginSDK
 /// `Basic` and `Digest` challenges are answered: the plugin gives the user and password, the host
 /// computes the answer (for Digest: RFC 7616, the strongest algorithm the server offers).
 /// Credentials go only to the hosts listed: a challenge from any other host is not answered, nor
-/// one that follows `rounds` failed answers for the same request (default 1).
+/// one that follows `rounds` failed answers for the same request (default 1). A proxy's `407` is
+/// answered only from an entry marked `proxy: true` (for requests to its `host`), and a server's
+/// `401` never from one: a server's password never goes to a proxy.
 /// On a redirect to another scheme, host or port the transport drops `Authorization`.
 public struct CredentialsPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
@@ -29,6 +31,8 @@ public struct CredentialsPlugin: ExportablePlugin {
         let passwordKey: String?
         let passwordEnv: String?
         let preemptive: Bool
+        /// Answers a proxy's `407` for requests to `host`, and no server's `401`.
+        let proxy: Bool
 
         func password(_ services: any HostServices) -> String? {
             if let password { return password }
@@ -60,7 +64,7 @@ public struct CredentialsPlugin: ExportablePlugin {
             }
             throw configuration.error("credentials must be a list of objects")
         }
-        let allowed: Set<String> = ["host", "port", "scheme", "realm", "user", "password", "passwordKey", "passwordEnv", "preemptive"]
+        let allowed: Set<String> = ["host", "port", "scheme", "realm", "user", "password", "passwordKey", "passwordEnv", "preemptive", "proxy"]
         entries = try list.enumerated().map { index, item in
             guard let object = item.objectValue else { throw configuration.error("credentials[\(index)] must be an object") }
             let entry = PluginConfiguration(plugin: configuration.plugin, values: object)
@@ -91,7 +95,8 @@ public struct CredentialsPlugin: ExportablePlugin {
             return Entry(
                 host: host, port: port, scheme: scheme, realm: try field { try entry.string("realm") }, user: user,
                 password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
-                preemptive: try field { try entry.bool("preemptive", default: false) })
+                preemptive: try field { try entry.bool("preemptive", default: false) },
+                proxy: try field { try entry.bool("proxy", default: false) })
         }
     }
 
@@ -108,7 +113,7 @@ public struct CredentialsPlugin: ExportablePlugin {
         let scheme = url.scheme?.lowercased() ?? "http"
         let port = url.port ?? URLParts.defaultPort(forScheme: scheme)
         guard request.header("Authorization") == nil,
-            let entry = entries.first(where: { $0.preemptive && $0.matches(host: host, port: port, scheme: scheme, realm: nil) }),
+            let entry = entries.first(where: { $0.preemptive && !$0.proxy && $0.matches(host: host, port: port, scheme: scheme, realm: nil) }),
             let password = entry.password(context.services)
         else { return .proceed }
         try request.setHeader("Authorization", "Basic " + Data("\(entry.user):\(password)".utf8).base64EncodedString())
@@ -121,7 +126,8 @@ public struct CredentialsPlugin: ExportablePlugin {
         guard HTTPHeader.namesEqual(challenge.method, "Basic") || HTTPHeader.namesEqual(challenge.method, "Digest"),
             challenge.previousFailureCount < rounds,
             let entry = entries.first(where: {
-                $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm)
+                $0.proxy == challenge.isProxy
+                    && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm)
             }),
             let password = entry.password(context.services)
         else { return .performDefault }

@@ -514,7 +514,7 @@ final class InterceptorChain: Sendable {
             let challenge = AuthenticationChallenge(
                 host: url.host ?? "", port: url.port ?? URLParts.defaultPort(forScheme: url.scheme),
                 scheme: url.scheme?.lowercased() ?? "http", realm: chosen.realm, method: chosen.scheme,
-                previousFailureCount: failures)
+                previousFailureCount: failures, isProxy: HTTPHeader.namesEqual(field, "Proxy-Authorization"))
             var answer = CredentialAnswer.performDefault
             var answeredBy = ""
             for (index, interceptor) in interceptors.enumerated() where runs[index].contains(.credential) {

@@ -12,15 +12,22 @@ public struct AuthenticationChallenge: Sendable, Equatable {
     public var method: String
     /// How many answers to this challenge have already failed.
     public var previousFailureCount: Int
+    /// Whether a proxy asks (`407`, `Proxy-Authenticate`): `host`, `port` and `scheme` are then
+    /// still the request's, not the proxy's. An interceptor holding a server's password answers
+    /// no proxy with it. False on a host before ABI 1.6, which asks only for a server's.
+    public var isProxy: Bool
 
     /// Creates a challenge description.
-    public init(host: String, port: Int, scheme: String, realm: String?, method: String, previousFailureCount: Int) {
+    public init(
+        host: String, port: Int, scheme: String, realm: String?, method: String, previousFailureCount: Int, isProxy: Bool = false
+    ) {
         self.host = host
         self.port = port
         self.scheme = scheme
         self.realm = realm
         self.method = method
         self.previousFailureCount = previousFailureCount
+        self.isProxy = isProxy
     }
 }
 

@@ -509,6 +509,27 @@ extension ExportedInstance {
     }
 }
 
+/// A host's `ph_challenge` as an ``AuthenticationChallenge``, read field by field: an older
+/// host's ends before `is_proxy` (ABI 1.6), which is read only when `struct_size` reaches past it.
+private enum ChallengeReading {
+    static func field<T>(_ challenge: UnsafePointer<ph_challenge>, _ offset: Int?, as type: T.Type) -> T {
+        UnsafeRawPointer(challenge).load(fromByteOffset: offset!, as: type)
+    }
+
+    static func question(_ c: UnsafePointer<ph_challenge>) -> AuthenticationChallenge {
+        let layout = MemoryLayout<ph_challenge>.self
+        let size = Int(field(c, layout.offset(of: \.struct_size), as: UInt32.self))
+        let proxyOffset = layout.offset(of: \.is_proxy)!
+        let isProxy = size >= proxyOffset + MemoryLayout<Int32>.size && field(c, proxyOffset, as: Int32.self) != 0
+        func text(_ path: KeyPath<ph_challenge, ph_bytes>) -> String { CBytes.string(field(c, layout.offset(of: path), as: ph_bytes.self)) }
+        func number(_ path: KeyPath<ph_challenge, Int32>) -> Int { Int(field(c, layout.offset(of: path), as: Int32.self)) }
+        let realm = text(\.realm)
+        return AuthenticationChallenge(
+            host: text(\.host), port: number(\.port), scheme: text(\.scheme), realm: realm.isEmpty ? nil : realm, method: text(\.method),
+            previousFailureCount: number(\.previous_failure_count), isProxy: isProxy)
+    }
+}
+
 private let sdkCredential:
     @convention(c) (
         UnsafeMutableRawPointer?, UnsafePointer<ph_challenge>?, UnsafePointer<ph_context>?,
@@ -516,12 +537,8 @@ private let sdkCredential:
         UnsafeMutablePointer<Int>?, Int
     ) -> Int32 = { instance, challenge, context, user, userLength, password, passwordLength, capacity in
         let box = ExportedInstance.from(instance)
-        guard let c = challenge?.pointee else { return PH_CREDENTIAL_DEFAULT }
-        let realm = CBytes.string(c.realm)
-        let question = AuthenticationChallenge(
-            host: CBytes.string(c.host), port: Int(c.port), scheme: CBytes.string(c.scheme),
-            realm: realm.isEmpty ? nil : realm, method: CBytes.string(c.method),
-            previousFailureCount: Int(c.previous_failure_count))
+        guard let challenge else { return PH_CREDENTIAL_DEFAULT }
+        let question = ChallengeReading.question(challenge)
         let answer = box.interceptor.credential(for: question, context: box.context(context))
         guard case .useCredential(let name, let secret) = answer else { return answer.abiCode }
         let nameBytes = Array(name.utf8)

@@ -42,7 +42,7 @@ extern "C" {
                             request_headers and request_edit_headers; 1.2 request_background;
                             1.3 result_headers and result_request_headers; 1.4
                             ph_context.target_serial; 1.5 request_set_body_checked,
-                            result_set_body_checked and kv_set_checked; 1.6 result_redirected */
+                            result_set_body_checked and kv_set_checked; 1.6 result_redirected and ph_challenge.is_proxy */
 #define PH_ENTRY_SYMBOL "pluginhost_plugin_v1"
 
 /* Fixed-width integer types for the codes below (not C enums: an enum's size is the compiler's
@@ -159,6 +159,10 @@ typedef struct ph_challenge {
     ph_bytes realm;             /* empty when the server named none */
     ph_bytes method;            /* "Basic", "Digest", ... */
     int32_t previous_failure_count;
+    /* Added in ABI 1.6 (read it only when struct_size reaches past it): 1 for a proxy's 407
+     * (Proxy-Authenticate; host, port and scheme are then still the request's), 0 for a 401.
+     * A plugin that holds server passwords answers no proxy with them. */
+    int32_t is_proxy;
 } ph_challenge;
 
 /* The host's services and accessors. One table per plugin instance, passed to create() and

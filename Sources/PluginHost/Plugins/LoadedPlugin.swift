@@ -164,6 +164,7 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         c.realm = arena.bytes(challenge.realm ?? "")
         c.method = arena.bytes(challenge.method)
         c.previous_failure_count = Int32(clamping: challenge.previousFailureCount)
+        c.is_proxy = challenge.isProxy ? 1 : 0
         let capacity = 1024
         var user = [UInt8](repeating: 0, count: capacity)
         var password = [UInt8](repeating: 0, count: capacity)

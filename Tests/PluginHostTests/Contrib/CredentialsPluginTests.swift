@@ -21,6 +21,35 @@ struct CredentialsPluginTests {
         #expect(try response.mapJSON()["authenticated"]?.boolValue == true)
     }
 
+    /// A proxy's `407` is never answered with a server's password: only an entry marked
+    /// `proxy: true` answers it (through ABI 1.6's `ph_challenge.is_proxy`), and such an entry
+    /// answers no server's `401`.
+    @Test func aProxyIsAnsweredOnlyFromAProxyEntry() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let origin = URL(string: "http://origin.test")!
+        let server: [String: Any] = ["host": "origin.test", "user": "svc", "password": "server-secret"]
+        let proxy = ProxyChallengeTransport()
+        let serverOnly = try f.provider([("credentials", ["credentials": [server]])], transport: proxy)
+        let refused = try await serverOnly.request(try Bin("through/proxy", base: origin)).value
+        #expect(refused.statusCode == 407)
+        #expect(proxy.sent.withLock { $0.count } == 1)
+        #expect(proxy.sent.withLock { $0.last?.value(forHTTPHeaderField: "Proxy-Authorization") } == nil)
+
+        let answering = ProxyChallengeTransport()
+        var proxyEntry = server
+        proxyEntry["user"] = "proxy-user"
+        proxyEntry["proxy"] = true
+        let withProxy = try f.provider([("credentials", ["credentials": [server, proxyEntry]])], transport: answering)
+        #expect(try await withProxy.request(try Bin("through/proxy", base: origin)).value.statusCode == 200)
+        let answer = try #require(answering.sent.withLock { $0.last?.value(forHTTPHeaderField: "Proxy-Authorization") })
+        #expect(answer.hasPrefix(#"Digest username="proxy-user", realm="proxy""#))
+
+        // A proxy entry answers no server.
+        let proxyOnly = try f.provider([("credentials", ["credentials": [try entry(extra: ["proxy": true])]])])
+        #expect(try await proxyOnly.request(try Bin("basic-auth/u/p")).value.statusCode == 401)
+    }
+
     @Test func realmMustMatchWhenGiven() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
