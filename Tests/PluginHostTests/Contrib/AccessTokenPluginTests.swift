@@ -79,6 +79,13 @@ struct AccessTokenPluginTests {
         let file = f.root + "/token.txt"
         try "bad-1\n".write(toFile: file, atomically: true, encoding: .utf8)
         let provider = try f.provider([("access-token", ["file": file])])
+        try await expectRefreshedFromBad1(provider)
+        #expect(provider.services.value(forKey: "access_token") == "good-1")
+    }
+
+    /// Registers a refresher answering `good-1`, sends a request the fixture refuses for any
+    /// other token, and expects it answered after one refresh of `bad-1`.
+    func expectRefreshedFromBad1(_ provider: Provider<Bin>) async throws {
         let refreshes = LockedCounter()
         provider.services.registerRefresher(forKey: "access_token") { stale in
             refreshes.append(stale ?? "-")
@@ -88,7 +95,6 @@ struct AccessTokenPluginTests {
         #expect(response.statusCode == 200)
         #expect(try response.mapJSON()["token"]?.stringValue == "good-1")
         #expect(refreshes.log == ["bad-1"])
-        #expect(provider.services.value(forKey: "access_token") == "good-1")
     }
 
     @Test func requiredTokenMissingFailsClearly() async throws {
@@ -109,16 +115,8 @@ struct AccessTokenPluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let provider = try f.provider([("access-token", [:])])
-        let refreshes = LockedCounter()
         provider.services.setValue("bad-1", forKey: "access_token")
-        provider.services.registerRefresher(forKey: "access_token") { stale in
-            refreshes.append(stale ?? "-")
-            return "good-1"
-        }
-        let response = try await provider.request(try Bin("fixture/token")).value
-        #expect(response.statusCode == 200)
-        #expect(try response.mapJSON()["token"]?.stringValue == "good-1")
-        #expect(refreshes.log == ["bad-1"])
+        try await expectRefreshedFromBad1(provider)
         // A 401 that persists after the retry is delivered, not retried again.
         let always = try await provider.request(try Bin("status/401")).value
         #expect(always.statusCode == 401)
