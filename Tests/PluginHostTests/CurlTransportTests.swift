@@ -365,8 +365,8 @@ struct CurlTransportTests {
         }
         #expect(refused.kind == .serverCertificateUntrusted)
         // `.only` never takes the built-in file.
-        let only = try PreparedTLS(
-            TLSConfiguration(trustRoots: .only([.file(other)])), context: "tls", system: SystemTrust(caFile: ca, caDirectory: nil))
+        let builtIn = SystemTrust(caFile: ca, caDirectory: nil).bundleToInclude
+        let only = try PreparedTLS(TLSConfiguration(trustRoots: .only([.file(other)])), context: "tls", systemBundle: builtIn)
         #expect(only.caBundle == (try Data(contentsOf: URL(fileURLWithPath: other))) + [0x0A])
     }
 

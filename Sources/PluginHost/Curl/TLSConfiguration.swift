@@ -102,8 +102,9 @@ struct PreparedTLS: Sendable {
     let minimumVersion: TLSConfiguration.Version
 
     /// Reads and checks `configuration`; `context` names it in errors (e.g. `tls` or `tls for api.example.com`).
-    /// `system` is libcurl's built-in trust (``SystemTrust/ofLoadedLibrary()``).
-    init(_ configuration: TLSConfiguration, context: String, system: SystemTrust = SystemTrust()) throws(CurlTransportError) {
+    /// `systemBundle` is libcurl's built-in CA file when it must go with extra CAs
+    /// (``SystemTrust/bundleToInclude``).
+    init(_ configuration: TLSConfiguration, context: String, systemBundle: Data? = nil) throws(CurlTransportError) {
         func read(_ source: TLSConfiguration.PEMSource, what: String, marker: String) throws(CurlTransportError) -> Data {
             let data: Data
             let name: String
@@ -138,7 +139,7 @@ struct PreparedTLS: Sendable {
             // Extra CAs go to libcurl as a bundle in memory, and its OpenSSL backend then leaves
             // its built-in CA *file* aside (a CA *directory* still counts). Without a directory
             // (Fedora, Alpine builds) the system's CAs would be dropped: their file goes first.
-            if case .systemAnd = configuration.trustRoots, let systemFile = system.bundleToInclude {
+            if case .systemAnd = configuration.trustRoots, let systemFile = systemBundle {
                 bundle.append(systemFile)
                 bundle.append(0x0A)
             }

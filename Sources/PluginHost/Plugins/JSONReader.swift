@@ -29,7 +29,11 @@ struct JSONReader {
         return PluginLoadError(.schema, file: file, jsonPath: location.isEmpty ? "$" : location, reason: reason)
     }
 
-    func child(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+    func child(_ key: String) -> String { Self.child(path, key) }
+
+    /// The JSON path of member `key` of the object at `path` (`plugins[0]` and `name` make
+    /// `plugins[0].name`; the root's members are their keys).
+    static func child(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
     /// The members of an object, refusing keys outside `allowed`.
     func object(allowing allowed: Set<String>) throws(PluginLoadError) -> [String: JSONReader] {
@@ -112,8 +116,6 @@ enum DuplicateKeys {
         return value(bytes, &position, path: "")
     }
 
-    private static func child(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
-
     private static func skipSpace(_ bytes: [UInt8], _ position: inout Int) {
         while position < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[position]) { position += 1 }
     }
@@ -134,10 +136,10 @@ enum DuplicateKeys {
                     continue
                 }
                 let key = string(bytes, &position)
-                if !keys.insert(key).inserted { return (child(path, key), key) }
+                if !keys.insert(key).inserted { return (JSONReader.child(path, key), key) }
                 skipSpace(bytes, &position)
                 position += 1  // the colon
-                if let found = value(bytes, &position, path: child(path, key)) { return found }
+                if let found = value(bytes, &position, path: JSONReader.child(path, key)) { return found }
             }
             position += 1
         case UInt8(ascii: "["):
