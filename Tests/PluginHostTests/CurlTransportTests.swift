@@ -300,6 +300,49 @@ struct CurlTransportTests {
         #expect((try JSONSerialization.jsonObject(with: echoed.data) as? [String: Any])?["cookies"] as? [String: String] == [:])
     }
 
+    /// A body given as a stream (`httpBodyStream`, as a request closure may set it) is sent
+    /// whole, with its length and no form label, and again after a `307` that keeps the body.
+    @Test func aBodyStreamIsSentWholeAndAgainAfterA307() async throws {
+        let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes: several reads
+        let echo = try TestServer.url().appendingPathComponent("anything/streamed").absoluteString
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.httpBodyStream = InputStream(data: Data(text.utf8))
+                return request
+            }, transport: try CurlTransport())
+        for target in [
+            try Bin("anything/streamed", method: .put),
+            try Bin(
+                "redirect-to", method: .post,
+                task: .requestParameters(parameters: ["url": echo, "status_code": 307], encoding: URLEncoding.queryString)),
+        ] {
+            let response = try await provider.request(target).value
+            let echoed = try JSONSerialization.jsonObject(with: response.data) as? [String: Any]
+            let headers = echoed?["headers"] as? [String: Any]
+            #expect(echoed?["method"] as? String == target.method.rawValue, "\(target.path)")
+            #expect(echoed?["url"] as? String == echo, "\(target.path)")
+            let sent = echoed?["data"] as? String ?? ""
+            #expect(sent == text ? true : false, "\(target.path): \(sent.utf8.count) bytes arrived, not the 240,000 sent")
+            #expect(headers?["Content-Length"] as? String == "240000", "\(target.path)")
+            #expect(headers?["Content-Type"] == nil, "\(target.path)")
+        }
+    }
+
+    /// A stream is read once: one opened before (by an earlier attempt, or anyone) is refused,
+    /// never sent short.
+    @Test func aBodyStreamReadAlreadyIsRefused() async throws {
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
+        request.httpMethod = "POST"
+        let stream = InputStream(data: Data("once".utf8))
+        stream.open()
+        request.httpBodyStream = stream
+        let transport = try CurlTransport()
+        let failed = await failure { () throws(TransportFailure) in try await transport.send(TransportRequest(urlRequest: request)) }
+        let refusal = "the request's body stream was read already (a stream is sent once: give the body as data or a file to retry or re-send it)"
+        #expect(failed == TransportFailure(kind: .other, message: refusal))
+    }
+
     /// A download redirected to a URL that cannot be sent (no host) fails with the reason, and
     /// leaves no partial file: the hop before it opened one.
     @Test func aDownloadRedirectedNowhereLeavesNoFile() async throws {

@@ -95,6 +95,8 @@ final class CurlCall: @unchecked Sendable {
     private var headers: [(name: String, value: String)]
     private var body: Data?
     private var bodyFile: URL?
+    /// The body read from the request's stream, sent like a file.
+    private var spooledBody: SpooledBody?
     private var redirectCount = 0
     private var headerList: OpaquePointer?
     private var responseHeaders: [(name: String, value: String)] = []
@@ -120,8 +122,9 @@ final class CurlCall: @unchecked Sendable {
     /// Whether the final response's headers are still being read.
     private var inHeaders = true
 
-    init(request: TransportRequest, loop: CurlEventLoop) {
+    init(request: TransportRequest, loop: CurlEventLoop, spooledBody: SpooledBody? = nil) {
         self.request = request
+        self.spooledBody = spooledBody
         self.loop = loop
         // The parts, not `urlRequest`: a request hooks changed is not built as a URLRequest.
         url = request.url ?? URL(fileURLWithPath: "/")
@@ -294,10 +297,11 @@ final class CurlCall: @unchecked Sendable {
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOBODY, 1)
             return false
         }
-        if let bodyFile {
-            let fd = open(bodyFile.path, O_RDONLY | O_CLOEXEC)
+        if bodyFile != nil || spooledBody != nil {
+            let fd = spooledBody?.descriptor() ?? open(bodyFile!.path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
-                throw TransportFailure(kind: .other, message: "cannot read the upload file \(bodyFile.path): \(String(cString: strerror(errno)))")
+                let what = bodyFile.map { "the upload file \($0.path)" } ?? "the request's body stream"
+                throw TransportFailure(kind: .other, message: "cannot read \(what): \(String(cString: strerror(errno)))")
             }
             uploadFD = fd
             var info = stat()
@@ -358,8 +362,8 @@ final class CurlCall: @unchecked Sendable {
             list = line.withCString { ph_curl_slist_append(list, $0) }
         }
         if !hasExpect, hasBody { list = ph_curl_slist_append(list, "Expect:") }
-        // A file body goes as it is; libcurl would label it a form.
-        if !hasContentType, bodyFile != nil { list = ph_curl_slist_append(list, "Content-Type:") }
+        // A file or stream body goes as it is; libcurl would label it a form.
+        if !hasContentType, bodyFile != nil || spooledBody != nil { list = ph_curl_slist_append(list, "Content-Type:") }
         if !hasCookie, let cookie = settings.cookieJar?.header(for: url) {
             list = "Cookie: \(cookie)".withCString { ph_curl_slist_append(list, $0) }
         }
@@ -620,6 +624,7 @@ final class CurlCall: @unchecked Sendable {
                 method = "GET"
                 body = nil
                 bodyFile = nil
+                spooledBody = nil
                 headers.removeAll { ["content-type", "content-length"].contains($0.name.lowercased()) }
             }
             if !SessionRouter.sameOrigin(url, next) {

@@ -1,0 +1,94 @@
+import Foundation
+import PluginSDK
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A request body given as a stream (`URLRequest.httpBodyStream`, which a request closure may
+/// set), read once into a temporary file that no name reaches (unlinked as soon as it is made):
+/// libcurl sends it with its length like an upload file, and again after a redirect that keeps
+/// the body, without holding it in memory. The file goes when the last transfer using it ends.
+// Safe as @unchecked Sendable: `fd` is set once; the file is read through `dup`ed descriptors.
+final class SpooledBody: @unchecked Sendable {
+    /// The open, unlinked file holding the body.
+    let fd: Int32
+
+    private init(fd: Int32) {
+        self.fd = fd
+    }
+
+    deinit {
+        close(fd)
+    }
+
+    /// The stream of `request`'s body read into a file; nil when its body is data, a file, or none.
+    ///
+    /// A stream is read once: one that was opened already (by an earlier attempt of a retried or
+    /// re-sent request, or by anyone else) is refused rather than sent short.
+    static func reading(_ request: TransportRequest) throws(TransportFailure) -> SpooledBody? {
+        switch request.body {
+        case .file: return nil
+        case .inline, .upload: break
+        }
+        // A changed request is deferred only when its body is data (`RequestChanges.sending`).
+        guard request.deferred == nil, let stream = request.urlRequest.httpBodyStream else { return nil }
+        guard stream.streamStatus == .notOpen else {
+            throw TransportFailure(
+                kind: .other,
+                message: "the request's body stream was read already (a stream is sent once: give the body as data or a file to retry or re-send it)")
+        }
+        var template = Array((NSTemporaryDirectory() + "/pluginhost-body-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else {
+            throw TransportFailure(kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno)))")
+        }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let spooled = SpooledBody(fd: fd)
+        stream.open()
+        defer { stream.close() }
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            if Task.isCancelled { throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream") }
+            let got = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
+            if got == 0 { break }
+            guard got > 0 else {
+                let reason = stream.streamError.map { ": \($0.localizedDescription)" } ?? ""
+                throw TransportFailure(kind: .other, message: "cannot read the request's body stream\(reason)")
+            }
+            let failed: Int32? = buffer.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < got {
+                    let wrote = write(fd, bytes.baseAddress! + offset, got - offset)
+                    if wrote < 0, errno == EINTR { continue }
+                    guard wrote > 0 else { return wrote < 0 ? errno : ENOSPC }
+                    offset += wrote
+                }
+                return nil
+            }
+            if let failed {
+                throw TransportFailure(kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(failed)))")
+            }
+        }
+        return spooled
+    }
+
+    /// A descriptor of the file for one transfer, at its start (closed by the transfer); -1 when
+    /// none could be made (`errno` says why).
+    func descriptor() -> Int32 {
+        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        guard copy >= 0 else { return -1 }
+        // A duplicate shares the offset: each transfer starts it anew.
+        guard lseek(copy, 0, SEEK_SET) == 0 else {
+            close(copy)
+            return -1
+        }
+        return copy
+    }
+}
