@@ -104,6 +104,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// Sends the request and calls `completion` once on `queue` (default: the provider's
     /// callback queue for pipelines built by a provider, else a global queue).
     ///
+    /// `progress` and `completion` run one at a time and in order, on a concurrent `queue` too:
+    /// progress never goes backwards, and `completion` comes after the last progress.
+    ///
     /// Cancelling the returned token cancels the request; `completion` then gets
     /// ``NetworkError/cancelled``.
     @discardableResult
@@ -111,7 +114,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         on queue: DispatchQueue? = nil, progress: ProgressHandler? = nil,
         completion: @escaping @Sendable (Result<Value, NetworkError>) -> Void
     ) -> any Cancellable {
-        let queue = queue ?? callbackQueue ?? DispatchQueue.global()
+        // A serial queue of its own, targeting the one given: a concurrent queue (the global
+        // one by default) would run two callbacks at once, or the completion before progress.
+        let queue = DispatchQueue(label: "pluginhost.callbacks", target: queue ?? callbackQueue ?? DispatchQueue.global())
         var progressOnQueue: ProgressHandler?
         if let progress {
             progressOnQueue = { value in queue.async { progress(value) } }

@@ -39,6 +39,31 @@ struct ProgressTests {
         #expect(seen.log.last == "50000/50000")
     }
 
+    /// Callbacks run one at a time, in order, on a concurrent queue too (the default global one,
+    /// or one given): progress never goes backwards and the completion comes last.
+    @Test(arguments: TransportKind.allCases) func callbacksOnAConcurrentQueueComeInOrder(_ transport: TransportKind) async throws {
+        let provider = transport.provider()
+        let target = try Bin("stream-bytes/102400", task: .requestParameters(parameters: ["chunk_size": 256], encoding: URLEncoding.queryString))
+        for queue in [nil, DispatchQueue(label: "concurrent", attributes: .concurrent)] {
+            for _ in 0..<5 {
+                let seen = LockedCounter()
+                let result: Result<Response, NetworkError> = await withCheckedContinuation { continuation in
+                    provider.request(target).start(on: queue, progress: { p in seen.append("\(p.completedBytes)") }) {
+                        seen.append("done")
+                        continuation.resume(returning: $0)
+                    }
+                }
+                #expect(try result.get().data.count == 102_400)
+                let log = seen.log
+                let bytes = log.dropLast().compactMap { Int($0) }
+                #expect(log.last == "done")
+                #expect(bytes.count == log.count - 1)
+                #expect(bytes == bytes.sorted(), "progress went backwards: \(bytes)")
+                #expect(bytes.last == 102_400)
+            }
+        }
+    }
+
     @Test(arguments: TransportKind.allCases) func callbackProgressAndFinalResponse(_ transport: TransportKind) async throws {
         let provider = transport.provider()
         let seen = LockedCounter()
