@@ -51,10 +51,30 @@ public final class CancellationSignal: Sendable {
         state.withLock { $0.handlers[id] = nil }
     }
 
+    /// The value of `task` once it ends; nil, early, when the signal or the calling task is
+    /// cancelled first. The task goes on: others may be waiting for it too.
+    func value<Value: Sendable>(of task: Task<Value, Never>) async -> Value? {
+        guard !isCancelled, !Task.isCancelled else { return nil }
+        let once = Once<Value?>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Value?, Never>) in
+                once.set(continuation)
+                let id = onCancel { once.resume(nil) }
+                Task {
+                    let value = await task.value
+                    self.removeHandler(id)
+                    once.resume(value)
+                }
+            }
+        } onCancel: {
+            once.resume(nil)
+        }
+    }
+
     /// Waits `seconds`; returns false (early) when the signal or the calling task is cancelled.
     public func sleep(seconds: Double) async -> Bool {
         guard seconds > 0 else { return !isCancelled && !Task.isCancelled }
-        let once = Once()
+        let once = Once<Bool>()
         let finished: Bool = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 once.set(continuation)
@@ -70,20 +90,21 @@ public final class CancellationSignal: Sendable {
         return finished && !isCancelled
     }
 
-    /// Resumes a continuation at most once.
-    private final class Once: Sendable {
-        private let state = Locked<(continuation: CheckedContinuation<Bool, Never>?, early: Bool?)>((nil, nil))
+    /// Resumes a continuation at most once, with the first value given (before or after the
+    /// continuation is).
+    private final class Once<Value: Sendable>: Sendable {
+        private let state = Locked<(continuation: CheckedContinuation<Value, Never>?, early: Value?)>((nil, nil))
 
-        func set(_ continuation: CheckedContinuation<Bool, Never>) {
-            let early = state.withLock { state -> Bool? in
+        func set(_ continuation: CheckedContinuation<Value, Never>) {
+            let early = state.withLock { state -> Value? in
                 if state.early == nil { state.continuation = continuation }
                 return state.early
             }
             if let early { continuation.resume(returning: early) }
         }
 
-        func resume(_ value: Bool) {
-            let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+        func resume(_ value: Value) {
+            let continuation = state.withLock { state -> CheckedContinuation<Value, Never>? in
                 guard let continuation = state.continuation else {
                     if state.early == nil { state.early = value }
                     return nil

@@ -464,7 +464,7 @@ final class InterceptorChain: Sendable {
     func prepareRetry(_ retry: RetryRequest, cancellation: CancellationSignal) async -> NetworkError? {
         if let refresh = retry.refresh {
             do {
-                try await services.refresh(key: refresh.key, staleValue: refresh.staleValue)
+                try await services.refresh(key: refresh.key, staleValue: refresh.staleValue, cancellation: cancellation)
             } catch {
                 return error
             }

@@ -185,8 +185,15 @@ public final class PluginServices: Sendable {
     /// already). A store that holds none refreshes: the stale value came from elsewhere (a
     /// token from the environment or a file), and the refresher's value goes into the store. Fails with ``NetworkError/credentialRefresh(key:message:)`` when no
     /// refresher is registered, the refresher throws, or more than ``maxRefreshes``
-    /// refreshes happened within ``refreshWindow`` seconds.
+    /// refreshes happened within ``refreshWindow`` seconds; with ``NetworkError/cancelled`` when
+    /// the calling task is cancelled while it waits (the refresh goes on for others).
     public func refresh(key: String, staleValue: String?) async throws(NetworkError) {
+        try await refresh(key: key, staleValue: staleValue, cancellation: CancellationSignal())
+    }
+
+    /// ``refresh(key:staleValue:)`` for one request: its wait ends, ``NetworkError/cancelled``,
+    /// when `cancellation` fires too (the request cancelled, or out of time).
+    func refresh(key: String, staleValue: String?, cancellation: CancellationSignal) async throws(NetworkError) {
         let now = Date().timeIntervalSince1970
         let task: Task<Result<String, NetworkError>, Never>? = try state.withLock { state throws(NetworkError) in
             // Already refreshed when the value is not the stale one (compared as bytes: a value of
@@ -219,7 +226,8 @@ public final class PluginServices: Sendable {
             return task
         }
         guard let task else { return }
-        _ = try await task.value.get()
+        guard let result = await cancellation.value(of: task) else { throw .cancelled }
+        _ = try result.get()
     }
 }
 

@@ -215,6 +215,41 @@ struct InterceptorChainTests {
         }
     }
 
+    /// A request waiting for a refresh ends when it is cancelled (its task, or
+    /// `Provider.cancelAll()`) or its deadline passes, not when the refresher returns; the
+    /// refresh goes on and stores its token for the next request.
+    @Test(arguments: ["task", "cancelAll", "deadline"]) func aRequestWaitingForARefreshEndsWhenCancelledOrOutOfTime(_ end: String) async throws {
+        let (started, startedEvents) = AsyncStream<Void>.makeStream()
+        let released = LockedBox(false)
+        let finished = LockedBox(false)
+        let provider = Provider<Bin>(interceptors: [TokenInterceptor()], limits: RequestLimits(deadline: end == "deadline" ? 0.5 : nil))
+        provider.services.setValue("bad-0", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            startedEvents.yield()
+            // Until the test lets it go (at most 30 s).
+            for _ in 0..<600 where !released.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+            finished.set(true)
+            return "good-1"
+        }
+        let target = try Bin("bearer")
+        let request = Task { await provider.request(target).result }
+        if end != "deadline" {
+            for await _ in started { break }
+            if end == "task" { request.cancel() } else { provider.cancelAll() }
+        }
+        let result = await request.value
+        #expect(!finished.get(), "the request waited for the refresher")
+        switch result {
+        case .failure(.cancelled) where end != "deadline": break
+        case .failure(.underlying(let failure, _)) where end == "deadline":
+            #expect(failure == TransportFailure(kind: .timedOut, message: "the request's deadline of 0.5 s passed (RequestLimits.deadline)"))
+        default: Issue.record("got \(result)")
+        }
+        released.set(true)
+        #expect(await eventually { provider.services.value(forKey: "access_token") == "good-1" })
+        #expect(try await provider.request(target).value.statusCode == 200)
+    }
+
     @Test func excessiveRefreshIsStopped() async throws {
         let services = PluginServices(maxRefreshes: 1, refreshWindow: 60)
         let provider = Provider<Bin>(interceptors: [TokenInterceptor()], services: services, maxInterceptorRetries: 5)
