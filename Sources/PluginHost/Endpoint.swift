@@ -245,7 +245,7 @@ extension Endpoint: Equatable, Hashable {
     /// Two endpoints are equal when they make the same `URLRequest` (URL, method, header fields,
     /// body), as Moya compares them; endpoints whose request cannot be made compare by URL and method.
     public static func == (lhs: Endpoint, rhs: Endpoint) -> Bool {
-        switch (try? lhs.urlRequest(), try? rhs.urlRequest()) {
+        switch (try? lhs.comparedRequest(), try? rhs.comparedRequest()) {
         case (let left?, let right?):
             return left.url == right.url && left.httpMethod == right.httpMethod && left.allHTTPHeaderFields == right.allHTTPHeaderFields
                 && left.httpBody == right.httpBody
@@ -256,7 +256,7 @@ extension Endpoint: Equatable, Hashable {
 
     /// Hashes what ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) {
-        if let request = try? urlRequest() {
+        if let request = try? comparedRequest() {
             hasher.combine(request.url)
             hasher.combine(request.httpMethod)
             hasher.combine(request.allHTTPHeaderFields)
@@ -264,6 +264,24 @@ extension Endpoint: Equatable, Hashable {
         } else {
             hasher.combine(url)
             hasher.combine(method)
+        }
+    }
+
+    /// The request as equality sees it: a multipart body's boundary, which each `urlRequest()`
+    /// draws anew, replaced by one fixed string in the body and its `Content-Type`.
+    private func comparedRequest() throws -> URLRequest {
+        var request = try urlRequest()
+        switch task {
+        case .uploadMultipart, .uploadCompositeMultipart:
+            let prefix = "multipart/form-data; boundary="
+            guard let type = request.value(forHTTPHeaderField: "Content-Type"), type.hasPrefix(prefix), let body = request.httpBody
+            else { return request }
+            let boundary = Data(type.dropFirst(prefix.count).utf8)
+            request.setValue(prefix + "boundary", forHTTPHeaderField: "Content-Type")
+            request.httpBody = body.replacing(boundary, with: Data("boundary".utf8))
+            return request
+        default:
+            return request
         }
     }
 }

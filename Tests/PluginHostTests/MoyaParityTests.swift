@@ -135,6 +135,25 @@ struct MoyaParityAdditionsTests {
         #expect(a != a.adding(newHTTPHeaderFields: ["X-A": "1"]))
     }
 
+    /// A multipart endpoint equals itself and one made the same way, though every request it
+    /// makes draws a new boundary; other parts or query make it another.
+    @Test func multipartEndpointsCompareByTheirParts() {
+        let parts: [MultipartFormBodyPart] = [
+            .text("hello", name: "greeting"), MultipartFormBodyPart(source: .data(Data([0, 1, 2])), name: "blob", fileName: "b.bin"),
+        ]
+        let a = Self.endpoint(.uploadMultipart(parts))
+        let same = Self.endpoint(.uploadMultipart(parts))
+        let other = Self.endpoint(.uploadMultipart([.text("bye", name: "greeting")]))
+        let composite = Self.endpoint(.uploadCompositeMultipart(parts, urlParameters: ["q": "1"]))
+        #expect(a == a)
+        #expect(a == same)
+        #expect(a.hashValue == same.hashValue)
+        #expect(a != other)
+        #expect(a != composite)
+        #expect(composite == Self.endpoint(.uploadCompositeMultipart(parts, urlParameters: ["q": "1"])))
+        #expect(Set([a, same, other, composite]).count == 3)
+    }
+
     @Test func aStubAnswersWithTheCallersOwnResponse() async throws {
         struct Own: TargetType {
             var baseURL: URL { URL(string: "https://api.example.invalid")! }
