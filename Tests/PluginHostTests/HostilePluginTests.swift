@@ -109,4 +109,30 @@ struct HostilePluginTests {
         #expect(services.value(forKey: "k") == "secret")
         #expect(services.value(forKey: "") == nil)
     }
+
+    /// Every accessor called with a NULL request, result or host table reads nothing and
+    /// changes nothing (pluginhost.h says what each returns), and the host does not crash.
+    @Test func nullHandlesAreNone() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("HostileTestPlugin")
+        let services = PluginServices()
+        let events = LockedCounter()
+        let subscription = services.subscribe { events.append($0.name) }
+        defer { withExtendedLifetime(subscription) {} }
+        let plugins = try PluginLoader.load(
+            manifest: try f.manifest([["name": "hostile", "config": ["mode": "null-handles"]]]), services: services)
+        let response = try await Provider<Bin>(interceptors: plugins).request(try Bin("get")).value
+        #expect(response.statusCode == 200)
+        let findings = [
+            "request: method 0 url 0 set_method 2 set_url 2 header 3 count 0 at 3 set 2 add 2 remove 2 headers 0 edit 2 bad 99",
+            "body 3 set_body 2 timeout inf respond 2 background 2;",
+            "result: failure 7 status 0 header 3 count 0 at 3 set 2 add 2 remove 2 body 0 set_body 2 replace 2 retry 2 headers 0",
+            "request_headers 0 redirected 0;",
+            "host: kv_get -1 kv_set 2 declare 2 subscribers 0; borrowed untouched",
+        ]
+        #expect(response.value(forHTTPHeaderField: "X-Findings") == findings.joined(separator: " "))
+        #expect(services.value(forKey: "X-A") == nil)
+        #expect(events.log.isEmpty)
+    }
 }

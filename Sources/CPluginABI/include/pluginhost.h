@@ -20,6 +20,11 @@
  *   - ph_bytes handed by a plugin to the host (setters) are copied before the call returns.
  *   - Request, response, context and challenge handles are owned by the host and valid only
  *     during the hook call they were passed to.
+ *   - A NULL request, result or host table is none: a getter reads nothing (empty bytes, a count
+ *     of 0, PH_NOT_FOUND, a status of 0, INFINITY for a timeout, PH_FAILURE_OTHER for a
+ *     failure, -1 from kv_get, 0 from has_subscribers and result_redirected), a setter changes
+ *     nothing (PH_INVALID where it returns a status), and nothing is written through the
+ *     out-parameters.
  *   - Errors are written by the plugin into a host-provided ph_error_buf (truncated to its
  *     capacity); nothing is ever freed across the boundary.
  *   - The instance returned by create() belongs to the plugin until destroy() is called.

@@ -61,9 +61,17 @@ extension RequestState {
     /// Runs `body` on the state `pointer` is the handle of, borrowed for the call: the chain holds
     /// the state through the hook call, so an accessor counts no reference (a retain and a release
     /// on every call, taken as a strong reference).
+    /// A NULL handle is none: `body` does not run and the answer is `none`.
     @inline(__always)
-    static func with<R>(_ pointer: OpaquePointer?, _ body: (RequestHandle) throws -> R) rethrows -> R {
-        try Unmanaged<RequestHandle>.fromOpaque(UnsafeRawPointer(pointer!))._withUnsafeGuaranteedRef(body)
+    static func with<R>(_ pointer: OpaquePointer?, or none: R, _ body: (RequestHandle) throws -> R) rethrows -> R {
+        guard let pointer else { return none }
+        return try Unmanaged<RequestHandle>.fromOpaque(UnsafeRawPointer(pointer))._withUnsafeGuaranteedRef(body)
+    }
+
+    /// ``with(_:or:_:)`` for a `body` that answers nothing: it does not run for a NULL handle.
+    @inline(__always)
+    static func with(_ pointer: OpaquePointer?, _ body: (RequestHandle) throws -> Void) rethrows {
+        try with(pointer, or: (), body)
     }
 }
 
@@ -283,10 +291,12 @@ class ResultHandle {
     }
 
     /// Runs `body` on the handle `pointer` points at, borrowed for the call (see
-    /// `RequestState.with(_:_:)`: the chain holds the handle through the hook call).
+    /// `RequestState.with(_:or:_:)`: the chain holds the handle through the hook call).
+    /// A NULL handle is none: `body` does not run and the answer is `none`.
     @inline(__always)
-    static func with<R>(_ pointer: OpaquePointer?, _ body: (ResultHandle) throws -> R) rethrows -> R {
-        try Unmanaged<ResultHandle>.fromOpaque(UnsafeRawPointer(pointer!))._withUnsafeGuaranteedRef(body)
+    static func with<R>(_ pointer: OpaquePointer?, or none: R, _ body: (ResultHandle) throws -> R) rethrows -> R {
+        guard let pointer else { return none }
+        return try Unmanaged<ResultHandle>.fromOpaque(UnsafeRawPointer(pointer))._withUnsafeGuaranteedRef(body)
     }
 }
 
@@ -326,9 +336,18 @@ final class HostTable: @unchecked Sendable {
     }
 
     /// Runs `body` on the table `api` belongs to, borrowed for the call (its plugin holds it).
+    /// A NULL table (or one without its host's data) is none: `body` does not run and the
+    /// answer is `none`.
     @inline(__always)
-    static func with<R>(_ api: UnsafePointer<ph_host_api>?, _ body: (HostTable) throws -> R) rethrows -> R {
-        try Unmanaged<HostTable>.fromOpaque(api!.pointee.host_data)._withUnsafeGuaranteedRef(body)
+    static func with<R>(_ api: UnsafePointer<ph_host_api>?, or none: R, _ body: (HostTable) throws -> R) rethrows -> R {
+        guard let data = api?.pointee.host_data else { return none }
+        return try Unmanaged<HostTable>.fromOpaque(data)._withUnsafeGuaranteedRef(body)
+    }
+
+    /// ``with(_:or:_:)`` for a `body` that answers nothing: it does not run for a NULL table.
+    @inline(__always)
+    static func with(_ api: UnsafePointer<ph_host_api>?, _ body: (HostTable) throws -> Void) rethrows {
+        try with(api, or: (), body)
     }
 
     /// The callbacks, shared by every table.
@@ -341,7 +360,7 @@ final class HostTable: @unchecked Sendable {
             HostTable.with(api) { $0.services.log(LogLevel(abiCode: level), CBytes.string(message)) }
         }
         api.kv_get = { api, key, out, capacity in
-            guard CBytes.isBuffer(key), var value = HostTable.with(api, { $0.services.value(forKey: key) }) else { return -1 }
+            guard CBytes.isBuffer(key), var value = HostTable.with(api, or: nil, { $0.services.value(forKey: key) }) else { return -1 }
             return value.withUTF8 { utf8 -> Int64 in
                 // As much as `capacity` holds (the header's out[0..capacity)); a capacity past
                 // `Int.max` (negative here) is room for any value.
@@ -351,7 +370,7 @@ final class HostTable: @unchecked Sendable {
             }
         }
         api.declare_hooks = { api, hooks in
-            HostTable.with(api) { table in
+            HostTable.with(api, or: PH_INVALID) { table in
                 table.creation.withLock { state -> Int32 in
                     guard state.creating else { return PH_INVALID }
                     state.declared = hooks
@@ -360,7 +379,7 @@ final class HostTable: @unchecked Sendable {
             }
         }
         api.has_subscribers = { api in
-            HostTable.with(api) { $0.services.hasSubscribers } ? 1 : 0
+            HostTable.with(api, or: false) { $0.services.hasSubscribers } ? 1 : 0
         }
         api.kv_set = { api, key, value, remove in _ = HostTable.setValue(api, key, value, remove) }
         api.kv_set_checked = { api, key, value, remove in HostTable.setValue(api, key, value, remove) }
@@ -379,22 +398,24 @@ final class HostTable: @unchecked Sendable {
             RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil || count < 0 ? 0 : count))
         }
 
-        api.request_method = { request in RequestHandle.with(request) { $0.cMethod } }
+        api.request_method = { request in RequestHandle.with(request, or: ph_bytes()) { $0.cMethod } }
         api.request_set_method = { request, method in
-            (try? RequestHandle.with(request) { try $0.setMethod(CBytes.string(method)) }) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.with(request, or: nil) { try $0.setMethod(CBytes.string(method)) }) != nil ? PH_OK : PH_INVALID
         }
-        api.request_url = { request in RequestHandle.with(request) { $0.cURL } }
+        api.request_url = { request in RequestHandle.with(request, or: ph_bytes()) { $0.cURL } }
         api.request_set_url = { request, url in
-            (try? RequestHandle.with(request) { try $0.setURL(CBytes.string(url)) }) != nil ? PH_OK : PH_INVALID
+            (try? RequestHandle.with(request, or: nil) { try $0.setURL(CBytes.string(url)) }) != nil ? PH_OK : PH_INVALID
         }
         // Header and body reads borrow the state's C copies (made once per version, not per call).
         api.request_header = { request, name, index, value in
-            guard let found = RequestHandle.with(request, { $0.cHeaders.value(named: name, index: index) }) else { return PH_NOT_FOUND }
+            guard let found = RequestHandle.with(request, or: nil, { $0.cHeaders.value(named: name, index: index) }) else { return PH_NOT_FOUND }
             value?.pointee = found
             return PH_OK
         }
-        api.request_header_count = { request in RequestHandle.with(request) { $0.cHeaders.count } }
-        api.request_header_at = { request, index, name, value in RequestHandle.with(request) { $0.cHeaders.pair(at: index, name, value) } }
+        api.request_header_count = { request in RequestHandle.with(request, or: 0) { $0.cHeaders.count } }
+        api.request_header_at = { request, index, name, value in
+            RequestHandle.with(request, or: PH_NOT_FOUND) { $0.cHeaders.pair(at: index, name, value) }
+        }
         // One edit each, checked and applied as a batch of one (the same byte checks and refusals).
         api.request_set_header = { request, name, value in
             HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_SET, name: name, value: value))
@@ -406,28 +427,29 @@ final class HostTable: @unchecked Sendable {
             HostTable.editHeaders(request, ph_header_edit(op: PH_EDIT_REMOVE, name: name, value: ph_bytes()))
         }
         api.request_headers = { request, names, values, capacity in
-            RequestHandle.with(request) { $0.cHeaders.snapshot(names, values, capacity) }
+            RequestHandle.with(request, or: 0) { $0.cHeaders.snapshot(names, values, capacity) }
         }
         api.request_background = { api, request, option in
             // The state refuses it outside this plugin's prepare (and from a background exchange).
             guard CBytes.isBuffer(option) else { return PH_INVALID }
-            let plugin = HostTable.with(api) { $0.services.plugin }
-            return RequestHandle.with(request) { $0.scheduleBackground(plugin: plugin, option: CBytes.string(option)) } ? PH_OK : PH_INVALID
+            guard let plugin = HostTable.with(api, or: nil, { $0.services.plugin }) else { return PH_INVALID }
+            return RequestHandle.with(request, or: false) { $0.scheduleBackground(plugin: plugin, option: CBytes.string(option)) }
+                ? PH_OK : PH_INVALID
         }
         api.request_edit_headers = { request, edits, count, badIndex in HostTable.editHeaders(request, edits, count, badIndex) }
         api.request_body = { request, body in
-            guard let bytes = RequestHandle.with(request, { $0.cBody }) else { return PH_NOT_FOUND }
+            guard let bytes = RequestHandle.with(request, or: nil, { $0.cBody }) else { return PH_NOT_FOUND }
             body?.pointee = bytes
             return PH_OK
         }
         api.request_set_body = { request, body, present in _ = HostTable.setRequestBody(request, body, present) }
         api.request_set_body_checked = { request, body, present in HostTable.setRequestBody(request, body, present) }
-        api.request_timeout = { request in RequestHandle.with(request) { $0.timeout } }
+        api.request_timeout = { request in RequestHandle.with(request, or: .infinity) { $0.timeout } }
         // A refused timeout or status changes nothing (these setters of 1.0 return nothing: a plugin
         // reads the value back to know).
         api.request_set_timeout = { request, seconds in try? RequestHandle.with(request) { try $0.setTimeout(seconds) } }
         api.request_respond = { request, status, names, values, count, body in
-            RequestHandle.with(request) { handle in
+            RequestHandle.with(request, or: PH_INVALID) { handle in
                 guard handle.mayRespond, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
                 handle.answer = answer
                 return PH_OK
@@ -435,62 +457,64 @@ final class HostTable: @unchecked Sendable {
         }
 
         api.result_failure = { result, message in
-            ResultHandle.with(result) { handle in
+            ResultHandle.with(result, or: PH_FAILURE_OTHER) { handle in
                 guard let failure = handle.failure else { return PH_FAILURE_NONE }
                 message?.pointee = handle.arena.bytes(failure.message)
                 return failure.kind.abiCode
             }
         }
-        api.result_status = { result in Int32(clamping: ResultHandle.with(result) { $0.response?.statusCode } ?? 0) }
-        api.result_set_status = { result, status in try? ResultHandle.with(result) { try $0.response?.setStatusCode(Int(status)) } }
+        api.result_status = { result in Int32(clamping: ResultHandle.with(result, or: nil) { $0.response?.statusCode } ?? 0) }
+        api.result_set_status = { result, status in try? ResultHandle.with(result, or: ()) { try $0.response?.setStatusCode(Int(status)) } }
         api.result_header = { result, name, index, value in
-            guard let found = ResultHandle.with(result, { $0.response?.cHeaders.value(named: name, index: index) }) else { return PH_NOT_FOUND }
+            guard let found = ResultHandle.with(result, or: nil, { $0.response?.cHeaders.value(named: name, index: index) }) else {
+                return PH_NOT_FOUND
+            }
             value?.pointee = found
             return PH_OK
         }
-        api.result_header_count = { result in ResultHandle.with(result) { $0.response?.cHeaders.count } ?? 0 }
+        api.result_header_count = { result in ResultHandle.with(result, or: nil) { $0.response?.cHeaders.count } ?? 0 }
         api.result_header_at = { result, index, name, value in
-            ResultHandle.with(result) { $0.response?.cHeaders.pair(at: index, name, value) } ?? PH_NOT_FOUND
+            ResultHandle.with(result, or: nil) { $0.response?.cHeaders.pair(at: index, name, value) } ?? PH_NOT_FOUND
         }
         api.result_set_header = { result, name, value in
             guard CBytes.isBuffer(value) else { return PH_INVALID }
-            return ResultHandle.with(result) { handle in
+            return ResultHandle.with(result, or: PH_INVALID) { handle in
                 guard let response = handle.response else { return PH_INVALID }
                 return (try? response.setHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
             }
         }
         api.result_add_header = { result, name, value in
             guard CBytes.isBuffer(value) else { return PH_INVALID }
-            return ResultHandle.with(result) { handle in
+            return ResultHandle.with(result, or: PH_INVALID) { handle in
                 guard let response = handle.response else { return PH_INVALID }
                 return (try? response.addHeader(named: CBytes.string(name), value: CBytes.string(value))) != nil ? PH_OK : PH_INVALID
             }
         }
         api.result_remove_header = { result, name in
-            ResultHandle.with(result) { handle in
+            ResultHandle.with(result, or: PH_INVALID) { handle in
                 guard let response = handle.response else { return PH_INVALID }
                 return (try? response.setHeader(named: CBytes.string(name), value: nil)) != nil ? PH_OK : PH_INVALID
             }
         }
         api.result_headers = { result, names, values, capacity in
-            ResultHandle.with(result) { $0.response?.cHeaders.snapshot(names, values, capacity) } ?? 0
+            ResultHandle.with(result, or: nil) { $0.response?.cHeaders.snapshot(names, values, capacity) } ?? 0
         }
         api.result_request_headers = { result, names, values, capacity in
-            ResultHandle.with(result) { $0.response?.sentRequest?.cHeaders.snapshot(names, values, capacity) } ?? 0
+            ResultHandle.with(result, or: nil) { $0.response?.sentRequest?.cHeaders.snapshot(names, values, capacity) } ?? 0
         }
-        api.result_redirected = { result in ResultHandle.with(result) { $0.response?.isRedirected == true ? 1 : 0 } ?? 0 }
-        api.result_body = { result in ResultHandle.with(result) { $0.response?.cBody } ?? ph_bytes() }
+        api.result_redirected = { result in ResultHandle.with(result, or: 0) { $0.response?.isRedirected == true ? 1 : 0 } }
+        api.result_body = { result in ResultHandle.with(result, or: nil) { $0.response?.cBody } ?? ph_bytes() }
         api.result_set_body = { result, body in _ = HostTable.setResultBody(result, body) }
         api.result_set_body_checked = { result, body in HostTable.setResultBody(result, body) }
         api.result_replace = { result, status, names, values, count, body in
-            ResultHandle.with(result) { handle in
+            ResultHandle.with(result, or: PH_INVALID) { handle in
                 guard handle.mayDecide, let answer = HostTable.answer(status, names, values, count, body) else { return PH_INVALID }
                 handle.replacement = answer
                 return PH_OK
             }
         }
         api.result_retry = { result, delay, key, stale, hasStale in
-            ResultHandle.with(result) { handle in
+            ResultHandle.with(result, or: PH_INVALID) { handle in
                 guard handle.mayDecide, delay.isFinite, delay >= 0, CBytes.isBuffer(key), hasStale == 0 || CBytes.isBuffer(stale) else {
                     return PH_INVALID
                 }
@@ -510,15 +534,19 @@ final class HostTable: @unchecked Sendable {
     /// value of a store) that is no buffer.
     static func setValue(_ api: UnsafePointer<ph_host_api>?, _ key: ph_bytes, _ value: ph_bytes, _ remove: Int32) -> ph_status {
         guard CBytes.isBuffer(key), remove != 0 || CBytes.isBuffer(value) else { return PH_INVALID }
-        HostTable.with(api) { $0.services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key)) }
-        return PH_OK
+        return HostTable.with(api, or: PH_INVALID) {
+            $0.services.setValue(remove != 0 ? nil : CBytes.string(value), forKey: CBytes.string(key))
+            return PH_OK
+        }
     }
 
     /// `request_set_body`: PH_INVALID, the body unchanged, for a body that is no buffer.
     static func setRequestBody(_ request: OpaquePointer?, _ body: ph_bytes, _ present: Int32) -> ph_status {
         guard present == 0 || CBytes.isBuffer(body) else { return PH_INVALID }
-        RequestHandle.with(request) { $0.setBodyData(present != 0 ? CBytes.data(body) : nil) }
-        return PH_OK
+        return RequestHandle.with(request, or: PH_INVALID) {
+            $0.setBodyData(present != 0 ? CBytes.data(body) : nil)
+            return PH_OK
+        }
     }
 
     /// The answer of `request_respond` or `result_replace`; nil for a status outside 100...999, a
@@ -558,7 +586,7 @@ final class HostTable: @unchecked Sendable {
     /// `result_set_body`: PH_INVALID, nothing changed, for a failure or a body that is no buffer.
     static func setResultBody(_ result: OpaquePointer?, _ body: ph_bytes) -> ph_status {
         guard CBytes.isBuffer(body) else { return PH_INVALID }
-        return ResultHandle.with(result) { handle in
+        return ResultHandle.with(result, or: PH_INVALID) { handle in
             guard let response = handle.response else { return PH_INVALID }
             response.setData(CBytes.data(body))
             return PH_OK
@@ -572,6 +600,7 @@ extension HostTable {
     static func editHeaders(
         _ request: OpaquePointer?, _ edits: UnsafePointer<ph_header_edit>?, _ count: Int, _ badIndex: UnsafeMutablePointer<Int>?
     ) -> ph_status {
+        guard request != nil else { return PH_INVALID }
         // `size_t` arrives as `Int`: a count past `Int.max` is negative, and as oversize.
         guard count >= 0, count <= Int(PH_MAX_HEADER_EDITS) else {
             badIndex?.pointee = Int(PH_MAX_HEADER_EDITS)
@@ -586,8 +615,10 @@ extension HostTable {
             badIndex?.pointee = index
             return PH_INVALID
         }
-        RequestHandle.with(request) { $0.applyChecked(count: count) { HeaderEditBytes.edit(edits[$0]) } }
-        return PH_OK
+        return RequestHandle.with(request, or: PH_INVALID) {
+            $0.applyChecked(count: count) { HeaderEditBytes.edit(edits[$0]) }
+            return PH_OK
+        }
     }
 
     /// One edit of a single setter (`request_set_header`, `request_add_header`,

@@ -15,7 +15,10 @@
  *                 data with a length, a length of SIZE_MAX), through the 1.0 setters and the
  *                 checked ones of 1.5, then answers with what it saw: nothing may change
  *   timeouts      prepare sets the request's timeout to NaN, 0, -1 and -INFINITY (each must
- *                 change nothing), then to INFINITY (none), and answers with what it read back */
+ *                 change nothing), then to INFINITY (none), and answers with what it read back
+ *   null-handles  prepare calls every accessor with a NULL request, result or host table (each
+ *                 is none: nothing read, nothing changed, no crash) and answers with what each
+ *                 returned */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +115,51 @@ static int32_t timeouts(const ph_host_api *host, ph_request *request, ph_error_b
     return host->request_set_header(request, name, value) == PH_OK ? PH_OK : fail_with(error, "the findings were refused");
 }
 
+/* The `null-handles` mode: what every accessor returns for a NULL handle. */
+static int32_t null_handles(const ph_host_api *host, ph_request *request, ph_error_buf *error) {
+    if (host->abi_minor < 6) return fail_with(error, "the host is older than ABI 1.6");
+    const ph_bytes name = {(const uint8_t *)"X-A", 3}, value = {(const uint8_t *)"1", 1}, empty = {NULL, 0};
+    ph_bytes got = {(const uint8_t *)"untouched", 9}, other = got;
+    ph_header_edit edit = {PH_EDIT_SET, name, value};
+    size_t bad = 99;
+    uint8_t out[8];
+    char findings[512];
+    /* The ones that answer nothing first: none may crash. */
+    host->log(NULL, PH_LOG_ERROR, value);
+    host->kv_set(NULL, name, value, 0);
+    host->emit(NULL, name, &name, &value, 1);
+    host->request_set_body(NULL, value, 1);
+    host->request_set_timeout(NULL, 5);
+    host->result_set_status(NULL, 200);
+    host->result_set_body(NULL, value);
+    snprintf(findings, sizeof findings,
+             "request: method %zu url %zu set_method %d set_url %d header %d count %zu at %d set %d add %d remove %d "
+             "headers %zu edit %d bad %zu body %d set_body %d timeout %g respond %d background %d; "
+             "result: failure %d status %d header %d count %zu at %d set %d add %d remove %d body %zu set_body %d "
+             "replace %d retry %d headers %zu request_headers %zu redirected %d; "
+             "host: kv_get %lld kv_set %d declare %d subscribers %d; borrowed %.*s",
+             host->request_method(NULL).len, host->request_url(NULL).len, host->request_set_method(NULL, value),
+             host->request_set_url(NULL, value), host->request_header(NULL, name, 0, &got), host->request_header_count(NULL),
+             host->request_header_at(NULL, 0, &got, &other), host->request_set_header(NULL, name, value),
+             host->request_add_header(NULL, name, value), host->request_remove_header(NULL, name),
+             host->request_headers(NULL, &got, &other, 1), host->request_edit_headers(NULL, &edit, 1, &bad), bad,
+             host->request_body(NULL, &got), host->request_set_body_checked(NULL, value, 1), host->request_timeout(NULL),
+             host->request_respond(NULL, 200, NULL, NULL, 0, empty), host->request_background(host, NULL, value),
+             host->result_failure(NULL, &got), host->result_status(NULL), host->result_header(NULL, name, 0, &got),
+             host->result_header_count(NULL), host->result_header_at(NULL, 0, &got, &other),
+             host->result_set_header(NULL, name, value), host->result_add_header(NULL, name, value),
+             host->result_remove_header(NULL, name), host->result_body(NULL).len, host->result_set_body_checked(NULL, value),
+             host->result_replace(NULL, 200, NULL, NULL, 0, empty), host->result_retry(NULL, 0, empty, empty, 0),
+             host->result_headers(NULL, &got, &other, 1), host->result_request_headers(NULL, &got, &other, 1),
+             host->result_redirected(NULL), (long long)host->kv_get(NULL, name, out, sizeof out),
+             host->kv_set_checked(NULL, name, value, 0), host->declare_hooks(NULL, PH_HOOK_PREPARE), host->has_subscribers(NULL),
+             (int)got.len, (const char *)got.data);
+    /* A NULL host table with a real request: refused too. */
+    if (host->request_background(NULL, request, value) != PH_INVALID) return fail_with(error, "background with no host table");
+    ph_bytes header = {(const uint8_t *)"X-Findings", 10}, text = {(const uint8_t *)findings, strlen(findings)};
+    return host->request_respond(request, 200, &header, &text, 1, empty) == PH_OK ? PH_OK : fail_with(error, "respond refused");
+}
+
 static int32_t prepare(void *opaque, ph_request *request, const ph_context *context, ph_error_buf *error) {
     instance_t *self = opaque;
     const ph_host_api *host = self->host;
@@ -157,6 +205,7 @@ static int32_t prepare(void *opaque, ph_request *request, const ph_context *cont
     }
     if (strcmp(self->mode, "unbuffered") == 0) return unbuffered(host, request, error);
     if (strcmp(self->mode, "timeouts") == 0) return timeouts(host, request, error);
+    if (strcmp(self->mode, "null-handles") == 0) return null_handles(host, request, error);
     if (strcmp(self->mode, "bad-url") == 0) {
         ph_bytes url = {(const uint8_t *)"not a url", 9};
         if (host->request_set_url(request, url) != PH_OK) return fail_with(error, "the host refused an invalid URL");
