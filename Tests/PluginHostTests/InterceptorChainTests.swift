@@ -221,10 +221,12 @@ struct InterceptorChainTests {
     @Test(arguments: ["task", "cancelAll", "deadline"]) func aRequestWaitingForARefreshEndsWhenCancelledOrOutOfTime(_ end: String) async throws {
         let (started, startedEvents) = AsyncStream<Void>.makeStream()
         let released = LockedBox(false)
+        let began = LockedBox(false)
         let finished = LockedBox(false)
-        let provider = Provider<Bin>(interceptors: [TokenInterceptor()], limits: RequestLimits(deadline: end == "deadline" ? 0.5 : nil))
+        let provider = Provider<Bin>(interceptors: [TokenInterceptor()], limits: RequestLimits(deadline: end == "deadline" ? 2 : nil))
         provider.services.setValue("bad-0", forKey: "access_token")
         provider.services.registerRefresher(forKey: "access_token") { _ in
+            began.set(true)
             startedEvents.yield()
             // Until the test lets it go (at most 30 s).
             for _ in 0..<600 where !released.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
@@ -238,11 +240,12 @@ struct InterceptorChainTests {
             if end == "task" { request.cancel() } else { provider.cancelAll() }
         }
         let result = await request.value
+        #expect(began.get(), "the request ended before the refresh began")
         #expect(!finished.get(), "the request waited for the refresher")
         switch result {
         case .failure(.cancelled) where end != "deadline": break
         case .failure(.underlying(let failure, _)) where end == "deadline":
-            #expect(failure == TransportFailure(kind: .timedOut, message: "the request's deadline of 0.5 s passed (RequestLimits.deadline)"))
+            #expect(failure == TransportFailure(kind: .timedOut, message: "the request's deadline of 2.0 s passed (RequestLimits.deadline)"))
         default: Issue.record("got \(result)")
         }
         released.set(true)
