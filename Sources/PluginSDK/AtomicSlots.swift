@@ -16,9 +16,18 @@ struct HandleSlot {
         slot.initialize(to: UnsafeMutableRawPointer(handle))
     }
 
-    var handle: OpaquePointer { OpaquePointer(ph_atomic_load_pointer(slot))! }
+    /// The handle; nil once the view is retired (a NULL handle, which the host reads as none).
+    var handle: OpaquePointer? { OpaquePointer(ph_atomic_load_pointer(slot)) }
 
     func set(_ handle: OpaquePointer) { ph_atomic_store_pointer(slot, UnsafeMutableRawPointer(handle)) }
+
+    /// Points the view at no handle: a plugin kept it past its hook, after which the handle's
+    /// state may be freed (and its memory another request's).
+    func retire() { ph_atomic_store_pointer(slot, nil) }
+
+    /// What a setter of a retired view throws.
+    static let retired = InterceptorError.failed(
+        "a request or response was used after its hook returned (a hook's request and response are valid only during the call)")
 
     /// Whether the slot holds `handle` (compared without unwrapping a handle, which kept the view
     /// retained across the read for the unwrap's trap).

@@ -85,6 +85,8 @@ final class CHostServices: HostServices, @unchecked Sendable {
 protocol HandleView: AnyObject {
     /// Points the view at `handle` (only when nothing but the instance's slot holds it).
     func point(at handle: OpaquePointer)
+    /// Points the view at no handle, for good (a plugin kept it past its hook).
+    func retire()
     /// Whether the view is pointed at `handle`.
     func isView(of handle: OpaquePointer) -> Bool
     init(handle: OpaquePointer, api: UnsafePointer<ph_host_api>, memo: HeaderMemo?)
@@ -148,6 +150,19 @@ extension Optional where Wrapped == InterceptorRequest {
         self = InterceptorRequest(backend: view.unsafelyUnwrapped)
     }
 
+    /// At the end of the hook it was lent to: when the plugin kept the request (its view is held
+    /// elsewhere too), retires the view and keeps nothing here; returns whether it did.
+    @inline(__always)
+    mutating func retireIfKept() -> Bool {
+        guard var request = take() else { return false }
+        guard request.holdsBackendAlone() else {
+            Self.view(of: request).retire()
+            return true
+        }
+        self = request
+        return false
+    }
+
     /// The view inside a request this extension made.
     @inline(__always)
     private static func view(of request: InterceptorRequest) -> CRequestBackend {
@@ -164,6 +179,19 @@ extension Optional where Wrapped == InterceptorResult {
         if case .response(let kept)? = take() { view = Self.view(of: kept) }
         view.point(to: handle, api: api, memo: memo, fresh: fresh)
         self = .response(InterceptorResponse(backend: view.unsafelyUnwrapped))
+    }
+
+    /// At the end of the hook it was lent to: when the plugin kept the response (its view is held
+    /// elsewhere too), retires the view and keeps nothing here; returns whether it did.
+    @inline(__always)
+    mutating func retireIfKept() -> Bool {
+        guard case .response(var response)? = take() else { return false }
+        guard response.holdsBackendAlone() else {
+            Self.view(of: response).retire()
+            return true
+        }
+        self = .response(response)
+        return false
     }
 
     /// The view inside a response this extension made.
@@ -188,9 +216,17 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     deinit { slot.free() }
 
-    var handle: OpaquePointer { slot.handle }
+    var handle: OpaquePointer? { slot.handle }
+
+    /// The handle, for a setter; throws when the view is retired.
+    private func live() throws -> OpaquePointer {
+        guard let handle = slot.handle else { throw HandleSlot.retired }
+        return handle
+    }
 
     func point(at handle: OpaquePointer) { slot.set(handle) }
+
+    func retire() { slot.retire() }
 
     func isView(of handle: OpaquePointer) -> Bool { slot.holds(handle) }
 
@@ -198,6 +234,7 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     func setMethod(_ method: String) throws {
         try HeaderValidation.checkMethod(method)
+        let handle = try live()
         let status = CBytes.with(method) { api.pointee.request_set_method(handle, $0) }
         if status != PH_OK { throw InterceptorError.invalidMethod(method) }
     }
@@ -206,6 +243,7 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     func setURL(_ string: String) throws {
         guard URLParts.isAbsoluteHTTP(string) else { throw InterceptorError.invalidURL(string) }
+        let handle = try live()
         let status = CBytes.with(string) { api.pointee.request_set_url(handle, $0) }
         if status != PH_OK { throw InterceptorError.invalidURL(string) }
     }
@@ -230,6 +268,7 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     // The host checks the field (it trusts no plugin); a refusal is explained by the same check here.
     func setHeader(named name: String, value: String?) throws {
+        let handle = try live()
         let status = CBytes.with(name) { nameBytes -> Int32 in
             guard let value else { return api.pointee.request_remove_header(handle, nameBytes) }
             return CBytes.with(value) { api.pointee.request_set_header(handle, nameBytes, $0) }
@@ -238,6 +277,7 @@ final class CRequestBackend: RequestBackend, HandleView {
     }
 
     func addHeader(named name: String, value: String) throws {
+        let handle = try live()
         let status = CBytes.with(name) { nameBytes in CBytes.with(value) { api.pointee.request_add_header(handle, nameBytes, $0) } }
         try HeaderValidation.explain(status, name: name, value: value)
     }
@@ -251,6 +291,7 @@ final class CRequestBackend: RequestBackend, HandleView {
             try applyEach(edits)
             return
         }
+        let handle = try live()
         var badIndex = 0
         // The batch is laid out inside the call (a closure kept in a variable first would be
         // allocated, with `badIndex` boxed, on every call), each edit read in place once.
@@ -274,7 +315,7 @@ final class CRequestBackend: RequestBackend, HandleView {
                             }
                             batch[index] = ph_header_edit(op: op, name: names![index], value: values![index])
                         }
-                        return edit(self.handle, batch.baseAddress, count, &badIndex)
+                        return edit(handle, batch.baseAddress, count, &badIndex)
                     }
                 })
         }
@@ -289,6 +330,7 @@ final class CRequestBackend: RequestBackend, HandleView {
         guard api.pointee.abi_minor >= 2, let schedule = api.pointee.request_background else {
             throw InterceptorError.backgroundRefused("the host speaks ABI 1.\(api.pointee.abi_minor); background exchanges need 1.2")
         }
+        let handle = try live()
         let status = CBytes.with(option) { schedule(api, handle, $0) }
         if status != PH_OK {
             throw InterceptorError.backgroundRefused("only from prepare, once per plugin and exchange, and never from a background exchange")
@@ -308,7 +350,7 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     /// Checked by the view (``InterceptorRequest/setTimeout(_:)``): a host changes nothing for a
     /// refused value, and says nothing.
-    func setTimeout(_ seconds: Double) throws { api.pointee.request_set_timeout(handle, seconds) }
+    func setTimeout(_ seconds: Double) throws { api.pointee.request_set_timeout(try live(), seconds) }
 }
 
 /// ``ResponseBackend`` over a host result handle.
@@ -326,9 +368,17 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     deinit { slot.free() }
 
-    var handle: OpaquePointer { slot.handle }
+    var handle: OpaquePointer? { slot.handle }
+
+    /// The handle, for a setter; throws when the view is retired.
+    private func live() throws -> OpaquePointer {
+        guard let handle = slot.handle else { throw HandleSlot.retired }
+        return handle
+    }
 
     func point(at handle: OpaquePointer) { slot.set(handle) }
+
+    func retire() { slot.retire() }
 
     func isView(of handle: OpaquePointer) -> Bool { slot.holds(handle) }
 
@@ -336,7 +386,7 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     /// Checked by the view (``InterceptorResponse/setStatusCode(_:)``): a host changes nothing for
     /// a refused code, and says nothing.
-    func setStatusCode(_ code: Int) throws { api.pointee.result_set_status(handle, Int32(clamping: code)) }
+    func setStatusCode(_ code: Int) throws { api.pointee.result_set_status(try live(), Int32(clamping: code)) }
 
     var headers: [HTTPHeader] {
         if api.pointee.abi_minor >= 3, let all = api.pointee.result_headers {
@@ -370,6 +420,7 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     // The host checks the field (it trusts no plugin); a refusal is explained by the same check here.
     func setHeader(named name: String, value: String?) throws {
+        let handle = try live()
         let status = CBytes.with(name) { nameBytes -> Int32 in
             guard let value else { return api.pointee.result_remove_header(handle, nameBytes) }
             return CBytes.with(value) { api.pointee.result_set_header(handle, nameBytes, $0) }
@@ -378,6 +429,7 @@ final class CResultBackend: ResponseBackend, HandleView {
     }
 
     func addHeader(named name: String, value: String) throws {
+        let handle = try live()
         let status = CBytes.with(name) { nameBytes in CBytes.with(value) { api.pointee.result_add_header(handle, nameBytes, $0) } }
         try HeaderValidation.explain(status, name: name, value: value)
     }

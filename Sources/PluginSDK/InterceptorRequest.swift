@@ -131,12 +131,15 @@ public struct HeaderEditError: Error, Sendable, Equatable, CustomStringConvertib
 /// CR or LF (no header injection); URLs must be absolute http(s) URLs.
 public struct InterceptorRequest {
     /// The storage this view reads and writes.
-    package let backend: any RequestBackend
+    package private(set) var backend: any RequestBackend
 
     /// Wraps a backend.
     public init(backend: any RequestBackend) {
         self.backend = backend
     }
+
+    /// Whether nothing but this value holds its backend (checked in place: no reference counted).
+    package mutating func holdsBackendAlone() -> Bool { isKnownUniquelyReferenced(&backend) }
 
     /// The HTTP method, e.g. `GET`.
     public var method: String { backend.method }

@@ -49,12 +49,15 @@ extension ResponseBackend {
 /// The response an interceptor sees in its response-side hooks.
 public struct InterceptorResponse {
     /// The storage this view reads and writes.
-    package let backend: any ResponseBackend
+    package private(set) var backend: any ResponseBackend
 
     /// Wraps a backend.
     public init(backend: any ResponseBackend) {
         self.backend = backend
     }
+
+    /// Whether nothing but this value holds its backend (checked in place: no reference counted).
+    package mutating func holdsBackendAlone() -> Bool { isKnownUniquelyReferenced(&backend) }
 
     /// The HTTP status code.
     public var statusCode: Int { backend.statusCode }

@@ -238,7 +238,16 @@ private final class ExportedInstance {
                 recent.requestHandle = handle
                 recent.requestLentFor = id
             }
-            return try body(recent.request!, recent.context)
+            // A request the plugin kept would reach the handle's state after it is freed. (Checked
+            // after the call's statement, which holds the request until it ends: not in a defer.)
+            do {
+                let outcome = try body(recent.request!, recent.context)
+                if recent.request.retireIfKept() { recent.requestHandle = nil }
+                return outcome
+            } catch {
+                if recent.request.retireIfKept() { recent.requestHandle = nil }
+                throw error
+            }
         }
     }
 
@@ -261,7 +270,14 @@ private final class ExportedInstance {
                 recent.resultHandle = handle
                 recent.resultLentFor = id
             }
-            return try body(recent.result!, recent.context)
+            do {
+                let outcome = try body(recent.result!, recent.context)
+                if recent.result.retireIfKept() { recent.resultHandle = nil }
+                return outcome
+            } catch {
+                if recent.result.retireIfKept() { recent.resultHandle = nil }
+                throw error
+            }
         }
     }
 

@@ -110,6 +110,27 @@ struct HostilePluginTests {
         #expect(services.value(forKey: "") == nil)
     }
 
+    /// A Swift plugin that keeps its request and response past their hooks finds them retired:
+    /// they read nothing and their setters throw, and the host's state (freed once the request
+    /// ends, its memory then another request's) is never reached through them. The next request's
+    /// hooks get views of their own.
+    @Test func viewsKeptPastTheirHookAreRetired() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "alpha", "config": ["keep": true]]]))
+        let late = "a request or response was used after its hook returned (a hook's request and response are valid only during the call)"
+        for _ in 0..<3 {
+            let response = try await provider.request(try Bin("get")).value
+            #expect(
+                response.value(forHTTPHeaderField: "X-Kept")
+                    == "request: method  url  headers 0; set \(late); response: status 0 headers 0 set \(late)")
+            #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "alpha")
+            let echoed = try JSONSerialization.jsonObject(with: response.data) as? [String: Any]
+            #expect((echoed?["headers"] as? [String: String])?["X-Order"] == "alpha")
+        }
+    }
+
     /// Every accessor called with a NULL request, result or host table reads nothing and
     /// changes nothing (pluginhost.h says what each returns), and the host does not crash.
     @Test func nullHandlesAreNone() async throws {
