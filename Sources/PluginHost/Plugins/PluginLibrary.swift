@@ -106,6 +106,7 @@ public final class PluginLibrary: @unchecked Sendable {
                 .digestMismatch, file: path,
                 reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
         }
+        if checkPermissions { try FileSecurity.checkDependencies(of: bytes, path: path) }
         let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest, path: path)
         // The same bytes already loaded (this file, or a copy of it elsewhere, as a reload finds
         // them): that image is used again, reported under this path.
@@ -267,6 +268,64 @@ enum FileSecurity {
             }
         }
         try checkHops(asWritten, checked: &checked, of: "\(role) \(path)")
+    }
+
+    /// Checks where the library's dependencies come from: every directory its `RUNPATH` (or
+    /// `RPATH`) names, as `check(path:role:)` checks the library (one that does not exist, by the
+    /// nearest directory above it that does, which must keep others from making it), and every
+    /// library it needs by path. `$ORIGIN` is the private directory of the verified copy; an
+    /// entry that leaves it (`$ORIGIN/..`) is checked where it leads. An entry relative to the
+    /// working directory, or with another `$` token, is refused.
+    static func checkDependencies(of bytes: Data, path: String) throws(PluginLoadError) {
+        let found: ELFDependencies?
+        do {
+            found = try ELFDependencies.read(bytes)
+        } catch {
+            throw PluginLoadError(.notSharedObject, file: path, reason: "malformed ELF dynamic section: \(error.reason)")
+        }
+        guard let found else { return }
+        let origin = lexicallyNormalized(NSTemporaryDirectory()) + "/pluginhost-verified-copy"
+        for entry in found.searchPaths {
+            for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
+                let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(path)"
+                var resolved = directory
+                for token in ["${ORIGIN}", "$ORIGIN"] where resolved.hasPrefix(token) {
+                    resolved = origin + resolved.dropFirst(token.count)
+                }
+                guard !resolved.contains("$") else {
+                    throw PluginLoadError(.insecurePermissions, file: path, reason: "\(named) holds a token other than $ORIGIN; remove it")
+                }
+                guard resolved.hasPrefix("/") else {
+                    throw PluginLoadError(
+                        .insecurePermissions, file: path,
+                        reason: "\(named) is relative: it would be searched in whatever directory the app runs in; make it absolute or $ORIGIN")
+                }
+                let normalized = lexicallyNormalized(resolved)
+                if normalized == origin || normalized.hasPrefix(origin + "/") { continue }  // the copy's own private directory
+                try checkSearched(normalized, named: named)
+            }
+        }
+        for entry in found.needed where entry.value.contains("/") {
+            guard entry.value.hasPrefix("/") else {
+                throw PluginLoadError(
+                    .insecurePermissions, file: path,
+                    reason: "the library \(path) needs \(entry.value.debugDescription), a path relative to whatever directory the app runs in")
+            }
+            try check(path: entry.value, role: "a library that the library \(path) needs")
+        }
+    }
+
+    /// Checks a directory the loader searches, or the nearest one above it that exists.
+    private static func checkSearched(_ directory: String, named: String) throws(PluginLoadError) {
+        var existing = directory
+        var info = stat()
+        while stat(existing, &info) != 0, let up = parent(of: existing) { existing = up }
+        if existing == directory {
+            try check(path: directory, role: "a directory the loader searches for libraries (\(named))")
+        } else {
+            try check(
+                path: existing, role: "the nearest directory above \(directory) (\(named), which does not exist: who may write here may make it)")
+        }
     }
 
     /// Follows `path` component by component, as the kernel does, and checks what neither chain

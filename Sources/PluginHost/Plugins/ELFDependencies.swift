@@ -1,0 +1,102 @@
+import Foundation
+
+/// What a 64-bit little-endian ELF shared object asks the dynamic loader to load with it: the
+/// libraries it needs (`DT_NEEDED`) and the directories searched for them (`DT_RUNPATH`, or the
+/// older `DT_RPATH`), read from the bytes the loader verified. `dlopen` follows them without a
+/// check of its own, so a plugin library whose search path names a directory others may write
+/// to would load their code beside it.
+struct ELFDependencies: Equatable {
+    /// One string of the dynamic section, and where its bytes are in the file.
+    struct Entry: Equatable {
+        /// `NEEDED`, `RUNPATH` or `RPATH`.
+        let tag: String
+        let value: String
+        let offset: Int
+    }
+
+    /// `DT_NEEDED`: library names, or paths when they hold a `/`.
+    var needed: [Entry] = []
+    /// `DT_RUNPATH` and `DT_RPATH`: each a list of directories separated by `:`.
+    var searchPaths: [Entry] = []
+
+    /// Why the bytes are refused; nil from ``read(_:)`` means they are no ELF file at all (and
+    /// `dlopen` says so).
+    struct Malformed: Error, Equatable {
+        let reason: String
+    }
+
+    /// The dependencies of `bytes`; nil when they are not a 64-bit little-endian ELF file.
+    static func read(_ bytes: Data) throws(Malformed) -> ELFDependencies? {
+        guard bytes.count >= 64, bytes.prefix(4).elementsEqual([0x7F, 0x45, 0x4C, 0x46]) else { return nil }
+        let start = bytes.startIndex
+        guard bytes[start + 4] == 2, bytes[start + 5] == 1 else { return nil }  // ELFCLASS64, ELFDATA2LSB
+        func integer(_ offset: Int, _ size: Int) throws(Malformed) -> UInt64 {
+            guard offset >= 0, size <= 8, offset <= bytes.count - size else {
+                throw Malformed(reason: "a field at offset \(offset) lies past the end of the file")
+            }
+            var value: UInt64 = 0
+            for index in (0..<size).reversed() { value = value << 8 | UInt64(bytes[start + offset + index]) }
+            return value
+        }
+        func count(_ value: UInt64, _ what: String) throws(Malformed) -> Int {
+            guard value <= UInt64(Int.max) else { throw Malformed(reason: "\(what) \(value) is out of range") }
+            return Int(value)
+        }
+        let programHeaders = try count(try integer(32, 8), "the program header offset")
+        let headerSize = Int(try integer(54, 2))
+        let headerCount = Int(try integer(56, 2))
+        guard headerCount == 0 || headerSize >= 56 else { throw Malformed(reason: "program headers of \(headerSize) bytes") }
+        var loads: [(address: UInt64, offset: UInt64, size: UInt64)] = []
+        var dynamic: (offset: Int, size: Int)?
+        for index in 0..<headerCount {
+            let header = programHeaders + index * headerSize
+            switch try integer(header, 4) {
+            case 1:  // PT_LOAD
+                loads.append((try integer(header + 16, 8), try integer(header + 8, 8), try integer(header + 32, 8)))
+            case 2:  // PT_DYNAMIC
+                dynamic = (try count(try integer(header + 8, 8), "the dynamic section's offset"), try count(try integer(header + 32, 8), "its size"))
+            default:
+                break
+            }
+        }
+        guard let dynamic else { return ELFDependencies() }
+        var stringTable: UInt64?
+        var stringSize: UInt64?
+        var named: [(tag: UInt64, value: UInt64)] = []
+        var entry = dynamic.offset
+        while entry + 16 <= dynamic.offset + dynamic.size {
+            let tag = try integer(entry, 8)
+            let value = try integer(entry + 8, 8)
+            entry += 16
+            switch tag {
+            case 0: break  // DT_NULL
+            case 5: stringTable = value  // DT_STRTAB
+            case 10: stringSize = value  // DT_STRSZ
+            case 1, 15, 29: named.append((tag, value))  // DT_NEEDED, DT_RPATH, DT_RUNPATH
+            default: continue
+            }
+            if tag == 0 { break }
+        }
+        guard !named.isEmpty else { return ELFDependencies() }
+        guard let table = stringTable, let stringSize else { throw Malformed(reason: "the dynamic section has no string table") }
+        // The table's address is a virtual one: the loaded segment holding it says where it is in the file.
+        guard let segment = loads.first(where: { table >= $0.address && table - $0.address < $0.size }) else {
+            throw Malformed(reason: "the dynamic string table is in no loaded segment")
+        }
+        let tableOffset = try count(segment.offset &+ (table - segment.address), "the dynamic string table's offset")
+        var found = ELFDependencies()
+        for (tag, value) in named {
+            guard value < stringSize, tableOffset <= bytes.count, value < UInt64(bytes.count - tableOffset) else {
+                throw Malformed(reason: "a dynamic string lies past its table")
+            }
+            let offset = tableOffset + Int(value)
+            guard let end = bytes[(start + offset)...].firstIndex(of: 0) else {
+                throw Malformed(reason: "a dynamic string has no end")
+            }
+            let name = tag == 1 ? "NEEDED" : tag == 29 ? "RUNPATH" : "RPATH"
+            let item = Entry(tag: name, value: String(decoding: bytes[(start + offset)..<end], as: UTF8.self), offset: offset)
+            if tag == 1 { found.needed.append(item) } else { found.searchPaths.append(item) }
+        }
+        return found
+    }
+}

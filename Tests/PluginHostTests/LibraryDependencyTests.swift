@@ -1,0 +1,131 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a plugin library's dependencies come from is checked as the library is: `dlopen` would
+/// search every directory its `RUNPATH` names and load what it finds there beside the verified
+/// library. The fixture libraries are patched in place (their `RUNPATH` string overwritten), so
+/// each case is a real ELF file the dynamic loader would follow.
+@Suite("Library dependencies")
+struct LibraryDependencyTests {
+    static let chmodHint = "remove group and other write access (chmod go-w)"
+
+    /// The C fixture library with its `RUNPATH` replaced by `runpath`, written into `f.root`.
+    func patched(_ f: PluginFixtures, runpath: String) throws -> String {
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
+        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+        #expect(entry.tag == "RUNPATH")
+        let room = entry.value.utf8.count
+        try #require(runpath.utf8.count <= room, "\(runpath) does not fit in the \(room) bytes of \(entry.value)")
+        let replacement = Array(runpath.utf8) + Array(repeating: 0, count: room - runpath.utf8.count)
+        bytes.replaceSubrange(entry.offset..<(entry.offset + room), with: replacement)
+        #expect(try ELFDependencies.read(bytes)?.searchPaths.map(\.value) == [runpath])
+        let path = f.root + "/libpatched-\(UUID().uuidString.prefix(8)).so"
+        try bytes.write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o755)
+        return path
+    }
+
+    func refusal(_ path: String) -> PluginLoadError? {
+        do {
+            _ = try PluginLibrary.open(path: path)
+            Issue.record("expected \(path) to be refused")
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A short directory others may write to (`/tmp/ph-XXXXXX`, mode 0777): it has to fit where
+    /// the toolchain's path was.
+    func openDirectory() throws -> String {
+        var template = Array("/tmp/ph-XXXXXX".utf8CString)
+        let made = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+        let directory = String(cString: made)
+        chmod(directory, 0o777)
+        return directory
+    }
+
+    @Test func theFixturesNeedOnlyTrustedDirectories() throws {
+        let found = try #require(
+            try ELFDependencies.read(try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))))
+        #expect(found.searchPaths.map(\.tag) == ["RUNPATH"])
+        #expect(found.searchPaths.first?.value.hasSuffix(":$ORIGIN") == true)
+        #expect(found.needed.map(\.value).contains("libc.so.6"))
+        #expect(try ELFDependencies.read(Data("not an ELF file at all, but long enough to be read as one if it were".utf8)) == nil)
+    }
+
+    @Test func aRunpathDirectoryOthersMayWriteToIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let open = try openDirectory()
+        defer { rmdir(open) }
+        let library = try patched(f, runpath: open)
+        #expect(
+            refusal(library)
+                == PluginLoadError(
+                    .insecurePermissions, file: open,
+                    reason:
+                        "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches for libraries "
+                        + "(the RUNPATH entry \(open.debugDescription) of the library \(library)); \(Self.chmodHint)"))
+    }
+
+    /// A directory that does not exist is judged by the one above it: who may write there may
+    /// make it. `$ORIGIN/..` leaves the verified copy's private directory, and is judged where
+    /// it leads (the lexical `..` stops at `/`, as the kernel's does).
+    @Test func aMissingRunpathDirectoryOrOneReachedFromOriginIsJudgedWhereItLeads() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let open = try openDirectory()
+        defer { rmdir(open) }
+        // Up from the verified copy's directory (in the temporary directory) to `/`, then down.
+        let depth = FileSecurity.lexicallyNormalized(NSTemporaryDirectory()).split(separator: "/").count + 1
+        let escape = "$ORIGIN" + String(repeating: "/..", count: depth) + open + "/lib"
+        for runpath in [open + "/lib", escape] {
+            let library = try patched(f, runpath: runpath)
+            #expect(
+                refusal(library)
+                    == PluginLoadError(
+                        .insecurePermissions, file: open,
+                        reason:
+                            "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is the nearest directory above \(open)/lib "
+                            + "(the RUNPATH entry \(runpath.debugDescription) of the library \(library), which does not exist: "
+                            + "who may write here may make it); \(Self.chmodHint)"))
+        }
+    }
+
+    @Test func aRelativeRunpathOrAnotherTokenIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let relative = try patched(f, runpath: "/opt/swift/usr/lib:lib")
+        #expect(
+            refusal(relative)
+                == PluginLoadError(
+                    .insecurePermissions, file: relative,
+                    reason: "the RUNPATH entry \"lib\" of the library \(relative) is relative: it would be searched in whatever "
+                        + "directory the app runs in; make it absolute or $ORIGIN"))
+        let token = try patched(f, runpath: "$LIB/x")
+        #expect(
+            refusal(token)
+                == PluginLoadError(
+                    .insecurePermissions, file: token,
+                    reason: "the RUNPATH entry \"$LIB/x\" of the library \(token) holds a token other than $ORIGIN; remove it"))
+    }
+
+    /// `$ORIGIN` alone, or below it, is the verified copy's private directory: accepted, and the
+    /// library loads.
+    @Test func originItselfIsAccepted() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for runpath in ["$ORIGIN", "${ORIGIN}/lib:/opt/swift"] {
+            let library = try PluginLibrary.open(path: try patched(f, runpath: runpath))
+            #expect(library.info.name == "cplugin")
+        }
+    }
+}
