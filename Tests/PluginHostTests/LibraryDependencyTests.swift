@@ -118,6 +118,24 @@ struct LibraryDependencyTests {
                     reason: "the RUNPATH entry \"$LIB/x\" of the library \(token) holds a token other than $ORIGIN; remove it"))
     }
 
+    /// A library cut short before its dynamic section ends is refused before `dlopen` reads it,
+    /// with where the reading stopped.
+    @Test func aTruncatedDynamicSectionIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
+        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+        // Past the RUNPATH string's first byte: the table and the dynamic entries naming it may
+        // still be there, the string's end is not.
+        let path = f.root + "/libtruncated.so"
+        try bytes.prefix(entry.offset + 1).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o755)
+        let error = refusal(path)
+        #expect(error?.kind == .notSharedObject)
+        #expect(error?.file == path)
+        #expect(error?.reason.hasPrefix("malformed ELF dynamic section: ") == true, "\(String(describing: error))")
+    }
+
     /// `$ORIGIN` alone, or below it, is the verified copy's private directory: accepted, and the
     /// library loads.
     @Test func originItselfIsAccepted() throws {

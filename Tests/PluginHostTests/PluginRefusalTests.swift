@@ -191,7 +191,9 @@ struct PluginRefusalTests {
                     .createFailed, file: bundle + "/libAlphaTestPlugin.so", plugin: "alpha",
                     reason: "alpha: throwIn must be one of prepare, willSend, didReceive, process"))
         let unknown = try f.manifest([["name": "alpha", "config": ["colour": 1]]], file: "unknown.json")
-        #expect(load(f, unknown)?.reason == "alpha: unknown key \"colour\"; known keys: answerField, event, keep, replace, respond, retryAfter, throwIn")
+        #expect(
+            load(f, unknown)?.reason
+                == "alpha: unknown key \"colour\"; known keys: answerField, event, keep, replace, respond, retryAfter, throwIn")
     }
 
     @Test func aHookLeftOutOfImplementedHooksIsRefusedAtCreate() throws {
