@@ -473,7 +473,8 @@ final class InterceptorChain: Sendable {
         return nil
     }
 
-    /// How many times one attempt answers authentication challenges before giving up.
+    /// How many times one attempt answers authentication challenges before giving up: an
+    /// origin's, and a proxy's apart.
     static let maxAuthenticationRounds = 3
 
     /// Sends a request; answers `401`/`407` challenges with the interceptors' `credential`
@@ -486,7 +487,9 @@ final class InterceptorChain: Sendable {
         contexts: AttemptContexts
     ) async -> (Outcome, TransportRequest) {
         var request = request
-        var failures = 0
+        // Rounds answered so far, a proxy's (`407`) apart from the origin's (`401`): each is its own
+        // protection space, and a proxy answered first leaves the origin's first challenge a first.
+        var failures = (origin: 0, proxy: 0)
         // The last Digest answer: a `stale` challenge for the same field and realm reuses it.
         var lastDigestAnswer: (field: String, realm: String, user: String, password: String)?
         var staleAnswered = false
@@ -510,11 +513,13 @@ final class InterceptorChain: Sendable {
                 request.urlRequest.setValue(value, forHTTPHeaderField: field)
                 continue
             }
-            guard failures < Self.maxAuthenticationRounds else { return (outcome, request) }
+            let isProxy = HTTPHeader.namesEqual(field, "Proxy-Authorization")
+            let failed = isProxy ? failures.proxy : failures.origin
+            guard failed < Self.maxAuthenticationRounds else { return (outcome, request) }
             let challenge = AuthenticationChallenge(
                 host: url.host ?? "", port: url.port ?? URLParts.defaultPort(forScheme: url.scheme),
                 scheme: url.scheme?.lowercased() ?? "http", realm: chosen.realm, method: chosen.scheme,
-                previousFailureCount: failures, isProxy: HTTPHeader.namesEqual(field, "Proxy-Authorization"))
+                previousFailureCount: failed, isProxy: isProxy)
             var answer = CredentialAnswer.performDefault
             var answeredBy = ""
             for (index, interceptor) in interceptors.enumerated() where runs[index].contains(.credential) {
@@ -528,12 +533,12 @@ final class InterceptorChain: Sendable {
                 else { return (outcome, request) }
                 request.urlRequest.setValue(value, forHTTPHeaderField: field)
                 lastDigestAnswer = (field, digest.realm, user, password)
-                failures += 1
+                if isProxy { failures.proxy += 1 } else { failures.origin += 1 }
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
                 let token = Data("\(user):\(password)".utf8).base64EncodedString()
                 request.urlRequest.setValue("Basic \(token)", forHTTPHeaderField: field)
                 lastDigestAnswer = nil
-                failures += 1
+                if isProxy { failures.proxy += 1 } else { failures.origin += 1 }
             case .cancel:
                 return (
                     .failure(TransportFailure(kind: .cancelled, message: "\(answeredBy) cancelled the authentication challenge")),
