@@ -173,7 +173,7 @@ public final class Provider<Target: TargetType>: Sendable {
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let plan = made
-            let sharable = trackInflights && plan.download == nil && !plan.request.isUploadLike(plan.body) ? Self.sharingKey(plan) : nil
+            let sharable = trackInflights && Self.mayShare(plan) ? Self.sharingKey(plan) : nil
             // One chain for the whole consumption, pipeline retries included: a reload meanwhile
             // does not mix generations within it.
             let generation = ChainPin.generation(for: self) { current }
@@ -237,12 +237,28 @@ public final class Provider<Target: TargetType>: Sendable {
             transport: transport, validation: validation, redirects: redirects)
     }
 
+    /// Whether a call may share another's exchange: not a download or an upload, not a body
+    /// stream (read once, and by one exchange), and not a stub (each target answers its own sample).
+    private static func mayShare(_ plan: CallPlan) -> Bool {
+        plan.download == nil && !plan.request.isUploadLike(plan.body) && plan.request.httpBodyStream == nil
+            && !(plan.transport is StubTransport)
+    }
+
+    /// What two calls must have in common to share one exchange: the request (method, URL, fields,
+    /// body, timeout), and everything else that shapes its outcome: the target as interceptors see
+    /// it (its options pick a token, a cache policy, a signature), the validation, the redirect
+    /// policy and the limits.
     private static func sharingKey(_ plan: CallPlan) -> String {
         let request = plan.request
         let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key.lowercased() < $1.key.lowercased() }
             .map { "\($0.key.lowercased()):\($0.value)" }.joined(separator: "\n")
         let body = request.httpBody.map { $0.base64EncodedString() } ?? ""
-        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(body)"
+        let options = plan.target.pluginOptions.sorted { $0.key < $1.key }.map { "\($0.key.debugDescription)=\($0.value.debugDescription)" }
+        let shape = [
+            "\(plan.target.method) \(plan.target.baseURL.debugDescription) \(plan.target.path.debugDescription)", options.joined(separator: ","),
+            "\(plan.validation)", "\(plan.redirects.map { "\($0)" } ?? "-")", "\(plan.limits)", "\(request.timeoutInterval)",
+        ]
+        return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(body)\n\(shape.joined(separator: "\n"))"
     }
 }
 

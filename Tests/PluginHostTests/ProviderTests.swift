@@ -119,6 +119,42 @@ struct ProviderTests {
         #expect(Set(responses.map(\.data)).count == 1)
     }
 
+    /// Calls share only when everything that shapes the outcome is the same: targets of one URL
+    /// with other options (interceptors read them), validation or limits each send; a stubbed
+    /// call answers its own sample.
+    @Test func inflightSharingNeedsTheSameTargetOptionsValidationAndLimits() async throws {
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport, trackInflights: true)
+        var limited = try Bin("delay/1")
+        limited.limits = RequestLimits(maxResponseBytes: 1 << 20)
+        let targets = [
+            try Bin("delay/1"), try Bin("delay/1"), try Bin("delay/1", options: ["auth": "bearer"]),
+            try Bin("delay/1", validation: .successCodes), limited,
+        ]
+        let codes = try await withThrowingTaskGroup(of: Int.self) { group in
+            for target in targets { group.addTask { try await provider.request(target).value.statusCode } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(codes == Array(repeating: 200, count: 5))
+        // The two plain ones shared; the other three each sent.
+        #expect(transport.count == 4)
+
+        // The same target, stubbed for its first call only: the stub's sample is not the network's.
+        let calls = LockedCounter()
+        let stubbing = Provider<Bin>(
+            stubClosure: { _ in calls.increment() == 1 ? .delayed(seconds: 0.5) : .never }, transport: transport, trackInflights: true)
+        var sampled = try Bin("delay/1")
+        sampled.sample = .networkResponse(201, Data("stub".utf8))
+        let target = sampled
+        let before = transport.count
+        async let stubbed = stubbing.request(target).value
+        try await Task.sleep(nanoseconds: 100_000_000)
+        async let sent = stubbing.request(target).value
+        #expect(try await stubbed.statusCode == 201)
+        #expect(try await sent.statusCode == 200)
+        #expect(transport.count == before + 1)
+    }
+
     @Test func withoutSharingEachCallerSends() async throws {
         let transport = CountingTransport()
         let provider = Provider<Bin>(transport: transport)

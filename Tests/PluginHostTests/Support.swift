@@ -43,6 +43,7 @@ struct Bin: TargetType {
     var sample: EndpointSampleResponse = .networkResponse(200, Data())
     var validationType: ValidationType = .none
     var pluginOptions: [String: String] = [:]
+    var limits: RequestLimits?
     var sampleResponse: EndpointSampleResponse { sample }
 
     init(
