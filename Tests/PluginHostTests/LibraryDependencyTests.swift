@@ -136,6 +136,25 @@ struct LibraryDependencyTests {
         #expect(error?.reason.hasPrefix("malformed ELF dynamic section: ") == true, "\(String(describing: error))")
     }
 
+    /// On Linux the verified bytes are loaded from an anonymous memory file, sealed before
+    /// `dlopen` reads it: nobody, not even a process of the same user writing through `/proc`,
+    /// can change what was verified.
+    #if os(Linux)
+    @Test func theVerifiedBytesAreLoadedFromASealedMemoryFile() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        // Bytes never loaded before (a fresh RUNPATH), so they are opened now.
+        let path = try patched(f, runpath: "$ORIGIN:/opt/\(UUID().uuidString.prefix(8))")
+        _ = try PluginLibrary.open(path: path)
+        let label = "/memfd:pluginhost:\((path as NSString).lastPathComponent) (deleted)"
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap(Int32.init)
+        let fd = try #require(descriptors.first { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) == label })
+        #expect(fcntl(fd, MemoryFile.getSeals) == MemoryFile.allSeals)
+        #expect(write(fd, "x", 1) == -1)
+        #expect(errno == EPERM)
+    }
+    #endif
+
     /// `$ORIGIN` alone, or below it, is the verified copy's private directory: accepted, and the
     /// library loads.
     @Test func originItselfIsAccepted() throws {

@@ -119,17 +119,12 @@ public final class PluginLibrary: @unchecked Sendable {
         }
         if let reused { return reused }
 
-        let copy = try writePrivateCopy(bytes, of: path)
-        // The mapping outlives the file: copy and directory go once dlopen is done with them.
-        let handle = dlopen(copy.file, RTLD_NOW | RTLD_LOCAL)
-        unlink(copy.file)
-        rmdir(copy.directory)
-        guard let handle else { throw PluginLoadError(.notSharedObject, file: path, reason: dlerrorText(stripping: copy.file)) }
+        let (handle, opened) = try openVerified(bytes, of: path)
         _ = dlerror()
         guard let symbol = dlsym(handle, entrySymbol) else {
             throw PluginLoadError(
                 .missingEntrySymbol, file: path,
-                reason: "no \(entrySymbol) symbol: \(dlerrorText(stripping: copy.file))")
+                reason: "no \(entrySymbol) symbol: \(dlerrorText(stripping: opened))")
         }
         let entry = unsafeBitCast(symbol, to: ph_entry_fn.self)
         guard let descriptor = entry() else {
@@ -184,6 +179,29 @@ public final class PluginLibrary: @unchecked Sendable {
             hooks: hooks)
     }
 
+    /// `dlopen`s exactly the verified bytes; returns the handle and the name it was opened under.
+    ///
+    /// On Linux, from an anonymous memory file (`memfd_create`), sealed against any change before
+    /// it is opened: no directory holds it, so no temporary directory is trusted, and a `noexec`
+    /// `/tmp` does not matter. Elsewhere, where `/proc` is not mounted or memory files may not be
+    /// executed, or when `PLUGINHOST_VERIFIED_COPY=tmpdir` asks for it: from a private copy in
+    /// the temporary directory (``writePrivateCopy(_:of:)``).
+    private static func openVerified(_ bytes: Data, of path: String) throws(PluginLoadError) -> (UnsafeMutableRawPointer, String) {
+        if ProcessInfo.processInfo.environment["PLUGINHOST_VERIFIED_COPY"] != "tmpdir", let memory = MemoryFile.sealed(bytes, name: path) {
+            // The descriptor stays open for good, as the library stays loaded: the loader knows a
+            // library by its name, and a number used again would name the first one.
+            if let handle = dlopen(memory.name, RTLD_NOW | RTLD_LOCAL) { return (handle, memory.name) }
+            close(memory.fd)
+        }
+        let copy = try writePrivateCopy(bytes, of: path)
+        // The mapping outlives the file: copy and directory go once dlopen is done with them.
+        let handle = dlopen(copy.file, RTLD_NOW | RTLD_LOCAL)
+        unlink(copy.file)
+        rmdir(copy.directory)
+        guard let handle else { throw PluginLoadError(.notSharedObject, file: path, reason: dlerrorText(stripping: copy.file)) }
+        return (handle, copy.file)
+    }
+
     /// Writes the verified bytes to a fresh file in a fresh private (0700) directory of its own
     /// (the caller removes both once the library is opened).
     ///
@@ -225,6 +243,40 @@ public final class PluginLibrary: @unchecked Sendable {
     private static func dlerrorText(stripping copy: String) -> String {
         let text = dlerror().map { String(cString: $0) } ?? "unknown dlopen error"
         return text.replacingOccurrences(of: copy + ": ", with: "").replacingOccurrences(of: copy, with: "the library")
+    }
+}
+
+/// An anonymous memory file holding a library's verified bytes, sealed: nobody (not even a process
+/// of the same user through `/proc`) can change, grow or shrink it once written.
+enum MemoryFile {
+    /// `memfd_create`, found at run time (the C library's headers hide it from Swift).
+    private typealias Create = @convention(c) (UnsafePointer<CChar>?, UInt32) -> Int32
+    #if os(Linux)
+    private static let create: Create? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create").map {  // RTLD_DEFAULT
+        unsafeBitCast($0, to: Create.self)
+    }
+    #else
+    private static let create: Create? = nil
+    #endif
+    // From <linux/memfd.h> and <fcntl.h>.
+    private static let closeOnExec: UInt32 = 1, allowSealing: UInt32 = 2
+    static let addSeals: Int32 = 1033, getSeals: Int32 = 1034
+    /// F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE.
+    static let allSeals: Int32 = 0x1 | 0x2 | 0x4 | 0x8
+
+    /// The sealed file holding `bytes` and the name `dlopen` opens it by; nil where memory files,
+    /// seals or `/proc` are not to be had.
+    static func sealed(_ bytes: Data, name: String) -> (fd: Int32, name: String)? {
+        guard let create else { return nil }
+        let label = "pluginhost:" + (name as NSString).lastPathComponent
+        let fd = create(label, closeOnExec | allowSealing)
+        guard fd >= 0 else { return nil }
+        let path = "/proc/self/fd/\(fd)"
+        guard bytes.withUnsafeBytes({ FileDescriptor.writeAll(fd, $0) }), fcntl(fd, addSeals, allSeals) == 0, access(path, R_OK) == 0 else {
+            close(fd)
+            return nil
+        }
+        return (fd, path)
     }
 }
 
@@ -273,8 +325,10 @@ enum FileSecurity {
     /// Checks where the library's dependencies come from: every directory its `RUNPATH` (or
     /// `RPATH`) names, as `check(path:role:)` checks the library (one that does not exist, by the
     /// nearest directory above it that does, which must keep others from making it), and every
-    /// library it needs by path. `$ORIGIN` is the private directory of the verified copy; an
-    /// entry that leaves it (`$ORIGIN/..`) is checked where it leads. An entry relative to the
+    /// library it needs by path. `$ORIGIN` is judged as the private directory of a verified copy
+    /// in the temporary directory (where a library loaded from a memory file finds `/proc/self/fd`,
+    /// which nobody can write to, the copy's is the stricter case); an entry that leaves it
+    /// (`$ORIGIN/..`) is checked where it leads. An entry relative to the
     /// working directory, or with another `$` token, is refused.
     static func checkDependencies(of bytes: Data, path: String) throws(PluginLoadError) {
         let found: ELFDependencies?
