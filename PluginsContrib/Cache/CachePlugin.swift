@@ -683,6 +683,19 @@ public struct CachePlugin: ExportablePlugin {
             putUpdated(entry, validated: original)
             return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
+        if status == 304, !state.revalidating, !response.isRedirected, let original = state.entry {
+            // The client's own conditional request (the entry was stale): the `304` goes to the
+            // client as it asked, and freshens the stored response it validates (§4.3.4).
+            let fields = response.headers
+            if Self.validates(fields, original) {
+                var entry = original
+                entry.update(from: Self.storedFields(fields, responseDirectives(fields)))
+                entry.requestTime = state.requestTime
+                entry.responseTime = now
+                if state.ttl != nil { entry.ttl = state.ttl }
+                putUpdated(entry, validated: original)
+            }
+        }
         if state.method == "HEAD", !response.isRedirected { freshen(fromHead: response, state: state, now: now) }
         // Every field in one read: a loaded plugin's reads cross into the host one by one.
         let fields = response.headers
@@ -706,6 +719,16 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     // MARK: Rules
+
+    /// Whether a `304` with `fields` validates `entry` (§4.3.4): the same strong entity tag; else,
+    /// without one, the same `Last-Modified`; else, with neither on either side, the entry.
+    static func validates(_ fields: [HTTPHeader], _ entry: CacheEntry) -> Bool {
+        if let tag = fields.value(named: "ETag") {
+            return !tag.hasPrefix("W/") && entry.header("ETag") == tag
+        }
+        if let modified = fields.value(named: "Last-Modified") { return entry.header("Last-Modified") == modified }
+        return entry.header("ETag") == nil && entry.header("Last-Modified") == nil
+    }
 
     static let gatewayTimeout = SyntheticResponse(
         statusCode: 504, headers: [HTTPHeader(name: "X-Cache", value: "miss"), HTTPHeader(name: "Content-Length", value: "0")])

@@ -234,6 +234,41 @@ struct CacheRFC9111Tests {
         #expect(origin.calls.value == 2)
     }
 
+    /// The client's own conditional request for a stale entry: the origin's `304` goes to the
+    /// client, and freshens the stored response it validates (§4.3.4), so the next request is a
+    /// hit. A `304` for another entity tag (or a weak one) leaves the entry as it was.
+    @Test func aClientsOwn304FreshensTheEntryItValidates() async throws {
+        /// Answers in turn: the entry (stale at once), the `304` to the client's condition, then a new one.
+        final class InTurn: Transport, Sendable {
+            let calls = LockedCounter()
+            let tag: String
+            init(tag: String) { self.tag = tag }
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let (status, headers): (Int, [String: String])
+                switch calls.increment() {
+                case 1: (status, headers) = (200, ["Cache-Control": "max-age=0", "ETag": "\"v\""])
+                case 2: (status, headers) = (304, ["Cache-Control": "max-age=60", "ETag": tag])
+                default: (status, headers) = (200, ["Cache-Control": "max-age=60", "ETag": "\"v2\""])
+                }
+                let dated = headers.merging(["Date": HTTPDate.format(Date().timeIntervalSince1970)]) { $1 }
+                return TransportResponse(
+                    response: HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: dated)!,
+                    data: Data(status == 304 ? [] : Array("body".utf8)))
+            }
+        }
+        for (tag, freshened) in [("\"v\"", true), ("\"other\"", false), ("W/\"v\"", false)] {
+            let transport = InTurn(tag: tag)
+            let services = PluginServices()
+            let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+            let provider = Provider<Bin>(transport: transport, interceptors: [cache], services: services)
+            #expect(try await get(provider, "c").statusCode == 200)
+            #expect(try await get(provider, "c", headers: ["If-None-Match": "\"v\""]).statusCode == 304)
+            let next = try await get(provider, "c")
+            #expect(next.value(forHTTPHeaderField: "X-Cache") == (freshened ? "hit" : "miss"), "\(tag)")
+            #expect(transport.calls.value == (freshened ? 2 : 3), "\(tag)")
+        }
+    }
+
     /// `max-stale` (§5.2.1.2): bare, any staleness; with delta-seconds, that much; with an
     /// argument that is no delta-seconds, none (it was read as no limit).
     @Test func maxStaleWithAnInvalidArgumentAcceptsNoStaleness() async throws {
