@@ -77,26 +77,96 @@ struct LibraryDependencyTests {
     }
 
     /// A directory that does not exist is judged by the one above it: who may write there may
-    /// make it. `$ORIGIN/..` leaves the verified copy's private directory, and is judged where
-    /// it leads (the lexical `..` stops at `/`, as the kernel's does).
-    @Test func aMissingRunpathDirectoryOrOneReachedFromOriginIsJudgedWhereItLeads() throws {
+    /// make it. A symbolic link to nothing is refused (whoever may make its target decides).
+    @Test func aMissingRunpathDirectoryIsJudgedByTheOneAboveIt() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let open = try openDirectory()
-        defer { rmdir(open) }
-        // Up from the verified copy's directory (in the temporary directory) to `/`, then down.
-        let depth = FileSecurity.lexicallyNormalized(NSTemporaryDirectory()).split(separator: "/").count + 1
-        let escape = "$ORIGIN" + String(repeating: "/..", count: depth) + open + "/lib"
-        for runpath in [open + "/lib", escape] {
+        defer { try? FileManager.default.removeItem(atPath: open) }
+        let library = try patched(f, runpath: open + "/lib")
+        #expect(
+            refusal(library)
+                == PluginLoadError(
+                    .insecurePermissions, file: open,
+                    reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is the nearest directory above "
+                        + "\(open)/lib (the RUNPATH entry \((open + "/lib").debugDescription) of the library \(library), which does not exist: "
+                        + "who may write here may make it); \(Self.chmodHint)"))
+        chmod(open, 0o755)
+        try FileManager.default.createSymbolicLink(atPath: open + "/lib", withDestinationPath: open + "/nowhere")
+        #expect(
+            refusal(library)
+                == PluginLoadError(
+                    .insecurePermissions, file: open + "/lib",
+                    reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries "
+                        + "(the RUNPATH entry \((open + "/lib").debugDescription) of the library \(library)); whoever may make its target "
+                        + "decides what is loaded: remove it or make its target"))
+    }
+
+    /// A library the loader would find in a searched directory under a name the library needs
+    /// is checked as the library is.
+    @Test func aLibraryOthersMayWriteToInASearchedDirectoryIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let open = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: open) }
+        chmod(open, 0o755)
+        FileManager.default.createFile(atPath: open + "/libc.so.6", contents: Data())
+        chmod(open + "/libc.so.6", 0o666)
+        let library = try patched(f, runpath: open)
+        #expect(
+            refusal(library)
+                == PluginLoadError(
+                    .insecurePermissions, file: open + "/libc.so.6",
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would "
+                        + "load from \(open) (the RUNPATH entry \(open.debugDescription) of the library \(library)); \(Self.chmodHint)"))
+    }
+
+    /// `..` is refused wherever it is: after `$ORIGIN` it leaves the directory the bytes are
+    /// opened from (`/proc/self/fd/..` is `/proc/self`, whose `cwd` is the working directory),
+    /// and after a symbolic link it goes where the link's target is. `$ORIGIN` followed by more
+    /// name (`$ORIGINx`) is no token for the loader: refused as another token.
+    @Test func dotDotAndOriginWithMoreNameAreRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for (runpath, why) in [
+            ("$ORIGIN/../cwd/lib", "climbs with ..; name the directory itself"),
+            ("/opt/link/../lib", "climbs with ..; name the directory itself"),
+            ("$ORIGINx/lib", "holds a token other than $ORIGIN; remove it"),
+        ] {
             let library = try patched(f, runpath: runpath)
             #expect(
                 refusal(library)
                     == PluginLoadError(
-                        .insecurePermissions, file: open,
-                        reason:
-                            "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is the nearest directory above \(open)/lib "
-                            + "(the RUNPATH entry \(runpath.debugDescription) of the library \(library), which does not exist: "
-                            + "who may write here may make it); \(Self.chmodHint)"))
+                        .insecurePermissions, file: library, reason: "the RUNPATH entry \(runpath.debugDescription) of the library \(library) \(why)")
+            )
+        }
+    }
+
+    /// Offsets and sizes past the end of the file (up to `UInt64.max`) are refused, never a
+    /// trap; and a thousand random bytes changed in the headers are read or refused, never a trap.
+    @Test func malformedHeadersAreRefusedNeverATrap() throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
+        func field(_ data: Data, _ offset: Int, _ size: Int) -> Int {
+            (0..<size).reversed().reduce(0) { $0 << 8 | Int(data[offset + $1]) }
+        }
+        func setting(_ data: Data, _ offset: Int, _ value: UInt64) -> Data {
+            var copy = data
+            for index in 0..<8 { copy[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }
+            return copy
+        }
+        let table = field(bytes, 32, 8)
+        let size = field(bytes, 54, 2)
+        let dynamic = try #require((0..<field(bytes, 56, 2)).map { table + $0 * size }.first { field(bytes, $0, 4) == 2 })
+        for (offset, value) in [(8, UInt64(Int.max)), (8, UInt64.max), (32, UInt64(Int.max)), (32, UInt64.max)] {
+            #expect(throws: ELFDependencies.Malformed.self) { try ELFDependencies.read(setting(bytes, dynamic + offset, value)) }
+        }
+        #expect(throws: ELFDependencies.Malformed.self) { try ELFDependencies.read(setting(bytes, 32, UInt64.max)) }
+        var generator = SystemRandomNumberGenerator()
+        let headers = table + field(bytes, 56, 2) * size
+        for _ in 0..<1000 {
+            var mutated = bytes
+            for _ in 0..<4 { mutated[Int.random(in: 0..<headers, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
+            _ = try? ELFDependencies.read(mutated)
         }
     }
 

@@ -42,7 +42,15 @@ struct ELFDependencies: Equatable {
             guard value <= UInt64(Int.max) else { throw Malformed(reason: "\(what) \(value) is out of range") }
             return Int(value)
         }
-        let programHeaders = try count(try integer(32, 8), "the program header offset")
+        // Every offset and size is held within the file before any sum is made of it (a sum past
+        // `Int.max` would trap).
+        func within(_ offset: UInt64, _ size: UInt64, _ what: String) throws(Malformed) -> (offset: Int, size: Int) {
+            guard offset <= UInt64(bytes.count), size <= UInt64(bytes.count) - offset else {
+                throw Malformed(reason: "\(what) (offset \(offset), \(size) bytes) lies past the end of the file")
+            }
+            return (Int(offset), Int(size))
+        }
+        let programHeaders = try within(try integer(32, 8), 0, "the program header table").offset
         let headerSize = Int(try integer(54, 2))
         let headerCount = Int(try integer(56, 2))
         guard headerCount == 0 || headerSize >= 56 else { throw Malformed(reason: "program headers of \(headerSize) bytes") }
@@ -54,7 +62,7 @@ struct ELFDependencies: Equatable {
             case 1:  // PT_LOAD
                 loads.append((try integer(header + 16, 8), try integer(header + 8, 8), try integer(header + 32, 8)))
             case 2:  // PT_DYNAMIC
-                dynamic = (try count(try integer(header + 8, 8), "the dynamic section's offset"), try count(try integer(header + 32, 8), "its size"))
+                dynamic = try within(try integer(header + 8, 8), try integer(header + 32, 8), "the dynamic section")
             default:
                 break
             }
@@ -64,7 +72,7 @@ struct ELFDependencies: Equatable {
         var stringSize: UInt64?
         var named: [(tag: UInt64, value: UInt64)] = []
         var entry = dynamic.offset
-        while entry + 16 <= dynamic.offset + dynamic.size {
+        while dynamic.offset + dynamic.size - entry >= 16 {
             let tag = try integer(entry, 8)
             let value = try integer(entry + 8, 8)
             entry += 16
@@ -83,7 +91,9 @@ struct ELFDependencies: Equatable {
         guard let segment = loads.first(where: { table >= $0.address && table - $0.address < $0.size }) else {
             throw Malformed(reason: "the dynamic string table is in no loaded segment")
         }
-        let tableOffset = try count(segment.offset &+ (table - segment.address), "the dynamic string table's offset")
+        let (sum, overflow) = segment.offset.addingReportingOverflow(table - segment.address)
+        guard !overflow else { throw Malformed(reason: "the dynamic string table's offset is out of range") }
+        let tableOffset = try count(sum, "the dynamic string table's offset")
         var found = ELFDependencies()
         for (tag, value) in named {
             guard value < stringSize, tableOffset <= bytes.count, value < UInt64(bytes.count - tableOffset) else {

@@ -324,12 +324,15 @@ enum FileSecurity {
 
     /// Checks where the library's dependencies come from: every directory its `RUNPATH` (or
     /// `RPATH`) names, as `check(path:role:)` checks the library (one that does not exist, by the
-    /// nearest directory above it that does, which must keep others from making it), and every
-    /// library it needs by path. `$ORIGIN` is judged as the private directory of a verified copy
-    /// in the temporary directory (where a library loaded from a memory file finds `/proc/self/fd`,
-    /// which nobody can write to, the copy's is the stricter case); an entry that leaves it
-    /// (`$ORIGIN/..`) is checked where it leads. An entry relative to the
-    /// working directory, or with another `$` token, is refused.
+    /// nearest directory above it that does, which must keep others from making it), the library
+    /// the loader would find there under each name it needs, and every library it needs by path.
+    ///
+    /// `$ORIGIN` (a token only when alone or followed by `/`, as the loader reads it) is the
+    /// directory the verified bytes are opened from: a private one, or `/proc/self/fd` for a
+    /// memory file, where nobody else can put a library. An entry that climbs with `..` (out of
+    /// `$ORIGIN`, `/proc/self/fd/..` is `/proc/self`, whose `cwd` is the app's working directory)
+    /// is refused, as is an entry relative to the working directory, another `$` token, and a
+    /// symbolic link to a directory that does not exist (whoever may make its target decides).
     static func checkDependencies(of bytes: Data, path: String) throws(PluginLoadError) {
         let found: ELFDependencies?
         do {
@@ -338,25 +341,22 @@ enum FileSecurity {
             throw PluginLoadError(.notSharedObject, file: path, reason: "malformed ELF dynamic section: \(error.reason)")
         }
         guard let found else { return }
-        let origin = lexicallyNormalized(NSTemporaryDirectory()) + "/pluginhost-verified-copy"
+        let names = found.needed.map(\.value).filter { !$0.contains("/") }
         for entry in found.searchPaths {
             for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
                 let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(path)"
-                var resolved = directory
-                for token in ["${ORIGIN}", "$ORIGIN"] where resolved.hasPrefix(token) {
-                    resolved = origin + resolved.dropFirst(token.count)
+                func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
+                if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
+                var rest = directory
+                for token in ["${ORIGIN}", "$ORIGIN"] where rest == token || rest.hasPrefix(token + "/") {
+                    rest = String(rest.dropFirst(token.count))
                 }
-                guard !resolved.contains("$") else {
-                    throw PluginLoadError(.insecurePermissions, file: path, reason: "\(named) holds a token other than $ORIGIN; remove it")
+                if rest != directory { continue }  // in the private directory the bytes are opened from
+                guard !directory.contains("$") else { throw refuse("holds a token other than $ORIGIN; remove it") }
+                guard directory.hasPrefix("/") else {
+                    throw refuse("is relative: it would be searched in whatever directory the app runs in; make it absolute or $ORIGIN")
                 }
-                guard resolved.hasPrefix("/") else {
-                    throw PluginLoadError(
-                        .insecurePermissions, file: path,
-                        reason: "\(named) is relative: it would be searched in whatever directory the app runs in; make it absolute or $ORIGIN")
-                }
-                let normalized = lexicallyNormalized(resolved)
-                if normalized == origin || normalized.hasPrefix(origin + "/") { continue }  // the copy's own private directory
-                try checkSearched(normalized, named: named)
+                try checkSearched(directory, named: named, libraries: names)
             }
         }
         for entry in found.needed where entry.value.contains("/") {
@@ -369,16 +369,29 @@ enum FileSecurity {
         }
     }
 
-    /// Checks a directory the loader searches, or the nearest one above it that exists.
-    private static func checkSearched(_ directory: String, named: String) throws(PluginLoadError) {
+    /// Checks a directory the loader searches, or the nearest one above it that exists, and each
+    /// of `libraries` the loader would find in it.
+    private static func checkSearched(_ directory: String, named: String, libraries: [String]) throws(PluginLoadError) {
         var existing = directory
         var info = stat()
-        while stat(existing, &info) != 0, let up = parent(of: existing) { existing = up }
-        if existing == directory {
-            try check(path: directory, role: "a directory the loader searches for libraries (\(named))")
-        } else {
+        while stat(existing, &info) != 0 {
+            if lstat(existing, &info) == 0 {
+                throw PluginLoadError(
+                    .insecurePermissions, file: existing,
+                    reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries (\(named)); "
+                        + "whoever may make its target decides what is loaded: remove it or make its target")
+            }
+            guard let up = parent(of: existing) else { break }
+            existing = up
+        }
+        guard existing == directory else {
             try check(
                 path: existing, role: "the nearest directory above \(directory) (\(named), which does not exist: who may write here may make it)")
+            return
+        }
+        try check(path: directory, role: "a directory the loader searches for libraries (\(named))")
+        for library in libraries where stat(directory + "/" + library, &info) == 0 {
+            try check(path: directory + "/" + library, role: "a library the loader would load from \(directory) (\(named))")
         }
     }
 
