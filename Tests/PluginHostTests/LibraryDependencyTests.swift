@@ -225,6 +225,32 @@ struct LibraryDependencyTests {
     }
     #endif
 
+    /// The loader returns a library already loaded under a name asked for again: a memory file
+    /// whose number once named another library (loaded as `/proc/self/fd/N` by other code, its
+    /// descriptor closed since) must still load its own bytes.
+    #if os(Linux)
+    @Test func aMemoryFileNumberUsedBeforeStillLoadsItsOwnBytes() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let fd = Glibc.open(try PluginFixtures.library("CPluginTestPlugin"), O_RDONLY)
+        try #require(fd >= 0)
+        let other = try #require(dlopen("/proc/self/fd/\(fd)", RTLD_NOW | RTLD_LOCAL))
+        close(fd)
+        _ = other
+        // Fresh bytes (a RUNPATH of their own), opened now; their memory file takes the lowest
+        // free number, most likely the one just closed.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("AlphaTestPlugin")))
+        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+        let runpath = Array("$ORIGIN:/opt/\(UUID().uuidString.prefix(8))".utf8)
+        bytes.replaceSubrange(entry.offset..<(entry.offset + runpath.count), with: runpath)
+        bytes[entry.offset + runpath.count] = 0
+        let path = f.root + "/libalpha-fresh.so"
+        try bytes.write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o755)
+        #expect(try PluginLibrary.open(path: path).info.name == "alpha")
+    }
+    #endif
+
     /// `$ORIGIN` alone, or below it, is the verified copy's private directory: accepted, and the
     /// library loads.
     @Test func originItselfIsAccepted() throws {

@@ -187,13 +187,22 @@ public final class PluginLibrary: @unchecked Sendable {
     /// executed, or when `PLUGINHOST_VERIFIED_COPY=tmpdir` asks for it: from a private copy in
     /// the temporary directory (``writePrivateCopy(_:of:)``).
     private static func openVerified(_ bytes: Data, of path: String) throws(PluginLoadError) -> (UnsafeMutableRawPointer, String) {
+        var failed: String?
         if ProcessInfo.processInfo.environment["PLUGINHOST_VERIFIED_COPY"] != "tmpdir", let memory = MemoryFile.sealed(bytes, name: path) {
             // The descriptor stays open for good, as the library stays loaded: the loader knows a
             // library by its name, and a number used again would name the first one.
             if let handle = dlopen(memory.name, RTLD_NOW | RTLD_LOCAL) { return (handle, memory.name) }
+            failed = dlerrorText(stripping: memory.name)
             close(memory.fd)
         }
-        let copy = try writePrivateCopy(bytes, of: path)
+        let copy: (file: String, directory: String)
+        do {
+            copy = try writePrivateCopy(bytes, of: path)
+        } catch {
+            // The library itself did not load from memory: that is the reason to give.
+            if let failed { throw PluginLoadError(.notSharedObject, file: path, reason: failed) }
+            throw error
+        }
         // The mapping outlives the file: copy and directory go once dlopen is done with them.
         let handle = dlopen(copy.file, RTLD_NOW | RTLD_LOCAL)
         unlink(copy.file)
@@ -268,10 +277,14 @@ enum MemoryFile {
     /// seals or `/proc` are not to be had.
     static func sealed(_ bytes: Data, name: String) -> (fd: Int32, name: String)? {
         guard let create else { return nil }
-        let label = "pluginhost:" + (name as NSString).lastPathComponent
+        // A label of at most 249 bytes, or the call fails.
+        let label = "pluginhost:" + String(decoding: Array((name as NSString).lastPathComponent.utf8.prefix(200)), as: UTF8.self)
         let fd = create(label, closeOnExec | allowSealing)
         guard fd >= 0 else { return nil }
-        let path = "/proc/self/fd/\(fd)"
+        // A name no other code opens a library by (`/proc/self/fd/N` is the usual spelling): the
+        // loader returns the library already loaded under a name asked for again, and the number
+        // may have named another's memory file once.
+        let path = "/proc/self/./fd/\(fd)"
         guard bytes.withUnsafeBytes({ FileDescriptor.writeAll(fd, $0) }), fcntl(fd, addSeals, allSeals) == 0, access(path, R_OK) == 0 else {
             close(fd)
             return nil
