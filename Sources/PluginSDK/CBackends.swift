@@ -230,7 +230,13 @@ final class CRequestBackend: RequestBackend, HandleView {
 
     func isView(of handle: OpaquePointer) -> Bool { slot.holds(handle) }
 
-    var method: String { CBytes.string(api.pointee.request_method(handle)) }
+    // A retired view (a NULL handle) reads nothing without asking the host: a host older than the
+    // rule that a NULL handle is none would not survive being asked.
+
+    var method: String {
+        guard let handle else { return "" }
+        return CBytes.string(api.pointee.request_method(handle))
+    }
 
     func setMethod(_ method: String) throws {
         try HeaderValidation.checkMethod(method)
@@ -239,7 +245,10 @@ final class CRequestBackend: RequestBackend, HandleView {
         if status != PH_OK { throw InterceptorError.invalidMethod(method) }
     }
 
-    var urlString: String { CBytes.string(api.pointee.request_url(handle), memo: memo?.url) }
+    var urlString: String {
+        guard let handle else { return "" }
+        return CBytes.string(api.pointee.request_url(handle), memo: memo?.url)
+    }
 
     func setURL(_ string: String) throws {
         guard URLParts.isAbsoluteHTTP(string) else { throw InterceptorError.invalidURL(string) }
@@ -249,6 +258,7 @@ final class CRequestBackend: RequestBackend, HandleView {
     }
 
     var headers: [HTTPHeader] {
+        guard let handle else { return [] }
         if api.pointee.abi_minor >= 1, let all = api.pointee.request_headers {
             return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.request)
         }
@@ -261,6 +271,7 @@ final class CRequestBackend: RequestBackend, HandleView {
     }
 
     func header(named name: String, index: Int) -> String? {
+        guard let handle else { return nil }
         var value = ph_bytes()
         let status = CBytes.with(name) { api.pointee.request_header(handle, $0, index, &value) }
         return status == PH_OK ? CBytes.string(value) : nil
@@ -338,15 +349,20 @@ final class CRequestBackend: RequestBackend, HandleView {
     }
 
     var body: [UInt8]? {
+        guard let handle else { return nil }
         var bytes = ph_bytes()
         return api.pointee.request_body(handle, &bytes) == PH_OK ? CBytes.array(bytes) : nil
     }
 
     func setBody(_ body: [UInt8]?) {
+        guard let handle else { return }
         CBytes.with(body ?? []) { api.pointee.request_set_body(handle, $0, body == nil ? 0 : 1) }
     }
 
-    var timeout: Double { api.pointee.request_timeout(handle) }
+    var timeout: Double {
+        guard let handle else { return .infinity }
+        return api.pointee.request_timeout(handle)
+    }
 
     /// Checked by the view (``InterceptorRequest/setTimeout(_:)``): a host changes nothing for a
     /// refused value, and says nothing.
@@ -382,13 +398,19 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     func isView(of handle: OpaquePointer) -> Bool { slot.holds(handle) }
 
-    var statusCode: Int { Int(api.pointee.result_status(handle)) }
+    // A retired view reads nothing without asking the host (see the request's).
+
+    var statusCode: Int {
+        guard let handle else { return 0 }
+        return Int(api.pointee.result_status(handle))
+    }
 
     /// Checked by the view (``InterceptorResponse/setStatusCode(_:)``): a host changes nothing for
     /// a refused code, and says nothing.
     func setStatusCode(_ code: Int) throws { api.pointee.result_set_status(try live(), Int32(clamping: code)) }
 
     var headers: [HTTPHeader] {
+        guard let handle else { return [] }
         if api.pointee.abi_minor >= 3, let all = api.pointee.result_headers {
             return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.response)
         }
@@ -402,17 +424,19 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     /// One call (ABI 1.3); nil on an older host.
     var requestHeaders: [HTTPHeader]? {
+        guard let handle else { return [] }
         guard api.pointee.abi_minor >= 3, let all = api.pointee.result_request_headers else { return nil }
         return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.sent)
     }
 
     /// One call (ABI 1.6); false on an older host.
     var isRedirected: Bool {
-        guard api.pointee.abi_minor >= 6, let redirected = api.pointee.result_redirected else { return false }
+        guard let handle, api.pointee.abi_minor >= 6, let redirected = api.pointee.result_redirected else { return false }
         return redirected(handle) != 0
     }
 
     func header(named name: String, index: Int) -> String? {
+        guard let handle else { return nil }
         var value = ph_bytes()
         let status = CBytes.with(name) { api.pointee.result_header(handle, $0, index, &value) }
         return status == PH_OK ? CBytes.string(value) : nil
@@ -434,13 +458,20 @@ final class CResultBackend: ResponseBackend, HandleView {
         try HeaderValidation.explain(status, name: name, value: value)
     }
 
-    var body: [UInt8] { CBytes.array(api.pointee.result_body(handle)) }
+    var body: [UInt8] {
+        guard let handle else { return [] }
+        return CBytes.array(api.pointee.result_body(handle))
+    }
 
     func bodyPrefix(_ maxBytes: Int) -> (bytes: [UInt8], count: Int) {
+        guard let handle else { return ([], 0) }
         let bytes = api.pointee.result_body(handle)
         guard let data = bytes.data, bytes.len > 0 else { return ([], 0) }
         return (Array(UnsafeBufferPointer(start: data, count: min(bytes.len, max(0, maxBytes)))), bytes.len)
     }
 
-    func setBody(_ body: [UInt8]) { CBytes.with(body) { api.pointee.result_set_body(handle, $0) } }
+    func setBody(_ body: [UInt8]) {
+        guard let handle else { return }
+        CBytes.with(body) { api.pointee.result_set_body(handle, $0) }
+    }
 }
