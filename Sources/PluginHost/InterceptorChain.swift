@@ -492,7 +492,8 @@ final class InterceptorChain: Sendable {
         var failures = (origin: 0, proxy: 0)
         // The last Digest answer: a `stale` challenge for the same field and realm reuses it.
         var lastDigestAnswer: (field: String, realm: String, user: String, password: String)?
-        var staleAnswered = false
+        // Whether a `stale` answer was sent, a proxy's apart from the origin's.
+        var staleAnswered = (origin: false, proxy: false)
         while true {
             let outcome: Outcome
             do {
@@ -507,9 +508,11 @@ final class InterceptorChain: Sendable {
             if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer, last.field == field, last.realm == digest.realm {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
-                guard !staleAnswered, let value = digestAnswer(digest, user: last.user, password: last.password, request: request)
+                let proxy = HTTPHeader.namesEqual(field, "Proxy-Authorization")
+                guard !(proxy ? staleAnswered.proxy : staleAnswered.origin),
+                    let value = digestAnswer(digest, user: last.user, password: last.password, request: request)
                 else { return (outcome, request) }
-                staleAnswered = true
+                if proxy { staleAnswered.proxy = true } else { staleAnswered.origin = true }
                 request.urlRequest.setValue(value, forHTTPHeaderField: field)
                 continue
             }

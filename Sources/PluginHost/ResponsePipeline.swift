@@ -104,8 +104,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// Sends the request and calls `completion` once on `queue` (default: the provider's
     /// callback queue for pipelines built by a provider, else a global queue).
     ///
-    /// `progress` and `completion` run one at a time and in order, on a concurrent `queue` too:
-    /// progress never goes backwards, and `completion` comes after the last progress.
+    /// `progress` and `completion` run one at a time, in the order the transport reported them,
+    /// on a concurrent `queue` too: `completion` comes after the last progress. (A body sent again,
+    /// after a `307` or on a retry, reports its upload from 0 again.)
     ///
     /// Cancelling the returned token cancels the request; `completion` then gets
     /// ``NetworkError/cancelled``.

@@ -340,6 +340,41 @@ struct DigestLiveTests {
         #expect(sent[2].value(forHTTPHeaderField: "Proxy-Authorization") == sent[1].value(forHTTPHeaderField: "Proxy-Authorization"))
     }
 
+    /// A `stale` Digest answer is sent once for the proxy and once for the origin: the proxy's
+    /// does not use up the origin's.
+    @Test func aStaleAnswerForTheProxyLeavesTheOriginsOwn() async throws {
+        final class StaleBoth: Transport, Sendable {
+            let sent = Locked([URLRequest]())
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let count = sent.withLock {
+                    $0.append(request.urlRequest)
+                    return $0.count
+                }
+                let (status, headers): (Int, [String: String])
+                switch count {
+                case 1: (status, headers) = (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#])
+                case 2: (status, headers) = (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p2", qop="auth", stale=true"#])
+                case 3: (status, headers) = (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth""#])
+                case 4: (status, headers) = (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o2", qop="auth", stale=true"#])
+                default: (status, headers) = (200, [:])
+                }
+                return TransportResponse(
+                    response: HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!,
+                    data: Data())
+            }
+        }
+        let transport = StaleBoth()
+        let credentials = CountingCredentials()
+        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
+        let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+        #expect(response.statusCode == 200)
+        #expect(credentials.asked.value == 2)
+        let sent = transport.sent.withLock { $0 }
+        try #require(sent.count == 5)
+        #expect(sent[2].value(forHTTPHeaderField: "Proxy-Authorization")?.contains(#"nonce="p2""#) == true)
+        #expect(sent[4].value(forHTTPHeaderField: "Authorization")?.contains(#"nonce="o2""#) == true)
+    }
+
     /// A `407` is answered in `Proxy-Authorization` (gunicorn drops `Proxy-Authenticate` as a
     /// hop-by-hop field, so a scripted transport plays the proxy).
     @Test func proxyChallengeIsAnsweredInProxyAuthorization() async throws {
