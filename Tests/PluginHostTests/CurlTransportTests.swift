@@ -329,6 +329,50 @@ struct CurlTransportTests {
         }
     }
 
+    /// Reading a body stream stops when the provider cancels the request (`cancelAll`, which
+    /// cancels no task), not when the stream ends: this one would take seconds.
+    @Test func readingABodyStreamStopsWhenTheRequestIsCancelled() async throws {
+        /// Zeros, a read a millisecond, for 3,000 reads at most.
+        final class SlowZeros: InputStream, @unchecked Sendable {
+            private(set) var reads = 0
+            private var status: Stream.Status = .notOpen
+            override var streamStatus: Stream.Status { status }
+            override func open() { status = .open }
+            override func close() { status = .closed }
+            override var hasBytesAvailable: Bool { reads < 3_000 }
+            override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
+                guard reads < 3_000 else { return 0 }
+                reads += 1
+                usleep(1000)
+                buffer.initialize(repeating: 0, count: maxLength)
+                return maxLength
+            }
+        }
+        /// The stream, handed to the request closure (streams are not `Sendable`; this one is read
+        /// by one transfer at a time).
+        final class Held: @unchecked Sendable {
+            let stream = SlowZeros(data: Data())
+        }
+        let held = Held()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.httpBodyStream = held.stream
+                return request
+            }, transport: try CurlTransport())
+        let target = try Bin("anything", method: .post)
+        let request = Task { await provider.request(target).result }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        provider.cancelAll()
+        let result = await request.value
+        guard case .failure(.cancelled) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        // Stopped when cancelled, not read to its end.
+        #expect(held.stream.reads < 3_000, "\(held.stream.reads) reads")
+    }
+
     /// A stream is read once: one opened before (by an earlier attempt, or anyone) is refused,
     /// never sent short.
     @Test func aBodyStreamReadAlreadyIsRefused() async throws {

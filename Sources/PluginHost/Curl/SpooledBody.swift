@@ -11,7 +11,7 @@ import Darwin
 #endif
 
 /// A request body given as a stream (`URLRequest.httpBodyStream`, which a request closure may
-/// set), read once into a temporary file that no name reaches (unlinked as soon as it is made):
+/// set), read once into a temporary file that no name reaches (``unnamedFile()``):
 /// libcurl sends it with its length like an upload file, and again after a redirect that keeps
 /// the body, without holding it in memory. The file goes when the last transfer using it ends.
 // Safe as @unchecked Sendable: `fd` is set once; the file is read through `dup`ed descriptors.
@@ -43,19 +43,15 @@ final class SpooledBody: @unchecked Sendable {
                 kind: .other,
                 message: "the request's body stream was read already (a stream is sent once: give the body as data or a file to retry or re-send it)")
         }
-        var template = Array((NSTemporaryDirectory() + "/pluginhost-body-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else {
-            throw TransportFailure(kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno)))")
-        }
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let spooled = SpooledBody(fd: fd)
+        let spooled = SpooledBody(fd: try unnamedFile())
         stream.open()
         defer { stream.close() }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            if Task.isCancelled { throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream") }
+            if Task.isCancelled || request.cancellation?.isCancelled == true {
+                throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
+            }
+            if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
             let got = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
             if got == 0 { break }
             guard got > 0 else {
@@ -65,7 +61,7 @@ final class SpooledBody: @unchecked Sendable {
             let failed: Int32? = buffer.withUnsafeBytes { bytes in
                 var offset = 0
                 while offset < got {
-                    let wrote = write(fd, bytes.baseAddress! + offset, got - offset)
+                    let wrote = write(spooled.fd, bytes.baseAddress! + offset, got - offset)
                     if wrote < 0, errno == EINTR { continue }
                     guard wrote > 0 else { return wrote < 0 ? errno : ENOSPC }
                     offset += wrote
@@ -77,6 +73,24 @@ final class SpooledBody: @unchecked Sendable {
             }
         }
         return spooled
+    }
+
+    /// A new file in the temporary directory that no name reaches, closed on `exec`: made without
+    /// a name on Linux (`O_TMPFILE`), else made and unlinked at once.
+    private static func unnamedFile() throws(TransportFailure) -> Int32 {
+        #if os(Linux)
+        // O_TMPFILE (`__O_TMPFILE | O_DIRECTORY`), which the C library's headers hide from Swift.
+        let fd = open(NSTemporaryDirectory(), O_RDWR | O_CLOEXEC | 0o20_200_000, 0o600)
+        if fd >= 0 { return fd }
+        #endif
+        var template = Array((NSTemporaryDirectory() + "/pluginhost-body-XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard made >= 0 else {
+            throw TransportFailure(kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno)))")
+        }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        _ = fcntl(made, F_SETFD, FD_CLOEXEC)
+        return made
     }
 
     /// A descriptor of the file for one transfer, at its start (closed by the transfer); -1 when
