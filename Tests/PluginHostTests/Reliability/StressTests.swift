@@ -5,7 +5,15 @@ import Testing
 
 /// Open file descriptors of this process, from `/dev/fd` (Linux and macOS alike).
 func openFileDescriptors() throws -> Int {
-    try FileManager.default.contentsOfDirectory(atPath: "/dev/fd").count
+    try FileManager.default.contentsOfDirectory(atPath: "/dev/fd").count - loadedLibraryFiles()
+}
+
+/// The descriptors that hold loaded plugin libraries' verified bytes (sealed memory files on
+/// Linux): one per library, open for as long as the library stays loaded, which is for good.
+func loadedLibraryFiles() -> Int {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    let targets = names.map { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "" }
+    return targets.filter { $0.hasPrefix("/memfd:pluginhost:") }.count
 }
 
 /// Stress through the six loaded contrib plugins. Runs alone (`Tests/test` gives this suite its own
@@ -30,6 +38,7 @@ struct StressTests {
         }
         try await Task.sleep(nanoseconds: 500_000_000)
         let fdsBefore = try openFileDescriptors()
+        let librariesBefore = loadedLibraryFiles()
         let total = Self.requests
         let completions = Locked([Int: Int]())
         let mismatches = LockedCounter()
@@ -86,6 +95,8 @@ struct StressTests {
         let released = await eventually(30) { ((try? openFileDescriptors()) ?? .max) <= fdsBefore }
         let fdsAfter = try openFileDescriptors()
         #expect(released, "fds before \(fdsBefore), after \(fdsAfter)")
+        // The six libraries' verified bytes stay open, as the libraries stay loaded; nothing more.
+        #expect(loadedLibraryFiles() - librariesBefore <= 6, "library files before \(librariesBefore), after \(loadedLibraryFiles())")
         let log = (try? String(contentsOfFile: f.root + "/stress.log", encoding: .utf8)) ?? ""
         #expect(log.contains("→ POST"))
         #expect(!log.contains(token))
