@@ -323,7 +323,12 @@ struct DigestLiveTests {
     /// answer. The proxy's round does not count against the origin: the origin's challenge reaches the
     /// hooks as a first one (`previousFailureCount` 0), as each protection space counts its own.
     @Test func staleForAnotherRealmOrFieldAsksTheHooks() async throws {
-        let transport = ProxyThenStaleOriginTransport()
+        // A proxy (`407`, realm `proxy`), then an origin that calls the answer stale (`401`, realm
+        // `origin`, `stale=true`) before accepting.
+        let transport = ScriptedChallenges([
+            (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#]),
+            (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth", stale=true"#]),
+        ])
         let credentials = CountingCredentials()
         let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
         let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
@@ -343,27 +348,12 @@ struct DigestLiveTests {
     /// A `stale` Digest answer is sent once for the proxy and once for the origin: the proxy's
     /// does not use up the origin's.
     @Test func aStaleAnswerForTheProxyLeavesTheOriginsOwn() async throws {
-        final class StaleBoth: Transport, Sendable {
-            let sent = Locked([URLRequest]())
-            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-                let count = sent.withLock {
-                    $0.append(request.urlRequest)
-                    return $0.count
-                }
-                let (status, headers): (Int, [String: String])
-                switch count {
-                case 1: (status, headers) = (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#])
-                case 2: (status, headers) = (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p2", qop="auth", stale=true"#])
-                case 3: (status, headers) = (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth""#])
-                case 4: (status, headers) = (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o2", qop="auth", stale=true"#])
-                default: (status, headers) = (200, [:])
-                }
-                return TransportResponse(
-                    response: HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!,
-                    data: Data())
-            }
-        }
-        let transport = StaleBoth()
+        let transport = ScriptedChallenges([
+            (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#]),
+            (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p2", qop="auth", stale=true"#]),
+            (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth""#]),
+            (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o2", qop="auth", stale=true"#]),
+        ])
         let credentials = CountingCredentials()
         let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
         let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
@@ -394,22 +384,19 @@ struct DigestLiveTests {
     }
 }
 
-/// Plays a proxy (`407`, realm `proxy`) and then an origin that calls the answer stale (`401`, realm
-/// `origin`, `stale=true`) before accepting: the stale answer must not reuse the proxy's credentials.
-final class ProxyThenStaleOriginTransport: Transport, Sendable {
+/// Answers each request in turn with the next status and fields of its script, then `200`.
+final class ScriptedChallenges: Transport, Sendable {
     let sent = Locked([URLRequest]())
+    let script: [(status: Int, headers: [String: String])]
+
+    init(_ script: [(status: Int, headers: [String: String])]) { self.script = script }
 
     func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
         let count = sent.withLock {
             $0.append(request.urlRequest)
             return $0.count
         }
-        let (status, headers): (Int, [String: String])
-        switch count {
-        case 1: (status, headers) = (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#])
-        case 2: (status, headers) = (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth", stale=true"#])
-        default: (status, headers) = (200, [:])
-        }
+        let (status, headers) = count <= script.count ? script[count - 1] : (200, [:])
         return TransportResponse(
             response: HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!,
             data: Data())
