@@ -318,6 +318,16 @@ struct DigestLiveTests {
         #expect(cnonces.count == 3 && !cnonces.contains(""))
     }
 
+    /// A request to `http://origin.test/x` answered by `script` (then `200`), with a hook that
+    /// answers first challenges: the response, how often the hook was asked, and what was sent.
+    func answered(_ script: [(status: Int, headers: [String: String])]) async throws -> (Response, Int, [URLRequest]) {
+        let transport = ScriptedChallenges(script)
+        let credentials = CountingCredentials()
+        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
+        let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+        return (response, credentials.asked.value, transport.sent.withLock { $0 })
+    }
+
     /// `stale=true` reuses the last answer only for the same field and realm: after answering a proxy,
     /// an origin's stale challenge goes to the hooks (which match hosts and realms), never gets the proxy's
     /// answer. The proxy's round does not count against the origin: the origin's challenge reaches the
@@ -325,17 +335,13 @@ struct DigestLiveTests {
     @Test func staleForAnotherRealmOrFieldAsksTheHooks() async throws {
         // A proxy (`407`, realm `proxy`), then an origin that calls the answer stale (`401`, realm
         // `origin`, `stale=true`) before accepting.
-        let transport = ScriptedChallenges([
+        let (response, asked, sent) = try await answered([
             (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#]),
             (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth", stale=true"#]),
         ])
-        let credentials = CountingCredentials()
-        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
-        let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
         // This hook answers only a first challenge: the origin's is one, and is answered.
         #expect(response.statusCode == 200)
-        #expect(credentials.asked.value == 2)
-        let sent = transport.sent.withLock { $0 }
+        #expect(asked == 2)
         try #require(sent.count == 3)
         #expect(sent[1].value(forHTTPHeaderField: "Proxy-Authorization")?.contains(#"realm="proxy""#) == true)
         #expect(sent[1].value(forHTTPHeaderField: "Authorization") == nil)
@@ -348,18 +354,14 @@ struct DigestLiveTests {
     /// A `stale` Digest answer is sent once for the proxy and once for the origin: the proxy's
     /// does not use up the origin's.
     @Test func aStaleAnswerForTheProxyLeavesTheOriginsOwn() async throws {
-        let transport = ScriptedChallenges([
+        let (response, asked, sent) = try await answered([
             (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#]),
             (407, ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p2", qop="auth", stale=true"#]),
             (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth""#]),
             (401, ["WWW-Authenticate": #"Digest realm="origin", nonce="o2", qop="auth", stale=true"#]),
         ])
-        let credentials = CountingCredentials()
-        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
-        let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
         #expect(response.statusCode == 200)
-        #expect(credentials.asked.value == 2)
-        let sent = transport.sent.withLock { $0 }
+        #expect(asked == 2)
         try #require(sent.count == 5)
         #expect(sent[2].value(forHTTPHeaderField: "Proxy-Authorization")?.contains(#"nonce="p2""#) == true)
         #expect(sent[4].value(forHTTPHeaderField: "Authorization")?.contains(#"nonce="o2""#) == true)
