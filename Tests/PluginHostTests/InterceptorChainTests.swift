@@ -223,7 +223,18 @@ struct InterceptorChainTests {
         let released = LockedBox(false)
         let began = LockedBox(false)
         let finished = LockedBox(false)
-        let provider = Provider<Bin>(interceptors: [TokenInterceptor()], limits: RequestLimits(deadline: end == "deadline" ? 2 : nil))
+        /// `/status/N` answers N, anything else 200, at once: the deadline is spent waiting for the
+        /// refresh, not on a loaded machine's network round trip before it.
+        struct StatusFromPath: Transport {
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let url = request.urlRequest.url!
+                let status = url.path.hasPrefix("/status/") ? Int(url.lastPathComponent) ?? 200 : 200
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+            }
+        }
+        let provider = Provider<Bin>(
+            transport: StatusFromPath(), interceptors: [TokenInterceptor()], limits: RequestLimits(deadline: end == "deadline" ? 2 : nil))
         provider.services.setValue("bad-0", forKey: "access_token")
         provider.services.registerRefresher(forKey: "access_token") { _ in
             began.set(true)
