@@ -35,7 +35,8 @@ public enum FileDescriptor {
         return nil
     }
 
-    /// Writes every byte of `bytes` to `fd`, retrying short writes; false when a write fails.
+    /// Writes every byte of `bytes` to `fd`, retrying short and interrupted writes; false when a
+    /// write fails.
     @discardableResult
     public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress else { return true }
@@ -46,6 +47,7 @@ public enum FileDescriptor {
             #else
             let written = Darwin.write(fd, base + offset, bytes.count - offset)
             #endif
+            if written < 0, errno == EINTR { continue }
             if written <= 0 { return false }
             offset += written
         }

@@ -58,18 +58,11 @@ final class SpooledBody: @unchecked Sendable {
                 let reason = stream.streamError.map { ": \($0.localizedDescription)" } ?? ""
                 throw TransportFailure(kind: .other, message: "cannot read the request's body stream\(reason)")
             }
-            let failed: Int32? = buffer.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < got {
-                    let wrote = write(spooled.fd, bytes.baseAddress! + offset, got - offset)
-                    if wrote < 0, errno == EINTR { continue }
-                    guard wrote > 0 else { return wrote < 0 ? errno : ENOSPC }
-                    offset += wrote
-                }
-                return nil
-            }
-            if let failed {
-                throw TransportFailure(kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(failed)))")
+            errno = 0
+            guard buffer.withUnsafeBytes({ FileDescriptor.writeAll(spooled.fd, UnsafeRawBufferPointer(rebasing: $0[..<got])) }) else {
+                // No error number when the disk took no byte: it is full.
+                throw TransportFailure(
+                    kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno != 0 ? errno : ENOSPC)))")
             }
         }
         return spooled
