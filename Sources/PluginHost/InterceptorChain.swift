@@ -165,6 +165,8 @@ final class InterceptorChain: Sendable {
         cancellation: CancellationSignal, background: Bool = false
     ) async -> Result<Response, NetworkError> {
         var attempt = 1
+        // A body stream is read once: the call's sends share what the first read of it kept.
+        let bodySpool = plan.request.httpBodyStream == nil ? nil : BodySpool()
         while true {
             if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
             let contexts = makeContexts(target: plan.target, requestID: requestID, attempt: attempt)
@@ -195,6 +197,7 @@ final class InterceptorChain: Sendable {
                 urlRequest: finalRequest, body: plan.body, download: plan.download, progress: progress,
                 cancellation: cancellation, redirects: plan.redirects, limits: plan.limits, deadline: plan.deadline)
             sending.deferred = deferred
+            sending.bodySpool = bodySpool
             if answeredBy == nil {
                 let spent = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
                 switch Self.timeoutBudget(timeout: sending.timeoutInterval, spentInHooks: spent) {

@@ -84,6 +84,10 @@ public struct TransportRequest: Sendable {
     /// seconds for the message; nil: no deadline. The transport fails with
     /// ``TransportFailureKind/timedOut`` when it passes.
     public var deadline: (instant: DispatchTime, seconds: TimeInterval)?
+    /// Where ``CurlTransport`` keeps the call's body stream once read, for the call's later sends
+    /// (a re-send that answers a challenge, a retry); nil: a stream is read once, and refused
+    /// if it was opened already.
+    var bodySpool: BodySpool?
 
     /// Creates a transport request.
     public init(

@@ -66,8 +66,11 @@ def rfc3986(text):
 
 
 def read_body(environ):
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    return environ["wsgi.input"].read(length) if length else b""
+    """The request's body, read once and kept in environ (a handler may ask twice)."""
+    if "fixture.body" not in environ:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        environ["fixture.body"] = environ["wsgi.input"].read(length) if length else b""
+    return environ["fixture.body"]
 
 
 def raw_query_pairs(query_string):
@@ -228,7 +231,8 @@ def digest(environ, start_response, query):
         return refuse("stale nonce", stale=True)
     return respond(start_response, "200 OK", {
         "count": count, "scheme": "Digest", "algorithm": chosen, "qop": answered_qop, "nc": p.get("nc"),
-        "cnonce": p.get("cnonce"), "userhash": userhash, "username": p.get("username"), "authorization": auth})
+        "cnonce": p.get("cnonce"), "userhash": userhash, "username": p.get("username"), "authorization": auth,
+        "bodySha256": hashlib.sha256(read_body(environ)).hexdigest()})
 
 
 def app(environ, start_response):

@@ -373,7 +373,7 @@ struct CurlTransportTests {
         #expect(held.stream.reads < 3_000, "\(held.stream.reads) reads")
     }
 
-    /// A stream is read once: one opened before (by an earlier attempt, or anyone) is refused,
+    /// A stream is read once per call: one opened before the call (by an earlier call, or anyone) is refused,
     /// never sent short.
     @Test func aBodyStreamReadAlreadyIsRefused() async throws {
         var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
@@ -383,8 +383,40 @@ struct CurlTransportTests {
         request.httpBodyStream = stream
         let transport = try CurlTransport()
         let failed = await failure { () throws(TransportFailure) in try await transport.send(TransportRequest(urlRequest: request)) }
-        let refusal = "the request's body stream was read already (a stream is sent once: give the body as data or a file to retry or re-send it)"
+        let refusal =
+            "the request's body stream was read already (a stream is read once per call: give a body another call sends again as data or a file)"
         #expect(failed == TransportFailure(kind: .other, message: refusal))
+    }
+
+    /// A body stream is read once per call: the sends after it (each answering a Digest
+    /// challenge, and a retry's) send the bytes kept from the first read, whole.
+    @Test func aBodyStreamIsSentAgainToAnswerAChallengeAndOnARetry() async throws {
+        /// Retries the first attempt once, whatever its result.
+        struct RetryFirstAttempt: Interceptor {
+            var name: String { "retry-first" }
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                context.attempt == 1 ? .retry() : .proceed
+            }
+        }
+        let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes: several reads
+        let credentials = CountingCredentials()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.httpBodyStream = InputStream(data: Data(text.utf8))
+                return request
+            }, transport: try CurlTransport(), interceptors: [credentials, RetryFirstAttempt()])
+        let key = counterKey()
+        let target = try Bin(
+            "fixture/digest", method: .post,
+            task: .requestParameters(parameters: ["key": key, "algorithm": "SHA-256"], encoding: URLEncoding.queryString))
+        let response = try await provider.request(target).value
+        let json = try response.mapJSON()
+        #expect(response.statusCode == 200, "\(json)")
+        #expect(json["bodySha256"]?.stringValue == SHA256.hex(SHA256.hash(Array(text.utf8))))
+        // Each attempt: the challenge, then the answer; the hooks asked once per attempt.
+        #expect(try await serverHits(key) == 4)
+        #expect(credentials.asked.value == 2)
     }
 
     /// A download redirected to a URL that cannot be sent (no host) fails with the reason, and

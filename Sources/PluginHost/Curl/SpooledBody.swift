@@ -29,8 +29,9 @@ final class SpooledBody: @unchecked Sendable {
 
     /// The stream of `request`'s body read into a file; nil when its body is data, a file, or none.
     ///
-    /// A stream is read once: one that was opened already (by an earlier attempt of a retried or
-    /// re-sent request, or by anyone else) is refused rather than sent short.
+    /// A stream is read once: the call's earlier send read it into its ``BodySpool``
+    /// (``TransportRequest/bodySpool``), whose file is sent again; a stream opened already
+    /// otherwise (by an earlier call, or by anyone else) is refused rather than sent short.
     static func reading(_ request: TransportRequest) throws(TransportFailure) -> SpooledBody? {
         switch request.body {
         case .file: return nil
@@ -38,10 +39,12 @@ final class SpooledBody: @unchecked Sendable {
         }
         // A changed request is deferred only when its body is data (`RequestChanges.sending`).
         guard request.deferred == nil, let stream = request.urlRequest.httpBodyStream else { return nil }
+        if let kept = request.bodySpool?.body(of: stream) { return kept }
         guard stream.streamStatus == .notOpen else {
             throw TransportFailure(
                 kind: .other,
-                message: "the request's body stream was read already (a stream is sent once: give the body as data or a file to retry or re-send it)")
+                message: "the request's body stream was read already "
+                    + "(a stream is read once per call: give a body another call sends again as data or a file)")
         }
         let spooled = SpooledBody(fd: try unnamedFile())
         stream.open()
@@ -65,6 +68,7 @@ final class SpooledBody: @unchecked Sendable {
                     kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno != 0 ? errno : ENOSPC)))")
             }
         }
+        request.bodySpool?.keep(spooled, of: stream)
         return spooled
     }
 
@@ -97,5 +101,29 @@ final class SpooledBody: @unchecked Sendable {
             return -1
         }
         return copy
+    }
+}
+
+/// The body stream of one call once read into a ``SpooledBody``: every send of the call (again
+/// with an answer to an authentication challenge, or a retry) sends the bytes read the first
+/// time, where the stream itself could be read once only. The chain makes one per call whose
+/// request has a body stream; the file goes with the call.
+final class BodySpool: Sendable {
+    /// The stream read and its file. The stream is kept only to be told apart by identity.
+    private struct Held: @unchecked Sendable {
+        let stream: InputStream
+        let body: SpooledBody
+    }
+
+    private let held = Locked<Held?>(nil)
+
+    /// The file `stream` was read into by an earlier send of this call, if it was.
+    func body(of stream: InputStream) -> SpooledBody? {
+        held.withLock { held in held.flatMap { $0.stream === stream ? $0.body : nil } }
+    }
+
+    /// Keeps `body`, the contents of `stream`, for the call's later sends.
+    func keep(_ body: SpooledBody, of stream: InputStream) {
+        held.withLock { $0 = Held(stream: stream, body: body) }
     }
 }
