@@ -485,6 +485,8 @@ final class InterceptorChain: Sendable {
     /// again with the credential: `Digest` (RFC 7616, the strongest algorithm offered) or
     /// `Basic`. A Digest answer refused with `stale=true` is sent once more with the new nonce,
     /// without asking the hooks again. Other schemes deliver the challenge response unanswered.
+    /// A challenge of a response the transport got through redirects is the last request's: its
+    /// protection space is the last URL's, and the answer goes there (``TransportRequest/redirected(to:method:)``).
     func sendAuthenticating(
         _ request: TransportRequest, transport: any Transport,
         contexts: AttemptContexts
@@ -497,62 +499,75 @@ final class InterceptorChain: Sendable {
         var lastDigestAnswer: (field: String, realm: String, user: String, password: String)?
         // Whether a `stale` answer was sent, a proxy's apart from the origin's.
         var staleAnswered = (origin: false, proxy: false)
+        // Whether `request` is the last request of a redirected exchange, sent with an answer:
+        // its response still answers the app's request through a redirect.
+        var afterRedirect = false
         while true {
-            let outcome: Outcome
+            var received: TransportResponse
             do {
-                outcome = .response(ResponseState(try await transport.send(request)))
+                received = try await transport.send(request)
             } catch {
                 return (.failure(error), request)
             }
-            guard case .response(let response) = outcome, !interceptors.isEmpty, let url = request.url,
-                let found = Self.challenge(in: response)
-            else { return (outcome, request) }
+            if afterRedirect { received.redirected = true }
+            let response = ResponseState(received)
+            guard !interceptors.isEmpty, let found = Self.challenge(in: response) else { return (.response(response), request) }
+            // A redirected response's challenge is for the last request the transport sent, to
+            // another URL (and after a `303` with another method): it is answered there.
+            var challenged = request
+            if received.redirected, let last = received.url, last != request.url {
+                challenged = request.redirected(to: last, method: received.finalMethod)
+            }
+            guard let url = challenged.url else { return (.response(response), request) }
             let (field, chosen) = (found.field, found.chosen)
+            let isProxy = HTTPHeader.namesEqual(field, "Proxy-Authorization")
+            /// Sends `challenged` with `value` in the answer field next.
+            func answer(_ value: String) {
+                challenged.urlRequest.setValue(value, forHTTPHeaderField: field)
+                afterRedirect = afterRedirect || challenged.url != request.url
+                request = challenged
+            }
             if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer, last.field == field, last.realm == digest.realm {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
-                let proxy = HTTPHeader.namesEqual(field, "Proxy-Authorization")
-                guard !(proxy ? staleAnswered.proxy : staleAnswered.origin),
-                    let value = digestAnswer(digest, user: last.user, password: last.password, request: request)
-                else { return (outcome, request) }
-                if proxy { staleAnswered.proxy = true } else { staleAnswered.origin = true }
-                request.urlRequest.setValue(value, forHTTPHeaderField: field)
+                guard !(isProxy ? staleAnswered.proxy : staleAnswered.origin),
+                    let value = digestAnswer(digest, user: last.user, password: last.password, request: challenged)
+                else { return (.response(response), request) }
+                if isProxy { staleAnswered.proxy = true } else { staleAnswered.origin = true }
+                answer(value)
                 continue
             }
-            let isProxy = HTTPHeader.namesEqual(field, "Proxy-Authorization")
             let failed = isProxy ? failures.proxy : failures.origin
-            guard failed < Self.maxAuthenticationRounds else { return (outcome, request) }
+            guard failed < Self.maxAuthenticationRounds else { return (.response(response), request) }
             let challenge = AuthenticationChallenge(
                 host: url.host ?? "", port: url.port ?? URLParts.defaultPort(forScheme: url.scheme),
                 scheme: url.scheme?.lowercased() ?? "http", realm: chosen.realm, method: chosen.scheme,
                 previousFailureCount: failed, isProxy: isProxy)
-            var answer = CredentialAnswer.performDefault
+            var credential = CredentialAnswer.performDefault
             var answeredBy = ""
             for (index, interceptor) in interceptors.enumerated() where runs[index].contains(.credential) {
-                answer = interceptor.credential(for: challenge, context: contexts[index])
+                credential = interceptor.credential(for: challenge, context: contexts[index])
                 answeredBy = interceptor.name
-                if answer != .performDefault { break }
+                if credential != .performDefault { break }
             }
-            switch answer {
+            switch credential {
             case .useCredential(let user, let password) where chosen.digest != nil:
-                guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: request)
-                else { return (outcome, request) }
-                request.urlRequest.setValue(value, forHTTPHeaderField: field)
+                guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: challenged)
+                else { return (.response(response), request) }
+                answer(value)
                 lastDigestAnswer = (field, digest.realm, user, password)
-                if isProxy { failures.proxy += 1 } else { failures.origin += 1 }
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
-                let token = Data("\(user):\(password)".utf8).base64EncodedString()
-                request.urlRequest.setValue("Basic \(token)", forHTTPHeaderField: field)
+                answer("Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
                 lastDigestAnswer = nil
-                if isProxy { failures.proxy += 1 } else { failures.origin += 1 }
             case .cancel:
                 return (
                     .failure(TransportFailure(kind: .cancelled, message: "\(answeredBy) cancelled the authentication challenge")),
                     request
                 )
             default:
-                return (outcome, request)
+                return (.response(response), request)
             }
+            if isProxy { failures.proxy += 1 } else { failures.origin += 1 }
         }
     }
 

@@ -120,6 +120,32 @@ extension TransportRequest {
     }
     /// The body, if it is data.
     var httpBody: Data? { deferred.map(\.body) ?? given.httpBody }
+    /// This request as a transport that followed redirects to `url` sent it last, with
+    /// `method` when a redirect changed it: the request a challenge of the redirected response
+    /// answers. A method turned into `GET` or `HEAD` leaves the body and its fields behind;
+    /// another origin, the credentials and cookies set for the first (as the transports do).
+    func redirected(to url: URL, method: String?) -> TransportRequest {
+        var next = self
+        var request = urlRequest
+        let from = request.url
+        request.url = url
+        if let method, method != request.httpMethod?.uppercased() ?? "GET" {
+            request.httpMethod = method
+            if method == "GET" || method == "HEAD" {
+                request.httpBody = nil
+                request.httpBodyStream = nil
+                request.setValue(nil, forHTTPHeaderField: "Content-Type")
+                request.setValue(nil, forHTTPHeaderField: "Content-Length")
+                next.body = .inline
+            }
+        }
+        if let from, !SessionRouter.sameOrigin(from, url) {
+            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { request.setValue(nil, forHTTPHeaderField: name) }
+        }
+        next.urlRequest = request
+        return next
+    }
+
     /// The timeout in seconds.
     var timeoutInterval: TimeInterval {
         get { deferred?.timeout ?? given.timeoutInterval }
@@ -232,6 +258,12 @@ public struct TransportResponse: Sendable {
     /// stores nothing for it under the request's URL). A transport of your own sets it when it
     /// follows redirects itself.
     public var redirected: Bool
+    /// The method of the last request sent when the transport followed redirects (a `303`, or a
+    /// `301` or `302` after a `POST`, turns it into `GET`); nil: the request's own. With
+    /// ``redirected`` and the response's URL it says which request an authentication challenge
+    /// of a redirected response answers. A transport of your own sets it when it follows
+    /// redirects itself.
+    public var finalMethod: String?
 
     /// Creates a transport response.
     public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil, redirected: Bool = false) {

@@ -285,7 +285,9 @@ final class SessionCall: Sendable {
         if let fileError {
             finish(.failure(TransportFailure(kind: .other, message: fileError)))
         } else {
-            finish(.success(TransportResponse(response: response, data: data, fileURL: fileURL, redirected: redirects > 0)))
+            var made = TransportResponse(response: response, data: data, fileURL: fileURL, redirected: redirects > 0)
+            if redirects > 0 { made.finalMethod = task.currentRequest?.httpMethod?.uppercased() }
+            finish(.success(made))
         }
     }
 

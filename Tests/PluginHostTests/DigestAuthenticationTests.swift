@@ -318,6 +318,67 @@ struct DigestLiveTests {
         #expect(cnonces.count == 3 && !cnonces.contains(""))
     }
 
+    /// The fixture's Digest URL (SHA-256) for `key`, on the test server's port at `host`.
+    func digestURL(key: String, host: String = "127.0.0.1") throws -> URL {
+        var components = try #require(URLComponents(url: try TestServer.url(), resolvingAgainstBaseURL: false))
+        components.host = host
+        components.path = "/fixture/digest"
+        components.queryItems = [URLQueryItem(name: "key", value: key), URLQueryItem(name: "algorithm", value: "SHA-256")]
+        return try #require(components.url)
+    }
+
+    /// A challenge that comes after a redirect is the last request's: answered at the URL the
+    /// transport was sent to (the Digest `uri` is the server's request target), with the method
+    /// the redirect left (a `303` turns a `POST` into a `GET`, which the Digest hash covers).
+    @Test(arguments: TransportKind.allCases)
+    func aChallengeAfterARedirectIsAnsweredWhereTheRedirectLed(_ transport: TransportKind) async throws {
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [CountingCredentials()])
+        for (method, status) in [(HTTPMethod.get, 302), (.post, 303), (.put, 307)] {
+            let key = counterKey()
+            let last = try digestURL(key: key)
+            let target = try Bin(
+                "redirect-to", method: method,
+                task: .requestParameters(
+                    parameters: ["url": last.absoluteString, "status_code": status], encoding: URLEncoding.queryString))
+            let response = try await provider.request(target).value
+            let json = try response.mapJSON()
+            #expect(response.statusCode == 200, "\(method) after \(status): \(json)")
+            #expect(json["scheme"]?.stringValue == "Digest")
+            // The redirect's target, challenged then answered: the redirect was followed once.
+            #expect(try await serverHits(key) == 2, "\(method) after \(status)")
+            #expect(response.request?.url == last)
+            #expect(response.request?.httpMethod == (status == 303 ? "GET" : method.rawValue))
+        }
+    }
+
+    /// Another origin's challenge, after a redirect, is asked for with that origin's host, and the
+    /// answer goes to it.
+    @Test(arguments: TransportKind.allCases)
+    func aChallengeOfAnotherOriginAfterARedirectNamesItsHost(_ transport: TransportKind) async throws {
+        /// Answers with `u`/`p` and keeps the hosts it was asked for.
+        final class HostRecorder: Interceptor, Sendable {
+            var name: String { "host-recorder" }
+            let hosts = Locked([String]())
+            func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+                hosts.withLock { $0.append(challenge.host) }
+                return challenge.previousFailureCount == 0 ? .useCredential(user: "u", password: "p") : .performDefault
+            }
+        }
+        let recorder = HostRecorder()
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [recorder])
+        let key = counterKey()
+        let last = try digestURL(key: key, host: "localhost")
+        let target = try Bin(
+            "redirect-to", task: .requestParameters(parameters: ["url": last.absoluteString, "status_code": 302], encoding: URLEncoding.queryString))
+        let response = try await provider.request(target).value
+        let json = try response.mapJSON()
+        #expect(response.statusCode == 200, "\(json)")
+        #expect(recorder.hosts.withLock { $0 } == ["localhost"])
+        #expect(try await serverHits(key) == 2)
+        #expect(json["authorization"]?.stringValue?.hasPrefix(#"Digest username="u""#) == true)
+        #expect(response.request?.url == last)
+    }
+
     /// A request to `http://origin.test/x` answered by `script` (then `200`), with a hook that
     /// answers first challenges: the response, how often the hook was asked, and what was sent.
     func answered(_ script: [(status: Int, headers: [String: String])]) async throws -> (Response, Int, [URLRequest]) {

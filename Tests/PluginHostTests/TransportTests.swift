@@ -4,6 +4,10 @@ import Testing
 
 @testable import PluginHost
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 @Suite("Transports")
 struct TransportTests {
     @Test(arguments: TransportKind.allCases) func aChallenged401KeepsItsBody(_ transport: TransportKind) async throws {
@@ -11,6 +15,46 @@ struct TransportTests {
         #expect(response.statusCode == 401)
         #expect(response.value(forHTTPHeaderField: "WWW-Authenticate") == "Bearer realm=\"fixture\"")
         #expect(try response.mapJSON()["error"]?.stringValue == "bad token")
+    }
+
+    /// The request a challenge after redirects answers: the last URL; a method a redirect turned
+    /// into `GET` leaves the body and its fields behind; another origin, the credentials and cookies.
+    @Test func theRequestARedirectLeft() throws {
+        var request = URLRequest(url: URL(string: "http://a.test/post")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data("x=1".utf8)
+        for (name, value) in [
+            ("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", "Bearer a"), ("Cookie", "s=1"),
+            ("Proxy-Authorization", "Basic cA=="), ("X-Kept", "yes"),
+        ] {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        let sent = TransportRequest(urlRequest: request, body: .upload)
+        let same = sent.redirected(to: URL(string: "http://a.test/kept")!, method: nil)
+        #expect(same.urlRequest.url?.absoluteString == "http://a.test/kept")
+        #expect(same.urlRequest.httpMethod == "POST")
+        #expect(same.urlRequest.httpBody == Data("x=1".utf8))
+        #expect(same.urlRequest.value(forHTTPHeaderField: "Authorization") == "Bearer a")
+        #expect(same.urlRequest.value(forHTTPHeaderField: "Cookie") == "s=1")
+        guard case .upload = same.body else {
+            Issue.record("the body's kind changed: \(same.body)")
+            return
+        }
+        let other = sent.redirected(to: URL(string: "http://b.test/seen")!, method: "GET")
+        #expect(other.urlRequest.httpMethod == "GET")
+        #expect(other.urlRequest.httpBody == nil)
+        guard case .inline = other.body else {
+            Issue.record("a GET keeps the upload: \(other.body)")
+            return
+        }
+        for name in ["Content-Type", "Authorization", "Cookie", "Proxy-Authorization"] {
+            #expect(other.urlRequest.value(forHTTPHeaderField: name) == nil, "\(name)")
+        }
+        #expect(other.urlRequest.value(forHTTPHeaderField: "X-Kept") == "yes")
+        // Another port is another origin.
+        let port = sent.redirected(to: URL(string: "http://a.test:8080/post")!, method: "POST")
+        #expect(port.urlRequest.value(forHTTPHeaderField: "Authorization") == nil)
+        #expect(port.urlRequest.httpBody == Data("x=1".utf8))
     }
 
     @Test(arguments: TransportKind.allCases) func everyCallLeavesTheTransportsTable(_ kind: TransportKind) async throws {

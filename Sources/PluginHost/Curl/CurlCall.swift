@@ -25,6 +25,8 @@ struct CurlResponse: Sendable {
     let downloadPath: String?
     /// Whether a redirect was followed to get it.
     let redirected: Bool
+    /// The method of the last request sent (a redirect may have turned it into `GET`).
+    let method: String
 
     /// The fields as a dictionary, repeated names joined with ", " (the first spelling kept).
     static func fold(_ headers: [(name: String, value: String)]) -> [String: String] {
@@ -61,6 +63,7 @@ struct CurlResponse: Sendable {
         made.fileURL = fileURL
         made.httpVersion = httpVersion
         made.redirected = redirected
+        made.finalMethod = redirected ? method : nil
         return made
     }
 }
@@ -649,7 +652,7 @@ final class CurlCall: @unchecked Sendable {
         }
         let response = CurlResponse(
             status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
-            downloadPath: downloaded, redirected: redirectCount > 0)
+            downloadPath: downloaded, redirected: redirectCount > 0, method: method)
         responseHeaders = []
         data = Data()
         return .finished(.success(response))
