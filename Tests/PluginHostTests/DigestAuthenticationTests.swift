@@ -332,7 +332,16 @@ struct DigestLiveTests {
     /// the redirect left (a `303` turns a `POST` into a `GET`, which the Digest hash covers).
     @Test(arguments: TransportKind.allCases)
     func aChallengeAfterARedirectIsAnsweredWhereTheRedirectLed(_ transport: TransportKind) async throws {
-        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [CountingCredentials()])
+        /// Keeps whether each response the hooks saw came through a redirect.
+        final class RedirectSeen: Interceptor, Sendable {
+            var name: String { "redirect-seen" }
+            let seen = Locked([Bool]())
+            func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
+                seen.withLock { $0.append(result.response?.isRedirected ?? false) }
+            }
+        }
+        let redirects = RedirectSeen()
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [CountingCredentials(), redirects])
         for (method, status) in [(HTTPMethod.get, 302), (.post, 303), (.put, 307)] {
             let key = counterKey()
             let last = try digestURL(key: key)
@@ -349,6 +358,9 @@ struct DigestLiveTests {
             #expect(response.request?.url == last)
             #expect(response.request?.httpMethod == (status == 303 ? "GET" : method.rawValue))
         }
+        // Sent straight to the last URL, the answered request's response is still the first URL's
+        // through a redirect (a cache stores nothing for it under the first).
+        #expect(redirects.seen.withLock { $0 } == [true, true, true])
     }
 
     /// Another origin's challenge, after a redirect, is asked for with that origin's host, and the
