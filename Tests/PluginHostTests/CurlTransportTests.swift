@@ -373,6 +373,54 @@ struct CurlTransportTests {
         #expect(held.stream.reads < 3_000, "\(held.stream.reads) reads")
     }
 
+    /// Reading a body stream holds no thread of the concurrency pool: with more requests whose
+    /// streams block than the machine has cores, another request still goes and comes back.
+    @Test func aBlockedBodyStreamLeavesThePoolFree() async throws {
+        /// Holds the streams' first reads until signalled (10 s at most, then says so).
+        final class Gate: Sendable {
+            let semaphore = DispatchSemaphore(value: 0)
+            let timedOut = Locked(false)
+        }
+        /// Four bytes, after the gate opens.
+        final class GatedStream: InputStream, @unchecked Sendable {
+            var gate: Gate?
+            private var status: Stream.Status = .notOpen
+            private var sent = false
+            override var streamStatus: Stream.Status { status }
+            override func open() { status = .open }
+            override func close() { status = .closed }
+            override var hasBytesAvailable: Bool { !sent }
+            override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
+                guard !sent, let gate else { return 0 }
+                if gate.semaphore.wait(timeout: .now() + 10) == .timedOut { gate.timedOut.withLock { $0 = true } }
+                sent = true
+                buffer.initialize(repeating: UInt8(ascii: "g"), count: 4)
+                return 4
+            }
+        }
+        let gate = Gate()
+        let uploading = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                let stream = GatedStream(data: Data())
+                stream.gate = gate
+                request.httpBodyStream = stream
+                return request
+            }, transport: try CurlTransport())
+        let upload = try Bin("anything", method: .post)
+        let blocked = ProcessInfo.processInfo.activeProcessorCount + 1
+        let uploads = (0..<blocked).map { _ in Task { await uploading.request(upload).result } }
+        try await Task.sleep(nanoseconds: 300_000_000)  // the uploads are at their streams' first reads
+        let plain = try await Provider<Bin>(transport: try CurlTransport()).request(try Bin("get")).value
+        #expect(plain.statusCode == 200)
+        #expect(gate.timedOut.withLock { $0 } == false, "the request waited for the blocked streams")
+        for _ in 0..<blocked { gate.semaphore.signal() }
+        for upload in uploads {
+            let echoed = try await upload.value.get().mapJSON()
+            #expect(echoed["data"]?.stringValue == "gggg")
+        }
+    }
+
     /// A stream is read once per call: one opened before the call (by an earlier call, or anyone) is refused,
     /// never sent short.
     @Test func aBodyStreamReadAlreadyIsRefused() async throws {

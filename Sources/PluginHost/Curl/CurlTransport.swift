@@ -177,7 +177,7 @@ public final class CurlTransport: Transport {
 
     /// Sends `request` through libcurl.
     public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-        let call = CurlCall(request: request, loop: loop, spooledBody: try SpooledBody.reading(request))
+        let call = CurlCall(request: request, loop: loop, spooledBody: try await SpooledBody.reading(request))
         let registration = request.cancellation?.onCancel { call.cancel() }
         defer { request.cancellation?.removeHandler(registration) }
         let result = await withTaskCancellationHandler {

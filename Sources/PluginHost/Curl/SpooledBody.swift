@@ -32,7 +32,9 @@ final class SpooledBody: @unchecked Sendable {
     /// A stream is read once: the call's earlier send read it into its ``BodySpool``
     /// (``TransportRequest/bodySpool``), whose file is sent again; a stream opened already
     /// otherwise (by an earlier call, or by anyone else) is refused rather than sent short.
-    static func reading(_ request: TransportRequest) throws(TransportFailure) -> SpooledBody? {
+    /// The stream is read on a thread of its own: a read may block (a pipe, a socket, a slow
+    /// producer), and the concurrency pool has only as many threads as the machine has cores.
+    static func reading(_ request: TransportRequest) async throws(TransportFailure) -> SpooledBody? {
         switch request.body {
         case .file: return nil
         case .inline, .upload: break
@@ -46,12 +48,44 @@ final class SpooledBody: @unchecked Sendable {
                 message: "the request's body stream was read already "
                     + "(a stream is read once per call: give a body another call sends again as data or a file)")
         }
+        let source = StreamSource(stream: stream)
+        let taskCancelled = Locked(false)
+        let read = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<SpooledBody, TransportFailure>, Never>) in
+                let reader = Thread {
+                    continuation.resume(
+                        returning: Result { () throws(TransportFailure) in
+                            try fill(from: source, for: request) { taskCancelled.withLock { $0 } }
+                        })
+                }
+                reader.name = "pluginhost-body-stream"
+                reader.start()
+            }
+        } onCancel: {
+            taskCancelled.withLock { $0 = true }
+        }
+        let spooled = try read.get()
+        request.bodySpool?.keep(spooled, of: stream)
+        return spooled
+    }
+
+    /// A stream handed to the thread that reads it, which alone touches it until the read ends.
+    private struct StreamSource: @unchecked Sendable {
+        let stream: InputStream
+    }
+
+    /// Reads `source` to its end into a new unnamed file; stops when the request is cancelled (its
+    /// signal, or `taskCancelled`) or its deadline passes.
+    private static func fill(
+        from source: StreamSource, for request: TransportRequest, taskCancelled: () -> Bool
+    ) throws(TransportFailure) -> SpooledBody {
+        let stream = source.stream
         let spooled = SpooledBody(fd: try unnamedFile())
         stream.open()
         defer { stream.close() }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            if Task.isCancelled || request.cancellation?.isCancelled == true {
+            if taskCancelled() || request.cancellation?.isCancelled == true {
                 throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
             }
             if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
@@ -68,7 +102,6 @@ final class SpooledBody: @unchecked Sendable {
                     kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno != 0 ? errno : ENOSPC)))")
             }
         }
-        request.bodySpool?.keep(spooled, of: stream)
         return spooled
     }
 
