@@ -501,10 +501,12 @@ public struct CachePlugin: ExportablePlugin {
         // The stored entry found but not served, for the response side (a `304` that revalidates
         // it, or `stale-if-error`).
         var unserved: CacheEntry?
-        if method == "GET", !noCache, option != "revalidate", let range = fields.value(named: "Range"), found == nil,
+        if method == "GET", option != "revalidate", let range = fields.value(named: "Range"), found == nil,
             let stored = lookup(key, partition: partition, suffix: Self.partialSuffix), case let age = stored.age(at: now),
             age < stored.freshnessLifetime, !stored.directives.hasUnqualified("no-cache"),
-            Self.freshEnough(age: age, lifetime: stored.freshnessLifetime, for: requestDirectives)
+            // immutable (RFC 8246), as for a complete entry: while fresh, a reload does not revalidate it.
+            case let immutable = stored.directives.has("immutable"), !noCache || immutable,
+            Self.freshEnough(age: age, lifetime: stored.freshnessLifetime, for: requestDirectives, immutable: immutable)
         {
             // The client's own condition first (RFC 9110 §13.2.2: If-None-Match before Range).
             if let notModified = Self.notModified(stored, fields, age: age) {
@@ -529,8 +531,7 @@ public struct CachePlugin: ExportablePlugin {
             // The target's `revalidate` option always asks the origin, immutable or not.
             let immutable = responseDirectives.has("immutable") && age < lifetime && option != "revalidate"
             var usable = (!noCache || immutable) && !responseDirectives.hasUnqualified("no-cache")
-            if let maxAge = requestDirectives.seconds("max-age"), age > maxAge, !immutable { usable = false }
-            if let minFresh = requestDirectives.seconds("min-fresh"), lifetime - age < minFresh { usable = false }
+            if !Self.freshEnough(age: age, lifetime: lifetime, for: requestDirectives, immutable: immutable) { usable = false }
             if age >= lifetime {
                 // Stale: usable only within the request's max-stale, and never past must-revalidate.
                 // A bare max-stale takes any staleness; an argument that is no delta-seconds
@@ -750,9 +751,10 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     /// Whether an entry of `age` and freshness `lifetime` is within what the request's
-    /// `max-age` and `min-fresh` ask (§5.2.1.1, §5.2.1.3).
-    static func freshEnough(age: Double, lifetime: Double, for request: CacheDirectives) -> Bool {
-        if let maxAge = request.seconds("max-age"), age > maxAge { return false }
+    /// `max-age` and `min-fresh` ask (§5.2.1.1, §5.2.1.3); an `immutable` one (RFC 8246, fresh)
+    /// is not held to `max-age`, which a reload sends.
+    static func freshEnough(age: Double, lifetime: Double, for request: CacheDirectives, immutable: Bool = false) -> Bool {
+        if let maxAge = request.seconds("max-age"), age > maxAge, !immutable { return false }
         if let minFresh = request.seconds("min-fresh"), lifetime - age < minFresh { return false }
         return true
     }

@@ -191,6 +191,7 @@ struct BackgroundExchangeTests {
 /// An origin with one 100-byte representation that honours single `Range: bytes=a-b` requests.
 final class RangeOrigin: Transport, Sendable {
     let etag = Locked("\"e1\"")
+    let cacheControl = Locked("max-age=3600")
     let sent = Locked([URLRequest]())
     static let bytes = (0..<100).map { UInt8($0) }
     var count: Int { sent.withLock { $0.count } }
@@ -198,7 +199,7 @@ final class RangeOrigin: Transport, Sendable {
     func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
         sent.withLock { $0.append(request.urlRequest) }
         var headers = [
-            "Cache-Control": "max-age=3600", "ETag": etag.withLock { $0 }, "Date": HTTPDate.format(Date().timeIntervalSince1970),
+            "Cache-Control": cacheControl.withLock { $0 }, "ETag": etag.withLock { $0 }, "Date": HTTPDate.format(Date().timeIntervalSince1970),
             "Accept-Ranges": "bytes",
         ]
         var status = 200
@@ -272,6 +273,27 @@ struct CachePartialContentTests {
         #expect(unchanged.statusCode == 304)
         #expect(unchanged.value(forHTTPHeaderField: "X-Cache") == "hit")
         #expect(origin.count == 3)
+    }
+
+    /// A stored `immutable` 206 answers a reload (`no-cache`, `max-age=0`) within it while fresh, as
+    /// a complete entry does (RFC 8246); the target's `revalidate` option still asks the origin.
+    @Test func aStoredImmutable206AnswersAReload() async throws {
+        let origin = RangeOrigin()
+        origin.cacheControl.withLock { $0 = "max-age=3600, immutable" }
+        let provider = try provider(origin)
+        _ = try await get(provider, range: "bytes=0-49")
+        let target = { (headers: [String: String], options: [String: String]) in
+            try Bin("file", headers: headers, options: options, base: URL(string: "http://range.test")!)
+        }
+        for reload in ["no-cache", "max-age=0"] {
+            let answered = try await provider.request(try target(["Range": "bytes=10-19", "Cache-Control": reload], [:])).value
+            #expect(answered.value(forHTTPHeaderField: "X-Cache") == "hit", "\(reload)")
+            #expect([UInt8](answered.data) == Array(10...19))
+        }
+        #expect(origin.count == 1)
+        let revalidated = try await provider.request(try target(["Range": "bytes=10-19"], ["cache": "revalidate"])).value
+        #expect(revalidated.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(origin.count == 2)
     }
 
     @Test func rangesOfOneRepresentationCombineIntoACompleteResponse() async throws {
