@@ -71,11 +71,16 @@ public final class PluginServices: Sendable {
     public let maxRefreshes: Int
     /// The window of ``maxRefreshes``, in seconds. Default 30.
     public let refreshWindow: Double
+    /// How long one refresh may take, in seconds, before it fails for everyone waiting for it
+    /// (the refresher's task is cancelled, and the next refresh starts anew): a refresher that
+    /// hangs holds no request, nor the key, for good. Default 60.
+    public let refreshTimeout: Double
 
-    /// Creates the services with a refresh loop guard.
-    public init(maxRefreshes: Int = 3, refreshWindow: Double = 30) {
+    /// Creates the services with a refresh loop guard and a time limit for each refresh.
+    public init(maxRefreshes: Int = 3, refreshWindow: Double = 30, refreshTimeout: Double = 60) {
         self.maxRefreshes = maxRefreshes
         self.refreshWindow = refreshWindow
+        self.refreshTimeout = refreshTimeout
     }
 
     /// Writes `warning` and `error` lines to standard error; the default log handler.
@@ -185,7 +190,8 @@ public final class PluginServices: Sendable {
     /// already). A store that holds none refreshes: the stale value came from elsewhere (a
     /// token from the environment or a file), and the refresher's value goes into the store. Fails with ``NetworkError/credentialRefresh(key:message:)`` when no
     /// refresher is registered, the refresher throws, or more than ``maxRefreshes``
-    /// refreshes happened within ``refreshWindow`` seconds; with ``NetworkError/cancelled`` when
+    /// refreshes happened within ``refreshWindow`` seconds, or the refresher did not finish within
+    /// ``refreshTimeout`` seconds; with ``NetworkError/cancelled`` when
     /// the calling task is cancelled while it waits (the refresh goes on for others).
     public func refresh(key: String, staleValue: String?) async throws(NetworkError) {
         try await refresh(key: key, staleValue: staleValue, cancellation: CancellationSignal())
@@ -209,13 +215,25 @@ public final class PluginServices: Sendable {
                     key: key, message: "excessive refresh: \(recent.count) refreshes within \(refreshWindow) s (limit \(maxRefreshes))")
             }
             state.refreshTimes[key] = recent + [now]
+            let timeout = refreshTimeout
             let task = Task { [weak self] () -> Result<String, NetworkError> in
-                let result: Result<String, NetworkError>
-                do {
-                    result = .success(try await refresher(staleValue))
-                } catch {
-                    result = .failure(.credentialRefresh(key: key, message: String(describing: error)))
+                let work = Task { () -> Result<String, NetworkError> in
+                    do {
+                        return .success(try await refresher(staleValue))
+                    } catch {
+                        return .failure(.credentialRefresh(key: key, message: String(describing: error)))
+                    }
                 }
+                // The refresher's result, or a failure once `timeout` has passed (without waiting
+                // for a refresher that does not stop when cancelled).
+                let expired = CancellationSignal()
+                let timer = DispatchWorkItem { expired.cancel() }
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+                let finished = await expired.value(of: work)
+                timer.cancel()
+                if finished == nil { work.cancel() }
+                let result =
+                    finished ?? .failure(.credentialRefresh(key: key, message: "the refresher did not finish within \(timeout) s"))
                 self?.state.withLock { state in
                     if case .success(let value) = result { state.values[key] = value }
                     state.refreshing[key] = nil

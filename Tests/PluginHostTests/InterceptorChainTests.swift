@@ -279,6 +279,48 @@ struct InterceptorChainTests {
         #expect(count.value == 1)
     }
 
+    /// A refresher that does not finish fails its refresh after `refreshTimeout`, for everyone
+    /// waiting for it, without waiting for the refresher (this one ignores cancellation); the key
+    /// is free again, and the next refresh runs the refresher anew.
+    @Test func aHungRefresherFailsAfterTheRefreshTimeout() async throws {
+        let services = PluginServices(refreshTimeout: 0.3)
+        let calls = LockedCounter()
+        let hungFinished = Locked(false)
+        services.registerRefresher(forKey: "k") { _ in
+            if calls.increment() == 1 {
+                // Three seconds that cancelling does not shorten.
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 3) { continuation.resume() }
+                }
+                hungFinished.withLock { $0 = true }
+            }
+            return "fresh"
+        }
+        let waiters = (0..<2).map { _ in
+            Task { () -> NetworkError? in
+                do throws(NetworkError) {
+                    try await services.refresh(key: "k", staleValue: nil)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+        }
+        for waiter in waiters {
+            let failure = await waiter.value
+            guard case .credentialRefresh("k", let message) = failure else {
+                Issue.record("got \(String(describing: failure))")
+                continue
+            }
+            #expect(message == "the refresher did not finish within 0.3 s")
+        }
+        #expect(hungFinished.withLock { $0 } == false, "the waiters waited for the refresher")
+        #expect(services.value(forKey: "k") == nil)
+        try await services.refresh(key: "k", staleValue: nil)
+        #expect(services.value(forKey: "k") == "fresh")
+        #expect(calls.value == 2)
+    }
+
     @Test func credentialHookAnswersBasicChallenges() async throws {
         let challenges = LockedCounter()
         let provider = Provider<Bin>(interceptors: [BasicCredentials(user: "u", password: "p", challenges: challenges)])
