@@ -170,6 +170,30 @@ struct LibraryDependencyTests {
         }
     }
 
+    /// The loader reads the dynamic section at its address, not at its file offset: a library
+    /// whose program header points the offset at other bytes (entries the check would read in
+    /// place of those the loader follows) is refused, naming both.
+    @Test func aDynamicSectionOffsetThatIsNotItsAddressIsRefused() throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
+        func field(_ offset: Int, _ size: Int) -> UInt64 {
+            (0..<size).reversed().reduce(0) { $0 << 8 | UInt64(bytes[offset + $1]) }
+        }
+        let table = Int(field(32, 8))
+        let size = Int(field(54, 2))
+        let dynamic = try #require((0..<Int(field(56, 2))).map { table + $0 * size }.first { field($0, 4) == 2 })
+        let (offset, address) = (field(dynamic + 8, 8), field(dynamic + 16, 8))
+        var moved = bytes
+        for index in 0..<8 { moved[dynamic + 8 + index] = UInt8(truncatingIfNeeded: (offset + 16) >> (8 * UInt64(index))) }
+        #expect(
+            throws: ELFDependencies.Malformed(
+                reason: "the dynamic section's file offset \(offset + 16) is not where its address \(address) is loaded from (\(offset))")
+        ) { try ELFDependencies.read(moved) }
+        // An address in no loaded segment: the loader could not read it at all.
+        var nowhere = bytes
+        for index in 0..<8 { nowhere[dynamic + 16 + index] = UInt8(truncatingIfNeeded: UInt64(1 << 40) >> (8 * UInt64(index))) }
+        #expect(throws: ELFDependencies.Malformed(reason: "the dynamic section is in no loaded segment")) { try ELFDependencies.read(nowhere) }
+    }
+
     @Test func aRelativeRunpathOrAnotherTokenIsRefused() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -55,19 +55,38 @@ struct ELFDependencies: Equatable {
         let headerCount = Int(try integer(56, 2))
         guard headerCount == 0 || headerSize >= 56 else { throw Malformed(reason: "program headers of \(headerSize) bytes") }
         var loads: [(address: UInt64, offset: UInt64, size: UInt64)] = []
-        var dynamic: (offset: Int, size: Int)?
+        var dynamicHeader: (address: UInt64, offset: UInt64, size: UInt64)?
         for index in 0..<headerCount {
             let header = programHeaders + index * headerSize
             switch try integer(header, 4) {
             case 1:  // PT_LOAD
                 loads.append((try integer(header + 16, 8), try integer(header + 8, 8), try integer(header + 32, 8)))
             case 2:  // PT_DYNAMIC
-                dynamic = try within(try integer(header + 8, 8), try integer(header + 32, 8), "the dynamic section")
+                dynamicHeader = (try integer(header + 16, 8), try integer(header + 8, 8), try integer(header + 32, 8))
             default:
                 break
             }
         }
-        guard let dynamic else { return ELFDependencies() }
+        /// Where the loaded segment holding virtual `address` has it in the file, as the loader maps it.
+        func fileOffset(of address: UInt64, _ what: String) throws(Malformed) -> UInt64 {
+            guard let segment = loads.first(where: { address >= $0.address && address - $0.address < $0.size }) else {
+                throw Malformed(reason: "\(what) is in no loaded segment")
+            }
+            let (sum, overflow) = segment.offset.addingReportingOverflow(address - segment.address)
+            guard !overflow else { throw Malformed(reason: "\(what)'s offset is out of range") }
+            return sum
+        }
+        guard let dynamicHeader else { return ELFDependencies() }
+        // The loader reads the dynamic section at its address (`p_vaddr`), not at its file offset
+        // (`p_offset`): the two must name the same bytes, or this check would read other entries
+        // than the loader follows.
+        let mapped = try fileOffset(of: dynamicHeader.address, "the dynamic section")
+        guard mapped == dynamicHeader.offset else {
+            throw Malformed(
+                reason: "the dynamic section's file offset \(dynamicHeader.offset) is not where its address "
+                    + "\(dynamicHeader.address) is loaded from (\(mapped))")
+        }
+        let dynamic = try within(dynamicHeader.offset, dynamicHeader.size, "the dynamic section")
         var stringTable: UInt64?
         var stringSize: UInt64?
         var named: [(tag: UInt64, value: UInt64)] = []
@@ -88,12 +107,7 @@ struct ELFDependencies: Equatable {
         guard !named.isEmpty else { return ELFDependencies() }
         guard let table = stringTable, let stringSize else { throw Malformed(reason: "the dynamic section has no string table") }
         // The table's address is a virtual one: the loaded segment holding it says where it is in the file.
-        guard let segment = loads.first(where: { table >= $0.address && table - $0.address < $0.size }) else {
-            throw Malformed(reason: "the dynamic string table is in no loaded segment")
-        }
-        let (sum, overflow) = segment.offset.addingReportingOverflow(table - segment.address)
-        guard !overflow else { throw Malformed(reason: "the dynamic string table's offset is out of range") }
-        let tableOffset = try count(sum, "the dynamic string table's offset")
+        let tableOffset = try count(try fileOffset(of: table, "the dynamic string table"), "the dynamic string table's offset")
         var found = ELFDependencies()
         for (tag, value) in named {
             guard value < stringSize, tableOffset <= bytes.count, value < UInt64(bytes.count - tableOffset) else {
