@@ -476,9 +476,13 @@ final class InterceptorChain: Sendable {
         return nil
     }
 
-    /// How many times one attempt answers authentication challenges before giving up: an
-    /// origin's, and a proxy's apart.
+    /// How many times one attempt answers authentication challenges of one protection space
+    /// (the proxy, or an origin) before giving up.
     static let maxAuthenticationRounds = 3
+
+    /// How many answers one attempt sends in all, whatever their spaces (redirects between
+    /// origins that each challenge end too).
+    static let maxAnswersPerAttempt = 10
 
     /// Sends a request; answers `401`/`407` challenges with the interceptors' `credential`
     /// hooks (asked in order, the first answer other than `performDefault` wins) and sends
@@ -487,18 +491,22 @@ final class InterceptorChain: Sendable {
     /// without asking the hooks again. Other schemes deliver the challenge response unanswered.
     /// A challenge of a response the transport got through redirects is the last request's: its
     /// protection space is the last URL's, and the answer goes there (``TransportRequest/redirected(to:method:)``).
+    /// The hooks are asked with that space's host, port and scheme: answering only the hosts meant
+    /// is theirs to do, as for any challenge (the `credentials` plugin answers listed hosts only).
     func sendAuthenticating(
         _ request: TransportRequest, transport: any Transport,
         contexts: AttemptContexts
     ) async -> (Outcome, TransportRequest) {
         var request = request
-        // Rounds answered so far, a proxy's (`407`) apart from the origin's (`401`): each is its own
-        // protection space, and a proxy answered first leaves the origin's first challenge a first.
-        var failures = (origin: 0, proxy: 0)
-        // The last Digest answer: a `stale` challenge for the same field and realm reuses it.
-        var lastDigestAnswer: (field: String, realm: String, user: String, password: String)?
-        // Whether a `stale` answer was sent, a proxy's apart from the origin's.
-        var staleAnswered = (origin: false, proxy: false)
+        // Per protection space (the proxy's, and each origin's: `scheme://host:port`), the rounds
+        // answered so far and whether a `stale` answer went: a proxy answered first leaves the
+        // origin's first challenge a first, and so does an origin answered before a redirect.
+        var rounds: [String: Int] = [:]
+        var staleAnswered: Set<String> = []
+        // Answers sent in all, whatever the space: redirects between origins end too.
+        var answers = 0
+        // The last Digest answer: a `stale` challenge for the same space, field and realm reuses it.
+        var lastDigestAnswer: (space: String, field: String, realm: String, user: String, password: String)?
         // Whether `request` is the last request of a redirected exchange, sent with an answer:
         // its response still answers the app's request through a redirect.
         var afterRedirect = false
@@ -509,39 +517,45 @@ final class InterceptorChain: Sendable {
             } catch {
                 return (.failure(error), request)
             }
+            // A redirected response's challenge is for the last request the transport sent, to
+            // another URL or with another method (a `303`): it is answered there.
+            let redirected = received.redirected
             if afterRedirect { received.redirected = true }
             let response = ResponseState(received)
             guard !interceptors.isEmpty, let found = Self.challenge(in: response) else { return (.response(response), request) }
-            // A redirected response's challenge is for the last request the transport sent, to
-            // another URL (and after a `303` with another method): it is answered there.
             var challenged = request
-            if received.redirected, let last = received.url, last != request.url {
+            if redirected, let last = received.url ?? request.url {
                 challenged = request.redirected(to: last, method: received.finalMethod)
             }
-            guard let url = challenged.url else { return (.response(response), request) }
+            guard let url = challenged.url, answers < Self.maxAnswersPerAttempt else { return (.response(response), request) }
             let (field, chosen) = (found.field, found.chosen)
             let isProxy = HTTPHeader.namesEqual(field, "Proxy-Authorization")
+            let port = url.port ?? URLParts.defaultPort(forScheme: url.scheme)
+            let scheme = url.scheme?.lowercased() ?? "http"
+            let space = isProxy ? "proxy" : "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
             /// Sends `challenged` with `value` in the answer field next.
             func answer(_ value: String) {
                 challenged.urlRequest.setValue(value, forHTTPHeaderField: field)
-                afterRedirect = afterRedirect || challenged.url != request.url
+                afterRedirect = afterRedirect || redirected
                 request = challenged
+                answers += 1
             }
-            if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer, last.field == field, last.realm == digest.realm {
+            if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer, last.space == space, last.field == field,
+                last.realm == digest.realm
+            {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
-                guard !(isProxy ? staleAnswered.proxy : staleAnswered.origin),
+                guard !staleAnswered.contains(space),
                     let value = digestAnswer(digest, user: last.user, password: last.password, request: challenged)
                 else { return (.response(response), request) }
-                if isProxy { staleAnswered.proxy = true } else { staleAnswered.origin = true }
+                staleAnswered.insert(space)
                 answer(value)
                 continue
             }
-            let failed = isProxy ? failures.proxy : failures.origin
+            let failed = rounds[space] ?? 0
             guard failed < Self.maxAuthenticationRounds else { return (.response(response), request) }
             let challenge = AuthenticationChallenge(
-                host: url.host ?? "", port: url.port ?? URLParts.defaultPort(forScheme: url.scheme),
-                scheme: url.scheme?.lowercased() ?? "http", realm: chosen.realm, method: chosen.scheme,
+                host: url.host ?? "", port: port, scheme: scheme, realm: chosen.realm, method: chosen.scheme,
                 previousFailureCount: failed, isProxy: isProxy)
             var credential = CredentialAnswer.performDefault
             var answeredBy = ""
@@ -555,7 +569,7 @@ final class InterceptorChain: Sendable {
                 guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: challenged)
                 else { return (.response(response), request) }
                 answer(value)
-                lastDigestAnswer = (field, digest.realm, user, password)
+                lastDigestAnswer = (space, field, digest.realm, user, password)
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
                 answer("Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
                 lastDigestAnswer = nil
@@ -567,7 +581,7 @@ final class InterceptorChain: Sendable {
             default:
                 return (.response(response), request)
             }
-            if isProxy { failures.proxy += 1 } else { failures.origin += 1 }
+            rounds[space] = failed + 1
         }
     }
 

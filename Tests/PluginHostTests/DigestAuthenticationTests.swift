@@ -459,6 +459,118 @@ struct DigestLiveTests {
     }
 }
 
+/// Plays servers behind redirects: each request gets the next step of its script (the URL the
+/// transport was redirected to, if it was, and the method it ended with), then `200`.
+final class RedirectedChallenges: Transport, Sendable {
+    struct Step: Sendable {
+        var redirectedTo: String?
+        var method: String?
+        var status: Int
+        var headers: [String: String]
+    }
+    let sent = Locked([URLRequest]())
+    let script: [Step]
+
+    init(_ script: [Step]) { self.script = script }
+
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        let count = sent.withLock {
+            $0.append(request.urlRequest)
+            return $0.count
+        }
+        let step = count <= script.count ? script[count - 1] : Step(status: 200, headers: [:])
+        let url = step.redirectedTo.flatMap(URL.init(string:)) ?? request.urlRequest.url!
+        var response = TransportResponse(
+            response: HTTPURLResponse(url: url, statusCode: step.status, httpVersion: "HTTP/1.1", headerFields: step.headers)!,
+            data: Data(), redirected: step.redirectedTo != nil)
+        response.finalMethod = step.method
+        return response
+    }
+}
+
+/// Answers `u`/`p` for the hosts it is given, first challenges only, and keeps who asked.
+final class HostCredentials: Interceptor, Sendable {
+    var name: String { "host-credentials" }
+    let hosts: Set<String>
+    let asked = Locked([String]())
+    init(_ hosts: Set<String>) { self.hosts = hosts }
+    func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+        asked.withLock { $0.append("\(challenge.host) \(challenge.previousFailureCount)") }
+        guard hosts.contains(challenge.host), challenge.previousFailureCount == 0 else { return .performDefault }
+        return .useCredential(user: "u", password: "p")
+    }
+}
+
+@Suite("Digest and Basic answers after redirects (scripted servers)")
+struct ChallengesAfterRedirectsTests {
+    func request(
+        _ script: [RedirectedChallenges.Step], hosts: Set<String>, method: HTTPMethod = .get
+    ) async throws -> (Response, [String], [URLRequest]) {
+        let transport = RedirectedChallenges(script)
+        let credentials = HostCredentials(hosts)
+        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
+        let target = try Bin(
+            "form", method: method, task: method == .get ? .requestPlain : .requestData(Data("x=1".utf8)),
+            base: URL(string: "http://a.test")!)
+        let response = try await provider.request(target).value
+        return (response, credentials.asked.withLock { $0 }, transport.sent.withLock { $0 })
+    }
+
+    /// A `stale` challenge from another origin than the one answered (after a redirect) never gets
+    /// the first origin's credentials without asking: the hooks are asked, for its host.
+    @Test func aStaleChallengeOfAnotherOriginAsksTheHooks() async throws {
+        let (response, asked, sent) = try await request(
+            [
+                .init(status: 401, headers: ["WWW-Authenticate": #"Digest realm="r", nonce="n1", qop="auth""#]),
+                .init(
+                    redirectedTo: "http://b.test/elsewhere", status: 401,
+                    headers: ["WWW-Authenticate": #"Digest realm="r", nonce="n2", qop="auth", stale=true"#]),
+            ], hosts: ["a.test"])
+        #expect(response.statusCode == 401)
+        #expect(asked == ["a.test 0", "b.test 0"])
+        #expect(sent.count == 2)
+    }
+
+    /// Each origin counts its own rounds: one answered before a redirect leaves the next origin's
+    /// challenge a first one.
+    @Test func anotherOriginsChallengeIsAFirstOne() async throws {
+        let (response, asked, sent) = try await request(
+            [
+                .init(status: 401, headers: ["WWW-Authenticate": #"Basic realm="a""#]),
+                .init(redirectedTo: "http://b.test/there", status: 401, headers: ["WWW-Authenticate": #"Basic realm="b""#]),
+            ], hosts: ["a.test", "b.test"])
+        #expect(response.statusCode == 200)
+        #expect(asked == ["a.test 0", "b.test 0"])
+        try #require(sent.count == 3)
+        #expect(sent[2].url?.absoluteString == "http://b.test/there")
+        #expect(sent[2].value(forHTTPHeaderField: "Authorization") == "Basic dTpw")
+    }
+
+    /// A `303` back to the same URL turns a `POST` into a `GET`: the answer is a `GET` without the
+    /// body, and its Digest covers `GET`.
+    @Test func aSeeOtherToTheSameURLIsAnsweredWithItsGet() async throws {
+        let (response, _, sent) = try await request(
+            [
+                .init(
+                    redirectedTo: "http://a.test/form", method: "GET", status: 401,
+                    headers: ["WWW-Authenticate": #"Digest realm="r", nonce="n", qop="auth", algorithm=SHA-256"#])
+            ], hosts: ["a.test"], method: .post)
+        #expect(response.statusCode == 200)
+        try #require(sent.count == 2)
+        #expect(sent[0].httpMethod == "POST")
+        #expect(sent[1].httpMethod == "GET")
+        #expect(sent[1].httpBody == nil)
+        let answer = try #require(sent[1].value(forHTTPHeaderField: "Authorization"))
+        let expected = try #require(
+            ChosenChallenge.choose(from: #"Digest realm="r", nonce="n", qop="auth", algorithm=SHA-256"#)?.digest)
+        let cnonce = try #require(answer.firstMatch(of: /cnonce="([^"]+)"/)?.1)
+        #expect(
+            answer
+                == expected.authorization(
+                    user: "u", password: "p", request: .init(method: "GET", uri: "/form", body: nil), cnonce: String(cnonce), nonceCount: 1))
+    }
+}
+
 /// Answers each request in turn with the next status and fields of its script, then `200`.
 final class ScriptedChallenges: Transport, Sendable {
     let sent = Locked([URLRequest]())
