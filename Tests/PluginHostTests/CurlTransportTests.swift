@@ -373,33 +373,9 @@ struct CurlTransportTests {
         #expect(held.stream.reads < 3_000, "\(held.stream.reads) reads")
     }
 
-    /// Reading a body stream holds no thread of the concurrency pool: with more requests whose
-    /// streams block than the machine has cores, another request still goes and comes back.
-    @Test func aBlockedBodyStreamLeavesThePoolFree() async throws {
-        /// Holds the streams' first reads until signalled (10 s at most, then says so).
-        final class Gate: Sendable {
-            let semaphore = DispatchSemaphore(value: 0)
-            let timedOut = Locked(false)
-        }
-        /// Four bytes, after the gate opens.
-        final class GatedStream: InputStream, @unchecked Sendable {
-            var gate: Gate?
-            private var status: Stream.Status = .notOpen
-            private var sent = false
-            override var streamStatus: Stream.Status { status }
-            override func open() { status = .open }
-            override func close() { status = .closed }
-            override var hasBytesAvailable: Bool { !sent }
-            override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
-                guard !sent, let gate else { return 0 }
-                if gate.semaphore.wait(timeout: .now() + 10) == .timedOut { gate.timedOut.withLock { $0 = true } }
-                sent = true
-                buffer.initialize(repeating: UInt8(ascii: "g"), count: 4)
-                return 4
-            }
-        }
-        let gate = Gate()
-        let uploading = Provider<Bin>(
+    /// A provider on `CurlTransport` whose requests' bodies are gated streams of `gate`.
+    func gatedProvider(_ gate: StreamGate) throws -> Provider<Bin> {
+        Provider<Bin>(
             requestClosure: { _, request in
                 var request = request
                 let stream = GatedStream(data: Data())
@@ -407,18 +383,44 @@ struct CurlTransportTests {
                 request.httpBodyStream = stream
                 return request
             }, transport: try CurlTransport())
+    }
+
+    /// Reading a body stream holds no thread of the concurrency pool: with more requests whose
+    /// streams block than the pool has threads, another request still goes and comes back.
+    @Test func aBlockedBodyStreamLeavesThePoolFree() async throws {
+        let gate = StreamGate()
+        let uploading = try gatedProvider(gate)
         let upload = try Bin("anything", method: .post)
-        let blocked = ProcessInfo.processInfo.activeProcessorCount + 1
+        // More than the pool's threads, whether it counts the cores online or those this process may use.
+        let blocked = max(ProcessInfo.processInfo.activeProcessorCount, sysconf(Int32(_SC_NPROCESSORS_ONLN))) + 1
         let uploads = (0..<blocked).map { _ in Task { await uploading.request(upload).result } }
-        try await Task.sleep(nanoseconds: 300_000_000)  // the uploads are at their streams' first reads
+        #expect(await gate.reached(blocked), "the uploads did not reach their streams' reads")
         let plain = try await Provider<Bin>(transport: try CurlTransport()).request(try Bin("get")).value
         #expect(plain.statusCode == 200)
         #expect(gate.timedOut.withLock { $0 } == false, "the request waited for the blocked streams")
-        for _ in 0..<blocked { gate.semaphore.signal() }
+        gate.open(blocked)
         for upload in uploads {
             let echoed = try await upload.value.get().mapJSON()
             #expect(echoed["data"]?.stringValue == "gggg")
         }
+    }
+
+    /// A request cancelled while its body stream's read blocks ends at once, cancelled: the read
+    /// is left to end on its own thread.
+    @Test func aRequestCancelledWhileItsStreamBlocksEnds() async throws {
+        let gate = StreamGate()
+        let provider = try gatedProvider(gate)
+        let target = try Bin("anything", method: .post)
+        let upload = Task { await provider.request(target).result }
+        #expect(await gate.reached(1), "the upload did not reach its stream's read")
+        provider.cancelAll()
+        let result = await upload.value
+        guard case .failure(.cancelled) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(gate.timedOut.withLock { $0 } == false, "the request waited for the blocked read")
+        gate.open(1)
     }
 
     /// A stream is read once per call: one opened before the call (by an earlier call, or anyone) is refused,
@@ -549,4 +551,39 @@ struct CurlTransportTests {
 /// What the loaded libcurl decodes.
 enum CurlLibraryProbe {
     static var hasBrotli: Bool { (try? CurlLibrary.load(path: nil))?.encodings.contains("br") ?? false }
+}
+
+/// Holds gated streams' first reads until opened (10 s at most, then says so), and counts the
+/// reads that reached it.
+final class StreamGate: Sendable {
+    let semaphore = DispatchSemaphore(value: 0)
+    let timedOut = Locked(false)
+    let waiting = Locked(0)
+
+    /// Whether `count` reads reached the gate within 5 s.
+    func reached(_ count: Int) async -> Bool { await eventually(5) { waiting.withLock { $0 } >= count } }
+
+    /// Lets `count` reads through.
+    func open(_ count: Int) {
+        for _ in 0..<count { semaphore.signal() }
+    }
+}
+
+/// Four bytes, after its gate opens.
+final class GatedStream: InputStream, @unchecked Sendable {
+    var gate: StreamGate?
+    private var status: Stream.Status = .notOpen
+    private var sent = false
+    override var streamStatus: Stream.Status { status }
+    override func open() { status = .open }
+    override func close() { status = .closed }
+    override var hasBytesAvailable: Bool { !sent }
+    override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
+        guard !sent, let gate else { return 0 }
+        gate.waiting.withLock { $0 += 1 }
+        if gate.semaphore.wait(timeout: .now() + 10) == .timedOut { gate.timedOut.withLock { $0 = true } }
+        sent = true
+        buffer.initialize(repeating: UInt8(ascii: "g"), count: 4)
+        return 4
+    }
 }

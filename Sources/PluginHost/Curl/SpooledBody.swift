@@ -49,20 +49,33 @@ final class SpooledBody: @unchecked Sendable {
                     + "(a stream is read once per call: give a body another call sends again as data or a file)")
         }
         let source = StreamSource(stream: stream)
-        let taskCancelled = Locked(false)
-        let read = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<SpooledBody, TransportFailure>, Never>) in
+        // Fires when the request is cancelled (its signal, or its task) or its deadline passes:
+        // the wait ends then, even while a read blocks, and the reader stops after that read.
+        let stop = CancellationSignal()
+        let forwarded = request.cancellation?.onCancel { stop.cancel() }
+        defer { request.cancellation?.removeHandler(forwarded) }
+        let timer = request.deadline.map { deadline in
+            let item = DispatchWorkItem { stop.cancel() }
+            DispatchQueue.global().asyncAfter(deadline: deadline.instant, execute: item)
+            return item
+        }
+        defer { timer?.cancel() }
+        // This task waits for the reader's thread without holding a thread of the pool.
+        let reading = Task<Result<SpooledBody, TransportFailure>, Never> {
+            await withCheckedContinuation { continuation in
                 let reader = Thread {
                     continuation.resume(
-                        returning: Result { () throws(TransportFailure) in
-                            try fill(from: source, for: request) { taskCancelled.withLock { $0 } }
-                        })
+                        returning: Result { () throws(TransportFailure) in try fill(from: source, for: request) { stop.isCancelled } })
                 }
                 reader.name = "pluginhost-body-stream"
                 reader.start()
             }
-        } onCancel: {
-            taskCancelled.withLock { $0 = true }
+        }
+        guard let read = await stop.value(of: reading) else {
+            // The reader stops at the end of the read it is in; the file it filled goes with it.
+            stop.cancel()
+            if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
+            throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
         }
         let spooled = try read.get()
         request.bodySpool?.keep(spooled, of: stream)
@@ -74,10 +87,10 @@ final class SpooledBody: @unchecked Sendable {
         let stream: InputStream
     }
 
-    /// Reads `source` to its end into a new unnamed file; stops when the request is cancelled (its
-    /// signal, or `taskCancelled`) or its deadline passes.
+    /// Reads `source` to its end into a new unnamed file; stops when `stopped` says so, the
+    /// request's signal fires or its deadline passes.
     private static func fill(
-        from source: StreamSource, for request: TransportRequest, taskCancelled: () -> Bool
+        from source: StreamSource, for request: TransportRequest, stopped: () -> Bool
     ) throws(TransportFailure) -> SpooledBody {
         let stream = source.stream
         let spooled = SpooledBody(fd: try unnamedFile())
@@ -85,7 +98,7 @@ final class SpooledBody: @unchecked Sendable {
         defer { stream.close() }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            if taskCancelled() || request.cancellation?.isCancelled == true {
+            if stopped() || request.cancellation?.isCancelled == true {
                 throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
             }
             if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
