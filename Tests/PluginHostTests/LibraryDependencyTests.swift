@@ -194,6 +194,34 @@ struct LibraryDependencyTests {
         #expect(throws: ELFDependencies.Malformed(reason: "the dynamic section is in no loaded segment")) { try ELFDependencies.read(nowhere) }
     }
 
+    /// The loader reads dynamic entries until `DT_NULL`, past the section's size if need be, and
+    /// maps loaded segments over each other by whole pages: a section whose end is not within
+    /// its size, and segments that share a page, are refused.
+    @Test func entriesPastTheSectionOrSegmentsSharingAPageAreRefused() throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
+        func field(_ offset: Int, _ size: Int) -> UInt64 {
+            (0..<size).reversed().reduce(0) { $0 << 8 | UInt64(bytes[offset + $1]) }
+        }
+        func setting(_ offset: Int, _ value: UInt64) -> Data {
+            var copy = bytes
+            for index in 0..<8 { copy[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }
+            return copy
+        }
+        let table = Int(field(32, 8))
+        let size = Int(field(54, 2))
+        let headers = (0..<Int(field(56, 2))).map { table + $0 * size }
+        let dynamic = try #require(headers.first { field($0, 4) == 2 })
+        #expect(throws: ELFDependencies.Malformed(reason: "the dynamic section has no DT_NULL entry within its 16 bytes")) {
+            try ELFDependencies.read(setting(dynamic + 32, 16))
+        }
+        let loads = headers.filter { field($0, 4) == 1 }
+        try #require(loads.count >= 2)
+        // The second loaded segment moved onto the first one's page.
+        #expect(throws: ELFDependencies.Malformed(reason: "loaded segments 0 and 1 share a page")) {
+            try ELFDependencies.read(setting(loads[1] + 16, field(loads[0] + 16, 8)))
+        }
+    }
+
     @Test func aRelativeRunpathOrAnotherTokenIsRefused() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -54,13 +54,14 @@ struct ELFDependencies: Equatable {
         let headerSize = Int(try integer(54, 2))
         let headerCount = Int(try integer(56, 2))
         guard headerCount == 0 || headerSize >= 56 else { throw Malformed(reason: "program headers of \(headerSize) bytes") }
-        var loads: [(address: UInt64, offset: UInt64, size: UInt64)] = []
+        // Each loaded segment: its address, file offset, bytes in the file, and bytes in memory.
+        var loads: [(address: UInt64, offset: UInt64, size: UInt64, memory: UInt64)] = []
         var dynamicHeader: (address: UInt64, offset: UInt64, size: UInt64)?
         for index in 0..<headerCount {
             let header = programHeaders + index * headerSize
             switch try integer(header, 4) {
             case 1:  // PT_LOAD
-                loads.append((try integer(header + 16, 8), try integer(header + 8, 8), try integer(header + 32, 8)))
+                loads.append((try integer(header + 16, 8), try integer(header + 8, 8), try integer(header + 32, 8), try integer(header + 40, 8)))
             case 2:  // PT_DYNAMIC
                 dynamicHeader = (try integer(header + 16, 8), try integer(header + 8, 8), try integer(header + 32, 8))
             default:
@@ -75,6 +76,20 @@ struct ELFDependencies: Equatable {
             let (sum, overflow) = segment.offset.addingReportingOverflow(address - segment.address)
             guard !overflow else { throw Malformed(reason: "\(what)'s offset is out of range") }
             return sum
+        }
+        // Segments mapped over each other (whole pages) would show the loader other bytes at an
+        // address than the segment this check takes them from.
+        let pageSize = UInt64(max(sysconf(Int32(_SC_PAGESIZE)), 4096))
+        var pages: [(start: UInt64, end: UInt64)] = []
+        for load in loads {
+            let (last, overflow) = load.address.addingReportingOverflow(max(load.memory, load.size, 1) - 1)
+            guard !overflow else { throw Malformed(reason: "a loaded segment ends past the address space") }
+            pages.append((load.address / pageSize, last / pageSize))
+        }
+        for (index, page) in pages.enumerated() {
+            if let other = pages[..<index].firstIndex(where: { page.start <= $0.end && $0.start <= page.end }) {
+                throw Malformed(reason: "loaded segments \(other) and \(index) share a page")
+            }
         }
         guard let dynamicHeader else { return ELFDependencies() }
         // The loader reads the dynamic section at its address (`p_vaddr`), not at its file offset
@@ -91,19 +106,22 @@ struct ELFDependencies: Equatable {
         var stringSize: UInt64?
         var named: [(tag: UInt64, value: UInt64)] = []
         var entry = dynamic.offset
-        while dynamic.offset + dynamic.size - entry >= 16 {
+        // The loader reads entries until `DT_NULL`, whatever the section's size: one past the size
+        // would be followed by it and not seen here, so the end must be within the size.
+        var ended = false
+        while !ended, dynamic.offset + dynamic.size - entry >= 16 {
             let tag = try integer(entry, 8)
             let value = try integer(entry + 8, 8)
             entry += 16
             switch tag {
-            case 0: break  // DT_NULL
+            case 0: ended = true  // DT_NULL
             case 5: stringTable = value  // DT_STRTAB
             case 10: stringSize = value  // DT_STRSZ
             case 1, 15, 29: named.append((tag, value))  // DT_NEEDED, DT_RPATH, DT_RUNPATH
             default: continue
             }
-            if tag == 0 { break }
         }
+        guard ended else { throw Malformed(reason: "the dynamic section has no DT_NULL entry within its \(dynamic.size) bytes") }
         guard !named.isEmpty else { return ELFDependencies() }
         guard let table = stringTable, let stringSize else { throw Malformed(reason: "the dynamic section has no string table") }
         // The table's address is a virtual one: the loaded segment holding it says where it is in the file.
