@@ -73,7 +73,7 @@ public final class PluginServices: Sendable {
     public let refreshWindow: Double
     /// How long one refresh may take, in seconds, before it fails for everyone waiting for it
     /// (the refresher's task is cancelled, and the next refresh starts anew): a refresher that
-    /// hangs holds no request, nor the key, for good. Default 60.
+    /// hangs holds no request, nor the key, for good. Default 60; 0, less or not finite: no limit.
     public let refreshTimeout: Double
 
     /// Creates the services with a refresh loop guard and a time limit for each refresh.
@@ -228,7 +228,7 @@ public final class PluginServices: Sendable {
                 // for a refresher that does not stop when cancelled).
                 let expired = CancellationSignal()
                 let timer = DispatchWorkItem { expired.cancel() }
-                DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer)
+                if timeout > 0, timeout.isFinite { DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer) }
                 let finished = await expired.value(of: work)
                 timer.cancel()
                 if finished == nil { work.cancel() }

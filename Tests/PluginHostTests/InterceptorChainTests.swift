@@ -283,20 +283,20 @@ struct InterceptorChainTests {
     /// waiting for it, without waiting for the refresher (this one ignores cancellation); the key
     /// is free again, and the next refresh runs the refresher anew.
     @Test func aHungRefresherFailsAfterTheRefreshTimeout() async throws {
-        let services = PluginServices(refreshTimeout: 0.3)
+        let services = PluginServices(refreshTimeout: 1)
         let calls = LockedCounter()
         let hungFinished = Locked(false)
         services.registerRefresher(forKey: "k") { _ in
             if calls.increment() == 1 {
-                // Three seconds that cancelling does not shorten.
+                // Five seconds that cancelling does not shorten.
                 await withCheckedContinuation { continuation in
-                    DispatchQueue.global().asyncAfter(deadline: .now() + 3) { continuation.resume() }
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 5) { continuation.resume() }
                 }
                 hungFinished.withLock { $0 = true }
             }
             return "fresh"
         }
-        let waiters = (0..<2).map { _ in
+        func waiter() -> Task<NetworkError?, Never> {
             Task { () -> NetworkError? in
                 do throws(NetworkError) {
                     try await services.refresh(key: "k", staleValue: nil)
@@ -306,13 +306,17 @@ struct InterceptorChainTests {
                 }
             }
         }
+        // The second waiter joins once the refresh runs.
+        let first = waiter()
+        #expect(await eventually { calls.value == 1 })
+        let waiters = [first, waiter()]
         for waiter in waiters {
             let failure = await waiter.value
             guard case .credentialRefresh("k", let message) = failure else {
                 Issue.record("got \(String(describing: failure))")
                 continue
             }
-            #expect(message == "the refresher did not finish within 0.3 s")
+            #expect(message == "the refresher did not finish within 1.0 s")
         }
         #expect(hungFinished.withLock { $0 } == false, "the waiters waited for the refresher")
         #expect(services.value(forKey: "k") == nil)
