@@ -256,7 +256,8 @@ public struct TransportResponse: Sendable {
     /// Whether the transport followed at least one redirect to get this response, which then
     /// answers another URL than the request's (``InterceptorResponse/isRedirected``: a cache
     /// stores nothing for it under the request's URL). A transport of your own sets it when it
-    /// follows redirects itself.
+    /// follows redirects itself; the chain sets it on the response to a request it sent where
+    /// redirects had led (answering a challenge that came after them).
     public var redirected: Bool
     /// The method of the last request sent when the transport followed redirects (a `303`, or a
     /// `301` or `302` after a `POST`, turns it into `GET`); nil: the request's own. With

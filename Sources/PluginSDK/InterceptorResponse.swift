@@ -25,7 +25,7 @@ public protocol ResponseBackend: AnyObject {
     /// The header fields of the request this response answers, as sent; nil when unknown
     /// (default: nil).
     var requestHeaders: [HTTPHeader]? { get }
-    /// Whether the transport followed a redirect to get this response (default: false).
+    /// Whether a redirect led to this response (``InterceptorResponse/isRedirected``; default: false).
     var isRedirected: Bool { get }
 }
 
@@ -83,9 +83,10 @@ public struct InterceptorResponse {
     /// reads it here and can leave `willSend` out of its active hooks.
     public var requestHeaders: [HTTPHeader]? { backend.requestHeaders }
 
-    /// Whether the transport followed at least one redirect to get this response: it then
-    /// answers another URL than the request's (what a cache must not store under the request's
-    /// URL). False for a response a hook made, and on a host before ABI 1.6, which does not say.
+    /// Whether the transport followed at least one redirect to get this response, or the host
+    /// sent the request where redirects had led (to answer a challenge that came after them): it
+    /// then answers another URL than the request's (what a cache must not store under the
+    /// request's URL). False for a response a hook made, and on a host before ABI 1.6, which does not say.
     public var isRedirected: Bool { backend.isRedirected }
 
     /// Every value of header `name`, in order.
