@@ -546,6 +546,19 @@ struct ChallengesAfterRedirectsTests {
         #expect(sent[2].value(forHTTPHeaderField: "Authorization") == "Basic dTpw")
     }
 
+    /// Redirects from origin to origin, each challenging: an attempt sends ten answers at most,
+    /// then delivers the challenge.
+    @Test func anAttemptSendsTenAnswersAtMost() async throws {
+        let hosts = (0..<12).map { "h\($0).test" }
+        let script =
+            [RedirectedChallenges.Step(status: 401, headers: ["WWW-Authenticate": #"Basic realm="r""#])]
+            + hosts.map { .init(redirectedTo: "http://\($0)/next", status: 401, headers: ["WWW-Authenticate": #"Basic realm="r""#]) }
+        let (response, asked, sent) = try await request(script, hosts: Set(hosts + ["a.test"]))
+        #expect(response.statusCode == 401)
+        #expect(asked.count == InterceptorChain.maxAnswersPerAttempt)
+        #expect(sent.count == InterceptorChain.maxAnswersPerAttempt + 1)
+    }
+
     /// A `303` back to the same URL turns a `POST` into a `GET`: the answer is a `GET` without the
     /// body, and its Digest covers `GET`.
     @Test func aSeeOtherToTheSameURLIsAnsweredWithItsGet() async throws {
