@@ -505,8 +505,8 @@ final class InterceptorChain: Sendable {
         var staleAnswered: Set<String> = []
         // Answers sent in all, whatever the space: redirects between origins end too.
         var answers = 0
-        // The last Digest answer: a `stale` challenge for the same space, field and realm reuses it.
-        var lastDigestAnswer: (space: String, field: String, realm: String, user: String, password: String)?
+        // Per space, the last Digest answer: a `stale` challenge of the same space, field and realm reuses it.
+        var digestAnswers: [String: (field: String, realm: String, user: String, password: String)] = [:]
         // Whether `request` is the last request of a redirected exchange, sent with an answer:
         // its response still answers the app's request through a redirect.
         var afterRedirect = false
@@ -524,7 +524,9 @@ final class InterceptorChain: Sendable {
             let response = ResponseState(received)
             guard !interceptors.isEmpty, let found = Self.challenge(in: response) else { return (.response(response), request) }
             var challenged = request
-            if redirected, let last = received.url ?? request.url {
+            if redirected {
+                // Where the redirects led, or nothing to answer: another server's challenge is not the first URL's.
+                guard let last = received.url else { return (.response(response), request) }
                 challenged = request.redirected(to: last, method: received.finalMethod)
             }
             guard let url = challenged.url, answers < Self.maxAnswersPerAttempt else { return (.response(response), request) }
@@ -540,9 +542,7 @@ final class InterceptorChain: Sendable {
                 request = challenged
                 answers += 1
             }
-            if let digest = chosen.digest, digest.stale, let last = lastDigestAnswer, last.space == space, last.field == field,
-                last.realm == digest.realm
-            {
+            if let digest = chosen.digest, digest.stale, let last = digestAnswers[space], last.field == field, last.realm == digest.realm {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
                 guard !staleAnswered.contains(space),
@@ -569,10 +569,10 @@ final class InterceptorChain: Sendable {
                 guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: challenged)
                 else { return (.response(response), request) }
                 answer(value)
-                lastDigestAnswer = (space, field, digest.realm, user, password)
+                digestAnswers[space] = (field, digest.realm, user, password)
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
                 answer("Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
-                lastDigestAnswer = nil
+                digestAnswers[space] = nil
             case .cancel:
                 return (
                     .failure(TransportFailure(kind: .cancelled, message: "\(answeredBy) cancelled the authentication challenge")),

@@ -123,7 +123,8 @@ extension TransportRequest {
     /// This request as a transport that followed redirects to `url` sent it last, with
     /// `method` when a redirect changed it: the request a challenge of the redirected response
     /// answers. A method turned into `GET` or `HEAD` leaves the body and its fields behind;
-    /// another origin, the credentials and cookies set for the first (as the transports do).
+    /// another origin, the credentials and cookies set for the first (as the transports do), but
+    /// not `Proxy-Authorization`: the proxy is the same.
     func redirected(to url: URL, method: String?) -> TransportRequest {
         var next = self
         var request = urlRequest
@@ -140,7 +141,7 @@ extension TransportRequest {
             }
         }
         if let from, !SessionRouter.sameOrigin(from, url) {
-            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { request.setValue(nil, forHTTPHeaderField: name) }
+            for name in ["Authorization", "Cookie"] { request.setValue(nil, forHTTPHeaderField: name) }
         }
         next.urlRequest = request
         return next

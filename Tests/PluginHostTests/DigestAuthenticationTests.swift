@@ -546,6 +546,38 @@ struct ChallengesAfterRedirectsTests {
         #expect(sent[2].value(forHTTPHeaderField: "Authorization") == "Basic dTpw")
     }
 
+    /// Each space keeps its own Digest answer: the proxy's `stale` challenge, after the origin was
+    /// answered, is answered again with the proxy's credentials without asking the hooks.
+    @Test func aProxysStaleChallengeAfterTheOriginsReusesTheProxysAnswer() async throws {
+        let (response, asked, sent) = try await request(
+            [
+                .init(status: 407, headers: ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p1", qop="auth""#]),
+                .init(status: 401, headers: ["WWW-Authenticate": #"Digest realm="origin", nonce="o1", qop="auth""#]),
+                .init(status: 407, headers: ["Proxy-Authenticate": #"Digest realm="proxy", nonce="p2", qop="auth", stale=true"#]),
+            ], hosts: ["a.test"])
+        #expect(response.statusCode == 200)
+        #expect(asked == ["a.test 0", "a.test 0"])
+        try #require(sent.count == 4)
+        #expect(sent[3].value(forHTTPHeaderField: "Proxy-Authorization")?.contains(#"nonce="p2""#) == true)
+        #expect(sent[3].value(forHTTPHeaderField: "Authorization")?.contains(#"nonce="o1""#) == true)
+    }
+
+    /// The proxy is the same after a redirect to another origin: its answer goes with the request
+    /// sent there, which the proxy does not challenge again.
+    @Test func theProxysAnswerStaysAfterARedirectToAnotherOrigin() async throws {
+        let (response, asked, sent) = try await request(
+            [
+                .init(status: 407, headers: ["Proxy-Authenticate": #"Basic realm="proxy""#]),
+                .init(redirectedTo: "http://b.test/there", status: 401, headers: ["WWW-Authenticate": #"Basic realm="b""#]),
+            ], hosts: ["a.test", "b.test"])
+        #expect(response.statusCode == 200)
+        #expect(asked == ["a.test 0", "b.test 0"])
+        try #require(sent.count == 3)
+        #expect(sent[2].url?.host == "b.test")
+        #expect(sent[2].value(forHTTPHeaderField: "Proxy-Authorization") == "Basic dTpw")
+        #expect(sent[2].value(forHTTPHeaderField: "Authorization") == "Basic dTpw")
+    }
+
     /// Redirects from origin to origin, each challenging: an attempt sends ten answers at most,
     /// then delivers the challenge.
     @Test func anAttemptSendsTenAnswersAtMost() async throws {
