@@ -423,6 +423,37 @@ struct CurlTransportTests {
         gate.open(1)
     }
 
+    /// A stream an earlier send of the call stopped waiting for (its reader may still be in a
+    /// read) is not touched again: the next send of the call fails, saying why.
+    @Test func aStreamLeftInAReadIsNotTouchedAgain() async throws {
+        /// Counts every look at its status.
+        final class Watched: InputStream, @unchecked Sendable {
+            let looks = Locked(0)
+            override var streamStatus: Stream.Status {
+                looks.withLock { $0 += 1 }
+                return .notOpen
+            }
+        }
+        let stream = Watched(data: Data("x".utf8))
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
+        request.httpMethod = "POST"
+        request.httpBodyStream = stream
+        var sending = TransportRequest(urlRequest: request)
+        sending.bodySpool = BodySpool()
+        sending.bodySpool?.abandon(stream)
+        var failed: TransportFailure?
+        do throws(TransportFailure) {
+            _ = try await SpooledBody.reading(sending)
+        } catch {
+            failed = error
+        }
+        #expect(
+            failed
+                == TransportFailure(
+                    kind: .other, message: "the request's body stream is still in a read an earlier send of this call stopped waiting for"))
+        #expect(stream.looks.withLock { $0 } == 0)
+    }
+
     /// A stream is read once per call: one opened before the call (by an earlier call, or anyone) is refused,
     /// never sent short.
     @Test func aBodyStreamReadAlreadyIsRefused() async throws {
@@ -553,15 +584,15 @@ enum CurlLibraryProbe {
     static var hasBrotli: Bool { (try? CurlLibrary.load(path: nil))?.encodings.contains("br") ?? false }
 }
 
-/// Holds gated streams' first reads until opened (10 s at most, then says so), and counts the
+/// Holds gated streams' first reads until opened (30 s at most, then says so), and counts the
 /// reads that reached it.
 final class StreamGate: Sendable {
     let semaphore = DispatchSemaphore(value: 0)
     let timedOut = Locked(false)
     let waiting = Locked(0)
 
-    /// Whether `count` reads reached the gate within 5 s.
-    func reached(_ count: Int) async -> Bool { await eventually(5) { waiting.withLock { $0 } >= count } }
+    /// Whether `count` reads reached the gate within 60 s.
+    func reached(_ count: Int) async -> Bool { await eventually(60) { waiting.withLock { $0 } >= count } }
 
     /// Lets `count` reads through.
     func open(_ count: Int) {
@@ -581,7 +612,7 @@ final class GatedStream: InputStream, @unchecked Sendable {
     override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
         guard !sent, let gate else { return 0 }
         gate.waiting.withLock { $0 += 1 }
-        if gate.semaphore.wait(timeout: .now() + 10) == .timedOut { gate.timedOut.withLock { $0 = true } }
+        if gate.semaphore.wait(timeout: .now() + 30) == .timedOut { gate.timedOut.withLock { $0 = true } }
         sent = true
         buffer.initialize(repeating: UInt8(ascii: "g"), count: 4)
         return 4

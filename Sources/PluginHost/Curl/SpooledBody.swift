@@ -41,7 +41,19 @@ final class SpooledBody: @unchecked Sendable {
         }
         // A changed request is deferred only when its body is data (`RequestChanges.sending`).
         guard request.deferred == nil, let stream = request.urlRequest.httpBodyStream else { return nil }
-        if let kept = request.bodySpool?.body(of: stream) { return kept }
+        switch request.bodySpool?.state(of: stream) {
+        case .read(let kept): return kept
+        case .abandoned:
+            // Its reader may still be in a read: the stream is not touched again.
+            throw TransportFailure(
+                kind: .other, message: "the request's body stream is still in a read an earlier send of this call stopped waiting for")
+        case .none: break
+        }
+        // Neither a thread nor a file for a request that has ended already.
+        if request.cancellation?.isCancelled == true || Task.isCancelled {
+            throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
+        }
+        if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
         guard stream.streamStatus == .notOpen else {
             throw TransportFailure(
                 kind: .other,
@@ -74,6 +86,7 @@ final class SpooledBody: @unchecked Sendable {
         guard let read = await stop.value(of: reading) else {
             // The reader stops at the end of the read it is in; the file it filled goes with it.
             stop.cancel()
+            request.bodySpool?.abandon(stream)
             if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
             throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
         }
@@ -155,21 +168,37 @@ final class SpooledBody: @unchecked Sendable {
 /// time, where the stream itself could be read once only. The chain makes one per call whose
 /// request has a body stream; the file goes with the call.
 final class BodySpool: Sendable {
-    /// The stream read and its file. The stream is kept only to be told apart by identity.
+    /// What an earlier send of the call left of a stream.
+    enum State {
+        /// Read whole, into this file.
+        case read(SpooledBody)
+        /// Left in a read that send stopped waiting for (cancelled, or out of time).
+        case abandoned
+    }
+
+    /// The stream and what became of it. The stream is kept only to be told apart by identity.
     private struct Held: @unchecked Sendable {
         let stream: InputStream
-        let body: SpooledBody
+        let body: SpooledBody?
     }
 
     private let held = Locked<Held?>(nil)
 
-    /// The file `stream` was read into by an earlier send of this call, if it was.
-    func body(of stream: InputStream) -> SpooledBody? {
-        held.withLock { held in held.flatMap { $0.stream === stream ? $0.body : nil } }
+    /// What an earlier send of this call left of `stream`; nil when none read it.
+    func state(of stream: InputStream) -> State? {
+        held.withLock { held in
+            guard let held, held.stream === stream else { return nil }
+            return held.body.map(State.read) ?? .abandoned
+        }
     }
 
     /// Keeps `body`, the contents of `stream`, for the call's later sends.
     func keep(_ body: SpooledBody, of stream: InputStream) {
         held.withLock { $0 = Held(stream: stream, body: body) }
+    }
+
+    /// Marks `stream` as left in a read: later sends of the call do not touch it.
+    func abandon(_ stream: InputStream) {
+        held.withLock { $0 = Held(stream: stream, body: nil) }
     }
 }
