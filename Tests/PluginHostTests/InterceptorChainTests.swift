@@ -285,12 +285,18 @@ struct InterceptorChainTests {
     @Test func aHungRefresherFailsAfterTheRefreshTimeout() async throws {
         let services = PluginServices(refreshTimeout: 1)
         let calls = LockedCounter()
+        // Every refresher call hangs, deaf to cancelling, until the test lets them go (60 s at most).
+        let hanging = Locked(true)
         let hungFinished = Locked(false)
         services.registerRefresher(forKey: "k") { _ in
-            if calls.increment() == 1 {
-                // Five seconds that cancelling does not shorten.
+            let hangs = hanging.withLock { $0 }
+            calls.increment()
+            if hangs {
                 await withCheckedContinuation { continuation in
-                    DispatchQueue.global().asyncAfter(deadline: .now() + 5) { continuation.resume() }
+                    DispatchQueue.global().async {
+                        for _ in 0..<6000 where hanging.withLock({ $0 }) { usleep(10_000) }
+                        continuation.resume()
+                    }
                 }
                 hungFinished.withLock { $0 = true }
             }
@@ -306,10 +312,8 @@ struct InterceptorChainTests {
                 }
             }
         }
-        // The second waiter joins once the refresh runs.
-        let first = waiter()
-        #expect(await eventually { calls.value == 1 })
-        let waiters = [first, waiter()]
+        // Two waiters: the second joins the first one's refresh, or (late) starts one that hangs too.
+        let waiters = [waiter(), waiter()]
         for waiter in waiters {
             let failure = await waiter.value
             guard case .credentialRefresh("k", let message) = failure else {
@@ -320,9 +324,12 @@ struct InterceptorChainTests {
         }
         #expect(hungFinished.withLock { $0 } == false, "the waiters waited for the refresher")
         #expect(services.value(forKey: "k") == nil)
+        // The key is free again: the next refresh runs the refresher anew and stores its value.
+        hanging.withLock { $0 = false }
+        let before = calls.value
         try await services.refresh(key: "k", staleValue: nil)
         #expect(services.value(forKey: "k") == "fresh")
-        #expect(calls.value == 2)
+        #expect(calls.value == before + 1)
     }
 
     @Test func credentialHookAnswersBasicChallenges() async throws {

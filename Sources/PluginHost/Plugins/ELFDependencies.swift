@@ -81,7 +81,7 @@ struct ELFDependencies: Equatable {
         // address than the segment this check takes them from.
         let pageSize = UInt64(max(sysconf(Int32(_SC_PAGESIZE)), 4096))
         var pages: [(start: UInt64, end: UInt64)] = []
-        for load in loads {
+        for load in loads where load.memory > 0 || load.size > 0 {
             let (last, overflow) = load.address.addingReportingOverflow(max(load.memory, load.size, 1) - 1)
             guard !overflow else { throw Malformed(reason: "a loaded segment ends past the address space") }
             pages.append((load.address / pageSize, last / pageSize))
