@@ -196,7 +196,7 @@ struct LibraryDependencyTests {
 
     /// The loader reads dynamic entries until `DT_NULL`, past the section's size if need be, and
     /// maps loaded segments over each other by whole pages: a section whose end is not within
-    /// its size, and segments that share a page, are refused.
+    /// its size, one that runs past its segment's bytes, and segments that share a page, are refused.
     @Test func entriesPastTheSectionOrSegmentsSharingAPageAreRefused() throws {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
         func field(_ offset: Int, _ size: Int) -> UInt64 {
@@ -216,6 +216,13 @@ struct LibraryDependencyTests {
         }
         let loads = headers.filter { field($0, 4) == 1 }
         try #require(loads.count >= 2)
+        // A section that runs past its segment's bytes in the file: the loader would see others there.
+        let address = field(dynamic + 16, 8)
+        let holding = try #require(loads.first { address >= field($0 + 16, 8) && address - field($0 + 16, 8) < field($0 + 32, 8) })
+        let remaining = field(holding + 32, 8) - (address - field(holding + 16, 8))
+        #expect(throws: ELFDependencies.Malformed(reason: "the dynamic section (\(remaining + 16) bytes) runs past its loaded segment")) {
+            try ELFDependencies.read(setting(dynamic + 32, remaining + 16))
+        }
         // The second loaded segment moved onto the first one's page.
         #expect(throws: ELFDependencies.Malformed(reason: "loaded segments 0 and 1 share a page")) {
             try ELFDependencies.read(setting(loads[1] + 16, field(loads[0] + 16, 8)))

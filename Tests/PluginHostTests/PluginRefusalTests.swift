@@ -140,6 +140,13 @@ struct PluginRefusalTests {
             #expect(
                 load(f, url) == PluginLoadError(.schema, file: url.path, jsonPath: path, reason: "duplicate key \(key.debugDescription)"), "\(json)")
         }
+        // In UTF-16 or UTF-32 (which Foundation reads), the repetition would not be seen: refused as not UTF-8.
+        let repeated = #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "alpha", "enabled": false, "enabled": true}]}"#
+        for (index, encoding) in [String.Encoding.utf16BigEndian, .utf16LittleEndian, .utf16, .utf32].enumerated() {
+            let url = try f.manifest(raw: try #require(repeated.data(using: encoding)), file: "wide\(index).json")
+            let reason = "not UTF-8 (a NUL byte or a UTF-16/UTF-32 byte order mark); save it as UTF-8"
+            #expect(load(f, url) == PluginLoadError(.notJSON, file: url.path, reason: reason), "\(encoding)")
+        }
         // The same key in two objects is no repetition.
         let twoObjects = #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a"}, {"name": "b"}]}"#
         let fine = try f.manifest(raw: Data(twoObjects.utf8), file: "fine.json")

@@ -68,14 +68,15 @@ struct ELFDependencies: Equatable {
                 break
             }
         }
-        /// Where the loaded segment holding virtual `address` has it in the file, as the loader maps it.
-        func fileOffset(of address: UInt64, _ what: String) throws(Malformed) -> UInt64 {
+        /// Where the loaded segment holding virtual `address` has it in the file, as the loader maps
+        /// it, and how many of the segment's bytes in the file follow from there.
+        func fileOffset(of address: UInt64, _ what: String) throws(Malformed) -> (offset: UInt64, remaining: UInt64) {
             guard let segment = loads.first(where: { address >= $0.address && address - $0.address < $0.size }) else {
                 throw Malformed(reason: "\(what) is in no loaded segment")
             }
             let (sum, overflow) = segment.offset.addingReportingOverflow(address - segment.address)
             guard !overflow else { throw Malformed(reason: "\(what)'s offset is out of range") }
-            return sum
+            return (sum, segment.size - (address - segment.address))
         }
         // Segments mapped over each other (whole pages) would show the loader other bytes at an
         // address than the segment this check takes them from.
@@ -96,10 +97,15 @@ struct ELFDependencies: Equatable {
         // (`p_offset`): the two must name the same bytes, or this check would read other entries
         // than the loader follows.
         let mapped = try fileOffset(of: dynamicHeader.address, "the dynamic section")
-        guard mapped == dynamicHeader.offset else {
+        guard mapped.offset == dynamicHeader.offset else {
             throw Malformed(
                 reason: "the dynamic section's file offset \(dynamicHeader.offset) is not where its address "
-                    + "\(dynamicHeader.address) is loaded from (\(mapped))")
+                    + "\(dynamicHeader.address) is loaded from (\(mapped.offset))")
+        }
+        // Past its segment's bytes in the file, the loader sees other bytes (zeros, or the next
+        // segment) than those that follow in the file.
+        guard dynamicHeader.size <= mapped.remaining else {
+            throw Malformed(reason: "the dynamic section (\(dynamicHeader.size) bytes) runs past its loaded segment")
         }
         let dynamic = try within(dynamicHeader.offset, dynamicHeader.size, "the dynamic section")
         var stringTable: UInt64?
@@ -125,15 +131,18 @@ struct ELFDependencies: Equatable {
         guard !named.isEmpty else { return ELFDependencies() }
         guard let table = stringTable, let stringSize else { throw Malformed(reason: "the dynamic section has no string table") }
         // The table's address is a virtual one: the loaded segment holding it says where it is in the file.
-        let tableOffset = try count(try fileOffset(of: table, "the dynamic string table"), "the dynamic string table's offset")
+        let mappedTable = try fileOffset(of: table, "the dynamic string table")
+        let tableOffset = try count(mappedTable.offset, "the dynamic string table's offset")
         var found = ELFDependencies()
         for (tag, value) in named {
-            guard value < stringSize, tableOffset <= bytes.count, value < UInt64(bytes.count - tableOffset) else {
+            guard value < stringSize, value < mappedTable.remaining, tableOffset <= bytes.count, value < UInt64(bytes.count - tableOffset) else {
                 throw Malformed(reason: "a dynamic string lies past its table")
             }
             let offset = tableOffset + Int(value)
-            guard let end = bytes[(start + offset)...].firstIndex(of: 0) else {
-                throw Malformed(reason: "a dynamic string has no end")
+            // Its end within the table's segment: past it, the loader would read other bytes.
+            let limit = start + offset + Int(min(mappedTable.remaining - value, UInt64(bytes.count - offset)))
+            guard let end = bytes[(start + offset)..<limit].firstIndex(of: 0) else {
+                throw Malformed(reason: "a dynamic string has no end within its loaded segment")
             }
             let name = tag == 1 ? "NEEDED" : tag == 29 ? "RUNPATH" : "RPATH"
             let item = Entry(tag: name, value: String(decoding: bytes[(start + offset)..<end], as: UTF8.self), offset: offset)

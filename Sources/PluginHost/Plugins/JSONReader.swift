@@ -11,6 +11,11 @@ struct JSONReader {
     /// An object that repeats a key is refused, naming its path: a parser keeps one of the values
     /// (Foundation's the last), while a reader of the file, or a tool, may take the first.
     static func parse(_ data: Data, file: String) throws(PluginLoadError) -> JSONReader {
+        // UTF-8 only (RFC 8259 §8.1): Foundation would also read UTF-16 and UTF-32, which the scan
+        // for repeated keys does not. Their text has NUL bytes, or starts with a byte order mark.
+        if data.contains(0) || data.starts(with: [0xFE, 0xFF]) || data.starts(with: [0xFF, 0xFE]) {
+            throw PluginLoadError(.notJSON, file: file, reason: "not UTF-8 (a NUL byte or a UTF-16/UTF-32 byte order mark); save it as UTF-8")
+        }
         let value: Any
         do {
             value = try JSONSerialization.jsonObject(with: data, options: [])
@@ -109,8 +114,7 @@ enum DuplicateKeys {
     /// The repeated key and its path (`plugins[0].enabled`), or nil.
     static func first(in data: Data) -> (path: String, key: String)? {
         let bytes = [UInt8](data)
-        // UTF-8 only (a NUL byte means UTF-16 or UTF-32, which this scan does not read), after
-        // any byte order mark.
+        // UTF-8 only (``JSONReader/parse(_:file:)`` refuses other text first), after any byte order mark.
         guard !bytes.contains(0) else { return nil }
         var position = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
         return value(bytes, &position, path: "")
