@@ -61,6 +61,42 @@ struct LibraryDependencyTests {
         #expect(try ELFDependencies.read(Data("not an ELF file at all, but long enough to be read as one if it were".utf8)) == nil)
     }
 
+    /// `LD_LIBRARY_PATH`, searched before `RUNPATH`, is checked alike for the libraries a plugin
+    /// needs by name: an empty or relative entry (the working directory) and a directory others
+    /// may write to are refused; trusted directories pass.
+    @Test func ldLibraryPathIsCheckedAsRunpathIs() throws {
+        let path = try PluginFixtures.library("CPluginTestPlugin")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        func check(_ value: String) -> PluginLoadError? {
+            do {
+                try FileSecurity.checkDependencies(of: bytes, path: path, environment: ["LD_LIBRARY_PATH": value])
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(check("/usr/lib:/lib") == nil)
+        for (value, entry) in [("/usr/lib:", ""), ("lib", "lib"), ("/usr/lib;;/lib", "")] {
+            #expect(
+                check(value)
+                    == PluginLoadError(
+                        .insecurePermissions, file: path,
+                        reason: "the LD_LIBRARY_PATH entry \(entry.debugDescription), searched for the libraries \(path) needs, is relative "
+                            + "(empty: the working directory): it would be searched in whatever directory the app runs in; make it absolute"),
+                "\(value)")
+        }
+        #expect(check("/usr/$LIB")?.reason.hasSuffix("holds a token; name the directory itself") == true)
+        let open = try openDirectory()
+        defer { rmdir(open) }
+        #expect(
+            check("/usr/lib:" + open)
+                == PluginLoadError(
+                    .insecurePermissions, file: open,
+                    reason:
+                        "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches for libraries "
+                        + "(the LD_LIBRARY_PATH entry \(open.debugDescription), searched for the libraries \(path) needs,); \(Self.chmodHint)"))
+    }
+
     @Test func aRunpathDirectoryOthersMayWriteToIsRefused() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -346,7 +346,12 @@ enum FileSecurity {
     /// `$ORIGIN`, `/proc/self/fd/..` is `/proc/self`, whose `cwd` is the app's working directory)
     /// is refused, as is an entry relative to the working directory, another `$` token, and a
     /// symbolic link to a directory that does not exist (whoever may make its target decides).
-    static func checkDependencies(of bytes: Data, path: String) throws(PluginLoadError) {
+    /// The directories of `LD_LIBRARY_PATH` (in `environment`), which the loader searches before
+    /// `RUNPATH`, are checked alike; an empty entry there is the working directory, refused as
+    /// a relative one.
+    static func checkDependencies(
+        of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(PluginLoadError) {
         let found: ELFDependencies?
         do {
             found = try ELFDependencies.read(bytes)
@@ -355,6 +360,19 @@ enum FileSecurity {
         }
         guard let found else { return }
         let names = found.needed.map(\.value).filter { !$0.contains("/") }
+        if !names.isEmpty, let value = environment["LD_LIBRARY_PATH"] {
+            for directory in value.split(omittingEmptySubsequences: false, whereSeparator: { $0 == ":" || $0 == ";" }).map(String.init) {
+                let named = "the LD_LIBRARY_PATH entry \(directory.debugDescription), searched for the libraries \(path) needs,"
+                func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
+                guard !directory.contains("$") else { throw refuse("holds a token; name the directory itself") }
+                guard directory.hasPrefix("/") else {
+                    throw refuse(
+                        "is relative (empty: the working directory): it would be searched in whatever directory the app runs in; make it absolute")
+                }
+                if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
+                try checkSearched(directory, named: named, libraries: names)
+            }
+        }
         for entry in found.searchPaths {
             for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
                 let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(path)"
