@@ -133,6 +133,34 @@ struct CurlTransportTests {
         #expect((try JSONSerialization.jsonObject(with: again.data) as? [String: Any])?["cookies"] as? [String: String] == ["flavour": "oat"])
     }
 
+    /// The jar keeps a cookie whatever the case of its field's name (HTTP/2 sends `set-cookie`),
+    /// and never one a response sets for another domain (RFC 6265 §5.3): one site cannot plant a
+    /// cookie that the jar would send to another.
+    @Test func theJarTakesLowerCaseFieldsAndRefusesOtherDomains() async throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        let jar = try CurlTransport(configuration: configuration)
+        func setting(_ name: String, _ value: String) async throws -> TransportResponse {
+            var components = try #require(URLComponents(url: try TestServer.url(), resolvingAgainstBaseURL: false))
+            components.path = "/response-headers"
+            components.queryItems = [URLQueryItem(name: name, value: value)]
+            return try await jar.send(TransportRequest(urlRequest: URLRequest(url: try #require(components.url))))
+        }
+        let lower = try await setting("set-cookie", "lower=1")
+        #expect(lower.response.statusCode == 200)
+        for planted in ["planted=1; Domain=example.com", "single=1; Domain=test", "parent=1; Domain=0.0.1"] {
+            _ = try await setting("Set-Cookie", planted)
+        }
+        _ = try await setting("Set-Cookie", "exact=1; Domain=127.0.0.1")
+        let sent = try await send(jar, "cookies")
+        let cookies = (try JSONSerialization.jsonObject(with: sent.data) as? [String: Any])?["cookies"] as? [String: String]
+        #expect(cookies == ["lower": "1", "exact": "1"])
+        #expect(!CookieJar.domain(".example.com", isFor: "evil.test"))
+        #expect(CookieJar.domain(".example.com", isFor: "www.example.com"))
+        #expect(!CookieJar.domain(".com", isFor: "example.com"))
+        #expect(CookieJar.domain("localhost", isFor: "localhost"))
+    }
+
     @Test func aURLLibcurlRefusesIsATypedFailure() async throws {
         let transport = try CurlTransport()
         let refused = await failure { () throws(TransportFailure) in

@@ -613,8 +613,8 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
         var version = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_VERSION, &version)
-        if let jar = settings.cookieJar, responseHeaders.contains(where: { $0.name.lowercased() == "set-cookie" }) {
-            jar.store(headers: CurlResponse.fold(responseHeaders), for: url)
+        if let jar = settings.cookieJar {
+            jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
         }
         let policy = request.redirects ?? settings.configuration.redirects
         if [301, 302, 303, 307, 308].contains(status), redirectCount < policy.maxRedirects,

@@ -266,13 +266,19 @@ struct CurlSettings: Sendable {
     }
 }
 
-/// An in-memory cookie jar (RFC 6265 matching through Foundation's `HTTPCookie`).
+/// An in-memory cookie jar (RFC 6265 parsing through Foundation's `HTTPCookie`, domains checked here).
 final class CookieJar: Sendable {
     private let cookies = Locked<[HTTPCookie]>([])
 
-    /// Stores the cookies a response sets.
-    func store(headers: [String: String], for url: URL) {
-        let received = HTTPCookie.cookies(withResponseHeaderFields: headers, for: url)
+    /// Stores the cookies a response to `url` sets (`values`: its `Set-Cookie` fields, whatever
+    /// the case of their name: HTTP/2 sends every name in lower case). A cookie for another
+    /// domain than `url`'s host or one above it is dropped (RFC 6265 §5.3 step 6), as is one for
+    /// a domain of one label (`com`) or, for a host given as an IP address, for any other domain.
+    func store(setCookie values: [String], for url: URL) {
+        guard !values.isEmpty, let host = url.host?.lowercased() else { return }
+        // Foundation reads the `Set-Cookie` key only, as written.
+        let received = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": values.joined(separator: ", ")], for: url)
+            .filter { Self.domain($0.domain, isFor: host) }
         guard !received.isEmpty else { return }
         cookies.withLock { jar in
             for cookie in received {
@@ -281,6 +287,16 @@ final class CookieJar: Sendable {
                 jar.append(cookie)
             }
         }
+    }
+
+    /// Whether a cookie's `domain` (as Foundation keeps it: a leading dot for a `Domain`
+    /// attribute) may be set by, and sent to, `host`.
+    static func domain(_ domain: String, isFor host: String) -> Bool {
+        var domain = domain.lowercased()
+        if domain.hasPrefix(".") { domain.removeFirst() }
+        if domain == host { return true }
+        let isAddress = host.contains(":") || host.split(separator: ".").allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
+        return !isAddress && domain.contains(".") && host.hasSuffix("." + domain)
     }
 
     /// The `Cookie` header value for a request to `url`, or nil.
