@@ -161,6 +161,25 @@ struct CurlTransportTests {
         #expect(CookieJar.domain("localhost", isFor: "localhost"))
     }
 
+    /// `Proxy-Authorization` goes to the proxy only (libcurl's proxy list): a plain request through
+    /// a proxy carries it (httpbin plays the proxy, echoing what it got), and a request without a
+    /// proxy does not give it to the origin; nor would a tunnel (`CONNECT`) for an https URL.
+    @Test func proxyAuthorizationGoesToTheProxyOnly() async throws {
+        let field = ["Proxy-Authorization": "Basic cHJveHk6c2VjcmV0"]
+        func received(_ response: TransportResponse) throws -> [String: String]? {
+            (try JSONSerialization.jsonObject(with: response.data) as? [String: Any])?["headers"] as? [String: String]
+        }
+        let direct = try await send(try CurlTransport(), "headers", headers: field)
+        #expect(try received(direct)?["Proxy-Authorization"] == nil)
+        #expect(try received(direct)?["Host"] != nil)
+        var configuration = CurlTransport.Configuration()
+        configuration.proxy = .url(try TestServer.url().absoluteString)
+        let proxied = try await send(
+            try CurlTransport(configuration: configuration), "headers", headers: field, base: URL(string: "http://origin.test")!)
+        #expect(try received(proxied)?["Proxy-Authorization"] == "Basic cHJveHk6c2VjcmV0")
+        #expect(try received(proxied)?["Host"] == "origin.test")
+    }
+
     @Test func aURLLibcurlRefusesIsATypedFailure() async throws {
         let transport = try CurlTransport()
         let refused = await failure { () throws(TransportFailure) in

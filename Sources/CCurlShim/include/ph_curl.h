@@ -140,6 +140,8 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 #define PH_CURLOPT_TCP_KEEPALIVE 213
 #define PH_CURLOPT_PIPEWAIT 237
 #define PH_CURLOPT_EXPECT_100_TIMEOUT_MS 227
+#define PH_CURLOPT_HEADEROPT 229
+#define PH_CURLHEADER_SEPARATE 1
 /* CURLoption: string and pointer options */
 #define PH_CURLOPT_WRITEDATA 10001
 #define PH_CURLOPT_URL 10002
@@ -148,6 +150,7 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 #define PH_CURLOPT_ERRORBUFFER 10010
 #define PH_CURLOPT_POSTFIELDS 10015
 #define PH_CURLOPT_HTTPHEADER 10023
+#define PH_CURLOPT_PROXYHEADER 10228
 #define PH_CURLOPT_SSLCERT 10025
 #define PH_CURLOPT_SSLCERTTYPE 10086
 #define PH_CURLOPT_SSLKEYTYPE 10088

@@ -102,6 +102,8 @@ final class CurlCall: @unchecked Sendable {
     private var spooledBody: SpooledBody?
     private var redirectCount = 0
     private var headerList: OpaquePointer?
+    /// The fields only a proxy gets (`Proxy-Authorization`), never the origin.
+    private var proxyHeaderList: OpaquePointer?
     private var responseHeaders: [(name: String, value: String)] = []
     private var data = Data()
     private var expected: Int64 = -1
@@ -336,13 +338,9 @@ final class CurlCall: @unchecked Sendable {
         return false
     }
 
-    /// The header list; `Accept-Encoding` and cookies.
+    /// The header lists (the origin's, and the proxy's: `Proxy-Authorization`); `Accept-Encoding` and cookies.
     private func configureHeaders(_ easy: UnsafeMutableRawPointer, settings: CurlSettings, hasBody: Bool) throws(TransportFailure) {
-        var list: OpaquePointer?
-        var hasAcceptEncoding = false
-        var hasExpect = false
-        var hasCookie = false
-        var hasContentType = false
+        // Every field checked before any list is made: a refusal leaves nothing to free.
         for (name, value) in headers {
             guard Self.isToken(name) else {
                 throw TransportFailure(kind: .other, message: "refused to send a header with an invalid name \"\(name)\"")
@@ -350,6 +348,14 @@ final class CurlCall: @unchecked Sendable {
             guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 throw TransportFailure(kind: .other, message: "refused to send header \(name): its value contains CR, LF or NUL")
             }
+        }
+        var list: OpaquePointer?
+        var proxyList: OpaquePointer?
+        var hasAcceptEncoding = false
+        var hasExpect = false
+        var hasCookie = false
+        var hasContentType = false
+        for (name, value) in headers {
             switch name.lowercased() {
             case "content-length", "transfer-encoding", "connection":
                 continue  // libcurl writes these itself
@@ -359,6 +365,12 @@ final class CurlCall: @unchecked Sendable {
             case "expect": hasExpect = true
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true
+            case "proxy-authorization":
+                // For the proxy only (its CONNECT, or a plain request through it): in the origin's
+                // list it would go through a tunnel to the origin.
+                let line = "\(name): \(value)"
+                proxyList = line.withCString { ph_curl_slist_append(proxyList, $0) }
+                continue
             default: break
             }
             let line = value.isEmpty ? "\(name);" : "\(name): \(value)"
@@ -372,6 +384,9 @@ final class CurlCall: @unchecked Sendable {
         }
         headerList = list
         if let list { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_HTTPHEADER, UnsafeRawPointer(list)) }
+        proxyHeaderList = proxyList
+        ph_curl_easy_setopt_long(easy, PH_CURLOPT_HEADEROPT, Int(PH_CURLHEADER_SEPARATE))
+        if let proxyList { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXYHEADER, UnsafeRawPointer(proxyList)) }
         decoding = []
         if hasAcceptEncoding {
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_CONTENT_DECODING, 0)
@@ -453,6 +468,8 @@ final class CurlCall: @unchecked Sendable {
     func releaseTransfer() {
         if let headerList { ph_curl_slist_free_all(headerList) }
         headerList = nil
+        if let proxyHeaderList { ph_curl_slist_free_all(proxyHeaderList) }
+        proxyHeaderList = nil
         if uploadFD >= 0 { close(uploadFD) }
         uploadFD = -1
         easy = nil
