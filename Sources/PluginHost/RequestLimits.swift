@@ -83,7 +83,7 @@ enum LimitFailure {
         TransportFailure(
             kind: .responseTooLarge,
             message: "the compressed body inflates more than maxDecompressionRatio (\(limits.maxDecompressionRatio):1): "
-                + "\(decoded) bytes decoded from \(encoded)",
+                + "\(decoded) bytes decoded from \(encoded) received at most",
             limit: encoded.multipliedReportingOverflow(by: limits.maxDecompressionRatio).partialValue, observedBytes: decoded)
     }
 

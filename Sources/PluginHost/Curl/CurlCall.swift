@@ -490,17 +490,25 @@ final class CurlCall: @unchecked Sendable {
 
     // MARK: libcurl callbacks (event-loop thread)
 
+    /// The most bytes libcurl reads from the connection at once (`CURLOPT_BUFFERSIZE`'s default,
+    /// which this transport keeps).
+    static let receiveBufferBytes: Int64 = 16 << 10
+
     func receiveBody(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         lastActivity = DispatchTime.now().uptimeNanoseconds
         let total = received + Int64(count)
         let limit = bodyLimit
         if total > limit { return stop(LimitFailure.body(total, limit: limit, download: downloadFD >= 0)) }
         if !decoding.isEmpty, total > RequestLimits.decompressionAllowance, let easy {
-            var encoded: Int64 = 0
-            ph_curl_easy_getinfo_off(easy, PH_CURLINFO_SIZE_DOWNLOAD_T, &encoded)
+            var counted: Int64 = 0
+            ph_curl_easy_getinfo_off(easy, PH_CURLINFO_SIZE_DOWNLOAD_T, &counted)
+            // libcurl 8.5 and later count a read's bytes only after its decoded bytes went through
+            // this callback (0 through the whole first read): the read in progress, at most one
+            // receive buffer (libcurl's default, 16 KiB), is added, so no read inflates unchecked.
+            let encoded = counted + Self.receiveBufferBytes
             // A ratio too large to multiply (`Int64.max` for no limit) lets everything through.
             let (allowed, overflow) = encoded.multipliedReportingOverflow(by: request.limits.maxDecompressionRatio)
-            if encoded > 0, !overflow, total > allowed {
+            if !overflow, total > allowed {
                 return stop(LimitFailure.ratio(decoded: total, encoded: encoded, limits: request.limits))
             }
         }
