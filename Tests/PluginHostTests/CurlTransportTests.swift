@@ -180,6 +180,36 @@ struct CurlTransportTests {
         #expect(try received(proxied)?["Host"] == "origin.test")
     }
 
+    /// A proxy's `407` to the tunnel's `CONNECT` (an https URL) reaches the chain as a `407`
+    /// response, not a transport error: the credential hooks are asked (a proxy challenge), and
+    /// the answer goes to the proxy in the next `CONNECT`. This proxy refuses every tunnel, so the
+    /// last `407` is delivered after the hook's one round.
+    @Test func aProxysChallengeToTheTunnelIsAnswered() async throws {
+        /// Answers `u`/`p` to a first proxy challenge and keeps what it was asked.
+        final class ProxyCredentials: Interceptor, Sendable {
+            var name: String { "proxy-credentials" }
+            let asked = LockedCounter()
+            func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+                asked.append("\(challenge.isProxy) \(challenge.method) \(challenge.realm ?? "") \(challenge.previousFailureCount)")
+                return challenge.isProxy && challenge.previousFailureCount == 0 ? .useCredential(user: "u", password: "p") : .performDefault
+            }
+        }
+        let proxy = try RefusingProxy()
+        var configuration = CurlTransport.Configuration()
+        configuration.proxy = .url("http://127.0.0.1:\(proxy.port)")
+        let credentials = ProxyCredentials()
+        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration), interceptors: [credentials])
+        let response = try await provider.request(try Bin("tunnelled", base: URL(string: "https://origin.test")!)).value
+        #expect(response.statusCode == 407)
+        #expect(response.value(forHTTPHeaderField: "Proxy-Authenticate") == #"Basic realm="proxy""#)
+        #expect(credentials.asked.log == ["true Basic proxy 0", "true Basic proxy 1"])
+        let heads = proxy.heads.withLock { $0 }
+        try #require(heads.count == 2)
+        #expect(heads[0].hasPrefix("CONNECT origin.test:443 HTTP/1.1\r\n"))
+        #expect(!heads[0].lowercased().contains("proxy-authorization"))
+        #expect(heads[1].contains("Proxy-Authorization: Basic dTpw\r\n"))
+    }
+
     @Test func aURLLibcurlRefusesIsATypedFailure() async throws {
         let transport = try CurlTransport()
         let refused = await failure { () throws(TransportFailure) in
@@ -670,5 +700,53 @@ final class GatedStream: InputStream, @unchecked Sendable {
         sent = true
         buffer.initialize(repeating: UInt8(ascii: "g"), count: 4)
         return 4
+    }
+}
+
+/// A proxy on 127.0.0.1 that answers every request (a tunnel's `CONNECT`) with `407` and a Basic
+/// challenge, closing each connection, and keeps the request heads it got; it stops after 8
+/// connections or 10 s without one.
+final class RefusingProxy: Sendable {
+    let port: Int
+    let heads = Locked([String]())
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound, listen(fd, 8) == 0 else {
+            close(fd)
+            throw TransportFailure(kind: .other, message: "the test proxy cannot listen on 127.0.0.1")
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let heads = heads
+        Thread {
+            defer { close(fd) }
+            for _ in 0..<8 {
+                var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&waiting, 1, 10_000) > 0 else { return }
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                var head: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !head.suffix(4).elementsEqual([13, 10, 13, 10]) {
+                    let got = read(client, &buffer, buffer.count)
+                    guard got > 0 else { break }
+                    head += buffer[0..<got]
+                }
+                heads.withLock { $0.append(String(decoding: head, as: UTF8.self)) }
+                let answer = Array(
+                    "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"proxy\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .utf8)
+                _ = answer.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+                close(client)
+            }
+        }.start()
     }
 }

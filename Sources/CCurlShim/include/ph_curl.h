@@ -183,6 +183,7 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 
 /* CURLINFO */
 #define PH_CURLINFO_RESPONSE_CODE 0x200002
+#define PH_CURLINFO_HTTP_CONNECTCODE 0x200016
 #define PH_CURLINFO_CAINFO 0x10003D   /* libcurl 7.84: the built-in CA bundle's path */
 #define PH_CURLINFO_CAPATH 0x10003E   /* libcurl 7.84: the built-in CA directory */
 #define PH_CURLINFO_HTTP_VERSION 0x20002E

@@ -627,6 +627,7 @@ final class CurlCall: @unchecked Sendable {
         if code != PH_CURLE_OK {
             removeDownload()
             if let limitFailure { return .finished(.failure(limitFailure)) }
+            if let challenged = proxyChallenge(easy) { return .finished(.success(challenged)) }
             // libcurl before 8.6 refuses an over-long header line as out of memory, 8.6 and later as too large.
             if code == PH_CURLE_OUT_OF_MEMORY || code == PH_CURLE_TOO_LARGE, inHeaders {
                 let reason = code == PH_CURLE_TOO_LARGE ? "too large" : "out of memory"
@@ -681,6 +682,20 @@ final class CurlCall: @unchecked Sendable {
         responseHeaders = []
         data = Data()
         return .finished(.success(response))
+    }
+
+    /// The proxy's `407` to the tunnel's `CONNECT` (an https URL through a proxy), with its
+    /// challenge, as the response: the chain answers it in `Proxy-Authorization` as it answers a
+    /// plain request's `407`, and the answer goes to the proxy (`CURLOPT_PROXYHEADER`). libcurl
+    /// itself ends such a transfer with an error; nil for any other failure.
+    private func proxyChallenge(_ easy: UnsafeMutableRawPointer) -> CurlResponse? {
+        var connectCode = 0
+        ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_CONNECTCODE, &connectCode)
+        guard connectCode == 407, responseHeaders.contains(where: { HTTPHeader.namesEqual($0.name, "Proxy-Authenticate") }) else { return nil }
+        defer { responseHeaders = [] }
+        return CurlResponse(
+            status: 407, url: url, httpVersion: "HTTP/1.1", headers: responseHeaders, data: Data(), downloadPath: nil,
+            redirected: redirectCount > 0, method: method)
     }
 
     /// Maps libcurl's result code onto a ``TransportFailure``.
