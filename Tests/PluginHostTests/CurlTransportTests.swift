@@ -711,20 +711,14 @@ final class RefusingProxy: Sendable {
     let heads = Locked([String]())
 
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        guard let (fd, port) = boundLoopbackSocket() else {
+            throw TransportFailure(kind: .other, message: "the test proxy cannot bind a port of 127.0.0.1")
         }
-        guard bound, listen(fd, 8) == 0 else {
+        guard listen(fd, 8) == 0 else {
             close(fd)
             throw TransportFailure(kind: .other, message: "the test proxy cannot listen on 127.0.0.1")
         }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
         let heads = heads
         Thread {
             defer { close(fd) }

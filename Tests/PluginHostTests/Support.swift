@@ -105,21 +105,27 @@ final class LockedCounter: Sendable {
     func append(_ item: String) { state.withLock { $0.items.append(item) } }
 }
 
-/// A loopback port with nothing listening on it.
-func closedPortURL() -> URL {
+/// A TCP socket bound to a free port of 127.0.0.1, and the port; nil when none could be bound.
+func boundLoopbackSocket() -> (fd: Int32, port: Int)? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     address.sin_port = 0
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            _ = bind(fd, $0, length)
-            _ = getsockname(fd, $0, &length)
-        }
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
-    let port = UInt16(bigEndian: address.sin_port)
+    guard bound else {
+        close(fd)
+        return nil
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// A loopback port with nothing listening on it.
+func closedPortURL() -> URL {
+    let (fd, port) = boundLoopbackSocket()!
     close(fd)
     return URL(string: "http://127.0.0.1:\(port)")!
 }
