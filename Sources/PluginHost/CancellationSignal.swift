@@ -71,6 +71,13 @@ public final class CancellationSignal: Sendable {
         }
     }
 
+    /// Fires the signal at `deadline`, unless the returned item is cancelled before.
+    func cancel(at deadline: DispatchTime) -> DispatchWorkItem {
+        let timer = DispatchWorkItem { self.cancel() }
+        DispatchQueue.global().asyncAfter(deadline: deadline, execute: timer)
+        return timer
+    }
+
     /// Waits `seconds`; returns false (early) when the signal or the calling task is cancelled.
     public func sleep(seconds: Double) async -> Bool {
         guard seconds > 0 else { return !isCancelled && !Task.isCancelled }

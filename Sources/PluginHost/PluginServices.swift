@@ -227,10 +227,9 @@ public final class PluginServices: Sendable {
                 // The refresher's result, or a failure once `timeout` has passed (without waiting
                 // for a refresher that does not stop when cancelled).
                 let expired = CancellationSignal()
-                let timer = DispatchWorkItem { expired.cancel() }
-                if timeout > 0, timeout.isFinite { DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: timer) }
+                let timer = timeout > 0 && timeout.isFinite ? expired.cancel(at: .now() + timeout) : nil
                 let finished = await expired.value(of: work)
-                timer.cancel()
+                timer?.cancel()
                 if finished == nil { work.cancel() }
                 let result =
                     finished ?? .failure(.credentialRefresh(key: key, message: "the refresher did not finish within \(timeout) s"))

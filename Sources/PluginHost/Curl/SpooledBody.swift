@@ -66,18 +66,14 @@ final class SpooledBody: @unchecked Sendable {
         let stop = CancellationSignal()
         let forwarded = request.cancellation?.onCancel { stop.cancel() }
         defer { request.cancellation?.removeHandler(forwarded) }
-        let timer = request.deadline.map { deadline in
-            let item = DispatchWorkItem { stop.cancel() }
-            DispatchQueue.global().asyncAfter(deadline: deadline.instant, execute: item)
-            return item
-        }
+        let timer = request.deadline.map { stop.cancel(at: $0.instant) }
         defer { timer?.cancel() }
         // This task waits for the reader's thread without holding a thread of the pool.
         let reading = Task<Result<SpooledBody, TransportFailure>, Never> {
             await withCheckedContinuation { continuation in
                 let reader = Thread {
                     continuation.resume(
-                        returning: Result { () throws(TransportFailure) in try fill(from: source, for: request) { stop.isCancelled } })
+                        returning: Result { () throws(TransportFailure) in try fill(from: source) { stop.isCancelled } })
                 }
                 reader.name = "pluginhost-body-stream"
                 reader.start()
@@ -100,10 +96,10 @@ final class SpooledBody: @unchecked Sendable {
         let stream: InputStream
     }
 
-    /// Reads `source` to its end into a new unnamed file; stops when `stopped` says so, the
-    /// request's signal fires or its deadline passes.
+    /// Reads `source` to its end into a new unnamed file; stops when `stopped` says so (the
+    /// caller's signal, fired by the request's cancellation and its deadline).
     private static func fill(
-        from source: StreamSource, for request: TransportRequest, stopped: () -> Bool
+        from source: StreamSource, stopped: () -> Bool
     ) throws(TransportFailure) -> SpooledBody {
         let stream = source.stream
         let spooled = SpooledBody(fd: try unnamedFile())
@@ -111,10 +107,8 @@ final class SpooledBody: @unchecked Sendable {
         defer { stream.close() }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            if stopped() || request.cancellation?.isCancelled == true {
-                throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
-            }
-            if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
+            // The waiter has gone already: which of them it was is its to say.
+            if stopped() { throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream") }
             let got = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
             if got == 0 { break }
             guard got > 0 else {
