@@ -43,17 +43,18 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         return try await run(call) { [session, router] in
             let task: URLSessionTask
             let urlRequest = Self.sessionRequest(request)
-            switch (request.body, request.download) {
-            case (_, .some):
-                task = session.downloadTask(with: urlRequest)
-            case (.file(let url), nil):
+            // A download is a data task whose body the call writes to a file of its own: URL
+            // loading's download task on Linux writes to a temporary file of its own, goes on
+            // writing long after a limit cancelled it (gigabytes on loopback) and never removes it.
+            switch request.body {
+            case .file(let url):
                 task = session.uploadTask(with: urlRequest, fromFile: url)
-            case (.upload, nil):
+            case .upload:
                 var bare = urlRequest
                 let body = bare.httpBody ?? Data()
                 bare.httpBody = nil
                 task = session.uploadTask(with: bare, from: body)
-            case (.inline, nil):
+            case .inline:
                 task = session.dataTask(with: urlRequest)
             }
             router.register(call, for: task)
@@ -100,13 +101,13 @@ final class SessionCall: Sendable {
         var task: URLSessionTask?
         var cancelled = false
         var data = Data()
-        var fileURL: URL?
-        var fileError: String?
+        /// Where a download's body goes while it arrives.
+        var download: PartialDownload?
         var received: Int64 = 0
         var challenged: HTTPURLResponse?
         /// Redirects followed.
         var redirects = 0
-        /// Set when a limit or the deadline stopped the task: reported instead of the cancellation.
+        /// Set when a limit, the deadline or a download that cannot be written stopped the task.
         var limitFailure: TransportFailure?
     }
     private let state = Locked(State())
@@ -115,14 +116,21 @@ final class SessionCall: Sendable {
         self.request = request
     }
 
-    /// Stops the task because of `failure` (a limit or the deadline); the first reason wins.
+    /// Stops the task because of `failure` (a limit, the deadline, a download that cannot be
+    /// written); the first reason wins. The call ends at once, with the partial download removed:
+    /// URL loading on Linux honours a cancellation only when its work queue gets to it, seconds
+    /// later under a fast transfer, and whatever arrives meanwhile is dropped.
     func stop(_ failure: TransportFailure) {
-        let task = state.withLock { state -> URLSessionTask? in
+        let task = state.withLock { state -> URLSessionTask?? in
             guard state.limitFailure == nil, !state.cancelled else { return nil }
             state.limitFailure = failure
-            return state.task
+            state.download?.remove()
+            state.download = nil
+            return .some(state.task)
         }
+        guard let task else { return }
         task?.cancel()
+        finish(.failure(failure))
     }
 
     /// Checks a response's header fields and declared length; false when the task must stop.
@@ -150,7 +158,7 @@ final class SessionCall: Sendable {
     @discardableResult
     func checkLength(received: Int64, expected: Int64) -> Bool {
         let download = request.download != nil
-        guard let limit = download ? request.limits.maxDownloadBytes : request.limits.maxResponseBytes else { return true }
+        guard let limit = bodyLimit else { return true }
         if expected > limit, request.urlRequest.httpMethod?.uppercased() != "HEAD" {
             stop(LimitFailure.declared(expected, limit: limit, download: download))
             return false
@@ -162,12 +170,8 @@ final class SessionCall: Sendable {
         return true
     }
 
-    /// Checks the bytes URL loading has received so far (before they reach the delegate queue,
-    /// which on Linux may lag far behind) against the limits; called by the router's monitor.
-    func checkReceived() {
-        guard let task = state.withLock({ $0.limitFailure == nil ? $0.task : nil }) else { return }
-        checkLength(received: task.countOfBytesReceived, expected: task.countOfBytesExpectedToReceive)
-    }
+    /// The most body bytes the call takes: the download's limit for a download (nil: none).
+    private var bodyLimit: Int64? { request.download != nil ? request.limits.maxDownloadBytes : request.limits.maxResponseBytes }
 
     /// Creates the task with `makeTask` and resumes it, unless the call was already cancelled.
     func start(
@@ -181,6 +185,15 @@ final class SessionCall: Sendable {
         if cancelledEarly {
             finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled before it started")))
             return
+        }
+        if request.download != nil {
+            do {
+                let download = try PartialDownload()
+                state.withLock { $0.download = download }
+            } catch {
+                finish(.failure(error))
+                return
+            }
         }
         let task = makeTask()
         let cancelledMeanwhile = state.withLock { state -> Bool in
@@ -196,12 +209,19 @@ final class SessionCall: Sendable {
         task.resume()
     }
 
+    /// Cancels the task; the call ends at once (see ``stop(_:)``), unless it already ended.
     func cancel() {
-        let task = state.withLock { state -> URLSessionTask? in
+        let task = state.withLock { state -> URLSessionTask?? in
+            guard !state.cancelled, state.limitFailure == nil else { return nil }
             state.cancelled = true
-            return state.task
+            state.download?.remove()
+            state.download = nil
+            return .some(state.task)
         }
+        guard let task else { return }
         task?.cancel()
+        // Before the task exists (`start` has not made it yet) `start` reports the cancellation.
+        if task != nil { finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled"))) }
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
@@ -217,37 +237,35 @@ final class SessionCall: Sendable {
         }
     }
 
+    /// Takes a chunk of the body: kept in memory, or written to the download's file.
     func append(_ data: Data, expected: Int64) {
-        let limit = request.limits.maxResponseBytes
-        // The total the chunk brings, and whether it was kept (nil: already stopped).
-        let outcome = state.withLock { state -> (total: Int64, kept: Bool)? in
-            guard state.limitFailure == nil else { return nil }
+        let limit = bodyLimit
+        enum Outcome {
+            case kept(Int64)
+            case tooLarge(Int64, limit: Int64)
+            case unwritten(String)
+        }
+        let outcome = state.withLock { state -> Outcome? in
+            guard state.limitFailure == nil, !state.cancelled else { return nil }
             let total = state.received + Int64(data.count)
-            guard total <= limit else { return (total, false) }
-            state.data.append(data)
+            if let limit, total > limit { return .tooLarge(total, limit: limit) }
+            if state.download != nil {
+                guard state.download!.write(data) else { return .unwritten(state.download!.writeFailure) }
+            } else {
+                state.data.append(data)
+            }
             state.received = total
-            return (total, true)
+            return .kept(total)
         }
-        guard let (received, kept) = outcome else { return }
-        guard kept else {
-            stop(LimitFailure.body(received, limit: limit, download: false))
+        switch outcome {
+        case nil:
             return
-        }
-        request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
-    }
-
-    func downloaded(to location: URL, response: HTTPURLResponse) {
-        guard let destination = request.download else { return }
-        // Stopped by a limit, but URL loading finished the file anyway: it is not placed.
-        if state.withLock({ $0.limitFailure != nil }) {
-            try? FileManager.default.removeItem(at: location)
-            return
-        }
-        do {
-            let placed = try destination.place(location, response: response)
-            state.withLock { $0.fileURL = placed }
-        } catch {
-            state.withLock { $0.fileError = "cannot save the download: \(error.localizedDescription)" }
+        case .kept(let received):
+            request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
+        case .tooLarge(let received, let limit):
+            stop(LimitFailure.body(received, limit: limit, download: request.download != nil))
+        case .unwritten(let message):
+            stop(TransportFailure(kind: .other, message: message))
         }
     }
 
@@ -257,38 +275,52 @@ final class SessionCall: Sendable {
     }
 
     func complete(task: URLSessionTask, error: Error?) {
-        let (challenged, cancelled, limitFailure, placed) = state.withLock { ($0.challenged, $0.cancelled, $0.limitFailure, $0.fileURL) }
-        if let limitFailure {
-            if let placed { try? FileManager.default.removeItem(at: placed) }
-            finish(.failure(limitFailure))
+        // The download's file, closed: this function places or removes it.
+        let (challenged, cancelled, limitFailure, downloaded, data, redirects) = state.withLock { state in
+            defer { state.download = nil }
+            return (state.challenged, state.cancelled, state.limitFailure, state.download?.finish(), state.data, state.redirects)
+        }
+        let result = outcome(task: task, error: error, challenged: challenged, cancelled: cancelled, limitFailure: limitFailure)
+        guard case .success(var made) = result else {
+            if let downloaded { unlink(downloaded) }
+            finish(result)
             return
         }
-        if let challenged, !cancelled {
-            let data = state.withLock { $0.data }
-            finish(.success(TransportResponse(response: challenged, data: data)))
-            return
+        if let downloaded, let destination = request.download {
+            do {
+                made.fileURL = try destination.place(URL(fileURLWithPath: downloaded), response: made.response)
+            } catch {
+                unlink(downloaded)
+                finish(.failure(TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")))
+                return
+            }
+        } else {
+            made.data = data
         }
+        if redirects > 0, challenged == nil {
+            made.redirected = true
+            made.finalMethod = task.currentRequest?.httpMethod?.uppercased()
+        }
+        finish(.success(made))
+    }
+
+    /// What the finished task means, before its body is attached.
+    private func outcome(
+        task: URLSessionTask, error: Error?, challenged: HTTPURLResponse?, cancelled: Bool, limitFailure: TransportFailure?
+    ) -> Result<TransportResponse, TransportFailure> {
+        if let limitFailure { return .failure(limitFailure) }
+        if let challenged, !cancelled { return .success(TransportResponse(response: challenged, data: Data())) }
         if let error {
             if task.response == nil, (error as NSError).localizedDescription == "Out of memory" {
                 // libcurl (under URL loading) refuses one header line over 100 KiB so.
-                finish(.failure(LimitFailure.headerLine("out of memory", limits: request.limits)))
-                return
+                return .failure(LimitFailure.headerLine("out of memory", limits: request.limits))
             }
-            finish(.failure(Self.failure(for: error, cancelled: isCancelled)))
-            return
+            return .failure(Self.failure(for: error, cancelled: cancelled))
         }
         guard let response = task.response as? HTTPURLResponse else {
-            finish(.failure(TransportFailure(kind: .badResponse, message: "the server's answer is not an HTTP response")))
-            return
+            return .failure(TransportFailure(kind: .badResponse, message: "the server's answer is not an HTTP response"))
         }
-        let (data, fileURL, fileError, redirects) = state.withLock { ($0.data, $0.fileURL, $0.fileError, $0.redirects) }
-        if let fileError {
-            finish(.failure(TransportFailure(kind: .other, message: fileError)))
-        } else {
-            var made = TransportResponse(response: response, data: data, fileURL: fileURL, redirected: redirects > 0)
-            if redirects > 0 { made.finalMethod = task.currentRequest?.httpMethod?.uppercased() }
-            finish(.success(made))
-        }
+        return .success(TransportResponse(response: response, data: Data()))
     }
 
     private func finish(_ result: Result<TransportResponse, TransportFailure>) {
@@ -331,35 +363,11 @@ final class SessionCall: Sendable {
 
 /// The session delegate: finds the ``SessionCall`` of each task.
 // Safe as @unchecked Sendable: an NSObject subclass (not checkable) whose only state, `calls`, is locked.
-final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
+final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let calls = Locked([Int: SessionCall]())
-    /// Checks every call's received bytes against its limits every 5 ms while calls run.
-    private let monitor = Locked<DispatchSourceTimer?>(nil)
 
     func register(_ call: SessionCall, for task: URLSessionTask) {
         calls.withLock { $0[task.taskIdentifier] = call }
-        monitor.withLock { timer in
-            guard timer == nil else { return }
-            let source = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
-            source.schedule(deadline: .now() + .milliseconds(5), repeating: .milliseconds(5))
-            source.setEventHandler { [weak self] in self?.checkLimits() }
-            timer = source
-            source.resume()
-        }
-    }
-
-    private func checkLimits() {
-        let running = calls.withLock { Array($0.values) }
-        if running.isEmpty {
-            monitor.withLock { timer in
-                // Stop only if still idle (a call may have registered meanwhile).
-                guard calls.withLock({ $0.isEmpty }) else { return }
-                timer?.cancel()
-                timer = nil
-            }
-            return
-        }
-        for call in running { call.checkReceived() }
     }
 
     func unregister(_ identifier: Int) {
@@ -394,21 +402,6 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, URLSessionDownloadD
     ) {
         call(for: task)?.request.progress?(
             TransferProgress(direction: .upload, completedBytes: totalBytesSent, totalBytes: totalBytesExpectedToSend))
-    }
-
-    func urlSession(
-        _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64,
-        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
-    ) {
-        guard let call = call(for: downloadTask) else { return }
-        call.checkLength(received: totalBytesWritten, expected: totalBytesExpectedToWrite)
-        call.request.progress?(
-            TransferProgress(direction: .download, completedBytes: totalBytesWritten, totalBytes: totalBytesExpectedToWrite))
-    }
-
-    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
-        guard let response = downloadTask.response as? HTTPURLResponse else { return }
-        call(for: downloadTask)?.downloaded(to: location, response: response)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {

@@ -109,15 +109,15 @@ final class CurlCall: @unchecked Sendable {
     private var expected: Int64 = -1
     private var received: Int64 = 0
     private var lastUpload: Int64 = -1
-    private var downloadFD: Int32 = -1
-    private var downloadPath: String?
+    /// The file a download's body goes to while it arrives.
+    private var download: PartialDownload?
     private var uploadFD: Int32 = -1
     private var idleTimeout: UInt64 = 0
     private var lastActivity: UInt64 = 0
     private var errorBuffer: UnsafeMutablePointer<CChar>?
     /// The encodings libcurl decodes for this transfer (empty: it passes the body through).
     private var decoding: Set<String> = []
-    /// Set when a limit stopped the transfer: the failure reported instead of libcurl's.
+    /// Set when a limit (or a download that cannot be written) stopped the transfer: the failure reported instead of libcurl's.
     private var limitFailure: TransportFailure?
     /// Header bytes and fields of the response being read.
     private var headerBytes = 0
@@ -206,7 +206,7 @@ final class CurlCall: @unchecked Sendable {
     }
 
     /// The most body bytes this transfer may deliver.
-    private var bodyLimit: Int64 { downloadFD >= 0 ? (request.limits.maxDownloadBytes ?? .max) : request.limits.maxResponseBytes }
+    private var bodyLimit: Int64 { download != nil ? (request.limits.maxDownloadBytes ?? .max) : request.limits.maxResponseBytes }
 
     /// Stops the transfer with `failure` (libcurl is told by the callback's return value).
     private func stop(_ failure: TransportFailure) -> Int {
@@ -449,19 +449,12 @@ final class CurlCall: @unchecked Sendable {
     }
 
     private func openDownloadFile() throws(TransportFailure) {
-        if downloadFD >= 0 {
+        if let download {
             // A redirect: the body of the 3xx is not the download.
-            _ = ftruncate(downloadFD, 0)
-            _ = lseek(downloadFD, 0, SEEK_SET)
+            download.restart()
             return
         }
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("PluginHost-\(UUID().uuidString).download").path
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw TransportFailure(kind: .other, message: "cannot create the download file \(path): \(String(cString: strerror(errno)))")
-        }
-        downloadFD = fd
-        downloadPath = path
+        download = try PartialDownload()
     }
 
     /// Frees what one transfer on a handle used (header list, upload file).
@@ -482,10 +475,8 @@ final class CurlCall: @unchecked Sendable {
     }
 
     private func removeDownload() {
-        if downloadFD >= 0 { close(downloadFD) }
-        downloadFD = -1
-        if let downloadPath { unlink(downloadPath) }
-        downloadPath = nil
+        download?.remove()
+        download = nil
     }
 
     // MARK: libcurl callbacks (event-loop thread)
@@ -498,7 +489,7 @@ final class CurlCall: @unchecked Sendable {
         lastActivity = DispatchTime.now().uptimeNanoseconds
         let total = received + Int64(count)
         let limit = bodyLimit
-        if total > limit { return stop(LimitFailure.body(total, limit: limit, download: downloadFD >= 0)) }
+        if total > limit { return stop(LimitFailure.body(total, limit: limit, download: download != nil)) }
         if !decoding.isEmpty, total > RequestLimits.decompressionAllowance, let easy {
             var counted: Int64 = 0
             ph_curl_easy_getinfo_off(easy, PH_CURLINFO_SIZE_DOWNLOAD_T, &counted)
@@ -512,15 +503,9 @@ final class CurlCall: @unchecked Sendable {
                 return stop(LimitFailure.ratio(decoded: total, encoded: encoded, limits: request.limits))
             }
         }
-        if downloadFD >= 0 {
-            var offset = 0
-            while offset < count {
-                let written = write(downloadFD, bytes + offset, count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return 0
-                }
-                offset += written
+        if download != nil {
+            guard download!.write(UnsafeRawBufferPointer(start: bytes, count: count)) else {
+                return stop(TransportFailure(kind: .other, message: download!.writeFailure))
             }
         } else {
             bytes.withMemoryRebound(to: UInt8.self, capacity: count) { data.append($0, count: count) }
@@ -593,7 +578,7 @@ final class CurlCall: @unchecked Sendable {
         guard expected >= 0, method != "HEAD" else { return count }
         if status < 200 || (300..<400).contains(status) { return count }
         let limit = bodyLimit
-        if expected > limit { return stop(LimitFailure.declared(expected, limit: limit, download: downloadFD >= 0)) }
+        if expected > limit { return stop(LimitFailure.declared(expected, limit: limit, download: download != nil)) }
         return count
     }
 
@@ -669,13 +654,8 @@ final class CurlCall: @unchecked Sendable {
         case PH_CURL_HTTP_VERSION_3: httpVersion = "HTTP/3"
         default: httpVersion = "HTTP/1.1"
         }
-        var downloaded: String?
-        if let downloadPath {
-            close(downloadFD)
-            downloadFD = -1
-            downloaded = downloadPath
-            self.downloadPath = nil
-        }
+        let downloaded = download?.finish()
+        download = nil
         let response = CurlResponse(
             status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
             downloadPath: downloaded, redirected: redirectCount > 0, method: method)
