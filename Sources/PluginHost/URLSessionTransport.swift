@@ -39,14 +39,41 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     /// checked as bytes arrive (a declared `Content-Length`, the body, the download, the header
     /// fields) and its deadline cancels it in time.
     public func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-        let call = SessionCall(request: request)
-        return try await run(call) { [session, router] in
-            let task: URLSessionTask
+        // A body stream is read once per call into a file (as `CurlTransport` does), which each
+        // send of the call (an answer to a challenge, a retry) uploads: the stream itself, read
+        // already, sent an empty body, and URL loading sends a stream chunked.
+        let spooled = try await SpooledBody.reading(request, named: true)
+        var current = request
+        var redirects = 0
+        while true {
+            let call = SessionCall(request: current, spooled: spooled, redirects: redirects)
+            let response = try await run(call, makeTask: makeTask(for: call)).get()
+            // A redirect that keeps the body is followed here (`SessionRouter`'s redirection).
+            guard let next = call.redirectToFollow else { return response }
+            redirects = call.redirectCount
+            if current.redirects == nil, redirects > Self.redirectLimit {
+                throw TransportFailure(kind: .other, message: "more than \(Self.redirectLimit) redirects")
+            }
+            current = current.redirected(to: next.url, method: next.method)
+        }
+    }
+
+    /// The most redirects followed without a ``TransportRequest/redirects`` policy (URL loading's own limit).
+    static let redirectLimit = 20
+
+    /// Makes `call`'s task. A download is a data task whose body the call writes to a file of
+    /// its own: URL loading's download task on Linux writes to a temporary file of its own, goes
+    /// on writing long after a limit cancelled it (gigabytes on loopback) and never removes it.
+    private func makeTask(for call: SessionCall) -> @Sendable () -> URLSessionTask {
+        { [session, router] in
+            let request = call.request
             let urlRequest = Self.sessionRequest(request)
-            // A download is a data task whose body the call writes to a file of its own: URL
-            // loading's download task on Linux writes to a temporary file of its own, goes on
-            // writing long after a limit cancelled it (gigabytes on loopback) and never removes it.
+            let task: URLSessionTask
             switch request.body {
+            case _ where call.spooled?.path != nil:
+                var bare = urlRequest
+                bare.httpBodyStream = nil
+                task = session.uploadTask(with: bare, fromFile: URL(fileURLWithPath: call.spooled!.path!))
             case .file(let url):
                 task = session.uploadTask(with: urlRequest, fromFile: url)
             case .upload:
@@ -59,7 +86,7 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
             }
             router.register(call, for: task)
             return task
-        }.get()
+        }
     }
 
     /// The `URLRequest` to hand to the session. On Linux its timeout is made whole seconds,
@@ -79,7 +106,9 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     }
 
     /// Starts `call`'s task and waits for it, cancelling it with the request or the calling task.
-    private func run(_ call: SessionCall, makeTask: @escaping () -> URLSessionTask) async -> Result<TransportResponse, TransportFailure> {
+    private func run(
+        _ call: SessionCall, makeTask: @escaping @Sendable () -> URLSessionTask
+    ) async -> Result<TransportResponse, TransportFailure> {
         let request = call.request
         let registration = request.cancellation?.onCancel { call.cancel() }
         defer { request.cancellation?.removeHandler(registration) }
@@ -96,6 +125,9 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
 /// State of one call: collects the body, reports progress, resumes its continuation once.
 final class SessionCall: Sendable {
     let request: TransportRequest
+    /// The file a body stream was read into, uploaded by path: kept (with its name) until URL
+    /// loading reports the task complete, when the router lets the call go.
+    let spooled: SpooledBody?
     private struct State {
         var continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?
         var task: URLSessionTask?
@@ -105,15 +137,19 @@ final class SessionCall: Sendable {
         var download: PartialDownload?
         var received: Int64 = 0
         var challenged: HTTPURLResponse?
-        /// Redirects followed.
+        /// Redirects followed (by earlier calls of the send too).
         var redirects = 0
+        /// A redirect that keeps the body, left to the transport to follow (``follow(_:)``).
+        var follow: (url: URL, method: String)?
         /// Set when a limit, the deadline or a download that cannot be written stopped the task.
         var limitFailure: TransportFailure?
     }
     private let state = Locked(State())
 
-    init(request: TransportRequest) {
+    init(request: TransportRequest, spooled: SpooledBody? = nil, redirects: Int = 0) {
         self.request = request
+        self.spooled = spooled
+        state.withLock { $0.redirects = redirects }
     }
 
     /// Stops the task because of `failure` (a limit, the deadline, a download that cannot be
@@ -129,8 +165,22 @@ final class SessionCall: Sendable {
             return .some(state.task)
         }
         guard let task else { return }
-        task?.cancel()
         finish(.failure(failure))
+        if let task { Self.cancel(task) }
+    }
+
+    /// Cancels `task` from a thread of its own. URL loading on Linux (swift-corelibs-foundation
+    /// 6.3) cancels on its work queue synchronously, and a fast transfer holds that queue for
+    /// seconds, up to a minute: the caller (the delegate queue, a thread of the concurrency pool)
+    /// would wait that long, and with it every other call's callbacks, or the pool.
+    static func cancel(_ task: URLSessionTask) {
+        let held = HeldTask(task: task)
+        DispatchQueue.global().async { held.task.cancel() }
+    }
+
+    /// A task handed to the thread that cancels it.
+    private struct HeldTask: @unchecked Sendable {
+        let task: URLSessionTask
     }
 
     /// Checks a response's header fields and declared length; false when the task must stop.
@@ -174,9 +224,13 @@ final class SessionCall: Sendable {
     private var bodyLimit: Int64? { request.download != nil ? request.limits.maxDownloadBytes : request.limits.maxResponseBytes }
 
     /// Creates the task with `makeTask` and resumes it, unless the call was already cancelled.
+    ///
+    /// URL loading on Linux (swift-corelibs-foundation 6.3) makes and resumes a task synchronously
+    /// on the session's work queue, which a fast transfer holds for seconds: that is done on a
+    /// Dispatch thread, never on the concurrency pool, whose few threads would wait with it.
     func start(
         continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>,
-        makeTask: () -> URLSessionTask
+        makeTask: @escaping @Sendable () -> URLSessionTask
     ) {
         let cancelledEarly = state.withLock { state -> Bool in
             state.continuation = continuation
@@ -195,18 +249,25 @@ final class SessionCall: Sendable {
                 return
             }
         }
-        let task = makeTask()
-        let cancelledMeanwhile = state.withLock { state -> Bool in
-            state.task = task
-            return state.cancelled
-        }
-        if cancelledMeanwhile { task.cancel() }
         if let deadline = request.deadline {
             DispatchQueue.global().asyncAfter(deadline: deadline.instant) { [weak self] in
                 self?.stop(LimitFailure.deadline(deadline.seconds))
             }
         }
-        task.resume()
+        DispatchQueue.global().async { [self] in
+            let task = makeTask()
+            let stopped = state.withLock { state -> Bool in
+                state.task = task
+                return state.cancelled || state.limitFailure != nil
+            }
+            guard !stopped else {
+                // Cancelled, or out of time, while the task was being made: never resumed.
+                finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled before it started")))
+                task.cancel()
+                return
+            }
+            task.resume()
+        }
     }
 
     /// Cancels the task; the call ends at once (see ``stop(_:)``), unless it already ended.
@@ -218,13 +279,36 @@ final class SessionCall: Sendable {
             state.download = nil
             return .some(state.task)
         }
-        guard let task else { return }
-        task?.cancel()
         // Before the task exists (`start` has not made it yet) `start` reports the cancellation.
-        if task != nil { finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled"))) }
+        guard let task, let task else { return }
+        finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled")))
+        Self.cancel(task)
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Whether the redirected request `next` sends a body: URL loading on Linux sends such a
+    /// redirect (a `307` or `308` of a `POST`, say) with an empty body, whatever the body was.
+    func keepsBody(_ next: URLRequest) -> Bool {
+        let method = next.httpMethod?.uppercased() ?? "GET"
+        guard method != "GET", method != "HEAD" else { return false }
+        switch request.body {
+        case .file, .upload: return true
+        case .inline: return spooled != nil || request.urlRequest.httpBody?.isEmpty == false
+        }
+    }
+
+    /// Leaves `next` to the transport to send (with the body again) once this task delivers its `3xx`.
+    func follow(_ next: URLRequest) {
+        guard let url = next.url else { return }
+        state.withLock { $0.follow = (url, next.httpMethod?.uppercased() ?? "GET") }
+    }
+
+    /// The redirect the transport follows itself (``follow(_:)``), once the call has ended.
+    var redirectToFollow: (url: URL, method: String)? { state.withLock { $0.follow } }
+
+    /// Redirects followed so far.
+    var redirectCount: Int { state.withLock { $0.redirects } }
 
     /// Counts a redirect; false when the request's policy allows no more (the `3xx` is then delivered).
     func mayRedirect() -> Bool {
@@ -276,12 +360,16 @@ final class SessionCall: Sendable {
 
     func complete(task: URLSessionTask, error: Error?) {
         // The download's file, closed: this function places or removes it.
-        let (challenged, cancelled, limitFailure, downloaded, data, redirects) = state.withLock { state in
+        let (challenged, cancelled, limitFailure, downloaded, data, redirects, follow) = state.withLock { state in
             defer { state.download = nil }
-            return (state.challenged, state.cancelled, state.limitFailure, state.download?.finish(), state.data, state.redirects)
+            return (
+                state.challenged, state.cancelled, state.limitFailure, state.download?.finish(), state.data, state.redirects,
+                state.follow != nil
+            )
         }
         let result = outcome(task: task, error: error, challenged: challenged, cancelled: cancelled, limitFailure: limitFailure)
-        guard case .success(var made) = result else {
+        // A `3xx` the transport follows itself is not the download.
+        guard case .success(var made) = result, !follow else {
             if let downloaded { unlink(downloaded) }
             finish(result)
             return
@@ -413,7 +501,14 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        if let call = call(for: task), !call.mayRedirect() {
+        let call = call(for: task)
+        if let call, !call.mayRedirect() {
+            completionHandler(nil)
+            return
+        }
+        // The transport sends it, body and all, once this task delivers the `3xx`.
+        if let call, call.keepsBody(request) {
+            call.follow(request)
             completionHandler(nil)
             return
         }

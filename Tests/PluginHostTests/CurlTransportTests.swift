@@ -378,8 +378,9 @@ struct CurlTransportTests {
     }
 
     /// A body given as a stream (`httpBodyStream`, as a request closure may set it) is sent
-    /// whole, with its length and no form label, and again after a `307` that keeps the body.
-    @Test func aBodyStreamIsSentWholeAndAgainAfterA307() async throws {
+    /// whole, with its length and no form label, and again after a `307` that keeps the body
+    /// (URL loading sent it chunked, and nothing after the `307`).
+    @Test(arguments: TransportKind.allCases) func aBodyStreamIsSentWholeAndAgainAfterA307(_ kind: TransportKind) async throws {
         let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes: several reads
         let echo = try TestServer.url().appendingPathComponent("anything/streamed").absoluteString
         let provider = Provider<Bin>(
@@ -387,7 +388,7 @@ struct CurlTransportTests {
                 var request = request
                 request.httpBodyStream = InputStream(data: Data(text.utf8))
                 return request
-            }, transport: try CurlTransport())
+            }, transport: kind.make())
         for target in [
             try Bin("anything/streamed", method: .put),
             try Bin(
@@ -555,7 +556,7 @@ struct CurlTransportTests {
 
     /// A body stream is read once per call: the sends after it (each answering a Digest
     /// challenge, and a retry's) send the bytes kept from the first read, whole.
-    @Test func aBodyStreamIsSentAgainToAnswerAChallengeAndOnARetry() async throws {
+    @Test(arguments: TransportKind.allCases) func aBodyStreamIsSentAgainToAnswerAChallengeAndOnARetry(_ kind: TransportKind) async throws {
         /// Retries the first attempt once, whatever its result.
         struct RetryFirstAttempt: Interceptor {
             var name: String { "retry-first" }
@@ -570,7 +571,7 @@ struct CurlTransportTests {
                 var request = request
                 request.httpBodyStream = InputStream(data: Data(text.utf8))
                 return request
-            }, transport: try CurlTransport(), interceptors: [credentials, RetryFirstAttempt()])
+            }, transport: kind.make(), interceptors: [credentials, RetryFirstAttempt()])
         let key = counterKey()
         let target = try Bin(
             "fixture/digest", method: .post,

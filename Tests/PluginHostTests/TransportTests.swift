@@ -77,6 +77,78 @@ struct TransportTests {
         }
     }
 
+    /// A body goes again to where a `307` or `308` leads, whatever its kind: data, a file, a
+    /// multipart upload (URL loading on Linux sent each of them there empty, and the request
+    /// succeeded).
+    @Test(arguments: TransportKind.allCases) func aBodyIsSentAgainAfterA307OrA308(_ kind: TransportKind) async throws {
+        let payload = String(repeating: "body-", count: 2_000)  // 10,000 bytes
+        let file = URL(fileURLWithPath: NSTemporaryDirectory() + "pluginhost-redirect-body-" + UUID().uuidString)
+        try Data(payload.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let echo = try TestServer.url().appendingPathComponent("anything/landed").absoluteString
+        for status in [307, 308] {
+            let provider = Provider<Bin>(
+                requestClosure: { _, request in
+                    var request = request
+                    var parts = URLComponents(url: request.url!, resolvingAgainstBaseURL: false)!
+                    parts.path = "/redirect-to"
+                    parts.queryItems = [URLQueryItem(name: "url", value: echo), URLQueryItem(name: "status_code", value: "\(status)")]
+                    request.url = parts.url
+                    return request
+                }, transport: kind.make())
+            for task in [RequestTask.requestData(Data(payload.utf8)), .uploadFile(file), .uploadMultipart([.text(payload, name: "part")])] {
+                // Raw data of its own type: without one it would be labelled (and echoed) as a form.
+                let headers = task.isData ? ["Content-Type": "text/plain"] : nil
+                let response = try await provider.request(try Bin("start", method: .post, task: task, headers: headers)).value
+                let echoed = try JSONSerialization.jsonObject(with: response.data) as? [String: Any]
+                #expect(response.statusCode == 200, "\(status) \(task)")
+                #expect(echoed?["method"] as? String == "POST", "\(status) \(task)")
+                #expect(echoed?["url"] as? String == echo, "\(status) \(task)")
+                #expect(response.response?.url?.absoluteString == echo, "\(status) \(task)")
+                let arrived: String?
+                if case .uploadMultipart = task {
+                    arrived = (echoed?["form"] as? [String: Any])?["part"] as? String
+                } else {
+                    arrived = echoed?["data"] as? String
+                }
+                #expect(arrived == payload ? true : false, "\(status) \(task): \(arrived?.utf8.count ?? 0) bytes arrived, not 10,000")
+            }
+        }
+    }
+
+    /// Redirects that keep the body count against the request's policy like any other, and the
+    /// response says the redirects were followed (`URLSessionTransport` follows these itself).
+    @Test(arguments: TransportKind.allCases) func redirectsThatKeepTheBodyCountAgainstThePolicy(_ kind: TransportKind) async throws {
+        let transport = kind.make()
+        let echo = try TestServer.url().appendingPathComponent("anything/landed").absoluteString
+        func redirect(to url: String) throws -> String {
+            var parts = URLComponents(url: try TestServer.url().appendingPathComponent("redirect-to"), resolvingAgainstBaseURL: false)!
+            parts.queryItems = [URLQueryItem(name: "url", value: url), URLQueryItem(name: "status_code", value: "307")]
+            return parts.url!.absoluteString
+        }
+        let twice = try redirect(to: try redirect(to: echo))
+        func post(_ policy: RedirectPolicy?) async throws -> TransportResponse {
+            var request = URLRequest(url: URL(string: twice)!)
+            request.httpMethod = "POST"
+            request.httpBody = Data("kept".utf8)
+            request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+            return try await transport.send(TransportRequest(urlRequest: request, redirects: policy))
+        }
+        for policy in [nil, RedirectPolicy(maxRedirects: 2)] {
+            let landed = try await post(policy)
+            let echoed = try JSONSerialization.jsonObject(with: landed.data) as? [String: Any]
+            #expect(landed.response.statusCode == 200 && landed.redirected, "\(String(describing: policy))")
+            #expect(landed.finalMethod == "POST")
+            #expect(echoed?["data"] as? String == "kept")
+            #expect(echoed?["url"] as? String == echo)
+        }
+        let stopped = try await post(RedirectPolicy(maxRedirects: 1))
+        #expect(stopped.response.statusCode == 307 && stopped.redirected)
+        #expect(stopped.response.url?.absoluteString == (try redirect(to: echo)))
+        let delivered = try await post(.doNotFollow)
+        #expect(delivered.response.statusCode == 307 && !delivered.redirected)
+    }
+
     @Test(arguments: TransportKind.allCases) func redirectsAreFollowed(_ transport: TransportKind) async throws {
         let response = try await transport.provider().request(try Bin("redirect/3")).value
         #expect(response.statusCode == 200)
@@ -95,5 +167,13 @@ struct TransportTests {
         let headers = try response.mapJSON()["headers"]
         #expect(headers?["Authorization"] == nil)
         #expect(headers?["X-Kept"]?.stringValue == "yes")
+    }
+}
+
+extension RequestTask {
+    /// Whether this is `.requestData`.
+    fileprivate var isData: Bool {
+        if case .requestData = self { return true }
+        return false
     }
 }

@@ -11,20 +11,26 @@ import Darwin
 #endif
 
 /// A request body given as a stream (`URLRequest.httpBodyStream`, which a request closure may
-/// set), read once into a temporary file that no name reaches (``unnamedFile()``):
-/// libcurl sends it with its length like an upload file, and again after a redirect that keeps
-/// the body, without holding it in memory. The file goes when the last transfer using it ends.
-// Safe as @unchecked Sendable: `fd` is set once; the file is read through `dup`ed descriptors.
+/// set), read once into a temporary file: libcurl sends it with its length like an upload file,
+/// and again after a redirect that keeps the body, without holding it in memory. For libcurl no
+/// name reaches the file (``unnamedFile()``); URL loading uploads a file by its path, so for it
+/// the file has one (``path``, mode 0600, removed with the file). The file goes when the last
+/// transfer using it ends.
+// Safe as @unchecked Sendable: `fd` and `path` are set once; the file is read through `dup`ed descriptors.
 final class SpooledBody: @unchecked Sendable {
-    /// The open, unlinked file holding the body.
+    /// The open file holding the body.
     let fd: Int32
+    /// The file's name, when it has one (``reading(_:named:)``).
+    let path: String?
 
-    private init(fd: Int32) {
+    private init(fd: Int32, path: String?) {
         self.fd = fd
+        self.path = path
     }
 
     deinit {
         close(fd)
+        if let path { unlink(path) }
     }
 
     /// The stream of `request`'s body read into a file; nil when its body is data, a file, or none.
@@ -34,7 +40,10 @@ final class SpooledBody: @unchecked Sendable {
     /// otherwise (by an earlier call, or by anyone else) is refused rather than sent short.
     /// The stream is read on a thread of its own: a read may block (a pipe, a socket, a slow
     /// producer), and the concurrency pool has only as many threads as the machine has cores.
-    static func reading(_ request: TransportRequest) async throws(TransportFailure) -> SpooledBody? {
+    ///
+    /// `named` gives the file a name (URL loading needs one): a call's later sends get the file
+    /// its first send made.
+    static func reading(_ request: TransportRequest, named: Bool = false) async throws(TransportFailure) -> SpooledBody? {
         switch request.body {
         case .file: return nil
         case .inline, .upload: break
@@ -73,7 +82,7 @@ final class SpooledBody: @unchecked Sendable {
             await withCheckedContinuation { continuation in
                 let reader = Thread {
                     continuation.resume(
-                        returning: Result { () throws(TransportFailure) in try fill(from: source) { stop.isCancelled } })
+                        returning: Result { () throws(TransportFailure) in try fill(from: source, named: named) { stop.isCancelled } })
                 }
                 reader.name = "pluginhost-body-stream"
                 reader.start()
@@ -99,10 +108,10 @@ final class SpooledBody: @unchecked Sendable {
     /// Reads `source` to its end into a new unnamed file; stops when `stopped` says so (the
     /// caller's signal, fired by the request's cancellation and its deadline).
     private static func fill(
-        from source: StreamSource, stopped: () -> Bool
+        from source: StreamSource, named: Bool, stopped: () -> Bool
     ) throws(TransportFailure) -> SpooledBody {
         let stream = source.stream
-        let spooled = SpooledBody(fd: try unnamedFile())
+        let spooled = named ? try namedFile() : SpooledBody(fd: try unnamedFile(), path: nil)
         stream.open()
         defer { stream.close() }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
@@ -130,17 +139,29 @@ final class SpooledBody: @unchecked Sendable {
     private static func unnamedFile() throws(TransportFailure) -> Int32 {
         #if os(Linux)
         // O_TMPFILE (`__O_TMPFILE | O_DIRECTORY`), which the C library's headers hide from Swift.
-        let fd = open(NSTemporaryDirectory(), O_RDWR | O_CLOEXEC | 0o20_200_000, 0o600)
-        if fd >= 0 { return fd }
+        let unnamed = open(NSTemporaryDirectory(), O_RDWR | O_CLOEXEC | 0o20_200_000, 0o600)
+        if unnamed >= 0 { return unnamed }
         #endif
+        let (fd, path) = try temporaryFile()
+        unlink(path)
+        return fd
+    }
+
+    /// A new file in the temporary directory, `pluginhost-body-` and six random characters,
+    /// mode 0600, closed on `exec`.
+    private static func namedFile() throws(TransportFailure) -> SpooledBody {
+        let (fd, path) = try temporaryFile()
+        return SpooledBody(fd: fd, path: path)
+    }
+
+    private static func temporaryFile() throws(TransportFailure) -> (fd: Int32, path: String) {
         var template = Array((NSTemporaryDirectory() + "/pluginhost-body-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard made >= 0 else {
             throw TransportFailure(kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno)))")
         }
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         _ = fcntl(made, F_SETFD, FD_CLOEXEC)
-        return made
+        return (made, template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
     }
 
     /// A descriptor of the file for one transfer, at its start (closed by the transfer); -1 when
