@@ -9,6 +9,10 @@ private let systemWrite = Glibc.write
 import Darwin
 
 private let systemWrite = Darwin.write
+#elseif canImport(Musl)
+import Musl
+
+private let systemWrite = Musl.write
 #endif
 
 /// A download's body while it arrives: a file of its own in the temporary directory

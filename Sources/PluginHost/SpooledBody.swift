@@ -105,7 +105,7 @@ final class SpooledBody: @unchecked Sendable {
         let stream: InputStream
     }
 
-    /// Reads `source` to its end into a new unnamed file; stops when `stopped` says so (the
+    /// Reads `source` to its end into a new file (named when `named`); stops when `stopped` says so (the
     /// caller's signal, fired by the request's cancellation and its deadline).
     private static func fill(
         from source: StreamSource, named: Bool, stopped: () -> Bool

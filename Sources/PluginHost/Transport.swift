@@ -84,7 +84,7 @@ public struct TransportRequest: Sendable {
     /// seconds for the message; nil: no deadline. The transport fails with
     /// ``TransportFailureKind/timedOut`` when it passes.
     public var deadline: (instant: DispatchTime, seconds: TimeInterval)?
-    /// Where ``CurlTransport`` keeps the call's body stream once read, for the call's later sends
+    /// Where the transports keep the call's body stream once read, for the call's later sends
     /// (a re-send that answers a challenge, a retry); nil: a stream is read once, and refused
     /// if it was opened already.
     var bodySpool: BodySpool?
@@ -122,9 +122,10 @@ extension TransportRequest {
     var httpBody: Data? { deferred.map(\.body) ?? given.httpBody }
     /// This request as a transport that followed redirects to `url` sent it last, with
     /// `method` when a redirect changed it: the request a challenge of the redirected response
-    /// answers. A method turned into `GET` or `HEAD` leaves the body and its fields behind;
-    /// another origin, the credentials and cookies set for the first (as the transports do), but
-    /// not `Proxy-Authorization`: the proxy is the same.
+    /// answers, or the redirect ``URLSessionTransport`` follows itself. A method turned into
+    /// `GET` or `HEAD` leaves the body and its fields behind; another origin, the credentials and
+    /// cookies set for the first (as both transports do on the redirects they follow), but not
+    /// `Proxy-Authorization`: the proxy is the same.
     func redirected(to url: URL, method: String?) -> TransportRequest {
         var next = self
         var request = urlRequest

@@ -7,9 +7,10 @@ import FoundationNetworking
 
 /// The default ``Transport``: one `URLSession` with a delegate that routes callbacks to each call.
 ///
-/// On a redirect to another scheme, host or port the `Authorization` header is dropped,
-/// so credentials never follow a request to a server they were not meant for. A request's
-/// ``TransportRequest/redirects`` policy is honoured; without one, URLSession's own limit applies.
+/// On a redirect to another scheme, host or port the `Authorization` and `Cookie` headers are
+/// dropped, so credentials never follow a request to a server they were not meant for. A
+/// request's ``TransportRequest/redirects`` policy is honoured; without one, URLSession's own
+/// limit applies (20 for the redirects that keep a body, which the transport follows itself).
 // Safe as @unchecked Sendable: both properties are set once; URLSession is thread-safe (though not
 // marked Sendable in swift-corelibs-foundation).
 public final class URLSessionTransport: Transport, @unchecked Sendable {
@@ -43,6 +44,13 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         // send of the call (an answer to a challenge, a retry) uploads: the stream itself, read
         // already, sent an empty body, and URL loading sends a stream chunked.
         let spooled = try await SpooledBody.reading(request, named: true)
+        if let spooled, spooled.path == nil {
+            // Kept by an earlier send of the call through another transport (`CurlTransport`).
+            throw TransportFailure(
+                kind: .other,
+                message: "the request's body stream was read into a file without a name by another transport "
+                    + "(URLSessionTransport uploads a file by its name): send every try of a call through one transport")
+        }
         var current = request
         var redirects = 0
         while true {
@@ -70,7 +78,7 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
             let urlRequest = Self.sessionRequest(request)
             let task: URLSessionTask
             switch request.body {
-            case _ where call.spooled?.path != nil:
+            case _ where call.spooled != nil:
                 var bare = urlRequest
                 bare.httpBodyStream = nil
                 task = session.uploadTask(with: bare, fromFile: URL(fileURLWithPath: call.spooled!.path!))
@@ -242,8 +250,14 @@ final class SessionCall: Sendable {
         }
         if request.download != nil {
             do {
-                let download = try PartialDownload()
-                state.withLock { $0.download = download }
+                var download = try PartialDownload()
+                // Stopped or cancelled meanwhile: nothing will remove it later.
+                let kept = state.withLock { state -> Bool in
+                    guard !state.cancelled, state.limitFailure == nil else { return false }
+                    state.download = download
+                    return true
+                }
+                if !kept { download.remove() }
             } catch {
                 finish(.failure(error))
                 return
@@ -279,16 +293,18 @@ final class SessionCall: Sendable {
             state.download = nil
             return .some(state.task)
         }
-        // Before the task exists (`start` has not made it yet) `start` reports the cancellation.
-        guard let task, let task else { return }
+        guard let task else { return }
+        // Before `start` took the continuation, it finds the call cancelled and says so itself;
+        // before the task is made, `start` does not resume it.
         finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled")))
-        Self.cancel(task)
+        if let task { Self.cancel(task) }
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
 
-    /// Whether the redirected request `next` sends a body: URL loading on Linux sends such a
-    /// redirect (a `307` or `308` of a `POST`, say) with an empty body, whatever the body was.
+    /// Whether the redirected request `next` sends a body, which the transport then sends itself:
+    /// URL loading on Linux sends such a redirect (a `307` or `308` of a `POST`, say) with an
+    /// empty body, whatever the body was (on Darwin too, so both behave alike).
     func keepsBody(_ next: URLRequest) -> Bool {
         let method = next.httpMethod?.uppercased() ?? "GET"
         guard method != "GET", method != "HEAD" else { return false }
@@ -359,37 +375,55 @@ final class SessionCall: Sendable {
     }
 
     func complete(task: URLSessionTask, error: Error?) {
-        // The download's file, closed: this function places or removes it.
-        let (challenged, cancelled, limitFailure, downloaded, data, redirects, follow) = state.withLock { state in
-            defer { state.download = nil }
+        // The continuation is taken first: a cancellation or a limit from here on finds the call
+        // ended, and cannot report a failure while the download is being moved into place. The
+        // download's file is closed: this function places or removes it.
+        let (continuation, challenged, cancelled, limitFailure, downloaded, data, redirects, follow) = state.withLock { state in
+            defer {
+                state.continuation = nil
+                state.download = nil
+            }
             return (
-                state.challenged, state.cancelled, state.limitFailure, state.download?.finish(), state.data, state.redirects,
-                state.follow != nil
+                state.continuation, state.challenged, state.cancelled, state.limitFailure, state.download?.finish(), state.data,
+                state.redirects, state.follow != nil
             )
         }
         let result = outcome(task: task, error: error, challenged: challenged, cancelled: cancelled, limitFailure: limitFailure)
+        guard let continuation else {
+            // Ended already (a limit, a cancellation).
+            if let downloaded { unlink(downloaded) }
+            return
+        }
         // A `3xx` the transport follows itself is not the download.
         guard case .success(var made) = result, !follow else {
             if let downloaded { unlink(downloaded) }
-            finish(result)
+            continuation.resume(returning: result)
             return
         }
-        if let downloaded, let destination = request.download {
+        // A challenge after redirects is answered where they led (the chain reads these).
+        if redirects > 0 {
+            made.redirected = true
+            made.finalMethod = task.currentRequest?.httpMethod?.uppercased()
+        }
+        if let downloaded {
+            // Nor is the answer to a challenge (the chain answers it, and the download comes then).
+            guard challenged == nil, let destination = request.download else {
+                unlink(downloaded)
+                continuation.resume(returning: .success(made))
+                return
+            }
             do {
                 made.fileURL = try destination.place(URL(fileURLWithPath: downloaded), response: made.response)
             } catch {
                 unlink(downloaded)
-                finish(.failure(TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")))
+                continuation.resume(
+                    returning: .failure(TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")))
                 return
             }
         } else {
             made.data = data
         }
-        if redirects > 0, challenged == nil {
-            made.redirected = true
-            made.finalMethod = task.currentRequest?.httpMethod?.uppercased()
-        }
-        finish(.success(made))
+        continuation.resume(returning: .success(made))
     }
 
     /// What the finished task means, before its body is attached.
@@ -515,6 +549,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var next = request
         if let from = task.originalRequest?.url, let to = request.url, !Self.sameOrigin(from, to) {
             next.setValue(nil, forHTTPHeaderField: "Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Cookie")
         }
         completionHandler(next)
     }
