@@ -72,6 +72,8 @@ public struct StubTransport: Transport {
             let placed = try destination.place(temporary, response: answer.response)
             return TransportResponse(response: answer.response, data: Data(), fileURL: placed)
         } catch {
+            // Not placed (a directory there, say): the temporary file goes.
+            try? FileManager.default.removeItem(at: temporary)
             throw TransportFailure(kind: .other, message: "cannot save the stub download: \(error.localizedDescription)")
         }
     }

@@ -318,6 +318,7 @@ func runBench(_ options: Options) async throws {
     }
 
     let manifest = try manifestURL(options.plugins)
+    defer { try? FileManager.default.removeItem(at: manifest) }
     let loadedServices = services()
     let loaded6: [any Interceptor] = try PluginLoader.load(manifest: manifest, services: loadedServices)
     let noopLibrary = try PluginLibrary.open(path: options.noop)

@@ -204,11 +204,23 @@ struct TaskKindTests {
         let first = try await download("files/c.pdf", disposition: nil).get()
         let second = try await download("files/d.pdf", disposition: nil).get()
         #expect([first.fileURL?.lastPathComponent, second.fileURL?.lastPathComponent] == ["c.pdf", "d.pdf"])
-        // A name that is a directory there is not replaced.
+        // A name that is a directory there is not replaced, and the stub's temporary file goes.
+        let stubFiles = {
+            Set((try? FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()))?.filter { $0.hasPrefix("pluginhost-stub-") } ?? [])
+        }
+        let before = stubFiles()
         guard case .failure = try await download("files/e.pdf", disposition: #"attachment; filename="photos""#) else {
             Issue.record("a download replaced the directory photos")
             return
         }
+        // Other suites' stub downloads come and go in the same directory meanwhile: theirs are
+        // placed within milliseconds, a leaked one stays.
+        var left = stubFiles().subtracting(before)
+        for _ in 0..<50 where !left.isEmpty {
+            try await Task.sleep(nanoseconds: 100_000_000)
+            left = stubFiles().subtracting(before)
+        }
+        #expect(left.isEmpty, "left in the temporary directory: \(left)")
         var isDirectory: ObjCBool = false
         let photos = directory.appendingPathComponent("photos").path
         #expect(FileManager.default.fileExists(atPath: photos, isDirectory: &isDirectory) && isDirectory.boolValue)
