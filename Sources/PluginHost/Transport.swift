@@ -125,7 +125,8 @@ extension TransportRequest {
     /// answers, or the redirect ``URLSessionTransport`` follows itself. A method turned into
     /// `GET` or `HEAD` leaves the body and its fields behind; another origin, the credentials and
     /// cookies set for the first (as both transports do on the redirects they follow), but not
-    /// `Proxy-Authorization`: the proxy is the same.
+    /// `Proxy-Authorization`: the proxy is the same (``CurlTransport`` drops it on a redirect it
+    /// follows itself, as libcurl does).
     func redirected(to url: URL, method: String?) -> TransportRequest {
         var next = self
         var request = urlRequest

@@ -102,7 +102,8 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     /// (0, negative, NaN, infinite), or more than a billion (31 years), becomes a billion: none in
     /// effect, as ``CurlTransport`` reads it. (swift-corelibs-foundation takes `Int(seconds) * 1000`
     /// milliseconds: that traps for NaN, infinity or more than about 9×10¹⁵ seconds, and times out
-    /// at once below one second.)
+    /// at once below one second.) An https request goes without `Proxy-Authorization`
+    /// (``dropProxyCredentialsOverTLS(_:)``).
     static func sessionRequest(_ request: TransportRequest) -> URLRequest {
         var urlRequest = request.urlRequest
         #if canImport(FoundationNetworking)
@@ -110,7 +111,18 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         let taken = timeout > 0 ? min(timeout.rounded(.up), 1e9) : 1e9
         if taken != timeout { urlRequest.timeoutInterval = taken }
         #endif
+        dropProxyCredentialsOverTLS(&urlRequest)
         return urlRequest
+    }
+
+    /// Leaves `Proxy-Authorization` out of an https request. URL loading sends the request's own
+    /// fields to the origin, inside a proxy's tunnel too (libcurl under swift-corelibs-foundation
+    /// keeps them from the `CONNECT`; Apple's reserves the field): a proxy's credentials would
+    /// reach the origin and never the proxy. Over plain http they go to the proxy, which takes
+    /// the whole request. (``CurlTransport`` sends the field to the proxy only, on both.)
+    static func dropProxyCredentialsOverTLS(_ request: inout URLRequest) {
+        guard request.url?.scheme?.lowercased() == "https" else { return }
+        request.setValue(nil, forHTTPHeaderField: "Proxy-Authorization")
     }
 
     /// Starts `call`'s task and waits for it, cancelling it with the request or the calling task.
@@ -275,8 +287,8 @@ final class SessionCall: Sendable {
                 return state.cancelled || state.limitFailure != nil
             }
             guard !stopped else {
-                // Cancelled, or out of time, while the task was being made: never resumed.
-                finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled before it started")))
+                // Cancelled, or out of time, while the task was being made (which ended the call
+                // already): never resumed.
                 task.cancel()
                 return
             }
@@ -375,22 +387,24 @@ final class SessionCall: Sendable {
     }
 
     func complete(task: URLSessionTask, error: Error?) {
-        // The continuation is taken first: a cancellation or a limit from here on finds the call
+        // The continuation is taken first, unless a cancellation or a limit came first (which
+        // ends the call itself, right after setting its flag): one from here on finds the call
         // ended, and cannot report a failure while the download is being moved into place. The
         // download's file is closed: this function places or removes it.
         let (continuation, challenged, cancelled, limitFailure, downloaded, data, redirects, follow) = state.withLock { state in
+            let ending = state.cancelled || state.limitFailure != nil
             defer {
-                state.continuation = nil
+                if !ending { state.continuation = nil }
                 state.download = nil
             }
             return (
-                state.continuation, state.challenged, state.cancelled, state.limitFailure, state.download?.finish(), state.data,
-                state.redirects, state.follow != nil
+                ending ? nil : state.continuation, state.challenged, state.cancelled, state.limitFailure, state.download?.finish(),
+                state.data, state.redirects, state.follow != nil
             )
         }
         let result = outcome(task: task, error: error, challenged: challenged, cancelled: cancelled, limitFailure: limitFailure)
         guard let continuation else {
-            // Ended already (a limit, a cancellation).
+            // Ended (or ending) by a limit or a cancellation.
             if let downloaded { unlink(downloaded) }
             return
         }
@@ -551,6 +565,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
             next.setValue(nil, forHTTPHeaderField: "Authorization")
             next.setValue(nil, forHTTPHeaderField: "Cookie")
         }
+        URLSessionTransport.dropProxyCredentialsOverTLS(&next)
         completionHandler(next)
     }
 

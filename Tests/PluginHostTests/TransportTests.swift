@@ -17,6 +17,20 @@ struct TransportTests {
         #expect(try response.mapJSON()["error"]?.stringValue == "bad token")
     }
 
+    /// URL loading is never handed a proxy's credentials for an https URL: it would send them to
+    /// the origin, inside the proxy's tunnel, and never to the proxy. Over plain http they go to
+    /// the proxy, which takes the whole request.
+    @Test func urlLoadingIsNotGivenAProxysCredentialsForAnHTTPSURL() {
+        for (url, kept) in [("https://a.test/x", false), ("HTTPS://a.test/x", false), ("http://a.test/x", true)] {
+            var request = URLRequest(url: URL(string: url)!)
+            request.setValue("Basic cA==", forHTTPHeaderField: "Proxy-Authorization")
+            request.setValue("yes", forHTTPHeaderField: "X-Kept")
+            let given = URLSessionTransport.sessionRequest(TransportRequest(urlRequest: request))
+            #expect((given.value(forHTTPHeaderField: "Proxy-Authorization") != nil) == kept, "\(url)")
+            #expect(given.value(forHTTPHeaderField: "X-Kept") == "yes")
+        }
+    }
+
     /// The request a challenge after redirects answers: the last URL; a method a redirect turned
     /// into `GET` leaves the body and its fields behind; another origin, the credentials and cookies
     /// set for the first (not the proxy's).
