@@ -319,6 +319,11 @@ func runBench(_ options: Options) async throws {
 
     let manifest = try manifestURL(options.plugins)
     defer { try? FileManager.default.removeItem(at: manifest) }
+    /// Ends the run early, removing the manifest (`exit` runs no `defer`).
+    func end(_ code: Int32) -> Never {
+        try? FileManager.default.removeItem(at: manifest)
+        exit(code)
+    }
     let loadedServices = services()
     let loaded6: [any Interceptor] = try PluginLoader.load(manifest: manifest, services: loadedServices)
     let noopLibrary = try PluginLibrary.open(path: options.noop)
@@ -378,7 +383,7 @@ func runBench(_ options: Options) async throws {
         }
         // abi_hook_ns as the full run reports it: the loaded no-op chain over the in-process one, per hook call.
         print("abi_hook_ns (least): \(fmt((stubFigures.summary("noop6").0 - stubFigures.summary("inprocess6").0) * 1000 / 24, 1))")
-        exit(0)
+        end(0)
     }
 
     if ["hit", "disk-hit", "disk-hit-alternating"].contains(options.profile) {
@@ -454,7 +459,7 @@ func runBench(_ options: Options) async throws {
         print(
             "\(profile): \(figures)p50 \(fmt(percentile(samples, 0.5))) µs  p99 \(fmt(percentile(samples, 0.99))) µs"
                 + "  (last response: X-Signature \(signed == nil ? "absent" : "present"), X-Cache \(cached ?? "absent"), \(check))")
-        exit(0)
+        end(0)
     }
 
     // Scenarios 1 and 5 (no servers, CPU only) run first, on a process that has not yet started
@@ -577,7 +582,7 @@ func runBench(_ options: Options) async throws {
         nginx = try NginxServer(binary: options.nginx)
     } catch {
         FileHandle.standardError.write(Data("error: \(error.localizedDescription)\n".utf8))
-        exit(1)
+        end(1)
     }
     defer { nginx.stop() }
 
@@ -619,7 +624,7 @@ func runBench(_ options: Options) async throws {
         default: _ = await throughput(total: count, workers: 64) { _ = await rawCurl.get(small) }
         }
         print("\(profile): \(count) requests, \(fmt(Double(count) / (Double(now() - started) / 1e9), 0)) requests/s")
-        exit(0)
+        end(0)
     }
 
     for round in 1...options.rounds {
