@@ -51,10 +51,13 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
                 message: "the request's body stream was read into a file without a name by another transport "
                     + "(URLSessionTransport uploads a file by its name): send every try of a call through one transport")
         }
+        // URL loading on Linux stalls now and then uploading a file of more than 64 KiB by its
+        // path (until the idle timeout): the file is handed over as data, mapped, not read.
+        let spooledData = try spooled.map { spooled throws(TransportFailure) in try Self.mapped(spooled.path!) }
         var current = request
         var redirects = 0
         while true {
-            let call = SessionCall(request: current, spooled: spooled, redirects: redirects)
+            let call = SessionCall(request: current, spooled: spooled, spooledData: spooledData, redirects: redirects)
             let response = try await run(call, makeTask: makeTask(for: call)).get()
             // A redirect that keeps the body is followed here (`SessionRouter`'s redirection).
             guard let next = call.redirectToFollow else { return response }
@@ -63,6 +66,41 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
                 throw TransportFailure(kind: .other, message: "more than \(Self.redirectLimit) redirects")
             }
             current = current.redirected(to: next.url, method: next.method)
+        }
+    }
+
+    /// Bodies from this size on wait for the server's `100 Continue` (on Linux).
+    static let expectingBodyBytes = 16 << 10
+
+    /// Sends a request whose body is at least ``expectingBodyBytes`` with `Expect: 100-continue`,
+    /// unless it names its own `Expect`: the body goes once the server asks for it, and a server
+    /// that answers at once (a `401`, a `307`) gets no body. URL loading on Linux
+    /// (swift-corelibs-foundation 6.3, over libcurl) answered early while sending the body stopped
+    /// sending it, then sent the next request on the same connection, where the server read it as
+    /// the rest of that body: that request waited for its timeout (1 in 10 from 140 KB on
+    /// loopback). Asking to close the connection instead made the early answer a broken pipe when
+    /// the server closed first. A server that ignores `Expect` costs libcurl's wait of 1 s before
+    /// it sends the body anyway. Darwin's URL loading is left alone.
+    static func expectContinueForALargeBody(_ request: inout URLRequest, body: TransportRequest.Body, spooled: Data?) {
+        #if canImport(FoundationNetworking)
+        guard request.value(forHTTPHeaderField: "Expect") == nil else { return }
+        let size: Int
+        switch body {
+        case .file(let url):
+            size = ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.intValue ?? Int.max
+        case .upload, .inline:
+            size = spooled?.count ?? request.httpBody?.count ?? 0
+        }
+        if size >= expectingBodyBytes { request.setValue("100-continue", forHTTPHeaderField: "Expect") }
+        #endif
+    }
+
+    /// The file at `path`, mapped into memory (its pages are read as they are sent).
+    static func mapped(_ path: String) throws(TransportFailure) -> Data {
+        do {
+            return try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+        } catch {
+            throw TransportFailure(kind: .other, message: "cannot read \(path): \(error.localizedDescription)")
         }
     }
 
@@ -75,13 +113,14 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     private func makeTask(for call: SessionCall) -> @Sendable () -> URLSessionTask {
         { [session, router] in
             let request = call.request
-            let urlRequest = Self.sessionRequest(request)
+            var urlRequest = Self.sessionRequest(request)
+            Self.expectContinueForALargeBody(&urlRequest, body: request.body, spooled: call.spooledData)
             let task: URLSessionTask
             switch request.body {
-            case _ where call.spooled != nil:
+            case _ where call.spooledData != nil:
                 var bare = urlRequest
                 bare.httpBodyStream = nil
-                task = session.uploadTask(with: bare, fromFile: URL(fileURLWithPath: call.spooled!.path!))
+                task = session.uploadTask(with: bare, from: call.spooledData!)
             case .file(let url):
                 task = session.uploadTask(with: urlRequest, fromFile: url)
             case .upload:
@@ -145,9 +184,11 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
 /// State of one call: collects the body, reports progress, resumes its continuation once.
 final class SessionCall: Sendable {
     let request: TransportRequest
-    /// The file a body stream was read into, uploaded by path: kept (with its name) until URL
-    /// loading reports the task complete, when the router lets the call go.
+    /// The file a body stream was read into: kept (with its name) until URL loading reports the
+    /// task complete, when the router lets the call go.
     let spooled: SpooledBody?
+    /// That file, mapped: what the task uploads.
+    let spooledData: Data?
     private struct State {
         var continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?
         var task: URLSessionTask?
@@ -166,9 +207,10 @@ final class SessionCall: Sendable {
     }
     private let state = Locked(State())
 
-    init(request: TransportRequest, spooled: SpooledBody? = nil, redirects: Int = 0) {
+    init(request: TransportRequest, spooled: SpooledBody? = nil, spooledData: Data? = nil, redirects: Int = 0) {
         self.request = request
         self.spooled = spooled
+        self.spooledData = spooledData
         state.withLock { $0.redirects = redirects }
     }
 
@@ -322,7 +364,7 @@ final class SessionCall: Sendable {
         guard method != "GET", method != "HEAD" else { return false }
         switch request.body {
         case .file, .upload: return true
-        case .inline: return spooled != nil || request.urlRequest.httpBody?.isEmpty == false
+        case .inline: return spooledData != nil || request.urlRequest.httpBody?.isEmpty == false
         }
     }
 
