@@ -49,10 +49,10 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
             throw TransportFailure(
                 kind: .other,
                 message: "the request's body stream was read into a file without a name by another transport "
-                    + "(URLSessionTransport uploads a file by its name): send every try of a call through one transport")
+                    + "(URLSessionTransport maps the file by its name): send every try of a call through one transport")
         }
-        // URL loading on Linux stalls now and then uploading a file of more than 64 KiB by its
-        // path (until the idle timeout): the file is handed over as data, mapped, not read.
+        // The file goes to URL loading as data mapped from it (its pages are read as they are
+        // sent): uploaded like any data body, its size known (`expectContinueForALargeBody`).
         let spooledData = try spooled.map { spooled throws(TransportFailure) in try Self.mapped(spooled.path!) }
         var current = request
         var redirects = 0

@@ -587,6 +587,45 @@ struct CurlTransportTests {
         #expect(credentials.asked.value == 2)
     }
 
+    /// A call whose sends go through two transports: the body stream `CurlTransport` kept (in a
+    /// file without a name) is refused by `URLSessionTransport` with the reason, never sent empty.
+    @Test func aBodyStreamKeptByCurlIsRefusedByURLSession() async throws {
+        /// Sends the call's first try through libcurl, the others through URL loading.
+        final class Switching: Transport {
+            let curl: CurlTransport
+            let session = URLSessionTransport()
+            let sends = LockedCounter()
+            init() throws { curl = try CurlTransport() }
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                sends.increment() == 1 ? try await curl.send(request) : try await session.send(request)
+            }
+        }
+        struct RetryFirstAttempt: Interceptor {
+            var name: String { "retry-first" }
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                context.attempt == 1 ? .retry() : .proceed
+            }
+        }
+        let transport = try Switching()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.httpBodyStream = InputStream(data: Data("streamed".utf8))
+                return request
+            }, transport: transport, interceptors: [RetryFirstAttempt()])
+        let result = await provider.request(try Bin("anything", method: .post)).result
+        guard case .failure(.underlying(let failure, _)) = result else {
+            Issue.record("expected a transport failure, got \(result)")
+            return
+        }
+        #expect(transport.sends.value == 2)
+        #expect(failure.kind == .other)
+        #expect(
+            failure.message
+                == "the request's body stream was read into a file without a name by another transport "
+                + "(URLSessionTransport maps the file by its name): send every try of a call through one transport")
+    }
+
     /// A download redirected to a URL that cannot be sent (no host) fails with the reason, and
     /// leaves no partial file: the hop before it opened one.
     @Test func aDownloadRedirectedNowhereLeavesNoFile() async throws {
