@@ -3,16 +3,8 @@ import PluginSDK
 
 #if canImport(Glibc)
 import Glibc
-
-private let systemWrite = Glibc.write
 #elseif canImport(Darwin)
 import Darwin
-
-private let systemWrite = Darwin.write
-#elseif canImport(Musl)
-import Musl
-
-private let systemWrite = Musl.write
 #endif
 
 /// A download's body while it arrives: a file of its own in the temporary directory
@@ -40,16 +32,11 @@ struct PartialDownload: Sendable {
     /// Appends all of `bytes`; false when the file refused them (``writeError`` says why).
     mutating func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard descriptor >= 0 else { return false }
-        guard let base = bytes.baseAddress else { return true }
-        var offset = 0
-        while offset < bytes.count {
-            let written = systemWrite(descriptor, base + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                writeError = errno
-                return false
-            }
-            offset += written
+        errno = 0
+        guard FileDescriptor.writeAll(descriptor, bytes) else {
+            // No error number when the disk took no byte: it is full.
+            writeError = errno != 0 ? errno : ENOSPC
+            return false
         }
         return true
     }

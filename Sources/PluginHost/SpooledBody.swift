@@ -13,8 +13,8 @@ import Darwin
 /// A request body given as a stream (`URLRequest.httpBodyStream`, which a request closure may
 /// set), read once into a temporary file: libcurl sends it with its length like an upload file,
 /// and again after a redirect that keeps the body, without holding it in memory. For libcurl no
-/// name reaches the file (``unnamedFile()``); URL loading uploads a file by its path, so for it
-/// the file has one (``path``, mode 0600, removed with the file). The file goes when the last
+/// name reaches the file (``unnamedFile()``); URL loading is given the file mapped by its path,
+/// so for it the file has one (``path``, mode 0600, removed with the file). The file goes when the last
 /// transfer using it ends.
 // Safe as @unchecked Sendable: `fd` and `path` are set once; the file is read through `dup`ed descriptors.
 final class SpooledBody: @unchecked Sendable {
@@ -41,7 +41,7 @@ final class SpooledBody: @unchecked Sendable {
     /// The stream is read on a thread of its own: a read may block (a pipe, a socket, a slow
     /// producer), and the concurrency pool has only as many threads as the machine has cores.
     ///
-    /// `named` gives the file a name (URL loading needs one): a call's later sends get the file
+    /// `named` gives the file a name (URLSessionTransport maps it by name): a call's later sends get the file
     /// its first send made.
     static func reading(_ request: TransportRequest, named: Bool = false) async throws(TransportFailure) -> SpooledBody? {
         switch request.body {

@@ -57,7 +57,7 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         var current = request
         var redirects = 0
         while true {
-            let call = SessionCall(request: current, spooled: spooled, spooledData: spooledData, redirects: redirects)
+            let call = SessionCall(request: current, spooledData: spooledData, redirects: redirects)
             let response = try await run(call, makeTask: makeTask(for: call)).get()
             // A redirect that keeps the body is followed here (`SessionRouter`'s redirection).
             guard let next = call.redirectToFollow else { return response }
@@ -184,10 +184,7 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
 /// State of one call: collects the body, reports progress, resumes its continuation once.
 final class SessionCall: Sendable {
     let request: TransportRequest
-    /// The file a body stream was read into: kept (with its name) until URL loading reports the
-    /// task complete, when the router lets the call go.
-    let spooled: SpooledBody?
-    /// That file, mapped: what the task uploads.
+    /// The file a body stream was read into, mapped: what the task uploads.
     let spooledData: Data?
     private struct State {
         var continuation: CheckedContinuation<Result<TransportResponse, TransportFailure>, Never>?
@@ -207,9 +204,8 @@ final class SessionCall: Sendable {
     }
     private let state = Locked(State())
 
-    init(request: TransportRequest, spooled: SpooledBody? = nil, spooledData: Data? = nil, redirects: Int = 0) {
+    init(request: TransportRequest, spooledData: Data? = nil, redirects: Int = 0) {
         self.request = request
-        self.spooled = spooled
         self.spooledData = spooledData
         state.withLock { $0.redirects = redirects }
     }
@@ -219,9 +215,17 @@ final class SessionCall: Sendable {
     /// URL loading on Linux honours a cancellation only when its work queue gets to it, seconds
     /// later under a fast transfer, and whatever arrives meanwhile is dropped.
     func stop(_ failure: TransportFailure) {
+        end(failure, cancelled: false)
+    }
+
+    /// Ends the call with `failure` (marked a cancellation, or a limit's), unless it ended
+    /// already: removes the partial download, resumes the caller, then cancels the task. Before
+    /// `start` took the continuation, it finds the call ended and says so itself; before the
+    /// task is made, `start` does not resume it.
+    private func end(_ failure: TransportFailure, cancelled: Bool) {
         let task = state.withLock { state -> URLSessionTask?? in
             guard state.limitFailure == nil, !state.cancelled else { return nil }
-            state.limitFailure = failure
+            if cancelled { state.cancelled = true } else { state.limitFailure = failure }
             state.download?.remove()
             state.download = nil
             return .some(state.task)
@@ -340,18 +344,7 @@ final class SessionCall: Sendable {
 
     /// Cancels the task; the call ends at once (see ``stop(_:)``), unless it already ended.
     func cancel() {
-        let task = state.withLock { state -> URLSessionTask?? in
-            guard !state.cancelled, state.limitFailure == nil else { return nil }
-            state.cancelled = true
-            state.download?.remove()
-            state.download = nil
-            return .some(state.task)
-        }
-        guard let task else { return }
-        // Before `start` took the continuation, it finds the call cancelled and says so itself;
-        // before the task is made, `start` does not resume it.
-        finish(.failure(TransportFailure(kind: .cancelled, message: "cancelled")))
-        if let task { Self.cancel(task) }
+        end(TransportFailure(kind: .cancelled, message: "cancelled"), cancelled: true)
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
