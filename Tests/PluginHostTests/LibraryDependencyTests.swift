@@ -18,17 +18,8 @@ struct LibraryDependencyTests {
 
     /// The C fixture library with its `RUNPATH` replaced by `runpath`, written into `f.root`.
     func patched(_ f: PluginFixtures, runpath: String) throws -> String {
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
-        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
-        #expect(entry.tag == "RUNPATH")
-        let room = entry.value.utf8.count
-        try #require(runpath.utf8.count <= room, "\(runpath) does not fit in the \(room) bytes of \(entry.value)")
-        let replacement = Array(runpath.utf8) + Array(repeating: 0, count: room - runpath.utf8.count)
-        bytes.replaceSubrange(entry.offset..<(entry.offset + room), with: replacement)
-        #expect(try ELFDependencies.read(bytes)?.searchPaths.map(\.value) == [runpath])
         let path = f.root + "/libpatched-\(UUID().uuidString.prefix(8)).so"
-        try bytes.write(to: URL(fileURLWithPath: path))
-        chmod(path, 0o755)
+        try install(try variant(runpath: runpath), at: path)
         return path
     }
 
@@ -355,5 +346,191 @@ struct LibraryDependencyTests {
             let library = try PluginLibrary.open(path: try patched(f, runpath: runpath))
             #expect(library.info.name == "cplugin")
         }
+    }
+
+    /// The fixture library's bytes with its `RUNPATH` replaced by `runpath`, its `RUNPATH` entry
+    /// made an `RPATH` one when `rpath`, and a name it needs replaced when `needing` says which.
+    func variant(runpath: String, rpath: Bool = false, needing rename: (old: String, new: String)? = nil) throws -> Data {
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("CPluginTestPlugin")))
+        let found = try #require(try ELFDependencies.read(bytes))
+        let entry = try #require(found.searchPaths.first)
+        let room = entry.value.utf8.count
+        try #require(runpath.utf8.count <= room, "\(runpath) does not fit in the \(room) bytes of \(entry.value)")
+        bytes.replaceSubrange(entry.offset..<(entry.offset + room), with: Array(runpath.utf8) + Array(repeating: 0, count: room - runpath.utf8.count))
+        if let rename {
+            let needed = try #require(found.needed.first { $0.value == rename.old })
+            try #require(rename.new.utf8.count == rename.old.utf8.count)
+            bytes.replaceSubrange(needed.offset..<(needed.offset + rename.new.utf8.count), with: Array(rename.new.utf8))
+        }
+        if rpath {
+            // The dynamic entry tagged DT_RUNPATH (29) becomes DT_RPATH (15): the first 8-byte
+            // word holding 29 that, changed, makes the entry read as `RPATH`.
+            var flipped = false
+            for offset in stride(from: 0, to: bytes.count - 16, by: 8)
+            where bytes[offset] == 29 && bytes[(offset + 1)..<(offset + 8)].allSatisfy({ $0 == 0 }) {
+                bytes[offset] = 15
+                if (try? ELFDependencies.read(bytes))??.searchPaths.map(\.tag) == ["RPATH"] {
+                    flipped = true
+                    break
+                }
+                bytes[offset] = 29
+            }
+            try #require(flipped, "no DT_RUNPATH entry found to make an RPATH one")
+        }
+        let read = try #require(try ELFDependencies.read(bytes))
+        #expect(read.searchPaths.map(\.value) == [runpath])
+        if let rename { #expect(read.needed.map(\.value).contains(rename.new)) }
+        return bytes
+    }
+
+    /// Writes `bytes` to `path` with mode 0755.
+    func install(_ bytes: Data, at path: String) throws {
+        try bytes.write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o755)
+    }
+
+    /// What `checkDependencies` says of the library at `path` (nil: it passes).
+    func dependencyRefusal(_ path: String) throws -> PluginLoadError? {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        do {
+            try FileSecurity.checkDependencies(of: bytes, path: path, environment: [:])
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A library the loader takes from a checked directory has entries of its own, which the
+    /// loader follows as it does the plugin's: they are checked alike, to the end of the chain.
+    /// Here the plugin's `RUNPATH` is a trusted directory holding a `libc.so.6` whose own
+    /// `RUNPATH` is a directory others may write to.
+    @Test func theEntriesOfALibraryFoundThroughRunpathAreCheckedToo() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        let open = try openDirectory()
+        defer {
+            try? FileManager.default.removeItem(atPath: trusted)
+            try? FileManager.default.removeItem(atPath: open)
+        }
+        chmod(trusted, 0o755)
+        let dependency = trusted + "/libc.so.6"
+        try install(try variant(runpath: open), at: dependency)
+        let plugin = f.root + "/libchain.so"
+        try install(try variant(runpath: trusted), at: plugin)
+        let expected = PluginLoadError(
+            .insecurePermissions, file: open,
+            reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches for "
+                + "libraries (the RUNPATH entry \(open.debugDescription) of the library \(dependency) (needed by the library \(plugin))); "
+                + Self.chmodHint)
+        #expect(try dependencyRefusal(plugin) == expected)
+        #expect(refusal(plugin) == expected)
+        // One more link: the plugin → a trusted library → another trusted one → the open directory.
+        let middle = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: middle) }
+        chmod(middle, 0o755)
+        try install(try variant(runpath: middle), at: dependency)
+        try install(try variant(runpath: open), at: middle + "/libc.so.6")
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: open,
+                    reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
+                        + "for libraries (the RUNPATH entry \(open.debugDescription) of the library \(middle)/libc.so.6 (needed by the "
+                        + "library \(dependency))); \(Self.chmodHint)"))
+        chmod(open, 0o755)
+        #expect(try dependencyRefusal(plugin) == nil)
+    }
+
+    /// For a library the plugin needs, `$ORIGIN` is the directory it was found in: an entry
+    /// below or beside it (with `..`) is checked as the directory it names.
+    @Test func aDependencysOriginIsTheDirectoryItWasFoundIn() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        let open = try openDirectory()
+        defer {
+            try? FileManager.default.removeItem(atPath: trusted)
+            try? FileManager.default.removeItem(atPath: open)
+        }
+        chmod(trusted, 0o755)
+        mkdir(trusted + "/x", 0o755)
+        chmod(trusted + "/x", 0o777)
+        let dependency = trusted + "/libc.so.6"
+        let plugin = f.root + "/liborigin.so"
+        try install(try variant(runpath: trusted), at: plugin)
+        let beside = "$ORIGIN/../" + (open as NSString).lastPathComponent
+        for (runpath, refused) in [("$ORIGIN/x", trusted + "/x"), (beside, trusted + "/../" + (open as NSString).lastPathComponent)] {
+            try install(try variant(runpath: runpath), at: dependency)
+            #expect(
+                try dependencyRefusal(plugin)
+                    == PluginLoadError(
+                        .insecurePermissions, file: refused,
+                        reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
+                            + "for libraries (the RUNPATH entry \(runpath.debugDescription) of the library \(dependency) (needed by the library "
+                            + "\(plugin))); \(Self.chmodHint)"),
+                "\(runpath)")
+        }
+        chmod(trusted + "/x", 0o755)
+        chmod(open, 0o755)
+        for runpath in ["$ORIGIN/x", beside, "$ORIGIN"] {
+            try install(try variant(runpath: runpath), at: dependency)
+            #expect(try dependencyRefusal(plugin) == nil, "\(runpath)")
+        }
+    }
+
+    /// A library without `RUNPATH` has its needs looked up in the `RPATH` of the libraries that
+    /// led to it too (the loader does): a library others may write to there is refused. With a
+    /// `RUNPATH` of its own, the loader looks there only, and so does the check.
+    @Test func anRpathIsSearchedForTheNeedsOfTheLibrariesThatFollow() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        let empty = try openDirectory()
+        defer {
+            try? FileManager.default.removeItem(atPath: trusted)
+            try? FileManager.default.removeItem(atPath: empty)
+        }
+        chmod(trusted, 0o755)
+        chmod(empty, 0o755)
+        let plugin = f.root + "/librpath.so"
+        try install(try variant(runpath: trusted, rpath: true), at: plugin)
+        let dependency = trusted + "/libc.so.6"
+        // Only the dependency needs this name: the plugin's own lookups do not find it.
+        let inherited = trusted + "/libinherited.so"
+        FileManager.default.createFile(atPath: inherited, contents: Data())
+        chmod(inherited, 0o666)
+        let rename = (old: "libswiftCore.so", new: "libinherited.so")
+        try install(try variant(runpath: empty, rpath: true, needing: rename), at: dependency)
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: inherited,
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
+                        + "from \(trusted) (the RPATH entry \(trusted.debugDescription) of the library \(plugin), searched for the libraries "
+                        + "\(dependency) needs (itself needed by the library \(plugin))); \(Self.chmodHint)"))
+        try install(try variant(runpath: empty, needing: rename), at: dependency)
+        #expect(try dependencyRefusal(plugin) == nil)
+    }
+
+    /// A malformed library found for the plugin is refused as the plugin would be, naming it and
+    /// the library that needs it.
+    @Test func aMalformedDependencyIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        chmod(trusted, 0o755)
+        let bytes = try variant(runpath: "$ORIGIN")
+        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+        let dependency = trusted + "/libc.so.6"
+        try install(bytes.prefix(entry.offset + 1), at: dependency)
+        let plugin = f.root + "/libmalformed.so"
+        try install(try variant(runpath: trusted), at: plugin)
+        let error = try dependencyRefusal(plugin)
+        #expect(error?.kind == .notSharedObject)
+        #expect(error?.file == dependency)
+        #expect(error?.reason.hasPrefix("malformed ELF dynamic section: ") == true, "\(String(describing: error))")
+        #expect(error?.reason.hasSuffix(" (a library that the library \(plugin) needs)") == true, "\(String(describing: error))")
     }
 }

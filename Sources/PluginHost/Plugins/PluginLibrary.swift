@@ -338,71 +338,157 @@ enum FileSecurity {
     /// Checks where the library's dependencies come from: every directory its `RUNPATH` (or
     /// `RPATH`) names, as `check(path:role:)` checks the library (one that does not exist, by the
     /// nearest directory above it that does, which must keep others from making it), the library
-    /// the loader would find there under each name it needs, and every library it needs by path.
+    /// the loader would find there under each name it needs, and every library it needs by path;
+    /// then the same for each library found so (the loader follows their entries too), and for
+    /// the libraries they find, to the end of the chain.
     ///
-    /// `$ORIGIN` (a token only when alone or followed by `/`, as the loader reads it) is the
-    /// directory the verified bytes are opened from: a private one, or `/proc/self/fd` for a
-    /// memory file, where nobody else can put a library. An entry that climbs with `..` (out of
-    /// `$ORIGIN`, `/proc/self/fd/..` is `/proc/self`, whose `cwd` is the app's working directory)
-    /// is refused, as is an entry relative to the working directory, another `$` token, and a
-    /// symbolic link to a directory that does not exist (whoever may make its target decides).
-    /// The directories of `LD_LIBRARY_PATH` (in `environment`), which the loader searches before
-    /// `RUNPATH`, are checked alike; an empty entry there is the working directory, refused as
-    /// a relative one.
+    /// `$ORIGIN` (a token only when alone or followed by `/`, as the loader reads it) is, for the
+    /// plugin library, the directory the verified bytes are opened from: a private one, or
+    /// `/proc/self/fd` for a memory file, where nobody else can put a library; there an entry that
+    /// climbs with `..` (`/proc/self/fd/..` is `/proc/self`, whose `cwd` is the app's working
+    /// directory) is refused. For a library it needs, `$ORIGIN` is the directory that library was
+    /// found in (checked already), and the entry is checked as the directory it names, `..` and all.
+    /// An absolute entry with `..`, an entry relative to the working directory, another `$` token,
+    /// and a symbolic link to a directory that does not exist (whoever may make its target
+    /// decides) are refused. The directories of `LD_LIBRARY_PATH` (in `environment`), which the
+    /// loader searches before `RUNPATH`, are checked alike; an empty entry there is the working
+    /// directory, refused as a relative one. A library without `RUNPATH` has its needs looked up
+    /// in the `RPATH` of the libraries that led to it as well, as the loader does. Libraries the
+    /// loader takes from its default directories (`/etc/ld.so.cache`, `/lib`, `/usr/lib`) are not
+    /// checked.
     static func checkDependencies(
         of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(PluginLoadError) {
-        let found: ELFDependencies?
+        guard let found = try dependencies(in: bytes, path: path, neededBy: nil) else { return }
+        var walk = DependencyWalk(libraryPath: environment["LD_LIBRARY_PATH"])
+        try walk.check(found, path: path, origin: nil, neededBy: nil, inherited: [])
+        if let real = realPath(path) { walk.seen.insert(real) }  // inheriting no RPATH
+        while !walk.pending.isEmpty {
+            let next = walk.pending.removeFirst()
+            // Each library once, by what it is (names and links may lead to it many ways), for
+            // each set of `RPATH` directories it inherits (what its needs are looked up in).
+            guard let real = realPath(next.path),
+                walk.seen.insert(([real] + next.inherited.map(\.directory).sorted()).joined(separator: "\0")).inserted
+            else { continue }
+            // Mapped, not read: only the headers and the dynamic section are touched.
+            guard let mapped = try? Data(contentsOf: URL(fileURLWithPath: next.path), options: .alwaysMapped),
+                let found = try dependencies(in: mapped, path: next.path, neededBy: next.neededBy)
+            else { continue }  // unreadable, or no ELF file: the loader refuses it too
+            try walk.check(found, path: next.path, origin: parent(of: next.path), neededBy: next.neededBy, inherited: next.inherited)
+        }
+    }
+
+    /// The dependencies of `bytes`, the library at `path` (which `neededBy` needs, unless it is
+    /// the plugin library itself); a malformed dynamic section is refused.
+    private static func dependencies(in bytes: Data, path: String, neededBy: String?) throws(PluginLoadError) -> ELFDependencies? {
         do {
-            found = try ELFDependencies.read(bytes)
+            return try ELFDependencies.read(bytes)
         } catch {
-            throw PluginLoadError(.notSharedObject, file: path, reason: "malformed ELF dynamic section: \(error.reason)")
+            let needed = neededBy.map { " (a library that the library \($0) needs)" } ?? ""
+            throw PluginLoadError(.notSharedObject, file: path, reason: "malformed ELF dynamic section: \(error.reason)\(needed)")
         }
-        guard let found else { return }
-        let names = found.needed.map(\.value).filter { !$0.contains("/") }
-        if !names.isEmpty, let value = environment["LD_LIBRARY_PATH"] {
-            for directory in value.split(omittingEmptySubsequences: false, whereSeparator: { $0 == ":" || $0 == ";" }).map(String.init) {
-                let named = "the LD_LIBRARY_PATH entry \(directory.debugDescription), searched for the libraries \(path) needs,"
-                func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
-                guard !directory.contains("$") else { throw refuse("holds a token; name the directory itself") }
-                guard directory.hasPrefix("/") else {
-                    throw refuse(
-                        "is relative (empty: the working directory): it would be searched in whatever directory the app runs in; make it absolute")
-                }
-                if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
-                try checkSearched(directory, named: named, libraries: names)
-            }
+    }
+
+    /// The libraries found while checking a plugin library's dependencies, still to be checked
+    /// themselves, and those checked.
+    private struct DependencyWalk {
+        /// A directory searched for a library's needs, with the words that name where it comes from.
+        struct Searched {
+            let directory: String
+            let named: String
         }
-        for entry in found.searchPaths {
-            for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
-                let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(path)"
-                func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
-                if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
-                var rest = directory
-                for token in ["${ORIGIN}", "$ORIGIN"] where rest == token || rest.hasPrefix(token + "/") {
-                    rest = String(rest.dropFirst(token.count))
-                }
-                if rest != directory { continue }  // in the private directory the bytes are opened from
-                guard !directory.contains("$") else { throw refuse("holds a token other than $ORIGIN; remove it") }
-                guard directory.hasPrefix("/") else {
-                    throw refuse("is relative: it would be searched in whatever directory the app runs in; make it absolute or $ORIGIN")
-                }
-                try checkSearched(directory, named: named, libraries: names)
-            }
+
+        /// A library the loader would load, found for `neededBy`, with the `RPATH` directories
+        /// of the libraries that led to it (searched for its needs when it has no `RUNPATH`).
+        struct Pending {
+            let path: String
+            let neededBy: String
+            let inherited: [Searched]
         }
-        for entry in found.needed where entry.value.contains("/") {
-            guard entry.value.hasPrefix("/") else {
-                throw PluginLoadError(
-                    .insecurePermissions, file: path,
-                    reason: "the library \(path) needs \(entry.value.debugDescription), a path relative to whatever directory the app runs in")
+
+        let libraryPath: String?
+        var pending: [Pending] = []
+        /// The libraries checked: each real path, with the `RPATH` directories it inherited.
+        var seen: Set<String> = []
+
+        /// Checks the entries of one library (`origin`: the directory it was found in; nil for
+        /// the plugin library, whose `$ORIGIN` is private) and queues the libraries they lead to.
+        mutating func check(
+            _ found: ELFDependencies, path: String, origin: String?, neededBy: String?, inherited: [Searched]
+        ) throws(PluginLoadError) {
+            let library = neededBy.map { "\(path) (needed by the library \($0))" } ?? path
+            let needs = "the libraries \(path) needs" + (neededBy.map { " (itself needed by the library \($0))" } ?? "")
+            let names = found.needed.map(\.value).filter { !$0.contains("/") }
+            var located: [String] = []
+            if !names.isEmpty, let libraryPath {
+                for directory in libraryPath.split(omittingEmptySubsequences: false, whereSeparator: { $0 == ":" || $0 == ";" }).map(String.init) {
+                    let named = "the LD_LIBRARY_PATH entry \(directory.debugDescription), searched for \(needs),"
+                    func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
+                    guard !directory.contains("$") else { throw refuse("holds a token; name the directory itself") }
+                    guard directory.hasPrefix("/") else {
+                        throw refuse(
+                            "is relative (empty: the working directory): it would be searched in whatever directory the app runs in; make it absolute"
+                        )
+                    }
+                    if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
+                    located += try FileSecurity.checkSearched(directory, named: named, libraries: names)
+                }
             }
-            try check(path: entry.value, role: "a library that the library \(path) needs")
+            var runpath: [Searched] = []
+            var rpath: [Searched] = []
+            for entry in found.searchPaths {
+                for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
+                    let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(library)"
+                    func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
+                    let token = ["${ORIGIN}", "$ORIGIN"].first { directory == $0 || directory.hasPrefix($0 + "/") }
+                    if directory.split(separator: "/").contains(".."), token == nil || origin == nil {
+                        throw refuse("climbs with ..; name the directory itself")
+                    }
+                    var searched = directory
+                    if let token {
+                        guard let origin else { continue }  // in the private directory the bytes are opened from
+                        searched = origin + directory.dropFirst(token.count)
+                    }
+                    guard !directory.dropFirst(token?.count ?? 0).contains("$") else { throw refuse("holds a token other than $ORIGIN; remove it") }
+                    guard searched.hasPrefix("/") else {
+                        throw refuse("is relative: it would be searched in whatever directory the app runs in; make it absolute or $ORIGIN")
+                    }
+                    located += try FileSecurity.checkSearched(searched, named: named, libraries: names)
+                    if entry.tag == "RUNPATH" {
+                        runpath.append(Searched(directory: searched, named: named))
+                    } else {
+                        rpath.append(Searched(directory: searched, named: named))
+                    }
+                }
+            }
+            // Without `RUNPATH`, the loader looks in the `RPATH` of each library that led here.
+            if runpath.isEmpty, !names.isEmpty {
+                for earlier in inherited {
+                    located += try FileSecurity.checkSearched(
+                        earlier.directory, named: "\(earlier.named), searched for \(needs)", libraries: names)
+                }
+            }
+            for entry in found.needed where entry.value.contains("/") {
+                guard entry.value.hasPrefix("/") else {
+                    throw PluginLoadError(
+                        .insecurePermissions, file: path,
+                        reason: "the library \(library) needs \(entry.value.debugDescription), a path relative to whatever directory the app runs in")
+                }
+                try FileSecurity.check(path: entry.value, role: "a library that the library \(library) needs")
+                located.append(entry.value)
+            }
+            // Each directory once (a chain that comes back to a library does not grow the list).
+            var passedOn: [Searched] = []
+            for searched in (runpath.isEmpty ? rpath : []) + inherited where !passedOn.contains(where: { $0.directory == searched.directory }) {
+                passedOn.append(searched)
+            }
+            pending += located.map { Pending(path: $0, neededBy: path, inherited: passedOn) }
         }
     }
 
     /// Checks a directory the loader searches, or the nearest one above it that exists, and each
-    /// of `libraries` the loader would find in it.
-    private static func checkSearched(_ directory: String, named: String, libraries: [String]) throws(PluginLoadError) {
+    /// of `libraries` the loader would find in it; returns the paths of those found.
+    fileprivate static func checkSearched(_ directory: String, named: String, libraries: [String]) throws(PluginLoadError) -> [String] {
         var existing = directory
         var info = stat()
         while stat(existing, &info) != 0 {
@@ -418,12 +504,15 @@ enum FileSecurity {
         guard existing == directory else {
             try check(
                 path: existing, role: "the nearest directory above \(directory) (\(named), which does not exist: who may write here may make it)")
-            return
+            return []
         }
         try check(path: directory, role: "a directory the loader searches for libraries (\(named))")
+        var found: [String] = []
         for library in libraries where stat(directory + "/" + library, &info) == 0 {
             try check(path: directory + "/" + library, role: "a library the loader would load from \(directory) (\(named))")
+            found.append(directory + "/" + library)
         }
+        return found
     }
 
     /// Follows `path` component by component, as the kernel does, and checks what neither chain
