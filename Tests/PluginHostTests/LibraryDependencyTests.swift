@@ -363,24 +363,24 @@ struct LibraryDependencyTests {
             bytes.replaceSubrange(needed.offset..<(needed.offset + rename.new.utf8.count), with: Array(rename.new.utf8))
         }
         if rpath {
-            // The dynamic entry tagged DT_RUNPATH (29) becomes DT_RPATH (15): the first 8-byte
-            // word holding 29 that, changed, makes the entry read as `RPATH`.
-            var flipped = false
-            for offset in stride(from: 0, to: bytes.count - 16, by: 8)
-            where bytes[offset] == 29 && bytes[(offset + 1)..<(offset + 8)].allSatisfy({ $0 == 0 }) {
-                bytes[offset] = 15
-                if (try? ELFDependencies.read(bytes))??.searchPaths.map(\.tag) == ["RPATH"] {
-                    flipped = true
-                    break
-                }
-                bytes[offset] = 29
-            }
-            try #require(flipped, "no DT_RUNPATH entry found to make an RPATH one")
+            try retag(&bytes, from: 29, to: 15) { $0.searchPaths.map(\.tag) == ["RPATH"] }
         }
         let read = try #require(try ELFDependencies.read(bytes))
         #expect(read.searchPaths.map(\.value) == [runpath])
         if let rename { #expect(read.needed.map(\.value).contains(rename.new)) }
         return bytes
+    }
+
+    /// Changes the tag of one dynamic entry of `bytes` from `old` to `new`: the first 8-byte word
+    /// holding `old` that, changed, makes the entries read as `changed` says.
+    func retag(_ bytes: inout Data, from old: UInt64, to new: UInt64, _ changed: (ELFDependencies) -> Bool) throws {
+        func word(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+        for offset in stride(from: 0, to: bytes.count - 16, by: 8) where bytes[offset..<(offset + 8)].elementsEqual(word(old)) {
+            bytes.replaceSubrange(offset..<(offset + 8), with: word(new))
+            if let read = (try? ELFDependencies.read(bytes)) ?? nil, changed(read) { return }
+            bytes.replaceSubrange(offset..<(offset + 8), with: word(old))
+        }
+        Issue.record("no dynamic entry tagged \(old) found to tag \(new)")
     }
 
     /// Writes `bytes` to `path` with mode 0755.
@@ -532,5 +532,31 @@ struct LibraryDependencyTests {
         #expect(error?.file == dependency)
         #expect(error?.reason.hasPrefix("malformed ELF dynamic section: ") == true, "\(String(describing: error))")
         #expect(error?.reason.hasSuffix(" (a library that the library \(plugin) needs)") == true, "\(String(describing: error))")
+    }
+
+    /// A filter library's filtees (`DT_FILTER`, `DT_AUXILIARY`) are loaded as needed libraries
+    /// are, from the same directories: checked alike.
+    @Test(arguments: [(UInt64(0x7FFF_FFFF), "FILTER"), (UInt64(0x7FFF_FFFD), "AUXILIARY")])
+    func filteesAreCheckedAsNeededLibrariesAre(_ tag: UInt64, _ name: String) throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        chmod(trusted, 0o755)
+        var bytes = try variant(runpath: trusted, needing: (old: "libswiftCore.so", new: "libfiltering.so"))
+        try retag(&bytes, from: 1, to: tag) { $0.needed.contains { $0.tag == name && $0.value == "libfiltering.so" } }
+        let plugin = f.root + "/libfilter.so"
+        try install(bytes, at: plugin)
+        let filtee = trusted + "/libfiltering.so"
+        FileManager.default.createFile(atPath: filtee, contents: Data())
+        chmod(filtee, 0o666)
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: filtee,
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
+                        + "from \(trusted) (the RUNPATH entry \(trusted.debugDescription) of the library \(plugin)); \(Self.chmodHint)"))
+        chmod(filtee, 0o644)
+        #expect(try dependencyRefusal(plugin) == nil)
     }
 }

@@ -8,13 +8,13 @@ import Foundation
 struct ELFDependencies: Equatable {
     /// One string of the dynamic section, and where its bytes are in the file.
     struct Entry: Equatable {
-        /// `NEEDED`, `RUNPATH` or `RPATH`.
+        /// `NEEDED`, `AUXILIARY`, `FILTER`, `RUNPATH` or `RPATH`.
         let tag: String
         let value: String
         let offset: Int
     }
 
-    /// `DT_NEEDED`: library names, or paths when they hold a `/`.
+    /// `DT_NEEDED` (and `DT_AUXILIARY`, `DT_FILTER`): library names, or paths when they hold a `/`.
     var needed: [Entry] = []
     /// `DT_RUNPATH` and `DT_RPATH`: each a list of directories separated by `:`.
     var searchPaths: [Entry] = []
@@ -123,7 +123,9 @@ struct ELFDependencies: Equatable {
             case 0: ended = true  // DT_NULL
             case 5: stringTable = value  // DT_STRTAB
             case 10: stringSize = value  // DT_STRSZ
-            case 1, 15, 29: named.append((tag, value))  // DT_NEEDED, DT_RPATH, DT_RUNPATH
+            // DT_NEEDED, DT_RPATH, DT_RUNPATH; DT_AUXILIARY and DT_FILTER name libraries the
+            // loader loads as it does needed ones (filtees), looked up the same way.
+            case 1, 15, 29, 0x7FFF_FFFD, 0x7FFF_FFFF: named.append((tag, value))
             default: continue
             }
         }
@@ -144,9 +146,16 @@ struct ELFDependencies: Equatable {
             guard let end = bytes[(start + offset)..<limit].firstIndex(of: 0) else {
                 throw Malformed(reason: "a dynamic string has no end within its loaded segment")
             }
-            let name = tag == 1 ? "NEEDED" : tag == 29 ? "RUNPATH" : "RPATH"
+            let name =
+                switch tag {
+                case 15: "RPATH"
+                case 29: "RUNPATH"
+                case 0x7FFF_FFFD: "AUXILIARY"
+                case 0x7FFF_FFFF: "FILTER"
+                default: "NEEDED"
+                }
             let item = Entry(tag: name, value: String(decoding: bytes[(start + offset)..<end], as: UTF8.self), offset: offset)
-            if tag == 1 { found.needed.append(item) } else { found.searchPaths.append(item) }
+            if tag == 15 || tag == 29 { found.searchPaths.append(item) } else { found.needed.append(item) }
         }
         return found
     }
