@@ -559,4 +559,101 @@ struct LibraryDependencyTests {
         chmod(filtee, 0o644)
         #expect(try dependencyRefusal(plugin) == nil)
     }
+
+    /// A loader cache (glibc's `glibc-ld.so.cache1.1` format) naming `entries`, each a library
+    /// name and its path, with `kind` as the low byte of every entry's flags (3: an ELF library).
+    static func loaderCache(_ entries: [(name: String, path: String)], kind: UInt8 = 3) -> Data {
+        func word(_ value: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+        var strings: [UInt8] = []
+        var table: [UInt8] = []
+        let stringsStart = 48 + entries.count * 24
+        for entry in entries {
+            let name = stringsStart + strings.count
+            strings += Array(entry.name.utf8) + [0]
+            let path = stringsStart + strings.count
+            strings += Array(entry.path.utf8) + [0]
+            table += [kind, 3, 0, 0] + word(name) + word(path) + word(0) + Array(repeating: 0, count: 8)
+        }
+        let header = Array("glibc-ld.so.cache1.1".utf8) + word(entries.count) + word(strings.count) + Array(repeating: 0, count: 20)
+        return Data(header + table + strings)
+    }
+
+    /// The cache is read as the loader reads it: names and paths, ELF entries only; a file in
+    /// another format, or cut short, is no cache (the loader ignores it).
+    @Test func theLoaderCacheIsReadAsTheLoaderReadsIt() throws {
+        let bytes = Self.loaderCache([("libc.so.6", "/lib/a/libc.so.6"), ("libm.so.6", "/lib/a/libm.so.6"), ("libc.so.6", "/lib/b/libc.so.6")])
+        #expect(LoaderCache.read(bytes)?.paths == ["libc.so.6": ["/lib/a/libc.so.6", "/lib/b/libc.so.6"], "libm.so.6": ["/lib/a/libm.so.6"]])
+        #expect(LoaderCache.read(Self.loaderCache([("libc.so.6", "/x")], kind: 1))?.paths == [:])
+        #expect(LoaderCache.read(bytes.prefix(100)) == nil)
+        #expect(LoaderCache.read(Data("not a cache at all, but long enough to be read as one if it were".utf8)) == nil)
+        // The old format, with the new one after it at the next multiple of 8, as older `ldconfig`s wrote.
+        let old = Array("ld.so-1.7.0".utf8) + [0, 1, 0, 0, 0] + Array(repeating: UInt8(0), count: 12) + Array(repeating: UInt8(0), count: 4)
+        #expect(LoaderCache.read(Data(old) + bytes)?.paths["libm.so.6"] == ["/lib/a/libm.so.6"])
+        // This machine's own cache is read.
+        if let system = FileManager.default.contents(atPath: LoaderCache.path) {
+            #expect(LoaderCache.read(system)?.paths["libc.so.6"]?.isEmpty == false)
+        }
+    }
+
+    /// A library no search path finds is taken from the loader's cache, else from its default
+    /// directories: what it would find there is checked too, and so is the cache itself.
+    @Test func whatTheLoaderTakesFromItsCacheOrDefaultDirectoriesIsChecked() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        chmod(trusted, 0o755)
+        // `$ORIGIN` only: no search path finds `libc.so.6` or `libswiftCore.so`.
+        let plugin = f.root + "/libcached.so"
+        try install(try variant(runpath: "$ORIGIN"), at: plugin)
+        let library = trusted + "/libc.so.6"
+        FileManager.default.createFile(atPath: library, contents: Data())
+        chmod(library, 0o666)
+        let cache = f.root + "/ld.so.cache"
+        try Self.loaderCache([("libc.so.6", library)]).write(to: URL(fileURLWithPath: cache))
+        chmod(cache, 0o644)
+        func check(defaults: [String] = []) throws -> PluginLoadError? {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
+            do {
+                try FileSecurity.checkDependencies(of: bytes, path: plugin, environment: [:], loaderCache: cache, defaultDirectories: defaults)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(
+            try check()
+                == PluginLoadError(
+                    .insecurePermissions, file: library,
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
+                        + "from where its cache \(cache) says \"libc.so.6\" is, for the libraries \(plugin) needs; \(Self.chmodHint)"))
+        chmod(cache, 0o666)
+        #expect(
+            try check()
+                == PluginLoadError(
+                    .insecurePermissions, file: cache,
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is the loader's cache of library "
+                        + "paths; \(Self.chmodHint)"))
+        // Not in the cache: the default directories.
+        try Self.loaderCache([]).write(to: URL(fileURLWithPath: cache))
+        chmod(cache, 0o644)
+        #expect(try check() == nil)
+        #expect(
+            try check(defaults: ["/usr/lib", trusted])
+                == PluginLoadError(
+                    .insecurePermissions, file: library,
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
+                        + "from \(trusted) (a default directory of the loader, searched for the libraries \(plugin) needs); \(Self.chmodHint)"))
+        chmod(library, 0o644)
+        #expect(try check(defaults: ["/usr/lib", trusted]) == nil)
+        // What the cache leads to is followed too: a library there with a `RUNPATH` others may write to.
+        let open = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: open) }
+        try install(try variant(runpath: open), at: library)
+        try Self.loaderCache([("libc.so.6", library)]).write(to: URL(fileURLWithPath: cache))
+        #expect(try check()?.file == open)
+        // The real cache and default directories pass for the fixture as it is built.
+        let built = try PluginFixtures.library("CPluginTestPlugin")
+        try FileSecurity.checkDependencies(of: try Data(contentsOf: URL(fileURLWithPath: built)), path: built, environment: [:])
+    }
 }

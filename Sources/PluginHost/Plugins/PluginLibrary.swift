@@ -357,10 +357,11 @@ enum FileSecurity {
     /// loader takes from its default directories (`/etc/ld.so.cache`, `/lib`, `/usr/lib`) are not
     /// checked.
     static func checkDependencies(
-        of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+        of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories
     ) throws(PluginLoadError) {
         guard let found = try dependencies(in: bytes, path: path, neededBy: nil) else { return }
-        var walk = DependencyWalk(libraryPath: environment["LD_LIBRARY_PATH"])
+        var walk = DependencyWalk(libraryPath: environment["LD_LIBRARY_PATH"], cachePath: loaderCache, defaultDirectories: defaultDirectories)
         try walk.check(found, path: path, origin: nil, neededBy: nil, inherited: [])
         if let real = realPath(path) { walk.seen.insert(real) }  // inheriting no RPATH
         while !walk.pending.isEmpty {
@@ -407,9 +408,28 @@ enum FileSecurity {
         }
 
         let libraryPath: String?
+        /// The loader's cache, and the directories it searches last.
+        let cachePath: String
+        let defaultDirectories: [String]
+        /// The cache, once read (nil inside: there is none the loader would read).
+        var cache: LoaderCache??
         var pending: [Pending] = []
         /// The libraries checked: each real path, with the `RPATH` directories it inherited.
         var seen: Set<String> = []
+
+        /// The loader's cache, read and checked (as a library is) the first time it is asked for.
+        mutating func loaderCache() throws(PluginLoadError) -> LoaderCache? {
+            if let cache { return cache }
+            var info = stat()
+            guard stat(cachePath, &info) == 0 else {
+                cache = .some(nil)
+                return nil
+            }
+            try FileSecurity.check(path: cachePath, role: "the loader's cache of library paths")
+            let read = (try? Data(contentsOf: URL(fileURLWithPath: cachePath))).flatMap(LoaderCache.read)
+            cache = .some(read)
+            return read
+        }
 
         /// Checks the entries of one library (`origin`: the directory it was found in; nil for
         /// the plugin library, whose `$ORIGIN` is private) and queues the libraries they lead to.
@@ -466,6 +486,26 @@ enum FileSecurity {
                 for earlier in inherited {
                     located += try FileSecurity.checkSearched(
                         earlier.directory, named: "\(earlier.named), searched for \(needs)", libraries: names)
+                }
+            }
+            // What no search path finds, the loader takes from its cache, else from its
+            // default directories.
+            let resolved = Set(located.map { ($0 as NSString).lastPathComponent })
+            var unresolved: [String] = []
+            for name in names where !resolved.contains(name) && !unresolved.contains(name) { unresolved.append(name) }
+            for name in unresolved {
+                let cached = try loaderCache()?.paths[name] ?? []
+                var info = stat()
+                for library in cached where stat(library, &info) == 0 {
+                    try FileSecurity.check(
+                        path: library,
+                        role: "a library the loader would load from where its cache \(cachePath) says \(name.debugDescription) is, for \(needs)")
+                    located.append(library)
+                }
+                guard cached.isEmpty else { continue }
+                for directory in defaultDirectories {
+                    located += try FileSecurity.checkSearched(
+                        directory, named: "a default directory of the loader, searched for \(needs)", libraries: [name])
                 }
             }
             for entry in found.needed where entry.value.contains("/") {
