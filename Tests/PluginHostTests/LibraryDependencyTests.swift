@@ -656,4 +656,55 @@ struct LibraryDependencyTests {
         let built = try PluginFixtures.library("CPluginTestPlugin")
         try FileSecurity.checkDependencies(of: try Data(contentsOf: URL(fileURLWithPath: built)), path: built, environment: [:])
     }
+
+    /// Below each directory it searches, the loader looks first in hardware-specific
+    /// subdirectories (`glibc-hwcaps/x86-64-v3`, `tls/x86_64/x86_64`, …): those that exist are
+    /// checked as the directory is, with the libraries the loader would find in them.
+    @Test func theHardwareSpecificSubdirectoriesOfASearchedDirectoryAreChecked() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        chmod(trusted, 0o755)
+        let plugin = f.root + "/libhwcaps.so"
+        try install(try variant(runpath: trusted), at: plugin)
+        #expect(try dependencyRefusal(plugin) == nil)
+        #if arch(x86_64)
+        let legacy = "tls/x86_64"
+        #else
+        let legacy = "tls"
+        #endif
+        let named = "the RUNPATH entry \(trusted.debugDescription) of the library \(plugin); a hardware-specific subdirectory of \(trusted)"
+        for subdirectory in ["glibc-hwcaps/x86-64-v3", legacy] {
+            let path = trusted + "/" + subdirectory
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            chmod(path, 0o777)
+            #expect(
+                try dependencyRefusal(plugin)
+                    == PluginLoadError(
+                        .insecurePermissions, file: path,
+                        reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
+                            + "for libraries (\(named)); \(Self.chmodHint)"),
+                "\(subdirectory)")
+            chmod(path, 0o755)
+            let library = path + "/libc.so.6"
+            FileManager.default.createFile(atPath: library, contents: Data())
+            chmod(library, 0o666)
+            #expect(
+                try dependencyRefusal(plugin)
+                    == PluginLoadError(
+                        .insecurePermissions, file: library,
+                        reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would "
+                            + "load from \(path) (\(named)); \(Self.chmodHint)"),
+                "\(subdirectory)")
+            chmod(library, 0o644)
+            #expect(try dependencyRefusal(plugin) == nil, "\(subdirectory)")
+        }
+        #expect(FileSecurity.hardwareSubdirectories(of: trusted).contains(trusted + "/" + legacy))
+        // A symbolic link to nothing where the loader looks is refused: whoever makes its target decides.
+        symlink(trusted + "/nowhere", trusted + "/tls/avx512_1")
+        #if arch(x86_64)
+        #expect(try dependencyRefusal(plugin)?.file == trusted + "/tls/avx512_1")
+        #endif
+    }
 }

@@ -552,6 +552,60 @@ enum FileSecurity {
             try check(path: directory + "/" + library, role: "a library the loader would load from \(directory) (\(named))")
             found.append(directory + "/" + library)
         }
+        // The loader looks in these first; made only by whoever may write to the directory.
+        for subdirectory in hardwareSubdirectories(of: directory) {
+            let role = "\(named); a hardware-specific subdirectory of \(directory)"
+            guard stat(subdirectory, &info) == 0 else {
+                throw PluginLoadError(
+                    .insecurePermissions, file: subdirectory,
+                    reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries (\(role)); "
+                        + "whoever may make its target decides what is loaded: remove it or make its target")
+            }
+            try check(path: subdirectory, role: "a directory the loader searches for libraries (\(role))")
+            for library in libraries where stat(subdirectory + "/" + library, &info) == 0 {
+                try check(path: subdirectory + "/" + library, role: "a library the loader would load from \(subdirectory) (\(role))")
+                found.append(subdirectory + "/" + library)
+            }
+        }
+        return found
+    }
+
+    /// The names of the older hardware-specific subdirectories glibc's loader searches below
+    /// each directory (`tls`, the platform's and its capabilities'), nested up to three deep.
+    #if arch(x86_64)
+    private static let hardwareNames = ["tls", "x86_64", "haswell", "xeon_phi", "avx512_1"]
+    #elseif arch(arm64)
+    private static let hardwareNames = ["tls", "aarch64"]
+    #else
+    private static let hardwareNames = ["tls"]
+    #endif
+
+    /// The subdirectories of `directory` that glibc's loader may search before it, for this
+    /// machine's hardware, and that exist (or are symbolic links): each one below
+    /// `glibc-hwcaps` (a hardware level, as `x86-64-v3`), and the older ones named by
+    /// ``hardwareNames`` (as `tls/x86_64/x86_64`). Which of them the loader searches depends on
+    /// the processor and the C library; all are checked.
+    static func hardwareSubdirectories(of directory: String) -> [String] {
+        var info = stat()
+        var found: [String] = []
+        let levels = directory + "/glibc-hwcaps"
+        if stat(levels, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            found.append(levels)
+            for level in ((try? FileManager.default.contentsOfDirectory(atPath: levels)) ?? []).sorted() {
+                found.append(levels + "/" + level)
+            }
+        }
+        var layer = [directory]
+        for _ in 0..<3 {
+            var next: [String] = []
+            for parent in layer {
+                for name in hardwareNames where lstat(parent + "/" + name, &info) == 0 {
+                    found.append(parent + "/" + name)
+                    if stat(parent + "/" + name, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { next.append(parent + "/" + name) }
+                }
+            }
+            layer = next
+        }
         return found
     }
 
