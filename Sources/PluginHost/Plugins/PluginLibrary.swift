@@ -307,6 +307,25 @@ enum FileSecurity {
     /// - Parameter sharedDirectory: `path` is a directory that others may write to if it is
     ///   root's and sticky (as `/tmp`), as an ancestor may be: what is made in it is kept private.
     static func check(path: String, role: String, sharedDirectory: Bool = false) throws(PluginLoadError) {
+        var memo = CheckMemo()
+        try check(path: path, role: role, sharedDirectory: sharedDirectory, memo: &memo)
+    }
+
+    /// What one run of checks found to pass already, by path (a check's outcome depends on the
+    /// path alone; its role only words a refusal): the dependency walk checks the same
+    /// directories for every library it finds.
+    struct CheckMemo {
+        /// Paths that passed as ancestors (or as directories holding a symbolic link).
+        var ancestors: Set<String> = []
+        /// Paths that passed as what was checked (the stricter rule).
+        var targets: Set<String> = []
+        /// The hardware-specific subdirectories found below each searched directory.
+        var subdirectories: [String: [String]] = [:]
+    }
+
+    /// ``check(path:role:sharedDirectory:)``, skipping what `memo` says passed in this run.
+    static func check(path: String, role: String, sharedDirectory: Bool = false, memo: inout CheckMemo) throws(PluginLoadError) {
+        if !sharedDirectory, memo.targets.contains(path) { return }
         let absolute = lexicallyNormalized(path)
         // The file itself, and the chain with symlinks resolved, are what the kernel finds for
         // the path as written: a `..` after a symlink leaves the symlink's target, which folding
@@ -324,15 +343,15 @@ enum FileSecurity {
                 .insecurePermissions, file: linked ? real : path,
                 reason: "\(describe(info))\(problem), is \(linked ? "the target of \(role) \(path) (a symbolic link)" : role); \(remedy(info))")
         }
-        var checked: Set<String> = []
         for chain in [absolute, real] {
             var directory = parent(of: chain)
             while let current = directory {
-                if checked.insert(current).inserted { try checkAncestor(current, of: "\(role) \(path)") }
+                if memo.ancestors.insert(current).inserted { try checkAncestor(current, of: "\(role) \(path)") }
                 directory = parent(of: current)
             }
         }
-        try checkHops(asWritten, checked: &checked, of: "\(role) \(path)")
+        try checkHops(asWritten, checked: &memo.ancestors, of: "\(role) \(path)")
+        if !sharedDirectory { memo.targets.insert(path) }
     }
 
     /// Checks where the library's dependencies come from: every directory its `RUNPATH` (or
@@ -413,6 +432,8 @@ enum FileSecurity {
         let defaultDirectories: [String]
         /// The cache, once read (nil inside: there is none the loader would read).
         var cache: LoaderCache??
+        /// What passed already in this walk.
+        var memo = FileSecurity.CheckMemo()
         var pending: [Pending] = []
         /// The libraries checked: each real path, with the `RPATH` directories it inherited.
         var seen: Set<String> = []
@@ -425,7 +446,7 @@ enum FileSecurity {
                 cache = .some(nil)
                 return nil
             }
-            try FileSecurity.check(path: cachePath, role: "the loader's cache of library paths")
+            try FileSecurity.check(path: cachePath, role: "the loader's cache of library paths", memo: &memo)
             let read = (try? Data(contentsOf: URL(fileURLWithPath: cachePath))).flatMap(LoaderCache.read)
             cache = .some(read)
             return read
@@ -451,7 +472,7 @@ enum FileSecurity {
                         )
                     }
                     if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
-                    located += try FileSecurity.checkSearched(directory, named: named, libraries: names)
+                    located += try FileSecurity.checkSearched(directory, named: named, libraries: names, memo: &memo)
                 }
             }
             var runpath: [Searched] = []
@@ -473,7 +494,7 @@ enum FileSecurity {
                     guard searched.hasPrefix("/") else {
                         throw refuse("is relative: it would be searched in whatever directory the app runs in; make it absolute or $ORIGIN")
                     }
-                    located += try FileSecurity.checkSearched(searched, named: named, libraries: names)
+                    located += try FileSecurity.checkSearched(searched, named: named, libraries: names, memo: &memo)
                     if entry.tag == "RUNPATH" {
                         runpath.append(Searched(directory: searched, named: named))
                     } else {
@@ -485,7 +506,7 @@ enum FileSecurity {
             if runpath.isEmpty, !names.isEmpty {
                 for earlier in inherited {
                     located += try FileSecurity.checkSearched(
-                        earlier.directory, named: "\(earlier.named), searched for \(needs)", libraries: names)
+                        earlier.directory, named: "\(earlier.named), searched for \(needs)", libraries: names, memo: &memo)
                 }
             }
             // What no search path finds, the loader takes from its cache, else from its
@@ -499,13 +520,14 @@ enum FileSecurity {
                 for library in cached where stat(library, &info) == 0 {
                     try FileSecurity.check(
                         path: library,
-                        role: "a library the loader would load from where its cache \(cachePath) says \(name.debugDescription) is, for \(needs)")
+                        role: "a library the loader would load from where its cache \(cachePath) says \(name.debugDescription) is, for \(needs)",
+                        memo: &memo)
                     located.append(library)
                 }
                 guard cached.isEmpty else { continue }
                 for directory in defaultDirectories {
                     located += try FileSecurity.checkSearched(
-                        directory, named: "a default directory of the loader, searched for \(needs)", libraries: [name])
+                        directory, named: "a default directory of the loader, searched for \(needs)", libraries: [name], memo: &memo)
                 }
             }
             for entry in found.needed where entry.value.contains("/") {
@@ -514,7 +536,7 @@ enum FileSecurity {
                         .insecurePermissions, file: path,
                         reason: "the library \(library) needs \(entry.value.debugDescription), a path relative to whatever directory the app runs in")
                 }
-                try FileSecurity.check(path: entry.value, role: "a library that the library \(library) needs")
+                try FileSecurity.check(path: entry.value, role: "a library that the library \(library) needs", memo: &memo)
                 located.append(entry.value)
             }
             // Each directory once (a chain that comes back to a library does not grow the list).
@@ -528,7 +550,9 @@ enum FileSecurity {
 
     /// Checks a directory the loader searches, or the nearest one above it that exists, and each
     /// of `libraries` the loader would find in it; returns the paths of those found.
-    fileprivate static func checkSearched(_ directory: String, named: String, libraries: [String]) throws(PluginLoadError) -> [String] {
+    fileprivate static func checkSearched(
+        _ directory: String, named: String, libraries: [String], memo: inout CheckMemo
+    ) throws(PluginLoadError) -> [String] {
         var existing = directory
         var info = stat()
         while stat(existing, &info) != 0 {
@@ -543,17 +567,20 @@ enum FileSecurity {
         }
         guard existing == directory else {
             try check(
-                path: existing, role: "the nearest directory above \(directory) (\(named), which does not exist: who may write here may make it)")
+                path: existing, role: "the nearest directory above \(directory) (\(named), which does not exist: who may write here may make it)",
+                memo: &memo)
             return []
         }
-        try check(path: directory, role: "a directory the loader searches for libraries (\(named))")
+        try check(path: directory, role: "a directory the loader searches for libraries (\(named))", memo: &memo)
         var found: [String] = []
         for library in libraries where stat(directory + "/" + library, &info) == 0 {
-            try check(path: directory + "/" + library, role: "a library the loader would load from \(directory) (\(named))")
+            try check(path: directory + "/" + library, role: "a library the loader would load from \(directory) (\(named))", memo: &memo)
             found.append(directory + "/" + library)
         }
         // The loader looks in these first; made only by whoever may write to the directory.
-        for subdirectory in hardwareSubdirectories(of: directory) {
+        let subdirectories = memo.subdirectories[directory] ?? hardwareSubdirectories(of: directory)
+        memo.subdirectories[directory] = subdirectories
+        for subdirectory in subdirectories {
             let role = "\(named); a hardware-specific subdirectory of \(directory)"
             guard stat(subdirectory, &info) == 0 else {
                 throw PluginLoadError(
@@ -561,9 +588,9 @@ enum FileSecurity {
                     reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries (\(role)); "
                         + "whoever may make its target decides what is loaded: remove it or make its target")
             }
-            try check(path: subdirectory, role: "a directory the loader searches for libraries (\(role))")
+            try check(path: subdirectory, role: "a directory the loader searches for libraries (\(role))", memo: &memo)
             for library in libraries where stat(subdirectory + "/" + library, &info) == 0 {
-                try check(path: subdirectory + "/" + library, role: "a library the loader would load from \(subdirectory) (\(role))")
+                try check(path: subdirectory + "/" + library, role: "a library the loader would load from \(subdirectory) (\(role))", memo: &memo)
                 found.append(subdirectory + "/" + library)
             }
         }
