@@ -589,6 +589,19 @@ struct LibraryDependencyTests {
         // The old format, with the new one after it at the next multiple of 8, as older `ldconfig`s wrote.
         let old = Array("ld.so-1.7.0".utf8) + [0, 1, 0, 0, 0] + Array(repeating: UInt8(0), count: 12) + Array(repeating: UInt8(0), count: 4)
         #expect(LoaderCache.read(Data(old) + bytes)?.paths["libm.so.6"] == ["/lib/a/libm.so.6"])
+        // The old format alone: offsets from the end of its table.
+        var alone = Array("ld.so-1.7.0".utf8) + [0, 1, 0, 0, 0] + [0x03, 0x03, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0]
+        alone += Array("libz.so.1\0/lib/z.so\0".utf8)
+        #expect(LoaderCache.read(Data(alone))?.paths == ["libz.so.1": ["/lib/z.so"]])
+        // Another byte order is no cache for this loader; an entry whose strings lie past the
+        // file is left out, the others kept.
+        var big = bytes
+        big[28] = 3
+        #expect(LoaderCache.read(big) == nil)
+        var stray = Self.loaderCache([("libc.so.6", "/lib/a/libc.so.6"), ("libm.so.6", "/lib/a/libm.so.6")])
+        stray[48 + 24 + 8] = 0xFF
+        stray[48 + 24 + 9] = 0xFF
+        #expect(LoaderCache.read(stray)?.paths == ["libc.so.6": ["/lib/a/libc.so.6"]])
         // This machine's own cache is read.
         if let system = FileManager.default.contents(atPath: LoaderCache.path) {
             #expect(LoaderCache.read(system)?.paths["libc.so.6"]?.isEmpty == false)
@@ -625,8 +638,8 @@ struct LibraryDependencyTests {
             try check()
                 == PluginLoadError(
                     .insecurePermissions, file: library,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
-                        + "from where its cache \(cache) says \"libc.so.6\" is, for the libraries \(plugin) needs; \(Self.chmodHint)"))
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader's cache "
+                        + "\(cache) gives for \"libc.so.6\" (for the libraries \(plugin) needs); \(Self.chmodHint)"))
         chmod(cache, 0o666)
         #expect(
             try check()
@@ -678,6 +691,12 @@ struct LibraryDependencyTests {
         for subdirectory in ["glibc-hwcaps/x86-64-v3", legacy] {
             let path = trusted + "/" + subdirectory
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            // Each level made 0755 whatever the umask, the last one then opened to all.
+            var level = trusted
+            for component in subdirectory.split(separator: "/") {
+                level += "/" + component
+                chmod(level, 0o755)
+            }
             chmod(path, 0o777)
             #expect(
                 try dependencyRefusal(plugin)
@@ -706,5 +725,137 @@ struct LibraryDependencyTests {
         #if arch(x86_64)
         #expect(try dependencyRefusal(plugin)?.file == trusted + "/tls/avx512_1")
         #endif
+    }
+
+    /// A file of the name that is no library of this machine (empty here) does not end the
+    /// search, as it does not for the loader: the cache is asked next, and what it gives is
+    /// checked. A symbolic link to nothing under a name the loader looks for is refused.
+    @Test func aFileTheLoaderPassesOverDoesNotEndTheSearch() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        let open = try openDirectory()
+        defer {
+            try? FileManager.default.removeItem(atPath: trusted)
+            try? FileManager.default.removeItem(atPath: open)
+        }
+        chmod(trusted, 0o755)
+        chmod(open, 0o755)
+        let plugin = f.root + "/libpassedover.so"
+        try install(try variant(runpath: trusted), at: plugin)
+        FileManager.default.createFile(atPath: trusted + "/libc.so.6", contents: Data())
+        chmod(trusted + "/libc.so.6", 0o644)
+        let cached = open + "/libc.so.6"
+        FileManager.default.createFile(atPath: cached, contents: Data())
+        chmod(cached, 0o666)
+        let cache = f.root + "/ld.so.cache"
+        try Self.loaderCache([("libc.so.6", cached)]).write(to: URL(fileURLWithPath: cache))
+        chmod(cache, 0o644)
+        func check() throws -> PluginLoadError? {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
+            do {
+                try FileSecurity.checkDependencies(
+                    of: bytes, path: plugin, environment: [:], loaderCache: cache, defaultDirectories: [], callers: [])
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(
+            try check()
+                == PluginLoadError(
+                    .insecurePermissions, file: cached,
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader's cache "
+                        + "\(cache) gives for \"libc.so.6\" (for the libraries \(plugin) needs); \(Self.chmodHint)"))
+        // The fixture itself is a library of this machine: found in the directory, it ends the search.
+        try install(try variant(runpath: "$ORIGIN"), at: trusted + "/libc.so.6")
+        #expect(try check() == nil)
+        try FileManager.default.removeItem(atPath: trusted + "/libc.so.6")
+        symlink(open + "/nothing.so", trusted + "/libc.so.6")
+        #expect(
+            try check()
+                == PluginLoadError(
+                    .insecurePermissions, file: trusted + "/libc.so.6",
+                    reason: "a symbolic link to nothing where the loader looks for \"libc.so.6\" (the RUNPATH entry \(trusted.debugDescription) "
+                        + "of the library \(plugin)); whoever may make its target decides what is loaded: remove it or make its target"))
+    }
+
+    /// A needed name with a token: `$ORIGIN/…` of the plugin is its private directory; for a
+    /// library found on the way, the directory it was found in; `$LIB` and `$PLATFORM`, which
+    /// the loader expands to what this check cannot know, are refused.
+    @Test func aNeededNameWithATokenIsFollowedOrRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        chmod(trusted, 0o755)
+        let token = try variant(runpath: "$ORIGIN", needing: (old: "libswiftCore.so", new: "lib$PLATFORM.so"))
+        let plugin = f.root + "/libtoken.so"
+        try install(token, at: plugin)
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: plugin,
+                    reason: "the library \(plugin) needs \"lib$PLATFORM.so\", a name with a token other than $ORIGIN ($LIB, $PLATFORM: the loader "
+                        + "expands them to what this check cannot know); name the library plainly"))
+        try install(try variant(runpath: "$ORIGIN", needing: (old: "libswiftCore.so", new: "$ORIGIN/libx.so")), at: plugin)
+        #expect(try dependencyRefusal(plugin) == nil)
+        // A library found on the way, needing `$ORIGIN/libx.so`: its own directory's file.
+        try install(try variant(runpath: trusted), at: plugin)
+        let dependency = trusted + "/libc.so.6"
+        try install(try variant(runpath: "$ORIGIN", needing: (old: "libswiftCore.so", new: "$ORIGIN/libx.so")), at: dependency)
+        FileManager.default.createFile(atPath: trusted + "/libx.so", contents: Data())
+        chmod(trusted + "/libx.so", 0o666)
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: trusted + "/libx.so",
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library that the library "
+                        + "\(dependency) (needed by the library \(plugin)) needs; \(Self.chmodHint)"))
+    }
+
+    /// The `RPATH` of what calls `dlopen` (and of the program) is searched for the plugin's needs
+    /// and those of every library without a `RUNPATH`, as the loader does: checked alike.
+    @Test func theRpathOfWhatLoadsPluginsIsSearchedToo() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try openDirectory()
+        let empty = try openDirectory()
+        defer {
+            try? FileManager.default.removeItem(atPath: trusted)
+            try? FileManager.default.removeItem(atPath: empty)
+        }
+        chmod(trusted, 0o755)
+        chmod(empty, 0o755)
+        let program = f.root + "/program"
+        try install(try variant(runpath: trusted, rpath: true), at: program)
+        let plugin = f.root + "/libcaller.so"
+        let rename = (old: "libswiftCore.so", new: "libinherited.so")
+        try install(try variant(runpath: empty, rpath: true, needing: rename), at: plugin)
+        let inherited = trusted + "/libinherited.so"
+        FileManager.default.createFile(atPath: inherited, contents: Data())
+        chmod(inherited, 0o666)
+        func check(_ callers: [String]) throws -> PluginLoadError? {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
+            do {
+                try FileSecurity.checkDependencies(of: bytes, path: plugin, environment: [:], callers: callers)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(
+            try check([program])
+                == PluginLoadError(
+                    .insecurePermissions, file: inherited,
+                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
+                        + "from \(trusted) (the RPATH entry \(trusted.debugDescription) of the library \(program) (which loads plugins), searched "
+                        + "for the libraries \(plugin) needs); \(Self.chmodHint)"))
+        #expect(try check([]) == nil)
+        // With a RUNPATH of its own, the plugin's needs are not looked up in any RPATH.
+        try install(try variant(runpath: empty, needing: rename), at: plugin)
+        #expect(try check([program]) == nil)
+        // This process's own callers pass.
+        #expect(FileSecurity.DependencyWalk.callers.isEmpty == false)
     }
 }

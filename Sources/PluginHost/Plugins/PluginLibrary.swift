@@ -354,35 +354,43 @@ enum FileSecurity {
         if !sharedDirectory { memo.targets.insert(path) }
     }
 
-    /// Checks where the library's dependencies come from: every directory its `RUNPATH` (or
-    /// `RPATH`) names, as `check(path:role:)` checks the library (one that does not exist, by the
-    /// nearest directory above it that does, which must keep others from making it), the library
-    /// the loader would find there under each name it needs, and every library it needs by path;
-    /// then the same for each library found so (the loader follows their entries too), and for
-    /// the libraries they find, to the end of the chain.
+    /// Checks where the library's dependencies come from, as glibc's loader looks for them, and
+    /// what it would find there, as `check(path:role:)` checks the library: for each name the
+    /// library needs (`NEEDED`, and a filter's `FILTER` and `AUXILIARY`), every directory of its
+    /// `RPATH` and of the `RPATH`s of what leads to it (the caller of `dlopen` and the program,
+    /// each unless it has a `RUNPATH`; the library's own only when it has no `RUNPATH`), of
+    /// `LD_LIBRARY_PATH` (in `environment`) and of its `RUNPATH`; a directory that does not exist by
+    /// the nearest directory above it that does, which must keep others from making it; below each,
+    /// the hardware-specific subdirectories the loader looks in first; each file of the name found
+    /// there (a symbolic link to nothing is refused); then, for a name none of them holds a
+    /// library of this machine for, the path the loader's cache gives, else the default
+    /// directories. Every library needed by path too. Then the same for each library found so
+    /// (the loader follows their entries too), to the end of the chain.
     ///
     /// `$ORIGIN` (a token only when alone or followed by `/`, as the loader reads it) is, for the
     /// plugin library, the directory the verified bytes are opened from: a private one, or
     /// `/proc/self/fd` for a memory file, where nobody else can put a library; there an entry that
     /// climbs with `..` (`/proc/self/fd/..` is `/proc/self`, whose `cwd` is the app's working
-    /// directory) is refused. For a library it needs, `$ORIGIN` is the directory that library was
-    /// found in (checked already), and the entry is checked as the directory it names, `..` and all.
-    /// An absolute entry with `..`, an entry relative to the working directory, another `$` token,
-    /// and a symbolic link to a directory that does not exist (whoever may make its target
-    /// decides) are refused. The directories of `LD_LIBRARY_PATH` (in `environment`), which the
-    /// loader searches before `RUNPATH`, are checked alike; an empty entry there is the working
-    /// directory, refused as a relative one. A library without `RUNPATH` has its needs looked up
-    /// in the `RPATH` of the libraries that led to it as well, as the loader does. Libraries the
-    /// loader takes from its default directories (`/etc/ld.so.cache`, `/lib`, `/usr/lib`) are not
-    /// checked.
+    /// directory) is refused. For a library found on the way, `$ORIGIN` is the directory it was
+    /// found in (checked already), and the entry is checked as the directory it names, `..` and
+    /// all. An absolute entry with `..`, an entry relative to the working directory, another `$`
+    /// token (in a search path or a needed name: `$LIB` and `$PLATFORM` name what this check cannot
+    /// know) are refused; an empty `LD_LIBRARY_PATH` entry is the working directory, refused as
+    /// a relative one.
+    ///
+    /// - Parameters:
+    ///   - callers: the caller of `dlopen` (the image holding this code) and the program, whose
+    ///     `RPATH`s the loader searches for libraries without a `RUNPATH`.
     static func checkDependencies(
         of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
-        loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories
+        loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories,
+        callers: [String] = DependencyWalk.callers
     ) throws(PluginLoadError) {
         guard let found = try dependencies(in: bytes, path: path, neededBy: nil) else { return }
         var walk = DependencyWalk(libraryPath: environment["LD_LIBRARY_PATH"], cachePath: loaderCache, defaultDirectories: defaultDirectories)
-        try walk.check(found, path: path, origin: nil, neededBy: nil, inherited: [])
-        if let real = realPath(path) { walk.seen.insert(real) }  // inheriting no RPATH
+        let inherited = try walk.callerRPATHs(callers)
+        try walk.check(found, path: path, origin: nil, neededBy: nil, inherited: inherited)
+        if let real = realPath(path) { walk.seen.insert(([real] + inherited.map(\.directory).sorted()).joined(separator: "\0")) }
         while !walk.pending.isEmpty {
             let next = walk.pending.removeFirst()
             // Each library once, by what it is (names and links may lead to it many ways), for
@@ -391,9 +399,9 @@ enum FileSecurity {
                 walk.seen.insert(([real] + next.inherited.map(\.directory).sorted()).joined(separator: "\0")).inserted
             else { continue }
             // Mapped, not read: only the headers and the dynamic section are touched.
-            guard let mapped = try? Data(contentsOf: URL(fileURLWithPath: next.path), options: .alwaysMapped),
+            guard let mapped = LibraryImage.map(next.path),
                 let found = try dependencies(in: mapped, path: next.path, neededBy: next.neededBy)
-            else { continue }  // unreadable, or no ELF file: the loader refuses it too
+            else { continue }  // no library the loader would take: it passes over it too
             try walk.check(found, path: next.path, origin: parent(of: next.path), neededBy: next.neededBy, inherited: next.inherited)
         }
     }
@@ -411,7 +419,7 @@ enum FileSecurity {
 
     /// The libraries found while checking a plugin library's dependencies, still to be checked
     /// themselves, and those checked.
-    private struct DependencyWalk {
+    struct DependencyWalk {
         /// A directory searched for a library's needs, with the words that name where it comes from.
         struct Searched {
             let directory: String
@@ -424,6 +432,28 @@ enum FileSecurity {
             let path: String
             let neededBy: String
             let inherited: [Searched]
+        }
+
+        /// The image holding this code (the caller of `dlopen`) and the program, when they differ.
+        static var callers: [String] {
+            let program = realPath("/proc/self/exe")
+            return [image(holding: UInt(bitPattern: #dsohandle)), program].compactMap { $0 }.reduce(into: []) {
+                if !$0.contains($1) { $0.append($1) }
+            }
+        }
+
+        /// The file mapped at `address` in this process, from `/proc/self/maps`.
+        static func image(holding address: UInt) -> String? {
+            guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return nil }
+            for line in maps.split(separator: "\n") {
+                // start-end perms offset device inode path
+                let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+                guard fields.count == 6, fields[5].hasPrefix("/") else { continue }
+                let range = fields[0].split(separator: "-")
+                guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16) else { continue }
+                if start <= address, address < end { return realPath(String(fields[5].trimmingCharacters(in: .whitespaces))) }
+            }
+            return nil
         }
 
         let libraryPath: String?
@@ -447,37 +477,37 @@ enum FileSecurity {
                 return nil
             }
             try FileSecurity.check(path: cachePath, role: "the loader's cache of library paths", memo: &memo)
-            let read = (try? Data(contentsOf: URL(fileURLWithPath: cachePath))).flatMap(LoaderCache.read)
+            let read = (try? Data(contentsOf: URL(fileURLWithPath: cachePath))).flatMap { LoaderCache.read($0) }
             cache = .some(read)
             return read
         }
 
-        /// Checks the entries of one library (`origin`: the directory it was found in; nil for
-        /// the plugin library, whose `$ORIGIN` is private) and queues the libraries they lead to.
-        mutating func check(
-            _ found: ELFDependencies, path: String, origin: String?, neededBy: String?, inherited: [Searched]
-        ) throws(PluginLoadError) {
-            let library = neededBy.map { "\(path) (needed by the library \($0))" } ?? path
-            let needs = "the libraries \(path) needs" + (neededBy.map { " (itself needed by the library \($0))" } ?? "")
-            let names = found.needed.map(\.value).filter { !$0.contains("/") }
-            var located: [String] = []
-            if !names.isEmpty, let libraryPath {
-                for directory in libraryPath.split(omittingEmptySubsequences: false, whereSeparator: { $0 == ":" || $0 == ";" }).map(String.init) {
-                    let named = "the LD_LIBRARY_PATH entry \(directory.debugDescription), searched for \(needs),"
-                    func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
-                    guard !directory.contains("$") else { throw refuse("holds a token; name the directory itself") }
-                    guard directory.hasPrefix("/") else {
-                        throw refuse(
-                            "is relative (empty: the working directory): it would be searched in whatever directory the app runs in; make it absolute"
-                        )
-                    }
-                    if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
-                    located += try FileSecurity.checkSearched(directory, named: named, libraries: names, memo: &memo)
-                }
+        /// The `RPATH` directories of `callers` that the loader searches for every library
+        /// without a `RUNPATH` (each caller's unless it has a `RUNPATH`), checked alike.
+        mutating func callerRPATHs(_ callers: [String]) throws(PluginLoadError) -> [Searched] {
+            var found: [Searched] = []
+            for caller in callers {
+                guard let image = LibraryImage.map(caller) ?? (try? Data(contentsOf: URL(fileURLWithPath: caller), options: .alwaysMapped)),
+                    let entries = try? ELFDependencies.read(image)
+                else { continue }
+                found += try searchPaths(
+                    entries, path: caller, library: "\(caller) (which loads plugins)", origin: parent(of: caller)
+                ).rpath
             }
-            var runpath: [Searched] = []
+            return found
+        }
+
+        /// The directories of a library's `RPATH` the loader searches (none when it has a
+        /// `RUNPATH`) and of its `RUNPATH`, each checked to be one (a token other than `$ORIGIN`,
+        /// `..` outside a known `$ORIGIN` and a relative entry are refused); `$ORIGIN` entries of
+        /// the plugin library (`origin` nil) are left out: nobody else can put a library there.
+        func searchPaths(
+            _ found: ELFDependencies, path: String, library: String, origin: String?
+        ) throws(PluginLoadError) -> (rpath: [Searched], runpath: [Searched]) {
+            let hasRunpath = found.searchPaths.contains { $0.tag == "RUNPATH" }
             var rpath: [Searched] = []
-            for entry in found.searchPaths {
+            var runpath: [Searched] = []
+            for entry in found.searchPaths where entry.tag == "RUNPATH" || !hasRunpath {
                 for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
                     let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(library)"
                     func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
@@ -494,7 +524,6 @@ enum FileSecurity {
                     guard searched.hasPrefix("/") else {
                         throw refuse("is relative: it would be searched in whatever directory the app runs in; make it absolute or $ORIGIN")
                     }
-                    located += try FileSecurity.checkSearched(searched, named: named, libraries: names, memo: &memo)
                     if entry.tag == "RUNPATH" {
                         runpath.append(Searched(directory: searched, named: named))
                     } else {
@@ -502,46 +531,106 @@ enum FileSecurity {
                     }
                 }
             }
-            // Without `RUNPATH`, the loader looks in the `RPATH` of each library that led here.
-            if runpath.isEmpty, !names.isEmpty {
-                for earlier in inherited {
-                    located += try FileSecurity.checkSearched(
-                        earlier.directory, named: "\(earlier.named), searched for \(needs)", libraries: names, memo: &memo)
+            return (rpath, runpath)
+        }
+
+        /// The directories of `LD_LIBRARY_PATH`, each checked to be one.
+        func libraryPathDirectories(path: String, needs: String) throws(PluginLoadError) -> [Searched] {
+            guard let libraryPath else { return [] }
+            var found: [Searched] = []
+            for directory in libraryPath.split(omittingEmptySubsequences: false, whereSeparator: { $0 == ":" || $0 == ";" }).map(String.init) {
+                let named = "the LD_LIBRARY_PATH entry \(directory.debugDescription), searched for \(needs),"
+                func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
+                guard !directory.contains("$") else { throw refuse("holds a token; name the directory itself") }
+                guard directory.hasPrefix("/") else {
+                    throw refuse(
+                        "is relative (empty: the working directory): it would be searched in whatever directory the app runs in; make it absolute")
+                }
+                if directory.split(separator: "/").contains("..") { throw refuse("climbs with ..; name the directory itself") }
+                found.append(Searched(directory: directory, named: named))
+            }
+            return found
+        }
+
+        /// Checks the entries of one library (`origin`: the directory it was found in; nil for
+        /// the plugin library, whose `$ORIGIN` is private) and queues the libraries they lead to.
+        mutating func check(
+            _ found: ELFDependencies, path: String, origin: String?, neededBy: String?, inherited: [Searched]
+        ) throws(PluginLoadError) {
+            let library = neededBy.map { "\(path) (needed by the library \($0))" } ?? path
+            let needs = "the libraries \(path) needs" + (neededBy.map { " (itself needed by the library \($0))" } ?? "")
+            var names: [String] = []
+            var paths: [String] = []
+            for entry in found.needed {
+                let value = entry.value
+                func refuse(_ why: String) -> PluginLoadError {
+                    PluginLoadError(.insecurePermissions, file: path, reason: "the library \(library) needs \(value.debugDescription), \(why)")
+                }
+                if value.contains("$") {
+                    let token = ["${ORIGIN}/", "$ORIGIN/"].first { value.hasPrefix($0) }
+                    guard let token, !value.dropFirst(token.count).contains("$") else {
+                        throw refuse(
+                            "a name with a token other than $ORIGIN ($LIB, $PLATFORM: the loader expands them to what this check cannot know); name the library plainly"
+                        )
+                    }
+                    guard let origin else { continue }  // in the private directory the bytes are opened from
+                    paths.append(origin + "/" + value.dropFirst(token.count))
+                } else if value.contains("/") {
+                    guard value.hasPrefix("/") else { throw refuse("a path relative to whatever directory the app runs in") }
+                    paths.append(value)
+                } else if !names.contains(value) {
+                    names.append(value)
                 }
             }
-            // What no search path finds, the loader takes from its cache, else from its
-            // default directories.
-            let resolved = Set(located.map { ($0 as NSString).lastPathComponent })
-            var unresolved: [String] = []
-            for name in names where !resolved.contains(name) && !unresolved.contains(name) { unresolved.append(name) }
-            for name in unresolved {
-                let cached = try loaderCache()?.paths[name] ?? []
-                var info = stat()
-                for library in cached where stat(library, &info) == 0 {
-                    try FileSecurity.check(
-                        path: library,
-                        role: "a library the loader would load from where its cache \(cachePath) says \(name.debugDescription) is, for \(needs)",
-                        memo: &memo)
-                    located.append(library)
+            let own = try searchPaths(found, path: path, library: library, origin: origin)
+            // The loader's order: the RPATHs (without a RUNPATH), LD_LIBRARY_PATH, the RUNPATH.
+            let inheritedNamed = inherited.map { Searched(directory: $0.directory, named: "\($0.named), searched for \(needs)") }
+            let rpaths = own.runpath.isEmpty && !found.searchPaths.contains { $0.tag == "RUNPATH" } ? own.rpath + inheritedNamed : []
+            let directories = names.isEmpty ? [] : rpaths + (try libraryPathDirectories(path: path, needs: needs)) + own.runpath
+            var located: [String] = []
+            var resolved: Set<String> = []
+            for searched in directories {
+                for candidate in try FileSecurity.checkSearched(searched.directory, named: searched.named, libraries: names, memo: &memo)
+                where LibraryImage.map(candidate) != nil {
+                    located.append(candidate)
+                    resolved.insert((candidate as NSString).lastPathComponent)
                 }
+            }
+            // What no search path holds a library of this machine for, the loader takes from
+            // its cache, else from its default directories.
+            for name in names where !resolved.contains(name) {
+                var cached: [String] = []
+                for library in try loaderCache()?.paths[name] ?? [] {
+                    var info = stat()
+                    if lstat(library, &info) == 0, stat(library, &info) != 0 {
+                        throw PluginLoadError(
+                            .insecurePermissions, file: library,
+                            reason:
+                                "a symbolic link to nothing where the loader's cache \(cachePath) says \(name.debugDescription) is (for \(needs)); "
+                                + "whoever may make its target decides what is loaded: remove it or make its target")
+                    }
+                    guard stat(library, &info) == 0 else { continue }
+                    try FileSecurity.check(
+                        path: library, role: "a library the loader's cache \(cachePath) gives for \(name.debugDescription) (for \(needs))",
+                        memo: &memo)
+                    if LibraryImage.map(library) != nil { cached.append(library) }
+                }
+                located += cached
                 guard cached.isEmpty else { continue }
                 for directory in defaultDirectories {
                     located += try FileSecurity.checkSearched(
-                        directory, named: "a default directory of the loader, searched for \(needs)", libraries: [name], memo: &memo)
+                        directory, named: "a default directory of the loader, searched for \(needs)", libraries: [name], memo: &memo
+                    ).filter { LibraryImage.map($0) != nil }
                 }
             }
-            for entry in found.needed where entry.value.contains("/") {
-                guard entry.value.hasPrefix("/") else {
-                    throw PluginLoadError(
-                        .insecurePermissions, file: path,
-                        reason: "the library \(library) needs \(entry.value.debugDescription), a path relative to whatever directory the app runs in")
-                }
-                try FileSecurity.check(path: entry.value, role: "a library that the library \(library) needs", memo: &memo)
-                located.append(entry.value)
+            for needed in paths {
+                try FileSecurity.check(path: needed, role: "a library that the library \(library) needs", memo: &memo)
+                if LibraryImage.map(needed) != nil { located.append(needed) }
             }
             // Each directory once (a chain that comes back to a library does not grow the list).
             var passedOn: [Searched] = []
-            for searched in (runpath.isEmpty ? rpath : []) + inherited where !passedOn.contains(where: { $0.directory == searched.directory }) {
+            let ownRPATH = found.searchPaths.contains { $0.tag == "RUNPATH" } ? [] : own.rpath
+            for searched in ownRPATH + inherited where !passedOn.contains(where: { $0.directory == searched.directory }) {
                 passedOn.append(searched)
             }
             pending += located.map { Pending(path: $0, neededBy: path, inherited: passedOn) }
@@ -572,39 +661,49 @@ enum FileSecurity {
             return []
         }
         try check(path: directory, role: "a directory the loader searches for libraries (\(named))", memo: &memo)
-        var found: [String] = []
-        for library in libraries where stat(directory + "/" + library, &info) == 0 {
-            try check(path: directory + "/" + library, role: "a library the loader would load from \(directory) (\(named))", memo: &memo)
-            found.append(directory + "/" + library)
-        }
-        // The loader looks in these first; made only by whoever may write to the directory.
+        // The loader looks in the hardware-specific subdirectories first; made only by whoever
+        // may write to the directory.
         let subdirectories = memo.subdirectories[directory] ?? hardwareSubdirectories(of: directory)
         memo.subdirectories[directory] = subdirectories
-        for subdirectory in subdirectories {
-            let role = "\(named); a hardware-specific subdirectory of \(directory)"
-            guard stat(subdirectory, &info) == 0 else {
-                throw PluginLoadError(
-                    .insecurePermissions, file: subdirectory,
-                    reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries (\(role)); "
-                        + "whoever may make its target decides what is loaded: remove it or make its target")
+        var found: [String] = []
+        for subdirectory in subdirectories + [directory] {
+            let role = subdirectory == directory ? named : "\(named); a hardware-specific subdirectory of \(directory)"
+            if subdirectory != directory {
+                guard stat(subdirectory, &info) == 0 else {
+                    throw PluginLoadError(
+                        .insecurePermissions, file: subdirectory,
+                        reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries (\(role)); "
+                            + "whoever may make its target decides what is loaded: remove it or make its target")
+                }
+                try check(path: subdirectory, role: "a directory the loader searches for libraries (\(role))", memo: &memo)
             }
-            try check(path: subdirectory, role: "a directory the loader searches for libraries (\(role))", memo: &memo)
-            for library in libraries where stat(subdirectory + "/" + library, &info) == 0 {
-                try check(path: subdirectory + "/" + library, role: "a library the loader would load from \(subdirectory) (\(role))", memo: &memo)
-                found.append(subdirectory + "/" + library)
+            for library in libraries where lstat(subdirectory + "/" + library, &info) == 0 {
+                let path = subdirectory + "/" + library
+                guard stat(path, &info) == 0 else {
+                    throw PluginLoadError(
+                        .insecurePermissions, file: path,
+                        reason: "a symbolic link to nothing where the loader looks for \(library.debugDescription) (\(role)); "
+                            + "whoever may make its target decides what is loaded: remove it or make its target")
+                }
+                try check(path: path, role: "a library the loader would load from \(subdirectory) (\(role))", memo: &memo)
+                found.append(path)
             }
         }
         return found
     }
 
     /// The names of the older hardware-specific subdirectories glibc's loader searches below
-    /// each directory (`tls`, the platform's and its capabilities'), nested up to three deep.
+    /// each directory (`tls`, the platform's and its capabilities'), nested up to four deep (as
+    /// `tls/haswell/avx512_1/x86_64`), and of the hardware levels below `glibc-hwcaps`.
     #if arch(x86_64)
     private static let hardwareNames = ["tls", "x86_64", "haswell", "xeon_phi", "avx512_1"]
+    private static let hardwareLevels = ["x86-64-v4", "x86-64-v3", "x86-64-v2"]
     #elseif arch(arm64)
-    private static let hardwareNames = ["tls", "aarch64"]
+    private static let hardwareNames = ["tls", "aarch64", "atomics"]
+    private static let hardwareLevels: [String] = []
     #else
     private static let hardwareNames = ["tls"]
+    private static let hardwareLevels: [String] = []
     #endif
 
     /// The subdirectories of `directory` that glibc's loader may search before it, for this
@@ -616,14 +715,17 @@ enum FileSecurity {
         var info = stat()
         var found: [String] = []
         let levels = directory + "/glibc-hwcaps"
-        if stat(levels, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+        if lstat(levels, &info) == 0 {
             found.append(levels)
-            for level in ((try? FileManager.default.contentsOfDirectory(atPath: levels)) ?? []).sorted() {
+            // Those listed, and the known ones by name (a directory that cannot be listed may
+            // still be searched).
+            let listed = (try? FileManager.default.contentsOfDirectory(atPath: levels)) ?? []
+            for level in Set(listed).union(hardwareLevels.filter { lstat(levels + "/" + $0, &info) == 0 }).sorted() {
                 found.append(levels + "/" + level)
             }
         }
         var layer = [directory]
-        for _ in 0..<3 {
+        for _ in 0..<4 {
             var next: [String] = []
             for parent in layer {
                 for name in hardwareNames where lstat(parent + "/" + name, &info) == 0 {
