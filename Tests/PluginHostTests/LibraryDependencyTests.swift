@@ -35,12 +35,28 @@ struct LibraryDependencyTests {
 
     /// A short directory others may write to (`/tmp/ph-XXXXXX`, mode 0777): it has to fit where
     /// the toolchain's path was.
-    func openDirectory() throws -> String {
-        var template = Array("/tmp/ph-XXXXXX".utf8CString)
-        let made = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
-        let directory = String(cString: made)
-        chmod(directory, 0o777)
-        return directory
+    func openDirectory() throws -> String { try ScratchDirectories(0o777)[0] }
+
+    /// Short fresh directories (`/tmp/ph-XXXXXX`: they have to fit where the toolchain's path
+    /// was), each with its mode, removed with what they hold by ``remove()``.
+    struct ScratchDirectories {
+        let paths: [String]
+
+        init(_ modes: mode_t...) throws {
+            paths = try modes.map { mode in
+                var template = Array("/tmp/ph-XXXXXX".utf8CString)
+                let made = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+                let directory = String(cString: made)
+                chmod(directory, mode)
+                return directory
+            }
+        }
+
+        subscript(index: Int) -> String { paths[index] }
+
+        func remove() {
+            for path in paths { try? FileManager.default.removeItem(atPath: path) }
+        }
     }
 
     @Test func theFixturesNeedOnlyTrustedDirectories() throws {
@@ -407,13 +423,9 @@ struct LibraryDependencyTests {
     @Test func theEntriesOfALibraryFoundThroughRunpathAreCheckedToo() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let trusted = try openDirectory()
-        let open = try openDirectory()
-        defer {
-            try? FileManager.default.removeItem(atPath: trusted)
-            try? FileManager.default.removeItem(atPath: open)
-        }
-        chmod(trusted, 0o755)
+        let scratch = try ScratchDirectories(0o755, 0o777)
+        defer { scratch.remove() }
+        let (trusted, open) = (scratch[0], scratch[1])
         let dependency = trusted + "/libc.so.6"
         try install(try variant(runpath: open), at: dependency)
         let plugin = f.root + "/libchain.so"
@@ -447,13 +459,9 @@ struct LibraryDependencyTests {
     @Test func aDependencysOriginIsTheDirectoryItWasFoundIn() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let trusted = try openDirectory()
-        let open = try openDirectory()
-        defer {
-            try? FileManager.default.removeItem(atPath: trusted)
-            try? FileManager.default.removeItem(atPath: open)
-        }
-        chmod(trusted, 0o755)
+        let scratch = try ScratchDirectories(0o755, 0o777)
+        defer { scratch.remove() }
+        let (trusted, open) = (scratch[0], scratch[1])
         mkdir(trusted + "/x", 0o755)
         chmod(trusted + "/x", 0o777)
         let dependency = trusted + "/libc.so.6"
@@ -485,14 +493,9 @@ struct LibraryDependencyTests {
     @Test func anRpathIsSearchedForTheNeedsOfTheLibrariesThatFollow() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let trusted = try openDirectory()
-        let empty = try openDirectory()
-        defer {
-            try? FileManager.default.removeItem(atPath: trusted)
-            try? FileManager.default.removeItem(atPath: empty)
-        }
-        chmod(trusted, 0o755)
-        chmod(empty, 0o755)
+        let scratch = try ScratchDirectories(0o755, 0o755)
+        defer { scratch.remove() }
+        let (trusted, empty) = (scratch[0], scratch[1])
         let plugin = f.root + "/librpath.so"
         try install(try variant(runpath: trusted, rpath: true), at: plugin)
         let dependency = trusted + "/libc.so.6"
@@ -733,14 +736,9 @@ struct LibraryDependencyTests {
     @Test func aFileTheLoaderPassesOverDoesNotEndTheSearch() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let trusted = try openDirectory()
-        let open = try openDirectory()
-        defer {
-            try? FileManager.default.removeItem(atPath: trusted)
-            try? FileManager.default.removeItem(atPath: open)
-        }
-        chmod(trusted, 0o755)
-        chmod(open, 0o755)
+        let scratch = try ScratchDirectories(0o755, 0o755)
+        defer { scratch.remove() }
+        let (trusted, open) = (scratch[0], scratch[1])
         let plugin = f.root + "/libpassedover.so"
         try install(try variant(runpath: trusted), at: plugin)
         FileManager.default.createFile(atPath: trusted + "/libc.so.6", contents: Data())
@@ -819,14 +817,9 @@ struct LibraryDependencyTests {
     @Test func theRpathOfWhatLoadsPluginsIsSearchedToo() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let trusted = try openDirectory()
-        let empty = try openDirectory()
-        defer {
-            try? FileManager.default.removeItem(atPath: trusted)
-            try? FileManager.default.removeItem(atPath: empty)
-        }
-        chmod(trusted, 0o755)
-        chmod(empty, 0o755)
+        let scratch = try ScratchDirectories(0o755, 0o755)
+        defer { scratch.remove() }
+        let (trusted, empty) = (scratch[0], scratch[1])
         let program = f.root + "/program"
         try install(try variant(runpath: trusted, rpath: true), at: program)
         let plugin = f.root + "/libcaller.so"

@@ -603,11 +603,7 @@ enum FileSecurity {
                 for library in try loaderCache()?.paths[name] ?? [] {
                     var info = stat()
                     if lstat(library, &info) == 0, stat(library, &info) != 0 {
-                        throw PluginLoadError(
-                            .insecurePermissions, file: library,
-                            reason:
-                                "a symbolic link to nothing where the loader's cache \(cachePath) says \(name.debugDescription) is (for \(needs)); "
-                                + "whoever may make its target decides what is loaded: remove it or make its target")
+                        throw danglingLink(library, "where the loader's cache \(cachePath) says \(name.debugDescription) is (for \(needs))")
                     }
                     guard stat(library, &info) == 0 else { continue }
                     try FileSecurity.check(
@@ -637,6 +633,14 @@ enum FileSecurity {
         }
     }
 
+    /// The refusal of a symbolic link to nothing at `path`, which is `place` (e.g. `where the loader
+    /// looks for "libz.so.1"`): whoever may make its target decides what is loaded.
+    static func danglingLink(_ path: String, _ place: String) -> PluginLoadError {
+        PluginLoadError(
+            .insecurePermissions, file: path,
+            reason: "a symbolic link to nothing \(place); whoever may make its target decides what is loaded: remove it or make its target")
+    }
+
     /// Checks a directory the loader searches, or the nearest one above it that exists, and each
     /// of `libraries` the loader would find in it; returns the paths of those found.
     fileprivate static func checkSearched(
@@ -646,10 +650,7 @@ enum FileSecurity {
         var info = stat()
         while stat(existing, &info) != 0 {
             if lstat(existing, &info) == 0 {
-                throw PluginLoadError(
-                    .insecurePermissions, file: existing,
-                    reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries (\(named)); "
-                        + "whoever may make its target decides what is loaded: remove it or make its target")
+                throw danglingLink(existing, "on the path of a directory the loader searches for libraries (\(named))")
             }
             guard let up = parent(of: existing) else { break }
             existing = up
@@ -670,20 +671,14 @@ enum FileSecurity {
             let role = subdirectory == directory ? named : "\(named); a hardware-specific subdirectory of \(directory)"
             if subdirectory != directory {
                 guard stat(subdirectory, &info) == 0 else {
-                    throw PluginLoadError(
-                        .insecurePermissions, file: subdirectory,
-                        reason: "a symbolic link to nothing on the path of a directory the loader searches for libraries (\(role)); "
-                            + "whoever may make its target decides what is loaded: remove it or make its target")
+                    throw danglingLink(subdirectory, "on the path of a directory the loader searches for libraries (\(role))")
                 }
                 try check(path: subdirectory, role: "a directory the loader searches for libraries (\(role))", memo: &memo)
             }
             for library in libraries where lstat(subdirectory + "/" + library, &info) == 0 {
                 let path = subdirectory + "/" + library
                 guard stat(path, &info) == 0 else {
-                    throw PluginLoadError(
-                        .insecurePermissions, file: path,
-                        reason: "a symbolic link to nothing where the loader looks for \(library.debugDescription) (\(role)); "
-                            + "whoever may make its target decides what is loaded: remove it or make its target")
+                    throw danglingLink(path, "where the loader looks for \(library.debugDescription) (\(role))")
                 }
                 try check(path: path, role: "a library the loader would load from \(subdirectory) (\(role))", memo: &memo)
                 found.append(path)
