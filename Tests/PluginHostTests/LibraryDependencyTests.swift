@@ -563,10 +563,16 @@ struct LibraryDependencyTests {
         #expect(try dependencyRefusal(plugin) == nil)
     }
 
+    /// The flags of a cache entry this machine's loader takes.
+    static let hostFlags = Int(LoaderCache.hostFlags ?? 0x0303)
+
+    /// Four little-endian bytes.
+    static func word(_ value: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+
     /// A loader cache (glibc's `glibc-ld.so.cache1.1` format) naming `entries`, each a library
-    /// name and its path, with `kind` as the low byte of every entry's flags (3: an ELF library).
-    static func loaderCache(_ entries: [(name: String, path: String)], kind: UInt8 = 3) -> Data {
-        func word(_ value: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+    /// name and its path, with `flags` on every entry (by default those this machine's loader takes).
+    static func loaderCache(_ entries: [(name: String, path: String)], flags: Int = hostFlags) -> Data {
+        let word = Self.word
         var strings: [UInt8] = []
         var table: [UInt8] = []
         let stringsStart = 48 + entries.count * 24
@@ -575,7 +581,7 @@ struct LibraryDependencyTests {
             strings += Array(entry.name.utf8) + [0]
             let path = stringsStart + strings.count
             strings += Array(entry.path.utf8) + [0]
-            table += [kind, 3, 0, 0] + word(name) + word(path) + word(0) + Array(repeating: 0, count: 8)
+            table += word(flags) + word(name) + word(path) + word(0) + Array(repeating: 0, count: 8)
         }
         let header = Array("glibc-ld.so.cache1.1".utf8) + word(entries.count) + word(strings.count) + Array(repeating: 0, count: 20)
         return Data(header + table + strings)
@@ -586,21 +592,25 @@ struct LibraryDependencyTests {
     @Test func theLoaderCacheIsReadAsTheLoaderReadsIt() throws {
         let bytes = Self.loaderCache([("libc.so.6", "/lib/a/libc.so.6"), ("libm.so.6", "/lib/a/libm.so.6"), ("libc.so.6", "/lib/b/libc.so.6")])
         #expect(LoaderCache.read(bytes)?.paths == ["libc.so.6": ["/lib/a/libc.so.6", "/lib/b/libc.so.6"], "libm.so.6": ["/lib/a/libm.so.6"]])
-        #expect(LoaderCache.read(Self.loaderCache([("libc.so.6", "/x")], kind: 1))?.paths == [:])
+        #expect(LoaderCache.read(Self.loaderCache([("libc.so.6", "/x")], flags: Self.hostFlags & ~0xFF | 1))?.paths == [:])
         #expect(LoaderCache.read(bytes.prefix(100)) == nil)
         #expect(LoaderCache.read(Data("not a cache at all, but long enough to be read as one if it were".utf8)) == nil)
         // The old format, with the new one after it at the next multiple of 8, as older `ldconfig`s wrote.
         let old = Array("ld.so-1.7.0".utf8) + [0, 1, 0, 0, 0] + Array(repeating: UInt8(0), count: 12) + Array(repeating: UInt8(0), count: 4)
         #expect(LoaderCache.read(Data(old) + bytes)?.paths["libm.so.6"] == ["/lib/a/libm.so.6"])
         // The old format alone: offsets from the end of its table.
-        var alone = Array("ld.so-1.7.0".utf8) + [0, 1, 0, 0, 0] + [0x03, 0x03, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0]
+        var alone = Array("ld.so-1.7.0".utf8) + [0, 1, 0, 0, 0] + Self.word(Self.hostFlags) + Self.word(0) + Self.word(10)
         alone += Array("libz.so.1\0/lib/z.so\0".utf8)
         #expect(LoaderCache.read(Data(alone))?.paths == ["libz.so.1": ["/lib/z.so"]])
         // Another byte order is no cache for this loader; an entry whose strings lie past the
         // file is left out, the others kept.
         var big = bytes
-        big[28] = 3
-        #expect(LoaderCache.read(big) == nil)
+        for flags: UInt8 in [3, 1, 4] {
+            big[28] = flags
+            #expect(LoaderCache.read(big) == nil, "\(flags)")
+        }
+        big[28] = 2
+        #expect(LoaderCache.read(big) != nil)
         var stray = Self.loaderCache([("libc.so.6", "/lib/a/libc.so.6"), ("libm.so.6", "/lib/a/libm.so.6")])
         stray[48 + 24 + 8] = 0xFF
         stray[48 + 24 + 9] = 0xFF
@@ -730,9 +740,9 @@ struct LibraryDependencyTests {
         #endif
     }
 
-    /// A file of the name that is no library of this machine (empty here) does not end the
-    /// search, as it does not for the loader: the cache is asked next, and what it gives is
-    /// checked. A symbolic link to nothing under a name the loader looks for is refused.
+    /// A file of the name that is no library of this machine (empty here, on which `dlopen`
+    /// would fail; the loader passes over one of another machine) does not end the search: the
+    /// cache is asked next, and what it gives is checked. A symbolic link to nothing under a name the loader looks for is refused.
     @Test func aFileTheLoaderPassesOverDoesNotEndTheSearch() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
@@ -850,5 +860,61 @@ struct LibraryDependencyTests {
         #expect(try check([program]) == nil)
         // This process's own callers pass.
         #expect(FileSecurity.DependencyWalk.callers.isEmpty == false)
+    }
+
+    /// The image holding a piece of code is read from the process's mappings: here the test
+    /// program itself (the code is linked into it), whose `RPATH` the loader searches.
+    @Test func theImageHoldingTheCodeIsFound() throws {
+        let program = try #require(FileSecurity.realPath("/proc/self/exe"))
+        #expect(FileSecurity.DependencyWalk.image(holding: UInt(bitPattern: #dsohandle)) == program)
+        #expect(FileSecurity.DependencyWalk.callers.contains(program))
+        #expect(FileSecurity.DependencyWalk.image(holding: 0) == nil)
+    }
+
+    /// A library of the name found only in a hardware-specific subdirectory may be for another
+    /// processor (the loader would go on searching): the cache is asked too. A path the cache
+    /// gives that does not exist is judged by its directory (whoever may write there may make it).
+    @Test func aLibraryOnlyInAHardwareSubdirectoryDoesNotEndTheSearch() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let scratch = try ScratchDirectories(0o755, 0o755)
+        defer { scratch.remove() }
+        let (trusted, open) = (scratch[0], scratch[1])
+        let plugin = f.root + "/libhwonly.so"
+        try install(try variant(runpath: trusted), at: plugin)
+        let level = trusted + "/glibc-hwcaps/x86-64-v4"
+        try FileManager.default.createDirectory(atPath: level, withIntermediateDirectories: true)
+        chmod(trusted + "/glibc-hwcaps", 0o755)
+        chmod(level, 0o755)
+        try install(try variant(runpath: "$ORIGIN"), at: level + "/libc.so.6")
+        let cached = open + "/libc.so.6"
+        FileManager.default.createFile(atPath: cached, contents: Data())
+        chmod(cached, 0o666)
+        let cache = f.root + "/ld.so.cache"
+        try Self.loaderCache([("libc.so.6", cached)]).write(to: URL(fileURLWithPath: cache))
+        chmod(cache, 0o644)
+        func check() throws -> PluginLoadError? {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
+            do {
+                try FileSecurity.checkDependencies(
+                    of: bytes, path: plugin, environment: [:], loaderCache: cache, defaultDirectories: [], callers: [])
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(try check()?.file == cached)
+        // A path the cache gives that is not there: its directory decides.
+        try FileManager.default.removeItem(atPath: cached)
+        chmod(open, 0o777)
+        #expect(
+            try check()
+                == PluginLoadError(
+                    .insecurePermissions, file: open,
+                    reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
+                        + "for libraries (the directory where the loader's cache \(cache) says \"libc.so.6\" is (for the libraries \(plugin) "
+                        + "needs)); \(Self.chmodHint)"))
+        chmod(open, 0o755)
+        #expect(try check() == nil)
     }
 }

@@ -61,7 +61,7 @@ struct LoaderCache: Equatable {
     private static func entries(
         _ bytes: [UInt8], table: Int, count: Int, size: Int, strings: Int, flags: UInt32?, endian: UInt8
     ) -> LoaderCache? {
-        guard endian & 3 == 0 || endian & 3 == 2, count >= 0, count <= (bytes.count - table) / size else { return nil }
+        guard endian == 0 || endian & 3 == 2, count >= 0, count <= (bytes.count - table) / size else { return nil }
         func word(_ offset: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[offset + $1]) << ($1 * 8) } }
         func string(_ offset: Int) -> String? {
             let start = strings + offset
@@ -95,8 +95,9 @@ struct LoaderCache: Equatable {
 }
 
 /// A library file as the loader would open it: a regular file holding a 64-bit little-endian
-/// ELF shared object for this machine. The loader passes over any other file of the name it
-/// looks for (another architecture's, a directory, a FIFO) and goes on searching.
+/// ELF shared object for this machine. The loader passes over a library of another class or
+/// machine and goes on searching; on any other file of the name (too short, no ELF file, a
+/// directory) `dlopen` fails. The check treats both alike: it goes on searching (and checking).
 enum LibraryImage {
     /// This machine's ELF `e_machine`; nil where this check does not know it (any is taken).
     #if arch(x86_64)

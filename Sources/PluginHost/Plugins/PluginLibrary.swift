@@ -448,10 +448,12 @@ enum FileSecurity {
             for line in maps.split(separator: "\n") {
                 // start-end perms offset device inode path
                 let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-                guard fields.count == 6, fields[5].hasPrefix("/") else { continue }
+                // The path is padded with spaces after the inode.
+                let path = fields.count == 6 ? String(fields[5].drop { $0 == " " }) : ""
+                guard path.hasPrefix("/") else { continue }
                 let range = fields[0].split(separator: "-")
                 guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16) else { continue }
-                if start <= address, address < end { return realPath(String(fields[5].trimmingCharacters(in: .whitespaces))) }
+                if start <= address, address < end { return realPath(path) }
             }
             return nil
         }
@@ -593,26 +595,35 @@ enum FileSecurity {
                 for candidate in try FileSecurity.checkSearched(searched.directory, named: searched.named, libraries: names, memo: &memo)
                 where LibraryImage.map(candidate) != nil {
                     located.append(candidate)
-                    resolved.insert((candidate as NSString).lastPathComponent)
+                    // One in a hardware-specific subdirectory may be for another processor than
+                    // this one (the loader would go on searching): only the directory's own ends it.
+                    let name = (candidate as NSString).lastPathComponent
+                    if candidate == searched.directory + "/" + name { resolved.insert(name) }
                 }
             }
             // What no search path holds a library of this machine for, the loader takes from
             // its cache, else from its default directories.
             for name in names where !resolved.contains(name) {
+                let listed = try loaderCache()?.paths[name] ?? []
                 var cached: [String] = []
-                for library in try loaderCache()?.paths[name] ?? [] {
+                for library in listed {
+                    let place = "where the loader's cache \(cachePath) says \(name.debugDescription) is (for \(needs))"
                     var info = stat()
-                    if lstat(library, &info) == 0, stat(library, &info) != 0 {
-                        throw danglingLink(library, "where the loader's cache \(cachePath) says \(name.debugDescription) is (for \(needs))")
+                    if lstat(library, &info) == 0, stat(library, &info) != 0 { throw danglingLink(library, place) }
+                    guard stat(library, &info) == 0 else {
+                        // Not there: whoever may make it decides, so its directory (or the nearest above) is checked.
+                        _ = try FileSecurity.checkSearched(parent(of: library) ?? "/", named: "the directory \(place)", libraries: [], memo: &memo)
+                        continue
                     }
-                    guard stat(library, &info) == 0 else { continue }
                     try FileSecurity.check(
                         path: library, role: "a library the loader's cache \(cachePath) gives for \(name.debugDescription) (for \(needs))",
                         memo: &memo)
                     if LibraryImage.map(library) != nil { cached.append(library) }
                 }
                 located += cached
-                guard cached.isEmpty else { continue }
+                // Which entry the loader takes depends on the processor; when it cannot use it,
+                // it goes on to its default directories: they are checked unless every entry is usable.
+                guard cached.isEmpty || cached.count < listed.count else { continue }
                 for directory in defaultDirectories {
                     located += try FileSecurity.checkSearched(
                         directory, named: "a default directory of the loader, searched for \(needs)", libraries: [name], memo: &memo
