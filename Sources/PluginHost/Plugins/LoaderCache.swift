@@ -123,7 +123,7 @@ enum LibraryImage {
         else { return nil }
         if let machine, UInt16(header[18]) | UInt16(header[19]) << 8 != machine { return nil }
         let size = Int(info.st_size)
-        guard let address = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), address != MAP_FAILED else { return nil }
+        guard let address = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), address != UnsafeMutableRawPointer(bitPattern: -1) else { return nil }
         return Data(bytesNoCopy: address, count: size, deallocator: .custom { pointer, count in munmap(pointer, count) })
     }
 }
