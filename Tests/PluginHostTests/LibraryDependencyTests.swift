@@ -917,4 +917,29 @@ struct LibraryDependencyTests {
         chmod(open, 0o755)
         #expect(try check() == nil)
     }
+
+    /// The libraries of one load share what their checks found to pass (the toolchain's
+    /// libraries are walked once, not once per plugin); what fails is still refused.
+    @Test func librariesOfOneLoadShareWhatPassedNotWhatFails() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let scratch = try ScratchDirectories(0o777)
+        defer { scratch.remove() }
+        var memo = FileSecurity.CheckMemo()
+        let first = try PluginFixtures.library("CPluginTestPlugin")
+        try FileSecurity.checkDependencies(of: try Data(contentsOf: URL(fileURLWithPath: first)), path: first, memo: &memo)
+        #expect(memo.walked.isEmpty == false)
+        let walked = memo.walked
+        let second = try patched(f, runpath: scratch[0])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: second))
+        #expect(throws: PluginLoadError.self) { try FileSecurity.checkDependencies(of: bytes, path: second, memo: &memo) }
+        do {
+            try FileSecurity.checkDependencies(of: bytes, path: second, memo: &memo)
+        } catch {
+            #expect(error.file == scratch[0])
+        }
+        // The same plugin again walks nothing new.
+        try FileSecurity.checkDependencies(of: try Data(contentsOf: URL(fileURLWithPath: first)), path: first, memo: &memo)
+        #expect(memo.walked == walked)
+    }
 }

@@ -85,6 +85,16 @@ public final class PluginLibrary: @unchecked Sendable {
         path: String, expectedDigests: [(source: String, sha256: String)] = [],
         checkPermissions: Bool = true
     ) throws(PluginLoadError) -> PluginLibrary {
+        var memo = FileSecurity.CheckMemo()
+        return try open(path: path, expectedDigests: expectedDigests, checkPermissions: checkPermissions, memo: &memo)
+    }
+
+    /// ``open(path:expectedDigests:checkPermissions:)``, sharing with the other libraries of one
+    /// load what the checks found to pass (their dependencies are mostly the same libraries).
+    static func open(
+        path: String, expectedDigests: [(source: String, sha256: String)] = [],
+        checkPermissions: Bool = true, memo: inout FileSecurity.CheckMemo
+    ) throws(PluginLoadError) -> PluginLibrary {
         var info = stat()
         guard stat(path, &info) == 0 else {
             throw PluginLoadError(.libraryMissing, file: path, reason: "no such file")
@@ -92,7 +102,7 @@ public final class PluginLibrary: @unchecked Sendable {
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw PluginLoadError(.notSharedObject, file: path, reason: "not a regular file")
         }
-        if checkPermissions { try FileSecurity.check(path: path, role: "the library") }
+        if checkPermissions { try FileSecurity.check(path: path, role: "the library", memo: &memo) }
         guard let bytes = FileManager.default.contents(atPath: path) else {
             throw PluginLoadError(.unreadable, file: path, reason: "cannot read the library")
         }
@@ -106,7 +116,7 @@ public final class PluginLibrary: @unchecked Sendable {
                 .digestMismatch, file: path,
                 reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
         }
-        if checkPermissions { try FileSecurity.checkDependencies(of: bytes, path: path) }
+        if checkPermissions { try FileSecurity.checkDependencies(of: bytes, path: path, memo: &memo) }
         let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest, path: path)
         // The same bytes already loaded (this file, or a copy of it elsewhere, as a reload finds
         // them): that image is used again, reported under this path.
@@ -321,6 +331,23 @@ enum FileSecurity {
         var targets: Set<String> = []
         /// The hardware-specific subdirectories found below each searched directory.
         var subdirectories: [String: [String]] = [:]
+        /// Whether each file found is a library the loader would take.
+        var loadable: [String: Bool] = [:]
+        /// What each lookup of a name in a searched directory found (`directory`, NUL, name).
+        var lookups: [String: [String]] = [:]
+        /// The libraries whose entries were checked: each real path, with the `RPATH`
+        /// directories it inherited (NUL between them).
+        var walked: Set<String> = []
+        /// The loader's cache read from each path (nil inside: none the loader would read).
+        var caches: [String: LoaderCache?] = [:]
+
+        /// Whether the loader would take the file at `path` (see ``LibraryImage``).
+        mutating func isLoadable(_ path: String) -> Bool {
+            if let known = loadable[path] { return known }
+            let answer = LibraryImage.map(path) != nil
+            loadable[path] = answer
+            return answer
+        }
     }
 
     /// ``check(path:role:sharedDirectory:)``, skipping what `memo` says passed in this run.
@@ -386,17 +413,32 @@ enum FileSecurity {
         loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories,
         callers: [String] = DependencyWalk.callers
     ) throws(PluginLoadError) {
+        var memo = CheckMemo()
+        try checkDependencies(
+            of: bytes, path: path, environment: environment, loaderCache: loaderCache, defaultDirectories: defaultDirectories,
+            callers: callers, memo: &memo)
+    }
+
+    /// ``checkDependencies(of:path:environment:loaderCache:defaultDirectories:callers:)``, going
+    /// on from what `memo` says passed already in this load (a library walked with the same
+    /// `RPATH`s inherited is not walked again).
+    static func checkDependencies(
+        of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories,
+        callers: [String] = DependencyWalk.callers, memo: inout CheckMemo
+    ) throws(PluginLoadError) {
         guard let found = try dependencies(in: bytes, path: path, neededBy: nil) else { return }
-        var walk = DependencyWalk(libraryPath: environment["LD_LIBRARY_PATH"], cachePath: loaderCache, defaultDirectories: defaultDirectories)
+        var walk = DependencyWalk(
+            libraryPath: environment["LD_LIBRARY_PATH"], cachePath: loaderCache, defaultDirectories: defaultDirectories, memo: memo)
+        defer { memo = walk.memo }
         let inherited = try walk.callerRPATHs(callers)
         try walk.check(found, path: path, origin: nil, neededBy: nil, inherited: inherited)
-        if let real = realPath(path) { walk.seen.insert(([real] + inherited.map(\.directory).sorted()).joined(separator: "\0")) }
         while !walk.pending.isEmpty {
             let next = walk.pending.removeFirst()
             // Each library once, by what it is (names and links may lead to it many ways), for
             // each set of `RPATH` directories it inherits (what its needs are looked up in).
             guard let real = realPath(next.path),
-                walk.seen.insert(([real] + next.inherited.map(\.directory).sorted()).joined(separator: "\0")).inserted
+                walk.memo.walked.insert(([real] + next.inherited.map(\.directory).sorted()).joined(separator: "\0")).inserted
             else { continue }
             // Mapped, not read: only the headers and the dynamic section are touched.
             guard let mapped = LibraryImage.map(next.path),
@@ -462,25 +504,23 @@ enum FileSecurity {
         /// The loader's cache, and the directories it searches last.
         let cachePath: String
         let defaultDirectories: [String]
-        /// The cache, once read (nil inside: there is none the loader would read).
-        var cache: LoaderCache??
-        /// What passed already in this walk.
-        var memo = FileSecurity.CheckMemo()
+        /// What passed already in this walk (and the load it is part of).
+        var memo: FileSecurity.CheckMemo
         var pending: [Pending] = []
-        /// The libraries checked: each real path, with the `RPATH` directories it inherited.
-        var seen: Set<String> = []
+        /// The libraries queued: each path found, with the `RPATH` directories it inherits.
+        var queued: Set<String> = []
 
         /// The loader's cache, read and checked (as a library is) the first time it is asked for.
         mutating func loaderCache() throws(PluginLoadError) -> LoaderCache? {
-            if let cache { return cache }
+            if let known = memo.caches[cachePath] { return known }
             var info = stat()
             guard stat(cachePath, &info) == 0 else {
-                cache = .some(nil)
+                memo.caches[cachePath] = .some(nil)
                 return nil
             }
             try FileSecurity.check(path: cachePath, role: "the loader's cache of library paths", memo: &memo)
             let read = (try? Data(contentsOf: URL(fileURLWithPath: cachePath))).flatMap { LoaderCache.read($0) }
-            cache = .some(read)
+            memo.caches[cachePath] = .some(read)
             return read
         }
 
@@ -593,7 +633,7 @@ enum FileSecurity {
             var resolved: Set<String> = []
             for searched in directories {
                 for candidate in try FileSecurity.checkSearched(searched.directory, named: searched.named, libraries: names, memo: &memo)
-                where LibraryImage.map(candidate) != nil {
+                where memo.isLoadable(candidate) {
                     located.append(candidate)
                     // One in a hardware-specific subdirectory may be for another processor than
                     // this one (the loader would go on searching): only the directory's own ends it.
@@ -618,7 +658,7 @@ enum FileSecurity {
                     try FileSecurity.check(
                         path: library, role: "a library the loader's cache \(cachePath) gives for \(name.debugDescription) (for \(needs))",
                         memo: &memo)
-                    if LibraryImage.map(library) != nil { cached.append(library) }
+                    if memo.isLoadable(library) { cached.append(library) }
                 }
                 located += cached
                 // Which entry the loader takes depends on the processor; when it cannot use it,
@@ -627,12 +667,12 @@ enum FileSecurity {
                 for directory in defaultDirectories {
                     located += try FileSecurity.checkSearched(
                         directory, named: "a default directory of the loader, searched for \(needs)", libraries: [name], memo: &memo
-                    ).filter { LibraryImage.map($0) != nil }
+                    ).filter { memo.isLoadable($0) }
                 }
             }
             for needed in paths {
                 try FileSecurity.check(path: needed, role: "a library that the library \(library) needs", memo: &memo)
-                if LibraryImage.map(needed) != nil { located.append(needed) }
+                if memo.isLoadable(needed) { located.append(needed) }
             }
             // Each directory once (a chain that comes back to a library does not grow the list).
             var passedOn: [Searched] = []
@@ -640,7 +680,12 @@ enum FileSecurity {
             for searched in ownRPATH + inherited where !passedOn.contains(where: { $0.directory == searched.directory }) {
                 passedOn.append(searched)
             }
-            pending += located.map { Pending(path: $0, neededBy: path, inherited: passedOn) }
+            // Each library once for each set of `RPATH` directories it inherits (what its needs
+            // are looked up in); the walk then goes by what it is (its real path).
+            let inheritedKey = passedOn.map(\.directory).sorted().joined(separator: "\0")
+            for library in located where queued.insert(library + "\0" + inheritedKey).inserted {
+                pending.append(Pending(path: library, neededBy: path, inherited: passedOn))
+            }
         }
     }
 
@@ -657,6 +702,13 @@ enum FileSecurity {
     fileprivate static func checkSearched(
         _ directory: String, named: String, libraries: [String], memo: inout CheckMemo
     ) throws(PluginLoadError) -> [String] {
+        // Names looked up here already in this walk (the directory was checked then too).
+        var known: [String] = []
+        var libraries = libraries
+        if !libraries.isEmpty {
+            libraries.removeAll { name in memo.lookups[directory + "\0" + name].map { known += $0 } != nil }
+            if libraries.isEmpty { return known }
+        }
         var existing = directory
         var info = stat()
         while stat(existing, &info) != 0 {
@@ -670,14 +722,15 @@ enum FileSecurity {
             try check(
                 path: existing, role: "the nearest directory above \(directory) (\(named), which does not exist: who may write here may make it)",
                 memo: &memo)
-            return []
+            for library in libraries { memo.lookups[directory + "\0" + library] = [] }
+            return known
         }
         try check(path: directory, role: "a directory the loader searches for libraries (\(named))", memo: &memo)
         // The loader looks in the hardware-specific subdirectories first; made only by whoever
         // may write to the directory.
         let subdirectories = memo.subdirectories[directory] ?? hardwareSubdirectories(of: directory)
         memo.subdirectories[directory] = subdirectories
-        var found: [String] = []
+        var found: [String: [String]] = [:]
         for subdirectory in subdirectories + [directory] {
             let role = subdirectory == directory ? named : "\(named); a hardware-specific subdirectory of \(directory)"
             if subdirectory != directory {
@@ -692,10 +745,14 @@ enum FileSecurity {
                     throw danglingLink(path, "where the loader looks for \(library.debugDescription) (\(role))")
                 }
                 try check(path: path, role: "a library the loader would load from \(subdirectory) (\(role))", memo: &memo)
-                found.append(path)
+                found[library, default: []].append(path)
             }
         }
-        return found
+        for library in libraries {
+            memo.lookups[directory + "\0" + library] = found[library] ?? []
+            known += found[library] ?? []
+        }
+        return known
     }
 
     /// The names of the older hardware-specific subdirectories glibc's loader searches below

@@ -23,12 +23,14 @@ public enum PluginLoader {
 
     /// Loads an already parsed manifest.
     public static func load(_ manifest: PluginManifest, services: PluginServices) throws(PluginLoadError) -> [LoadedPlugin] {
+        // What the checks found to pass, shared by the libraries of this load.
+        var memo = FileSecurity.CheckMemo()
         for directory in manifest.pluginDirectories where FileManager.default.fileExists(atPath: directory) {
-            try FileSecurity.check(path: directory, role: "the plugin directory")
+            try FileSecurity.check(path: directory, role: "the plugin directory", memo: &memo)
         }
         var prepared: [(PluginLibrary, Data)] = []
         for entry in manifest.entries where entry.enabled {
-            prepared.append(try prepare(entry, in: manifest))
+            prepared.append(try prepare(entry, in: manifest, memo: &memo))
         }
         var plugins: [LoadedPlugin] = []
         for (library, config) in prepared {
@@ -38,7 +40,9 @@ public enum PluginLoader {
     }
 
     /// Finds, verifies and opens one entry's library; returns it with its merged configuration.
-    static func prepare(_ entry: PluginManifest.Entry, in manifest: PluginManifest) throws(PluginLoadError) -> (PluginLibrary, Data) {
+    static func prepare(
+        _ entry: PluginManifest.Entry, in manifest: PluginManifest, memo: inout FileSecurity.CheckMemo
+    ) throws(PluginLoadError) -> (PluginLibrary, Data) {
         guard let (directory, root) = manifest.bundleDirectory(for: entry.name) else {
             throw PluginLoadError(
                 .pluginNotFound, file: manifest.file, jsonPath: "plugins[\(entry.index)].name", plugin: entry.name,
@@ -50,7 +54,7 @@ public enum PluginLoader {
             let bundle = try PluginBundle.read(directory: directory, pluginDirectory: root, pluginDirectoryChecked: true)
             let library = try PluginLibrary.open(
                 path: bundle.libraryPath,
-                expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }))
+                expectedDigests: bundle.expectedDigests(pin: entry.sha256.map { ($0, entry.index) }), memo: &memo)
             if let mismatch = bundle.nameMismatch(library) { throw mismatch }
             return (library, mergedConfig(defaults: bundle.defaultConfigJSON, overrides: entry.configJSON))
         } catch {
