@@ -930,13 +930,25 @@ struct LibraryDependencyTests {
         try FileSecurity.checkDependencies(of: try Data(contentsOf: URL(fileURLWithPath: first)), path: first, memo: &memo)
         #expect(memo.walked.isEmpty == false)
         let walked = memo.walked
-        let second = try patched(f, runpath: scratch[0])
+        // A trusted directory below one others may write to: refused for its ancestor.
+        mkdir(scratch[0] + "/sub", 0o755)
+        chmod(scratch[0] + "/sub", 0o755)
+        let second = try patched(f, runpath: scratch[0] + "/sub")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: second))
-        #expect(throws: PluginLoadError.self) { try FileSecurity.checkDependencies(of: bytes, path: second, memo: &memo) }
-        do {
-            try FileSecurity.checkDependencies(of: bytes, path: second, memo: &memo)
-        } catch {
-            #expect(error.file == scratch[0])
+        let before = (memo.walked, memo.targets, memo.ancestors)
+        // Refused twice with the same memo: a refusal leaves nothing in it that would pass the next time.
+        for _ in 0..<2 {
+            do {
+                try FileSecurity.checkDependencies(of: bytes, path: second, memo: &memo)
+                Issue.record("expected \(second) to be refused")
+            } catch {
+                #expect(error.file == scratch[0])
+            }
+        }
+        #expect(memo.walked == before.0 && memo.targets == before.1 && memo.ancestors == before.2)
+        // So does a check of one path: its refused ancestor is not kept as passed.
+        for _ in 0..<2 {
+            #expect(throws: PluginLoadError.self) { try FileSecurity.check(path: scratch[0] + "/sub", role: "a directory", memo: &memo) }
         }
         // The same plugin again walks nothing new.
         try FileSecurity.checkDependencies(of: try Data(contentsOf: URL(fileURLWithPath: first)), path: first, memo: &memo)

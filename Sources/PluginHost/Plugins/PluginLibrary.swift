@@ -335,8 +335,8 @@ enum FileSecurity {
         var loadable: [String: Bool] = [:]
         /// What each lookup of a name in a searched directory found (`directory`, NUL, name).
         var lookups: [String: [String]] = [:]
-        /// The libraries whose entries were checked: each real path, with the `RPATH`
-        /// directories it inherited (NUL between them).
+        /// The libraries whose entries were checked: each real path, with the directory it was
+        /// found in and the `RPATH` directories it inherited (NUL between them).
         var walked: Set<String> = []
         /// The loader's cache read from each path (nil inside: none the loader would read).
         var caches: [String: LoaderCache?] = [:]
@@ -373,7 +373,11 @@ enum FileSecurity {
         for chain in [absolute, real] {
             var directory = parent(of: chain)
             while let current = directory {
-                if memo.ancestors.insert(current).inserted { try checkAncestor(current, of: "\(role) \(path)") }
+                // Kept as passed once it has (a memo reused after a refusal holds no failed one).
+                if !memo.ancestors.contains(current) {
+                    try checkAncestor(current, of: "\(role) \(path)")
+                    memo.ancestors.insert(current)
+                }
                 directory = parent(of: current)
             }
         }
@@ -428,24 +432,27 @@ enum FileSecurity {
         callers: [String] = DependencyWalk.callers, memo: inout CheckMemo
     ) throws(PluginLoadError) {
         guard let found = try dependencies(in: bytes, path: path, neededBy: nil) else { return }
+        // The walk works on a copy: what it found to pass is kept only when all of it passes.
         var walk = DependencyWalk(
             libraryPath: environment["LD_LIBRARY_PATH"], cachePath: loaderCache, defaultDirectories: defaultDirectories, memo: memo)
-        defer { memo = walk.memo }
         let inherited = try walk.callerRPATHs(callers)
         try walk.check(found, path: path, origin: nil, neededBy: nil, inherited: inherited)
         while !walk.pending.isEmpty {
             let next = walk.pending.removeFirst()
             // Each library once, by what it is (names and links may lead to it many ways), for
-            // each set of `RPATH` directories it inherits (what its needs are looked up in).
+            // each directory it was found in (its `$ORIGIN`) and set of `RPATH` directories it
+            // inherits (what its needs are looked up in).
+            let origin = parent(of: next.path) ?? "/"
             guard let real = realPath(next.path),
-                walk.memo.walked.insert(([real] + next.inherited.map(\.directory).sorted()).joined(separator: "\0")).inserted
+                walk.memo.walked.insert(([real, origin] + next.inherited.map(\.directory).sorted()).joined(separator: "\0")).inserted
             else { continue }
             // Mapped, not read: only the headers and the dynamic section are touched.
             guard let mapped = LibraryImage.map(next.path),
                 let found = try dependencies(in: mapped, path: next.path, neededBy: next.neededBy)
             else { continue }  // no library the loader would take: it passes over it too
-            try walk.check(found, path: next.path, origin: parent(of: next.path), neededBy: next.neededBy, inherited: next.inherited)
+            try walk.check(found, path: next.path, origin: origin, neededBy: next.neededBy, inherited: next.inherited)
         }
+        memo = walk.memo
     }
 
     /// The dependencies of `bytes`, the library at `path` (which `neededBy` needs, unless it is
@@ -826,7 +833,10 @@ enum FileSecurity {
             }
             links += 1
             guard links <= 40 else { return }  // a loop: stat above would have failed
-            if checked.insert(current).inserted { try checkAncestor(current, of: protected, holdsLink: next) }
+            if !checked.contains(current) {
+                try checkAncestor(current, of: protected, holdsLink: next)
+                checked.insert(current)
+            }
             if info.st_uid != 0 && info.st_uid != geteuid() {
                 throw PluginLoadError(
                     .insecurePermissions, file: next,
