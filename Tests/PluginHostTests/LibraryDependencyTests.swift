@@ -407,9 +407,18 @@ struct LibraryDependencyTests {
 
     /// What `checkDependencies` says of the library at `path` (nil: it passes).
     func dependencyRefusal(_ path: String) throws -> PluginLoadError? {
+        try refusal(of: path, callers: FileSecurity.DependencyWalk.callers)
+    }
+
+    /// What `checkDependencies` says of the library at `path` with the loader's cache read from
+    /// `cache`, the default directories `defaults` and the `RPATH`s of `callers` (nil: it passes).
+    func refusal(
+        of path: String, cache: String = LoaderCache.path, defaults: [String] = LoaderCache.defaultDirectories, callers: [String] = []
+    ) throws -> PluginLoadError? {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         do {
-            try FileSecurity.checkDependencies(of: bytes, path: path, environment: [:])
+            try FileSecurity.checkDependencies(
+                of: bytes, path: path, environment: [:], loaderCache: cache, defaultDirectories: defaults, callers: callers)
             return nil
         } catch {
             return error
@@ -638,15 +647,7 @@ struct LibraryDependencyTests {
         let cache = f.root + "/ld.so.cache"
         try Self.loaderCache([("libc.so.6", library)]).write(to: URL(fileURLWithPath: cache))
         chmod(cache, 0o644)
-        func check(defaults: [String] = []) throws -> PluginLoadError? {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
-            do {
-                try FileSecurity.checkDependencies(of: bytes, path: plugin, environment: [:], loaderCache: cache, defaultDirectories: defaults)
-                return nil
-            } catch {
-                return error
-            }
-        }
+        func check(defaults: [String] = []) throws -> PluginLoadError? { try refusal(of: plugin, cache: cache, defaults: defaults) }
         #expect(
             try check()
                 == PluginLoadError(
@@ -759,16 +760,7 @@ struct LibraryDependencyTests {
         let cache = f.root + "/ld.so.cache"
         try Self.loaderCache([("libc.so.6", cached)]).write(to: URL(fileURLWithPath: cache))
         chmod(cache, 0o644)
-        func check() throws -> PluginLoadError? {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
-            do {
-                try FileSecurity.checkDependencies(
-                    of: bytes, path: plugin, environment: [:], loaderCache: cache, defaultDirectories: [], callers: [])
-                return nil
-            } catch {
-                return error
-            }
-        }
+        func check() throws -> PluginLoadError? { try refusal(of: plugin, cache: cache, defaults: []) }
         #expect(
             try check()
                 == PluginLoadError(
@@ -838,15 +830,7 @@ struct LibraryDependencyTests {
         let inherited = trusted + "/libinherited.so"
         FileManager.default.createFile(atPath: inherited, contents: Data())
         chmod(inherited, 0o666)
-        func check(_ callers: [String]) throws -> PluginLoadError? {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
-            do {
-                try FileSecurity.checkDependencies(of: bytes, path: plugin, environment: [:], callers: callers)
-                return nil
-            } catch {
-                return error
-            }
-        }
+        func check(_ callers: [String]) throws -> PluginLoadError? { try refusal(of: plugin, callers: callers) }
         #expect(
             try check([program])
                 == PluginLoadError(
@@ -893,16 +877,7 @@ struct LibraryDependencyTests {
         let cache = f.root + "/ld.so.cache"
         try Self.loaderCache([("libc.so.6", cached)]).write(to: URL(fileURLWithPath: cache))
         chmod(cache, 0o644)
-        func check() throws -> PluginLoadError? {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: plugin))
-            do {
-                try FileSecurity.checkDependencies(
-                    of: bytes, path: plugin, environment: [:], loaderCache: cache, defaultDirectories: [], callers: [])
-                return nil
-            } catch {
-                return error
-            }
-        }
+        func check() throws -> PluginLoadError? { try refusal(of: plugin, cache: cache, defaults: []) }
         #expect(try check()?.file == cached)
         // A path the cache gives that is not there: its directory decides.
         try FileManager.default.removeItem(atPath: cached)
