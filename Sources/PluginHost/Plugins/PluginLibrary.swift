@@ -483,13 +483,14 @@ enum FileSecurity {
             let inherited: [Searched]
         }
 
-        /// The image holding this code (the caller of `dlopen`) and the program, when they differ.
-        static var callers: [String] {
+        /// The image holding this code (the caller of `dlopen`) and the program, when they differ:
+        /// found once (neither moves while the process runs; their `RPATH`s are read at each check).
+        static let callers: [String] = {
             let program = realPath("/proc/self/exe")
             return [image(holding: UInt(bitPattern: #dsohandle)), program].compactMap { $0 }.reduce(into: []) {
                 if !$0.contains($1) { $0.append($1) }
             }
-        }
+        }()
 
         /// The file mapped at `address` in this process, from `/proc/self/maps`.
         static func image(holding address: UInt) -> String? {
