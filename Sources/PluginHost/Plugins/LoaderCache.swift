@@ -33,10 +33,7 @@ struct LoaderCache: Equatable {
     /// the file is left out, as the loader leaves it.
     static func read(_ bytes: Data, flags: UInt32? = hostFlags) -> LoaderCache? {
         let bytes = Array(bytes)
-        func word(_ offset: Int) -> Int {
-            guard offset >= 0, offset + 4 <= bytes.count else { return -1 }
-            return (0..<4).reduce(0) { $0 | Int(bytes[offset + $1]) << ($1 * 8) }
-        }
+        func word(_ offset: Int) -> Int { Self.word(bytes, offset) }
         func starts(_ magic: String, at offset: Int) -> Bool {
             let magic = Array(magic.utf8)
             return offset + magic.count <= bytes.count && bytes[offset..<(offset + magic.count)].elementsEqual(magic)
@@ -62,7 +59,7 @@ struct LoaderCache: Equatable {
         _ bytes: [UInt8], table: Int, count: Int, size: Int, strings: Int, flags: UInt32?, endian: UInt8
     ) -> LoaderCache? {
         guard endian == 0 || endian & 3 == 2, count >= 0, count <= (bytes.count - table) / size else { return nil }
-        func word(_ offset: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[offset + $1]) << ($1 * 8) } }
+        func word(_ offset: Int) -> Int { Self.word(bytes, offset) }
         func string(_ offset: Int) -> String? {
             let start = strings + offset
             guard start < bytes.count, let end = bytes[start...].firstIndex(of: 0) else { return nil }
@@ -77,6 +74,12 @@ struct LoaderCache: Equatable {
             cache.paths[name, default: []].append(path)
         }
         return cache
+    }
+
+    /// The little-endian 32-bit word at `offset`; -1 when it lies outside `bytes`.
+    private static func word(_ bytes: [UInt8], _ offset: Int) -> Int {
+        guard offset >= 0, offset + 4 <= bytes.count else { return -1 }
+        return (0..<4).reduce(0) { $0 | Int(bytes[offset + $1]) << ($1 * 8) }
     }
 
     /// The directories glibc's loader searches last, for a library neither its search paths

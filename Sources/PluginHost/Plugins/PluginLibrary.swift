@@ -443,8 +443,7 @@ enum FileSecurity {
             // each directory it was found in (its `$ORIGIN`) and set of `RPATH` directories it
             // inherits (what its needs are looked up in).
             let origin = parent(of: next.path) ?? "/"
-            guard let real = realPath(next.path),
-                walk.memo.walked.insert(([real, origin] + next.inherited.map(\.directory).sorted()).joined(separator: "\0")).inserted
+            guard let real = realPath(next.path), walk.memo.walked.insert([real, origin, next.inheritedKey].joined(separator: "\0")).inserted
             else { continue }
             // Mapped, not read: only the headers and the dynamic section are touched.
             guard let mapped = LibraryImage.map(next.path),
@@ -481,6 +480,8 @@ enum FileSecurity {
             let path: String
             let neededBy: String
             let inherited: [Searched]
+            /// `inherited`'s directories, sorted, NUL between them: what sets them apart.
+            let inheritedKey: String
         }
 
         /// The image holding this code (the caller of `dlopen`) and the program, when they differ:
@@ -633,9 +634,12 @@ enum FileSecurity {
                 }
             }
             let own = try searchPaths(found, path: path, library: library, origin: origin)
+            // With a `RUNPATH`, the loader searches no `RPATH` for this library's needs (and
+            // `own.rpath` is empty).
+            let hasRunpath = found.searchPaths.contains { $0.tag == "RUNPATH" }
             // The loader's order: the RPATHs (without a RUNPATH), LD_LIBRARY_PATH, the RUNPATH.
             let inheritedNamed = inherited.map { Searched(directory: $0.directory, named: "\($0.named), searched for \(needs)") }
-            let rpaths = own.runpath.isEmpty && !found.searchPaths.contains { $0.tag == "RUNPATH" } ? own.rpath + inheritedNamed : []
+            let rpaths = hasRunpath ? [] : own.rpath + inheritedNamed
             let directories = names.isEmpty ? [] : rpaths + (try libraryPathDirectories(path: path, needs: needs)) + own.runpath
             var located: [String] = []
             var resolved: Set<String> = []
@@ -684,15 +688,14 @@ enum FileSecurity {
             }
             // Each directory once (a chain that comes back to a library does not grow the list).
             var passedOn: [Searched] = []
-            let ownRPATH = found.searchPaths.contains { $0.tag == "RUNPATH" } ? [] : own.rpath
-            for searched in ownRPATH + inherited where !passedOn.contains(where: { $0.directory == searched.directory }) {
+            for searched in own.rpath + inherited where !passedOn.contains(where: { $0.directory == searched.directory }) {
                 passedOn.append(searched)
             }
             // Each library once for each set of `RPATH` directories it inherits (what its needs
             // are looked up in); the walk then goes by what it is (its real path).
             let inheritedKey = passedOn.map(\.directory).sorted().joined(separator: "\0")
             for library in located where queued.insert(library + "\0" + inheritedKey).inserted {
-                pending.append(Pending(path: library, neededBy: path, inherited: passedOn))
+                pending.append(Pending(path: library, neededBy: path, inherited: passedOn, inheritedKey: inheritedKey))
             }
         }
     }
