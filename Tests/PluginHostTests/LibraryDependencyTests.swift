@@ -23,6 +23,14 @@ struct LibraryDependencyTests {
         return path
     }
 
+    /// The refusal of `file`, of `mode` (`0777`, `0666`: writable by group and others) and the
+    /// current user's, which is `role`.
+    static func writable(_ file: String, mode: String, is role: String) -> PluginLoadError {
+        PluginLoadError(
+            .insecurePermissions, file: file,
+            reason: "mode \(mode) (writable by group and others), owner \(LoadPathPermissionTests.me), is \(role); \(chmodHint)")
+    }
+
     func refusal(_ path: String) -> PluginLoadError? {
         do {
             _ = try PluginLibrary.open(path: path)
@@ -97,11 +105,10 @@ struct LibraryDependencyTests {
         defer { rmdir(open) }
         #expect(
             check("/usr/lib:" + open)
-                == PluginLoadError(
-                    .insecurePermissions, file: open,
-                    reason:
-                        "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches for libraries "
-                        + "(the LD_LIBRARY_PATH entry \(open.debugDescription), searched for the libraries \(path) needs,); \(Self.chmodHint)"))
+                == Self.writable(
+                    open, mode: "0777",
+                    is: "a directory the loader searches for libraries "
+                        + "(the LD_LIBRARY_PATH entry \(open.debugDescription), searched for the libraries \(path) needs,)"))
     }
 
     @Test func aRunpathDirectoryOthersMayWriteToIsRefused() throws {
@@ -112,11 +119,10 @@ struct LibraryDependencyTests {
         let library = try patched(f, runpath: open)
         #expect(
             refusal(library)
-                == PluginLoadError(
-                    .insecurePermissions, file: open,
-                    reason:
-                        "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches for libraries "
-                        + "(the RUNPATH entry \(open.debugDescription) of the library \(library)); \(Self.chmodHint)"))
+                == Self.writable(
+                    open, mode: "0777",
+                    is: "a directory the loader searches for libraries "
+                        + "(the RUNPATH entry \(open.debugDescription) of the library \(library))"))
     }
 
     /// A directory that does not exist is judged by the one above it: who may write there may
@@ -129,11 +135,11 @@ struct LibraryDependencyTests {
         let library = try patched(f, runpath: open + "/lib")
         #expect(
             refusal(library)
-                == PluginLoadError(
-                    .insecurePermissions, file: open,
-                    reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is the nearest directory above "
+                == Self.writable(
+                    open, mode: "0777",
+                    is: "the nearest directory above "
                         + "\(open)/lib (the RUNPATH entry \((open + "/lib").debugDescription) of the library \(library), which does not exist: "
-                        + "who may write here may make it); \(Self.chmodHint)"))
+                        + "who may write here may make it)"))
         chmod(open, 0o755)
         try FileManager.default.createSymbolicLink(atPath: open + "/lib", withDestinationPath: open + "/nowhere")
         #expect(
@@ -158,10 +164,10 @@ struct LibraryDependencyTests {
         let library = try patched(f, runpath: open)
         #expect(
             refusal(library)
-                == PluginLoadError(
-                    .insecurePermissions, file: open + "/libc.so.6",
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would "
-                        + "load from \(open) (the RUNPATH entry \(open.debugDescription) of the library \(library)); \(Self.chmodHint)"))
+                == Self.writable(
+                    open + "/libc.so.6", mode: "0666",
+                    is: "a library the loader would "
+                        + "load from \(open) (the RUNPATH entry \(open.debugDescription) of the library \(library))"))
     }
 
     /// `..` is refused wherever it is: after `$ORIGIN` it leaves the directory the bytes are
@@ -439,11 +445,10 @@ struct LibraryDependencyTests {
         try install(try variant(runpath: open), at: dependency)
         let plugin = f.root + "/libchain.so"
         try install(try variant(runpath: trusted), at: plugin)
-        let expected = PluginLoadError(
-            .insecurePermissions, file: open,
-            reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches for "
-                + "libraries (the RUNPATH entry \(open.debugDescription) of the library \(dependency) (needed by the library \(plugin))); "
-                + Self.chmodHint)
+        let expected = Self.writable(
+            open, mode: "0777",
+            is: "a directory the loader searches for "
+                + "libraries (the RUNPATH entry \(open.debugDescription) of the library \(dependency) (needed by the library \(plugin)))")
         #expect(try dependencyRefusal(plugin) == expected)
         #expect(refusal(plugin) == expected)
         // One more link: the plugin → a trusted library → another trusted one → the open directory.
@@ -454,11 +459,11 @@ struct LibraryDependencyTests {
         try install(try variant(runpath: open), at: middle + "/libc.so.6")
         #expect(
             try dependencyRefusal(plugin)
-                == PluginLoadError(
-                    .insecurePermissions, file: open,
-                    reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
+                == Self.writable(
+                    open, mode: "0777",
+                    is: "a directory the loader searches "
                         + "for libraries (the RUNPATH entry \(open.debugDescription) of the library \(middle)/libc.so.6 (needed by the "
-                        + "library \(dependency))); \(Self.chmodHint)"))
+                        + "library \(dependency)))"))
         chmod(open, 0o755)
         #expect(try dependencyRefusal(plugin) == nil)
     }
@@ -481,11 +486,11 @@ struct LibraryDependencyTests {
             try install(try variant(runpath: runpath), at: dependency)
             #expect(
                 try dependencyRefusal(plugin)
-                    == PluginLoadError(
-                        .insecurePermissions, file: refused,
-                        reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
+                    == Self.writable(
+                        refused, mode: "0777",
+                        is: "a directory the loader searches "
                             + "for libraries (the RUNPATH entry \(runpath.debugDescription) of the library \(dependency) (needed by the library "
-                            + "\(plugin))); \(Self.chmodHint)"),
+                            + "\(plugin)))"),
                 "\(runpath)")
         }
         chmod(trusted + "/x", 0o755)
@@ -516,11 +521,11 @@ struct LibraryDependencyTests {
         try install(try variant(runpath: empty, rpath: true, needing: rename), at: dependency)
         #expect(
             try dependencyRefusal(plugin)
-                == PluginLoadError(
-                    .insecurePermissions, file: inherited,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
+                == Self.writable(
+                    inherited, mode: "0666",
+                    is: "a library the loader would load "
                         + "from \(trusted) (the RPATH entry \(trusted.debugDescription) of the library \(plugin), searched for the libraries "
-                        + "\(dependency) needs (itself needed by the library \(plugin))); \(Self.chmodHint)"))
+                        + "\(dependency) needs (itself needed by the library \(plugin)))"))
         try install(try variant(runpath: empty, needing: rename), at: dependency)
         #expect(try dependencyRefusal(plugin) == nil)
     }
@@ -564,10 +569,10 @@ struct LibraryDependencyTests {
         chmod(filtee, 0o666)
         #expect(
             try dependencyRefusal(plugin)
-                == PluginLoadError(
-                    .insecurePermissions, file: filtee,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
-                        + "from \(trusted) (the RUNPATH entry \(trusted.debugDescription) of the library \(plugin)); \(Self.chmodHint)"))
+                == Self.writable(
+                    filtee, mode: "0666",
+                    is: "a library the loader would load "
+                        + "from \(trusted) (the RUNPATH entry \(trusted.debugDescription) of the library \(plugin))"))
         chmod(filtee, 0o644)
         #expect(try dependencyRefusal(plugin) == nil)
     }
@@ -650,27 +655,27 @@ struct LibraryDependencyTests {
         func check(defaults: [String] = []) throws -> PluginLoadError? { try refusal(of: plugin, cache: cache, defaults: defaults) }
         #expect(
             try check()
-                == PluginLoadError(
-                    .insecurePermissions, file: library,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader's cache "
-                        + "\(cache) gives for \"libc.so.6\" (for the libraries \(plugin) needs); \(Self.chmodHint)"))
+                == Self.writable(
+                    library, mode: "0666",
+                    is: "a library the loader's cache "
+                        + "\(cache) gives for \"libc.so.6\" (for the libraries \(plugin) needs)"))
         chmod(cache, 0o666)
         #expect(
             try check()
-                == PluginLoadError(
-                    .insecurePermissions, file: cache,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is the loader's cache of library "
-                        + "paths; \(Self.chmodHint)"))
+                == Self.writable(
+                    cache, mode: "0666",
+                    is: "the loader's cache of library "
+                        + "paths"))
         // Not in the cache: the default directories.
         try Self.loaderCache([]).write(to: URL(fileURLWithPath: cache))
         chmod(cache, 0o644)
         #expect(try check() == nil)
         #expect(
             try check(defaults: ["/usr/lib", trusted])
-                == PluginLoadError(
-                    .insecurePermissions, file: library,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
-                        + "from \(trusted) (a default directory of the loader, searched for the libraries \(plugin) needs); \(Self.chmodHint)"))
+                == Self.writable(
+                    library, mode: "0666",
+                    is: "a library the loader would load "
+                        + "from \(trusted) (a default directory of the loader, searched for the libraries \(plugin) needs)"))
         chmod(library, 0o644)
         #expect(try check(defaults: ["/usr/lib", trusted]) == nil)
         // What the cache leads to is followed too: a library there with a `RUNPATH` others may write to.
@@ -714,10 +719,10 @@ struct LibraryDependencyTests {
             chmod(path, 0o777)
             #expect(
                 try dependencyRefusal(plugin)
-                    == PluginLoadError(
-                        .insecurePermissions, file: path,
-                        reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
-                            + "for libraries (\(named)); \(Self.chmodHint)"),
+                    == Self.writable(
+                        path, mode: "0777",
+                        is: "a directory the loader searches "
+                            + "for libraries (\(named))"),
                 "\(subdirectory)")
             chmod(path, 0o755)
             let library = path + "/libc.so.6"
@@ -725,10 +730,10 @@ struct LibraryDependencyTests {
             chmod(library, 0o666)
             #expect(
                 try dependencyRefusal(plugin)
-                    == PluginLoadError(
-                        .insecurePermissions, file: library,
-                        reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would "
-                            + "load from \(path) (\(named)); \(Self.chmodHint)"),
+                    == Self.writable(
+                        library, mode: "0666",
+                        is: "a library the loader would "
+                            + "load from \(path) (\(named))"),
                 "\(subdirectory)")
             chmod(library, 0o644)
             #expect(try dependencyRefusal(plugin) == nil, "\(subdirectory)")
@@ -763,10 +768,10 @@ struct LibraryDependencyTests {
         func check() throws -> PluginLoadError? { try refusal(of: plugin, cache: cache, defaults: []) }
         #expect(
             try check()
-                == PluginLoadError(
-                    .insecurePermissions, file: cached,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader's cache "
-                        + "\(cache) gives for \"libc.so.6\" (for the libraries \(plugin) needs); \(Self.chmodHint)"))
+                == Self.writable(
+                    cached, mode: "0666",
+                    is: "a library the loader's cache "
+                        + "\(cache) gives for \"libc.so.6\" (for the libraries \(plugin) needs)"))
         // The fixture itself is a library of this machine: found in the directory, it ends the search.
         try install(try variant(runpath: "$ORIGIN"), at: trusted + "/libc.so.6")
         #expect(try check() == nil)
@@ -808,10 +813,10 @@ struct LibraryDependencyTests {
         chmod(trusted + "/libx.so", 0o666)
         #expect(
             try dependencyRefusal(plugin)
-                == PluginLoadError(
-                    .insecurePermissions, file: trusted + "/libx.so",
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library that the library "
-                        + "\(dependency) (needed by the library \(plugin)) needs; \(Self.chmodHint)"))
+                == Self.writable(
+                    trusted + "/libx.so", mode: "0666",
+                    is: "a library that the library "
+                        + "\(dependency) (needed by the library \(plugin)) needs"))
     }
 
     /// The `RPATH` of what calls `dlopen` (and of the program) is searched for the plugin's needs
@@ -833,11 +838,11 @@ struct LibraryDependencyTests {
         func check(_ callers: [String]) throws -> PluginLoadError? { try refusal(of: plugin, callers: callers) }
         #expect(
             try check([program])
-                == PluginLoadError(
-                    .insecurePermissions, file: inherited,
-                    reason: "mode 0666 (writable by group and others), owner \(LoadPathPermissionTests.me), is a library the loader would load "
+                == Self.writable(
+                    inherited, mode: "0666",
+                    is: "a library the loader would load "
                         + "from \(trusted) (the RPATH entry \(trusted.debugDescription) of the library \(program) (which loads plugins), searched "
-                        + "for the libraries \(plugin) needs); \(Self.chmodHint)"))
+                        + "for the libraries \(plugin) needs)"))
         #expect(try check([]) == nil)
         // With a RUNPATH of its own, the plugin's needs are not looked up in any RPATH.
         try install(try variant(runpath: empty, needing: rename), at: plugin)
@@ -884,11 +889,11 @@ struct LibraryDependencyTests {
         chmod(open, 0o777)
         #expect(
             try check()
-                == PluginLoadError(
-                    .insecurePermissions, file: open,
-                    reason: "mode 0777 (writable by group and others), owner \(LoadPathPermissionTests.me), is a directory the loader searches "
+                == Self.writable(
+                    open, mode: "0777",
+                    is: "a directory the loader searches "
                         + "for libraries (the directory where the loader's cache \(cache) says \"libc.so.6\" is (for the libraries \(plugin) "
-                        + "needs)); \(Self.chmodHint)"))
+                        + "needs))"))
         chmod(open, 0o755)
         #expect(try check() == nil)
     }
