@@ -140,11 +140,71 @@ struct DigestChallenge: Equatable, Sendable {
 
         /// Lower-case hexadecimal of the hash of `bytes`.
         func hex(_ bytes: [UInt8]) -> String {
+            var hash = running()
+            bytes.withUnsafeBytes { hash.update($0) }
+            return hash.finalizeHex()
+        }
+
+        /// A hash of this algorithm computed as its bytes come (`auth-int` over a body read from a
+        /// file in parts).
+        func running() -> RunningHash {
             switch self {
-            case .md5: return SHA256.hex(MD5.hash(bytes))
-            case .sha256: return SHA256.hex(SHA256.hash(bytes))
-            case .sha512Slash256: return SHA256.hex(SHA512.hash256(bytes))
-            case .sha512: return SHA256.hex(SHA512.hash(bytes))
+            case .md5: return .md5(MD5.Hasher())
+            case .sha256: return .sha256(SHA256())
+            case .sha512Slash256: return .sha512(SHA512.Hasher(truncatedTo256: true))
+            case .sha512: return .sha512(SHA512.Hasher())
+            }
+        }
+
+        /// Lower-case hexadecimal of the hash of everything `fd` reads, from its start (a file
+        /// sent as a body, or a body stream read into one), in parts of 64 KiB: nil when it is no
+        /// regular file, a read fails, or `stopped` says so between parts (the request was
+        /// cancelled). The descriptor's offset is neither used nor moved.
+        func hex(readingFrom fd: Int32, stopped: () -> Bool) -> String? {
+            var status = stat()
+            guard fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { return nil }
+            var hash = running()
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            var offset: off_t = 0
+            while true {
+                if stopped() { return nil }
+                let got = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+                if got < 0, errno == EINTR { continue }
+                guard got >= 0 else { return nil }
+                if got == 0 { return hash.finalizeHex() }
+                buffer.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[..<got])) }
+                offset += off_t(got)
+            }
+        }
+    }
+
+    /// A hash of one of the ``Algorithm``s, computed as its bytes come.
+    enum RunningHash {
+        case md5(MD5.Hasher)
+        case sha256(SHA256)
+        case sha512(SHA512.Hasher)
+
+        /// Adds bytes.
+        mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            switch self {
+            case .md5(var hash):
+                hash.update(bytes)
+                self = .md5(hash)
+            case .sha256(var hash):
+                hash.update(bytes)
+                self = .sha256(hash)
+            case .sha512(var hash):
+                hash.update(bytes)
+                self = .sha512(hash)
+            }
+        }
+
+        /// The lower-case hexadecimal digest of every byte added.
+        mutating func finalizeHex() -> String {
+            switch self {
+            case .md5(var hash): return SHA256.hex(hash.finalize())
+            case .sha256(var hash): return SHA256.hex(hash.finalize())
+            case .sha512(var hash): return SHA256.hex(hash.finalize())
             }
         }
     }
@@ -188,20 +248,36 @@ struct DigestChallenge: Equatable, Sendable {
         var method: String
         /// The request target as sent (path and query).
         var uri: String
-        /// The body, when it is in memory (`auth-int` needs it).
-        var body: [UInt8]?
+        /// The hash of the body in an algorithm, lower-case hex, for `auth-int`; asked only when
+        /// the challenge offers it. Nil, or an answer of nil: the body cannot be read again (a
+        /// body stream no send has read, a file that is gone or no regular file).
+        var bodyHash: ((Algorithm) -> String?)?
+
+        /// The facts of a request whose body, if any, is `body` (nil: one that cannot be read again).
+        init(method: String, uri: String, body: [UInt8]?) {
+            self.init(method: method, uri: uri, bodyHash: body.map { body in { $0.hex(body) } })
+        }
+
+        /// The facts of a request whose body's hash `bodyHash` gives.
+        init(method: String, uri: String, bodyHash: ((Algorithm) -> String?)?) {
+            self.method = method
+            self.uri = uri
+            self.bodyHash = bodyHash
+        }
     }
 
     /// The `Authorization` value answering this challenge, or nil when it cannot be answered
-    /// (only `auth-int` offered, or an unknown `qop`, and the body is not in memory; or a `-sess`
+    /// (only `auth-int` offered, or an unknown `qop`, and the body cannot be read again; or a `-sess`
     /// algorithm without `qop`, where the server could not learn the `cnonce` it depends on).
     func authorization(user: String, password: String, request: RequestFacts, cnonce: String, nonceCount: UInt32) -> String? {
         let qop: String?
+        // Integrity when it can be had: the body's hash, whatever its size, when `auth-int` is offered.
+        let bodyHash = qops.contains("auth-int") ? request.bodyHash?(algorithm) : nil
         if qops.isEmpty {
             if session { return nil }
             qop = nil
-        } else if qops.contains("auth-int"), request.body != nil {
-            qop = "auth-int"  // integrity when it can be had
+        } else if bodyHash != nil {
+            qop = "auth-int"
         } else if qops.contains("auth") {
             qop = "auth"
         } else {
@@ -210,8 +286,8 @@ struct DigestChallenge: Equatable, Sendable {
         var a1 = algorithm.hex("\(user):\(realm):\(password)")
         if session { a1 = algorithm.hex("\(a1):\(nonce):\(cnonce)") }
         let a2: String
-        if qop == "auth-int" {
-            a2 = algorithm.hex("\(request.method):\(request.uri):\(algorithm.hex(request.body ?? []))")
+        if let bodyHash, qop == "auth-int" {
+            a2 = algorithm.hex("\(request.method):\(request.uri):\(bodyHash)")
         } else {
             a2 = algorithm.hex("\(request.method):\(request.uri)")
         }

@@ -588,18 +588,41 @@ final class InterceptorChain: Sendable {
     /// The `Authorization` value answering `digest` for `request`, with a fresh `cnonce` and the nonce's next `nc`.
     func digestAnswer(_ digest: DigestChallenge, user: String, password: String, request: TransportRequest) -> String? {
         guard let url = request.urlRequest.url else { return nil }
-        var body: [UInt8]?
-        switch request.body {
-        case .inline, .upload:
-            if request.urlRequest.httpBodyStream == nil { body = request.urlRequest.httpBody.map { [UInt8]($0) } ?? [] }
-        case .file:
-            body = nil
-        }
         let facts = DigestChallenge.RequestFacts(
-            method: request.urlRequest.httpMethod ?? "GET", uri: DigestChallenge.requestURI(url), body: body)
+            method: request.urlRequest.httpMethod ?? "GET", uri: DigestChallenge.requestURI(url), bodyHash: Self.bodyHash(of: request))
         return digest.authorization(
             user: user, password: password, request: facts, cnonce: SHA256.hex(RandomBytes.make(16)),
             nonceCount: digestNonces.next(for: digest.nonce))
+    }
+
+    /// The hash of what `request` sends as its body, for a Digest `auth-int` answer: the bytes in
+    /// memory; a file's contents, read again (a file the first send read, and the re-send reads
+    /// once more); a body stream's, from the file its first send read it into (``BodySpool``).
+    /// Nil for a stream no send of the call has read whole. Reading stops when the request is
+    /// cancelled.
+    static func bodyHash(of request: TransportRequest) -> ((DigestChallenge.Algorithm) -> String?)? {
+        let stopped = { request.cancellation?.isCancelled == true || Task.isCancelled }
+        switch request.body {
+        case .file(let file):
+            return { algorithm in
+                let fd = open(file.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+                guard fd >= 0 else { return nil }
+                defer { close(fd) }
+                return algorithm.hex(readingFrom: fd, stopped: stopped)
+            }
+        case .inline, .upload:
+            guard let stream = request.urlRequest.httpBodyStream else {
+                let body = request.urlRequest.httpBody.map { [UInt8]($0) } ?? []
+                return { $0.hex(body) }
+            }
+            guard case .read(let spooled) = request.bodySpool?.state(of: stream) else { return nil }
+            return { algorithm in
+                let fd = spooled.descriptor()
+                guard fd >= 0 else { return nil }
+                defer { close(fd) }
+                return algorithm.hex(readingFrom: fd, stopped: stopped)
+            }
+        }
     }
 
     /// The header field to answer in and the challenge to answer, for a `401` (`WWW-Authenticate`

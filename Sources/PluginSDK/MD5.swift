@@ -20,25 +20,62 @@ public enum MD5 {
 
     /// The 16-byte digest of `bytes`.
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
-        var message = bytes
-        let bitLength = UInt64(bytes.count) &* 8
-        message.append(0x80)
-        while message.count % 64 != 56 { message.append(0) }
-        for shift in stride(from: 0, to: 64, by: 8) { message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        var a0: UInt32 = 0x67452301
-        var b0: UInt32 = 0xefcdab89
-        var c0: UInt32 = 0x98badcfe
-        var d0: UInt32 = 0x10325476
-        var m = [UInt32](repeating: 0, count: 16)
-        for chunk in stride(from: 0, to: message.count, by: 64) {
-            for i in 0..<16 {
-                let j = chunk + 4 * i
-                m[i] = UInt32(message[j]) | UInt32(message[j + 1]) << 8 | UInt32(message[j + 2]) << 16 | UInt32(message[j + 3]) << 24
+        var hasher = Hasher()
+        bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize()
+    }
+
+    /// MD5 computed as its bytes come, in parts of any size (a body read from a file): the digest
+    /// of every byte given, in order, with at most one block held.
+    package struct Hasher: Sendable {
+        private var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
+        /// Bytes of a block not yet complete (fewer than 64).
+        private var pending: [UInt8] = []
+        private var length: UInt64 = 0
+
+        /// Starts an empty hash.
+        package init() {}
+
+        /// Adds bytes.
+        package mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            length &+= UInt64(bytes.count)
+            var rest = bytes[...]
+            if !pending.isEmpty {
+                let take = min(64 - pending.count, rest.count)
+                pending += rest.prefix(take)
+                rest = rest.dropFirst(take)
+                guard pending.count == 64 else { return }
+                pending.withUnsafeBytes { compress($0) }
+                pending.removeAll(keepingCapacity: true)
             }
-            var a = a0
-            var b = b0
-            var c = c0
-            var d = d0
+            while rest.count >= 64 {
+                compress(UnsafeRawBufferPointer(rebasing: rest.prefix(64)))
+                rest = rest.dropFirst(64)
+            }
+            pending += rest
+        }
+
+        /// The 16-byte digest of every byte added.
+        package mutating func finalize() -> [UInt8] {
+            let bitLength = length &* 8
+            // 0x80, zeros up to 56 mod 64, the length in bits (little-endian).
+            var tail: [UInt8] = [0x80]
+            while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
+            for shift in stride(from: 0, to: 64, by: 8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+            tail.withUnsafeBytes { update($0) }
+            var digest: [UInt8] = []
+            digest.reserveCapacity(16)
+            for word in [state.0, state.1, state.2, state.3] {
+                for shift in stride(from: 0, to: 32, by: 8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
+            }
+            return digest
+        }
+
+        /// Compresses one 64-byte block into the state.
+        private mutating func compress(_ block: UnsafeRawBufferPointer) {
+            var m = [UInt32](repeating: 0, count: 16)
+            for i in 0..<16 { m[i] = UInt32(littleEndian: block.loadUnaligned(fromByteOffset: 4 * i, as: UInt32.self)) }
+            var (a, b, c, d) = state
             for i in 0..<64 {
                 var f: UInt32
                 let g: Int
@@ -56,22 +93,14 @@ public enum MD5 {
                     f = c ^ (b | ~d)
                     g = (7 * i) % 16
                 }
-                f = f &+ a &+ k[i] &+ m[g]
+                f = f &+ a &+ MD5.k[i] &+ m[g]
                 a = d
                 d = c
                 c = b
-                b = b &+ ((f << s[i]) | (f >> (32 - s[i])))
+                b = b &+ ((f << MD5.s[i]) | (f >> (32 - MD5.s[i])))
             }
-            a0 = a0 &+ a
-            b0 = b0 &+ b
-            c0 = c0 &+ c
-            d0 = d0 &+ d
+            state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d)
         }
-        var digest: [UInt8] = []
-        for word in [a0, b0, c0, d0] {
-            for shift in stride(from: 0, to: 32, by: 8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
-        }
-        return digest
     }
 }
 

@@ -37,57 +37,103 @@ public enum SHA512 {
     /// The SHA-512/256 initial hash value, generated as FIPS 180-4 §5.3.6 prescribes: SHA-512 of
     /// the text `SHA-512/256` with every word of the initial value XORed with `a5a5a5a5a5a5a5a5`.
     private static let initial512Slash256: [UInt64] = {
-        let start = initial512.map { $0 ^ 0xa5a5_a5a5_a5a5_a5a5 }
-        let digest = run(Array("SHA-512/256".utf8), initial: start)
+        var hasher = Hasher(initial: initial512.map { $0 ^ 0xa5a5_a5a5_a5a5_a5a5 }, digestBytes: 64)
+        Array("SHA-512/256".utf8).withUnsafeBytes { hasher.update($0) }
+        let digest = hasher.finalize()
         return (0..<8).map { word in digest[(word * 8)..<(word * 8 + 8)].reduce(0) { $0 << 8 | UInt64($1) } }
     }()
 
     /// The 64-byte SHA-512 digest of `bytes`.
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
-        run(bytes, initial: initial512)
+        var hasher = Hasher()
+        bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize()
     }
 
     /// The 32-byte SHA-512/256 digest of `bytes` (RFC 7616's `SHA-512-256`).
     public static func hash256(_ bytes: [UInt8]) -> [UInt8] {
-        Array(run(bytes, initial: initial512Slash256).prefix(32))
+        var hasher = Hasher(truncatedTo256: true)
+        bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize()
     }
 
-    /// Pads `bytes`, compresses every 128-byte block from `initial` and returns the 64-byte state.
-    private static func run(_ bytes: [UInt8], initial: [UInt64]) -> [UInt8] {
-        var message = bytes
-        let bitLength = UInt64(bytes.count) &* 8
-        message.append(0x80)
-        while message.count % 128 != 112 { message.append(0) }
-        message += [UInt8](repeating: 0, count: 8)  // the high 64 bits of the 128-bit length
-        for shift in stride(from: 56, through: 0, by: -8) { message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        var h = initial
-        var w = [UInt64](repeating: 0, count: 80)
-        for block in stride(from: 0, to: message.count, by: 128) {
-            for i in 0..<16 {
-                w[i] = message[(block + 8 * i)..<(block + 8 * i + 8)].reduce(0) { $0 << 8 | UInt64($1) }
+    /// SHA-512 or SHA-512/256 computed as its bytes come, in parts of any size (a body read from a
+    /// file): the digest of every byte given, in order, with at most one block held.
+    package struct Hasher: Sendable {
+        private var state: [UInt64]
+        /// How many bytes of the final state the digest is (64, or 32 for SHA-512/256).
+        private let digestBytes: Int
+        /// Bytes of a block not yet complete (fewer than 128).
+        private var pending: [UInt8] = []
+        private var length: UInt64 = 0
+        /// The message schedule, kept between blocks (no array made per block).
+        private var w = [UInt64](repeating: 0, count: 80)
+
+        /// Starts an empty SHA-512 hash, or SHA-512/256 when `truncatedTo256`.
+        package init(truncatedTo256: Bool = false) {
+            self.init(initial: truncatedTo256 ? SHA512.initial512Slash256 : SHA512.initial512, digestBytes: truncatedTo256 ? 32 : 64)
+        }
+
+        fileprivate init(initial: [UInt64], digestBytes: Int) {
+            state = initial
+            self.digestBytes = digestBytes
+        }
+
+        /// Adds bytes.
+        package mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            length &+= UInt64(bytes.count)
+            var rest = bytes[...]
+            if !pending.isEmpty {
+                let take = min(128 - pending.count, rest.count)
+                pending += rest.prefix(take)
+                rest = rest.dropFirst(take)
+                guard pending.count == 128 else { return }
+                pending.withUnsafeBytes { compress($0) }
+                pending.removeAll(keepingCapacity: true)
             }
+            while rest.count >= 128 {
+                compress(UnsafeRawBufferPointer(rebasing: rest.prefix(128)))
+                rest = rest.dropFirst(128)
+            }
+            pending += rest
+        }
+
+        /// The digest of every byte added (64 bytes, or 32 for SHA-512/256).
+        package mutating func finalize() -> [UInt8] {
+            let bitLength = length &* 8
+            // 0x80, zeros up to 112 mod 128, the length in bits as 128 bits (big-endian; the high 64 are zero here).
+            var tail: [UInt8] = [0x80]
+            while (pending.count + tail.count) % 128 != 112 { tail.append(0) }
+            tail += [UInt8](repeating: 0, count: 8)
+            for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+            tail.withUnsafeBytes { update($0) }
+            var digest: [UInt8] = []
+            digest.reserveCapacity(64)
+            for word in state {
+                for shift in stride(from: 56, through: 0, by: -8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+            }
+            return Array(digest.prefix(digestBytes))
+        }
+
+        /// Compresses one 128-byte block into the state.
+        private mutating func compress(_ block: UnsafeRawBufferPointer) {
+            for i in 0..<16 { w[i] = UInt64(bigEndian: block.loadUnaligned(fromByteOffset: 8 * i, as: UInt64.self)) }
             for i in 16..<80 {
                 let s0 = w[i - 15].rotatedRight(1) ^ w[i - 15].rotatedRight(8) ^ (w[i - 15] >> 7)
                 let s1 = w[i - 2].rotatedRight(19) ^ w[i - 2].rotatedRight(61) ^ (w[i - 2] >> 6)
                 w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
             }
-            var (a, b, c, d, e, f, g, hh) = (h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7])
+            var (a, b, c, d, e, f, g, hh) = (state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7])
             for i in 0..<80 {
                 let s1 = e.rotatedRight(14) ^ e.rotatedRight(18) ^ e.rotatedRight(41)
                 let ch = (e & f) ^ (~e & g)
-                let t1 = hh &+ s1 &+ ch &+ k[i] &+ w[i]
+                let t1 = hh &+ s1 &+ ch &+ SHA512.k[i] &+ w[i]
                 let s0 = a.rotatedRight(28) ^ a.rotatedRight(34) ^ a.rotatedRight(39)
                 let maj = (a & b) ^ (a & c) ^ (b & c)
                 (hh, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ s0 &+ maj)
             }
-            for (index, value) in [a, b, c, d, e, f, g, hh].enumerated() { h[index] = h[index] &+ value }
+            for (index, value) in [a, b, c, d, e, f, g, hh].enumerated() { state[index] = state[index] &+ value }
         }
-        var digest: [UInt8] = []
-        digest.reserveCapacity(64)
-        for word in h {
-            for shift in stride(from: 56, through: 0, by: -8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
-        return digest
     }
 }
 

@@ -161,6 +161,54 @@ struct DigestUnitTests {
     }
 }
 
+extension DigestUnitTests {
+    /// What `auth-int` hashes when the body is no bytes in memory: a file read again (a FIFO or a
+    /// missing file: nothing to hash, so no `auth-int` answer), a stream only once a send read it
+    /// into a file, and nothing once the request is cancelled.
+    @Test func authIntBodyHashOfFilesAndStreams() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-digest-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = try #require(URL(string: "http://127.0.0.1/upload"))
+        let bytes = [UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })  // more than three parts of 64 KiB
+        let file = directory.appendingPathComponent("body")
+        try Data(bytes).write(to: file)
+        for algorithm in DigestChallenge.Algorithm.allCases {
+            let hash = try #require(InterceptorChain.bodyHash(of: TransportRequest(urlRequest: URLRequest(url: url), body: .file(file))))
+            #expect(hash(algorithm) == algorithm.hex(bytes), "\(algorithm)")
+        }
+        // A FIFO (opened without blocking, and no regular file) and a missing file: nothing to hash.
+        let fifo = directory.appendingPathComponent("fifo")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        for unreadable in [fifo, directory.appendingPathComponent("missing")] {
+            let hash = try #require(InterceptorChain.bodyHash(of: TransportRequest(urlRequest: URLRequest(url: url), body: .file(unreadable))))
+            #expect(hash(.sha256) == nil, "\(unreadable.lastPathComponent)")
+        }
+        // A body stream: nothing until a send of the call has read it; then the bytes it read.
+        var streamed = URLRequest(url: url)
+        let stream = InputStream(data: Data(bytes))
+        streamed.httpBodyStream = stream
+        var request = TransportRequest(urlRequest: streamed)
+        #expect(InterceptorChain.bodyHash(of: request) == nil, "no spool: the stream was never read")
+        request.bodySpool = BodySpool()
+        #expect(InterceptorChain.bodyHash(of: request) == nil, "a spool the stream was not read into")
+        let signal = CancellationSignal()
+        request.cancellation = signal
+        // What a send does first: reads the stream into the call's spool.
+        #expect(try await SpooledBody.reading(request) != nil)
+        let hash = try #require(InterceptorChain.bodyHash(of: request))
+        #expect(hash(.md5) == DigestChallenge.Algorithm.md5.hex(bytes))
+        signal.cancel()
+        #expect(hash(.md5) == nil, "cancelled: the body is not read")
+        // auth-int offered alone and no hash to be had: no answer; with auth beside it: auth.
+        let integrityOnly = try #require(HTTPChallenge.parse(#"Digest realm="r", nonce="n", qop="auth-int""#).compactMap(DigestChallenge.init).first)
+        let facts = DigestChallenge.RequestFacts(method: "PUT", uri: "/upload", bodyHash: { _ in nil })
+        #expect(integrityOnly.authorization(user: "u", password: "p", request: facts, cnonce: "c", nonceCount: 1) == nil)
+        let both = try #require(HTTPChallenge.parse(#"Digest realm="r", nonce="n", qop="auth-int, auth""#).compactMap(DigestChallenge.init).first)
+        #expect(both.authorization(user: "u", password: "p", request: facts, cnonce: "c", nonceCount: 1)?.contains("qop=auth,") == true)
+    }
+}
+
 extension TransportKind {
     /// A transport of this kind that keeps no cookies: httpbin's digest endpoints set some, and
     /// URLSession's shared cookie store would send them on every later test's requests.
@@ -287,6 +335,34 @@ struct DigestLiveTests {
         let response = try await provider.request(target).value
         #expect(response.statusCode == 200, "\(String(decoding: response.data, as: UTF8.self))")
         #expect(try response.mapJSON()["qop"]?.stringValue == "auth-int")
+    }
+
+    /// `auth-int` protects a body sent from a file or read from a stream too, on a server that
+    /// offers nothing else: the file is hashed again (in parts of 64 KiB), the stream from the
+    /// file its first send read it into. (These answers were `401`s delivered before.)
+    @Test(arguments: TransportKind.allCases)
+    func authIntProtectsAFileOrAStreamBody(_ transport: TransportKind) async throws {
+        let text = String(repeating: "integrity-", count: 20_000)  // 200,000 bytes
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-digest-\(UUID().uuidString)")
+        try Data(text.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for (algorithm, streamed) in [("MD5", false), ("SHA-512-256", true), ("SHA-512-sess", false), ("SHA-256", true)] {
+            let query = "?key=\(counterKey())&qop=auth-int&algorithm=\(algorithm)"
+            let provider = Provider<Bin>(
+                requestClosure: { _, request in
+                    var request = request
+                    request.url = URL(string: (request.url?.absoluteString ?? "") + query)
+                    if streamed { request.httpBodyStream = InputStream(data: Data(text.utf8)) }
+                    return request
+                }, transport: transport.isolated(), interceptors: [CountingCredentials()])
+            let target = try Bin("fixture/digest", method: .put, task: streamed ? .requestPlain : .uploadFile(file))
+            let response = try await provider.request(target).value
+            let json = try response.mapJSON()
+            #expect(response.statusCode == 200, "\(algorithm), streamed: \(streamed): \(json)")
+            #expect(json["qop"]?.stringValue == "auth-int", "\(algorithm), streamed: \(streamed)")
+            #expect(json["algorithm"]?.stringValue == algorithm)
+            #expect(json["bodySha256"]?.stringValue == SHA256.hex(SHA256.hash(Array(text.utf8))), "the whole body arrived with the answer")
+        }
     }
 
     @Test(arguments: TransportKind.allCases)

@@ -168,3 +168,51 @@ struct RandomBytesIntoTests {
         #expect(SHA256.hex(bytes) == "000f10a5ff")
     }
 }
+
+@Suite("MD5 and SHA-512 computed in parts")
+struct RunningHashTests {
+    /// Every split of a message (parts of 1, 63, 64, 65, 127, 128, 129 and 1,000 bytes, and none
+    /// empty) gives the one-shot digest, itself checked against the published vectors above.
+    @Test(arguments: [1, 63, 64, 65, 127, 128, 129, 1000])
+    func partsGiveTheWholeDigest(part: Int) {
+        for length in [0, 1, 55, 56, 63, 64, 111, 112, 127, 128, 129, 300, 2049] {
+            let message = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+            var md5 = MD5.Hasher()
+            var sha512 = SHA512.Hasher()
+            var sha512Slash256 = SHA512.Hasher(truncatedTo256: true)
+            message.withUnsafeBytes { bytes in
+                for start in stride(from: 0, to: length, by: part) {
+                    let piece = UnsafeRawBufferPointer(rebasing: bytes[start..<min(start + part, length)])
+                    md5.update(piece)
+                    sha512.update(piece)
+                    sha512Slash256.update(piece)
+                }
+            }
+            #expect(md5.finalize() == MD5.hash(message), "MD5, \(length) bytes in parts of \(part)")
+            #expect(sha512.finalize() == SHA512.hash(message), "SHA-512, \(length) bytes in parts of \(part)")
+            #expect(sha512Slash256.finalize() == SHA512.hash256(message), "SHA-512/256, \(length) bytes in parts of \(part)")
+        }
+    }
+
+    /// RFC 1321's longest vector and a million `a`s (the published MD5 of which is well known), fed in uneven parts.
+    @Test func longMessagesInUnevenParts() {
+        let million = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
+        var md5 = MD5.Hasher()
+        var sha512 = SHA512.Hasher()
+        million.withUnsafeBytes { bytes in
+            var start = 0
+            var part = 1
+            while start < bytes.count {
+                let piece = UnsafeRawBufferPointer(rebasing: bytes[start..<min(start + part, bytes.count)])
+                md5.update(piece)
+                sha512.update(piece)
+                start += part
+                part = part * 3 % 1_021 + 1
+            }
+        }
+        #expect(SHA256.hex(md5.finalize()) == "7707d6ae4e027c70eea2a935c2296f21")
+        #expect(
+            SHA256.hex(sha512.finalize())
+                == "e718483d0ce769644e2e42c7bc15b4638e1f98b13b2044285632a803afa973ebde0ff244877ea60a4cb0432ce577c31beb009c5c2c49aa2e4eadb217ad8cc09b")
+    }
+}
