@@ -16,10 +16,17 @@ import FoundationNetworking
 public final class URLSessionTransport: Transport, @unchecked Sendable {
     private let session: URLSession
     let router: SessionRouter
+    /// Whether a plain-http request goes through a proxy (``SessionProxy``), read at init.
+    let proxy: SessionProxy
 
     /// Creates a transport with its own session built from `configuration`.
+    ///
+    /// On Linux the proxy URL loading uses for plain http (the configuration's
+    /// `connectionProxyDictionary`, else libcurl's `http_proxy`, `all_proxy` and `no_proxy`) is
+    /// read here: a request that goes to the origin directly is sent without `Proxy-Authorization`.
     public init(configuration: URLSessionConfiguration = .default) {
-        let router = SessionRouter()
+        proxy = SessionProxy(configured: !(configuration.connectionProxyDictionary ?? [:]).isEmpty, environment: ProcessInfo.processInfo.environment)
+        let router = SessionRouter(proxy: proxy)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "PluginHost.URLSessionTransport"
@@ -111,9 +118,9 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     /// its own: URL loading's download task on Linux writes to a temporary file of its own, goes
     /// on writing long after a limit cancelled it (gigabytes on loopback) and never removes it.
     private func makeTask(for call: SessionCall) -> @Sendable () -> URLSessionTask {
-        { [session, router] in
+        { [session, router, proxy] in
             let request = call.request
-            var urlRequest = Self.sessionRequest(request)
+            var urlRequest = Self.sessionRequest(request, proxy: proxy)
             Self.expectContinueForALargeBody(&urlRequest, body: request.body, spooled: call.spooledData)
             let task: URLSessionTask
             switch request.body {
@@ -141,26 +148,34 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     /// (0, negative, NaN, infinite), or more than a billion (31 years), becomes a billion: none in
     /// effect, as ``CurlTransport`` reads it. (swift-corelibs-foundation takes `Int(seconds) * 1000`
     /// milliseconds: that traps for NaN, infinity or more than about 9×10¹⁵ seconds, and times out
-    /// at once below one second.) An https request goes without `Proxy-Authorization`
-    /// (``dropProxyCredentialsOverTLS(_:)``).
-    static func sessionRequest(_ request: TransportRequest) -> URLRequest {
+    /// at once below one second.) `Proxy-Authorization` goes only where a proxy gets it
+    /// (``dropProxyCredentials(_:proxy:)``).
+    static func sessionRequest(_ request: TransportRequest, proxy: SessionProxy) -> URLRequest {
         var urlRequest = request.urlRequest
         #if canImport(FoundationNetworking)
         let timeout = request.timeoutInterval
         let taken = timeout > 0 ? min(timeout.rounded(.up), 1e9) : 1e9
         if taken != timeout { urlRequest.timeoutInterval = taken }
         #endif
-        dropProxyCredentialsOverTLS(&urlRequest)
+        dropProxyCredentials(&urlRequest, proxy: proxy)
         return urlRequest
     }
 
-    /// Leaves `Proxy-Authorization` out of an https request. URL loading sends the request's own
-    /// fields to the origin, inside a proxy's tunnel too (libcurl under swift-corelibs-foundation
-    /// keeps them from the `CONNECT`; Apple's reserves the field): a proxy's credentials would
-    /// reach the origin and never the proxy. Over plain http they go to the proxy, which takes
-    /// the whole request. (``CurlTransport`` sends the field to the proxy only, on both.)
-    static func dropProxyCredentialsOverTLS(_ request: inout URLRequest) {
-        guard request.url?.scheme?.lowercased() == "https" else { return }
+    /// Leaves `Proxy-Authorization` out of a request that would carry it to the origin: an https
+    /// one (URL loading sends the request's own fields to the origin, inside a proxy's tunnel too:
+    /// libcurl under swift-corelibs-foundation keeps them from the `CONNECT`; Apple's reserves the
+    /// field), and on Linux a plain-http one that goes to the origin directly (no proxy, or one
+    /// `no_proxy` exempts it from). Over plain http through a proxy it goes to the proxy, which
+    /// takes the whole request. (``CurlTransport`` sends the field to the proxy only, on both.)
+    static func dropProxyCredentials(_ request: inout URLRequest, proxy: SessionProxy) {
+        guard let url = request.url else { return }
+        switch url.scheme?.lowercased() {
+        case "https": break
+        #if canImport(FoundationNetworking)
+        case "http" where !proxy.proxies(url): break
+        #endif
+        default: return
+        }
         request.setValue(nil, forHTTPHeaderField: "Proxy-Authorization")
     }
 
@@ -533,9 +548,16 @@ final class SessionCall: Sendable {
 }
 
 /// The session delegate: finds the ``SessionCall`` of each task.
-// Safe as @unchecked Sendable: an NSObject subclass (not checkable) whose only state, `calls`, is locked.
+// Safe as @unchecked Sendable: an NSObject subclass (not checkable) whose state, `calls`, is
+// locked, beside a constant.
 final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let calls = Locked([Int: SessionCall]())
+    /// The transport's proxy, for the requests URL loading makes when it follows a redirect.
+    let proxy: SessionProxy
+
+    init(proxy: SessionProxy) {
+        self.proxy = proxy
+    }
 
     func register(_ call: SessionCall, for task: URLSessionTask) {
         calls.withLock { $0[task.taskIdentifier] = call }
@@ -600,7 +622,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
             next.setValue(nil, forHTTPHeaderField: "Authorization")
             next.setValue(nil, forHTTPHeaderField: "Cookie")
         }
-        URLSessionTransport.dropProxyCredentialsOverTLS(&next)
+        URLSessionTransport.dropProxyCredentials(&next, proxy: proxy)
         completionHandler(next)
     }
 
@@ -630,5 +652,44 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         func port(_ url: URL) -> Int { url.port ?? URLParts.defaultPort(forScheme: url.scheme) }
         return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
             && port(a) == port(b)
+    }
+}
+
+/// Whether URL loading on Linux sends a plain-http request through a proxy: when the session's
+/// configuration names one (`connectionProxyDictionary`), or when libcurl, under URL loading,
+/// finds one in the environment as it reads it: `http_proxy` (lower-case only), else `all_proxy`
+/// or `ALL_PROXY`; unless `no_proxy` (else `NO_PROXY`) exempts the host: `*`, the host name or IP
+/// address itself (an IPv6 one with or without brackets), or a domain it is in (`example.com` and `.example.com` both cover
+/// `api.example.com`), compared without case. (A `no_proxy` entry in CIDR notation exempts no
+/// host here: the field is then kept, as before.)
+struct SessionProxy: Sendable, Equatable {
+    /// Whether the session's configuration names proxies.
+    var configured: Bool
+    /// Whether the environment names a proxy for plain http.
+    var fromEnvironment: Bool
+    /// The `no_proxy` entries, lower-cased, without leading dots or an IPv6 address's brackets.
+    var exempt: [String]
+
+    /// The proxy settings of a session configured with proxies or not, in `environment`.
+    init(configured: Bool, environment: [String: String]) {
+        self.configured = configured
+        let named = ["http_proxy", "all_proxy", "ALL_PROXY"].contains { !(environment[$0] ?? "").isEmpty }
+        fromEnvironment = named
+        let list = environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
+        exempt = list.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).map { entry in
+            var name = String(entry.drop(while: { $0 == "." })).lowercased()
+            if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+            return name
+        }.filter { !$0.isEmpty }
+    }
+
+    /// Whether a plain-http request to `url` goes through a proxy.
+    func proxies(_ url: URL) -> Bool {
+        if configured { return true }
+        guard fromEnvironment else { return false }
+        var host = (url.host ?? "").lowercased()
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.hasSuffix(".") { host.removeLast() }
+        return !exempt.contains { $0 == "*" || host == $0 || host.hasSuffix("." + $0) }
     }
 }

@@ -19,16 +19,58 @@ struct TransportTests {
 
     /// URL loading is never handed a proxy's credentials for an https URL: it would send them to
     /// the origin, inside the proxy's tunnel, and never to the proxy. Over plain http they go to
-    /// the proxy, which takes the whole request.
-    @Test func urlLoadingIsNotGivenAProxysCredentialsForAnHTTPSURL() {
-        for (url, kept) in [("https://a.test/x", false), ("HTTPS://a.test/x", false), ("http://a.test/x", true)] {
-            var request = URLRequest(url: URL(string: url)!)
+    /// the proxy, which takes the whole request; on Linux, to a host no proxy stands before (no
+    /// proxy configured or in the environment, or `no_proxy` exempts it), they are not sent
+    /// either: they would reach the origin (they did, before).
+    @Test func urlLoadingIsGivenAProxysCredentialsOnlyForAProxy() throws {
+        let configured = SessionProxy(configured: true, environment: [:])
+        let none = SessionProxy(configured: false, environment: ["HTTP_PROXY": "http://p:3128", "https_proxy": "http://p:3128"])
+        let environment = SessionProxy(
+            configured: false, environment: ["http_proxy": "http://p:3128", "no_proxy": "Example.COM, .internal.test,10.0.0.7,[::1]"])
+        #if canImport(FoundationNetworking)
+        let linux = true
+        #else
+        let linux = false
+        #endif
+        let cases: [(String, SessionProxy, Bool)] = [
+            ("https://a.test/x", configured, false), ("HTTPS://a.test/x", environment, false),
+            ("http://a.test/x", configured, true), ("http://a.test/x", environment, true),
+            // HTTP_PROXY (upper-case) and https_proxy name no proxy for plain http, as libcurl reads them.
+            ("http://a.test/x", none, !linux),
+            // no_proxy: the host itself, a domain it is in (with or without a leading dot), an address; without case.
+            ("http://example.com/x", environment, !linux), ("http://API.example.com./x", environment, !linux),
+            ("http://svc.internal.test/x", environment, !linux), ("http://10.0.0.7:8080/x", environment, !linux),
+            ("http://[::1]/x", environment, !linux), ("http://notexample.com/x", environment, true),
+            ("http://example.com.evil.test/x", environment, true),
+        ]
+        for (url, proxy, kept) in cases {
+            var request = URLRequest(url: try #require(URL(string: url)))
             request.setValue("Basic cA==", forHTTPHeaderField: "Proxy-Authorization")
             request.setValue("yes", forHTTPHeaderField: "X-Kept")
-            let given = URLSessionTransport.sessionRequest(TransportRequest(urlRequest: request))
-            #expect((given.value(forHTTPHeaderField: "Proxy-Authorization") != nil) == kept, "\(url)")
+            let given = URLSessionTransport.sessionRequest(TransportRequest(urlRequest: request), proxy: proxy)
+            #expect((given.value(forHTTPHeaderField: "Proxy-Authorization") != nil) == kept, "\(url), \(proxy)")
             #expect(given.value(forHTTPHeaderField: "X-Kept") == "yes")
         }
+        #expect(
+            SessionProxy(configured: false, environment: ["all_proxy": "http://p", "no_proxy": "*"]).proxies(
+                try #require(URL(string: "http://a.test"))) == false)
+        #expect(
+            SessionProxy(configured: false, environment: ["ALL_PROXY": "http://p", "NO_PROXY": "b.test"]).proxies(
+                try #require(URL(string: "http://a.test"))))
+        #expect(SessionProxy(configured: false, environment: ["http_proxy": ""]).proxies(try #require(URL(string: "http://a.test"))) == false)
+    }
+
+    /// Over plain http with no proxy, the origin does not get a caller's `Proxy-Authorization`
+    /// through URL loading (httpbin echoes what it got); the test command names no proxy for 127.0.0.1.
+    @Test func anOriginGetsNoProxyCredentialsThroughURLLoading() async throws {
+        var target = try Bin("headers")
+        target.headers = ["Proxy-Authorization": "Basic cHJveHk6c2VjcmV0", "X-Kept": "yes"]
+        let response = try await TransportKind.urlSession.provider().request(target).value
+        let headers = try response.mapJSON()["headers"]
+        #expect(headers?["X-Kept"]?.stringValue == "yes")
+        #if canImport(FoundationNetworking)
+        #expect(headers?["Proxy-Authorization"] == nil)
+        #endif
     }
 
     /// The request a challenge after redirects answers: the last URL; a method a redirect turned
