@@ -3,8 +3,9 @@ import Foundation
 import PluginSDK
 
 /// What one request may cost: how large its response may be, how many header bytes and fields
-/// it may carry, how far a compressed body may inflate, and how long the whole exchange may
-/// take. Every transport enforces them (``CurlTransport`` and ``URLSessionTransport``).
+/// it may carry, how far a compressed body may inflate, how long the whole exchange may take,
+/// and how much of a request's body stream is read. Every transport enforces them
+/// (``CurlTransport`` and ``URLSessionTransport``).
 ///
 /// The defaults let ordinary JSON APIs through untouched and stop a runaway or hostile server
 /// early: a body held in memory stops at 64 MiB, headers at 256 KiB or 1,000 fields.
@@ -42,6 +43,12 @@ public struct RequestLimits: Sendable, Equatable {
     /// `timeoutInterval` stays an idle timeout. Passing it fails with
     /// ``TransportFailureKind/timedOut``.
     public var deadline: TimeInterval?
+    /// The most bytes read from a request's body stream (`URLRequest.httpBodyStream`, which a
+    /// request closure may set) into the temporary file it is sent from; nil (the default): no
+    /// limit. A stream that goes on past it (a runaway producer) fails the request with
+    /// ``TransportFailureKind/other`` (``TransportFailure/limit`` and
+    /// ``TransportFailure/observedBytes`` set) before anything is sent, and its file is removed.
+    public var maxStreamedBodyBytes: Int64?
 
     /// The defaults.
     public static let `default` = RequestLimits()
@@ -52,7 +59,8 @@ public struct RequestLimits: Sendable, Equatable {
     /// Creates limits; every argument has its documented default.
     public init(
         maxResponseBytes: Int64 = 64 << 20, maxDownloadBytes: Int64? = nil, maxHeaderBytes: Int = 256 << 10,
-        maxHeaderFields: Int = 1000, maxDecompressionRatio: Int64 = 100, deadline: TimeInterval? = nil
+        maxHeaderFields: Int = 1000, maxDecompressionRatio: Int64 = 100, deadline: TimeInterval? = nil,
+        maxStreamedBodyBytes: Int64? = nil
     ) {
         self.maxResponseBytes = maxResponseBytes
         self.maxDownloadBytes = maxDownloadBytes
@@ -60,6 +68,7 @@ public struct RequestLimits: Sendable, Equatable {
         self.maxHeaderFields = maxHeaderFields
         self.maxDecompressionRatio = maxDecompressionRatio
         self.deadline = deadline
+        self.maxStreamedBodyBytes = maxStreamedBodyBytes
     }
 }
 
@@ -102,6 +111,12 @@ enum LimitFailure {
             kind: .badResponse,
             message:
                 "a response header field is longer than libcurl accepts (100 KiB), within maxHeaderBytes (\(limits.maxHeaderBytes) bytes): \(detail)")
+    }
+
+    static func streamedBody(_ read: Int64, limit: Int64) -> TransportFailure {
+        TransportFailure(
+            kind: .other, message: "the request's body stream passed maxStreamedBodyBytes (\(limit) bytes): \(read) bytes read",
+            limit: limit, observedBytes: read)
     }
 
     static func deadline(_ seconds: TimeInterval) -> TransportFailure {

@@ -77,12 +77,13 @@ final class SpooledBody: @unchecked Sendable {
         defer { request.cancellation?.removeHandler(forwarded) }
         let timer = request.deadline.map { stop.cancel(at: $0.instant) }
         defer { timer?.cancel() }
+        let limit = request.limits.maxStreamedBodyBytes
         // This task waits for the reader's thread without holding a thread of the pool.
         let reading = Task<Result<SpooledBody, TransportFailure>, Never> {
             await withCheckedContinuation { continuation in
                 let reader = Thread {
                     continuation.resume(
-                        returning: Result { () throws(TransportFailure) in try fill(from: source, named: named) { stop.isCancelled } })
+                        returning: Result { () throws(TransportFailure) in try fill(from: source, named: named, limit: limit) { stop.isCancelled } })
                 }
                 reader.name = "pluginhost-body-stream"
                 reader.start()
@@ -106,15 +107,17 @@ final class SpooledBody: @unchecked Sendable {
     }
 
     /// Reads `source` to its end into a new file (named when `named`); stops when `stopped` says so (the
-    /// caller's signal, fired by the request's cancellation and its deadline).
+    /// caller's signal, fired by the request's cancellation and its deadline), or when more than
+    /// `limit` bytes came (``RequestLimits/maxStreamedBodyBytes``; one read of 64 KiB past it at most).
     private static func fill(
-        from source: StreamSource, named: Bool, stopped: () -> Bool
+        from source: StreamSource, named: Bool, limit: Int64?, stopped: () -> Bool
     ) throws(TransportFailure) -> SpooledBody {
         let stream = source.stream
         let spooled = named ? try namedFile() : SpooledBody(fd: try unnamedFile(), path: nil)
         stream.open()
         defer { stream.close() }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var total: Int64 = 0
         while true {
             // The waiter has gone already: which of them it was is its to say.
             if stopped() { throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream") }
@@ -124,6 +127,8 @@ final class SpooledBody: @unchecked Sendable {
                 let reason = stream.streamError.map { ": \($0.localizedDescription)" } ?? ""
                 throw TransportFailure(kind: .other, message: "cannot read the request's body stream\(reason)")
             }
+            total += Int64(got)
+            if let limit, total > limit { throw LimitFailure.streamedBody(total, limit: limit) }
             errno = 0
             guard buffer.withUnsafeBytes({ FileDescriptor.writeAll(spooled.fd, UnsafeRawBufferPointer(rebasing: $0[..<got])) }) else {
                 // No error number when the disk took no byte: it is full.

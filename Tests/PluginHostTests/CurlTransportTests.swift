@@ -587,6 +587,40 @@ struct CurlTransportTests {
         #expect(credentials.asked.value == 2)
     }
 
+    /// A body stream that goes on past `RequestLimits.maxStreamedBodyBytes` fails the request
+    /// before anything is sent (the server sees no request), naming the limit and the bytes read
+    /// (64 KiB a read); a stream within its limit is sent whole.
+    @Test(arguments: TransportKind.allCases) func aBodyStreamPastItsLimitFailsBeforeAnythingIsSent(_ kind: TransportKind) async throws {
+        let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.httpBodyStream = InputStream(data: Data(text.utf8))
+                return request
+            }, transport: kind.make())
+        for limit: Int64 in [100_000, 240_000] {
+            let key = counterKey()
+            var target = try counted(key, method: .post)
+            target.limits = RequestLimits(maxStreamedBodyBytes: limit)
+            let result = await provider.request(target).result
+            if limit == 240_000 {
+                #expect(try result.get().statusCode == 200)
+                #expect(try await serverHits(key) == 1)
+                continue
+            }
+            guard case .failure(.underlying(let failure, _)) = result else {
+                Issue.record("not the limit's failure: \(result)")
+                continue
+            }
+            #expect(
+                failure
+                    == TransportFailure(
+                        kind: .other, message: "the request's body stream passed maxStreamedBodyBytes (100000 bytes): 131072 bytes read",
+                        limit: 100_000, observedBytes: 131_072))
+            #expect(try await serverHits(key) == 0)
+        }
+    }
+
     /// A call whose sends go through two transports: the body stream `CurlTransport` kept (in a
     /// file without a name) is refused by `URLSessionTransport` with the reason, never sent empty.
     @Test func aBodyStreamKeptByCurlIsRefusedByURLSession() async throws {
