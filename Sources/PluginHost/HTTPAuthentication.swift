@@ -200,11 +200,11 @@ struct DigestChallenge: Equatable, Sendable {
         }
 
         /// The lower-case hexadecimal digest of every byte added.
-        mutating func finalizeHex() -> String {
+        func finalizeHex() -> String {
             switch self {
-            case .md5(var hash): return SHA256.hex(hash.finalize())
+            case .md5(let hash): return SHA256.hex(hash.finalize())
             case .sha256(var hash): return SHA256.hex(hash.finalize())
-            case .sha512(var hash): return SHA256.hex(hash.finalize())
+            case .sha512(let hash): return SHA256.hex(hash.finalize())
             }
         }
     }
@@ -248,31 +248,49 @@ struct DigestChallenge: Equatable, Sendable {
         var method: String
         /// The request target as sent (path and query).
         var uri: String
-        /// The hash of the body in an algorithm, lower-case hex, for `auth-int`; asked only when
-        /// the challenge offers it. Nil, or an answer of nil: the body cannot be read again (a
-        /// body stream no send has read, a file that is gone or no regular file).
-        var bodyHash: ((Algorithm) -> String?)?
+        /// The body, for `auth-int`'s hash of it.
+        var body: Body
+
+        /// Where a request's body is, for `auth-int`.
+        enum Body {
+            /// In memory (none is an empty one).
+            case bytes([UInt8])
+            /// Read again to be hashed (a file, a body stream's file): its hash in an algorithm,
+            /// lower-case hex, or nil when it cannot be read (gone, no regular file, or the
+            /// request ended). `auth` is answered instead when it is offered: no second read of a
+            /// body that may be large, or may have changed since it was sent.
+            case reread((Algorithm) -> String?)
+            /// None that can be read again (a body stream no send has read whole).
+            case unavailable
+        }
 
         /// The facts of a request whose body, if any, is `body` (nil: one that cannot be read again).
         init(method: String, uri: String, body: [UInt8]?) {
-            self.init(method: method, uri: uri, bodyHash: body.map { body in { $0.hex(body) } })
+            self.init(method: method, uri: uri, body: body.map(Body.bytes) ?? .unavailable)
         }
 
-        /// The facts of a request whose body's hash `bodyHash` gives.
-        init(method: String, uri: String, bodyHash: ((Algorithm) -> String?)?) {
+        /// The facts of a request whose body is where `body` says.
+        init(method: String, uri: String, body: Body) {
             self.method = method
             self.uri = uri
-            self.bodyHash = bodyHash
+            self.body = body
         }
     }
 
     /// The `Authorization` value answering this challenge, or nil when it cannot be answered
-    /// (only `auth-int` offered, or an unknown `qop`, and the body cannot be read again; or a `-sess`
+    /// (only `auth-int` offered, or an unknown `qop`, and the body cannot be read; or a `-sess`
     /// algorithm without `qop`, where the server could not learn the `cnonce` it depends on).
+    /// `auth-int` is preferred for a body in memory; for one read again, `auth` when offered.
     func authorization(user: String, password: String, request: RequestFacts, cnonce: String, nonceCount: UInt32) -> String? {
         let qop: String?
-        // Integrity when it can be had: the body's hash, whatever its size, when `auth-int` is offered.
-        let bodyHash = qops.contains("auth-int") ? request.bodyHash?(algorithm) : nil
+        var bodyHash: String?
+        if qops.contains("auth-int") {
+            switch request.body {
+            case .bytes(let bytes): bodyHash = algorithm.hex(bytes)
+            case .reread(let hash) where !qops.contains("auth"): bodyHash = hash(algorithm)
+            case .reread, .unavailable: break
+            }
+        }
         if qops.isEmpty {
             if session { return nil }
             qop = nil

@@ -589,39 +589,35 @@ final class InterceptorChain: Sendable {
     func digestAnswer(_ digest: DigestChallenge, user: String, password: String, request: TransportRequest) -> String? {
         guard let url = request.urlRequest.url else { return nil }
         let facts = DigestChallenge.RequestFacts(
-            method: request.urlRequest.httpMethod ?? "GET", uri: DigestChallenge.requestURI(url), bodyHash: Self.bodyHash(of: request))
+            method: request.urlRequest.httpMethod ?? "GET", uri: DigestChallenge.requestURI(url), body: Self.bodySource(of: request))
         return digest.authorization(
             user: user, password: password, request: facts, cnonce: SHA256.hex(RandomBytes.make(16)),
             nonceCount: digestNonces.next(for: digest.nonce))
     }
 
-    /// The hash of what `request` sends as its body, for a Digest `auth-int` answer: the bytes in
+    /// Where what `request` sends as its body is, for a Digest `auth-int` answer: the bytes in
     /// memory; a file's contents, read again (a file the first send read, and the re-send reads
     /// once more); a body stream's, from the file its first send read it into (``BodySpool``).
-    /// Nil for a stream no send of the call has read whole. Reading stops when the request is
-    /// cancelled.
-    static func bodyHash(of request: TransportRequest) -> ((DigestChallenge.Algorithm) -> String?)? {
-        let stopped = { request.cancellation?.isCancelled == true || Task.isCancelled }
+    /// Unavailable for a stream no send of the call has read whole. Reading stops when the
+    /// request is cancelled or its deadline passes.
+    static func bodySource(of request: TransportRequest) -> DigestChallenge.RequestFacts.Body {
+        let stopped = {
+            request.cancellation?.isCancelled == true || Task.isCancelled
+                || request.deadline.map { DispatchTime.now() >= $0.instant } == true
+        }
         switch request.body {
         case .file(let file):
-            return { algorithm in
+            return .reread { algorithm in
                 let fd = open(file.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
                 guard fd >= 0 else { return nil }
                 defer { close(fd) }
                 return algorithm.hex(readingFrom: fd, stopped: stopped)
             }
         case .inline, .upload:
-            guard let stream = request.urlRequest.httpBodyStream else {
-                let body = request.urlRequest.httpBody.map { [UInt8]($0) } ?? []
-                return { $0.hex(body) }
-            }
-            guard case .read(let spooled) = request.bodySpool?.state(of: stream) else { return nil }
-            return { algorithm in
-                let fd = spooled.descriptor()
-                guard fd >= 0 else { return nil }
-                defer { close(fd) }
-                return algorithm.hex(readingFrom: fd, stopped: stopped)
-            }
+            guard let stream = request.urlRequest.httpBodyStream else { return .bytes(request.urlRequest.httpBody.map { [UInt8]($0) } ?? []) }
+            guard case .read(let spooled) = request.bodySpool?.state(of: stream) else { return .unavailable }
+            // Read where it is, by offset: the file's own descriptor, which transfers share.
+            return .reread { algorithm in withExtendedLifetime(spooled) { algorithm.hex(readingFrom: spooled.fd, stopped: stopped) } }
         }
     }
 

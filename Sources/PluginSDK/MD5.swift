@@ -55,16 +55,19 @@ public enum MD5 {
             pending += rest
         }
 
-        /// The 16-byte digest of every byte added.
-        package mutating func finalize() -> [UInt8] {
+        /// The 16-byte digest of every byte added so far (the hash may go on: the padding goes
+        /// into a copy).
+        package func finalize() -> [UInt8] {
+            var padded = self
             let bitLength = length &* 8
             // 0x80, zeros up to 56 mod 64, the length in bits (little-endian).
             var tail: [UInt8] = [0x80]
             while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
             for shift in stride(from: 0, to: 64, by: 8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-            tail.withUnsafeBytes { update($0) }
+            tail.withUnsafeBytes { padded.update($0) }
             var digest: [UInt8] = []
             digest.reserveCapacity(16)
+            let state = padded.state
             for word in [state.0, state.1, state.2, state.3] {
                 for shift in stride(from: 0, to: 32, by: 8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
             }
@@ -73,8 +76,14 @@ public enum MD5 {
 
         /// Compresses one 64-byte block into the state.
         private mutating func compress(_ block: UnsafeRawBufferPointer) {
-            var m = [UInt32](repeating: 0, count: 16)
-            for i in 0..<16 { m[i] = UInt32(littleEndian: block.loadUnaligned(fromByteOffset: 4 * i, as: UInt32.self)) }
+            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 16) { m in
+                for i in 0..<16 { m[i] = UInt32(littleEndian: block.loadUnaligned(fromByteOffset: 4 * i, as: UInt32.self)) }
+                compress(words: UnsafeBufferPointer(m))
+            }
+        }
+
+        /// Compresses one block, as its sixteen words, into the state.
+        private mutating func compress(words m: UnsafeBufferPointer<UInt32>) {
             var (a, b, c, d) = state
             for i in 0..<64 {
                 var f: UInt32

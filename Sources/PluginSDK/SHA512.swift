@@ -98,18 +98,20 @@ public enum SHA512 {
             pending += rest
         }
 
-        /// The digest of every byte added (64 bytes, or 32 for SHA-512/256).
-        package mutating func finalize() -> [UInt8] {
+        /// The digest of every byte added so far (64 bytes, or 32 for SHA-512/256; the hash may
+        /// go on: the padding goes into a copy).
+        package func finalize() -> [UInt8] {
+            var padded = self
             let bitLength = length &* 8
             // 0x80, zeros up to 112 mod 128, the length in bits as 128 bits (big-endian; the high 64 are zero here).
             var tail: [UInt8] = [0x80]
             while (pending.count + tail.count) % 128 != 112 { tail.append(0) }
             tail += [UInt8](repeating: 0, count: 8)
             for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-            tail.withUnsafeBytes { update($0) }
+            tail.withUnsafeBytes { padded.update($0) }
             var digest: [UInt8] = []
             digest.reserveCapacity(64)
-            for word in state {
+            for word in padded.state {
                 for shift in stride(from: 56, through: 0, by: -8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
             }
             return Array(digest.prefix(digestBytes))

@@ -162,10 +162,11 @@ struct DigestUnitTests {
 }
 
 extension DigestUnitTests {
-    /// What `auth-int` hashes when the body is no bytes in memory: a file read again (a FIFO or a
-    /// missing file: nothing to hash, so no `auth-int` answer), a stream only once a send read it
-    /// into a file, and nothing once the request is cancelled.
-    @Test func authIntBodyHashOfFilesAndStreams() async throws {
+    /// Where `auth-int` finds a body that is no bytes in memory: a file read again (a FIFO or a
+    /// missing file: nothing to hash), a stream only once a send read it into a file, and
+    /// nothing once the request is cancelled or out of time. Such a body is hashed only when
+    /// `auth-int` is offered alone: beside `auth`, `auth` is answered and nothing is read.
+    @Test func authIntBodyOfFilesAndStreams() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-digest-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -173,39 +174,73 @@ extension DigestUnitTests {
         let bytes = [UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })  // more than three parts of 64 KiB
         let file = directory.appendingPathComponent("body")
         try Data(bytes).write(to: file)
+        func reread(_ request: TransportRequest) throws -> (DigestChallenge.Algorithm) -> String? {
+            guard case .reread(let hash) = InterceptorChain.bodySource(of: request) else {
+                throw Unexpected(InterceptorChain.bodySource(of: request))
+            }
+            return hash
+        }
+        struct Unexpected: Error {
+            let source: DigestChallenge.RequestFacts.Body
+            init(_ source: DigestChallenge.RequestFacts.Body) { self.source = source }
+        }
         for algorithm in DigestChallenge.Algorithm.allCases {
-            let hash = try #require(InterceptorChain.bodyHash(of: TransportRequest(urlRequest: URLRequest(url: url), body: .file(file))))
+            let hash = try reread(TransportRequest(urlRequest: URLRequest(url: url), body: .file(file)))
             #expect(hash(algorithm) == algorithm.hex(bytes), "\(algorithm)")
         }
         // A FIFO (opened without blocking, and no regular file) and a missing file: nothing to hash.
         let fifo = directory.appendingPathComponent("fifo")
         #expect(mkfifo(fifo.path, 0o600) == 0)
         for unreadable in [fifo, directory.appendingPathComponent("missing")] {
-            let hash = try #require(InterceptorChain.bodyHash(of: TransportRequest(urlRequest: URLRequest(url: url), body: .file(unreadable))))
+            let hash = try reread(TransportRequest(urlRequest: URLRequest(url: url), body: .file(unreadable)))
             #expect(hash(.sha256) == nil, "\(unreadable.lastPathComponent)")
         }
+        // A file past its request's deadline: not read.
+        let late = try reread(
+            TransportRequest(urlRequest: URLRequest(url: url), body: .file(file), deadline: (DispatchTime.now() - .seconds(1), 1)))
+        #expect(late(.md5) == nil)
         // A body stream: nothing until a send of the call has read it; then the bytes it read.
         var streamed = URLRequest(url: url)
-        let stream = InputStream(data: Data(bytes))
-        streamed.httpBodyStream = stream
+        streamed.httpBodyStream = InputStream(data: Data(bytes))
         var request = TransportRequest(urlRequest: streamed)
-        #expect(InterceptorChain.bodyHash(of: request) == nil, "no spool: the stream was never read")
+        guard case .unavailable = InterceptorChain.bodySource(of: request) else { throw Unexpected(InterceptorChain.bodySource(of: request)) }
         request.bodySpool = BodySpool()
-        #expect(InterceptorChain.bodyHash(of: request) == nil, "a spool the stream was not read into")
+        guard case .unavailable = InterceptorChain.bodySource(of: request) else { throw Unexpected(InterceptorChain.bodySource(of: request)) }
         let signal = CancellationSignal()
         request.cancellation = signal
         // What a send does first: reads the stream into the call's spool.
         #expect(try await SpooledBody.reading(request) != nil)
-        let hash = try #require(InterceptorChain.bodyHash(of: request))
+        let hash = try reread(request)
         #expect(hash(.md5) == DigestChallenge.Algorithm.md5.hex(bytes))
+        #expect(hash(.sha512) == DigestChallenge.Algorithm.sha512.hex(bytes), "read by offset: a second read sees it all again")
         signal.cancel()
         #expect(hash(.md5) == nil, "cancelled: the body is not read")
-        // auth-int offered alone and no hash to be had: no answer; with auth beside it: auth.
-        let integrityOnly = try #require(HTTPChallenge.parse(#"Digest realm="r", nonce="n", qop="auth-int""#).compactMap(DigestChallenge.init).first)
-        let facts = DigestChallenge.RequestFacts(method: "PUT", uri: "/upload", bodyHash: { _ in nil })
-        #expect(integrityOnly.authorization(user: "u", password: "p", request: facts, cnonce: "c", nonceCount: 1) == nil)
-        let both = try #require(HTTPChallenge.parse(#"Digest realm="r", nonce="n", qop="auth-int, auth""#).compactMap(DigestChallenge.init).first)
-        #expect(both.authorization(user: "u", password: "p", request: facts, cnonce: "c", nonceCount: 1)?.contains("qop=auth,") == true)
+        // Offered alone, auth-int is answered from a body read again; with nothing to hash, not at all.
+        func challenge(_ qop: String) throws -> DigestChallenge {
+            try #require(HTTPChallenge.parse(#"Digest realm="r", nonce="n", qop="\#(qop)""#).compactMap(DigestChallenge.init).first)
+        }
+        let asked = Locked(0)
+        let counted = DigestChallenge.RequestFacts(
+            method: "PUT", uri: "/upload",
+            body: .reread { algorithm in
+                asked.withLock { $0 += 1 }
+                return algorithm.hex(bytes)
+            })
+        let integrity = try #require(try challenge("auth-int").authorization(user: "u", password: "p", request: counted, cnonce: "c", nonceCount: 1))
+        let a2 = DigestChallenge.Algorithm.md5.hex("PUT:/upload:" + DigestChallenge.Algorithm.md5.hex(bytes))
+        let a1 = DigestChallenge.Algorithm.md5.hex("u:r:p")
+        #expect(integrity.contains(#"response="\#(DigestChallenge.Algorithm.md5.hex("\(a1):n:00000001:c:auth-int:\(a2)"))""#))
+        let unreadable = DigestChallenge.RequestFacts(method: "PUT", uri: "/upload", body: .reread { _ in nil })
+        #expect(try challenge("auth-int").authorization(user: "u", password: "p", request: unreadable, cnonce: "c", nonceCount: 1) == nil)
+        // Beside auth: auth, and the body is not read again (it may be large, or have changed).
+        let both = try #require(try challenge("auth-int, auth").authorization(user: "u", password: "p", request: counted, cnonce: "c", nonceCount: 1))
+        #expect(both.contains("qop=auth,"))
+        #expect(asked.withLock { $0 } == 1)
+        // A body in memory: auth-int, preferred beside auth.
+        let inMemory = DigestChallenge.RequestFacts(method: "PUT", uri: "/upload", body: bytes)
+        #expect(
+            try challenge("auth, auth-int").authorization(user: "u", password: "p", request: inMemory, cnonce: "c", nonceCount: 1)?.contains(
+                "qop=auth-int") == true)
     }
 }
 
