@@ -21,11 +21,11 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
 
     /// Creates a transport with its own session built from `configuration`.
     ///
-    /// On Linux the proxy URL loading uses for plain http (the configuration's
-    /// `connectionProxyDictionary`, else libcurl's `http_proxy`, `all_proxy` and `no_proxy`) is
-    /// read here: a request that goes to the origin directly is sent without `Proxy-Authorization`.
+    /// On Linux the proxy URL loading uses for plain http (libcurl's `http_proxy`, `all_proxy` and
+    /// `no_proxy`: see ``SessionProxy``) is read here from the environment: a request that goes to
+    /// the origin directly is sent without `Proxy-Authorization`.
     public init(configuration: URLSessionConfiguration = .default) {
-        proxy = SessionProxy(configured: !(configuration.connectionProxyDictionary ?? [:]).isEmpty, environment: ProcessInfo.processInfo.environment)
+        proxy = SessionProxy(environment: ProcessInfo.processInfo.environment)
         let router = SessionRouter(proxy: proxy)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
@@ -164,8 +164,8 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     /// Leaves `Proxy-Authorization` out of a request that would carry it to the origin: an https
     /// one (URL loading sends the request's own fields to the origin, inside a proxy's tunnel too:
     /// libcurl under swift-corelibs-foundation keeps them from the `CONNECT`; Apple's reserves the
-    /// field), and on Linux a plain-http one that goes to the origin directly (no proxy, or one
-    /// `no_proxy` exempts it from). Over plain http through a proxy it goes to the proxy, which
+    /// field), and on Linux a plain-http one that goes to the origin directly (no HTTP proxy in
+    /// the environment, a SOCKS one, or one `no_proxy` exempts it from: ``SessionProxy``). Over plain http through a proxy it goes to the proxy, which
     /// takes the whole request. (``CurlTransport`` sends the field to the proxy only, on both.)
     static func dropProxyCredentials(_ request: inout URLRequest, proxy: SessionProxy) {
         guard let url = request.url else { return }
@@ -655,41 +655,97 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
     }
 }
 
-/// Whether URL loading on Linux sends a plain-http request through a proxy: when the session's
-/// configuration names one (`connectionProxyDictionary`), or when libcurl, under URL loading,
-/// finds one in the environment as it reads it: `http_proxy` (lower-case only), else `all_proxy`
-/// or `ALL_PROXY`; unless `no_proxy` (else `NO_PROXY`) exempts the host: `*`, the host name or IP
-/// address itself (an IPv6 one with or without brackets), or a domain it is in (`example.com` and `.example.com` both cover
-/// `api.example.com`), compared without case. (A `no_proxy` entry in CIDR notation exempts no
-/// host here: the field is then kept, as before.)
+/// Whether URL loading on Linux sends a plain-http request through an HTTP proxy, read from the
+/// environment as libcurl (under URL loading) reads it: swift-corelibs-foundation does not apply
+/// a configuration's `connectionProxyDictionary`, so only the environment counts.
+///
+/// The proxy is `http_proxy` (lower-case only: libcurl refuses `HTTP_PROXY`, which a CGI request's
+/// `Proxy:` header could set), else `all_proxy`, else `ALL_PROXY`; a variable set to nothing is
+/// not set. A `socks4://`, `socks4a://`, `socks5://` or `socks5h://` proxy is a tunnel: the
+/// request's fields reach the origin through it, so it counts as none here. `no_proxy` (else
+/// `NO_PROXY`) exempts a host as libcurl 7.88's `Curl_check_noproxy` does: `*` alone exempts
+/// every host; otherwise entries separated by commas or blanks, each compared with a host name
+/// without case, one leading and one trailing dot ignored, as the name itself or a domain it is
+/// in (`example.com` covers `api.example.com`, not `nonexample.com`), and with an IP address as
+/// an address or a network in CIDR notation (`10.0.0.0/8`, `fd00::/8`).
 struct SessionProxy: Sendable, Equatable {
-    /// Whether the session's configuration names proxies.
-    var configured: Bool
-    /// Whether the environment names a proxy for plain http.
-    var fromEnvironment: Bool
-    /// The `no_proxy` entries, lower-cased, without leading dots or an IPv6 address's brackets.
-    var exempt: [String]
+    /// Whether the environment names an HTTP proxy for plain http.
+    var httpProxy: Bool
+    /// `no_proxy`, else `NO_PROXY`; nil when neither is set to something.
+    var noProxy: String?
 
-    /// The proxy settings of a session configured with proxies or not, in `environment`.
-    init(configured: Bool, environment: [String: String]) {
-        self.configured = configured
-        let named = ["http_proxy", "all_proxy", "ALL_PROXY"].contains { !(environment[$0] ?? "").isEmpty }
-        fromEnvironment = named
-        let list = environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
-        exempt = list.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).map { entry in
-            var name = String(entry.drop(while: { $0 == "." })).lowercased()
-            if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-            return name
-        }.filter { !$0.isEmpty }
+    /// The proxy settings `environment` gives libcurl.
+    init(environment: [String: String]) {
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let proxy = variable("http_proxy") ?? variable("all_proxy") ?? variable("ALL_PROXY")
+        // A proxy without a scheme is an HTTP one, as libcurl reads it.
+        let scheme = proxy?.components(separatedBy: "://").dropLast().first?.lowercased()
+        httpProxy = proxy != nil && !(scheme?.hasPrefix("socks") ?? false)
+        noProxy = variable("no_proxy") ?? variable("NO_PROXY")
     }
 
-    /// Whether a plain-http request to `url` goes through a proxy.
+    /// Whether a plain-http request to `url` goes through the proxy.
     func proxies(_ url: URL) -> Bool {
-        if configured { return true }
-        guard fromEnvironment else { return false }
-        var host = (url.host ?? "").lowercased()
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        if host.hasSuffix(".") { host.removeLast() }
-        return !exempt.contains { $0 == "*" || host == $0 || host.hasSuffix("." + $0) }
+        guard httpProxy else { return false }
+        guard let noProxy, let host = url.host(percentEncoded: true), !host.isEmpty else { return true }
+        return !Self.exempts(noProxy, host: host)
+    }
+
+    /// Whether the `no_proxy` value `list` exempts `host` (a name, an IPv4 address, or an IPv6
+    /// address with or without its brackets).
+    static func exempts(_ list: String, host: String) -> Bool {
+        if list == "*" { return true }
+        var name = Substring(host)
+        if name.hasPrefix("["), name.hasSuffix("]") { name = name.dropFirst().dropLast() }
+        let address = IPAddress(String(name))
+        if address == nil, name.hasSuffix(".") { name = name.dropLast() }
+        for token in list.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }) {
+            if let address {
+                if address.isIn(String(token)) { return true }
+                continue
+            }
+            var entry = token
+            if entry.hasSuffix(".") { entry = entry.dropLast() }
+            if entry.hasPrefix(".") { entry = entry.dropFirst() }
+            guard !entry.isEmpty, entry.count <= name.count else { continue }
+            let tail = name.suffix(entry.count)
+            guard tail.lowercased() == entry.lowercased() else { continue }
+            if entry.count == name.count || name.dropLast(entry.count).hasSuffix(".") { return true }
+        }
+        return false
+    }
+
+    /// An IP address's bytes, for the comparison of `no_proxy` entries with it.
+    struct IPAddress {
+        let bytes: [UInt8]
+
+        /// The address `text` spells (dotted IPv4, or IPv6); nil for anything else.
+        init?(_ text: String) {
+            guard let bytes = Self.parse(text) else { return nil }
+            self.bytes = bytes
+        }
+
+        static func parse(_ text: String) -> [UInt8]? {
+            var storage = [UInt8](repeating: 0, count: 16)
+            let family = text.contains(":") ? AF_INET6 : AF_INET
+            guard storage.withUnsafeMutableBytes({ inet_pton(family, text, $0.baseAddress) }) == 1 else { return nil }
+            return family == AF_INET ? Array(storage.prefix(4)) : storage
+        }
+
+        /// Whether this address is the address `entry` names, or in the network it names as
+        /// `address/bits` (bits 0, or all of them: the address alone).
+        func isIn(_ entry: String) -> Bool {
+            let parts = entry.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let network = Self.parse(String(parts[0])), network.count == bytes.count else { return false }
+            var bits = parts.count > 1 ? Int(parts[1].prefix(while: \.isNumber)) ?? 0 : 0
+            if bits == 0 { bits = bytes.count * 8 }
+            guard bits <= bytes.count * 8 else { return false }
+            let whole = bits / 8
+            if bytes[..<whole] != network[..<whole] { return false }
+            let rest = bits % 8
+            guard rest > 0 else { return true }
+            let mask = UInt8(truncatingIfNeeded: 0xff << (8 - rest))
+            return bytes[whole] & mask == network[whole] & mask
+        }
     }
 }
