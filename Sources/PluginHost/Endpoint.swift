@@ -104,10 +104,10 @@ public struct Endpoint: Sendable {
     /// re-capitalises every field each time: the most expensive step of a small request); a
     /// value with CR, LF or NUL is left out, as `setValue(_:forHTTPHeaderField:)` leaves it out.
     func urlRequest(defaultHeaders: [String: String]) throws(NetworkError) -> URLRequest {
-        // The host as written (its percent-decoded form, made anew on every read, is not needed
-        // to know that there is one).
+        // The host as written: its percent-decoded form, made anew on every read, is needed only
+        // when it has an escape (one that does not decode, such as `%FF`, leaves no host).
         guard let requestURL = madeURL ?? URL(string: url), let scheme = requestURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = requestURL.host(percentEncoded: true), !host.isEmpty
+            let host = requestURL.host(percentEncoded: true), !host.isEmpty, !host.contains("%") || requestURL.host != nil
         else {
             throw .requestMapping(url)
         }

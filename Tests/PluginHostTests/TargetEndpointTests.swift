@@ -70,7 +70,7 @@ struct TargetEndpointTests {
         #expect(try endpoint.urlRequest().httpBody == nil)
     }
 
-    @Test(arguments: ["http://[::1", "not a url", "ftp://127.0.0.1/file", "/relative/only", ""])
+    @Test(arguments: ["http://[::1", "not a url", "ftp://127.0.0.1/file", "/relative/only", "", "http://%FF/x"])
     func badURLIsRequestMappingError(url: String) throws {
         let endpoint = Endpoint(
             url: url, sampleResponseClosure: { .networkResponse(200, Data()) }, method: .get,
