@@ -194,6 +194,23 @@ struct RunningHashTests {
         }
     }
 
+    /// A digest taken part way leaves the hash going: the next digest is of every byte, and the
+    /// same digest taken twice is the same.
+    @Test func aDigestPartWayLeavesTheHashGoing() {
+        let message = Array("12345678901234567890123456789012345678901234567890123456789012345678901234567890".utf8)
+        var md5 = MD5.Hasher()
+        var sha512 = SHA512.Hasher()
+        message[..<30].withUnsafeBytes { md5.update($0) }
+        message[..<30].withUnsafeBytes { sha512.update($0) }
+        #expect(md5.finalize() == MD5.hash(Array(message[..<30])))
+        #expect(md5.finalize() == md5.finalize())
+        #expect(sha512.finalize() == SHA512.hash(Array(message[..<30])))
+        message[30...].withUnsafeBytes { md5.update($0) }
+        message[30...].withUnsafeBytes { sha512.update($0) }
+        #expect(SHA256.hex(md5.finalize()) == "57edf4a22be3c955ac49da2e2107b67a")
+        #expect(sha512.finalize() == SHA512.hash(message))
+    }
+
     /// RFC 1321's longest vector and a million `a`s (the published MD5 of which is well known), fed in uneven parts.
     @Test func longMessagesInUnevenParts() {
         let million = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
