@@ -28,54 +28,35 @@ public enum MD5 {
     /// MD5 computed as its bytes come, in parts of any size (a body read from a file): the digest
     /// of every byte given, in order, with at most one block held.
     package struct Hasher: Sendable {
-        private var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
-        /// Bytes of a block not yet complete (fewer than 64).
-        private var pending: [UInt8] = []
-        private var length: UInt64 = 0
+        private var feed = BlockFeed(Compression())
 
         /// Starts an empty hash.
         package init() {}
 
         /// Adds bytes.
-        package mutating func update(_ bytes: UnsafeRawBufferPointer) {
-            length &+= UInt64(bytes.count)
-            var rest = bytes[...]
-            if !pending.isEmpty {
-                let take = min(64 - pending.count, rest.count)
-                pending += rest.prefix(take)
-                rest = rest.dropFirst(take)
-                guard pending.count == 64 else { return }
-                pending.withUnsafeBytes { compress($0) }
-                pending.removeAll(keepingCapacity: true)
-            }
-            while rest.count >= 64 {
-                compress(UnsafeRawBufferPointer(rebasing: rest.prefix(64)))
-                rest = rest.dropFirst(64)
-            }
-            pending += rest
-        }
+        package mutating func update(_ bytes: UnsafeRawBufferPointer) { feed.update(bytes) }
 
-        /// The 16-byte digest of every byte added so far (the hash may go on: the padding goes
-        /// into a copy).
+        /// The 16-byte digest of every byte added so far (the hash may go on).
         package func finalize() -> [UInt8] {
-            var padded = self
-            let bitLength = length &* 8
-            // 0x80, zeros up to 56 mod 64, the length in bits (little-endian).
-            var tail: [UInt8] = [0x80]
-            while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
-            for shift in stride(from: 0, to: 64, by: 8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-            tail.withUnsafeBytes { padded.update($0) }
+            let state = feed.padded().state
             var digest: [UInt8] = []
             digest.reserveCapacity(16)
-            let state = padded.state
             for word in [state.0, state.1, state.2, state.3] {
                 for shift in stride(from: 0, to: 32, by: 8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
             }
             return digest
         }
+    }
 
-        /// Compresses one 64-byte block into the state.
-        private mutating func compress(_ block: UnsafeRawBufferPointer) {
+    /// MD5's state and its compression of 64-byte blocks.
+    struct Compression: BlockCompression {
+        static var blockSize: Int { 64 }
+        static var lengthBytes: Int { 8 }
+        static var bigEndianLength: Bool { false }
+
+        var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
+
+        mutating func compress(_ block: UnsafeRawBufferPointer) {
             withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 16) { m in
                 for i in 0..<16 { m[i] = UInt32(littleEndian: block.loadUnaligned(fromByteOffset: 4 * i, as: UInt32.self)) }
                 compress(words: UnsafeBufferPointer(m))

@@ -37,10 +37,9 @@ public enum SHA512 {
     /// The SHA-512/256 initial hash value, generated as FIPS 180-4 §5.3.6 prescribes: SHA-512 of
     /// the text `SHA-512/256` with every word of the initial value XORed with `a5a5a5a5a5a5a5a5`.
     private static let initial512Slash256: [UInt64] = {
-        var hasher = Hasher(initial: initial512.map { $0 ^ 0xa5a5_a5a5_a5a5_a5a5 }, digestBytes: 64)
-        Array("SHA-512/256".utf8).withUnsafeBytes { hasher.update($0) }
-        let digest = hasher.finalize()
-        return (0..<8).map { word in digest[(word * 8)..<(word * 8 + 8)].reduce(0) { $0 << 8 | UInt64($1) } }
+        var feed = BlockFeed(Compression(state: initial512.map { $0 ^ 0xa5a5_a5a5_a5a5_a5a5 }))
+        Array("SHA-512/256".utf8).withUnsafeBytes { feed.update($0) }
+        return feed.padded().state
     }()
 
     /// The 64-byte SHA-512 digest of `bytes`.
@@ -60,65 +59,45 @@ public enum SHA512 {
     /// SHA-512 or SHA-512/256 computed as its bytes come, in parts of any size (a body read from a
     /// file): the digest of every byte given, in order, with at most one block held.
     package struct Hasher: Sendable {
-        private var state: [UInt64]
+        private var feed: BlockFeed<Compression>
         /// How many bytes of the final state the digest is (64, or 32 for SHA-512/256).
         private let digestBytes: Int
-        /// Bytes of a block not yet complete (fewer than 128).
-        private var pending: [UInt8] = []
-        private var length: UInt64 = 0
-        /// The message schedule, kept between blocks (no array made per block).
-        private var w = [UInt64](repeating: 0, count: 80)
 
         /// Starts an empty SHA-512 hash, or SHA-512/256 when `truncatedTo256`.
         package init(truncatedTo256: Bool = false) {
-            self.init(initial: truncatedTo256 ? SHA512.initial512Slash256 : SHA512.initial512, digestBytes: truncatedTo256 ? 32 : 64)
-        }
-
-        fileprivate init(initial: [UInt64], digestBytes: Int) {
-            state = initial
-            self.digestBytes = digestBytes
+            feed = BlockFeed(Compression(state: truncatedTo256 ? SHA512.initial512Slash256 : SHA512.initial512))
+            digestBytes = truncatedTo256 ? 32 : 64
         }
 
         /// Adds bytes.
-        package mutating func update(_ bytes: UnsafeRawBufferPointer) {
-            length &+= UInt64(bytes.count)
-            var rest = bytes[...]
-            if !pending.isEmpty {
-                let take = min(128 - pending.count, rest.count)
-                pending += rest.prefix(take)
-                rest = rest.dropFirst(take)
-                guard pending.count == 128 else { return }
-                pending.withUnsafeBytes { compress($0) }
-                pending.removeAll(keepingCapacity: true)
-            }
-            while rest.count >= 128 {
-                compress(UnsafeRawBufferPointer(rebasing: rest.prefix(128)))
-                rest = rest.dropFirst(128)
-            }
-            pending += rest
-        }
+        package mutating func update(_ bytes: UnsafeRawBufferPointer) { feed.update(bytes) }
 
-        /// The digest of every byte added so far (64 bytes, or 32 for SHA-512/256; the hash may
-        /// go on: the padding goes into a copy).
+        /// The digest of every byte added so far (64 bytes, or 32 for SHA-512/256; the hash may go on).
         package func finalize() -> [UInt8] {
-            var padded = self
-            let bitLength = length &* 8
-            // 0x80, zeros up to 112 mod 128, the length in bits as 128 bits (big-endian; the high 64 are zero here).
-            var tail: [UInt8] = [0x80]
-            while (pending.count + tail.count) % 128 != 112 { tail.append(0) }
-            tail += [UInt8](repeating: 0, count: 8)
-            for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-            tail.withUnsafeBytes { padded.update($0) }
             var digest: [UInt8] = []
             digest.reserveCapacity(64)
-            for word in padded.state {
+            for word in feed.padded().state {
                 for shift in stride(from: 56, through: 0, by: -8) { digest.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
             }
             return Array(digest.prefix(digestBytes))
         }
+    }
 
-        /// Compresses one 128-byte block into the state.
-        private mutating func compress(_ block: UnsafeRawBufferPointer) {
+    /// SHA-512's state and its compression of 128-byte blocks.
+    struct Compression: BlockCompression {
+        static var blockSize: Int { 128 }
+        static var lengthBytes: Int { 16 }
+        static var bigEndianLength: Bool { true }
+
+        var state: [UInt64]
+        /// The message schedule, kept between blocks (no array made per block).
+        private var w = [UInt64](repeating: 0, count: 80)
+
+        init(state: [UInt64]) {
+            self.state = state
+        }
+
+        mutating func compress(_ block: UnsafeRawBufferPointer) {
             for i in 0..<16 { w[i] = UInt64(bigEndian: block.loadUnaligned(fromByteOffset: 8 * i, as: UInt64.self)) }
             for i in 16..<80 {
                 let s0 = w[i - 15].rotatedRight(1) ^ w[i - 15].rotatedRight(8) ^ (w[i - 15] >> 7)

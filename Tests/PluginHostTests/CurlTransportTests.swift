@@ -385,12 +385,7 @@ struct CurlTransportTests {
     @Test(arguments: TransportKind.allCases) func aBodyStreamIsSentWholeAndAgainAfterA307(_ kind: TransportKind) async throws {
         let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes: several reads
         let echo = try TestServer.url().appendingPathComponent("anything/streamed").absoluteString
-        let provider = Provider<Bin>(
-            requestClosure: { _, request in
-                var request = request
-                request.httpBodyStream = InputStream(data: Data(text.utf8))
-                return request
-            }, transport: kind.make())
+        let provider = streamingProvider(text, transport: kind.make())
         for target in [
             try Bin("anything/streamed", method: .put),
             try Bin(
@@ -568,12 +563,7 @@ struct CurlTransportTests {
         }
         let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes: several reads
         let credentials = CountingCredentials()
-        let provider = Provider<Bin>(
-            requestClosure: { _, request in
-                var request = request
-                request.httpBodyStream = InputStream(data: Data(text.utf8))
-                return request
-            }, transport: kind.make(), interceptors: [credentials, RetryFirstAttempt()])
+        let provider = streamingProvider(text, transport: kind.make(), interceptors: [credentials, RetryFirstAttempt()])
         let key = counterKey()
         let target = try Bin(
             "fixture/digest", method: .post,
@@ -592,12 +582,7 @@ struct CurlTransportTests {
     /// (64 KiB a read); a stream within its limit is sent whole.
     @Test(arguments: TransportKind.allCases) func aBodyStreamPastItsLimitFailsBeforeAnythingIsSent(_ kind: TransportKind) async throws {
         let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes
-        let provider = Provider<Bin>(
-            requestClosure: { _, request in
-                var request = request
-                request.httpBodyStream = InputStream(data: Data(text.utf8))
-                return request
-            }, transport: kind.make())
+        let provider = streamingProvider(text, transport: kind.make())
         for limit: Int64 in [100_000, 240_000] {
             let key = counterKey()
             var target = try counted(key, method: .post)
@@ -819,4 +804,15 @@ final class RefusingProxy: Sendable {
             }
         }.start()
     }
+}
+
+/// A provider whose every request carries `text` as a body stream (a new stream per request, set
+/// by its request closure, as an app would set one).
+func streamingProvider(_ text: String, transport: any Transport, interceptors: [any Interceptor] = []) -> Provider<Bin> {
+    Provider<Bin>(
+        requestClosure: { _, request in
+            var request = request
+            request.httpBodyStream = InputStream(data: Data(text.utf8))
+            return request
+        }, transport: transport, interceptors: interceptors)
 }
