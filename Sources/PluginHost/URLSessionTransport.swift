@@ -68,10 +68,8 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
             let response = try await run(call, makeTask: makeTask(for: call)).get()
             // A redirect that keeps the body is followed here (`SessionRouter`'s redirection).
             guard let next = call.redirectToFollow else { return response }
+            // Counted already, against the policy or the transport's limit (``SessionCall/mayRedirect()``).
             redirects = call.redirectCount
-            if current.redirects == nil, redirects > Self.redirectLimit {
-                throw TransportFailure(kind: .other, message: "more than \(Self.redirectLimit) redirects")
-            }
             current = current.redirected(to: next.url, method: next.method)
         }
     }
@@ -111,7 +109,8 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         }
     }
 
-    /// The most redirects followed without a ``TransportRequest/redirects`` policy (URL loading's own limit).
+    /// The most redirects followed without a ``TransportRequest/redirects`` policy, by URL loading and
+    /// by the transport together (URL loading's own limit, which counts one task's).
     static let redirectLimit = 20
 
     /// Makes `call`'s task. A download is a data task whose body the call writes to a file of
@@ -388,15 +387,25 @@ final class SessionCall: Sendable {
     /// Redirects followed so far.
     var redirectCount: Int { state.withLock { $0.redirects } }
 
-    /// Counts a redirect; false when the request's policy allows no more (the `3xx` is then delivered).
+    /// Counts a redirect; false when the request's policy allows no more (the `3xx` is then
+    /// delivered), or, without a policy, when more than ``URLSessionTransport/redirectLimit``
+    /// would be followed in all, by URL loading and by the transport together (the call then
+    /// fails: URL loading's own limit counts one task's redirects only).
     func mayRedirect() -> Bool {
-        state.withLock { state in
-            guard let policy = request.redirects, state.redirects >= policy.maxRedirects else {
-                state.redirects += 1
-                return true
+        let counted = state.withLock { state -> Bool? in
+            if let policy = request.redirects {
+                guard state.redirects < policy.maxRedirects else { return false }
+            } else if state.redirects >= URLSessionTransport.redirectLimit {
+                return nil
             }
+            state.redirects += 1
+            return true
+        }
+        guard let counted else {
+            stop(TransportFailure(kind: .other, message: "more than \(URLSessionTransport.redirectLimit) redirects"))
             return false
         }
+        return counted
     }
 
     /// Takes a chunk of the body: kept in memory, or written to the download's file.

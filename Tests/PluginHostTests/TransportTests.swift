@@ -264,6 +264,43 @@ struct TransportTests {
         #expect(delivered.response.statusCode == 307 && !delivered.redirected)
     }
 
+    /// Without a policy, URL loading's redirects and those the transport follows itself (which
+    /// keep the body) count together against its limit of 20: the 21st fails the call. (URL
+    /// loading's own limit counts one task's redirects: a call whose body-keeping redirect
+    /// started a second task followed 21 and more.)
+    @Test func urlLoadingFollowsTwentyRedirectsInAllWithoutAPolicy() async throws {
+        let transport = URLSessionTransport()
+        let base = try TestServer.url()
+        /// A POST answered with a 307 (which keeps the body: the transport follows it, in a new
+        /// task), then a 302 to `redirect/<n>` (a GET, followed by URL loading), then `n` redirects.
+        func send(thenRedirects count: Int) async throws(TransportFailure) -> TransportResponse {
+            func redirect(to url: String, status: Int) -> String {
+                var parts = URLComponents(url: base.appendingPathComponent("redirect-to"), resolvingAgainstBaseURL: false)!
+                parts.queryItems = [URLQueryItem(name: "url", value: url), URLQueryItem(name: "status_code", value: String(status))]
+                return parts.url!.absoluteString
+            }
+            let first = redirect(to: redirect(to: base.appendingPathComponent("redirect/\(count)").absoluteString, status: 302), status: 307)
+            var request = URLRequest(url: URL(string: first)!)
+            request.httpMethod = "POST"
+            request.httpBody = Data("x=1".utf8)
+            return try await transport.send(TransportRequest(urlRequest: request, body: .upload))
+        }
+        #expect(try await send(thenRedirects: 18).response.statusCode == 200, "20 redirects in all")
+        do {
+            let response = try await send(thenRedirects: 19)
+            Issue.record("followed 21 redirects: \(response.response.statusCode)")
+        } catch {
+            #expect(error == TransportFailure(kind: .other, message: "more than 20 redirects"))
+        }
+        // In one task, URL loading stops the 21st itself.
+        do {
+            let response = try await transport.send(TransportRequest(urlRequest: URLRequest(url: base.appendingPathComponent("redirect/21"))))
+            Issue.record("followed 21 redirects in one task: \(response.response.statusCode)")
+        } catch {
+            #expect(error.kind == .other && error.message.contains("redirects"), "\(error)")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases) func redirectsAreFollowed(_ transport: TransportKind) async throws {
         let response = try await transport.provider().request(try Bin("redirect/3")).value
         #expect(response.statusCode == 200)
