@@ -52,6 +52,7 @@ final class SpooledBody: @unchecked Sendable {
         guard request.deferred == nil, let stream = request.urlRequest.httpBodyStream else { return nil }
         switch request.bodySpool?.state(of: stream) {
         case .read(let kept): return kept
+        case .refused(let failure): throw failure
         case .abandoned:
             // Its reader may still be in a read: the stream is not touched again.
             throw TransportFailure(
@@ -96,7 +97,14 @@ final class SpooledBody: @unchecked Sendable {
             if let deadline = request.deadline, DispatchTime.now() >= deadline.instant { throw LimitFailure.deadline(deadline.seconds) }
             throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream")
         }
-        let spooled = try read.get()
+        let spooled: SpooledBody
+        do {
+            spooled = try read.get()
+        } catch {
+            // Read in part (past a limit, or up to a failed read): later sends fail alike.
+            request.bodySpool?.refuse(error, of: stream)
+            throw error
+        }
         request.bodySpool?.keep(spooled, of: stream)
         return spooled
     }
@@ -194,12 +202,15 @@ final class BodySpool: Sendable {
         case read(SpooledBody)
         /// Left in a read that send stopped waiting for (cancelled, or out of time).
         case abandoned
+        /// Read in part, and refused with this failure (a limit passed, a read failed).
+        case refused(TransportFailure)
     }
 
     /// The stream and what became of it. The stream is kept only to be told apart by identity.
     private struct Held: @unchecked Sendable {
         let stream: InputStream
-        let body: SpooledBody?
+        /// What became of it: nil while it is left in a read.
+        let state: State?
     }
 
     private let held = Locked<Held?>(nil)
@@ -208,17 +219,22 @@ final class BodySpool: Sendable {
     func state(of stream: InputStream) -> State? {
         held.withLock { held in
             guard let held, held.stream === stream else { return nil }
-            return held.body.map(State.read) ?? .abandoned
+            return held.state ?? .abandoned
         }
     }
 
     /// Keeps `body`, the contents of `stream`, for the call's later sends.
     func keep(_ body: SpooledBody, of stream: InputStream) {
-        held.withLock { $0 = Held(stream: stream, body: body) }
+        held.withLock { $0 = Held(stream: stream, state: .read(body)) }
+    }
+
+    /// Marks `stream` as read in part and refused with `failure`: later sends of the call fail with it.
+    func refuse(_ failure: TransportFailure, of stream: InputStream) {
+        held.withLock { $0 = Held(stream: stream, state: .refused(failure)) }
     }
 
     /// Marks `stream` as left in a read: later sends of the call do not touch it.
     func abandon(_ stream: InputStream) {
-        held.withLock { $0 = Held(stream: stream, body: nil) }
+        held.withLock { $0 = Held(stream: stream, state: nil) }
     }
 }

@@ -579,10 +579,22 @@ struct CurlTransportTests {
 
     /// A body stream that goes on past `RequestLimits.maxStreamedBodyBytes` fails the request
     /// before anything is sent (the server sees no request), naming the limit and the bytes read
-    /// (64 KiB a read); a stream within its limit is sent whole.
+    /// (64 KiB a read), and a retry of the call fails alike (the stream, read in part, is not read
+    /// again); a stream within its limit is sent whole.
     @Test(arguments: TransportKind.allCases) func aBodyStreamPastItsLimitFailsBeforeAnythingIsSent(_ kind: TransportKind) async throws {
+        /// Retries a first attempt that failed, once.
+        struct RetryAFailedFirstAttempt: Interceptor {
+            let failures = LockedCounter()
+            var name: String { "retry-failed" }
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                guard let failure = result.failure else { return .proceed }
+                failures.append(failure.message)
+                return context.attempt == 1 ? .retry() : .proceed
+            }
+        }
         let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes
-        let provider = streamingProvider(text, transport: kind.make())
+        let retry = RetryAFailedFirstAttempt()
+        let provider = streamingProvider(text, transport: kind.make(), interceptors: [retry])
         for limit: Int64 in [100_000, 240_000] {
             let key = counterKey()
             var target = try counted(key, method: .post)
@@ -603,6 +615,8 @@ struct CurlTransportTests {
                         kind: .other, message: "the request's body stream passed maxStreamedBodyBytes (100000 bytes): 131072 bytes read",
                         limit: 100_000, observedBytes: 131_072))
             #expect(try await serverHits(key) == 0)
+            let message = "the request's body stream passed maxStreamedBodyBytes (100000 bytes): 131072 bytes read"
+            #expect(retry.failures.log == [message, message], "both attempts, the retry's without a read")
         }
     }
 
