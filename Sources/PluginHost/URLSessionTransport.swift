@@ -232,11 +232,18 @@ final class SessionCall: Sendable {
         end(failure, cancelled: false)
     }
 
+    /// Ends the call with `failure` where URL loading asks whether to follow a redirect: the
+    /// task is not cancelled (the delegate's answer, no redirect, ends it; a cancellation that
+    /// reached URL loading's work queue before that answer stopped the process there).
+    func refuseRedirect(_ failure: TransportFailure) {
+        end(failure, cancelled: false, cancellingTask: false)
+    }
+
     /// Ends the call with `failure` (marked a cancellation, or a limit's), unless it ended
     /// already: removes the partial download, resumes the caller, then cancels the task. Before
     /// `start` took the continuation, it finds the call ended and says so itself; before the
     /// task is made, `start` does not resume it.
-    private func end(_ failure: TransportFailure, cancelled: Bool) {
+    private func end(_ failure: TransportFailure, cancelled: Bool, cancellingTask: Bool = true) {
         let task = state.withLock { state -> URLSessionTask?? in
             guard state.limitFailure == nil, !state.cancelled else { return nil }
             if cancelled { state.cancelled = true } else { state.limitFailure = failure }
@@ -246,7 +253,7 @@ final class SessionCall: Sendable {
         }
         guard let task else { return }
         finish(.failure(failure))
-        if let task { Self.cancel(task) }
+        if let task, cancellingTask { Self.cancel(task) }
     }
 
     /// Cancels `task` from a thread of its own. URL loading on Linux (swift-corelibs-foundation
@@ -402,7 +409,7 @@ final class SessionCall: Sendable {
             return true
         }
         guard let counted else {
-            stop(TransportFailure(kind: .other, message: "more than \(URLSessionTransport.redirectLimit) redirects"))
+            refuseRedirect(Self.tooManyRedirects)
             return false
         }
         return counted
@@ -526,6 +533,10 @@ final class SessionCall: Sendable {
         continuation?.resume(returning: result)
     }
 
+    /// More redirects than ``URLSessionTransport/redirectLimit``, followed by URL loading and the
+    /// transport together, or by URL loading in one task (its own limit).
+    static let tooManyRedirects = TransportFailure(kind: .other, message: "more than \(URLSessionTransport.redirectLimit) redirects")
+
     /// Maps a URL loading error onto a ``TransportFailure``.
     static func failure(for error: Error, cancelled: Bool) -> TransportFailure {
         let nsError = error as NSError
@@ -542,6 +553,8 @@ final class SessionCall: Sendable {
             return TransportFailure(kind: .cannotConnect, message: message)
         case NSURLErrorNetworkConnectionLost:
             return TransportFailure(kind: .connectionLost, message: message)
+        case NSURLErrorHTTPTooManyRedirects:
+            return tooManyRedirects
         case NSURLErrorBadServerResponse, NSURLErrorCannotParseResponse, NSURLErrorZeroByteResource,
             NSURLErrorCannotDecodeContentData, NSURLErrorCannotDecodeRawData:
             return TransportFailure(kind: .badResponse, message: message)
