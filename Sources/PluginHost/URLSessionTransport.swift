@@ -686,10 +686,12 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
 /// not set. A `socks4://`, `socks4a://`, `socks5://` or `socks5h://` proxy is a tunnel: the
 /// request's fields reach the origin through it, so it counts as none here. `no_proxy` (else
 /// `NO_PROXY`) exempts a host as libcurl 7.88's `Curl_check_noproxy` does: `*` alone exempts
-/// every host; otherwise entries separated by commas or blanks, each compared with a host name
-/// without case, one leading and one trailing dot ignored, as the name itself or a domain it is
-/// in (`example.com` covers `api.example.com`, not `nonexample.com`), and with an IP address as
-/// an address or a network in CIDR notation (`10.0.0.0/8`, `fd00::/8`).
+/// every host; otherwise entries separated by commas or blanks, each compared with the host
+/// (percent-decoded) without case, one leading and one trailing dot ignored, as the name itself
+/// or a domain it is in (`example.com` covers `api.example.com`, not `nonexample.com`), and with
+/// an IPv4 address (in any form a URL may write one: `127.1`) as an address or a network in CIDR
+/// notation (`10.0.0.0/8`). Where libcurl's reading depends on its version or build, the host
+/// counts as exempt, so the field is not sent (see ``exempts(_:host:)``).
 struct SessionProxy: Sendable, Equatable {
     /// Whether the environment names an HTTP proxy for plain http.
     var httpProxy: Bool
@@ -709,32 +711,63 @@ struct SessionProxy: Sendable, Equatable {
     /// Whether a plain-http request to `url` goes through the proxy.
     func proxies(_ url: URL) -> Bool {
         guard httpProxy else { return false }
-        guard let noProxy, let host = url.host(percentEncoded: true), !host.isEmpty else { return true }
+        // The host as libcurl compares it: percent-decoded.
+        guard let noProxy, let host = url.host(percentEncoded: false) ?? url.host(percentEncoded: true), !host.isEmpty else { return true }
         return !Self.exempts(noProxy, host: host)
     }
 
-    /// Whether the `no_proxy` value `list` exempts `host` (a name, an IPv4 address, or an IPv6
-    /// address with or without its brackets).
+    /// Whether the `no_proxy` value `list` exempts `host` (a name, an IPv4 address in any form a
+    /// URL may write one, or an IPv6 address with or without its brackets). Where libcurl's
+    /// reading cannot be known here, the host counts as exempt (the field is then not sent; a
+    /// proxy that wants it asks with a `407`, which the chain answers): an IPv6 host matches an
+    /// entry as a name (libcurl 7.88) or as an address (later versions), and a host of other than
+    /// ASCII characters (sent as punycode) is exempt from a list that names anything.
     static func exempts(_ list: String, host: String) -> Bool {
         if list == "*" { return true }
+        let tokens = list.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" })
         var name = Substring(host)
         if name.hasPrefix("["), name.hasSuffix("]") { name = name.dropFirst().dropLast() }
-        let address = IPAddress(String(name))
-        if address == nil, name.hasSuffix(".") { name = name.dropLast() }
-        for token in list.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }) {
-            if let address {
-                if address.isIn(String(token)) { return true }
-                continue
-            }
+        guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return !tokens.isEmpty }
+        if let quad = normalizedIPv4(name), let address = IPAddress(quad) {
+            return tokens.contains { address.isIn(String($0)) }
+        }
+        let address = name.contains(":") ? IPAddress(String(name)) : nil
+        if name.hasSuffix(".") { name = name.dropLast() }
+        return tokens.contains { token in
+            if let address, address.isIn(String(token)) { return true }
             var entry = token
             if entry.hasSuffix(".") { entry = entry.dropLast() }
             if entry.hasPrefix(".") { entry = entry.dropFirst() }
-            guard !entry.isEmpty, entry.count <= name.count else { continue }
-            let tail = name.suffix(entry.count)
-            guard tail.lowercased() == entry.lowercased() else { continue }
-            if entry.count == name.count || name.dropLast(entry.count).hasSuffix(".") { return true }
+            guard !entry.isEmpty, entry.count <= name.count, name.suffix(entry.count).lowercased() == entry.lowercased() else { return false }
+            return entry.count == name.count || name.dropLast(entry.count).hasSuffix(".")
         }
-        return false
+    }
+
+    /// The dotted quad of an IPv4 address written as URL parsers (libcurl's too) read one: one to
+    /// four parts, each decimal, octal (a leading `0`) or hexadecimal (`0x`), the last filling the
+    /// bytes left (`127.1` and `0x7f000001` are 127.0.0.1); nil for anything else.
+    static func normalizedIPv4(_ text: Substring) -> String? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...4).contains(parts.count) else { return nil }
+        var values: [UInt64] = []
+        for part in parts {
+            let value: UInt64?
+            if part.count > 2, part.lowercased().hasPrefix("0x"), part.dropFirst(2).allSatisfy(\.isHexDigit) {
+                value = UInt64(part.dropFirst(2), radix: 16)
+            } else if part.count > 1, part.hasPrefix("0"), part.allSatisfy({ ("0"..."7").contains($0) }) {
+                value = UInt64(part.dropFirst(), radix: 8)
+            } else if part == "0" || (!part.hasPrefix("0") && !part.isEmpty && part.allSatisfy({ $0.isASCII && $0.isNumber })) {
+                value = UInt64(part, radix: 10)
+            } else {
+                return nil
+            }
+            guard let value, value <= UInt64(UInt32.max) else { return nil }
+            values.append(value)
+        }
+        let last = values.removeLast()
+        guard values.allSatisfy({ $0 <= 0xff }), last >> (8 * (4 - values.count)) == 0 else { return nil }
+        for shift in stride(from: 8 * (3 - values.count), through: 0, by: -8) { values.append((last >> UInt64(shift)) & 0xff) }
+        return values.map(String.init).joined(separator: ".")
     }
 
     /// An IP address's bytes, for the comparison of `no_proxy` entries with it.

@@ -43,6 +43,8 @@ struct TransportTests {
             ("http://api.example.com/x", ["http_proxy": proxy, "no_proxy": "other.test", "NO_PROXY": "example.com"], true),
             ("http://10.0.0.7:8080/x", ["http_proxy": proxy, "no_proxy": "10.0.0.0/8"], !linux),
             ("http://[::1]/x", ["http_proxy": proxy, "no_proxy": "::1"], !linux),
+            // The host percent-decoded, as libcurl compares it.
+            ("http://ex%61mple.com/x", ["http_proxy": proxy, "no_proxy": "example.com"], !linux),
         ]
         for (url, environment, kept) in cases {
             var request = URLRequest(url: try #require(URL(string: url)))
@@ -56,7 +58,8 @@ struct TransportTests {
 
     /// `no_proxy` read as libcurl 7.88 reads it (`Curl_check_noproxy`), on libcurl's own cases
     /// (its unit test 1614) and a few more: names by domain without case, one leading and one
-    /// trailing dot ignored; addresses as addresses, and networks in CIDR notation; `*` alone.
+    /// trailing dot ignored; addresses as addresses, and networks in CIDR notation; `*` alone;
+    /// where libcurl's reading depends on its version or its IDN support, exempt.
     @Test func noProxyAsLibcurlReadsIt() {
         let cases: [(host: String, list: String, exempt: Bool)] = [
             ("www.example.com", "localhost .example.com .example.de", true), ("www.example.com", "localhost,.example.com,.example.de", true),
@@ -81,7 +84,14 @@ struct TransportTests {
             // IPv6 spelt otherwise, without brackets, and in a network; bits past the address.
             ("a.test", "*", true), ("a.test", "localhost,*", false), ("10.0.0.7", "0.7", false), ("::1", "0:0::1", true),
             ("fd00::5", "fd00::/8", true), ("fe00::5", "fd00::/8", false), ("192.168.0.1", "192.168.0.1/33", false),
-            ("[::1]", "[::1]", false),
+            ("[::1]", "[::1]", false), ("::1", "::1.", true),
+            // IPv4 as a URL may write it, read as libcurl's URL parser reads it (not as a name).
+            ("127.1", "127.0.0.0/8", true), ("0x7f000001", "127.0.0.1", true), ("2130706433", "127.0.0.1", true),
+            ("0177.0.0.1", "127.0.0.1", true), ("127.1", "127.1", false), ("08.1", "08.1", true),
+            // With a trailing dot it is no address but a name, and the dot is ignored.
+            ("127.0.0.1.", "127.0.0.1", true),
+            // A host of other than ASCII characters (libcurl sends punycode): exempt from a list that names anything.
+            ("bücher.test", "other.test", true), ("bücher.test", ",", false),
         ]
         for (host, list, exempt) in cases {
             #expect(SessionProxy.exempts(list, host: host) == exempt, "\(host) in \(list)")
