@@ -159,7 +159,7 @@ struct DigestChallenge: Equatable, Sendable {
         /// Lower-case hexadecimal of the hash of everything `fd` reads, from its start (a file
         /// sent as a body, or a body stream read into one), in parts of 64 KiB: nil when it is no
         /// regular file, a read fails, or `stopped` says so between parts (the request was
-        /// cancelled). The descriptor's offset is neither used nor moved.
+        /// cancelled or ran out of time). The descriptor's offset is neither used nor moved.
         func hex(readingFrom fd: Int32, stopped: () -> Bool) -> String? {
             var status = stat()
             guard fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { return nil }

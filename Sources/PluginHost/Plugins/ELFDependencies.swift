@@ -19,6 +19,10 @@ struct ELFDependencies: Equatable {
     /// `DT_RUNPATH` and `DT_RPATH`: each a list of directories separated by `:`.
     var searchPaths: [Entry] = []
 
+    /// Whether the library has a `RUNPATH`: the loader then searches no `RPATH` for its needs,
+    /// neither its own nor those of the libraries that led to it.
+    var hasRunpath: Bool { searchPaths.contains { $0.tag == "RUNPATH" } }
+
     /// Why the bytes are refused; nil from ``read(_:)`` means they are no ELF file at all (and
     /// `dlopen` says so).
     struct Malformed: Error, Equatable {

@@ -555,10 +555,9 @@ enum FileSecurity {
         func searchPaths(
             _ found: ELFDependencies, path: String, library: String, origin: String?
         ) throws(PluginLoadError) -> (rpath: [Searched], runpath: [Searched]) {
-            let hasRunpath = found.searchPaths.contains { $0.tag == "RUNPATH" }
             var rpath: [Searched] = []
             var runpath: [Searched] = []
-            for entry in found.searchPaths where entry.tag == "RUNPATH" || !hasRunpath {
+            for entry in found.searchPaths where entry.tag == "RUNPATH" || !found.hasRunpath {
                 for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
                     let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(library)"
                     func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
@@ -634,12 +633,10 @@ enum FileSecurity {
                 }
             }
             let own = try searchPaths(found, path: path, library: library, origin: origin)
-            // With a `RUNPATH`, the loader searches no `RPATH` for this library's needs (and
-            // `own.rpath` is empty).
-            let hasRunpath = found.searchPaths.contains { $0.tag == "RUNPATH" }
-            // The loader's order: the RPATHs (without a RUNPATH), LD_LIBRARY_PATH, the RUNPATH.
+            // The loader's order: the RPATHs (without a RUNPATH, `own.rpath` is empty and the
+            // inherited ones are not searched), LD_LIBRARY_PATH, the RUNPATH.
             let inheritedNamed = inherited.map { Searched(directory: $0.directory, named: "\($0.named), searched for \(needs)") }
-            let rpaths = hasRunpath ? [] : own.rpath + inheritedNamed
+            let rpaths = found.hasRunpath ? [] : own.rpath + inheritedNamed
             let directories = names.isEmpty ? [] : rpaths + (try libraryPathDirectories(path: path, needs: needs)) + own.runpath
             var located: [String] = []
             var resolved: Set<String> = []
@@ -661,8 +658,8 @@ enum FileSecurity {
                 for library in listed {
                     let place = "where the loader's cache \(cachePath) says \(name.debugDescription) is (for \(needs))"
                     var info = stat()
-                    if lstat(library, &info) == 0, stat(library, &info) != 0 { throw danglingLink(library, place) }
                     guard stat(library, &info) == 0 else {
+                        if lstat(library, &info) == 0 { throw danglingLink(library, place) }
                         // Not there: whoever may make it decides, so its directory (or the nearest above) is checked.
                         _ = try FileSecurity.checkSearched(parent(of: library) ?? "/", named: "the directory \(place)", libraries: [], memo: &memo)
                         continue
