@@ -11,6 +11,7 @@
   /fixture/digest?key=K&...       Digest authentication (RFC 7616) checked independently: algorithm=, qop=,
                                   userhash=1, stale=N (answer N right answers with stale=true), offer=a,b,..
                                   (several challenges), nonce= (a fixed nonce), user=, pass=
+  /fixture/read-first/PATH        httpbin's /PATH, with the request's body read whole before it answers
 
 The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
@@ -20,6 +21,7 @@ import email.utils
 import fcntl
 import hashlib
 import hmac
+import io
 import json
 import os
 import time
@@ -241,6 +243,13 @@ def digest(environ, start_response, query):
 
 def app(environ, start_response):
     path = environ.get("PATH_INFO", "")
+    if path.startswith("/fixture/read-first/"):
+        # httpbin's endpoint after the prefix, its body read whole before it answers (as behind a
+        # reading proxy): an early answer to a large body may end as a broken pipe on libcurl 7.88.
+        body = read_body(environ)
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["PATH_INFO"] = path[len("/fixture/read-first"):]
+        return httpbin_app(environ, start_response)
     if not path.startswith("/fixture/"):
         return httpbin_app(environ, start_response)
     query = dict(urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))

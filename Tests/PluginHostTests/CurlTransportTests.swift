@@ -381,7 +381,9 @@ struct CurlTransportTests {
 
     /// A body given as a stream (`httpBodyStream`, as a request closure may set it) is sent
     /// whole, with its length and no form label, and again after a `307` that keeps the body
-    /// (URL loading sent it chunked, and nothing after the `307`).
+    /// (URL loading sent it chunked, and nothing after the `307`). The `307` comes once the server
+    /// has read the body: answered before, libcurl 7.88 may end the request as a broken pipe
+    /// (README, early answers), which is not what this test is about.
     @Test(arguments: TransportKind.allCases) func aBodyStreamIsSentWholeAndAgainAfterA307(_ kind: TransportKind) async throws {
         let text = String(repeating: "stream-body-", count: 20_000)  // 240,000 bytes: several reads
         let echo = try TestServer.url().appendingPathComponent("anything/streamed").absoluteString
@@ -389,7 +391,7 @@ struct CurlTransportTests {
         for target in [
             try Bin("anything/streamed", method: .put),
             try Bin(
-                "redirect-to", method: .post,
+                "fixture/read-first/redirect-to", method: .post,
                 task: .requestParameters(parameters: ["url": echo, "status_code": 307], encoding: URLEncoding.queryString)),
         ] {
             let response = try await provider.request(target).value
