@@ -105,9 +105,12 @@ public struct Endpoint: Sendable {
     /// value with CR, LF or NUL is left out, as `setValue(_:forHTTPHeaderField:)` leaves it out.
     func urlRequest(defaultHeaders: [String: String]) throws(NetworkError) -> URLRequest {
         // The host as written: its percent-decoded form, made anew on every read, is needed only
-        // when it has an escape (one that does not decode, such as `%FF`, leaves no host).
+        // when it has an escape (one that does not decode, such as `%FF`, leaves no host). The
+        // escape is looked for in the bytes: `String.contains(_:)` on a string is Foundation's
+        // search, which costs more than the rest of the check.
         guard let requestURL = madeURL ?? URL(string: url), let scheme = requestURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = requestURL.host(percentEncoded: true), !host.isEmpty, !host.contains("%") || requestURL.host != nil
+            let host = requestURL.host(percentEncoded: true), !host.isEmpty,
+            !host.utf8.contains(UInt8(ascii: "%")) || requestURL.host != nil
         else {
             throw .requestMapping(url)
         }
