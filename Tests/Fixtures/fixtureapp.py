@@ -12,6 +12,10 @@
                                   userhash=1, stale=N (answer N right answers with stale=true), offer=a,b,..
                                   (several challenges), nonce= (a fixed nonce), user=, pass=
   /fixture/read-first/PATH        httpbin's /PATH, with the request's body read whole before it answers
+  /fixture/encoded/C1,C2?...      a 100 kB text (ENCODED_TEXT) in content codings C1 then C2 (gzip, x-gzip,
+                                  deflate, br, zstd, identity), listed so in Content-Encoding; raw=1: deflate
+                                  without its zlib wrapper; corrupt=1: the last coding's bytes damaged;
+                                  truncated=1: its last 100 bytes left out; trailing=1: bytes after its end
 
 The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
@@ -26,12 +30,43 @@ import json
 import os
 import time
 import urllib.parse
+import zlib
+
+import brotlicffi
 
 from httpbin import app as httpbin_app
 
 SIGNING_SECRET = b"fixture-signing-secret"
 STATE_DIR = os.environ.get("FIXTURE_STATE_DIR", "/tmp/pluginhost-fixture-state")
 os.makedirs(STATE_DIR, exist_ok=True)
+
+
+# /fixture/encoded's body: lines that number themselves, 100 kB in all (several decoder buffers).
+ENCODED_TEXT = b"".join(b"line %05d of the encoded body\n" % i for i in range(3500))
+
+
+def zstd_frame(data):
+    """A zstd frame (RFC 8878) of raw (stored) blocks: no compressor needed, any decoder reads it."""
+    # Magic number; frame header: no content size, no checksum, not single-segment; window 128 KiB.
+    frame = bytearray(b"\x28\xb5\x2f\xfd\x00\x38")
+    blocks = [data[i:i + 65536] for i in range(0, len(data), 65536)] or [b""]
+    for index, block in enumerate(blocks):
+        last = 1 if index == len(blocks) - 1 else 0
+        header = last | (0 << 1) | (len(block) << 3)  # Last_Block, Block_Type raw, Block_Size
+        frame += header.to_bytes(3, "little") + block
+    return bytes(frame)
+
+
+def encode(data, coding, raw):
+    if coding in ("gzip", "x-gzip"):
+        return zlib.compress(data, 6, wbits=31)
+    if coding == "deflate":
+        return zlib.compress(data, 6, wbits=-15 if raw else 15)
+    if coding == "br":
+        return brotlicffi.compress(data)
+    if coding == "zstd":
+        return zstd_frame(data)
+    return data
 
 
 def respond(start_response, status, body, headers=()):
@@ -263,6 +298,22 @@ def app(environ, start_response):
         # A body in an encoding no client asked for: delivered as it is, with its Content-Encoding.
         data = b"opaque-bytes"
         start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Encoding", "x-custom"),
+                                  ("Content-Length", str(len(data)))])
+        return [data]
+    if path.startswith("/fixture/encoded/"):
+        codings = [c for c in path[len("/fixture/encoded/"):].split(",") if c]
+        data = ENCODED_TEXT
+        for coding in codings:
+            data = encode(data, coding, query.get("raw") == "1")
+        if query.get("corrupt") == "1":
+            # Damage the middle of the stream (its header is left whole: the decoder starts).
+            middle = len(data) // 2
+            data = data[:middle] + bytes(b ^ 0x5A for b in data[middle:middle + 64]) + data[middle + 64:]
+        if query.get("truncated") == "1":
+            data = data[:-100]
+        if query.get("trailing") == "1":
+            data += b"trailing garbage"
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Encoding", ", ".join(codings)),
                                   ("Content-Length", str(len(data)))])
         return [data]
     if path == "/fixture/no-location":

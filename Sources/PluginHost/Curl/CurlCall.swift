@@ -115,8 +115,17 @@ final class CurlCall: @unchecked Sendable {
     private var idleTimeout: UInt64 = 0
     private var lastActivity: UInt64 = 0
     private var errorBuffer: UnsafeMutablePointer<CChar>?
-    /// The encodings libcurl decodes for this transfer (empty: it passes the body through).
+    /// The content codings this transfer asked for and decodes (empty: the caller asked for
+    /// its own, and gets the body as it came).
     private var decoding: Set<String> = []
+    /// The response's content codings (its `Content-Encoding` fields, in order, lower-case).
+    private var contentCodings: [String] = []
+    /// Undoes `contentCodings` as the body arrives; nil when the body goes as it came.
+    private var decoder: ContentDecoder?
+    /// Whether the response lists a coding the transport did not ask for: its body goes as it came.
+    private var bodyAsItCame = false
+    /// Body bytes as they came over the connection (before decoding), for the decompression ratio.
+    private var encodedReceived: Int64 = 0
     /// Set when a limit (or a download that cannot be written) stopped the transfer: the failure reported instead of libcurl's.
     private var limitFailure: TransportFailure?
     /// Header bytes and fields of the response being read.
@@ -222,6 +231,10 @@ final class CurlCall: @unchecked Sendable {
         data = Data()
         expected = -1
         received = 0
+        encodedReceived = 0
+        contentCodings = []
+        decoder = nil
+        bodyAsItCame = false
         lastUpload = -1
         limitFailure = nil
         inHeaders = true
@@ -352,6 +365,7 @@ final class CurlCall: @unchecked Sendable {
         var list: OpaquePointer?
         var proxyList: OpaquePointer?
         var hasAcceptEncoding = false
+        var hasTransportsAcceptEncoding = false
         var hasExpect = false
         var hasCookie = false
         var hasContentType = false
@@ -361,7 +375,7 @@ final class CurlCall: @unchecked Sendable {
                 continue  // libcurl writes these itself
             case "accept-encoding":
                 // The transport's own list (a provider's default) is decoded; any other is the caller's.
-                if value != settings.encodings { hasAcceptEncoding = true }
+                if value != settings.encodings { hasAcceptEncoding = true } else { hasTransportsAcceptEncoding = true }
             case "expect": hasExpect = true
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true
@@ -377,6 +391,15 @@ final class CurlCall: @unchecked Sendable {
             list = line.withCString { ph_curl_slist_append(list, $0) }
         }
         if !hasExpect, hasBody { list = ph_curl_slist_append(list, "Expect:") }
+        // The transport's codings, decoded here (libcurl is not asked to: from 8.5 on it would
+        // fail a body in a coding it does not know, before this transport sees the field).
+        decoding = []
+        if !hasAcceptEncoding, !settings.encodings.isEmpty {
+            if !hasTransportsAcceptEncoding {
+                list = "Accept-Encoding: \(settings.encodings)".withCString { ph_curl_slist_append(list, $0) }
+            }
+            decoding = settings.decodable
+        }
         // A file or stream body goes as it is; libcurl would label it a form.
         if !hasContentType, bodyFile != nil || spooledBody != nil { list = ph_curl_slist_append(list, "Content-Type:") }
         if !hasCookie, let cookie = settings.cookieJar?.header(for: url) {
@@ -387,13 +410,6 @@ final class CurlCall: @unchecked Sendable {
         proxyHeaderList = proxyList
         ph_curl_easy_setopt_long(easy, PH_CURLOPT_HEADEROPT, Int(PH_CURLHEADER_SEPARATE))
         if let proxyList { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXYHEADER, UnsafeRawPointer(proxyList)) }
-        decoding = []
-        if hasAcceptEncoding {
-            ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_CONTENT_DECODING, 0)
-        } else if !settings.encodings.isEmpty {
-            settings.encodings.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_ACCEPT_ENCODING, $0) }
-            decoding = settings.decodable
-        }
     }
 
     private static func isToken(_ name: String) -> Bool {
@@ -481,38 +497,48 @@ final class CurlCall: @unchecked Sendable {
 
     // MARK: libcurl callbacks (event-loop thread)
 
-    /// The most bytes libcurl reads from the connection at once (`CURLOPT_BUFFERSIZE`'s default,
-    /// which this transport keeps).
-    static let receiveBufferBytes: Int64 = 16 << 10
-
     func receiveBody(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         lastActivity = DispatchTime.now().uptimeNanoseconds
-        let total = received + Int64(count)
+        let raw = UnsafeRawBufferPointer(start: bytes, count: count)
+        guard let decoder else { return deliver(raw) ? count : 0 }
+        encodedReceived += Int64(count)
+        do {
+            return try decoder.decode(raw, into: deliver) ? count : 0
+        } catch {
+            return stop(error)
+        }
+    }
+
+    /// Keeps a piece of the (decoded) body, within the limits; false when a limit, or a download
+    /// that cannot be written, stopped the transfer.
+    private func deliver(_ piece: UnsafeRawBufferPointer) -> Bool {
+        let total = received + Int64(piece.count)
         let limit = bodyLimit
-        if total > limit { return stop(LimitFailure.body(total, limit: limit, download: download != nil)) }
-        if !decoding.isEmpty, total > RequestLimits.decompressionAllowance, let easy {
-            var counted: Int64 = 0
-            ph_curl_easy_getinfo_off(easy, PH_CURLINFO_SIZE_DOWNLOAD_T, &counted)
-            // libcurl 8.5 and later count a read's bytes only after its decoded bytes went through
-            // this callback (0 through the whole first read): the read in progress, at most one
-            // receive buffer (libcurl's default, 16 KiB), is added, so no read inflates unchecked.
-            let encoded = counted + Self.receiveBufferBytes
+        if total > limit {
+            _ = stop(LimitFailure.body(total, limit: limit, download: download != nil))
+            return false
+        }
+        if decoder != nil, total > RequestLimits.decompressionAllowance {
+            // Checked per decoded piece (16 KiB at most), against every byte taken from the
+            // connection so far: no read inflates unchecked.
             // A ratio too large to multiply (`Int64.max` for no limit) lets everything through.
-            let (allowed, overflow) = encoded.multipliedReportingOverflow(by: request.limits.maxDecompressionRatio)
+            let (allowed, overflow) = encodedReceived.multipliedReportingOverflow(by: request.limits.maxDecompressionRatio)
             if !overflow, total > allowed {
-                return stop(LimitFailure.ratio(decoded: total, encoded: encoded, limits: request.limits))
+                _ = stop(LimitFailure.ratio(decoded: total, encoded: encodedReceived, limits: request.limits))
+                return false
             }
         }
         if download != nil {
-            guard download!.write(UnsafeRawBufferPointer(start: bytes, count: count)) else {
-                return stop(TransportFailure(kind: .other, message: download!.writeFailure))
+            guard download!.write(piece) else {
+                _ = stop(TransportFailure(kind: .other, message: download!.writeFailure))
+                return false
             }
         } else {
-            bytes.withMemoryRebound(to: UInt8.self, capacity: count) { data.append($0, count: count) }
+            data.append(piece.baseAddress!.assumingMemoryBound(to: UInt8.self), count: piece.count)
         }
-        received += Int64(count)
+        received = total
         request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
-        return count
+        return true
     }
 
     func receiveHeader(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
@@ -529,6 +555,9 @@ final class CurlCall: @unchecked Sendable {
             headerBytes = 0
             headerFields = 0
             inHeaders = true
+            contentCodings = []
+            decoder = nil
+            bodyAsItCame = false
             return count
         }
         // Trailer fields (after a chunked body) come through this callback too: they are not
@@ -556,13 +585,20 @@ final class CurlCall: @unchecked Sendable {
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<valueEnd]), as: UTF8.self)
         if name.count == 14, name.lowercased() == "content-length", let length = Int64(value) { expected = length }
-        if !decoding.isEmpty, name.count == 16, name.lowercased() == "content-encoding",
-            value.split(separator: ",").contains(where: { !decoding.contains($0.trimmingCharacters(in: .whitespaces).lowercased()) })
-        {
-            // An encoding we did not ask for: the body goes to the caller as it came, with this
-            // header, instead of failing (libcurl reads this flag when the body arrives).
-            if let easy { ph_curl_easy_setopt_long(easy, PH_CURLOPT_HTTP_CONTENT_DECODING, 0) }
-            decoding = []
+        if !decoding.isEmpty, !bodyAsItCame, name.count == 16, name.lowercased() == "content-encoding" {
+            contentCodings += value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+            if contentCodings.allSatisfy(decoding.contains) {
+                do {
+                    decoder = try ContentDecoder(codings: contentCodings)
+                } catch {
+                    return stop(error)
+                }
+            } else {
+                // A coding the transport did not ask for: the body goes to the caller as it came,
+                // with this field, instead of failing.
+                decoder = nil
+                bodyAsItCame = true
+            }
         }
         responseHeaders.append((name: name, value: value))
         return count
@@ -646,6 +682,17 @@ final class CurlCall: @unchecked Sendable {
             }
             url = next
             return .redirect
+        }
+        if encodedReceived > 0, let unfinished = decoder?.unfinishedCoding {
+            // The connection's body ended whole, its coding's did not: a body delivered so would
+            // be short without a sign of it.
+            removeDownload()
+            return .finished(
+                .failure(
+                    TransportFailure(
+                        kind: .badResponse,
+                        message: "cannot decode the response body: the \(unfinished) body ends before its coded stream does (cut short, or corrupt)"))
+            )
         }
         let httpVersion: String
         switch Int32(version) {

@@ -68,10 +68,12 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
 ///   `HEAD`; `Authorization`, `Cookie` and `Proxy-Authorization` are dropped when the scheme, host
 ///   or port changes; a `3xx` without `Location` is delivered with its body.
 /// - **Compression**: when the request carries no `Accept-Encoding`, or exactly
-///   ``acceptEncoding`` (what a provider sends by default), the transport asks for every encoding
-///   libcurl decodes (gzip, deflate, and br / zstd where built in) and decodes the body. When the
-///   request sets another `Accept-Encoding`, or the server answers in an encoding libcurl does
-///   not decode, the body is passed through as it came, with its `Content-Encoding`.
+///   ``acceptEncoding`` (what a provider sends by default), the transport asks for every coding
+///   it decodes (gzip and deflate with the system's zlib, br and zstd where their libraries are
+///   installed) and decodes the body itself, whatever libcurl's version or build. When the
+///   request sets another `Accept-Encoding`, or the server answers in a coding the transport did
+///   not ask for, the body is passed through as it came, with its `Content-Encoding`. A body
+///   that is not in its codings fails with `badResponse`, naming the coding and why.
 /// - **Proxies**: from the standard environment variables (`http_proxy`, `https_proxy`,
 ///   `no_proxy`, …) by default, as curl does; see ``Configuration/proxy``.
 /// - **Cookies**: none are stored unless ``Configuration/cookies`` is on.
@@ -121,7 +123,7 @@ public final class CurlTransport: Transport {
     public let libraryDescription: String
     /// The settings.
     public let configuration: Configuration
-    /// The content codings this libcurl decodes (`gzip, deflate`, with `br` and `zstd` where
+    /// The content codings this transport decodes (`gzip, deflate`, with `br` and `zstd` where
     /// built in); a request that carries exactly this `Accept-Encoding` gets its body decoded.
     public let acceptEncoding: String?
     let loop: CurlEventLoop
@@ -229,10 +231,8 @@ struct CurlLibrary: Sendable {
         guard info.features & PH_CURL_VERSION_SSL != 0 else {
             throw CurlTransportError(.libraryTooOld, "libcurl \(version) was built without TLS support")
         }
-        var encodings = ["gzip", "deflate"]
-        if info.features & PH_CURL_VERSION_BROTLI != 0 { encodings.append("br") }
-        if info.features & PH_CURL_VERSION_ZSTD != 0 { encodings.append("zstd") }
-        if info.features & PH_CURL_VERSION_LIBZ == 0 { encodings.removeAll { $0 == "gzip" || $0 == "deflate" } }
+        // The transport decodes bodies itself, with the system's zlib, brotli and zstd.
+        let encodings = ContentDecoder.available
         let ssl = info.ssl_version.map { String(cString: $0) } ?? "no TLS"
         return CurlLibrary(description: "libcurl \(version) (\(ssl))", encodings: encodings.joined(separator: ", "))
     }
@@ -243,7 +243,7 @@ struct CurlSettings: Sendable {
     let configuration: CurlTransport.Configuration
     let defaultTLS: PreparedTLS
     let tlsOverrides: [String: PreparedTLS]
-    /// The `Accept-Encoding` libcurl decodes (empty: none).
+    /// The `Accept-Encoding` the transport sends and decodes (empty: none).
     let encodings: String
     /// The same as a set of content codings (with `identity` and `x-gzip`).
     let decodable: Set<String>
