@@ -731,6 +731,46 @@ struct CurlTransportTests {
         #expect(only.caBundle == (try Data(contentsOf: URL(fileURLWithPath: other))) + [0x0A])
     }
 
+    /// A libcurl built for another distribution looks for its CA store where this system has
+    /// none (one built on RHEL: `/etc/pki/tls/certs/ca-bundle.crt`, not on Debian): the system's
+    /// bundle is named to it instead. Here the test's CA stands for the system's bundle.
+    @Test func theSystemsBundleStandsInForAMissingBuiltInStore() async throws {
+        let ca = try CurlTLSTests.env("TLS_CA_PEM")
+        let base = try TestServer.url("HTTPBIN_TLS_URL")
+        func send(_ system: SystemTrust, _ trust: TLSConfiguration.TrustRoots = .system) async throws -> Result<Int, TransportFailure> {
+            var configuration = CurlTransport.Configuration()
+            configuration.tls = TLSConfiguration(trustRoots: trust)
+            let transport = try CurlTransport(configuration: configuration, systemTrust: system)
+            do {
+                return .success(
+                    try await transport.send(TransportRequest(urlRequest: URLRequest(url: base.appendingPathComponent("get")))).response.statusCode)
+            } catch {
+                return .failure(error)
+            }
+        }
+        let missing = SystemTrust(caFile: "/nonexistent/ca-bundle.crt", caDirectory: "/nonexistent/certs", knownBundles: ["/nonexistent/a.pem", ca])
+        #expect(missing.substituteFile == ca)
+        #expect(try await send(missing) == .success(200))
+        // `.systemAnd` puts the same bundle before its extra CAs.
+        #expect(try await send(missing, .systemAnd([.file(try CurlTLSTests.env("TLS_OTHER_CA_PEM"))])) == .success(200))
+        // The bundle found is what is trusted: another CA's bundle does not hold the test's CA.
+        var other = missing
+        other.knownBundles = ["/nonexistent/a.pem", try CurlTLSTests.env("TLS_OTHER_CA_PEM")]
+        guard case .failure(let failure) = try await send(other) else {
+            Issue.record("the test's CA was trusted though the bundle that stood in does not hold it")
+            return
+        }
+        #expect(failure.kind == .serverCertificateUntrusted, "\(failure)")
+        var none = missing
+        none.knownBundles = ["/nonexistent/a.pem"]
+        #expect(none.substituteFile == nil)
+        // Where libcurl's own store is there, or it names none, nothing stands in.
+        #expect(SystemTrust(caFile: ca, caDirectory: "/nonexistent/certs", knownBundles: ["/etc/hostname"]).substituteFile == nil)
+        #expect(SystemTrust(caFile: "/nonexistent/ca.pem", caDirectory: "/etc", knownBundles: ["/etc/hostname"]).substituteFile == nil)
+        #expect(SystemTrust(caFile: nil, caDirectory: nil, knownBundles: ["/etc/hostname"]).substituteFile == nil)
+        #expect(SystemTrust(caFile: "/nonexistent/ca.pem", caDirectory: nil, knownBundles: ["/etc/hostname"]).substituteFile == "/etc/hostname")
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"

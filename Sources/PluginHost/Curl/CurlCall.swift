@@ -440,6 +440,9 @@ final class CurlCall: @unchecked Sendable {
             ph_curl_easy_setopt_long(
                 easy, PH_CURLOPT_SSLVERSION, Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2)),
             "CURLOPT_SSLVERSION")
+        if let file = tls.systemFile {
+            try require(file.withCString { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAINFO, $0) }, "CURLOPT_CAINFO")
+        }
         if let bundle = tls.caBundle {
             let set = bundle.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, PH_CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
             try require(set, "CURLOPT_CAINFO_BLOB")

@@ -146,17 +146,19 @@ public final class CurlTransport: Transport {
         guard configuration.maxConnectionsPerHost > 0, configuration.maxConnections > 0 else {
             throw CurlTransportError(.invalidConfiguration, "maxConnectionsPerHost and maxConnections must be at least 1")
         }
-        // libcurl's built-in CA file, read once, and only for a configuration that adds CAs to the
-        // system's (none of this for the others).
+        // libcurl's built-in CA store, or the system's bundle where that is missing; its file is
+        // read once, and only for a configuration that adds CAs to the system's.
+        let trust = systemTrust ?? SystemTrust.ofLoadedLibrary()
+        let systemFile = trust.substituteFile
         let addsToSystem = ([configuration.tls] + configuration.tlsOverrides.values).contains {
             if case .systemAnd = $0.trustRoots { return true }
             return false
         }
-        let systemBundle = addsToSystem ? (systemTrust ?? SystemTrust.ofLoadedLibrary()).bundleToInclude : nil
-        let defaultTLS = try PreparedTLS(configuration.tls, context: "tls", systemBundle: systemBundle)
+        let systemBundle = addsToSystem ? trust.bundleToInclude : nil
+        let defaultTLS = try PreparedTLS(configuration.tls, context: "tls", systemBundle: systemBundle, systemFile: systemFile)
         var overrides: [String: PreparedTLS] = [:]
         for (host, tls) in configuration.tlsOverrides {
-            overrides[host.lowercased()] = try PreparedTLS(tls, context: "tls for \(host)", systemBundle: systemBundle)
+            overrides[host.lowercased()] = try PreparedTLS(tls, context: "tls for \(host)", systemBundle: systemBundle, systemFile: systemFile)
         }
         if case .url(let proxy, _) = configuration.proxy, URL(string: proxy)?.host == nil {
             throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")

@@ -100,11 +100,15 @@ struct PreparedTLS: Sendable {
     let clientKey: Data?
     let passphrase: String?
     let minimumVersion: TLSConfiguration.Version
+    /// The system's CA bundle to name to libcurl in place of its missing own
+    /// (``SystemTrust/substituteFile``), for a configuration that trusts the system store alone.
+    let systemFile: String?
 
     /// Reads and checks `configuration`; `context` names it in errors (e.g. `tls` or `tls for api.example.com`).
     /// `systemBundle` is libcurl's built-in CA file when it must go with extra CAs
     /// (``SystemTrust/bundleToInclude``).
-    init(_ configuration: TLSConfiguration, context: String, systemBundle: Data? = nil) throws(CurlTransportError) {
+    /// `systemFile` is the system's CA bundle when libcurl's own is missing (``SystemTrust/substituteFile``).
+    init(_ configuration: TLSConfiguration, context: String, systemBundle: Data? = nil, systemFile: String? = nil) throws(CurlTransportError) {
         func read(_ source: TLSConfiguration.PEMSource, what: String, marker: String) throws(CurlTransportError) -> Data {
             let data: Data
             let name: String
@@ -131,6 +135,7 @@ struct PreparedTLS: Sendable {
         case .system:
             caBundle = nil
             excludeSystemStore = false
+            self.systemFile = systemFile
         case .systemAnd(let sources), .only(let sources):
             if case .only = configuration.trustRoots, sources.isEmpty {
                 throw CurlTransportError(.invalidConfiguration, "\(context): trustRoots .only([]) trusts nothing; list at least one certificate")
@@ -149,6 +154,9 @@ struct PreparedTLS: Sendable {
             }
             caBundle = bundle
             if case .only = configuration.trustRoots { excludeSystemStore = true } else { excludeSystemStore = false }
+            // In memory, the bundle replaces libcurl's CA file (with `.systemAnd`, the system's
+            // CAs are in it).
+            self.systemFile = nil
         }
         for pin in configuration.pinnedPublicKeys {
             guard pin.hasPrefix("sha256//"), let digest = Data(base64Encoded: String(pin.dropFirst(8))), digest.count == 32 else {
@@ -176,10 +184,34 @@ struct PreparedTLS: Sendable {
 struct SystemTrust: Sendable {
     var caFile: String?
     var caDirectory: String?
+    /// Where distributions keep the system's CA bundle, looked for in this order when libcurl's
+    /// own is missing (``substituteFile``).
+    var knownBundles = SystemTrust.distributionBundles
 
-    /// The built-in CA file's contents, to put before extra CAs given in memory: only when
-    /// libcurl has no CA directory, which would still be read beside them.
+    /// Debian, Ubuntu, Alpine and Arch; Fedora and RHEL (two names); openSUSE; others (`cert.pem`).
+    static let distributionBundles = [
+        "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem",
+    ]
+
+    /// The system's CA bundle, given to libcurl in place of its own when libcurl names a CA file
+    /// or directory and none of them is there: a libcurl built for another distribution (one
+    /// built on RHEL looks for `/etc/pki/tls/certs/ca-bundle.crt`, which Debian lacks) would
+    /// otherwise fail every TLS handshake. Nil when libcurl's own store is there, or it names
+    /// none (it then asks its TLS library, which knows its system).
+    var substituteFile: String? {
+        guard caFile != nil || caDirectory != nil else { return nil }
+        let files = FileManager.default
+        if let caFile, files.fileExists(atPath: caFile) { return nil }
+        var isDirectory: ObjCBool = false
+        if let caDirectory, files.fileExists(atPath: caDirectory, isDirectory: &isDirectory), isDirectory.boolValue { return nil }
+        return knownBundles.first { files.fileExists(atPath: $0) }
+    }
+
+    /// The built-in CA file's contents (or its ``substituteFile``'s), to put before extra CAs
+    /// given in memory: only when libcurl has no CA directory, which would still be read beside them.
     var bundleToInclude: Data? {
+        if let substituteFile { return FileManager.default.contents(atPath: substituteFile) }
         guard caDirectory == nil, let caFile else { return nil }
         return FileManager.default.contents(atPath: caFile)
     }
