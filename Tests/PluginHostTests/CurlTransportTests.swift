@@ -771,6 +771,17 @@ struct CurlTransportTests {
         #expect(SystemTrust(caFile: "/nonexistent/ca.pem", caDirectory: nil, knownBundles: ["/etc/hostname"]).substituteFile == "/etc/hostname")
     }
 
+    @Test func theTransportLoadsTheLibcurlThisRunIsAbout() throws {
+        // Tests/test runs these suites on the system's libcurl, then on libcurl 8 (with
+        // LD_LIBRARY_PATH): each run says which one libcurl.so.4 is.
+        guard let expected = ProcessInfo.processInfo.environment["PLUGINHOST_TEST_LIBCURL_VERSION"] else {
+            Issue.record("PLUGINHOST_TEST_LIBCURL_VERSION is not set: run the tests with Tests/test")
+            return
+        }
+        let description = try CurlTransport().libraryDescription
+        #expect(description.hasPrefix("libcurl \(expected) ("), "\(description)")
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"
