@@ -41,7 +41,6 @@ typedef struct {
 } zstd_out_layout;
 
 static struct {
-    const char *(*version)(void);
     int (*init2)(z_stream_layout *, int, const char *, int);
     int (*inflate)(z_stream_layout *, int);
     int (*end)(z_stream_layout *);
@@ -99,13 +98,12 @@ static void load_libraries(void) {
 #endif
     void *library = open_first(zlib_names);
     if (library != NULL) {
-        static const char *const names[] = {"zlibVersion", "inflateInit2_", "inflate", "inflateEnd"};
-        void *slots[4];
-        if (resolve_all(library, names, slots, 4)) {
-            zlib.version = (const char *(*)(void))slots[0];
-            zlib.init2 = (int (*)(z_stream_layout *, int, const char *, int))slots[1];
-            zlib.inflate = (int (*)(z_stream_layout *, int))slots[2];
-            zlib.end = (int (*)(z_stream_layout *))slots[3];
+        static const char *const names[] = {"inflateInit2_", "inflate", "inflateEnd"};
+        void *slots[3];
+        if (resolve_all(library, names, slots, 3)) {
+            zlib.init2 = (int (*)(z_stream_layout *, int, const char *, int))slots[0];
+            zlib.inflate = (int (*)(z_stream_layout *, int))slots[1];
+            zlib.end = (int (*)(z_stream_layout *))slots[2];
             has_zlib = 1;
         }
     }
@@ -157,6 +155,7 @@ struct ph_decoder {
     int ended;      /* the coded stream ended */
     int zlib_live;  /* zlib's stream was started (inflateEnd is owed) */
     int raw;        /* deflate without zlib's wrapper */
+    size_t trailer_left; /* raw deflate: bytes after its end still let pass (libcurl let 4) */
     unsigned char head[2]; /* deflate: its first two bytes, held until they say whether it is wrapped */
     size_t head_len;
     z_stream_layout z;
@@ -176,7 +175,8 @@ static const char *coding_name(int coding) {
 static int start_zlib(ph_decoder *decoder) {
     memset(&decoder->z, 0, sizeof decoder->z);
     int bits = decoder->coding == PH_CODING_GZIP ? 15 + 32 : (decoder->raw ? -15 : 15);
-    decoder->zlib_live = zlib.init2(&decoder->z, bits, zlib.version(), (int)sizeof(z_stream_layout)) == Z_OK_;
+    /* zlib checks the major version ("1") and the struct's size against its own. */
+    decoder->zlib_live = zlib.init2(&decoder->z, bits, "1.2.11", (int)sizeof(z_stream_layout)) == Z_OK_;
     return decoder->zlib_live;
 }
 
@@ -241,12 +241,14 @@ static int step_zlib(ph_decoder *decoder, const unsigned char *in, size_t in_len
      * Some servers send raw deflate instead; held here, the pair is judged whole, however the
      * body is split. */
     size_t take = 2 - decoder->head_len < in_len ? 2 - decoder->head_len : in_len;
-    memcpy(decoder->head + decoder->head_len, in, take);
+    if (take > 0) memcpy(decoder->head + decoder->head_len, in, take);
     decoder->head_len += take;
     *consumed = take;
     if (decoder->head_len < 2) return PH_DECODE_OK;
     unsigned int cmf = decoder->head[0], flg = decoder->head[1];
     decoder->raw = !((cmf & 0x0f) == 8 && (cmf >> 4) <= 7 && (cmf * 256 + flg) % 31 == 0);
+    /* Raw deflate has no trailer of its own; some servers still send zlib's 4-byte checksum. */
+    if (decoder->raw) decoder->trailer_left = 4;
     if (!start_zlib(decoder)) {
         snprintf(error, error_size, "cannot start a deflate decoder");
         return PH_DECODE_ERROR;
@@ -292,8 +294,10 @@ static int step_zstd(ph_decoder *decoder, const unsigned char *in, size_t in_len
         snprintf(error, error_size, "the zstd body is corrupt: %s", zstd.error_name(result));
         return PH_DECODE_ERROR;
     }
-    /* 0: a frame ended and was given out whole; another may follow. */
-    decoder->ended = result == 0;
+    /* 0: a frame ended and was given out whole; another may follow. A call that took and gave
+     * nothing (the caller draining a full buffer) leaves that as it was: zstd, given no input
+     * after a frame, says it wants the next frame's header. */
+    if (input.pos > 0 || output.pos > 0) decoder->ended = result == 0;
     return result == 0 && input.pos == in_len ? PH_DECODE_END : PH_DECODE_OK;
 }
 
@@ -301,8 +305,13 @@ int ph_decoder_step(ph_decoder *decoder, const unsigned char *in, size_t in_len,
                     unsigned char *out, size_t out_cap, size_t *produced, char *error, size_t error_size) {
     *consumed = 0;
     *produced = 0;
+    if (decoder->ended && in_len == 0) return PH_DECODE_END;
     if (decoder->ended && decoder->coding != PH_CODING_ZSTD) {
-        if (in_len == 0) return PH_DECODE_END;
+        if (in_len <= decoder->trailer_left) {
+            decoder->trailer_left -= in_len;
+            *consumed = in_len;
+            return PH_DECODE_END;
+        }
         snprintf(error, error_size, "%zu bytes follow the end of the %s body", in_len, coding_name(decoder->coding));
         return PH_DECODE_ERROR;
     }

@@ -15,7 +15,10 @@
   /fixture/encoded/C1,C2?...      a 100 kB text (ENCODED_TEXT) in content codings C1 then C2 (gzip, x-gzip,
                                   deflate, br, zstd, identity), listed so in Content-Encoding; raw=1: deflate
                                   without its zlib wrapper; corrupt=1: the last coding's bytes damaged;
-                                  truncated=1: its last 100 bytes left out; trailing=1: bytes after its end
+                                  truncated=1: its last 100 bytes left out; trailing=1: bytes after its end;
+                                  trailer=N: N zero bytes after its end; bytes=N: the text's first N bytes;
+                                  status=N: that status; comment=N: gzip only, with an N-byte header comment;
+                                  chunked=1: no Content-Length (sent chunked)
 
 The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
@@ -33,6 +36,7 @@ import urllib.parse
 import zlib
 
 import brotlicffi
+import zstandard
 
 from httpbin import app as httpbin_app
 
@@ -45,18 +49,6 @@ os.makedirs(STATE_DIR, exist_ok=True)
 ENCODED_TEXT = b"".join(b"line %05d of the encoded body\n" % i for i in range(3500))
 
 
-def zstd_frame(data):
-    """A zstd frame (RFC 8878) of raw (stored) blocks: no compressor needed, any decoder reads it."""
-    # Magic number; frame header: no content size, no checksum, not single-segment; window 128 KiB.
-    frame = bytearray(b"\x28\xb5\x2f\xfd\x00\x38")
-    blocks = [data[i:i + 65536] for i in range(0, len(data), 65536)] or [b""]
-    for index, block in enumerate(blocks):
-        last = 1 if index == len(blocks) - 1 else 0
-        header = last | (0 << 1) | (len(block) << 3)  # Last_Block, Block_Type raw, Block_Size
-        frame += header.to_bytes(3, "little") + block
-    return bytes(frame)
-
-
 def encode(data, coding, raw):
     if coding in ("gzip", "x-gzip"):
         return zlib.compress(data, 6, wbits=31)
@@ -65,7 +57,7 @@ def encode(data, coding, raw):
     if coding == "br":
         return brotlicffi.compress(data)
     if coding == "zstd":
-        return zstd_frame(data)
+        return zstandard.ZstdCompressor().compress(data)
     return data
 
 
@@ -302,9 +294,15 @@ def app(environ, start_response):
         return [data]
     if path.startswith("/fixture/encoded/"):
         codings = [c for c in path[len("/fixture/encoded/"):].split(",") if c]
-        data = ENCODED_TEXT
+        plain = ENCODED_TEXT[:int(query.get("bytes", len(ENCODED_TEXT)))]
+        data = plain
         for coding in codings:
             data = encode(data, coding, query.get("raw") == "1")
+        if "comment" in query:
+            # A gzip member whose header carries a comment (FCOMMENT): bytes that decode to nothing.
+            deflated = zlib.compress(plain, 6, wbits=-15)
+            data = (b"\x1f\x8b\x08\x10\x00\x00\x00\x00\x00\xff" + b"c" * int(query["comment"]) + b"\x00" + deflated
+                    + zlib.crc32(plain).to_bytes(4, "little") + len(plain).to_bytes(4, "little"))
         if query.get("corrupt") == "1":
             # Damage the middle of the stream (its header is left whole: the decoder starts).
             middle = len(data) // 2
@@ -313,8 +311,14 @@ def app(environ, start_response):
             data = data[:-100]
         if query.get("trailing") == "1":
             data += b"trailing garbage"
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Encoding", ", ".join(codings)),
-                                  ("Content-Length", str(len(data)))])
+        data += b"\x00" * int(query.get("trailer", "0"))
+        status = {"200": "200 OK", "206": "206 Partial Content"}[query.get("status", "200")]
+        headers = [("Content-Type", "text/plain"), ("Content-Encoding", ", ".join(codings))]
+        if query.get("chunked") == "1":
+            # No Content-Length: the body goes in parts of 16 KiB (chunked), its size undeclared.
+            start_response(status, headers)
+            return [data[i:i + 16384] for i in range(0, len(data), 16384)]
+        start_response(status, headers + [("Content-Length", str(len(data)))])
         return [data]
     if path == "/fixture/no-location":
         # A redirect status without a Location: the client must deliver it with its body.

@@ -16,16 +16,19 @@ struct CurlContentCodingTests {
     /// The fixture's `/fixture/encoded/` text: 3,500 numbered lines, 108,500 bytes.
     static let text = Data((0..<3500).map { String(format: "line %05d of the encoded body\n", $0) }.joined().utf8)
 
-    func get(_ transport: CurlTransport, _ pathAndQuery: String, headers: [String: String] = [:]) async throws(TransportFailure) -> TransportResponse
-    {
+    func get(
+        _ transport: CurlTransport, _ pathAndQuery: String, headers: [String: String] = [:], limits: RequestLimits = .default
+    ) async throws(TransportFailure) -> TransportResponse {
         var request = URLRequest(url: URL(string: (try? TestServer.url())!.absoluteString + "/fixture/encoded/" + pathAndQuery)!)
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        return try await transport.send(TransportRequest(urlRequest: request))
+        var transportRequest = TransportRequest(urlRequest: request)
+        transportRequest.limits = limits
+        return try await transport.send(transportRequest)
     }
 
-    func failure(_ transport: CurlTransport, _ pathAndQuery: String) async -> TransportFailure? {
+    func failure(_ transport: CurlTransport, _ pathAndQuery: String, limits: RequestLimits = .default) async -> TransportFailure? {
         do {
-            let response = try await get(transport, pathAndQuery)
+            let response = try await get(transport, pathAndQuery, limits: limits)
             Issue.record("\(pathAndQuery): expected a failure, got status \(response.response.statusCode) and \(response.data.count) bytes")
             return nil
         } catch {
@@ -48,6 +51,54 @@ struct CurlContentCodingTests {
         // The field stays as the server sent it, as URL loading keeps it.
         let listed = String(pathAndQuery.prefix { $0 != "?" }).replacingOccurrences(of: ",", with: ", ")
         #expect(response.response.value(forHTTPHeaderField: "Content-Encoding") == listed)
+    }
+
+    @Test(arguments: ["gzip", "deflate", "deflate?raw=1", "br", "zstd", "br,gzip"])
+    func aBodyThatFillsTheLastOutputBufferEndsWhole(_ coding: String) async throws {
+        // 65,536 decoded bytes: four output buffers exactly, the last one drained by a call
+        // that gives nothing (zstd, asked then, said a next frame was due).
+        let response = try await get(try CurlTransport(), coding + (coding.contains("?") ? "&" : "?") + "bytes=65536")
+        #expect(response.data == Self.text.prefix(65536), "\(coding): \(response.data.count) bytes")
+    }
+
+    @Test func atMostFiveCodingsAreUndone() async throws {
+        let five = try await get(try CurlTransport(), "gzip,identity,gzip,gzip,gzip,gzip")
+        #expect(five.data == Self.text)
+        let failure = await failure(try CurlTransport(), "gzip,gzip,gzip,gzip,gzip,gzip")
+        #expect(
+            failure
+                == TransportFailure(
+                    kind: .badResponse, message: "cannot decode the response body: it lists 6 content codings, and at most 5 are undone"))
+    }
+
+    @Test func aPartOfACodedBodyIsDeliveredAsItCame() async throws {
+        // A range of a coded body does not decode alone: a 206 goes as it came.
+        let response = try await get(try CurlTransport(), "gzip?status=206")
+        #expect(response.response.statusCode == 206)
+        #expect(response.response.value(forHTTPHeaderField: "Content-Encoding") == "gzip")
+        #expect(Array(response.data.prefix(2)) == [0x1F, 0x8B])
+    }
+
+    @Test func rawDeflateMayEndWithAChecksumsFourBytes() async throws {
+        #expect(try await get(try CurlTransport(), "deflate?raw=1&trailer=4").data == Self.text)
+        let failure = await failure(try CurlTransport(), "deflate?raw=1&trailer=5")
+        #expect(
+            failure == TransportFailure(kind: .badResponse, message: "cannot decode the response body: 5 bytes follow the end of the deflate body"))
+    }
+
+    @Test func codedBytesCountAgainstTheBodyLimit() async throws {
+        // A gzip header's comment decodes to nothing: 200,000 bytes of it, their size undeclared,
+        // pass a 100,000-byte limit on the coded bytes alone (the body decodes to 50,000 bytes).
+        var limits = RequestLimits.default
+        limits.maxResponseBytes = 100_000
+        let path = "gzip?comment=200000&chunked=1&bytes=50000"
+        let failure = await failure(try CurlTransport(), path, limits: limits)
+        #expect(failure?.kind == .responseTooLarge)
+        #expect(failure?.limit == 100_000)
+        #expect(failure?.message.hasPrefix("the response body passed maxResponseBytes (100000 bytes): ") == true, "\(failure?.message ?? "")")
+        // Within the limit, the same body decodes.
+        limits.maxResponseBytes = 400_000
+        #expect(try await get(try CurlTransport(), path, limits: limits).data == Self.text.prefix(50000))
     }
 
     @Test func aStackWithACodingNobodyAskedForIsDeliveredAsItCame() async throws {

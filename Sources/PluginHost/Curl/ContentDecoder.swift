@@ -18,6 +18,10 @@ final class ContentDecoder {
     /// How much one decoder gives out at a time (libcurl's receive buffer).
     static let outputBytes = 16 << 10
 
+    /// The most codings one body may stack (libcurl's own cap): each holds a decoder, its
+    /// window and a buffer, and a server lists them for free.
+    static let maxCodings = 5
+
     /// The codings this process decodes, in the order a request lists them: `gzip` and
     /// `deflate` where zlib loads, `br` and `zstd` where their libraries do.
     static let available: [String] = [("gzip", PH_CODING_GZIP), ("deflate", PH_CODING_DEFLATE), ("br", PH_CODING_BR), ("zstd", PH_CODING_ZSTD)]

@@ -118,12 +118,9 @@ final class CurlCall: @unchecked Sendable {
     /// The content codings this transfer asked for and decodes (empty: the caller asked for
     /// its own, and gets the body as it came).
     private var decoding: Set<String> = []
-    /// The response's content codings (its `Content-Encoding` fields, in order, lower-case).
-    private var contentCodings: [String] = []
-    /// Undoes `contentCodings` as the body arrives; nil when the body goes as it came.
+    /// Undoes the response's content codings as the body arrives (``makeDecoder(status:)``); nil
+    /// when the body goes as it came.
     private var decoder: ContentDecoder?
-    /// Whether the response lists a coding the transport did not ask for: its body goes as it came.
-    private var bodyAsItCame = false
     /// Body bytes as they came over the connection (before decoding), for the decompression ratio.
     private var encodedReceived: Int64 = 0
     /// Set when a limit (or a download that cannot be written) stopped the transfer: the failure reported instead of libcurl's.
@@ -232,9 +229,7 @@ final class CurlCall: @unchecked Sendable {
         expected = -1
         received = 0
         encodedReceived = 0
-        contentCodings = []
         decoder = nil
-        bodyAsItCame = false
         lastUpload = -1
         limitFailure = nil
         inHeaders = true
@@ -505,6 +500,10 @@ final class CurlCall: @unchecked Sendable {
         let raw = UnsafeRawBufferPointer(start: bytes, count: count)
         guard let decoder else { return deliver(raw) ? count : 0 }
         encodedReceived += Int64(count)
+        // The coded bytes count against the body's limit too: a coding that gives out little or
+        // nothing (a gzip header's comment, zstd's skippable frames) would read on unbounded.
+        let limit = bodyLimit
+        if encodedReceived > limit { return stop(LimitFailure.body(encodedReceived, limit: limit, download: download != nil)) }
         do {
             return try decoder.decode(raw, into: deliver) ? count : 0
         } catch {
@@ -558,9 +557,7 @@ final class CurlCall: @unchecked Sendable {
             headerBytes = 0
             headerFields = 0
             inHeaders = true
-            contentCodings = []
             decoder = nil
-            bodyAsItCame = false
             return count
         }
         // Trailer fields (after a chunked body) come through this callback too: they are not
@@ -588,21 +585,6 @@ final class CurlCall: @unchecked Sendable {
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<valueEnd]), as: UTF8.self)
         if name.count == 14, name.lowercased() == "content-length", let length = Int64(value) { expected = length }
-        if !decoding.isEmpty, !bodyAsItCame, name.count == 16, name.lowercased() == "content-encoding" {
-            contentCodings += value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
-            if contentCodings.allSatisfy(decoding.contains) {
-                do {
-                    decoder = try ContentDecoder(codings: contentCodings)
-                } catch {
-                    return stop(error)
-                }
-            } else {
-                // A coding the transport did not ask for: the body goes to the caller as it came,
-                // with this field, instead of failing.
-                decoder = nil
-                bodyAsItCame = true
-            }
-        }
         responseHeaders.append((name: name, value: value))
         return count
     }
@@ -613,12 +595,42 @@ final class CurlCall: @unchecked Sendable {
         guard let easy else { return count }
         var status = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
-        if status >= 200 { inHeaders = false }
+        if status >= 200 {
+            inHeaders = false
+            do {
+                try makeDecoder(status: status)
+            } catch {
+                return stop(error)
+            }
+        }
         guard expected >= 0, method != "HEAD" else { return count }
         if status < 200 || (300..<400).contains(status) { return count }
         let limit = bodyLimit
         if expected > limit { return stop(LimitFailure.declared(expected, limit: limit, download: download != nil)) }
         return count
+    }
+
+    /// The decoder of the final response's content codings, all its `Content-Encoding` fields
+    /// read once they are in (folded lines too). None where the transport did not ask for
+    /// codings, where one is a coding it did not ask for, and for a `206` (a range of a coded body
+    /// does not decode alone): those bodies go as they came, `Content-Encoding` included.
+    ///
+    /// - Throws: `badResponse` past ``ContentDecoder/maxCodings`` codings.
+    private func makeDecoder(status: Int) throws(TransportFailure) {
+        decoder = nil
+        guard !decoding.isEmpty, status != 206 else { return }
+        var codings: [String] = []
+        for field in responseHeaders where field.name.utf8.count == 16 && field.name.lowercased() == "content-encoding" {
+            codings += field.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        }
+        guard !codings.isEmpty, codings.allSatisfy(decoding.contains) else { return }
+        let applied = codings.count { $0 != "identity" }
+        guard applied <= ContentDecoder.maxCodings else {
+            throw TransportFailure(
+                kind: .badResponse,
+                message: "cannot decode the response body: it lists \(applied) content codings, and at most \(ContentDecoder.maxCodings) are undone")
+        }
+        if applied > 0 { decoder = try ContentDecoder(codings: codings) }
     }
 
     func readBody(_ buffer: UnsafeMutablePointer<CChar>, count: Int) -> Int {

@@ -124,7 +124,8 @@ public final class CurlTransport: Transport {
     /// The settings.
     public let configuration: Configuration
     /// The content codings this transport decodes (`gzip, deflate`, with `br` and `zstd` where
-    /// built in); a request that carries exactly this `Accept-Encoding` gets its body decoded.
+    /// their libraries are installed); a request that carries exactly this `Accept-Encoding`
+    /// gets its body decoded.
     public let acceptEncoding: String?
     let loop: CurlEventLoop
 
