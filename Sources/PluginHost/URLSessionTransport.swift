@@ -60,7 +60,19 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         }
         // The file goes to URL loading as data mapped from it (its pages are read as they are
         // sent): uploaded like any data body, its size known (`expectContinueForALargeBody`).
-        let spooledData = try spooled.map { spooled throws(TransportFailure) in try Self.mapped(spooled.path!) }
+        var spooledData = try spooled.map { spooled throws(TransportFailure) in try Self.mapped(spooled.path!) }
+        #if canImport(FoundationNetworking)
+        if case .file(let file) = request.body {
+            // A file goes the same way, from a private copy (``SpooledBody/copying(_:)``). Given the
+            // file itself, URL loading on Linux (swift-corelibs-foundation 6.3) reads it ahead on
+            // a queue of its own, and a read that ends after the exchange did (a server that
+            // answered before taking the body: a `401`, a `413`) resumes a transfer libcurl has
+            // let go: with libcurl 8 that stops the process (a `try!` on curl error 43).
+            let copy = try SpooledBody.copying(file)
+            // The mapping outlives the copy's name, removed when `copy` goes.
+            spooledData = try withExtendedLifetime(copy) { () throws(TransportFailure) in try Self.mapped(copy.path!) }
+        }
+        #endif
         var current = request
         var redirects = 0
         while true {

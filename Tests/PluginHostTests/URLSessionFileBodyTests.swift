@@ -1,0 +1,64 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+
+/// URL loading on Linux is given an upload file as data mapped from a private copy, never the
+/// file itself: swift-corelibs-foundation reads a file ahead on a queue of its own, and a read
+/// that ends after the exchange did (a server that answered before taking the body) resumes a
+/// transfer libcurl has let go, which with libcurl 8 stops the process. `Tests/test` runs this
+/// suite on libcurl 8 too.
+@Suite("URL loading: file bodies")
+struct URLSessionFileBodyTests {
+    @Test func filesAnsweredBeforeTheirBodyWasTakenEndWell() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pluginhost-file-body-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try Data(repeating: 0x61, count: 256 << 10).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let transport = URLSessionTransport()
+        // httpbin's /status/401 answers a challenge at once (to `Expect: 100-continue`, before
+        // the body is sent).
+        for _ in 0..<100 {
+            var request = URLRequest(url: try TestServer.url().appendingPathComponent("status/401"))
+            request.httpMethod = "POST"
+            let response = try await transport.send(TransportRequest(urlRequest: request, body: .file(file)))
+            #expect(response.response.statusCode == 401)
+        }
+        // And a body the server reads goes whole.
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
+        request.httpMethod = "PUT"
+        let echoed = try await transport.send(TransportRequest(urlRequest: request, body: .file(file)))
+        let json = try JSONSerialization.jsonObject(with: echoed.data) as? [String: Any]
+        #expect((json?["data"] as? String)?.utf8.count == 256 << 10)
+    }
+
+    @Test func aFileThatCannotBeReadIsRefusedNamingIt() async throws {
+        let transport = URLSessionTransport()
+        let url = try TestServer.url().appendingPathComponent("anything")
+        func failure(_ file: URL) async -> TransportFailure? {
+            var request = URLRequest(url: url)
+            request.httpMethod = "POST"
+            do {
+                _ = try await transport.send(TransportRequest(urlRequest: request, body: .file(file)))
+                Issue.record("\(file.path) was sent")
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(
+            await failure(URL(fileURLWithPath: "/nonexistent/upload.bin"))
+                == TransportFailure(kind: .other, message: "cannot read the upload file /nonexistent/upload.bin: No such file or directory"))
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-fifo-\(getpid())").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        #expect(
+            await failure(URL(fileURLWithPath: fifo))
+                == TransportFailure(kind: .other, message: "cannot read the upload file \(fifo): not a regular file"))
+    }
+}
+#endif
