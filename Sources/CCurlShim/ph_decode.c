@@ -155,7 +155,7 @@ struct ph_decoder {
     int ended;      /* the coded stream ended */
     int zlib_live;  /* zlib's stream was started (inflateEnd is owed) */
     int raw;        /* deflate without zlib's wrapper */
-    size_t trailer_left; /* raw deflate: bytes after its end still let pass (libcurl let 4) */
+    size_t after_end;    /* bytes given after the coded stream ended */
     unsigned char head[2]; /* deflate: its first two bytes, held until they say whether it is wrapped */
     size_t head_len;
     z_stream_layout z;
@@ -247,8 +247,6 @@ static int step_zlib(ph_decoder *decoder, const unsigned char *in, size_t in_len
     if (decoder->head_len < 2) return PH_DECODE_OK;
     unsigned int cmf = decoder->head[0], flg = decoder->head[1];
     decoder->raw = !((cmf & 0x0f) == 8 && (cmf >> 4) <= 7 && (cmf * 256 + flg) % 31 == 0);
-    /* Raw deflate has no trailer of its own; some servers still send zlib's 4-byte checksum. */
-    if (decoder->raw) decoder->trailer_left = 4;
     if (!start_zlib(decoder)) {
         snprintf(error, error_size, "cannot start a deflate decoder");
         return PH_DECODE_ERROR;
@@ -307,12 +305,14 @@ int ph_decoder_step(ph_decoder *decoder, const unsigned char *in, size_t in_len,
     *produced = 0;
     if (decoder->ended && in_len == 0) return PH_DECODE_END;
     if (decoder->ended && decoder->coding != PH_CODING_ZSTD) {
-        if (in_len <= decoder->trailer_left) {
-            decoder->trailer_left -= in_len;
+        decoder->after_end += in_len;
+        /* Raw deflate has no trailer of its own; some servers still send zlib's 4-byte checksum
+         * after it, which libcurl let pass. */
+        if (decoder->raw && decoder->after_end <= 4) {
             *consumed = in_len;
             return PH_DECODE_END;
         }
-        snprintf(error, error_size, "%zu bytes follow the end of the %s body", in_len, coding_name(decoder->coding));
+        snprintf(error, error_size, "%zu bytes follow the end of the %s body", decoder->after_end, coding_name(decoder->coding));
         return PH_DECODE_ERROR;
     }
     switch (decoder->coding) {

@@ -21,10 +21,12 @@ import PluginSDK
 public struct RequestLimits: Sendable, Equatable {
     /// The most bytes of a body held in memory (after decoding); default 64 MiB. A declared
     /// `Content-Length` above it fails before the body is read; any other body fails as soon
-    /// as it passes it. Fails with ``TransportFailureKind/responseTooLarge``.
+    /// as it passes it, decoded or as it came (``CurlTransport`` counts both: a coding that gives
+    /// out little for what it takes is bounded too). Fails with ``TransportFailureKind/responseTooLarge``.
     public var maxResponseBytes: Int64
-    /// The most bytes written by a download to a file; nil (the default): no limit. Passing it
-    /// fails with ``TransportFailureKind/responseTooLarge`` and removes the partial file.
+    /// The most bytes written by a download to a file (and, with ``CurlTransport``, received for
+    /// it before decoding); nil (the default): no limit. Passing it fails with
+    /// ``TransportFailureKind/responseTooLarge`` and removes the partial file.
     public var maxDownloadBytes: Int64?
     /// The most bytes of response header fields (names and values, of one response); default
     /// 256 KiB. Passing it fails with ``TransportFailureKind/badResponse``.
@@ -79,6 +81,16 @@ enum LimitFailure {
         return TransportFailure(
             kind: .responseTooLarge, message: "the response declares Content-Length \(length), more than \(name) (\(limit) bytes)",
             limit: limit, observedBytes: length)
+    }
+
+    /// The body as it came over the connection, before decoding, passed the limit (a coding
+    /// that gives out little or nothing for what it takes: a gzip header's comment).
+    static func codedBody(_ received: Int64, limit: Int64, download: Bool) -> TransportFailure {
+        let name = download ? "maxDownloadBytes" : "maxResponseBytes"
+        return TransportFailure(
+            kind: .responseTooLarge,
+            message: "the response body passed \(name) (\(limit) bytes) as it came, before decoding: \(received) bytes received",
+            limit: limit, observedBytes: received)
     }
 
     static func body(_ received: Int64, limit: Int64, download: Bool) -> TransportFailure {

@@ -147,41 +147,6 @@ final class SpooledBody: @unchecked Sendable {
         return spooled
     }
 
-    /// A private copy of the file at `file`, in a file of its own with a name (mode 0600, removed
-    /// with this object): for URL loading on Linux, which is given it mapped, as data, instead
-    /// of the file itself (``URLSessionTransport``). A copy, not the file mapped where it is: a
-    /// file someone else shortens while it is sent would stop the process (`SIGBUS`).
-    ///
-    /// - Throws: `other`, naming the file and why it cannot be read or copied.
-    static func copying(_ file: URL) throws(TransportFailure) -> SpooledBody {
-        let source = open(file.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard source >= 0 else {
-            throw TransportFailure(kind: .other, message: "cannot read the upload file \(file.path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(source) }
-        var status = stat()
-        guard fstat(source, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-            throw TransportFailure(kind: .other, message: "cannot read the upload file \(file.path): not a regular file")
-        }
-        let copy = try namedFile()
-        var buffer = [UInt8](repeating: 0, count: 64 << 10)
-        while true {
-            let got = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
-            if got == 0 { break }
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw TransportFailure(kind: .other, message: "cannot read the upload file \(file.path): \(String(cString: strerror(errno)))")
-            }
-            errno = 0
-            guard buffer.withUnsafeBytes({ FileDescriptor.writeAll(copy.fd, UnsafeRawBufferPointer(rebasing: $0[..<got])) }) else {
-                throw TransportFailure(
-                    kind: .other,
-                    message: "cannot hold a copy of the upload file \(file.path): \(String(cString: strerror(errno != 0 ? errno : ENOSPC)))")
-            }
-        }
-        return copy
-    }
-
     /// A new file in the temporary directory that no name reaches, closed on `exec`: made without
     /// a name on Linux (`O_TMPFILE`), else made and unlinked at once.
     private static func unnamedFile() throws(TransportFailure) -> Int32 {

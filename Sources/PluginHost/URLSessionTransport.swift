@@ -58,20 +58,16 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
                 message: "the request's body stream was read into a file without a name by another transport "
                     + "(URLSessionTransport maps the file by its name): send every try of a call through one transport")
         }
-        // The file goes to URL loading as data mapped from it (its pages are read as they are
-        // sent): uploaded like any data body, its size known (`expectContinueForALargeBody`).
-        var spooledData = try spooled.map { spooled throws(TransportFailure) in try Self.mapped(spooled.path!) }
+        // The file goes to URL loading as data mapped from it: uploaded like any data body, its
+        // size known (`expectContinueForALargeBody`). (URL loading on Linux copies a data body
+        // into memory when it makes the task.)
         #if canImport(FoundationNetworking)
-        if case .file(let file) = request.body {
-            // A file goes the same way, from a private copy (``SpooledBody/copying(_:)``). Given the
-            // file itself, URL loading on Linux (swift-corelibs-foundation 6.3) reads it ahead on
-            // a queue of its own, and a read that ends after the exchange did (a server that
-            // answered before taking the body: a `401`, a `413`) resumes a transfer libcurl has
-            // let go: with libcurl 8 that stops the process (a `try!` on curl error 43).
-            let copy = try SpooledBody.copying(file)
-            // The mapping outlives the copy's name, removed when `copy` goes.
-            spooledData = try withExtendedLifetime(copy) { () throws(TransportFailure) in try Self.mapped(copy.path!) }
+        var spooledData = try spooled.map { spooled throws(TransportFailure) in try Self.mapped(spooled.path!) }
+        if case .file(let file) = request.body, let contents = try Self.inMemoryUpload(file) {
+            spooledData = contents
         }
+        #else
+        let spooledData = try spooled.map { spooled throws(TransportFailure) in try Self.mapped(spooled.path!) }
         #endif
         var current = request
         var redirects = 0
@@ -104,7 +100,7 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         let size: Int
         switch body {
         case .file(let url):
-            size = ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.intValue ?? Int.max
+            size = spooled?.count ?? ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber)?.intValue ?? Int.max
         case .upload, .inline:
             size = spooled?.count ?? request.httpBody?.count ?? 0
         }
@@ -112,7 +108,45 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         #endif
     }
 
-    /// The file at `path`, mapped into memory (its pages are read as they are sent).
+    /// The most bytes of an upload file that go to URL loading on Linux as data read into memory
+    /// (``inMemoryUpload(_:)``); a larger file goes as a file.
+    public static let inMemoryUploadFileBytes = 64 << 20
+
+    /// The contents of an upload file of at most ``inMemoryUploadFileBytes``, read whole (the file
+    /// is read up to the size it had when opened); nil for a larger one, which URL loading is
+    /// given as a file. Given a file, URL loading on Linux (swift-corelibs-foundation 6.3) reads
+    /// it ahead on a queue of its own, and a read that ends after the exchange did (a server
+    /// that answered before taking the body: a `401`, a `413`) resumes a transfer libcurl has let
+    /// go: with libcurl 8 that stops the process (a `try!` on curl error 43). Read, not mapped:
+    /// a mapped file someone else shortens while it is sent would stop the process (`SIGBUS`).
+    ///
+    /// - Throws: `other`, naming the file, when it cannot be read or is not a regular file.
+    static func inMemoryUpload(_ file: URL) throws(TransportFailure) -> Data? {
+        func failure(_ reason: String) -> TransportFailure {
+            TransportFailure(kind: .other, message: "cannot read the upload file \(file.path): \(reason)")
+        }
+        // Without blocking: a FIFO opens at once, and is refused below.
+        let fd = open(file.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw failure("not a regular file") }
+        let size = Int(status.st_size)
+        guard size <= inMemoryUploadFileBytes else { return nil }
+        var contents = Data(count: size)
+        var filled = 0
+        while filled < size {
+            let got = contents.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, size - filled) }
+            if got < 0, errno == EINTR { continue }
+            guard got >= 0 else { throw failure(String(cString: strerror(errno))) }
+            // Shortened since it was opened: what is there goes.
+            if got == 0 { break }
+            filled += got
+        }
+        return filled == size ? contents : contents.prefix(filled)
+    }
+
+    /// The file at `path`, mapped into memory.
     static func mapped(_ path: String) throws(TransportFailure) -> Data {
         do {
             return try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)

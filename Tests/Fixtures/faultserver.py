@@ -18,6 +18,8 @@
   /slow-upload?rate=R        reads the request's body (its Content-Length) at about R bytes a second,
                              then 200 {"received":N}
   /trailers                  200, chunked, body "ok", then the trailer fields X-Checksum and Set-Cookie
+  /trailer-status-line       200, chunked, body "ok", then trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
+  /folded-encoding           200, "Content-Encoding: identity," folded onto " gzip", a gzip body ("folded and decoded")
   /ok                        200 {"ok":true}
 
 usage: faultserver.py PORT
@@ -162,6 +164,18 @@ class Handler(socketserver.BaseRequestHandler):
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
                              b"Trailer: X-Checksum, Set-Cookie\r\nConnection: close\r\n\r\n"
                              b"2\r\nok\r\n0\r\nX-Checksum: abc\r\nSet-Cookie: t=1\r\n\r\n")
+                sock.close()
+            elif path == "/trailer-status-line":
+                # A trailer field whose name begins like a status line (with a colon, which libcurl
+                # asks of a trailer), then a Location and a cookie: none of it starts a new response.
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                             b"2\r\nok\r\n0\r\nHTTP/1.1 302: Found\r\nLocation: /ok\r\nSet-Cookie: t=1\r\n\r\n")
+                sock.close()
+            elif path == "/folded-encoding":
+                # Content-Encoding folded onto a second line (obsolete line folding): identity, gzip.
+                body = zlib.compress(b"folded and decoded", 6, wbits=31)
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: identity,\r\n gzip\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
                 sock.close()
             else:
                 body = b'{"ok":true}'

@@ -18,7 +18,8 @@
                                   truncated=1: its last 100 bytes left out; trailing=1: bytes after its end;
                                   trailer=N: N zero bytes after its end; bytes=N: the text's first N bytes;
                                   status=N: that status; comment=N: gzip only, with an N-byte header comment;
-                                  chunked=1: no Content-Length (sent chunked)
+                                  chunked=1: no Content-Length (sent chunked); split=1: a Content-Encoding
+                                  field per coding; location=L: a Location (with status=302)
 
 The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
@@ -312,8 +313,12 @@ def app(environ, start_response):
         if query.get("trailing") == "1":
             data += b"trailing garbage"
         data += b"\x00" * int(query.get("trailer", "0"))
-        status = {"200": "200 OK", "206": "206 Partial Content"}[query.get("status", "200")]
-        headers = [("Content-Type", "text/plain"), ("Content-Encoding", ", ".join(codings))]
+        status = {"200": "200 OK", "206": "206 Partial Content", "302": "302 Found"}[query.get("status", "200")]
+        headers = [("Content-Type", "text/plain")]
+        # split=1: each coding in a field of its own (the fields' values join in order).
+        headers += [("Content-Encoding", c) for c in codings] if query.get("split") == "1" else [("Content-Encoding", ", ".join(codings))]
+        if "location" in query:
+            headers.append(("Location", query["location"]))
         if query.get("chunked") == "1":
             # No Content-Length: the body goes in parts of 16 KiB (chunked), its size undeclared.
             start_response(status, headers)

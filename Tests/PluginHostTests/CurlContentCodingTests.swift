@@ -72,11 +72,63 @@ struct CurlContentCodingTests {
     }
 
     @Test func aPartOfACodedBodyIsDeliveredAsItCame() async throws {
-        // A range of a coded body does not decode alone: a 206 goes as it came.
-        let response = try await get(try CurlTransport(), "gzip?status=206")
+        // A range of a coded body does not decode alone: a 206 goes as it came, byte for byte.
+        let transport = try CurlTransport()
+        let response = try await get(transport, "gzip?status=206")
         #expect(response.response.statusCode == 206)
         #expect(response.response.value(forHTTPHeaderField: "Content-Encoding") == "gzip")
-        #expect(Array(response.data.prefix(2)) == [0x1F, 0x8B])
+        #expect(response.data == (try await get(transport, "gzip", headers: ["Accept-Encoding": "*"])).data)
+        // A request with its own Range is not given the transport's Accept-Encoding.
+        func sent(_ headers: [String: String]) async throws -> String? {
+            var request = URLRequest(url: try TestServer.url().appendingPathComponent("headers"))
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+            let echoed = try await transport.send(TransportRequest(urlRequest: request))
+            return ((try JSONSerialization.jsonObject(with: echoed.data) as? [String: Any])?["headers"] as? [String: String])?["Accept-Encoding"]
+        }
+        #expect(try await sent([:]) == "gzip, deflate, br, zstd")
+        #expect(try await sent(["Range": "bytes=0-99"]) == nil)
+    }
+
+    @Test func aRedirectsCodedBodyIsLeftBehind() async throws {
+        // A 302 whose gzip body is corrupt: the body is not decoded, and the redirect is followed.
+        let response = try await get(try CurlTransport(), "gzip?corrupt=1&status=302&location=/get")
+        #expect(response.response.statusCode == 200)
+        #expect(response.response.url?.path == "/get")
+    }
+
+    @Test func headOfACodedBodyNeedsNoDecoder() async throws {
+        var request = URLRequest(url: URL(string: (try TestServer.url()).absoluteString + "/fixture/encoded/gzip,br")!)
+        request.httpMethod = "HEAD"
+        let response = try await CurlTransport().send(TransportRequest(urlRequest: request))
+        #expect(response.response.statusCode == 200)
+        #expect(response.response.value(forHTTPHeaderField: "Content-Encoding") == "gzip, br")
+        #expect(response.data.isEmpty)
+    }
+
+    @Test func codingsInFieldsOfTheirOwnOrFoldedAreAllUndone() async throws {
+        let transport = try CurlTransport()
+        #expect(try await get(transport, "gzip,br?split=1").data == Self.text)
+        var request = URLRequest(url: try TestServer.url("FAULT_URL").appendingPathComponent("folded-encoding"))
+        request.timeoutInterval = 10
+        let folded = try await transport.send(TransportRequest(urlRequest: request))
+        #expect(folded.data == Data("folded and decoded".utf8))
+    }
+
+    @Test func aTrailerLineLikeAStatusLineStartsNoResponse() async throws {
+        // After a chunked body, "HTTP/1.1 302: Found", a Location and a cookie among the trailer
+        // lines: the 200, its fields and its body stand, nothing is followed.
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        let transport = try CurlTransport(configuration: configuration)
+        let base = try TestServer.url("FAULT_URL")
+        var request = URLRequest(url: base.appendingPathComponent("trailer-status-line"))
+        request.timeoutInterval = 10
+        let response = try await transport.send(TransportRequest(urlRequest: request))
+        #expect(response.response.statusCode == 200)
+        #expect(response.data == Data("ok".utf8))
+        #expect(response.response.value(forHTTPHeaderField: "Location") == nil)
+        #expect(response.response.value(forHTTPHeaderField: "Content-Type") == "text/plain")
+        #expect(response.response.url?.path == "/trailer-status-line")
     }
 
     @Test func rawDeflateMayEndWithAChecksumsFourBytes() async throws {
@@ -95,7 +147,10 @@ struct CurlContentCodingTests {
         let failure = await failure(try CurlTransport(), path, limits: limits)
         #expect(failure?.kind == .responseTooLarge)
         #expect(failure?.limit == 100_000)
-        #expect(failure?.message.hasPrefix("the response body passed maxResponseBytes (100000 bytes): ") == true, "\(failure?.message ?? "")")
+        #expect(
+            failure?.message.hasPrefix("the response body passed maxResponseBytes (100000 bytes) as it came, before decoding: ") == true,
+            "\(failure?.message ?? "")")
+        #expect((failure?.observedBytes ?? 0) > 100_000)
         // Within the limit, the same body decodes.
         limits.maxResponseBytes = 400_000
         #expect(try await get(try CurlTransport(), path, limits: limits).data == Self.text.prefix(50000))

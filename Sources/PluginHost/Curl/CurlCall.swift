@@ -361,6 +361,7 @@ final class CurlCall: @unchecked Sendable {
         var proxyList: OpaquePointer?
         var hasAcceptEncoding = false
         var hasTransportsAcceptEncoding = false
+        var hasRange = false
         var hasExpect = false
         var hasCookie = false
         var hasContentType = false
@@ -372,6 +373,7 @@ final class CurlCall: @unchecked Sendable {
                 // The transport's own list (a provider's default) is decoded; any other is the caller's.
                 if value != settings.encodings { hasAcceptEncoding = true } else { hasTransportsAcceptEncoding = true }
             case "expect": hasExpect = true
+            case "range": hasRange = true
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true
             case "proxy-authorization":
@@ -387,9 +389,10 @@ final class CurlCall: @unchecked Sendable {
         }
         if !hasExpect, hasBody { list = ph_curl_slist_append(list, "Expect:") }
         // The transport's codings, decoded here (libcurl is not asked to: from 8.5 on it would
-        // fail a body in a coding it does not know, before this transport sees the field).
+        // fail a body in a coding it does not know, before this transport sees the field). Not
+        // for a range: a part of a coded body does not decode alone.
         decoding = []
-        if !hasAcceptEncoding, !settings.encodings.isEmpty {
+        if !hasAcceptEncoding, !hasRange, !settings.encodings.isEmpty {
             if !hasTransportsAcceptEncoding {
                 list = "Accept-Encoding: \(settings.encodings)".withCString { ph_curl_slist_append(list, $0) }
             }
@@ -503,7 +506,7 @@ final class CurlCall: @unchecked Sendable {
         // The coded bytes count against the body's limit too: a coding that gives out little or
         // nothing (a gzip header's comment, zstd's skippable frames) would read on unbounded.
         let limit = bodyLimit
-        if encodedReceived > limit { return stop(LimitFailure.body(encodedReceived, limit: limit, download: download != nil)) }
+        if encodedReceived > limit { return stop(LimitFailure.codedBody(encodedReceived, limit: limit, download: download != nil)) }
         do {
             return try decoder.decode(raw, into: deliver) ? count : 0
         } catch {
@@ -548,10 +551,12 @@ final class CurlCall: @unchecked Sendable {
         let line = UnsafeRawBufferPointer(start: bytes, count: count)
         var end = count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
-        if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
-            line[4] == UInt8(ascii: "/")
+        // A status line: a new response (after 1xx, or a proxy's CONNECT answer). Not once the
+        // final response's headers are in: a trailer field after a chunked body that begins
+        // with `HTTP/` starts nothing.
+        if inHeaders, end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
         {
-            // A status line: a new response (after 1xx, or a proxy's CONNECT answer).
             responseHeaders.removeAll(keepingCapacity: true)
             expected = -1
             headerBytes = 0
@@ -612,13 +617,15 @@ final class CurlCall: @unchecked Sendable {
 
     /// The decoder of the final response's content codings, all its `Content-Encoding` fields
     /// read once they are in (folded lines too). None where the transport did not ask for
-    /// codings, where one is a coding it did not ask for, and for a `206` (a range of a coded body
-    /// does not decode alone): those bodies go as they came, `Content-Encoding` included.
+    /// codings, where one is a coding it did not ask for, for a `206` (a range of a coded body
+    /// does not decode alone) and a `3xx` (a redirect's body is left behind, or delivered as it
+    /// came): those bodies go as they came, `Content-Encoding` included. None where no body
+    /// comes (`HEAD`, `204`, `304`).
     ///
     /// - Throws: `badResponse` past ``ContentDecoder/maxCodings`` codings.
     private func makeDecoder(status: Int) throws(TransportFailure) {
         decoder = nil
-        guard !decoding.isEmpty, status != 206 else { return }
+        guard !decoding.isEmpty, status != 206, status != 204, !(300..<400).contains(status), method != "HEAD" else { return }
         var codings: [String] = []
         for field in responseHeaders where field.name.utf8.count == 16 && field.name.lowercased() == "content-encoding" {
             codings += field.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
