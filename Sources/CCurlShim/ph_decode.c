@@ -56,6 +56,7 @@ static struct {
 
 static struct {
     void *(*create)(void);
+    size_t (*set_parameter)(void *, int, int); /* zstd 1.4: ZSTD_DCtx_setParameter */
     size_t (*free)(void *);
     size_t (*decompress)(void *, zstd_out_layout *, zstd_in_layout *);
     unsigned (*is_error)(size_t);
@@ -134,6 +135,8 @@ static void load_libraries(void) {
             zstd.decompress = (size_t (*)(void *, zstd_out_layout *, zstd_in_layout *))slots[2];
             zstd.is_error = (unsigned (*)(size_t))slots[3];
             zstd.error_name = (const char *(*)(size_t))slots[4];
+            /* Without it (zstd before 1.4) the library's own bound, 128 MiB, stands. */
+            zstd.set_parameter = (size_t (*)(void *, int, int))dlsym(library, "ZSTD_DCtx_setParameter");
             has_zstd = 1;
         }
     }
@@ -194,7 +197,12 @@ ph_decoder *ph_decoder_new(int coding, char *error, size_t error_size) {
     int made;
     switch (coding) {
     case PH_CODING_BR: made = (decoder->state = brotli.create(NULL, NULL, NULL)) != NULL; break;
-    case PH_CODING_ZSTD: made = (decoder->state = zstd.create()) != NULL; break;
+    case PH_CODING_ZSTD:
+        made = (decoder->state = zstd.create()) != NULL;
+        /* RFC 9659: a zstd content coding's window is at most 8 MiB (ZSTD_d_windowLogMax, 100,
+         * set to 23): a frame that asks for more is refused rather than given the memory. */
+        if (made && zstd.set_parameter != NULL) made = !zstd.is_error(zstd.set_parameter(decoder->state, 100, 23));
+        break;
     case PH_CODING_DEFLATE: made = 1; break; /* started once its first two bytes are in */
     default: made = start_zlib(decoder); break;
     }
@@ -289,7 +297,8 @@ static int step_zstd(ph_decoder *decoder, const unsigned char *in, size_t in_len
     *consumed = input.pos;
     *produced = output.pos;
     if (zstd.is_error(result)) {
-        snprintf(error, error_size, "the zstd body is corrupt: %s", zstd.error_name(result));
+        /* zstd says why: a corrupt block, or a frame that asks for more memory than allowed. */
+        snprintf(error, error_size, "the zstd body cannot be decoded: %s", zstd.error_name(result));
         return PH_DECODE_ERROR;
     }
     /* 0: a frame ended and was given out whole; another may follow. A call that took and gave

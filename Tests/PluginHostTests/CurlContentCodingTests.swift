@@ -174,7 +174,9 @@ struct CurlContentCodingTests {
         ("gzip,br?truncated=1", "cannot decode the response body: the br body ends before its coded stream does (cut short, or corrupt)"),
         ("gzip?trailing=1", "cannot decode the response body: 16 bytes follow the end of the gzip body"),
         ("br?trailing=1", "cannot decode the response body: "),
-        ("zstd?trailing=1", "cannot decode the response body: the zstd body is corrupt: "),
+        ("zstd?trailing=1", "cannot decode the response body: the zstd body cannot be decoded: "),
+        // RFC 9659: at most an 8 MiB window.
+        ("zstd-window-32m", "cannot decode the response body: the zstd body cannot be decoded: Frame requires too much memory for decoding"),
     ])
     func aBodyNotInItsCodingFailsSayingWhy(_ pathAndQuery: String, _ message: String) async throws {
         let failure = await failure(try CurlTransport(), pathAndQuery)
