@@ -559,9 +559,12 @@ final class SessionCall: Sendable {
         if let limitFailure { return .failure(limitFailure) }
         if let challenged, !cancelled { return .success(TransportResponse(response: challenged, data: Data())) }
         if let error {
-            if task.response == nil, (error as NSError).localizedDescription == "Out of memory" {
-                // libcurl (under URL loading) refuses one header line over 100 KiB so.
-                return .failure(LimitFailure.headerLine("out of memory", limits: request.limits))
+            let description = (error as NSError).localizedDescription
+            if task.response == nil, description == "Out of memory" || description == "A value or data field grew larger than allowed" {
+                // libcurl (under URL loading) refuses one header line over 100 KiB so: as out of
+                // memory before 8.6, as too large from 8.6 on (curl error 100).
+                let detail = description == "Out of memory" ? "out of memory" : "too large (curl error 100)"
+                return .failure(LimitFailure.headerLine(detail, limits: request.limits))
             }
             return .failure(Self.failure(for: error, cancelled: cancelled))
         }
@@ -606,8 +609,11 @@ final class SessionCall: Sendable {
             return TransportFailure(kind: .badResponse, message: message)
         default:
             // swift-corelibs-foundation reports a body shorter than its Content-Length as an
-            // unknown error with curl's message ("transfer closed with N bytes remaining to read").
-            if message.contains("transfer closed with") || message.contains("bytes remaining") {
+            // unknown error with curl's message: "transfer closed with N bytes remaining to read"
+            // (libcurl 7), "end of response with N bytes missing" (libcurl 8).
+            if message.contains("transfer closed with") || message.contains("bytes remaining")
+                || (message.hasPrefix("end of response with") && message.hasSuffix("bytes missing"))
+            {
                 return TransportFailure(kind: .badResponse, message: message)
             }
             return TransportFailure(kind: .other, message: "\(message) (URL error \(nsError.code))")
