@@ -83,20 +83,13 @@ enum LimitFailure {
             limit: limit, observedBytes: length)
     }
 
-    /// The body as it came over the connection, before decoding, passed the limit (a coding
+    /// The body passed the limit; `beforeDecoding`: as it came over the connection (a coding
     /// that gives out little or nothing for what it takes: a gzip header's comment).
-    static func codedBody(_ received: Int64, limit: Int64, download: Bool) -> TransportFailure {
+    static func body(_ received: Int64, limit: Int64, download: Bool, beforeDecoding: Bool = false) -> TransportFailure {
         let name = download ? "maxDownloadBytes" : "maxResponseBytes"
+        let how = beforeDecoding ? " as it came, before decoding" : ""
         return TransportFailure(
-            kind: .responseTooLarge,
-            message: "the response body passed \(name) (\(limit) bytes) as it came, before decoding: \(received) bytes received",
-            limit: limit, observedBytes: received)
-    }
-
-    static func body(_ received: Int64, limit: Int64, download: Bool) -> TransportFailure {
-        let name = download ? "maxDownloadBytes" : "maxResponseBytes"
-        return TransportFailure(
-            kind: .responseTooLarge, message: "the response body passed \(name) (\(limit) bytes): \(received) bytes received",
+            kind: .responseTooLarge, message: "the response body passed \(name) (\(limit) bytes)\(how): \(received) bytes received",
             limit: limit, observedBytes: received)
     }
 

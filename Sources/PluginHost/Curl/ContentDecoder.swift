@@ -8,10 +8,9 @@ import PluginSDK
 ///
 /// Used by one transfer's callbacks, on the event-loop thread.
 final class ContentDecoder {
-    /// One decoder per coding, in the order they are undone, and each one's output buffer.
-    private var stages: [(decoder: OpaquePointer, output: UnsafeMutableRawBufferPointer)] = []
-    /// The codings' names, in the same order (for errors).
-    private var names: [String] = []
+    /// One decoder per coding, in the order they are undone, with each one's output buffer and
+    /// coding (for errors).
+    private var stages: [(decoder: OpaquePointer, output: UnsafeMutableRawBufferPointer, coding: String)] = []
     /// Where a decoder writes why it failed.
     private var reason = [CChar](repeating: 0, count: 256)
 
@@ -24,8 +23,7 @@ final class ContentDecoder {
 
     /// The codings this process decodes, in the order a request lists them: `gzip` and
     /// `deflate` where zlib loads, `br` and `zstd` where their libraries do.
-    static let available: [String] = [("gzip", PH_CODING_GZIP), ("deflate", PH_CODING_DEFLATE), ("br", PH_CODING_BR), ("zstd", PH_CODING_ZSTD)]
-        .filter { ph_decode_available($0.1) != 0 }.map(\.0)
+    static let available = ["gzip", "deflate", "br", "zstd"].filter { ph_decode_available(number(of: $0)!) != 0 }
 
     /// The decoder number of `coding` (lower-case), 0 for `identity`, nil for one not known here.
     static func number(of coding: String) -> Int32? {
@@ -52,8 +50,7 @@ final class ContentDecoder {
             guard let decoder = reason.withUnsafeMutableBufferPointer({ ph_decoder_new(number, $0.baseAddress, $0.count) }) else {
                 throw failure()
             }
-            stages.append((decoder, UnsafeMutableRawBufferPointer.allocate(byteCount: Self.outputBytes, alignment: 16)))
-            names.append(coding)
+            stages.append((decoder, UnsafeMutableRawBufferPointer.allocate(byteCount: Self.outputBytes, alignment: 16), coding))
         }
     }
 
@@ -77,7 +74,7 @@ final class ContentDecoder {
     /// one's to `sink`), until the input is taken and the stage holds nothing more.
     private func feed(_ index: Int, _ input: UnsafeRawBufferPointer, _ sink: (UnsafeRawBufferPointer) -> Bool) throws(TransportFailure) -> Bool {
         guard index < stages.count else { return input.isEmpty || sink(input) }
-        let (decoder, output) = stages[index]
+        let (decoder, output, _) = stages[index]
         var offset = 0
         while true {
             var consumed = 0
@@ -97,7 +94,7 @@ final class ContentDecoder {
                 // Input left that the decoder no longer takes (zlib at the end of its stream).
                 throw TransportFailure(
                     kind: .badResponse,
-                    message: "cannot decode the response body: \(input.count - offset) bytes follow the end of the \(names[index]) body")
+                    message: "cannot decode the response body: \(input.count - offset) bytes follow the end of the \(stages[index].coding) body")
             }
         }
     }
@@ -105,7 +102,7 @@ final class ContentDecoder {
     /// The first coding (in the order they are undone) whose coded stream has not ended, or nil
     /// when all have: asked once the body is in, a name here means it was cut short.
     var unfinishedCoding: String? {
-        stages.indices.first { ph_decoder_ended(stages[$0].decoder) == 0 }.map { names[$0] }
+        stages.first { ph_decoder_ended($0.decoder) == 0 }?.coding
     }
 
     /// The decoder's last reason, as a failure.

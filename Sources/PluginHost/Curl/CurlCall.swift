@@ -506,7 +506,7 @@ final class CurlCall: @unchecked Sendable {
         // The coded bytes count against the body's limit too: a coding that gives out little or
         // nothing (a gzip header's comment, zstd's skippable frames) would read on unbounded.
         let limit = bodyLimit
-        if encodedReceived > limit { return stop(LimitFailure.codedBody(encodedReceived, limit: limit, download: download != nil)) }
+        if encodedReceived > limit { return stop(LimitFailure.body(encodedReceived, limit: limit, download: download != nil, beforeDecoding: true)) }
         do {
             return try decoder.decode(raw, into: deliver) ? count : 0
         } catch {
@@ -627,7 +627,7 @@ final class CurlCall: @unchecked Sendable {
         decoder = nil
         guard !decoding.isEmpty, status != 206, status != 204, !(300..<400).contains(status), method != "HEAD" else { return }
         var codings: [String] = []
-        for field in responseHeaders where field.name.utf8.count == 16 && field.name.lowercased() == "content-encoding" {
+        for field in responseHeaders where HTTPHeader.namesEqual(field.name, "Content-Encoding") {
             codings += field.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
         }
         guard !codings.isEmpty, codings.allSatisfy(decoding.contains) else { return }
