@@ -18,9 +18,11 @@ public struct TransferProgress: Sendable, Equatable {
 
     /// Which direction.
     public var direction: Direction
-    /// Bytes done so far.
+    /// Bytes done so far. For a response body in a content coding, `CurlTransport` counts the
+    /// bytes as they came (coded), which its `Content-Length` counts too.
     public var completedBytes: Int64
-    /// Bytes expected in all, or -1 when unknown.
+    /// Bytes expected in all, or -1 when unknown (with `URLSessionTransport`, for a response body
+    /// in a content coding: URL loading hands over decoded bytes only).
     public var totalBytes: Int64
 
     /// Creates a progress value.

@@ -660,7 +660,20 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        call(for: dataTask)?.append(data, expected: dataTask.response?.expectedContentLength ?? -1)
+        call(for: dataTask)?.append(data, expected: Self.decodedTotal(of: dataTask.response))
+    }
+
+    /// The body's length for download progress, or -1 when unknown: a body in a content coding is
+    /// handed over decoded, and its `Content-Length` counts the coded bytes, which URL loading does
+    /// not count for us (decoded bytes against it would say `completed` too early).
+    static func decodedTotal(of response: URLResponse?) -> Int64 {
+        guard let response else { return -1 }
+        if let http = response as? HTTPURLResponse, let coding = http.value(forHTTPHeaderField: "Content-Encoding"),
+            !coding.allSatisfy({ $0 == " " || $0 == "\t" }), coding.lowercased() != "identity"
+        {
+            return -1
+        }
+        return response.expectedContentLength
     }
 
     func urlSession(

@@ -39,6 +39,36 @@ struct ProgressTests {
         #expect(seen.log.last == "50000/50000")
     }
 
+    /// A body in a content coding: its `Content-Length` counts the coded bytes, and the caller gets
+    /// more (108,500 decoded from about 20 kB). Progress never says more than it knows: the libcurl
+    /// transport, which decodes itself, counts the coded bytes against that length and ends at it;
+    /// URL loading, which sees only decoded bytes, says the total is unknown. Before, decoded bytes
+    /// were counted against the coded length, and `completed` held a fifth of the way through.
+    @Test(arguments: TransportKind.allCases) func aDecodedBodysProgressNeverRunsAheadOfIt(_ transport: TransportKind) async throws {
+        let provider = transport.provider()
+        let seen = Locked([TransferProgress]())
+        let response = try await provider.request(try Bin("fixture/encoded/gzip")).run { p in
+            if p.direction == .download { seen.withLock { $0.append(p) } }
+        }
+        #expect(response.data == CurlContentCodingTests.text)
+        let length = try #require(response.response?.value(forHTTPHeaderField: "Content-Length"))
+        let coded = try #require(Int64(length))
+        #expect(coded < 108_500 / 2)
+        let progress = seen.withLock { $0 }
+        let last = try #require(progress.last)
+        #expect(progress.map(\.completedBytes) == progress.map(\.completedBytes).sorted(), "progress went backwards")
+        #expect(progress.dropLast().allSatisfy { !$0.completed }, "completed before the last event: \(progress)")
+        switch transport {
+        case .curl:
+            #expect(progress.allSatisfy { $0.totalBytes == coded && $0.completedBytes <= coded })
+            #expect(last.completedBytes == coded)
+            #expect(last.completed)
+        case .urlSession:
+            #expect(progress.allSatisfy { $0.totalBytes == -1 && $0.fractionCompleted == nil })
+            #expect(last.completedBytes == 108_500)
+        }
+    }
+
     /// Callbacks run one at a time, in order, on a concurrent queue too (the default global one,
     /// or one given): progress never goes backwards and the completion comes last.
     @Test(arguments: TransportKind.allCases) func callbacksOnAConcurrentQueueComeInOrder(_ transport: TransportKind) async throws {

@@ -508,10 +508,14 @@ final class CurlCall: @unchecked Sendable {
         let limit = bodyLimit
         if encodedReceived > limit { return stop(LimitFailure.body(encodedReceived, limit: limit, download: download != nil, beforeDecoding: true)) }
         do {
-            return try decoder.decode(raw, into: deliver) ? count : 0
+            guard try decoder.decode(raw, into: deliver) else { return 0 }
         } catch {
             return stop(error)
         }
+        // The bytes as they came, against `Content-Length`, which counts them: decoded bytes
+        // (more of them) would reach that length early, and `completed` hold too soon.
+        request.progress?(TransferProgress(direction: .download, completedBytes: encodedReceived, totalBytes: expected))
+        return count
     }
 
     /// Keeps a piece of the (decoded) body, within the limits; false when a limit, or a download
@@ -542,7 +546,8 @@ final class CurlCall: @unchecked Sendable {
             data.append(piece.baseAddress!.assumingMemoryBound(to: UInt8.self), count: piece.count)
         }
         received = total
-        request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
+        // A decoded body's progress is told in coded bytes, once per read (`receiveBody`).
+        if decoder == nil { request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected)) }
         return true
     }
 
