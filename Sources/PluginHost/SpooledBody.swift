@@ -116,7 +116,7 @@ final class SpooledBody: @unchecked Sendable {
 
     /// Reads `source` to its end into a new file (named when `named`); stops when `stopped` says so (the
     /// caller's signal, fired by the request's cancellation and its deadline), or when more than
-    /// `limit` bytes came (``RequestLimits/maxStreamedBodyBytes``; one read of 64 KiB past it at most).
+    /// `limit` bytes came (``RequestLimits/maxStreamedBodyBytes``; the last read takes one byte past it).
     private static func fill(
         from source: StreamSource, named: Bool, limit: Int64?, stopped: () -> Bool
     ) throws(TransportFailure) -> SpooledBody {
@@ -129,7 +129,9 @@ final class SpooledBody: @unchecked Sendable {
         while true {
             // The waiter has gone already: which of them it was is its to say.
             if stopped() { throw TransportFailure(kind: .cancelled, message: "cancelled while reading the request's body stream") }
-            let got = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
+            // Never more than one byte past the limit: enough to know the stream goes on.
+            let room = limit.map { $0 < total ? 1 : $0 - total >= Int64(buffer.count) ? buffer.count : Int($0 - total) + 1 } ?? buffer.count
+            let got = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: room) }
             if got == 0 { break }
             guard got > 0 else {
                 let reason = stream.streamError.map { ": \($0.localizedDescription)" } ?? ""

@@ -581,7 +581,7 @@ struct CurlTransportTests {
 
     /// A body stream that goes on past `RequestLimits.maxStreamedBodyBytes` fails the request
     /// before anything is sent (the server sees no request), naming the limit and the bytes read
-    /// (64 KiB a read), and a retry of the call fails alike (the stream, read in part, is not read
+    /// (one past the limit: no read takes more), and a retry of the call fails alike (the stream, read in part, is not read
     /// again); a stream within its limit is sent whole.
     @Test(arguments: TransportKind.allCases) func aBodyStreamPastItsLimitFailsBeforeAnythingIsSent(_ kind: TransportKind) async throws {
         /// Retries a first attempt that failed, once.
@@ -614,10 +614,10 @@ struct CurlTransportTests {
             #expect(
                 failure
                     == TransportFailure(
-                        kind: .other, message: "the request's body stream passed maxStreamedBodyBytes (100000 bytes): 131072 bytes read",
-                        limit: 100_000, observedBytes: 131_072))
+                        kind: .other, message: "the request's body stream passed maxStreamedBodyBytes (100000 bytes): 100001 bytes read",
+                        limit: 100_000, observedBytes: 100_001))
             #expect(try await serverHits(key) == 0)
-            let message = "the request's body stream passed maxStreamedBodyBytes (100000 bytes): 131072 bytes read"
+            let message = "the request's body stream passed maxStreamedBodyBytes (100000 bytes): 100001 bytes read"
             #expect(retry.failures.log == [message, message], "both attempts, the retry's without a read")
         }
     }
