@@ -5,7 +5,8 @@ import PluginSDK
 import FoundationNetworking
 #endif
 
-/// The default ``Transport``: one `URLSession` with a delegate that routes callbacks to each call.
+/// The URL-loading ``Transport`` (the default on Darwin; ``CurlTransport`` is the default on Linux):
+/// one `URLSession` with a delegate that routes callbacks to each call.
 ///
 /// On a redirect to another scheme, host or port the `Authorization` and `Cookie` headers are
 /// dropped, so credentials never follow a request to a server they were not meant for. A
