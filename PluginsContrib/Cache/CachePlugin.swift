@@ -738,12 +738,14 @@ public struct CachePlugin: ExportablePlugin {
     /// port written out or not), spelled without a default port.
     static func sameOrigin(_ value: String, as target: String) -> String? {
         // A scheme's default port written out is the same origin (`https://h:443` is `https://h`).
-        func port(_ url: URL) -> Int? { url.port ?? ["http": 80, "https": 443][url.scheme?.lowercased() ?? ""] }
+        func defaultPort(_ url: URL) -> Int? { ["http": 80, "https": 443][url.scheme?.lowercased() ?? ""] }
+        func port(_ url: URL) -> Int? { url.port ?? defaultPort(url) }
         guard let base = URL(string: target), let url = URL(string: value, relativeTo: base)?.absoluteURL,
             url.scheme?.lowercased() == base.scheme?.lowercased(), url.host?.lowercased() == base.host?.lowercased(), port(url) == port(base)
         else { return nil }
-        // The key is the URL as requests spell it: without a default port written out.
-        if url.port != nil, url.port == port(url), var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+        // The key is the URL as requests spell it: without a default port written out (any
+        // other port stays).
+        if url.port != nil, url.port == defaultPort(url), var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) {
             parts.port = nil
             return parts.url?.absoluteString ?? url.absoluteString
         }

@@ -284,6 +284,25 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log.count == 4)
     }
 
+    /// Invalidation (§4.4) by a `Location` on a port that is not the scheme's default: relative or
+    /// absolute, it names the stored URL with its port. The port used to be dropped from every
+    /// `Location`, so the key looked for was another origin's and the stale entry stayed a hit.
+    @Test(arguments: ["/p", "http://cache.test:8080/p"])
+    func aLocationOnAnotherPortKeepsItsPort(_ location: String) async throws {
+        let transport = ScriptedTransport(["GET /p": (200, ["Cache-Control": "max-age=60"]), "POST /q": (201, ["Location": location])])
+        let provider = try provider(transport)
+        let origin = URL(string: "http://cache.test:8080")!
+        let page = try Bin("p", base: origin)
+        let unported = try Bin("p", base: Self.origin)
+        for target in [page, unported] { _ = try await provider.request(target).value }
+        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "hit")
+        _ = try await provider.request(try Bin("q", method: .post, base: origin)).value
+        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss")
+        // The same path on the default port is another origin's, and stays.
+        #expect(try await provider.request(unported).value.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(CachePlugin.sameOrigin(location, as: "http://cache.test:8080/q") == "http://cache.test:8080/p")
+    }
+
     /// Invalidation (§4.4) by a `Location` of the same origin, its default port written out.
     @Test func aLocationWithTheDefaultPortWrittenOutIsTheSameOrigin() async throws {
         let transport = ScriptedTransport([
