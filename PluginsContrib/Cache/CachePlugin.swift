@@ -470,13 +470,14 @@ public struct CachePlugin: ExportablePlugin {
         let now = context.services.now()
         // Read once: each read of a loaded plugin's request crosses into the host.
         let url = request.url
+        if option == "purge" {
+            // Drops everything stored for these credentials (a logout, often a `POST`); the
+            // request itself is not stored, and an unsafe one still invalidates (§4.4).
+            store.removePartition(partition(of: request))
+            if !Self.isUnsafe(method) { return .proceed }
+        }
         if Self.isUnsafe(method) {
             pending.set(Pending(key: Self.getKey(url), partition: partition(of: request), method: method, requestTime: now), for: context.requestID)
-            return .proceed
-        }
-        if option == "purge" {
-            // Drops everything stored for these credentials (a logout); the request itself is not stored.
-            store.removePartition(partition(of: request))
             return .proceed
         }
         guard method == "GET" || method == "HEAD", option != "no-store" else { return .proceed }
