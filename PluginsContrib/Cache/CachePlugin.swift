@@ -828,7 +828,10 @@ public struct CachePlugin: ExportablePlugin {
             if key != state.key { removeAll(state.key) }
             return
         }
-        guard (200..<300).contains(response.statusCode), var entry = state.entry ?? store.get(key) else { return }
+        // A URL's variant list is no stored response: a `HEAD` that selected no variant
+        // touches none of them (only the response it would have selected, §4.3.5).
+        guard (200..<300).contains(response.statusCode), var entry = state.entry ?? store.get(key).flatMap({ Self.isVariantIndex($0) ? nil : $0 })
+        else { return }
         let etag = response.header("ETag")
         let modified = response.header("Last-Modified")
         let matches =

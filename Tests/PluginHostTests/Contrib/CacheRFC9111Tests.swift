@@ -395,6 +395,22 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log == ["GET /hv", "HEAD /hv", "GET /hv"])
     }
 
+    /// A `HEAD` touches only the stored `GET` it would have selected (§4.3.5): with `Vary`, one
+    /// whose varying fields select no variant leaves every variant as it is, whatever its
+    /// validators. It used to read the URL's variant list as the entry, find no validator there,
+    /// and drop every variant of the URL.
+    @Test func aHeadThatSelectsNoVariantLeavesTheVariantsAlone() async throws {
+        let transport = ScriptedTransport([
+            "GET /hx": (200, ["Cache-Control": "max-age=60", "ETag": "\"e\"", "Vary": "Accept"]),
+            "HEAD /hx": (200, ["Cache-Control": "max-age=60", "ETag": "\"other\"", "Vary": "Accept"]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "hx", headers: ["Accept": "text/a"])
+        _ = try await get(provider, "hx", method: .head, headers: ["Accept": "text/b"])
+        #expect(try await get(provider, "hx", headers: ["Accept": "text/a"]).value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(transport.calls.log == ["GET /hx", "HEAD /hx"])
+    }
+
     // MARK: RFC 9110 §13.2.1 preconditions
 
     /// A condition is evaluated only where the answer without it would be a 2xx: a fresh stored
