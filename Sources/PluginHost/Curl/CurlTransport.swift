@@ -76,7 +76,8 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
 ///   that is not in its codings fails with `badResponse`, naming the coding and why.
 /// - **Proxies**: from the standard environment variables (`http_proxy`, `https_proxy`,
 ///   `no_proxy`, …) by default, as curl does; see ``Configuration/proxy``.
-/// - **Cookies**: none are stored unless ``Configuration/cookies`` is on.
+/// - **Cookies**: none are stored unless ``Configuration/cookies`` is on; then an in-memory jar
+///   (RFC 6265, with RFC 6265bis's rules for `Secure` and curl's bounds) keeps them.
 /// - `Expect: 100-continue` is never sent (the body goes at once); `SIGPIPE` is ignored.
 public final class CurlTransport: Transport {
     /// Settings of a transport.
@@ -266,62 +267,5 @@ struct CurlSettings: Sendable {
 
     func tls(for host: String) -> PreparedTLS {
         tlsOverrides.isEmpty ? defaultTLS : tlsOverrides[host.lowercased()] ?? defaultTLS
-    }
-}
-
-/// An in-memory cookie jar (RFC 6265 parsing through Foundation's `HTTPCookie`, domains checked here).
-final class CookieJar: Sendable {
-    private let cookies = Locked<[HTTPCookie]>([])
-
-    /// Stores the cookies a response to `url` sets (`values`: its `Set-Cookie` fields, whatever
-    /// the case of their name: HTTP/2 sends every name in lower case). A cookie for another
-    /// domain than `url`'s host or one above it is dropped (RFC 6265 §5.3 step 6), as is one for
-    /// a domain of one label (`com`) or, for a host given as an IP address, for any other domain.
-    func store(setCookie values: [String], for url: URL) {
-        guard !values.isEmpty, let host = url.host?.lowercased() else { return }
-        // Foundation reads the `Set-Cookie` key only, as written.
-        let received = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": values.joined(separator: ", ")], for: url)
-            .filter { Self.domain($0.domain, isFor: host) }
-        guard !received.isEmpty else { return }
-        cookies.withLock { jar in
-            for cookie in received {
-                jar.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
-                if let expires = cookie.expiresDate, expires < Date() { continue }
-                jar.append(cookie)
-            }
-        }
-    }
-
-    /// Whether a cookie's `domain` (as Foundation keeps it: a leading dot for a `Domain`
-    /// attribute) may be set by, and sent to, `host`.
-    static func domain(_ domain: String, isFor host: String) -> Bool {
-        var domain = domain.lowercased()
-        if domain.hasPrefix(".") { domain.removeFirst() }
-        if domain == host { return true }
-        let isAddress = host.contains(":") || host.split(separator: ".").allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
-        return !isAddress && domain.contains(".") && host.hasSuffix("." + domain)
-    }
-
-    /// The `Cookie` header value for a request to `url`, or nil.
-    func header(for url: URL) -> String? {
-        guard let host = url.host?.lowercased() else { return nil }
-        let path = url.path.isEmpty ? "/" : url.path
-        let secure = url.scheme?.lowercased() == "https"
-        let now = Date()
-        let matching = cookies.withLock { jar in
-            jar.filter { cookie in
-                let domain = cookie.domain.lowercased()
-                let domainMatches =
-                    domain.hasPrefix(".")
-                    ? host == domain.dropFirst() || host.hasSuffix(domain)
-                    : host == domain
-                let pathMatches =
-                    path == cookie.path || path.hasPrefix(cookie.path.hasSuffix("/") ? cookie.path : cookie.path + "/")
-                    || cookie.path == "/"
-                return domainMatches && pathMatches && (!cookie.isSecure || secure) && (cookie.expiresDate.map { $0 > now } ?? true)
-            }
-        }
-        guard !matching.isEmpty else { return nil }
-        return matching.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
     }
 }

@@ -1,0 +1,276 @@
+import Foundation
+import PluginSDK
+
+/// An in-memory cookie jar, RFC 6265 with RFC 6265bis's rules for `Secure` (§5.7): the parsing
+/// (§5.2), storage (§5.3) and `Cookie` header (§5.4) are done here, with curl's bounds.
+///
+/// - `Max-Age` wins over `Expires`; either in the past (`Max-Age=0`, a negative one, an old
+///   date) deletes the cookie.
+/// - A cookie's default path is the directory of the URL that set it (§5.1.4); paths match on
+///   whole segments, on the path as sent (percent-encoded, its trailing slash kept).
+/// - A `Domain` must be the host or one above it, with two labels at least; an empty `Domain`
+///   is no attribute (a host-only cookie); a host given as an IP address takes no other domain.
+/// - `Secure` cookies are set over https only, and a response over http can neither set one nor
+///   replace (shadow) one of the same name.
+/// - Bounds: name and value of at most 4,096 bytes together, 50 cookies per domain and 3,000 in
+///   all (the least recently set goes first), 400 days at most (RFC 6265bis §5.5), and a `Cookie`
+///   header of at most 150 cookies and 8,190 bytes (longest paths first, as §5.4 orders them).
+final class CookieJar: Sendable {
+    /// One stored cookie (§5.3).
+    struct Cookie: Sendable, Equatable {
+        var name: String
+        var value: String
+        /// Lower case, without a leading dot.
+        var domain: String
+        /// Sent to `domain` alone (no `Domain` attribute), not to the hosts below it.
+        var hostOnly: Bool
+        var path: String
+        var secure: Bool
+        /// When it goes; nil: with the jar (a session cookie).
+        var expires: Date?
+        /// Order of creation (kept when a cookie is replaced), for §5.4's order.
+        var created: UInt64
+        /// Order of the last change, for eviction.
+        var updated: UInt64
+    }
+
+    /// The most bytes of a cookie's name and value together (curl's bound).
+    static let maxCookieBytes = 4096
+    /// The most cookies kept for one domain.
+    static let maxCookiesPerDomain = 50
+    /// The most cookies kept in all.
+    static let maxCookies = 3000
+    /// The most cookies in one `Cookie` header (curl's bound).
+    static let maxCookiesSent = 150
+    /// The most bytes of one `Cookie` header's value (curl's bound).
+    static let maxHeaderBytes = 8190
+    /// The longest a cookie is kept: 400 days (RFC 6265bis §5.5).
+    static let maxLifetime: TimeInterval = 400 * 86_400
+
+    private let state = Locked((cookies: [Cookie](), clock: UInt64(0)))
+
+    /// Every cookie kept and not expired at `now`.
+    func all(at now: Date = Date()) -> [Cookie] {
+        state.withLock { $0.cookies.filter { $0.expires.map { $0 > now } ?? true } }
+    }
+
+    /// Stores the cookies a response to `url` sets (`values`: its `Set-Cookie` fields, one cookie
+    /// each, whatever the case of the fields' name: HTTP/2 sends every name in lower case).
+    func store(setCookie values: [String], for url: URL, now: Date = Date()) {
+        guard !values.isEmpty, let host = url.host?.lowercased(), !host.isEmpty else { return }
+        let secureScheme = url.scheme?.lowercased() == "https"
+        let requestPath = Self.requestPath(of: url)
+        let parsed = values.compactMap { Self.parse($0, host: host, requestPath: requestPath, secureScheme: secureScheme, now: now) }
+        guard !parsed.isEmpty else { return }
+        state.withLock { state in
+            for var cookie in parsed {
+                if !secureScheme, state.cookies.contains(where: { Self.shadows(cookie, $0) }) { continue }
+                state.clock += 1
+                cookie.created = state.clock
+                cookie.updated = state.clock
+                if let old = state.cookies.firstIndex(where: { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }) {
+                    cookie.created = state.cookies[old].created
+                    state.cookies.remove(at: old)
+                }
+                if let expires = cookie.expires, expires <= now { continue }
+                state.cookies.append(cookie)
+                Self.evict(&state.cookies, domain: cookie.domain, now: now)
+            }
+        }
+    }
+
+    /// The `Cookie` header value for a request to `url`, or nil.
+    func header(for url: URL, now: Date = Date()) -> String? {
+        guard let host = url.host?.lowercased() else { return nil }
+        let path = Self.requestPath(of: url)
+        let secure = url.scheme?.lowercased() == "https"
+        let matching = state.withLock { state in
+            state.cookies.filter { cookie in
+                (cookie.hostOnly ? host == cookie.domain : Self.domain(cookie.domain, isFor: host))
+                    && Self.path(path, matches: cookie.path) && (!cookie.secure || secure) && (cookie.expires.map { $0 > now } ?? true)
+            }
+        }
+        .sorted { $0.path.utf8.count != $1.path.utf8.count ? $0.path.utf8.count > $1.path.utf8.count : $0.created < $1.created }
+        var header = ""
+        var count = 0
+        for cookie in matching {
+            let pair = cookie.name + "=" + cookie.value
+            let added = (header.isEmpty ? 0 : 2) + pair.utf8.count
+            if count == Self.maxCookiesSent || header.utf8.count + added > Self.maxHeaderBytes { break }
+            header += (header.isEmpty ? "" : "; ") + pair
+            count += 1
+        }
+        return header.isEmpty ? nil : header
+    }
+
+    /// Whether a cookie's `domain` (a leading dot ignored) may be set by, and sent to, `host`:
+    /// the host itself, or a domain of two labels at least above a host that is no IP address.
+    static func domain(_ domain: String, isFor host: String) -> Bool {
+        var domain = domain.lowercased()
+        if domain.hasPrefix(".") { domain.removeFirst() }
+        if domain == host { return true }
+        let isAddress = host.contains(":") || host.split(separator: ".").allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
+        return !isAddress && domain.contains(".") && host.hasSuffix("." + domain)
+    }
+
+    /// Whether `requestPath` path-matches `cookiePath` (§5.1.4): the same, or below it on a
+    /// segment boundary.
+    static func path(_ requestPath: String, matches cookiePath: String) -> Bool {
+        guard requestPath.hasPrefix(cookiePath) else { return false }
+        return requestPath.utf8.count == cookiePath.utf8.count || cookiePath.hasSuffix("/")
+            || requestPath.utf8.dropFirst(cookiePath.utf8.count).first == UInt8(ascii: "/")
+    }
+
+    /// The URL's path as sent (percent-encoded, trailing slash kept); `/` when it has none.
+    static func requestPath(of url: URL) -> String {
+        let path = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
+        return path.isEmpty ? "/" : path
+    }
+
+    /// The default path of a cookie set by a request to `requestPath` (§5.1.4): its directory.
+    static func defaultPath(_ requestPath: String) -> String {
+        guard requestPath.hasPrefix("/"), let last = requestPath.lastIndex(of: "/"), last != requestPath.startIndex else { return "/" }
+        return String(requestPath[..<last])
+    }
+
+    /// Whether `new`, set over http, would replace or shadow the secure `old` (RFC 6265bis §5.7
+    /// step 16): same name, domains that match one way or the other, and `new`'s path at or
+    /// below `old`'s.
+    static func shadows(_ new: Cookie, _ old: Cookie) -> Bool {
+        old.secure && old.name == new.name && (domain(old.domain, isFor: new.domain) || domain(new.domain, isFor: old.domain))
+            && path(new.path, matches: old.path)
+    }
+
+    /// Drops the least recently set cookies past the bounds: for `domain`, then in all; expired
+    /// ones first.
+    static func evict(_ cookies: inout [Cookie], domain: String, now: Date) {
+        if cookies.count > maxCookies || cookies.lazy.filter({ $0.domain == domain }).count > maxCookiesPerDomain {
+            cookies.removeAll { $0.expires.map { $0 <= now } ?? false }
+        }
+        while cookies.lazy.filter({ $0.domain == domain }).count > maxCookiesPerDomain,
+            let oldest = cookies.indices.filter({ cookies[$0].domain == domain }).min(by: { cookies[$0].updated < cookies[$1].updated })
+        {
+            cookies.remove(at: oldest)
+        }
+        while cookies.count > maxCookies, let oldest = cookies.indices.min(by: { cookies[$0].updated < cookies[$1].updated }) {
+            cookies.remove(at: oldest)
+        }
+    }
+
+    /// The cookie one `Set-Cookie` value sets for a response from `host` (§5.2, §5.3), or nil
+    /// when it sets none: no `=`, an empty name, name and value over ``maxCookieBytes``, a
+    /// `Domain` that is not the host's or one above it, or `Secure` over http.
+    static func parse(_ field: String, host: String, requestPath: String, secureScheme: Bool, now: Date) -> Cookie? {
+        let parts = field.split(separator: ";", omittingEmptySubsequences: false)
+        guard let pair = parts.first, let equals = pair.firstIndex(of: "=") else { return nil }
+        let name = trimmed(pair[..<equals])
+        let value = trimmed(pair[pair.index(after: equals)...])
+        guard !name.isEmpty, name.utf8.count + value.utf8.count <= maxCookieBytes else { return nil }
+        var expires: Date?
+        var maxAge: Date?
+        var domainAttribute: String?
+        var path: String?
+        var secure = false
+        for attribute in parts.dropFirst() {
+            let equals = attribute.firstIndex(of: "=")
+            let key = trimmed(attribute[..<(equals ?? attribute.endIndex)]).lowercased()
+            let argument = equals.map { trimmed(attribute[attribute.index(after: $0)...]) } ?? ""
+            switch key {
+            case "expires":
+                if let date = cookieDate(argument) { expires = date }
+            case "max-age":
+                // A digit or `-` first, digits after; zero or less is the earliest date (§5.2.2).
+                let digits = argument.hasPrefix("-") ? argument.dropFirst() : Substring(argument)
+                guard !digits.isEmpty, digits.utf8.allSatisfy(isDigit) else { continue }
+                let seconds = Double(argument) ?? 0
+                maxAge = seconds <= 0 ? .distantPast : now.addingTimeInterval(min(seconds, maxLifetime))
+            case "domain":
+                // An empty one is no attribute (§5.2.3); a leading dot is dropped.
+                var domain = argument.lowercased()
+                if domain.hasPrefix(".") { domain.removeFirst() }
+                if !domain.isEmpty { domainAttribute = domain }
+            case "path":
+                path = argument.hasPrefix("/") ? argument : nil
+            case "secure":
+                secure = true
+            default:
+                continue
+            }
+        }
+        if secure, !secureScheme { return nil }
+        let domain: String
+        if let domainAttribute {
+            guard self.domain(domainAttribute, isFor: host) else { return nil }
+            domain = domainAttribute
+        } else {
+            domain = host
+        }
+        return Cookie(
+            name: name, value: value, domain: domain, hostOnly: domainAttribute == nil, path: path ?? defaultPath(requestPath), secure: secure,
+            expires: (maxAge ?? expires).map { min($0, now.addingTimeInterval(maxLifetime)) }, created: 0, updated: 0)
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
+
+    private static func trimmed(_ text: Substring) -> String {
+        String(text.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+
+    /// A cookie date (§5.1.1): lenient tokens for time, day of month, month and year, in any
+    /// order, as browsers and curl read `Expires`; nil when one is missing or out of range.
+    static func cookieDate(_ text: String) -> Date? {
+        func isDelimiter(_ byte: UInt8) -> Bool {
+            byte == 0x09 || (0x20...0x2F).contains(byte) || (0x3B...0x40).contains(byte) || (0x5B...0x60).contains(byte)
+                || (0x7B...0x7E).contains(byte)
+        }
+        let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+        var time: (Int, Int, Int)?
+        var day: Int?
+        var month: Int?
+        var year: Int?
+        for token in text.utf8.split(whereSeparator: isDelimiter) {
+            let string = String(decoding: token, as: UTF8.self)
+            // Leading digits of a token (`1994abc` is a year, as §5.1.1's grammar allows).
+            func leadingNumber(_ text: Substring.UTF8View, _ digits: ClosedRange<Int>) -> Int? {
+                let lead = text.prefix(while: isDigit)
+                return digits.contains(lead.count) ? Int(String(decoding: lead, as: UTF8.self)) : nil
+            }
+            func number(_ digits: ClosedRange<Int>) -> Int? { leadingNumber(Substring(string).utf8, digits) }
+            if time == nil {
+                // hh:mm:ss, one or two digits each; the seconds may be followed by other bytes.
+                let fields = string.split(separator: ":", omittingEmptySubsequences: false)
+                if fields.count == 3, fields[0].utf8.allSatisfy(Self.isDigit), fields[1].utf8.allSatisfy(Self.isDigit),
+                    let h = leadingNumber(fields[0].utf8, 1...2), let m = leadingNumber(fields[1].utf8, 1...2),
+                    let s = leadingNumber(fields[2].utf8, 1...2)
+                {
+                    time = (h, m, s)
+                    continue
+                }
+            }
+            if day == nil, let value = number(1...2) {
+                day = value
+                continue
+            }
+            if month == nil, token.count >= 3, let index = months.firstIndex(of: String(string.prefix(3)).lowercased()) {
+                month = index + 1
+                continue
+            }
+            if year == nil, let value = number(2...4) {
+                year = value
+                continue
+            }
+        }
+        guard var year, let month, let day, let time else { return nil }
+        if (70...99).contains(year) { year += 1900 } else if (0...69).contains(year) { year += 2000 }
+        guard (1...31).contains(day), year >= 1601, time.0 <= 23, time.1 <= 59, time.2 <= 59 else { return nil }
+        // Days from 1970-01-01 to the date (proleptic Gregorian; Howard Hinnant's days_from_civil).
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        let seconds = Double(days) * 86_400 + Double(time.0 * 3600 + time.1 * 60 + time.2)
+        return Date(timeIntervalSince1970: seconds)
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The libcurl transport's cookie jar (`configuration.cookies`): RFC 6265's parsing, storage and
+/// `Cookie` header, RFC 6265bis's rules for `Secure`, and curl's bounds. The jar used to be
+/// Foundation's `HTTPCookie`, which on Linux reads `Max-Age` for version 1 cookies only: a cookie
+/// deleted with `Max-Age=0` was kept and sent on.
+@Suite("Curl transport: cookie jar")
+struct CookieJarTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func jar(_ fields: [String], from url: String = "https://example.test/a/b/page", at time: Date? = nil) -> CookieJar {
+        let jar = CookieJar()
+        jar.store(setCookie: fields, for: URL(string: url)!, now: time ?? now)
+        return jar
+    }
+
+    func sent(_ jar: CookieJar, to url: String, after seconds: TimeInterval = 0) -> String? {
+        jar.header(for: URL(string: url)!, now: now.addingTimeInterval(seconds))
+    }
+
+    /// The bodies httpbin answers `/cookies` with: the cookies it was sent.
+    func cookiesSent(_ transport: CurlTransport, _ path: String = "cookies") async throws -> [String: String]? {
+        let url = try TestServer.url().appendingPathComponent(path)
+        let response = try await transport.send(TransportRequest(urlRequest: URLRequest(url: url)))
+        return (try JSONSerialization.jsonObject(with: response.data) as? [String: Any])?["cookies"] as? [String: String]
+    }
+
+    func transport() throws -> CurlTransport {
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        return try CurlTransport(configuration: configuration)
+    }
+
+    /// httpbin's `/cookies/delete` answers `Expires` in 1970 and `Max-Age=0`: the cookie goes.
+    @Test func aCookieDeletedByTheServerIsNoLongerSent() async throws {
+        let transport = try transport()
+        #expect(try await cookiesSent(transport, "cookies/set/session/abc") == ["session": "abc"])
+        #expect(try await cookiesSent(transport, "cookies/set/other/1") == ["session": "abc", "other": "1"])
+        #expect(try await cookiesSent(transport, "cookies/delete") == ["session": "abc", "other": "1"], "no name: nothing deleted")
+        let url = try TestServer.url()
+        var components = try #require(URLComponents(url: url.appendingPathComponent("cookies/delete"), resolvingAgainstBaseURL: false))
+        components.queryItems = [URLQueryItem(name: "session", value: nil)]
+        _ = try await transport.send(TransportRequest(urlRequest: URLRequest(url: try #require(components.url))))
+        #expect(try await cookiesSent(transport) == ["other": "1"])
+    }
+
+    @Test func maxAgeWinsOverExpiresAndZeroOrLessDeletes() {
+        let both = jar(["a=1; Max-Age=10; Expires=Thu, 01 Jan 1970 00:00:00 GMT", "b=2; Expires=Thu, 01 Jan 2037 00:00:00 GMT; Max-Age=10"])
+        #expect(sent(both, to: "https://example.test/a/b/") == "a=1; b=2")
+        #expect(sent(both, to: "https://example.test/a/b/", after: 11) == nil)
+        let kept = jar(["c=3", "d=4", "e=5"])
+        kept.store(setCookie: ["c=; Max-Age=0", "d=x; Max-Age=-1", "e=y; Max-Age=1x"], for: URL(string: "https://example.test/a/b/page")!, now: now)
+        // `1x` is no Max-Age: `e` is replaced as a session cookie.
+        #expect(sent(kept, to: "https://example.test/a/b/") == "e=y")
+        let expired = jar(["f=6; Expires=Wed, 21 Oct 2015 07:28:00 GMT", "g=7; expires=Sun, 06-Nov-94 08:49:37 GMT", "h=8; Expires=nonsense"])
+        #expect(sent(expired, to: "https://example.test/a/b/") == "h=8", "an Expires that is no date is none")
+    }
+
+    @Test func cookieDatesAreReadAsBrowsersReadThem() {
+        let instant = Date(timeIntervalSince1970: 784_111_777)
+        for text in [
+            "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "06 Nov 1994 08:49:37",
+            "Nov 06 08:49:37 1994 GMT",
+        ] {
+            #expect(CookieJar.cookieDate(text) == instant, "\(text)")
+        }
+        #expect(CookieJar.cookieDate("Thu, 01 Jan 1970 00:00:00 GMT") == Date(timeIntervalSince1970: 0))
+        #expect(CookieJar.cookieDate("Sat, 29 Feb 2048 23:59:59 GMT") == Date(timeIntervalSince1970: 2_466_633_599))
+        for invalid in [
+            "", "tomorrow", "Sun, 06 Nov 1994", "Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
+            "06 Nov 1600 08:49:37",
+        ] {
+            #expect(CookieJar.cookieDate(invalid) == nil, "\(invalid)")
+        }
+    }
+
+    /// No `Path`: the directory of the URL that set it (§5.1.4); paths match on whole segments,
+    /// on the path as sent, trailing slash included; the longest path goes first.
+    @Test func pathsDefaultToTheDirectoryAndMatchWholeSegments() {
+        // `Path=relative` is no path: the default, as `dir`'s.
+        let cookies = jar(["dir=1", "root=2; Path=/", "slash=3; Path=/a/", "deep=4; Path=/a/b/c", "odd=5; Path=relative"])
+        #expect(sent(cookies, to: "https://example.test/a/b") == "dir=1; odd=5; slash=3; root=2")
+        #expect(sent(cookies, to: "https://example.test/a/b/c") == "deep=4; dir=1; odd=5; slash=3; root=2")
+        #expect(sent(cookies, to: "https://example.test/a/bc") == "slash=3; root=2")
+        #expect(sent(cookies, to: "https://example.test/a/") == "slash=3; root=2")
+        #expect(sent(cookies, to: "https://example.test/a") == "root=2")
+        #expect(sent(cookies, to: "https://example.test/a%2Fb") == "root=2", "an escaped slash is no segment boundary")
+        #expect(CookieJar.defaultPath("/") == "/")
+        #expect(CookieJar.defaultPath("/login") == "/")
+        #expect(CookieJar.defaultPath("/api/v1/login") == "/api/v1")
+        #expect(CookieJar.defaultPath("") == "/")
+    }
+
+    @Test func domainsAndHostOnlyCookies() {
+        let cookies = jar(
+            ["host=1", "wide=2; Domain=.Example.TEST", "empty=3; Domain=", "other=4; Domain=elsewhere.test", "tld=5; Domain=test"],
+            from: "https://www.example.test/")
+        #expect(sent(cookies, to: "https://www.example.test/") == "host=1; wide=2; empty=3")
+        #expect(sent(cookies, to: "https://deep.www.example.test/") == "wide=2", "not the host-only ones")
+        #expect(sent(cookies, to: "https://example.test/") == "wide=2")
+        #expect(sent(cookies, to: "https://sub.example.test/") == "wide=2")
+        let address = jar(["plain=1", "above=2; Domain=0.0.1", "itself=3; Domain=127.0.0.1"], from: "http://127.0.0.1/")
+        #expect(sent(address, to: "http://127.0.0.1/") == "plain=1; itself=3")
+    }
+
+    /// RFC 6265bis §5.7: `Secure` is set over https only, and a response over http neither
+    /// replaces nor shadows a secure cookie of the same name (session fixation).
+    @Test func plainHTTPCannotSetOrOverwriteASecureCookie() {
+        let cookies = jar(["sid=good; Secure", "pref=a; Secure; Path=/"], from: "https://example.test/")
+        cookies.store(
+            setCookie: ["sid=attacker", "pref=b; Path=/deeper", "plain=1; Secure", "free=1"], for: URL(string: "http://example.test/")!, now: now)
+        #expect(sent(cookies, to: "https://example.test/deeper") == "sid=good; pref=a; free=1")
+        #expect(sent(cookies, to: "http://example.test/deeper") == "free=1")
+        // Over https, the secure cookie is replaced as any other.
+        cookies.store(setCookie: ["sid=renewed; Secure"], for: URL(string: "https://example.test/")!, now: now)
+        #expect(sent(cookies, to: "https://example.test/") == "sid=renewed; pref=a; free=1")
+    }
+
+    @Test func theJarAndItsHeaderAreBounded() throws {
+        let big = String(repeating: "v", count: 4000)
+        var fields = (0..<60).map { "c\($0)=\(big)" }
+        fields.append("huge=" + String(repeating: "x", count: 4093))
+        let cookies = jar(fields)
+        let kept = cookies.all(at: now)
+        #expect(kept.count == CookieJar.maxCookiesPerDomain)
+        #expect(kept.first?.name == "c10", "the least recently set go first")
+        #expect(!kept.contains { $0.name == "huge" }, "over 4,096 bytes of name and value")
+        let header = try #require(sent(cookies, to: "https://example.test/a/b/"))
+        #expect(header.utf8.count <= CookieJar.maxHeaderBytes)
+        #expect(header.split(separator: ";").count == 2)
+        #expect(header.hasPrefix("c10="))
+        // Many domains: 3,000 cookies in all.
+        let wide = CookieJar()
+        for index in 0..<70 {
+            wide.store(setCookie: (0..<50).map { "n\($0)=1" }, for: URL(string: "https://h\(index).example.test/")!, now: now)
+        }
+        #expect(wide.all(at: now).count == CookieJar.maxCookies)
+        #expect(sent(wide, to: "https://h0.example.test/") == nil, "the oldest domain's went first")
+        #expect(sent(wide, to: "https://h69.example.test/")?.split(separator: ";").count == 50)
+    }
+
+    /// A server that floods the jar (300 cookies of 3 kB) no longer makes every later request
+    /// fail: the jar keeps 50 for the host, and sends what fits in 8,190 bytes.
+    @Test func aCookieFloodLeavesTheHostReachable() async throws {
+        let transport = try transport()
+        let value = String(repeating: "z", count: 3000)
+        for index in 0..<300 {
+            var components = try #require(
+                URLComponents(url: try TestServer.url().appendingPathComponent("response-headers"), resolvingAgainstBaseURL: false))
+            components.queryItems = [URLQueryItem(name: "Set-Cookie", value: "flood\(index)=\(value)")]
+            let response = try await transport.send(TransportRequest(urlRequest: URLRequest(url: try #require(components.url))))
+            #expect(response.response.statusCode == 200)
+        }
+        let cookies = try #require(try await cookiesSent(transport))
+        #expect(cookies.count == 2, "two cookies of 3 kB fit in 8,190 bytes, three do not")
+        #expect(cookies.keys.sorted() == ["flood250", "flood251"])
+    }
+}
