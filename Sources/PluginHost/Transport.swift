@@ -146,6 +146,7 @@ extension TransportRequest {
         }
         if let from, !SessionRouter.sameOrigin(from, url) {
             for name in ["Authorization", "Cookie"] { request.setValue(nil, forHTTPHeaderField: name) }
+            request.url = url.withoutUserInfo
         }
         next.urlRequest = request
         return next
@@ -450,4 +451,15 @@ public protocol Transport: Sendable {
 extension Transport {
     /// No content coding decoded: a transport that does not say otherwise passes bodies through.
     public var acceptEncoding: String? { nil }
+}
+
+extension URL {
+    /// This URL without a user or password: credentials too (libcurl sends them as Basic), left
+    /// behind on a redirect to another origin.
+    var withoutUserInfo: URL {
+        guard user != nil || password != nil, var parts = URLComponents(url: self, resolvingAgainstBaseURL: false) else { return self }
+        parts.user = nil
+        parts.password = nil
+        return parts.url ?? self
+    }
 }

@@ -709,6 +709,16 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         if let from = task.originalRequest?.url, let to = request.url, !Self.sameOrigin(from, to) {
             next.setValue(nil, forHTTPHeaderField: "Authorization")
             next.setValue(nil, forHTTPHeaderField: "Cookie")
+            // URL loading keeps the user of the URL redirected from when `Location` names
+            // another host only (`//host/path`).
+            next.url = to.withoutUserInfo
+        }
+        // A body left behind (a `POST` turned into a `GET`) leaves its fields (RFC 9110
+        // §15.4); URL loading drops the body alone.
+        let before = task.currentRequest?.httpMethod?.uppercased() ?? "GET"
+        if ["GET", "HEAD"].contains(next.httpMethod?.uppercased() ?? "GET"), !["GET", "HEAD"].contains(before) {
+            next.setValue(nil, forHTTPHeaderField: "Content-Type")
+            next.setValue(nil, forHTTPHeaderField: "Content-Length")
         }
         URLSessionTransport.dropProxyCredentials(&next, proxy: proxy)
         completionHandler(next)

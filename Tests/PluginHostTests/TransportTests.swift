@@ -151,6 +151,12 @@ struct TransportTests {
         #expect(other.urlRequest.value(forHTTPHeaderField: "X-Kept") == "yes")
         // The proxy is the same: its answer stays.
         #expect(other.urlRequest.value(forHTTPHeaderField: "Proxy-Authorization") == "Basic cA==")
+        // A user in the URL goes with the credentials; to the same origin it stays.
+        var withUser = URLRequest(url: URL(string: "http://u:p@a.test/post")!)
+        withUser.httpMethod = "POST"
+        let user = TransportRequest(urlRequest: withUser)
+        #expect(user.redirected(to: URL(string: "http://u:p@b.test/seen")!, method: "GET").urlRequest.url?.absoluteString == "http://b.test/seen")
+        #expect(user.redirected(to: URL(string: "http://u:p@a.test/kept")!, method: nil).urlRequest.url?.absoluteString == "http://u:p@a.test/kept")
         // Another port is another origin.
         let port = sent.redirected(to: URL(string: "http://a.test:8080/post")!, method: "POST")
         #expect(port.urlRequest.value(forHTTPHeaderField: "Authorization") == nil)
@@ -330,6 +336,44 @@ struct TransportTests {
         let headers = try response.mapJSON()["headers"]
         #expect(headers?["Authorization"] == nil)
         #expect(headers?["Cookie"] == nil)
+        #expect(headers?["X-Kept"]?.stringValue == "yes")
+    }
+
+    /// A user and password in the URL are credentials too (libcurl sends them as Basic): they do
+    /// not go to another origin. URL loading on Linux kept them in the next URL when the
+    /// `Location` named only another host (`//host/path`), and the other origin got them.
+    @Test(arguments: TransportKind.allCases) func aCrossOriginRedirectLeavesTheURLsUserBehind(_ transport: TransportKind) async throws {
+        var withUser = try #require(URLComponents(url: try TestServer.url(), resolvingAgainstBaseURL: false))
+        withUser.user = "user"
+        withUser.password = "secret"
+        let second = try #require(URLComponents(url: try TestServer.second(), resolvingAgainstBaseURL: false))
+        let location = "//\(try #require(second.host)):\(try #require(second.port))/headers"
+        let base = try #require(withUser.url)
+        let provider = transport.provider()
+        let echoed = try await provider.request(try Bin("headers", base: base)).value.mapJSON()["headers"]
+        #expect(echoed?["Authorization"]?.stringValue == "Basic dXNlcjpzZWNyZXQ=", "the first origin is given them")
+        let response = try await provider.request(
+            try Bin("redirect-to", task: .requestParameters(parameters: ["url": location], encoding: URLEncoding.queryString), base: base)
+        ).value
+        #expect(response.statusCode == 200)
+        #expect(response.response?.url?.user == nil)
+        #expect(try response.mapJSON()["headers"]?["Authorization"] == nil)
+    }
+
+    /// A `POST` a `303` turns into a `GET` leaves its body's fields behind (RFC 9110 §15.4): URL
+    /// loading on Linux dropped the body and kept its `Content-Type`.
+    @Test(arguments: TransportKind.allCases) func aRedirectToAGetLeavesTheBodysFieldsBehind(_ transport: TransportKind) async throws {
+        let response = try await transport.provider().request(
+            try Bin(
+                "redirect-to", method: .post,
+                task: .requestCompositeData(bodyData: Data(#"{"a":1}"#.utf8), urlParameters: ["url": "/headers", "status_code": "303"]),
+                headers: ["Content-Type": "application/json", "X-Kept": "yes"])
+        ).value
+        #expect(response.statusCode == 200)
+        #expect(response.response?.url?.path == "/headers")
+        let headers = try response.mapJSON()["headers"]
+        #expect(headers?["Content-Type"] == nil)
+        #expect(headers?["Content-Length"] == nil)
         #expect(headers?["X-Kept"]?.stringValue == "yes")
     }
 }
