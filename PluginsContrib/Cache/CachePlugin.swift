@@ -722,12 +722,11 @@ public struct CachePlugin: ExportablePlugin {
 
     // MARK: Rules
 
-    /// Whether a `304` with `fields` validates `entry` (§4.3.4): the same strong entity tag; else,
-    /// without one, the same `Last-Modified`; else, with neither on either side, the entry.
+    /// Whether a `304` with `fields` validates `entry` (§4.3.4): the same entity tag, strong, or
+    /// weak on both sides (`W/"1"` is not `"1"`); else, without one, the same `Last-Modified`;
+    /// else, with neither on either side, the entry.
     static func validates(_ fields: [HTTPHeader], _ entry: CacheEntry) -> Bool {
-        if let tag = fields.value(named: "ETag") {
-            return !tag.hasPrefix("W/") && entry.header("ETag") == tag
-        }
+        if let tag = fields.value(named: "ETag") { return entry.header("ETag") == tag }
         if let modified = fields.value(named: "Last-Modified") { return entry.header("Last-Modified") == modified }
         return entry.header("ETag") == nil && entry.header("Last-Modified") == nil
     }

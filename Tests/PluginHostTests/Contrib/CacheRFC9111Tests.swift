@@ -241,12 +241,16 @@ struct CacheRFC9111Tests {
         /// Answers in turn: the entry (stale at once), the `304` to the client's condition, then a new one.
         final class InTurn: Transport, Sendable {
             let calls = LockedCounter()
+            let stored: String
             let tag: String
-            init(tag: String) { self.tag = tag }
+            init(stored: String, tag: String) {
+                self.stored = stored
+                self.tag = tag
+            }
             func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
                 let (status, headers): (Int, [String: String])
                 switch calls.increment() {
-                case 1: (status, headers) = (200, ["Cache-Control": "max-age=0", "ETag": "\"v\""])
+                case 1: (status, headers) = (200, ["Cache-Control": "max-age=0", "ETag": stored])
                 case 2: (status, headers) = (304, ["Cache-Control": "max-age=60", "ETag": tag])
                 default: (status, headers) = (200, ["Cache-Control": "max-age=60", "ETag": "\"v2\""])
                 }
@@ -256,13 +260,18 @@ struct CacheRFC9111Tests {
                     data: Data(status == 304 ? [] : Array("body".utf8)))
             }
         }
-        for (tag, freshened) in [("\"v\"", true), ("\"other\"", false), ("W/\"v\"", false)] {
-            let transport = InTurn(tag: tag)
+        // A weak tag validates the same weak tag (§4.3.4's second case: no strong validator,
+        // weak ones that match); it used to validate nothing.
+        for (stored, tag, freshened) in [
+            ("\"v\"", "\"v\"", true), ("\"v\"", "\"other\"", false), ("\"v\"", "W/\"v\"", false), ("W/\"v\"", "W/\"v\"", true),
+            ("W/\"v\"", "W/\"other\"", false),
+        ] {
+            let transport = InTurn(stored: stored, tag: tag)
             let services = PluginServices()
             let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
             let provider = Provider<Bin>(transport: transport, interceptors: [cache], services: services)
             #expect(try await get(provider, "c").statusCode == 200)
-            #expect(try await get(provider, "c", headers: ["If-None-Match": "\"v\""]).statusCode == 304)
+            #expect(try await get(provider, "c", headers: ["If-None-Match": stored]).statusCode == 304)
             let next = try await get(provider, "c")
             #expect(next.value(forHTTPHeaderField: "X-Cache") == (freshened ? "hit" : "miss"), "\(tag)")
             #expect(transport.calls.value == (freshened ? 2 : 3), "\(tag)")
