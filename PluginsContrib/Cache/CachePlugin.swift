@@ -709,6 +709,9 @@ public struct CachePlugin: ExportablePlugin {
                 storePartial(response, fields, state: state, now: now, sent: sent)
             } else if let entry = storable(response, fields, state: state, now: now, sent: sent) {
                 put(entry, base: entry.key)
+                // Stored shared (`public`): the requester's own older entry, which a lookup
+                // finds first, is no longer the most recent response (§4).
+                if let partition = state.partition, entry.key == state.key { removeAll(partitionedKey(state.key, in: partition)) }
             }
         }
         // Age on what the cache hands on too (§4.2.3): an origin whose Date lags behind, or an

@@ -278,6 +278,40 @@ struct CacheRFC9111Tests {
         }
     }
 
+    /// The most recent response is the one used (§4): a `public` answer, stored shared, replaces
+    /// the requester's own older entry for the URL, which the lookup would find first. It used to
+    /// stay: after a reload the user's next request was a hit with the older content.
+    @Test func aPublicAnswerReplacesTheRequestersOwnOlderEntry() async throws {
+        /// Answers `private` (tag a) first, then `public` (tag b), counting the calls.
+        final class PrivateThenPublic: Transport, Sendable {
+            let calls = LockedCounter()
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let first = calls.increment() == 1
+                let headers = [
+                    "Cache-Control": first ? "private, max-age=60" : "public, max-age=60", "ETag": first ? "\"a\"" : "\"b\"",
+                    "Date": HTTPDate.format(Date().timeIntervalSince1970),
+                ]
+                return TransportResponse(
+                    response: HTTPURLResponse(url: request.urlRequest.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!,
+                    data: Data((first ? "old" : "new").utf8))
+            }
+        }
+        let transport = PrivateThenPublic()
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: transport, interceptors: [cache], services: services)
+        let user = ["Authorization": "Bearer alice"]
+        #expect(try await get(provider, "u", headers: user).data == Data("old".utf8))
+        #expect(try await get(provider, "u", headers: user).value(forHTTPHeaderField: "X-Cache") == "hit")
+        let reload = try await get(provider, "u", headers: user.merging(["Cache-Control": "no-cache"]) { $1 })
+        #expect(reload.data == Data("new".utf8))
+        let next = try await get(provider, "u", headers: user)
+        #expect(next.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(next.data == Data("new".utf8))
+        #expect(next.value(forHTTPHeaderField: "ETag") == "\"b\"")
+        #expect(transport.calls.value == 2)
+    }
+
     /// `max-stale` (§5.2.1.2): bare, any staleness; with delta-seconds, that much; with an
     /// argument that is no delta-seconds, none (it was read as no limit).
     @Test func maxStaleWithAnInvalidArgumentAcceptsNoStaleness() async throws {
