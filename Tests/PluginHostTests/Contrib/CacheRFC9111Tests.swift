@@ -405,6 +405,48 @@ struct CacheRFC9111Tests {
         #expect(origin.calls.log == ["/moved", "/moved", "/stays"])
     }
 
+    /// The cache's own condition can follow a redirect: the place redirected to may then answer
+    /// `304` to a client that asked for no condition. The request is sent again without it (the
+    /// stored response is another URL's). That `304` used to reach the client, empty.
+    @Test func aRedirected304ToTheCachesOwnConditionIsAskedAgainWithoutIt() async throws {
+        /// `/old` answers stale with tag v, then redirects (as the transport follows it) to a
+        /// place that answers `304` to that tag, and the body without a condition.
+        final class Moved: Transport, Sendable {
+            let calls = LockedCounter()
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let condition = request.urlRequest.value(forHTTPHeaderField: "If-None-Match")
+                let first = calls.log.isEmpty
+                calls.append("\(request.urlRequest.url!.path) \(condition ?? "-")")
+                let date = HTTPDate.format(Date().timeIntervalSince1970)
+                if first {
+                    let headers = ["Cache-Control": "max-age=0", "ETag": "\"v\"", "Date": date]
+                    return TransportResponse(
+                        response: HTTPURLResponse(url: request.urlRequest.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!,
+                        data: Data("first".utf8))
+                }
+                let moved = URL(string: "http://cache.test/new")!
+                let status = condition == "\"v\"" ? 304 : 200
+                let headers = ["Cache-Control": "max-age=60", "ETag": "\"v\"", "Date": date]
+                return TransportResponse(
+                    response: HTTPURLResponse(url: moved, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!,
+                    data: Data(status == 304 ? [] : Array("second".utf8)), redirected: true)
+            }
+        }
+        let origin = Moved()
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        #expect(try await get(provider, "old").data == Data("first".utf8))
+        let second = try await get(provider, "old")
+        #expect(second.statusCode == 200)
+        #expect(second.data == Data("second".utf8))
+        #expect(origin.calls.log == ["/old -", "/old \"v\"", "/old -"])
+        // A client's own condition is the client's: its 304 reaches it, asked once.
+        let own = try await get(provider, "old", headers: ["If-None-Match": "\"v\""])
+        #expect(own.statusCode == 304)
+        #expect(origin.calls.log.count == 4)
+    }
+
     // MARK: §4.3.5 HEAD
 
     @Test func aHeadResponseFreshensTheStoredGetAndA410InvalidatesIt() async throws {
