@@ -131,15 +131,17 @@ public struct LoggerPlugin: ExportablePlugin {
         guard level != .off else { return }
         let headers = request.headers
         var secrets = secretKeys.compactMap { context.services.value(forKey: $0) }.filter { !$0.isEmpty }
-        for header in headers where redactedHeaders.contains(header.name.lowercased()) {
-            secrets.append(header.value)
-            if let space = header.value.firstIndex(of: " ") { secrets.append(String(header.value[header.value.index(after: space)...])) }
-        }
+        for header in headers where redactedHeaders.contains(header.name.lowercased()) { secrets += Self.secrets(in: header) }
         for item in request.queryItems where redactedQuery.contains(item.name.lowercased()) && !item.value.isEmpty {
             secrets.append(item.value)
             secrets.append(RFC3986.escape(item.value))
         }
-        secrets = secrets.filter { $0.count >= 3 }.sorted { $0.count > $1.count }
+        // A password in the URL goes as Basic credentials (libcurl makes the field itself).
+        if let (user, password) = Self.userInfo(of: request.url) {
+            let plain = (password.removingPercentEncoding ?? password, user.removingPercentEncoding ?? user)
+            secrets += [password, plain.0, Data("\(plain.1):\(plain.0)".utf8).base64EncodedString()]
+        }
+        secrets = Self.ordered(secrets)
         started.set((context.services.monotonicNanoseconds(), secrets), for: context.requestID)
         let url = redact(url: request.url)
         var lines = ["→ \(request.method) \(url) #\(context.requestID)" + (context.attempt > 1 ? " attempt \(context.attempt)" : "")]
@@ -155,7 +157,7 @@ public struct LoggerPlugin: ExportablePlugin {
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         guard level != .off else { return }
         let entry = started.remove(context.requestID)
-        let secrets = entry?.secrets ?? []
+        var secrets = entry?.secrets ?? []
         let elapsed = entry.map { Double(context.services.monotonicNanoseconds() &- $0.start) / 1_000_000 }
         let duration = elapsed.map { String(format: "%.1f ms", $0) } ?? "-"
         let path = context.target.path
@@ -166,8 +168,12 @@ public struct LoggerPlugin: ExportablePlugin {
             // Only what is shown is copied: a large body is never buffered here.
             let body = response.bodyPrefix(maxBytes: level == .body ? maxBodyBytes : 0)
             var lines = ["← \(response.statusCode) \(path) #\(context.requestID) (\(duration), \(body.count) bytes)"]
-            if level.rawValue >= Level.headers.rawValue {
-                lines += response.headers.map { "  \($0.name): \(redact(header: $0))" }
+            if level.rawValue >= Level.headers.rawValue || level == .body {
+                let fields = response.headers
+                // The response's own secrets (a `Set-Cookie` value) are scrubbed from its body too.
+                let own = fields.filter { redactedHeaders.contains($0.name.lowercased()) }.flatMap { Self.secrets(in: $0) }
+                if !own.isEmpty { secrets = Self.ordered(secrets + own) }
+                if level.rawValue >= Level.headers.rawValue { lines += fields.map { "  \($0.name): \(redact(header: $0))" } }
             }
             if level == .body, body.count > 0 { lines.append("  " + describe(shown: body.bytes, count: body.count)) }
             write(lines, secrets: secrets)
@@ -177,21 +183,100 @@ public struct LoggerPlugin: ExportablePlugin {
     // MARK: Rendering
 
     func redact(header: HTTPHeader) -> String {
-        redactedHeaders.contains(header.name.lowercased()) ? "<redacted>" : header.value
+        if redactedHeaders.contains(header.name.lowercased()) { return "<redacted>" }
+        // A URL a response points to (a redirect's, an OAuth callback's) is redacted as a request's.
+        if HTTPHeader.namesEqual(header.name, "Location") || HTTPHeader.namesEqual(header.name, "Content-Location") {
+            return redact(url: header.value)
+        }
+        return header.value
     }
 
-    /// The URL with the values of redacted query parameters replaced.
+    /// The URL with its password and the values of redacted query parameters replaced, in the
+    /// query and in the fragment (an OAuth implicit grant puts `access_token` there).
     func redact(url: String) -> String {
-        guard let questionMark = url.firstIndex(of: "?") else { return url }
-        let base = url[..<questionMark]
-        let query = url[url.index(after: questionMark)...]
-        let pairs = query.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+        var url = url
+        if let (_, password) = Self.userInfo(of: url), !password.isEmpty, let at = Self.userInfoEnd(of: url),
+            let colon = url[..<at].lastIndex(of: ":")
+        {
+            url.replaceSubrange(url.index(after: colon)..<at, with: "<redacted>")
+        }
+        let fragmentStart = url.firstIndex(of: "#")
+        let fragment = fragmentStart.map { url[url.index(after: $0)...] }
+        let beforeFragment = fragmentStart.map { url[..<$0] } ?? url[...]
+        var result: String
+        if let questionMark = beforeFragment.firstIndex(of: "?") {
+            result = beforeFragment[..<questionMark] + "?" + redact(parameters: beforeFragment[beforeFragment.index(after: questionMark)...])
+        } else {
+            result = String(beforeFragment)
+        }
+        if let fragment { result += "#" + redact(parameters: fragment) }
+        return result
+    }
+
+    /// `name=value&…` with the values of redacted names replaced.
+    func redact(parameters: Substring) -> String {
+        parameters.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
             let name = String(pair[..<equals])
             let decoded = name.removingPercentEncoding ?? name
             return redactedQuery.contains(decoded.lowercased()) ? "\(name)=<redacted>" : String(pair)
         }
-        return base + "?" + pairs.joined(separator: "&")
+        .joined(separator: "&")
+    }
+
+    /// Where a URL's user information ends (its `@`), if it has any.
+    static func userInfoEnd(of url: String) -> String.Index? {
+        guard let scheme = url.range(of: "://") else { return nil }
+        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return authority.lastIndex(of: "@")
+    }
+
+    /// The user and password of a URL (`user:password@host`), as written (percent-encoded); nil
+    /// without a password.
+    static func userInfo(of url: String) -> (user: String, password: String)? {
+        guard let scheme = url.range(of: "://"), let at = userInfoEnd(of: url) else { return nil }
+        let info = url[scheme.upperBound..<at]
+        guard let colon = info.firstIndex(of: ":") else { return nil }
+        return (String(info[..<colon]), String(info[info.index(after: colon)...]))
+    }
+
+    /// The secrets in a redacted field: its value, the credentials after a scheme
+    /// (`Bearer …`), and each cookie's value (`Cookie: a=1; b=2`, `Set-Cookie: a=1; Path=/`),
+    /// which a server may echo alone.
+    static func secrets(in header: HTTPHeader) -> [String] {
+        var found = [header.value]
+        if let space = header.value.firstIndex(of: " ") { found.append(String(header.value[header.value.index(after: space)...])) }
+        let name = header.name.lowercased()
+        if name == "cookie" || name == "set-cookie" {
+            let pairs = header.value.split(separator: ";")
+            for pair in name == "cookie" ? pairs[...] : pairs.prefix(1) {
+                if let equals = pair.firstIndex(of: "=") { found.append(String(pair[pair.index(after: equals)...])) }
+            }
+        }
+        return found
+    }
+
+    /// Secrets worth scrubbing (three characters or more), longest first.
+    static func ordered(_ secrets: [String]) -> [String] {
+        secrets.filter { $0.count >= 3 }.sorted { $0.count > $1.count }
+    }
+
+    /// `line` as one line of the log: a line break in it is indented under it (so every line of
+    /// the log begins with `→`, `←` or two spaces), a carriage return and other control
+    /// characters escaped (`\r`, `\u{1B}`): a body cannot forge a line, or write to a terminal.
+    static func oneEntry(_ line: String) -> String {
+        guard line.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else { return line }
+        var out = ""
+        for scalar in line.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\n  "
+            case "\r": out += "\\r"
+            case "\t": out.unicodeScalars.append(scalar)
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     func describe(body: [UInt8]) -> String {
@@ -227,8 +312,12 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     func write(_ lines: [String], secrets: [String]) {
-        var text = lines.joined(separator: "\n")
-        for secret in secrets { text = text.replacingOccurrences(of: secret, with: "<redacted>") }
+        let text = lines.map { line in
+            var line = line
+            for secret in secrets { line = line.replacingOccurrences(of: secret, with: "<redacted>") }
+            return Self.oneEntry(line)
+        }
+        .joined(separator: "\n")
         switch output {
         case .host:
             host.log(.info, text)

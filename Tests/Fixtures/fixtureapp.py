@@ -7,7 +7,8 @@
   /fixture/lastmod/K              counts a hit for its path and query; Last-Modified ten days ago
   /fixture/verify-hmac            recomputes the hmac-sha256 signature of the request as received
   /fixture/verify-md5             recomputes the md5-sorted signature of the request as received
-  /fixture/respond?status=N&body=B  answers status N with body B (Content-Type: application/json unless type=)
+  /fixture/respond?status=N&body=B  answers status N with body B (Content-Type: application/json unless type=),
+                                  h_NAME=value header fields; rot13=1: body and h_ values given in ROT13
   /fixture/digest?key=K&...       Digest authentication (RFC 7616) checked independently: algorithm=, qop=,
                                   userhash=1, stale=N (answer N right answers with stale=true), offer=a,b,..
                                   (several challenges), nonce= (a fixed nonce), user=, pass=
@@ -26,6 +27,7 @@ The signature checks are an independent implementation (Python's hmac and hashli
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
 workers) under $FIXTURE_STATE_DIR.
 """
+import codecs
 import email.utils
 import fcntl
 import hashlib
@@ -366,9 +368,12 @@ def app(environ, start_response):
     if path == "/fixture/verify-md5":
         return respond(start_response, "200 OK", verify_md5(environ))
     if path == "/fixture/respond":
-        data = query.get("body", "").encode()
+        # rot13=1: the body and h_ values come ROT13-encoded (the request never carries them as sent).
+        plain = (lambda text: codecs.decode(text, "rot13")) if query.get("rot13") == "1" else (lambda text: text)
+        data = plain(query.get("body", "")).encode()
+        extra = [(n[2:], plain(v)) for n, v in urllib.parse.parse_qsl(environ.get("QUERY_STRING", "")) if n.startswith("h_")]
         start_response(query.get("status", "200") + " X", [("Content-Type", query.get("type", "application/json")),
-                                                            ("Content-Length", str(len(data)))])
+                                                            ("Content-Length", str(len(data)))] + extra)
         return [data]
     if path == "/fixture/digest":
         return digest(environ, start_response, query)

@@ -98,6 +98,87 @@ struct LoggerPluginTests {
         #expect(text.contains("<redacted>"))
     }
 
+    /// ROT13, as `/fixture/respond?rot13=1` reads its body and fields: the request carries no
+    /// secret the response then shows.
+    static func rot13(_ text: String) -> String {
+        String(
+            text.unicodeScalars.map { scalar -> Character in
+                switch scalar {
+                case "a"..."z": Character(UnicodeScalar((scalar.value - 97 + 13) % 26 + 97)!)
+                case "A"..."Z": Character(UnicodeScalar((scalar.value - 65 + 13) % 26 + 65)!)
+                default: Character(scalar)
+                }
+            })
+    }
+
+    /// The password in a URL (`user:password@host`, which libcurl sends as Basic) is a secret as
+    /// the `Authorization` field is: redacted in the URL and the cURL form, and scrubbed from
+    /// the rest, its Basic form included (httpbin echoes the field). It used to be logged as is.
+    @Test func aPasswordInTheURLNeverReachesTheLog() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "curl": true, "maxBodyBytes": 100_000])
+        ])
+        var withUser = try #require(URLComponents(url: try TestServer.url(), resolvingAgainstBaseURL: false))
+        withUser.user = "user"
+        withUser.password = "pw-secret-5"
+        let response = try await provider.request(try Bin("anything", base: try #require(withUser.url))).value
+        let echoed = try #require(try response.mapJSON()["headers"]?["Authorization"]?.stringValue)
+        #expect(echoed == "Basic " + Data("user:pw-secret-5".utf8).base64EncodedString())
+        let text = log(f)
+        #expect(!text.contains("pw-secret-5"))
+        #expect(!text.contains(Data("user:pw-secret-5".utf8).base64EncodedString()))
+        #expect(text.contains("//user:<redacted>@"))
+    }
+
+    /// The response side is redacted as the request side: a `Location` whose query or fragment
+    /// names a redacted parameter, and a `Set-Cookie` value echoed in the body; and so is a
+    /// `Cookie` value the server echoes back. They used to be printed as they came.
+    @Test func responseFieldsAndEchoedCookiesAreRedacted() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 100_000])
+        ])
+        let location = "https://app.test/cb?state=1&access_token=loc-secret-1#token=frag-secret-3"
+        let response = try await provider.request(
+            try Bin(
+                "fixture/respond",
+                task: .requestParameters(
+                    parameters: [
+                        "rot13": "1", "h_Location": Self.rot13(location), "h_Set-Cookie": Self.rot13("sid=sc-secret-2; Path=/"),
+                        "body": Self.rot13(#"{"sid":"sc-secret-2"}"#),
+                    ], encoding: URLEncoding.queryString))
+        ).value
+        #expect(response.value(forHTTPHeaderField: "Location") == location)
+        _ = try await provider.request(try Bin("cookies", headers: ["Cookie": "session=ck-secret-4; theme=dark"])).value
+        let text = log(f)
+        for secret in ["loc-secret-1", "sc-secret-2", "frag-secret-3", "ck-secret-4"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(text.contains("  Location: https://app.test/cb?state=1&access_token=<redacted>#token=<redacted>"))
+        #expect(text.contains(#"  {"sid":"<redacted>"}"#))
+        #expect(text.contains(#""session": "<redacted>""#), "every value of a Cookie field")
+    }
+
+    /// A body cannot forge a log line: its line breaks are indented under it, and other control
+    /// characters escaped, so every line begins with `→`, `←` or two spaces.
+    @Test func aBodyCannotForgeALogLine() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log"])])
+        let forged = "ok\n← 200 admin #1 (0.1 ms, 2 bytes)\r\u{1b}[2Jdone"
+        _ = try await provider.request(
+            try Bin(
+                "fixture/respond", task: .requestParameters(parameters: ["body": forged, "type": "text/plain"], encoding: URLEncoding.queryString))
+        ).value
+        let lines = log(f).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(lines.allSatisfy { $0.hasPrefix("→ ") || $0.hasPrefix("← ") || $0.hasPrefix("  ") }, "\(lines)")
+        #expect(lines.contains("  ok"))
+        #expect(lines.contains("  ← 200 admin #1 (0.1 ms, 2 bytes)\\r\\u{1B}[2Jdone"))
+    }
+
     @Test func hostLogSink() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
