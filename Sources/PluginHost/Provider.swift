@@ -153,7 +153,9 @@ public final class Provider<Target: TargetType>: Sendable {
             endpoint: { [endpointClosure] in endpointClosure(target) })
     }
 
-    /// Cancels every request of this provider that is in flight; each caller gets ``NetworkError/cancelled``.
+    /// Cancels every request of this provider that is under way: being sent, in its request
+    /// closure (it is not sent when the closure returns), or waiting out a ``RetryPolicy``
+    /// backoff; each caller gets ``NetworkError/cancelled``.
     public func cancelAll() {
         registry.cancelAll()
     }
@@ -167,9 +169,12 @@ public final class Provider<Target: TargetType>: Sendable {
         stub: @escaping @Sendable () -> StubBehavior,
         endpoint: @escaping @Sendable () -> Endpoint
     ) -> ResponsePipeline<Response> {
-        ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline) {
+        ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
             [self] progress async throws(NetworkError) -> Response in
+            try ConsumptionScope.check()
             var made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
+            // `cancelAll()` while the request closure ran: the request it made is not sent.
+            try ConsumptionScope.check()
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let plan = made
@@ -181,7 +186,7 @@ public final class Provider<Target: TargetType>: Sendable {
             // Shared calls are shared within one generation only.
             let key = sharable.map { "\(generation.number)\n\($0)" }
             let requestID = registry.makeRequestID()
-            return try await registry.run(sharingKey: key) { signal in
+            return try await registry.run(sharingKey: key, signal: ConsumptionScope.current?.signal) { signal in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)
             }.get()
         }

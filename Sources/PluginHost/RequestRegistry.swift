@@ -28,6 +28,8 @@ final class RequestRegistry: Sendable {
         var inline: [UInt64: CancellationSignal] = [:]
         var nextID: UInt64 = 0
         var cancelledEarly: Set<UInt64> = []
+        /// The signals of the pipeline consumptions under way (``ConsumptionScope``).
+        var consumptions: [UInt64: CancellationSignal] = [:]
     }
 
     private let state = Locked(State())
@@ -55,14 +57,28 @@ final class RequestRegistry: Sendable {
         }
     }
 
-    /// Runs `work`, or joins an identical running request when `sharingKey` matches one.
-    func run(sharingKey: String?, work: @escaping Work) async -> Outcome {
-        guard let sharingKey else { return await runInline(work) }
+    /// Runs `work`, or joins an identical running request when `sharingKey` matches one. An
+    /// unshared request is given `signal` (its consumption's, see ``ConsumptionScope``) when
+    /// there is one.
+    func run(sharingKey: String?, signal: CancellationSignal? = nil, work: @escaping Work) async -> Outcome {
+        guard let sharingKey else { return await runInline(work, signal: signal ?? CancellationSignal()) }
         return await runShared(key: sharingKey, work: work)
     }
 
-    private func runInline(_ work: Work) async -> Outcome {
-        let signal = CancellationSignal()
+    /// Runs `body` as one consumption of a pipeline: ``cancelAll()`` fires its scope's signal
+    /// from the request closure to the last retry's backoff, between the sends as during them.
+    func consuming<T>(_ body: () async -> T) async -> T {
+        let scope = ConsumptionScope()
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            state.consumptions[state.nextID] = scope.signal
+            return state.nextID
+        }
+        defer { _ = state.withLock { $0.consumptions.removeValue(forKey: id) } }
+        return await ConsumptionScope.$current.withValue(scope) { await body() }
+    }
+
+    private func runInline(_ work: Work, signal: CancellationSignal) async -> Outcome {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             state.inline[state.nextID] = signal
@@ -107,7 +123,7 @@ final class RequestRegistry: Sendable {
 
     /// Cancels every running request; each caller gets ``NetworkError/cancelled``.
     func cancelAll() {
-        let signals = state.withLock { Array($0.inline.values) + $0.shared.values.map(\.signal) }
+        let signals = state.withLock { Array($0.inline.values) + $0.shared.values.map(\.signal) + $0.consumptions.values }
         for signal in signals { signal.cancel() }
     }
 
@@ -138,5 +154,33 @@ final class RequestRegistry: Sendable {
             orphaned.task?.cancel()
         }
         waiter?.resume(returning: .failure(.cancelled))
+    }
+}
+
+/// One consumption of a provider's pipeline (``ResponsePipeline/value`` and the others), from
+/// its request closure to its last retry's backoff: what ``Provider/cancelAll()`` cancels
+/// between the sends. Its signal is the unshared sends' own, so cancelling it cancels a send
+/// under way too.
+final class ConsumptionScope: Sendable {
+    /// The consumption the current task is part of.
+    @TaskLocal static var current: ConsumptionScope?
+
+    /// Fired by ``Provider/cancelAll()`` (and by the caller's cancellation, through a send).
+    let signal = CancellationSignal()
+
+    /// Throws ``NetworkError/cancelled`` when the current consumption was cancelled.
+    static func check() throws(NetworkError) {
+        if current?.signal.isCancelled == true { throw .cancelled }
+    }
+
+    /// Sleeps `nanoseconds`; false, early, when the current consumption or task is cancelled.
+    static func sleep(nanoseconds: UInt64) async -> Bool {
+        guard let scope = current else { return (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
+        let sleeper = Task { (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
+        guard let slept = await scope.signal.value(of: sleeper) else {
+            sleeper.cancel()
+            return false
+        }
+        return slept
     }
 }

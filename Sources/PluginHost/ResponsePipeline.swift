@@ -31,27 +31,52 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// (``RequestLimits/deadline``); nil: none.
     public let deadline: TimeInterval?
     let body: @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
+    /// The provider's registry, for a pipeline a provider built: a consumption is then one its
+    /// ``Provider/cancelAll()`` reaches between sends (``ConsumptionScope``).
+    let registry: RequestRegistry?
 
     /// Creates a pipeline from a closure that produces the value.
     public init(
         method: HTTPMethod? = nil, callbackQueue: DispatchQueue? = nil, deadline: TimeInterval? = nil,
         _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
     ) {
+        self.init(method: method, callbackQueue: callbackQueue, deadline: deadline, registry: nil, body)
+    }
+
+    init(
+        method: HTTPMethod?, callbackQueue: DispatchQueue?, deadline: TimeInterval?, registry: RequestRegistry?,
+        _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
+    ) {
         self.method = method
         self.callbackQueue = callbackQueue
         self.deadline = deadline
+        self.registry = registry
         self.body = body
     }
 
-    /// A pipeline with the same method, callback queue and deadline, and a new body.
+    /// A pipeline with the same method, callback queue, deadline and registry, and a new body.
     func derived<T: Sendable>(_ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> T) -> ResponsePipeline<T> {
-        ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, deadline: deadline, body)
+        ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, deadline: deadline, registry: registry, body)
     }
 
-    /// One consumption: the body, within the deadline when there is one. When the deadline
-    /// passes, the work in flight is cancelled and the result is a ``TransportFailureKind/timedOut``
-    /// failure (the transport, told the same deadline, usually reports it first).
+    /// One consumption: the body, within the deadline when there is one, as one
+    /// ``ConsumptionScope`` of the provider's registry when a provider built the pipeline.
     func execute(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
+        guard let registry, ConsumptionScope.current == nil else { return try await executeWithinDeadline(progress) }
+        let outcome = await registry.consuming { () async -> Result<Value, NetworkError> in
+            do throws(NetworkError) {
+                return .success(try await executeWithinDeadline(progress))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    /// The body, within the deadline when there is one. When the deadline passes, the work in
+    /// flight is cancelled and the result is a ``TransportFailureKind/timedOut`` failure (the
+    /// transport, told the same deadline, usually reports it first).
+    private func executeWithinDeadline(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
         guard let deadline, deadline.isFinite, ExchangeDeadline.current == nil else { return try await body(progress) }
         let seconds = max(0, deadline)
         let instant = DispatchTime.now() + seconds
@@ -228,11 +253,8 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 retries += 1
                 let delay = policy.delay(beforeRetry: retries)
                 policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))
-                do {
-                    try await Task.sleep(nanoseconds: delay.saturatingNanoseconds)
-                } catch {
-                    throw .cancelled
-                }
+                // Ends early when the caller's task or the provider's `cancelAll()` cancels.
+                guard await ConsumptionScope.sleep(nanoseconds: delay.saturatingNanoseconds) else { throw .cancelled }
             }
         }
     }

@@ -69,6 +69,45 @@ struct CancellationTests {
         #expect(await eventually { provider.inflightCount == 0 })
     }
 
+    /// `cancelAll()` reaches a request between its sends too: waiting out a retry's backoff, or
+    /// in its request closure (which it cannot interrupt: the request is not sent when it
+    /// returns). Both used to go on: the retries were sent, and the closure's request too.
+    @Test func cancelAllReachesARequestInItsBackoffOrItsRequestClosure() async throws {
+        let counting = CountingTransport(TransportKind.curl.make())
+        let provider = Provider<Bin>(transport: counting)
+        let backoff = provider.request(try Bin("status/503")).filterSuccessfulStatusCodes()
+            .retry(RetryPolicy(exponentialBackoffScale: 30) { _ in provider.cancelAll() })
+        let started = DispatchTime.now()
+        let retried = await backoff.result
+        guard case .failure(.cancelled) = retried else {
+            Issue.record("not cancelled: \(retried)")
+            return
+        }
+        #expect(counting.count == 1)
+        #expect(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds < 10_000_000_000, "the 30 s backoff was not waited out")
+
+        let inClosure = Locked(false)
+        let gate = Locked<CheckedContinuation<Void, Never>?>(nil)
+        let closing = Provider<Bin>(
+            requestClosure: { _, request in
+                await withCheckedContinuation { continuation in
+                    gate.withLock { $0 = continuation }
+                    inClosure.withLock { $0 = true }
+                }
+                return request
+            }, transport: counting)
+        let target = try Bin("get")
+        let task = Task { await closing.request(target).result }
+        #expect(await eventually { inClosure.withLock { $0 } })
+        closing.cancelAll()
+        gate.withLock { $0?.resume() }
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not cancelled")
+            return
+        }
+        #expect(counting.count == 1, "the request the closure made was not sent")
+    }
+
     @Test(arguments: TransportKind.allCases) func oneSharedWaiterCancellingLeavesTheOthers(_ transport: TransportKind) async throws {
         let counting = CountingTransport(transport.make())
         let provider = Provider<Bin>(transport: counting, trackInflights: true)
