@@ -171,10 +171,10 @@ public final class Provider<Target: TargetType>: Sendable {
     ) -> ResponsePipeline<Response> {
         ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
             [self] progress async throws(NetworkError) -> Response in
-            try ConsumptionScope.check()
+            let epoch = registry.cancellations.value
             var made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
             // `cancelAll()` while the request closure ran: the request it made is not sent.
-            try ConsumptionScope.check()
+            if registry.cancellations.value != epoch { throw .cancelled }
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let plan = made
@@ -186,7 +186,7 @@ public final class Provider<Target: TargetType>: Sendable {
             // Shared calls are shared within one generation only.
             let key = sharable.map { "\(generation.number)\n\($0)" }
             let requestID = registry.makeRequestID()
-            return try await registry.run(sharingKey: key, signal: ConsumptionScope.current?.signal) { signal in
+            return try await registry.run(sharingKey: key) { signal in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)
             }.get()
         }

@@ -28,8 +28,8 @@ final class RequestRegistry: Sendable {
         var inline: [UInt64: CancellationSignal] = [:]
         var nextID: UInt64 = 0
         var cancelledEarly: Set<UInt64> = []
-        /// The signals of the pipeline consumptions under way (``ConsumptionScope``).
-        var consumptions: [UInt64: CancellationSignal] = [:]
+        /// The signals of the retry backoffs being waited out (``sleep(nanoseconds:unlessCancelledSince:)``).
+        var backoffs: [UInt64: CancellationSignal] = [:]
     }
 
     private let state = Locked(State())
@@ -57,28 +57,40 @@ final class RequestRegistry: Sendable {
         }
     }
 
-    /// Runs `work`, or joins an identical running request when `sharingKey` matches one. An
-    /// unshared request is given `signal` (its consumption's, see ``ConsumptionScope``) when
-    /// there is one.
-    func run(sharingKey: String?, signal: CancellationSignal? = nil, work: @escaping Work) async -> Outcome {
-        guard let sharingKey else { return await runInline(work, signal: signal ?? CancellationSignal()) }
+    /// Runs `work`, or joins an identical running request when `sharingKey` matches one.
+    func run(sharingKey: String?, work: @escaping Work) async -> Outcome {
+        guard let sharingKey else { return await runInline(work) }
         return await runShared(key: sharingKey, work: work)
     }
 
-    /// Runs `body` as one consumption of a pipeline: ``cancelAll()`` fires its scope's signal
-    /// from the request closure to the last retry's backoff, between the sends as during them.
-    func consuming<T>(_ body: () async -> T) async -> T {
-        let scope = ConsumptionScope()
+    /// How many times ``cancelAll()`` was called: a consumption that reads it at its start and
+    /// again between its sends (after its request closure, before a retry) knows whether a
+    /// `cancelAll()` meant it, though nothing of it was being sent (one atomic read, no
+    /// registration per request).
+    let cancellations = AtomicCount()
+
+    /// Sleeps `nanoseconds` (a retry's backoff); false, early, when the caller's task is
+    /// cancelled or ``cancelAll()`` is called, or was since `epoch` (a value of ``cancellations``).
+    func sleep(nanoseconds: UInt64, unlessCancelledSince epoch: Int) async -> Bool {
+        let signal = CancellationSignal()
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
-            state.consumptions[state.nextID] = scope.signal
+            state.backoffs[state.nextID] = signal
             return state.nextID
         }
-        defer { _ = state.withLock { $0.consumptions.removeValue(forKey: id) } }
-        return await ConsumptionScope.$current.withValue(scope) { await body() }
+        defer { _ = state.withLock { $0.backoffs.removeValue(forKey: id) } }
+        // Read once registered: a `cancelAll()` before is counted, one after fires the signal.
+        guard cancellations.value == epoch else { return false }
+        let sleeper = Task { (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
+        guard let slept = await signal.value(of: sleeper) else {
+            sleeper.cancel()
+            return false
+        }
+        return slept
     }
 
-    private func runInline(_ work: Work, signal: CancellationSignal) async -> Outcome {
+    private func runInline(_ work: Work) async -> Outcome {
+        let signal = CancellationSignal()
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             state.inline[state.nextID] = signal
@@ -121,9 +133,11 @@ final class RequestRegistry: Sendable {
         }
     }
 
-    /// Cancels every running request; each caller gets ``NetworkError/cancelled``.
+    /// Cancels every running request, and every one between its sends (see ``cancellations``);
+    /// each caller gets ``NetworkError/cancelled``.
     func cancelAll() {
-        let signals = state.withLock { Array($0.inline.values) + $0.shared.values.map(\.signal) + $0.consumptions.values }
+        cancellations.add(1)
+        let signals = state.withLock { Array($0.inline.values) + $0.shared.values.map(\.signal) + $0.backoffs.values }
         for signal in signals { signal.cancel() }
     }
 
@@ -154,33 +168,5 @@ final class RequestRegistry: Sendable {
             orphaned.task?.cancel()
         }
         waiter?.resume(returning: .failure(.cancelled))
-    }
-}
-
-/// One consumption of a provider's pipeline (``ResponsePipeline/value`` and the others), from
-/// its request closure to its last retry's backoff: what ``Provider/cancelAll()`` cancels
-/// between the sends. Its signal is the unshared sends' own, so cancelling it cancels a send
-/// under way too.
-final class ConsumptionScope: Sendable {
-    /// The consumption the current task is part of.
-    @TaskLocal static var current: ConsumptionScope?
-
-    /// Fired by ``Provider/cancelAll()`` (and by the caller's cancellation, through a send).
-    let signal = CancellationSignal()
-
-    /// Throws ``NetworkError/cancelled`` when the current consumption was cancelled.
-    static func check() throws(NetworkError) {
-        if current?.signal.isCancelled == true { throw .cancelled }
-    }
-
-    /// Sleeps `nanoseconds`; false, early, when the current consumption or task is cancelled.
-    static func sleep(nanoseconds: UInt64) async -> Bool {
-        guard let scope = current else { return (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
-        let sleeper = Task { (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
-        guard let slept = await scope.signal.value(of: sleeper) else {
-            sleeper.cancel()
-            return false
-        }
-        return slept
     }
 }

@@ -31,8 +31,8 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// (``RequestLimits/deadline``); nil: none.
     public let deadline: TimeInterval?
     let body: @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
-    /// The provider's registry, for a pipeline a provider built: a consumption is then one its
-    /// ``Provider/cancelAll()`` reaches between sends (``ConsumptionScope``).
+    /// The provider's registry, for a pipeline a provider built: its ``Provider/cancelAll()``
+    /// ends a retry's backoff.
     let registry: RequestRegistry?
 
     /// Creates a pipeline from a closure that produces the value.
@@ -59,24 +59,10 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, deadline: deadline, registry: registry, body)
     }
 
-    /// One consumption: the body, within the deadline when there is one, as one
-    /// ``ConsumptionScope`` of the provider's registry when a provider built the pipeline.
+    /// One consumption: the body, within the deadline when there is one. When the deadline
+    /// passes, the work in flight is cancelled and the result is a ``TransportFailureKind/timedOut``
+    /// failure (the transport, told the same deadline, usually reports it first).
     func execute(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
-        guard let registry, ConsumptionScope.current == nil else { return try await executeWithinDeadline(progress) }
-        let outcome = await registry.consuming { () async -> Result<Value, NetworkError> in
-            do throws(NetworkError) {
-                return .success(try await executeWithinDeadline(progress))
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try outcome.get()
-    }
-
-    /// The body, within the deadline when there is one. When the deadline passes, the work in
-    /// flight is cancelled and the result is a ``TransportFailureKind/timedOut`` failure (the
-    /// transport, told the same deadline, usually reports it first).
-    private func executeWithinDeadline(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
         guard let deadline, deadline.isFinite, ExchangeDeadline.current == nil else { return try await body(progress) }
         let seconds = max(0, deadline)
         let instant = DispatchTime.now() + seconds
@@ -236,7 +222,10 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     ) -> @Sendable (ProgressHandler?) async throws(NetworkError) -> Value {
         let method = self.method
         let body = self.body
+        let registry = self.registry
         return { progress async throws(NetworkError) in
+            // The provider's `cancelAll()` calls so far: one after this ends the backoff.
+            let epoch = registry?.cancellations.value ?? 0
             var retries = 0
             while true {
                 let reason: String
@@ -254,7 +243,15 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 let delay = policy.delay(beforeRetry: retries)
                 policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))
                 // Ends early when the caller's task or the provider's `cancelAll()` cancels.
-                guard await ConsumptionScope.sleep(nanoseconds: delay.saturatingNanoseconds) else { throw .cancelled }
+                if let registry {
+                    guard await registry.sleep(nanoseconds: delay.saturatingNanoseconds, unlessCancelledSince: epoch) else { throw .cancelled }
+                } else {
+                    do {
+                        try await Task.sleep(nanoseconds: delay.saturatingNanoseconds)
+                    } catch {
+                        throw .cancelled
+                    }
+                }
             }
         }
     }
