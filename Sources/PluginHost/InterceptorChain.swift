@@ -219,8 +219,14 @@ final class InterceptorChain: Sendable {
                 (outcome, sentRequest) = await sendAuthenticating(sending, transport: plan.transport, contexts: contexts)
             }
 
-            // The response hooks may read the request as sent (ABI 1.3 `result_request_headers`).
-            outcome.response?.sentRequest = state
+            // The response hooks may read the request as sent (ABI 1.3 `result_request_headers`),
+            // to the last hop: a redirect to another origin left its credentials behind.
+            if let response = outcome.response {
+                response.sentRequest = state
+                if response.isRedirected, let from = sending.url, let to = response.finalURL, !SessionRouter.sameOrigin(from, to) {
+                    response.credentialsLeftBehind = true
+                }
+            }
             let innermost = answeredBy ?? interceptors.count - 1
             if let error = didReceive(outcome.view, contexts: contexts, from: innermost) { return .failure(error) }
             let retry: RetryRequest?

@@ -378,8 +378,36 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// ``requestHeaders`` reads.
     var sentRequest: RequestState?
 
-    /// The request's header fields as sent; nil when the response does not know its request.
-    var requestHeaders: [HTTPHeader]? { sentRequest?.headers }
+    /// Whether a redirect led to another origin than the request's: the transports left the
+    /// request's credentials (`Authorization`, `Cookie`) behind, and the last hop, which this
+    /// response answers, went without them (the chain sets it).
+    var credentialsLeftBehind = false
+
+    /// The request's header fields as sent (to the last hop, when redirected); nil when the
+    /// response does not know its request.
+    var requestHeaders: [HTTPHeader]? {
+        guard let sent = sentRequest?.headers else { return nil }
+        return credentialsLeftBehind ? sent.filter { !Self.isLeftBehind($0.name) } : sent
+    }
+
+    /// ``requestHeaders`` as C bytes, for loaded plugins (ABI 1.3 `result_request_headers`).
+    var cRequestHeaders: CBytePairs? {
+        guard let sentRequest else { return nil }
+        guard credentialsLeftBehind else { return sentRequest.cHeaders }
+        if let cLastHopHeaders { return cLastHopHeaders }
+        let view = CBytePairs.make(requestHeaders ?? [])
+        cLastHopHeaders = view
+        return view
+    }
+    private var cLastHopHeaders: CBytePairs?
+
+    /// The fields a redirect to another origin leaves behind.
+    static func isLeftBehind(_ name: String) -> Bool {
+        HTTPHeader.namesEqual(name, "Authorization") || HTTPHeader.namesEqual(name, "Cookie")
+    }
+
+    /// The URL the response came from (the last hop's).
+    var finalURL: URL? { url }
 
     init(_ response: TransportResponse) {
         original = response.source

@@ -80,7 +80,9 @@ public struct InterceptorResponse {
     /// (after every `willSend`), in one read; nil when the host cannot tell (a loaded plugin on
     /// a host before ABI 1.3: ``HostServices/responsesCarryRequestHeaders`` says so up front).
     /// A plugin that needs the request as sent only once the response comes (a cache's `Vary`)
-    /// reads it here and can leave `willSend` out of its active hooks.
+    /// reads it here and can leave `willSend` out of its active hooks. After a redirect to
+    /// another origin they are the last hop's: without `Authorization` and `Cookie`, which the
+    /// transports left behind.
     public var requestHeaders: [HTTPHeader]? { backend.requestHeaders }
 
     /// Whether the transport followed at least one redirect to get this response, or the host

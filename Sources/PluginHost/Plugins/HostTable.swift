@@ -500,7 +500,7 @@ final class HostTable: @unchecked Sendable {
             ResultHandle.with(result, or: nil) { $0.response?.cHeaders.snapshot(names, values, capacity) } ?? 0
         }
         api.result_request_headers = { result, names, values, capacity in
-            ResultHandle.with(result, or: nil) { $0.response?.sentRequest?.cHeaders.snapshot(names, values, capacity) } ?? 0
+            ResultHandle.with(result, or: nil) { $0.response?.cRequestHeaders?.snapshot(names, values, capacity) } ?? 0
         }
         api.result_redirected = { result in ResultHandle.with(result, or: 0) { $0.response?.isRedirected == true ? 1 : 0 } }
         api.result_body = { result in ResultHandle.with(result, or: nil) { $0.response?.cBody } ?? ph_bytes() }

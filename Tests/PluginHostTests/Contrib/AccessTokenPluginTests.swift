@@ -145,6 +145,33 @@ struct AccessTokenPluginTests {
         #expect(refreshes.log == ["bad-1"])
     }
 
+    /// A `401` from another origin a redirect led to answers a request that no longer carried
+    /// the token (the transport left it behind): nothing is refreshed. The response's request as
+    /// sent used to be the first hop's, token included, and every such call cost a refresh.
+    @Test(arguments: TransportKind.allCases) func a401FromAnotherOriginAfterARedirectRefreshesNothing(_ kind: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])], transport: kind.make())
+        let refreshes = LockedCounter()
+        provider.services.registerRefresher(forKey: "access_token") { stale in
+            refreshes.append(stale ?? "-")
+            return "good-\(refreshes.log.count)"
+        }
+        provider.services.setValue("bad-1", forKey: "access_token")
+        let elsewhere = try TestServer.second().appendingPathComponent("fixture/token").absoluteString
+        let target = try Bin("redirect-to", task: .requestParameters(parameters: ["url": elsewhere], encoding: URLEncoding.queryString))
+        let response = try await provider.request(target).value
+        #expect(response.statusCode == 401)
+        #expect(refreshes.log.isEmpty)
+        // The same origin after a redirect keeps the token: its 401 is refreshed, as without one.
+        let here = try TestServer.url().appendingPathComponent("fixture/token").absoluteString
+        let same = try await provider.request(
+            try Bin("redirect-to", task: .requestParameters(parameters: ["url": here], encoding: URLEncoding.queryString))
+        ).value
+        #expect(same.statusCode == 200)
+        #expect(refreshes.log == ["bad-1"])
+    }
+
     @Test func concurrent401sShareOneRefresh() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
