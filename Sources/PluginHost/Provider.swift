@@ -177,8 +177,11 @@ public final class Provider<Target: TargetType>: Sendable {
             if registry.cancellations.value != epoch { throw .cancelled }
             made.limits = limits
             made.deadline = ExchangeDeadline.current
+            let sharable = trackInflights && Self.mayShare(made) ? Self.sharingKey(made) : nil
+            // A shared exchange runs without the first caller's deadline: each caller's own ends
+            // its wait (`ResponsePipeline.execute`), and the exchange goes on for the others.
+            if sharable != nil { made.deadline = nil }
             let plan = made
-            let sharable = trackInflights && Self.mayShare(plan) ? Self.sharingKey(plan) : nil
             // One chain for the whole consumption, pipeline retries included: a reload meanwhile
             // does not mix generations within it.
             let generation = ChainPin.generation(for: self) { current }

@@ -155,6 +155,26 @@ struct ProviderTests {
         #expect(transport.count == before + 1)
     }
 
+    /// Each caller of a shared exchange has its own deadline: the first one's ends its wait, and
+    /// the exchange goes on for a caller that joined later, within that one's. The exchange ran
+    /// within the first caller's deadline, and the later caller failed with it.
+    @Test func eachCallerOfASharedExchangeHasItsOwnDeadline() async throws {
+        let transport = CountingTransport(TransportKind.curl.make())
+        let provider = Provider<Bin>(transport: transport, trackInflights: true)
+        var target = try Bin("delay/2")
+        target.limits = RequestLimits(deadline: 1.5)
+        let first = target
+        async let early = provider.request(first).result
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let late = await provider.request(target).result
+        guard case .failure(.underlying(let failure, _)) = await early, failure.kind == .timedOut else {
+            Issue.record("the first caller's deadline did not end it")
+            return
+        }
+        #expect(try late.get().statusCode == 200, "its own deadline (1.5 s from its start) lets the answer in, 1 s after it joined")
+        #expect(transport.count == 1)
+    }
+
     @Test func withoutSharingEachCallerSends() async throws {
         let transport = CountingTransport()
         let provider = Provider<Bin>(transport: transport)
