@@ -12,7 +12,9 @@ import PluginSDK
 final class RequestRegistry: Sendable {
     typealias Outcome = Result<Response, NetworkError>
     typealias Waiter = CheckedContinuation<Outcome, Never>
-    typealias Work = @Sendable (CancellationSignal) async -> Outcome
+    typealias Progress = @Sendable (TransferProgress) -> Void
+    /// A request's work: told its cancellation and where its progress goes.
+    typealias Work = @Sendable (CancellationSignal, Progress?) async -> Outcome
 
     // Safe as @unchecked Sendable: its mutable fields are only touched inside the registry's `state` lock.
     private final class Entry: @unchecked Sendable {
@@ -20,7 +22,15 @@ final class RequestRegistry: Sendable {
         let signal = CancellationSignal()
         var task: Task<Void, Never>?
         var waiters: [UInt64: Waiter] = [:]
+        /// The progress handlers of the callers waiting, by waiter: a caller that leaves is
+        /// told no more (its own lock: handlers are called outside the registry's).
+        let progress = Locked([UInt64: Progress]())
         init(id: UInt64) { self.id = id }
+
+        /// Tells every caller still waiting.
+        func report(_ value: TransferProgress) {
+            for handler in progress.withLock({ Array($0.values) }) { handler(value) }
+        }
     }
 
     private struct State {
@@ -58,9 +68,9 @@ final class RequestRegistry: Sendable {
     }
 
     /// Runs `work`, or joins an identical running request when `sharingKey` matches one.
-    func run(sharingKey: String?, work: @escaping Work) async -> Outcome {
-        guard let sharingKey else { return await runInline(work) }
-        return await runShared(key: sharingKey, work: work)
+    func run(sharingKey: String?, progress: Progress? = nil, work: @escaping Work) async -> Outcome {
+        guard let sharingKey else { return await runInline(work, progress: progress) }
+        return await runShared(key: sharingKey, progress: progress, work: work)
     }
 
     /// How many times ``cancelAll()`` was called: a consumption that reads it at its start and
@@ -89,7 +99,7 @@ final class RequestRegistry: Sendable {
         return slept
     }
 
-    private func runInline(_ work: Work) async -> Outcome {
+    private func runInline(_ work: Work, progress: Progress?) async -> Outcome {
         let signal = CancellationSignal()
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
@@ -98,13 +108,13 @@ final class RequestRegistry: Sendable {
         }
         defer { _ = state.withLock { $0.inline.removeValue(forKey: id) } }
         return await withTaskCancellationHandler {
-            await work(signal)
+            await work(signal, progress)
         } onCancel: {
             signal.cancel()
         }
     }
 
-    private func runShared(key: String, work: @escaping Work) async -> Outcome {
+    private func runShared(key: String, progress: Progress?, work: @escaping Work) async -> Outcome {
         let waiterID = makeID()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: Waiter) in
@@ -115,15 +125,17 @@ final class RequestRegistry: Sendable {
                     }
                     if let entry = state.shared[key] {
                         entry.waiters[waiterID] = continuation
+                        if let progress { entry.progress.withLock { $0[waiterID] = progress } }
                         return
                     }
                     state.nextID += 1
                     let entry = Entry(id: state.nextID)
                     entry.waiters[waiterID] = continuation
+                    if let progress { entry.progress.withLock { $0[waiterID] = progress } }
                     state.shared[key] = entry
                     let signal = entry.signal
                     entry.task = Task { [weak self] in
-                        let outcome = await work(signal)
+                        let outcome = await work(signal, { entry.report($0) })
                         self?.finish(key: key, entryID: entry.id, outcome: outcome)
                     }
                 }
@@ -157,6 +169,8 @@ final class RequestRegistry: Sendable {
                 state.cancelledEarly.insert(waiterID)
                 return (nil, nil)
             }
+            // No progress after the caller's completion: the handler goes before it is resumed.
+            entry.progress.withLock { _ = $0.removeValue(forKey: waiterID) }
             if entry.waiters.isEmpty {
                 state.shared[key] = nil
                 return (waiter, entry)

@@ -130,8 +130,11 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         // one by default) would run two callbacks at once, or the completion before progress.
         let queue = DispatchQueue(label: "pluginhost.callbacks", target: queue ?? callbackQueue ?? DispatchQueue.global())
         var progressOnQueue: ProgressHandler?
+        // Set on the queue with the completion: a report that reaches the queue after it (a
+        // shared exchange's, racing the caller's leaving) is dropped.
+        let completed = Locked(false)
         if let progress {
-            progressOnQueue = { value in queue.async { progress(value) } }
+            progressOnQueue = { value in queue.async { if !completed.withLock({ $0 }) { progress(value) } } }
         }
         let onQueue = progressOnQueue
         let task = Task {
@@ -141,7 +144,10 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             } catch {
                 result = .failure(error)
             }
-            queue.async { completion(result) }
+            queue.async {
+                completed.withLock { $0 = true }
+                completion(result)
+            }
         }
         return CancellableToken { task.cancel() }
     }

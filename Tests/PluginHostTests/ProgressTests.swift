@@ -69,6 +69,41 @@ struct ProgressTests {
         }
     }
 
+    /// Every caller of a shared exchange (`trackInflights`) gets its progress, and a caller that
+    /// leaves (cancelled) gets none after its completion. The exchange reported to the first
+    /// caller alone, after it had left too.
+    @Test func eachCallerOfASharedExchangeGetsItsProgressUntilItLeaves() async throws {
+        let counting = CountingTransport(TransportKind.curl.make())
+        let provider = Provider<Bin>(transport: counting, trackInflights: true)
+        let target = try Bin(
+            "drip", task: .requestParameters(parameters: ["n": "20", "gap": "0.05"], encoding: URLEncoding.queryString),
+            base: try TestServer.url("FAULT_URL"))
+        let leader = LockedCounter()
+        let follower = LockedCounter()
+        let token = provider.request(target).start(progress: { leader.append("progress \($0.completedBytes)") }) { result in
+            leader.append("completion " + ((try? result.get()) != nil ? "ok" : "failed"))
+        }
+        #expect(await eventually { leader.log.contains { $0.hasPrefix("progress") } })
+        let finished = Locked<Bool?>(nil)
+        provider.request(target).start(progress: { follower.append("progress \($0.completedBytes)") }) { result in
+            finished.withLock { $0 = (try? result.get()) != nil }
+        }
+        // The follower joins (the drip goes on for a second), then the leader leaves.
+        try await Task.sleep(nanoseconds: 200_000_000)
+        token.cancel()
+        #expect(await eventually(10) { finished.withLock { $0 } != nil })
+        let done = finished.withLock { $0 } ?? false
+        #expect(done)
+        #expect(counting.count == 1, "one exchange, shared")
+        #expect(follower.log.contains { $0.hasPrefix("progress") }, "the follower got no progress")
+        #expect(follower.log.last == "progress 20")
+        // Nothing for the leader after its completion, however long the exchange went on.
+        let log = leader.log
+        let completion = try #require(log.firstIndex { $0.hasPrefix("completion") })
+        #expect(log[completion] == "completion failed")
+        #expect(completion == log.count - 1, "\(log)")
+    }
+
     /// Callbacks run one at a time, in order, on a concurrent queue too (the default global one,
     /// or one given): progress never goes backwards and the completion comes last.
     @Test(arguments: TransportKind.allCases) func callbacksOnAConcurrentQueueComeInOrder(_ transport: TransportKind) async throws {
