@@ -80,14 +80,14 @@ struct ProgressTests {
             base: try TestServer.url("FAULT_URL"))
         let leader = LockedCounter()
         let follower = LockedCounter()
-        let token = provider.request(target).start(progress: { leader.append("progress \($0.completedBytes)") }) { result in
-            leader.append("completion " + ((try? result.get()) != nil ? "ok" : "failed"))
-        }
+        let token = provider.request(target).start(
+            progress: { leader.append("progress \($0.completedBytes)") },
+            completion: { result in leader.append("completion " + ((try? result.get()) != nil ? "ok" : "failed")) })
         #expect(await eventually { leader.log.contains { $0.hasPrefix("progress") } })
         let finished = Locked<Bool?>(nil)
-        provider.request(target).start(progress: { follower.append("progress \($0.completedBytes)") }) { result in
-            finished.withLock { $0 = (try? result.get()) != nil }
-        }
+        provider.request(target).start(
+            progress: { follower.append("progress \($0.completedBytes)") },
+            completion: { result in finished.withLock { $0 = (try? result.get()) != nil } })
         // The follower joins (the drip goes on for a second), then the leader leaves.
         try await Task.sleep(nanoseconds: 200_000_000)
         token.cancel()
