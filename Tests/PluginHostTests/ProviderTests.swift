@@ -161,17 +161,20 @@ struct ProviderTests {
     @Test func eachCallerOfASharedExchangeHasItsOwnDeadline() async throws {
         let transport = CountingTransport(TransportKind.curl.make())
         let provider = Provider<Bin>(transport: transport, trackInflights: true)
-        var target = try Bin("delay/2")
-        target.limits = RequestLimits(deadline: 1.5)
+        // The answer comes 3.5 s after the first caller's start: after its deadline (3 s), within
+        // the later caller's (3 s from its start, 2 s later): a second of margin each side.
+        var target = try Bin("delay/3.5")
+        target.limits = RequestLimits(deadline: 3)
         let first = target
         async let early = provider.request(first).result
-        try await Task.sleep(nanoseconds: 1_000_000_000)
+        #expect(await eventually { provider.inflightCount == 1 })
+        try await Task.sleep(nanoseconds: 2_000_000_000)
         let late = await provider.request(target).result
         guard case .failure(.underlying(let failure, _)) = await early, failure.kind == .timedOut else {
             Issue.record("the first caller's deadline did not end it")
             return
         }
-        #expect(try late.get().statusCode == 200, "its own deadline (1.5 s from its start) lets the answer in, 1 s after it joined")
+        #expect(try late.get().statusCode == 200, "its own deadline lets the answer in, 1.5 s after it joined")
         #expect(transport.count == 1)
     }
 
