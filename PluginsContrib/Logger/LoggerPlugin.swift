@@ -196,8 +196,9 @@ public struct LoggerPlugin: ExportablePlugin {
     func redact(url: String) -> String {
         var url = url
         if let (_, password) = Self.userInfo(of: url), !password.isEmpty, let at = Self.userInfoEnd(of: url),
-            let colon = url[..<at].lastIndex(of: ":")
+            let scheme = url.range(of: "://"), let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
         {
+            // From the first colon: the password is everything after it (it may hold colons).
             url.replaceSubrange(url.index(after: colon)..<at, with: "<redacted>")
         }
         let fragmentStart = url.firstIndex(of: "#")
@@ -214,8 +215,13 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     /// `name=value&…` with the values of redacted names replaced.
+    /// A fragment may hold a route and its own query (`#/callback?access_token=…`): a `?` in
+    /// `parameters` starts parameters too.
     func redact(parameters: Substring) -> String {
-        parameters.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+        if let questionMark = parameters.firstIndex(of: "?") {
+            return parameters[...questionMark] + redact(parameters: parameters[parameters.index(after: questionMark)...])
+        }
+        return parameters.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
             let name = String(pair[..<equals])
             let decoded = name.removingPercentEncoding ?? name
@@ -250,7 +256,11 @@ public struct LoggerPlugin: ExportablePlugin {
         if name == "cookie" || name == "set-cookie" {
             let pairs = header.value.split(separator: ";")
             for pair in name == "cookie" ? pairs[...] : pairs.prefix(1) {
-                if let equals = pair.firstIndex(of: "=") { found.append(String(pair[pair.index(after: equals)...])) }
+                // A value of 8 characters or more: a session, not a preference (`dark`, `200`)
+                // whose every mention would go.
+                if let equals = pair.firstIndex(of: "="), pair.distance(from: pair.index(after: equals), to: pair.endIndex) >= 8 {
+                    found.append(String(pair[pair.index(after: equals)...]).trimmingCharacters(in: .whitespaces))
+                }
             }
         }
         return found
@@ -265,18 +275,24 @@ public struct LoggerPlugin: ExportablePlugin {
     /// the log begins with `→`, `←` or two spaces), a carriage return and other control
     /// characters escaped (`\r`, `\u{1B}`): a body cannot forge a line, or write to a terminal.
     static func oneEntry(_ line: String) -> String {
-        guard line.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else { return line }
+        guard line.unicodeScalars.contains(where: { $0 != "\t" && isControl($0) }) else { return line }
         var out = ""
         for scalar in line.unicodeScalars {
             switch scalar {
             case "\n": out += "\n  "
             case "\r": out += "\\r"
             case "\t": out.unicodeScalars.append(scalar)
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            case _ where isControl(scalar): out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out
+    }
+
+    /// C0 and C1 controls, DEL, and the Unicode line and paragraph separators: what a terminal
+    /// acts on or a viewer breaks a line at.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
     func describe(body: [UInt8]) -> String {
@@ -307,8 +323,24 @@ public struct LoggerPlugin: ExportablePlugin {
         return parts.joined(separator: " ")
     }
 
+    /// `text` quoted for a POSIX shell: in single quotes; in `$'…'` with escapes when it holds
+    /// a control character (a line break), so the command stays one line of the log and sends
+    /// the same bytes.
     func shellQuote(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        guard text.unicodeScalars.contains(where: Self.isControl) else { return "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        var out = "$'"
+        for byte in text.utf8 {
+            switch byte {
+            case 0x5C: out += "\\\\"
+            case 0x27: out += "\\'"
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0x09: out += "\\t"
+            case 0x20...0x7E: out.unicodeScalars.append(Unicode.Scalar(byte))
+            default: out += "\\x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16)
+            }
+        }
+        return out + "'"
     }
 
     func write(_ lines: [String], secrets: [String]) {

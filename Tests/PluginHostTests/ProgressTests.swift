@@ -76,7 +76,7 @@ struct ProgressTests {
         let counting = CountingTransport(TransportKind.curl.make())
         let provider = Provider<Bin>(transport: counting, trackInflights: true)
         let target = try Bin(
-            "drip", task: .requestParameters(parameters: ["n": "20", "gap": "0.05"], encoding: URLEncoding.queryString),
+            "drip", task: .requestParameters(parameters: ["n": "40", "gap": "0.1"], encoding: URLEncoding.queryString),
             base: try TestServer.url("FAULT_URL"))
         let leader = LockedCounter()
         let follower = LockedCounter()
@@ -88,7 +88,7 @@ struct ProgressTests {
         provider.request(target).start(
             progress: { follower.append("progress \($0.completedBytes)") },
             completion: { result in finished.withLock { $0 = (try? result.get()) != nil } })
-        // The follower joins (the drip goes on for a second), then the leader leaves.
+        // The follower joins (the drip goes on for four seconds), then the leader leaves.
         try await Task.sleep(nanoseconds: 200_000_000)
         token.cancel()
         #expect(await eventually(10) { finished.withLock { $0 } != nil })
@@ -96,7 +96,7 @@ struct ProgressTests {
         #expect(done)
         #expect(counting.count == 1, "one exchange, shared")
         #expect(follower.log.contains { $0.hasPrefix("progress") }, "the follower got no progress")
-        #expect(follower.log.last == "progress 20")
+        #expect(follower.log.last == "progress 40")
         // Nothing for the leader after its completion, however long the exchange went on.
         let log = leader.log
         let completion = try #require(log.firstIndex { $0.hasPrefix("completion") })

@@ -130,6 +130,14 @@ struct LoggerPluginTests {
         #expect(!text.contains("pw-secret-5"))
         #expect(!text.contains(Data("user:pw-secret-5".utf8).base64EncodedString()))
         #expect(text.contains("//user:<redacted>@"))
+        // A password may hold a colon: everything after the first is the password.
+        let port = try #require(try TestServer.url().port)
+        let colon = try #require(URL(string: "http://bob:s3:cr3t-pw-8@127.0.0.1:\(port)"))
+        _ = try await provider.request(try Bin("get", base: colon)).value
+        let again = log(f)
+        #expect(!again.contains("cr3t-pw-8"))
+        #expect(!again.contains("s3:"))
+        #expect(again.contains("//bob:<redacted>@"))
     }
 
     /// The response side is redacted as the request side: a `Location` whose query or fragment
@@ -153,13 +161,22 @@ struct LoggerPluginTests {
         ).value
         #expect(response.value(forHTTPHeaderField: "Location") == location)
         _ = try await provider.request(try Bin("cookies", headers: ["Cookie": "session=ck-secret-4; theme=dark"])).value
+        // A fragment that holds a route and its own query (a single-page app's callback).
+        let route = "https://app.test/#/callback?state=2&access_token=route-secret-6"
+        _ = try await provider.request(
+            try Bin(
+                "fixture/respond",
+                task: .requestParameters(parameters: ["rot13": "1", "h_Content-Location": Self.rot13(route)], encoding: URLEncoding.queryString))
+        ).value
         let text = log(f)
-        for secret in ["loc-secret-1", "sc-secret-2", "frag-secret-3", "ck-secret-4"] {
+        for secret in ["loc-secret-1", "sc-secret-2", "frag-secret-3", "ck-secret-4", "route-secret-6"] {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
         }
         #expect(text.contains("  Location: https://app.test/cb?state=1&access_token=<redacted>#token=<redacted>"))
         #expect(text.contains(#"  {"sid":"<redacted>"}"#))
-        #expect(text.contains(#""session": "<redacted>""#), "every value of a Cookie field")
+        #expect(text.contains(#""session": "<redacted>""#), "a Cookie field's values")
+        #expect(text.contains(#""theme": "dark""#), "a value of under 8 characters is a preference, not scrubbed everywhere")
+        #expect(text.contains("  Content-Location: https://app.test/#/callback?state=2&access_token=<redacted>"))
     }
 
     /// A body cannot forge a log line: its line breaks are indented under it, and other control
@@ -177,6 +194,18 @@ struct LoggerPluginTests {
         #expect(lines.allSatisfy { $0.hasPrefix("→ ") || $0.hasPrefix("← ") || $0.hasPrefix("  ") }, "\(lines)")
         #expect(lines.contains("  ok"))
         #expect(lines.contains("  ← 200 admin #1 (0.1 ms, 2 bytes)\\r\\u{1B}[2Jdone"))
+        // C1 controls and Unicode line separators too; and the cURL form keeps the exact body in
+        // one line (`$'…'`), where indenting it would change what the command sends.
+        let curl = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/curl.log", "curl": true])])
+        _ = try await curl.request(
+            try Bin("anything", method: .post, task: .requestData(Data("a\nb'c\u{2028}d\u{9B}e".utf8)), headers: ["Content-Type": "text/plain"])
+        ).value
+        let curlLog = (try? String(contentsOfFile: f.root + "/curl.log", encoding: .utf8)) ?? ""
+        let curlLines = curlLog.split(separator: "\n").map(String.init)
+        #expect(curlLines.allSatisfy { $0.hasPrefix("→ ") || $0.hasPrefix("← ") || $0.hasPrefix("  ") }, "\(curlLines)")
+        #expect(curlLines.contains("  a"))
+        #expect(curlLines.contains("  b'c\\u{2028}d\\u{9B}e"))
+        #expect(curlLog.contains(#"--data-binary $'a\nb\'c\xe2\x80\xa8d\xc2\x9be'"#))
     }
 
     @Test func hostLogSink() async throws {
