@@ -189,7 +189,7 @@ public final class Provider<Target: TargetType>: Sendable {
             // Shared calls are shared within one generation only.
             let key = sharable.map { "\(generation.number)\n\($0)" }
             let requestID = registry.makeRequestID()
-            return try await registry.run(sharingKey: key, progress: progress) { signal, progress in
+            return try await registry.run(sharingKey: key, epoch: epoch, progress: progress) { signal, progress in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)
             }.get()
         }

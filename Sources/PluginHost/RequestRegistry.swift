@@ -68,9 +68,11 @@ final class RequestRegistry: Sendable {
     }
 
     /// Runs `work`, or joins an identical running request when `sharingKey` matches one.
-    func run(sharingKey: String?, progress: Progress? = nil, work: @escaping Work) async -> Outcome {
-        guard let sharingKey else { return await runInline(work, progress: progress) }
-        return await runShared(key: sharingKey, progress: progress, work: work)
+    /// `epoch`: ``cancellations`` when the caller's consumption began; a ``cancelAll()`` since,
+    /// which came before this request was registered, cancels it as one after would.
+    func run(sharingKey: String?, epoch: Int? = nil, progress: Progress? = nil, work: @escaping Work) async -> Outcome {
+        guard let sharingKey else { return await runInline(work, epoch: epoch, progress: progress) }
+        return await runShared(key: sharingKey, epoch: epoch, progress: progress, work: work)
     }
 
     /// How many times ``cancelAll()`` was called: a consumption that reads it at its start and
@@ -99,13 +101,15 @@ final class RequestRegistry: Sendable {
         return slept
     }
 
-    private func runInline(_ work: Work, progress: Progress?) async -> Outcome {
+    private func runInline(_ work: Work, epoch: Int?, progress: Progress?) async -> Outcome {
         let signal = CancellationSignal()
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             state.inline[state.nextID] = signal
             return state.nextID
         }
+        // Read once registered: a `cancelAll()` before is counted here, one after fires the signal.
+        if let epoch, cancellations.value != epoch { signal.cancel() }
         defer { _ = state.withLock { $0.inline.removeValue(forKey: id) } }
         return await withTaskCancellationHandler {
             await work(signal, progress)
@@ -114,12 +118,14 @@ final class RequestRegistry: Sendable {
         }
     }
 
-    private func runShared(key: String, progress: Progress?, work: @escaping Work) async -> Outcome {
+    private func runShared(key: String, epoch: Int?, progress: Progress?, work: @escaping Work) async -> Outcome {
         let waiterID = makeID()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: Waiter) in
                 state.withLock { state in
-                    if state.cancelledEarly.remove(waiterID) != nil {
+                    // Cancelled already, or by a `cancelAll()` since the consumption began (one
+                    // after this takes the lock finds the entry's signal).
+                    if state.cancelledEarly.remove(waiterID) != nil || epoch.map({ cancellations.value != $0 }) == true {
                         continuation.resume(returning: .failure(.cancelled))
                         return
                     }

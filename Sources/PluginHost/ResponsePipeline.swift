@@ -250,7 +250,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))
                 // Ends early when the caller's task or the provider's `cancelAll()` cancels.
                 if let registry {
-                    guard await registry.sleep(nanoseconds: delay.saturatingNanoseconds, unlessCancelledSince: epoch) else { throw .cancelled }
+                    guard await registry.sleep(nanoseconds: delay.saturatingNanoseconds, unlessCancelledSince: epoch),
+                        registry.cancellations.value == epoch
+                    else { throw .cancelled }
                 } else {
                     do {
                         try await Task.sleep(nanoseconds: delay.saturatingNanoseconds)
