@@ -44,9 +44,6 @@ public struct CachePlugin: ExportablePlugin {
     /// Keys partition names (see ``partition(_:)``): HMAC-SHA256 under a secret of this cache.
     let partitionKey: HMACSHA256.Key
     private let pending = PerRequestState<Pending>()
-    /// Requests whose next attempt goes without the cache's own condition: a `304` to it came
-    /// from where a redirect led (see `process`).
-    private let unconditional = PerRequestState<Bool>()
     /// Entries being revalidated in the background (stale-while-revalidate), by partition and
     /// key, with when it began: one revalidation per entry at a time.
     private let revalidations = Locked([String: Double]())
@@ -597,9 +594,7 @@ public struct CachePlugin: ExportablePlugin {
         state.hasQuery = Self.hasQuery(url)
         if let entry = unserved {
             state.entry = entry
-            if fields.value(named: "If-None-Match") == nil && fields.value(named: "If-Modified-Since") == nil,
-                unconditional.remove(context.requestID) == nil
-            {
+            if fields.value(named: "If-None-Match") == nil && fields.value(named: "If-Modified-Since") == nil {
                 if let etag = entry.header("ETag") {
                     try request.setHeader("If-None-Match", etag)
                     state.revalidating = true
@@ -692,9 +687,11 @@ public struct CachePlugin: ExportablePlugin {
         }
         if status == 304, state.revalidating, response.isRedirected {
             // The cache's condition followed a redirect, and the place it led to answered it: the
-            // client asked for no condition, and the stored response is another URL's. Asked
-            // again without it (§4.3.3, RFC 9110 §15.4.5).
-            unconditional.set(true, for: context.requestID)
+            // client asked for no condition, and the stored response is another URL's. The stale
+            // entry goes (the URL redirects now), and the request is asked again, without it,
+            // so without a condition (§4.3.3, RFC 9110 §15.4.5).
+            if let entry = state.entry { removeAll(entry.key) }
+            removeAll(state.key)
             return .retry()
         }
         if status == 304, !state.revalidating, !response.isRedirected, let original = state.entry {
