@@ -76,7 +76,7 @@ struct CookieJarTests {
         #expect(CookieJar.cookieDate("Sat, 29 Feb 2048 23:59:59 GMT") == Date(timeIntervalSince1970: 2_466_633_599))
         for invalid in [
             "", "tomorrow", "Sun, 06 Nov 1994", "Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
-            "06 Nov 1600 08:49:37",
+            "06 Nov 1600 08:49:37", "31 Feb 2030 00:00:00", "29 Feb 2031 00:00:00", "29 Feb 1900 00:00:00",
         ] {
             #expect(CookieJar.cookieDate(invalid) == nil, "\(invalid)")
         }
@@ -119,6 +119,10 @@ struct CookieJarTests {
             setCookie: ["sid=attacker", "pref=b; Path=/deeper", "plain=1; Secure", "free=1"], for: URL(string: "http://example.test/")!, now: now)
         #expect(sent(cookies, to: "https://example.test/deeper") == "sid=good; pref=a; free=1")
         #expect(sent(cookies, to: "http://example.test/deeper") == "free=1")
+        // An expired secure cookie shadows nothing.
+        let expiring = jar(["gone=1; Secure; Max-Age=5"], from: "https://example.test/")
+        expiring.store(setCookie: ["gone=2"], for: URL(string: "http://example.test/")!, now: now.addingTimeInterval(10))
+        #expect(sent(expiring, to: "http://example.test/", after: 10) == "gone=2")
         // Over https, the secure cookie is replaced as any other.
         cookies.store(setCookie: ["sid=renewed; Secure"], for: URL(string: "https://example.test/")!, now: now)
         #expect(sent(cookies, to: "https://example.test/") == "sid=renewed; pref=a; free=1")

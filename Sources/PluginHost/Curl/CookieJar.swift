@@ -64,7 +64,10 @@ final class CookieJar: Sendable {
         guard !parsed.isEmpty else { return }
         state.withLock { state in
             for var cookie in parsed {
-                if !secureScheme, state.cookies.contains(where: { Self.shadows(cookie, $0) }) { continue }
+                // An expired secure cookie is gone: it shadows nothing.
+                if !secureScheme, state.cookies.contains(where: { Self.shadows(cookie, $0) && $0.expires.map { $0 > now } ?? true }) {
+                    continue
+                }
                 state.clock += 1
                 cookie.created = state.clock
                 cookie.updated = state.clock
@@ -262,7 +265,10 @@ final class CookieJar: Sendable {
         }
         guard var year, let month, let day, let time else { return nil }
         if (70...99).contains(year) { year += 1900 } else if (0...69).contains(year) { year += 2000 }
-        guard (1...31).contains(day), year >= 1601, time.0 <= 23, time.1 <= 59, time.2 <= 59 else { return nil }
+        // A day the month has (`31 Feb` is no date, not 3 March).
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+        guard (1...monthDays).contains(day), year >= 1601, time.0 <= 23, time.1 <= 59, time.2 <= 59 else { return nil }
         // Days from 1970-01-01 to the date (proleptic Gregorian; Howard Hinnant's days_from_civil).
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
