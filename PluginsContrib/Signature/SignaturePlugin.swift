@@ -99,6 +99,41 @@ public struct SignaturePlugin: ExportablePlugin {
         return .proceed
     }
 
+    /// Whether `path` has a `.` or `..` segment (`/./`, `/../`, or one at the end).
+    static func hasDotSegment(_ path: UnsafeBufferPointer<UInt8>) -> Bool {
+        let dot = UInt8(ascii: "."), slash = UInt8(ascii: "/")
+        var index = 0
+        while index < path.count {
+            if path[index] == slash, index + 1 < path.count, path[index + 1] == dot {
+                var end = index + 2
+                if end < path.count, path[end] == dot { end += 1 }
+                if end == path.count || path[end] == slash { return true }
+            }
+            index += 1
+        }
+        return false
+    }
+
+    /// `path` without its `.` and `..` segments (RFC 3986 §5.2.4), as libcurl sends it: the
+    /// path signed is the path sent.
+    static func removingDotSegments(_ path: String) -> String {
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { output.append("") }
+            case "..":
+                if !output.isEmpty { output.removeLast() }
+                if last { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
+    }
+
     /// The SHA-256 of no bytes, in hex (most signed requests have no body).
     static let emptyBodyHash = SHA256.hex(SHA256.hash([UInt8]()))
 
@@ -119,7 +154,14 @@ public struct SignaturePlugin: ExportablePlugin {
             var url = url
             let fromBytes = url.withUTF8 { utf8 -> Bool in
                 guard let ranges = URLParts.pathAndQuery(utf8), ranges.query?.isEmpty ?? true else { return false }
-                if ranges.path.isEmpty { text("/") } else { write(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8[ranges.path]))) }
+                let path = UnsafeBufferPointer(rebasing: utf8[ranges.path])
+                if path.isEmpty {
+                    text("/")
+                } else if hasDotSegment(path) {
+                    text(removingDotSegments(String(decoding: path, as: UTF8.self)))
+                } else {
+                    write(UnsafeRawBufferPointer(path))
+                }
                 write(newline)
                 return true
             }
@@ -130,7 +172,7 @@ public struct SignaturePlugin: ExportablePlugin {
                     pairs.append((escape(item.name), escape(item.value)))
                 }
                 pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
-                text(parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath)
+                text(parts.percentEncodedPath.isEmpty ? "/" : removingDotSegments(parts.percentEncodedPath))
                 write(newline)
                 for (index, pair) in pairs.enumerated() {
                     if index > 0 { text("&") }

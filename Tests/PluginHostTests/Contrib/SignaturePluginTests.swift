@@ -3,6 +3,8 @@ import PluginHost
 import PluginSDK
 import Testing
 
+@testable import SignaturePlugin
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,6 +33,29 @@ struct SignaturePluginTests {
         #expect(nonce.count == 32 && nonce.allSatisfy { "0123456789abcdef".contains($0) })
         let timestamp = try #require(result["timestamp"]?.stringValue.flatMap(Double.init))
         #expect(abs(timestamp - Date().timeIntervalSince1970) < 60)
+    }
+
+    /// The path is signed as it is sent: libcurl removes `.` and `..` segments (RFC 3986
+    /// §5.2.4) from the path it sends, so the canonical path does too. The path was signed as
+    /// written, and the server, which got the other one, refused the signature.
+    @Test(arguments: TransportKind.allCases) func aPathWithDotSegmentsIsSignedAsSent(_ kind: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", [:])], transport: kind.make())
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        for path in ["fixture/./verify-hmac", "fixture/extra/../verify-hmac", "fixture/a/b/../../verify-hmac"] {
+            let result = try await verify(provider, path)
+            #expect(result["valid"] == .bool(true), "\(path)")
+            let query = try await verify(
+                provider, path, task: .requestParameters(parameters: ["page": 2, "q": "a b"], encoding: URLEncoding.queryString))
+            #expect(query["valid"] == .bool(true), "\(path) with a query")
+        }
+        #expect(SignaturePlugin.removingDotSegments("/a/b/c/./../../g") == "/a/g")
+        #expect(SignaturePlugin.removingDotSegments("/mid/content=5/../6") == "/mid/6")
+        #expect(SignaturePlugin.removingDotSegments("/a/./") == "/a/")
+        #expect(SignaturePlugin.removingDotSegments("/a/..") == "/")
+        #expect(SignaturePlugin.removingDotSegments("/../a") == "/a")
+        #expect(SignaturePlugin.removingDotSegments("/a/.b/..c/") == "/a/.b/..c/")
     }
 
     @Test func hmacCoversQueryBodyAndEncodedPaths() async throws {
