@@ -101,7 +101,8 @@ public struct SignaturePlugin: ExportablePlugin {
 
     /// Whether `path` has a `.` or `..` segment (`/./`, `/../`, or one at the end).
     static func hasDotSegment(_ path: UnsafeBufferPointer<UInt8>) -> Bool {
-        let dot = UInt8(ascii: "."), slash = UInt8(ascii: "/")
+        let dot = UInt8(ascii: ".")
+        let slash = UInt8(ascii: "/")
         var index = 0
         while index < path.count {
             if path[index] == slash, index + 1 < path.count, path[index + 1] == dot {
