@@ -21,13 +21,23 @@ struct URLSessionFileBodyTests {
         defer { try? FileManager.default.removeItem(at: file) }
         let transport = URLSessionTransport()
         // httpbin's /status/401 answers a challenge without reading the body (gunicorn sends
-        // `100 Continue` at once, so the answer races the upload).
+        // `100 Continue` at once, so the answer races the upload). Every call ends, the process
+        // goes on; a call may end as a broken pipe, the early answer lost with the connection
+        // (README, "URL loading": libcurl 8 under URL loading), which one run of the full suite
+        // in six met once.
+        var answered = 0
         for _ in 0..<100 {
             var request = URLRequest(url: try TestServer.url().appendingPathComponent("status/401"))
             request.httpMethod = "POST"
-            let response = try await transport.send(TransportRequest(urlRequest: request, body: .file(file)))
-            #expect(response.response.statusCode == 401)
+            do {
+                let response = try await transport.send(TransportRequest(urlRequest: request, body: .file(file)))
+                #expect(response.response.statusCode == 401)
+                answered += 1
+            } catch {
+                #expect(error.message.hasPrefix("Send failure: Broken pipe"), "\(error)")
+            }
         }
+        #expect(answered >= 50, "\(answered) of 100 early answers came through")
         // And a body the server reads goes whole.
         var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
         request.httpMethod = "PUT"
