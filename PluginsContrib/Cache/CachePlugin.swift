@@ -750,8 +750,8 @@ public struct CachePlugin: ExportablePlugin {
     /// port written out or not), spelled without a default port.
     static func sameOrigin(_ value: String, as target: String) -> String? {
         // A scheme's default port written out is the same origin (`https://h:443` is `https://h`).
-        func defaultPort(_ url: URL) -> Int? { ["http": 80, "https": 443][url.scheme?.lowercased() ?? ""] }
-        func port(_ url: URL) -> Int? { url.port ?? defaultPort(url) }
+        func defaultPort(_ url: URL) -> Int { URLParts.defaultPort(forScheme: url.scheme) }
+        func port(_ url: URL) -> Int { url.port ?? defaultPort(url) }
         guard let base = URL(string: target), let url = URL(string: value, relativeTo: base)?.absoluteURL,
             url.scheme?.lowercased() == base.scheme?.lowercased(), url.host?.lowercased() == base.host?.lowercased(), port(url) == port(base)
         else { return nil }

@@ -195,11 +195,9 @@ public struct LoggerPlugin: ExportablePlugin {
     /// query and in the fragment (an OAuth implicit grant puts `access_token` there).
     func redact(url: String) -> String {
         var url = url
-        if let (_, password) = Self.userInfo(of: url), !password.isEmpty, let at = Self.userInfoEnd(of: url),
-            let scheme = url.range(of: "://"), let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
-        {
+        if let info = Self.userInfoRange(of: url), let colon = url[info].firstIndex(of: ":"), url.index(after: colon) < info.upperBound {
             // From the first colon: the password is everything after it (it may hold colons).
-            url.replaceSubrange(url.index(after: colon)..<at, with: "<redacted>")
+            url.replaceSubrange(url.index(after: colon)..<info.upperBound, with: "<redacted>")
         }
         let fragmentStart = url.firstIndex(of: "#")
         let fragment = fragmentStart.map { url[url.index(after: $0)...] }
@@ -230,18 +228,19 @@ public struct LoggerPlugin: ExportablePlugin {
         .joined(separator: "&")
     }
 
-    /// Where a URL's user information ends (its `@`), if it has any.
-    static func userInfoEnd(of url: String) -> String.Index? {
+    /// Where a URL's user information is (`user:password`, before the authority's last `@`), if
+    /// it has any.
+    static func userInfoRange(of url: String) -> Range<String.Index>? {
         guard let scheme = url.range(of: "://") else { return nil }
         let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return authority.lastIndex(of: "@")
+        return authority.lastIndex(of: "@").map { scheme.upperBound..<$0 }
     }
 
     /// The user and password of a URL (`user:password@host`), as written (percent-encoded); nil
     /// without a password.
     static func userInfo(of url: String) -> (user: String, password: String)? {
-        guard let scheme = url.range(of: "://"), let at = userInfoEnd(of: url) else { return nil }
-        let info = url[scheme.upperBound..<at]
+        guard let range = userInfoRange(of: url) else { return nil }
+        let info = url[range]
         guard let colon = info.firstIndex(of: ":") else { return nil }
         return (String(info[..<colon]), String(info[info.index(after: colon)...]))
     }

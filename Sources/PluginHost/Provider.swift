@@ -171,10 +171,10 @@ public final class Provider<Target: TargetType>: Sendable {
     ) -> ResponsePipeline<Response> {
         ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
             [self] progress async throws(NetworkError) -> Response in
+            // A `cancelAll()` from here on, while the request closure runs too, cancels this
+            // request when it is registered (`registry.run`): what the closure made is not sent.
             let epoch = registry.cancellations.value
             var made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
-            // `cancelAll()` while the request closure ran: the request it made is not sent.
-            if registry.cancellations.value != epoch { throw .cancelled }
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let sharable = trackInflights && Self.mayShare(made) ? Self.sharingKey(made) : nil

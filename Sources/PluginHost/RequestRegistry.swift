@@ -85,14 +85,9 @@ final class RequestRegistry: Sendable {
     /// cancelled or ``cancelAll()`` is called, or was since `epoch` (a value of ``cancellations``).
     func sleep(nanoseconds: UInt64, unlessCancelledSince epoch: Int) async -> Bool {
         let signal = CancellationSignal()
-        let id = state.withLock { state -> UInt64 in
-            state.nextID += 1
-            state.backoffs[state.nextID] = signal
-            return state.nextID
-        }
+        let id = register(signal, in: \.backoffs, epoch: epoch)
         defer { _ = state.withLock { $0.backoffs.removeValue(forKey: id) } }
-        // Read once registered: a `cancelAll()` before is counted, one after fires the signal.
-        guard cancellations.value == epoch else { return false }
+        guard !signal.isCancelled else { return false }
         let sleeper = Task { (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
         guard let slept = await signal.value(of: sleeper) else {
             sleeper.cancel()
@@ -101,15 +96,22 @@ final class RequestRegistry: Sendable {
         return slept
     }
 
-    private func runInline(_ work: Work, epoch: Int?, progress: Progress?) async -> Outcome {
-        let signal = CancellationSignal()
+    /// Puts `signal` in `table`, where ``cancelAll()`` finds it, and returns its key; cancels it
+    /// when a `cancelAll()` came since `epoch`. Read once registered: a `cancelAll()` before is
+    /// counted here, one after finds the signal.
+    private func register(_ signal: CancellationSignal, in table: WritableKeyPath<State, [UInt64: CancellationSignal]>, epoch: Int?) -> UInt64 {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
-            state.inline[state.nextID] = signal
+            state[keyPath: table][state.nextID] = signal
             return state.nextID
         }
-        // Read once registered: a `cancelAll()` before is counted here, one after fires the signal.
         if let epoch, cancellations.value != epoch { signal.cancel() }
+        return id
+    }
+
+    private func runInline(_ work: Work, epoch: Int?, progress: Progress?) async -> Outcome {
+        let signal = CancellationSignal()
+        let id = register(signal, in: \.inline, epoch: epoch)
         defer { _ = state.withLock { $0.inline.removeValue(forKey: id) } }
         return await withTaskCancellationHandler {
             await work(signal, progress)

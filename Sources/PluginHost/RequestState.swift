@@ -387,7 +387,8 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// response does not know its request.
     var requestHeaders: [HTTPHeader]? {
         guard let sent = sentRequest?.headers else { return nil }
-        return credentialsLeftBehind ? sent.filter { !Self.isLeftBehind($0.name) } : sent
+        guard credentialsLeftBehind else { return sent }
+        return sent.filter { field in !SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, field.name) } }
     }
 
     /// ``requestHeaders`` as C bytes, for loaded plugins (ABI 1.3 `result_request_headers`).
@@ -400,11 +401,6 @@ final class ResponseState: ResultHandle, ResponseBackend {
         return view
     }
     private var cLastHopHeaders: CBytePairs?
-
-    /// The fields a redirect to another origin leaves behind.
-    static func isLeftBehind(_ name: String) -> Bool {
-        HTTPHeader.namesEqual(name, "Authorization") || HTTPHeader.namesEqual(name, "Cookie")
-    }
 
     /// The URL the response came from (the last hop's).
     var finalURL: URL? { url }

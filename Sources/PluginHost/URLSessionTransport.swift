@@ -707,8 +707,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         }
         var next = request
         if let from = task.originalRequest?.url, let to = request.url, !Self.sameOrigin(from, to) {
-            next.setValue(nil, forHTTPHeaderField: "Authorization")
-            next.setValue(nil, forHTTPHeaderField: "Cookie")
+            for name in Self.fieldsLeftOnAnotherOrigin { next.setValue(nil, forHTTPHeaderField: name) }
             // URL loading keeps the user of the URL redirected from when `Location` names
             // another host only (`//host/path`).
             next.url = to.withoutUserInfo
@@ -745,6 +744,10 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         call.deliverChallenged(response)
         completionHandler(.cancelAuthenticationChallenge, nil)
     }
+
+    /// The request's fields a redirect to another origin leaves behind (the credentials and
+    /// cookies set for the first); the chain tells hooks the last hop went without them.
+    static let fieldsLeftOnAnotherOrigin = ["Authorization", "Cookie"]
 
     static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
         func port(_ url: URL) -> Int { url.port ?? URLParts.defaultPort(forScheme: url.scheme) }

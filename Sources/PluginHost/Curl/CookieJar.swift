@@ -215,9 +215,12 @@ final class CookieJar: Sendable {
 
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= 0x30 && byte <= 0x39 }
 
+    /// `text` without the spaces and tabs around it (§5.2's WSP).
     private static func trimmed(_ text: Substring) -> String {
-        String(text.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+        text.trimmingCharacters(in: whitespace)
     }
+
+    private static let whitespace = CharacterSet(charactersIn: " \t")
 
     /// A cookie date (§5.1.1): lenient tokens for time, day of month, month and year, in any
     /// order, as browsers and curl read `Expires`; nil when one is missing or out of range.
