@@ -9,6 +9,9 @@ import PluginSDK
 /// `env`, else the file `file`. Without a token the request goes unauthenticated, unless
 /// `required` is true: then it fails with a clear error.
 ///
+/// The token goes to https origins and to loopback hosts, or, when `origins` lists some, to those
+/// only; a request with a token over plain http to another host fails before it is sent.
+///
 /// On a `401` to a request that carried a token, the request is retried once: at once when the
 /// store already holds a newer token (another request refreshed it), otherwise after the host
 /// refreshes the token with the refresher the app registered (`provider.services
@@ -18,7 +21,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "access-token" }
     /// This plugin's version.
-    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginVersion: String { "1.1.0" }
     /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Adds Authorization from the host store and refreshes it on 401" }
     /// The hooks this plugin implements (the others are not exported).
@@ -31,6 +34,11 @@ public struct AccessTokenPlugin: ExportablePlugin {
     let refreshOnUnauthorized: Bool
     let maxRefreshes: Int
     let refreshWindow: Double
+    /// The origins the token goes to (`origins`); nil: every https origin and plain http to a
+    /// loopback host, and a request over plain http to any other host fails.
+    let origins: [Origin]?
+    /// Where the last origin asked for lets the token go: an app's requests go to a few origins.
+    private let destinations = LastAnswer<String, Destination>()
     /// Per request, what a `401` needs to know. On a host whose responses tell their request (in
     /// process, ABI 1.3 and later) the token sent is read back from the request at the `401`, and
     /// only the requests this plugin retried, or that went without its token, keep an entry (most
@@ -63,7 +71,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
     /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["key", "env", "file", "required", "refreshOn401", "maxRefreshes", "refreshWindow"])
+        try configuration.rejectUnknownKeys(["key", "env", "file", "required", "refreshOn401", "maxRefreshes", "refreshWindow", "origins"])
         key = try configuration.string("key", default: "access_token") ?? "access_token"
         environmentVariable = try configuration.string("env")
         file = try configuration.string("file")
@@ -72,6 +80,103 @@ public struct AccessTokenPlugin: ExportablePlugin {
         maxRefreshes = try configuration.integer("maxRefreshes", default: 3, in: 1...1000)
         refreshWindow = try configuration.number("refreshWindow", default: 30, in: 0.001...86_400)
         if key.isEmpty { throw configuration.error("key must not be empty") }
+        if configuration.values["origins"] == nil {
+            origins = nil
+        } else {
+            origins = try configuration.strings("origins").enumerated().map { index, text in
+                guard let origin = Origin(text) else {
+                    throw configuration.error(
+                        "origins[\(index)]: \(text.debugDescription) is not an origin: write scheme (http or https), host and an optional port, "
+                            + "such as \"https://api.example.com\" or \"https://*.example.com:8443\" (no user, path, query or fragment)")
+                }
+                return origin
+            }
+        }
+    }
+
+    /// An origin the token may go to: a scheme, a host (or, written `*.example.com`, any host
+    /// under one) and a port (the scheme's own when not written).
+    struct Origin: Equatable {
+        /// `http` or `https`.
+        let scheme: String
+        /// The host in lower case; for a wildcard, what follows `*.`.
+        let host: String
+        /// Whether any host ending in `.` + ``host`` is meant (not ``host`` itself).
+        let subdomains: Bool
+        let port: Int
+
+        /// Reads `"https://api.example.com"`, `"http://127.0.0.1:8080"` or
+        /// `"https://*.example.com"`; nil for anything else (a user, a path other than `/`, a
+        /// query, a fragment, another scheme, a port out of range).
+        init?(_ text: String) {
+            guard let parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                var host = parts.percentEncodedHost?.lowercased(), !host.isEmpty, !host.contains("%"),
+                parts.user == nil, parts.password == nil, parts.path.isEmpty || parts.path == "/", parts.query == nil, parts.fragment == nil
+            else { return nil }
+            let port = parts.port ?? URLParts.defaultPort(forScheme: scheme)
+            guard (1...65_535).contains(port) else { return nil }
+            subdomains = host.hasPrefix("*.")
+            if subdomains { host.removeFirst(2) }
+            guard !host.isEmpty, !host.contains("*") else { return nil }
+            self.scheme = scheme
+            self.host = host
+            self.port = port
+        }
+
+        /// Whether a request to `scheme://host:port` (scheme and host in lower case) is to this origin.
+        func admits(scheme: String, host: String, port: Int) -> Bool {
+            guard scheme == self.scheme, port == self.port else { return false }
+            return subdomains ? host.hasSuffix("." + self.host) : host == self.host
+        }
+    }
+
+    /// Whether a request's token goes where it is sent.
+    enum Destination: Equatable {
+        /// The token goes there.
+        case send
+        /// Not one of `origins`: the request goes without this plugin's token.
+        case skip
+        /// Plain http to a host that is not loopback, and no `origins`: the request fails (this message).
+        case refuse(String)
+    }
+
+    /// Where the token of a request to `url` may go (see ``origins``).
+    func destination(_ url: String) -> Destination {
+        // The origin is all before the path: requests to one origin share an answer.
+        let end = url.utf8.firstIndex(of: UInt8(ascii: "/")).flatMap { slash -> String.Index? in
+            guard url.utf8[slash...].starts(with: "//".utf8) else { return nil }
+            let authority = url.utf8.index(slash, offsetBy: 2)
+            return url.utf8[authority...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        }
+        let origin = end.map { String(url[..<$0]) } ?? url
+        return destinations.answer(for: origin) { Self.destination(of: $0, origins: origins) }
+    }
+
+    /// Where the token may go for a URL that is an origin (or that this parses as one).
+    static func destination(of url: String, origins: [Origin]?) -> Destination {
+        guard let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), let host = parts.percentEncodedHost?.lowercased(),
+            !host.isEmpty
+        else { return origins == nil ? .refuse("access-token: the token is not sent to a URL whose host cannot be read") : .skip }
+        let port = parts.port ?? URLParts.defaultPort(forScheme: scheme)
+        if let origins {
+            let decoded = host.removingPercentEncoding ?? host
+            return origins.contains { $0.admits(scheme: scheme, host: decoded, port: port) } ? .send : .skip
+        }
+        if scheme == "https" || (scheme == "http" && isLoopback(host)) { return .send }
+        let named = "\(scheme)://\(host)" + (parts.port.map { ":\($0)" } ?? "")
+        return .refuse(
+            "access-token: the token is not sent over \(scheme) to \(named) (without origins, it goes to https and to loopback hosts only; "
+                + "list \"\(named)\" in origins to send it there)")
+    }
+
+    /// Whether `host` (in lower case, as written in a URL) is a loopback host: `localhost` and
+    /// names under it (RFC 6761), `127.0.0.0/8` written as four decimal parts, `[::1]`.
+    static func isLoopback(_ host: String) -> Bool {
+        let name = host.hasSuffix(".") ? String(host.dropLast()) : host
+        if name == "localhost" || name.hasSuffix(".localhost") || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127"
+            && parts.allSatisfy { part in (1...3).contains(part.count) && part.allSatisfy({ ("0"..."9").contains($0) }) && Int(part)! <= 255 }
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -114,6 +219,16 @@ public struct AccessTokenPlugin: ExportablePlugin {
             carried.remove(context.requestID)
             return .proceed
         }
+        let destination = destination(request.url)
+        if destination == .skip {
+            // Not this plugin's origin: an `Authorization` there is the app's, not a token to refresh.
+            if readsBack && refreshOnUnauthorized {
+                carried.set(Carried(token: nil), for: context.requestID)
+            } else {
+                carried.remove(context.requestID)
+            }
+            return .proceed
+        }
         guard let token = token(context.services) else {
             // An `Authorization` the app set itself is not this plugin's token to refresh.
             if readsBack && refreshOnUnauthorized { carried.set(Carried(token: nil), for: context.requestID) }
@@ -124,6 +239,10 @@ public struct AccessTokenPlugin: ExportablePlugin {
                 throw Failure(description: "access-token: no token (looked in \(places.joined(separator: ", ")))")
             }
             return .proceed
+        }
+        if case .refuse(let message) = destination {
+            carried.remove(context.requestID)
+            throw Failure(description: message)
         }
         let value = lastAuthorization.answer(for: SchemeAndToken(scheme: scheme, token: token)) { $0.scheme + " " + $0.token }
         try request.setHeader("Authorization", value)

@@ -36,7 +36,7 @@ enum HTTPBin: TargetType {
 
     static let live = Options.url
 
-    var baseURL: URL { Self.live ?? URL(string: "http://stub.invalid")! }
+    var baseURL: URL { Self.live ?? URL(string: "https://stub.invalid")! }
     var path: String {
         switch self {
         case .slideshow: return "json"

@@ -24,7 +24,7 @@ struct CLITarget: TargetType {
                 "ETag": "\"pluginhost-stub\"",
             ], Self.stubBody)
     }
-    static let stubURL = URL(string: "http://stub.pluginhost.invalid/pluginhost/test")!
+    static let stubURL = URL(string: "https://stub.pluginhost.invalid/pluginhost/test")!
 }
 
 /// Options shared by `test` and its child probes.

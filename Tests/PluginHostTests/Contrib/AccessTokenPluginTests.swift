@@ -253,4 +253,86 @@ struct AccessTokenPluginTests {
         #expect(message == "access-token: excessive refresh: 1 refreshes within 60.0 s (maxRefreshes 1)")
         #expect(count.value == 1)
     }
+
+    /// Without `origins` the token goes to https and to loopback hosts only: a request with a
+    /// token over plain http to any other host fails before anything is sent (one without a
+    /// token goes: it has nothing to give away). With `origins`, only they get the token (`*.`
+    /// names the hosts under a domain), and a request elsewhere goes without it.
+    @Test func theTokenGoesOnlyToHTTPSAndLoopbackUnlessOriginsAreListed() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let sent = LockedCounter()
+        let stub = StubTransport { request in
+            sent.append(request.url?.absoluteString ?? "?")
+            return .networkResponse(200, Data((request.value(forHTTPHeaderField: "Authorization") ?? "none").utf8))
+        }
+        func authorization(_ provider: Provider<Bin>, _ base: String) async throws -> Result<String, NetworkError> {
+            await provider.request(try Bin("x?q=1", base: URL(string: base)!)).result.map { String(decoding: $0.data, as: UTF8.self) }
+        }
+        let plain = try f.provider([("access-token", [:])], transport: stub)
+        plain.services.setValue("t0k3n", forKey: "access_token")
+        let admitted = [
+            "https://api.example.test", "HTTPS://API.example.test:8443", "http://127.0.0.1:9", "http://127.255.0.1", "http://localhost:8080",
+            "http://app.LOCALHOST", "http://localhost.", "http://[::1]:9",
+        ]
+        for base in admitted { #expect(try await authorization(plain, base).get() == "Bearer t0k3n", "\(base)") }
+        let refused: [(String, String)] = [
+            ("http://api.example.test", "http://api.example.test"), ("http://api.example.test:8080", "http://api.example.test:8080"),
+            ("http://127.0.0.1.example.test", "http://127.0.0.1.example.test"), ("http://127.1", "http://127.1"),
+            ("http://user:secret@localhost.example.test:80", "http://localhost.example.test:80"), ("http://[::2]", "http://[::2]"),
+        ]
+        for (base, named) in refused {
+            let result = try await authorization(plain, base)
+            guard case .failure(.interceptor("access-token", .prepare, let message)) = result else {
+                Issue.record("\(base): got \(result)")
+                continue
+            }
+            #expect(
+                message
+                    == "access-token: the token is not sent over http to \(named) (without origins, it goes to https and to loopback hosts only; "
+                    + "list \"\(named)\" in origins to send it there)")
+        }
+        #expect(sent.log.count == admitted.count, "nothing was sent for the refused ones: \(sent.log)")
+        // Without a token, nothing is given away: the request goes.
+        let empty = try f.provider([("access-token", [:])], transport: stub)
+        #expect(try await authorization(empty, "http://api.example.test").get() == "none")
+
+        let listed = try f.provider(
+            [("access-token", ["origins": ["http://api.example.test:8080", "https://*.Example.test", "https://other.test/"]])], transport: stub)
+        listed.services.setValue("t0k3n", forKey: "access_token")
+        for base in ["http://api.example.test:8080", "https://a.example.test", "https://a.b.EXAMPLE.test:443", "https://other.test"] {
+            #expect(try await authorization(listed, base).get() == "Bearer t0k3n", "\(base)")
+        }
+        for base in [
+            "http://api.example.test", "https://api.example.test:8080", "https://example.test", "http://a.example.test", "https://127.0.0.1",
+            "http://localhost",
+        ] {
+            #expect(try await authorization(listed, base).get() == "none", "\(base)")
+        }
+    }
+
+    /// Against two servers: the listed origin gets the token and its `401` is refreshed; the
+    /// other origin gets no token, and a `401` there to the app's own `Authorization` refreshes
+    /// nothing.
+    @Test func anOriginNotListedGetsNoTokenAndNoRefresh() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let other = try TestServer.second()
+        let provider = try f.provider([("access-token", ["origins": [try TestServer.url().absoluteString]])])
+        provider.services.setValue("t0k3n", forKey: "access_token")
+        let refreshes = LockedCounter()
+        provider.services.registerRefresher(forKey: "access_token") { stale in
+            refreshes.append(stale ?? "-")
+            return "t0k3n"
+        }
+        #expect(try await authorization(provider) == ["Bearer t0k3n"])
+        let elsewhere = try await provider.request(try Bin("anything", base: other)).mapJSON().value
+        #expect(elsewhere["headers"]?["Authorization"] == nil)
+        let own = try await provider.request(try Bin("status/401", headers: ["Authorization": "Bearer app-own"], base: other)).value
+        #expect(own.statusCode == 401)
+        #expect(refreshes.log == [])
+        let listed = try await provider.request(try Bin("status/401")).value
+        #expect(listed.statusCode == 401)
+        #expect(refreshes.log == ["t0k3n"])
+    }
 }

@@ -13,6 +13,17 @@ struct ContribConfigTests {
     @Test(arguments: [
         ("access-token", #"{"required": "yes"}"#, "access-token: required must be true or false"),
         ("access-token", #"{"maxRefreshes": 0}"#, "access-token: maxRefreshes must be between 1 and 1000"),
+        ("access-token", #"{"origins": "https://api.example.com"}"#, "access-token: origins must be a list of strings"),
+        (
+            "access-token", #"{"origins": ["https://api.example.com", "https://api.example.com/v1"]}"#,
+            "access-token: origins[1]: \"https://api.example.com/v1\" is not an origin: write scheme (http or https), host and an optional port, "
+                + "such as \"https://api.example.com\" or \"https://*.example.com:8443\" (no user, path, query or fragment)"
+        ),
+        (
+            "access-token", #"{"origins": ["ftp://files.example.com"]}"#,
+            "access-token: origins[0]: \"ftp://files.example.com\" is not an origin: write scheme (http or https), host and an optional port, "
+                + "such as \"https://api.example.com\" or \"https://*.example.com:8443\" (no user, path, query or fragment)"
+        ),
         (
             "credentials", #"{"credentials": [{"host": "h", "user": "u"}]}"#,
             "credentials: credentials[0] needs password, passwordKey (host store) or passwordEnv"
