@@ -15,12 +15,13 @@ import Darwin
 /// `Set-Cookie` and of configured headers and query parameters print as `<redacted>`, in
 /// headers, URLs and the cURL form. Every value so redacted (and the values of configured host
 /// store keys, e.g. tokens and signing secrets) is also scrubbed from bodies and anything else
-/// the logger prints.
+/// the logger prints. At level `body`, JSON members and form fields named in `redactFields`
+/// (passwords, tokens, client secrets by default) show as `<redacted>` too.
 public struct LoggerPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "logger" }
     /// This plugin's version.
-    public static var pluginVersion: String { "1.0.0" }
+    public static var pluginVersion: String { "1.1.0" }
     /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Logs requests and responses with secrets redacted" }
     /// The hooks this plugin implements (the others are not exported).
@@ -37,12 +38,18 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     static let alwaysRedacted: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+    /// The body fields redacted unless `redactFields` says otherwise.
+    static let defaultRedactedFields = [
+        "password", "passwd", "secret", "client_secret", "token", "access_token", "refresh_token", "id_token", "api_key", "apikey",
+    ]
 
     let level: Level
     let output: Output
     let curl: Bool
     let redactedHeaders: Set<String>
     let redactedQuery: Set<String>
+    /// Names (lower case) of JSON members and form fields whose values a body shows as `<redacted>`.
+    let redactedFields: Set<String>
     let secretKeys: [String]
     let maxBodyBytes: Int
     let host: any HostServices
@@ -63,7 +70,9 @@ public struct LoggerPlugin: ExportablePlugin {
     /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
     /// a `PluginConfigurationError` naming it.
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["level", "output", "file", "curl", "redactHeaders", "redactQuery", "redactStoreKeys", "maxBodyBytes"])
+        try configuration.rejectUnknownKeys([
+            "level", "output", "file", "curl", "redactHeaders", "redactQuery", "redactStoreKeys", "redactFields", "maxBodyBytes",
+        ])
         switch try configuration.oneOf("level", ["off", "basic", "headers", "body"], default: "basic") {
         case "off": level = .off
         case "headers": level = .headers
@@ -93,6 +102,7 @@ public struct LoggerPlugin: ExportablePlugin {
                 $0.lowercased()
             })
         secretKeys = try configuration.strings("redactStoreKeys", default: ["access_token", "signing_secret"])
+        redactedFields = Set(try configuration.strings("redactFields", default: Self.defaultRedactedFields).map { $0.lowercased() })
         maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
         self.host = host
     }
@@ -141,6 +151,17 @@ public struct LoggerPlugin: ExportablePlugin {
             let plain = (password.removingPercentEncoding ?? password, user.removingPercentEncoding ?? user)
             secrets += [password, plain.0, Data("\(plain.1):\(plain.0)".utf8).base64EncodedString()]
         }
+        // A body's redacted fields: shown as `<redacted>`, and their values scrubbed from the rest
+        // (a server that echoes the form back).
+        var body: String?
+        var curlBody: String?
+        if level == .body, let bytes = request.body, !bytes.isEmpty {
+            let contentType = headers.first { HTTPHeader.namesEqual($0.name, "Content-Type") }?.value
+            body = describe(shown: Array(bytes.prefix(maxBodyBytes)), count: bytes.count, contentType: contentType, found: &secrets)
+            if curl, bytes.count <= maxBodyBytes, let text = String(bytes: bytes, encoding: .utf8) {
+                curlBody = redactFields(in: text, contentType: contentType, found: &secrets)
+            }
+        }
         secrets = Self.ordered(secrets)
         started.set((context.services.monotonicNanoseconds(), secrets), for: context.requestID)
         let url = redact(url: request.url)
@@ -148,8 +169,8 @@ public struct LoggerPlugin: ExportablePlugin {
         if level.rawValue >= Level.headers.rawValue {
             lines += headers.map { "  \($0.name): \(redact(header: $0))" }
         }
-        if level == .body, let body = request.body, !body.isEmpty { lines.append("  " + describe(body: body)) }
-        if curl { lines.append("  " + curlCommand(request, url: url)) }
+        if let body { lines.append("  " + body) }
+        if curl { lines.append("  " + curlCommand(request, url: url, body: curlBody)) }
         write(lines, secrets: secrets)
     }
 
@@ -168,14 +189,20 @@ public struct LoggerPlugin: ExportablePlugin {
             // Only what is shown is copied: a large body is never buffered here.
             let body = response.bodyPrefix(maxBytes: level == .body ? maxBodyBytes : 0)
             var lines = ["← \(response.statusCode) \(path) #\(context.requestID) (\(duration), \(body.count) bytes)"]
+            var contentType: String?
             if level.rawValue >= Level.headers.rawValue || level == .body {
                 let fields = response.headers
+                contentType = fields.first { HTTPHeader.namesEqual($0.name, "Content-Type") }?.value
                 // The response's own secrets (a `Set-Cookie` value) are scrubbed from its body too.
                 let own = fields.filter { redactedHeaders.contains($0.name.lowercased()) }.flatMap { Self.secrets(in: $0) }
                 if !own.isEmpty { secrets = Self.ordered(secrets + own) }
                 if level.rawValue >= Level.headers.rawValue { lines += fields.map { "  \($0.name): \(redact(header: $0))" } }
             }
-            if level == .body, body.count > 0 { lines.append("  " + describe(shown: body.bytes, count: body.count)) }
+            if level == .body, body.count > 0 {
+                var found: [String] = []
+                lines.append("  " + describe(shown: body.bytes, count: body.count, contentType: contentType, found: &found))
+                if !found.isEmpty { secrets = Self.ordered(secrets + found) }
+            }
             write(lines, secrets: secrets)
         }
     }
@@ -294,25 +321,134 @@ public struct LoggerPlugin: ExportablePlugin {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
-    func describe(body: [UInt8]) -> String {
-        describe(shown: Array(body.prefix(maxBodyBytes)), count: body.count)
-    }
-
-    /// `shown`, the first bytes of a body of `count` bytes, as text.
-    func describe(shown: [UInt8], count: Int) -> String {
+    /// `shown`, the first bytes of a body of `count` bytes, as text, with the values of
+    /// ``redactedFields`` redacted (their values appended to `found`).
+    func describe(shown: [UInt8], count: Int, contentType: String?, found: inout [String]) -> String {
         // A cut may split a character: try dropping up to three trailing bytes.
         let candidates = shown.count < count ? (0...3).map { shown.dropLast($0) } : [shown[...]]
         guard let text = candidates.lazy.compactMap({ String(bytes: $0, encoding: .utf8) }).first else {
             return "<\(count) bytes, not UTF-8>"
         }
-        return shown.count < count ? "\(text)… (truncated, \(count) bytes in all)" : text
+        let redacted = redactFields(in: text, contentType: contentType, found: &found)
+        return shown.count < count ? "\(redacted)… (truncated, \(count) bytes in all)" : redacted
     }
 
-    func curlCommand(_ request: InterceptorRequest, url: String) -> String {
+    /// `text`, a body (or its first part), with the values of ``redactedFields`` as `<redacted>`:
+    /// the members of a JSON body at any depth, the fields of a form. JSON when the content type
+    /// says so (`json`, `+json`) or, with none, when the body begins with `{` or `[`; a form when it
+    /// says `application/x-www-form-urlencoded` or, with none, when the body is one line with `=`.
+    /// Each value redacted (as written, and decoded) is appended to `found`.
+    func redactFields(in text: String, contentType: String?, found: inout [String]) -> String {
+        guard !redactedFields.isEmpty else { return text }
+        let type = contentType?.lowercased()
+        let start = text.utf8.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
+        if type?.contains("json") ?? (start == UInt8(ascii: "{") || start == UInt8(ascii: "[")) {
+            return Self.redactJSONMembers(in: text, names: redactedFields, found: &found)
+        }
+        let form =
+            type.map { $0.hasPrefix("application/x-www-form-urlencoded") }
+            ?? (text.contains("=") && !text.contains(where: { $0 == " " || $0 == "\n" || $0 == "\r" }))
+        return form ? Self.redactFormFields(in: text, names: redactedFields, found: &found) : text
+    }
+
+    /// A form body (`a=1&password=x`) with the values of `names` (decoded, case-insensitive) as
+    /// `<redacted>`.
+    static func redactFormFields(in text: String, names: Set<String>, found: inout [String]) -> String {
+        text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
+            let name = pair[..<equals]
+            let decoded = name.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(name)
+            guard names.contains(decoded.lowercased()) else { return String(pair) }
+            let value = String(pair[pair.index(after: equals)...])
+            found += [value, value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? value]
+            return name + "=<redacted>"
+        }
+        .joined(separator: "&")
+    }
+
+    /// JSON text (or its first part: a string cut short runs to the end) with the values of the
+    /// members named in `names` (case-insensitive, at any depth) as `"<redacted>"`: a string's
+    /// or a number's, `true`, `false`, `null`; an object or array value is left, its own members
+    /// redacted by name in turn.
+    static func redactJSONMembers(in text: String, names: Set<String>, found: inout [String]) -> String {
+        let bytes = Array(text.utf8)
+        let quote = UInt8(ascii: "\"")
+        let count = bytes.count
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        /// The index past the string that begins at `start` (its closing quote), or `count`.
+        func stringEnd(_ start: Int) -> Int {
+            var index = start + 1
+            while index < count {
+                if bytes[index] == UInt8(ascii: "\\") {
+                    index += 2
+                } else if bytes[index] == quote {
+                    return index + 1
+                } else {
+                    index += 1
+                }
+            }
+            return count
+        }
+        /// A string's contents, escapes resolved where they can be.
+        func decoded(_ raw: ArraySlice<UInt8>) -> String {
+            let text = String(decoding: raw, as: UTF8.self)
+            guard raw.contains(UInt8(ascii: "\\")) else { return text }
+            let quoted = Data(([quote] + raw + [quote]))
+            return (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String ?? text
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(count)
+        var index = 0
+        while index < count {
+            guard bytes[index] == quote else {
+                out.append(bytes[index])
+                index += 1
+                continue
+            }
+            let end = stringEnd(index)
+            out += bytes[index..<end]
+            var next = end
+            while next < count, isSpace(bytes[next]) { next += 1 }
+            guard next < count, bytes[next] == UInt8(ascii: ":"), end - index >= 2 else {
+                index = end
+                continue
+            }
+            // A member's name: is its value redacted?
+            let name = decoded(bytes[(index + 1)..<(end - 1)]).lowercased()
+            out += bytes[end...next]
+            next += 1
+            while next < count, isSpace(bytes[next]) {
+                out.append(bytes[next])
+                next += 1
+            }
+            index = next
+            guard names.contains(name), next < count, bytes[next] != UInt8(ascii: "{"), bytes[next] != UInt8(ascii: "[") else { continue }
+            var valueEnd = next
+            let raw: ArraySlice<UInt8>
+            if bytes[next] == quote {
+                valueEnd = stringEnd(next)
+                let closed = valueEnd - next >= 2 && bytes[valueEnd - 1] == quote
+                raw = bytes[(next + 1)..<(closed ? valueEnd - 1 : valueEnd)]
+            } else {
+                while valueEnd < count, !isSpace(bytes[valueEnd]),
+                    ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[valueEnd])
+                {
+                    valueEnd += 1
+                }
+                raw = bytes[next..<valueEnd]
+            }
+            found += [String(decoding: raw, as: UTF8.self), decoded(raw)]
+            out += Array("\"<redacted>\"".utf8)
+            index = valueEnd
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func curlCommand(_ request: InterceptorRequest, url: String, body text: String?) -> String {
         var parts = ["curl", "-X", request.method]
         for header in request.headers { parts += ["-H", shellQuote("\(header.name): \(redact(header: header))")] }
         if let body = request.body, !body.isEmpty {
-            if level == .body, body.count <= maxBodyBytes, let text = String(bytes: body, encoding: .utf8) {
+            if let text {
                 parts += ["--data-binary", shellQuote(text)]
             } else {
                 parts += ["--data-binary", shellQuote("<\(body.count) bytes>")]

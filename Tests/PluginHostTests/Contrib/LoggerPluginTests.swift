@@ -179,6 +179,59 @@ struct LoggerPluginTests {
         #expect(text.contains("  Content-Location: https://app.test/#/callback?state=2&access_token=<redacted>"))
     }
 
+    /// The values of password and token fields in bodies (a JSON member at any depth, its name
+    /// escaped or not, in any case; a form field) show as `<redacted>`: in a request's body, its
+    /// cURL form and a response's body; and a request's are scrubbed from the rest (httpbin
+    /// echoes the body back, as JSON and inside its `data` string). They used to be printed as
+    /// they were. `redactFields` replaces the names.
+    @Test func passwordAndTokenFieldsOfBodiesAreRedacted() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "curl": true, "maxBodyBytes": 100_000])
+        ])
+        let password = "pw-" + UUID().uuidString
+        let json =
+            #"{"user": "ann", "Password": "\#(password)", "nested": {"client_secret": "s3cr3t-x", "pin": 1234}, "tags": ["keep"], "#
+            + #""api_key": null, "password": "escaped-value-1"}"#
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(json.utf8)), headers: ["Content-Type": "application/json"])
+        ).value
+        let form = "user=ann&passwd=a+b%26c-d&note=hi"
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(form.utf8)), headers: ["Content-Type": "application/x-www-form-urlencoded"])
+        ).value
+        // A token the response holds, which the request never held (the fixture reads ROT13).
+        _ = try await provider.request(
+            try Bin(
+                "fixture/respond",
+                task: .requestParameters(
+                    parameters: ["rot13": "1", "body": Self.rot13(#"{"access_token": "issued-abc-123", "expires_in": 3600}"#)],
+                    encoding: URLEncoding.queryString))
+        ).value
+        let text = log(f)
+        for secret in [password, "s3cr3t-x", "escaped-value-1", "a b&c-d", "a+b%26c-d", "issued-abc-123"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        let shown =
+            #"{"user": "ann", "Password": "<redacted>", "nested": {"client_secret": "<redacted>", "pin": 1234}, "tags": ["keep"], "#
+            + #""api_key": "<redacted>", "password": "<redacted>"}"#
+        #expect(text.contains("\n  " + shown + "\n"), "the request's body")
+        #expect(text.contains("--data-binary '" + shown + "'"), "the cURL form")
+        #expect(text.contains("\n  user=ann&passwd=<redacted>&note=hi\n"))
+        #expect(text.contains(#""passwd": "<redacted>""#), "httpbin's echo of the form")
+        #expect(text.contains("\n  " + #"{"access_token": "<redacted>", "expires_in": 3600}"#))
+
+        let named = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/named.log", "redactFields": ["NOTE"]])
+        ])
+        _ = try await named.request(
+            try Bin("anything", method: .post, task: .requestData(Data(form.utf8)), headers: ["Content-Type": "application/x-www-form-urlencoded"])
+        ).value
+        let namedText = (try? String(contentsOfFile: f.root + "/named.log", encoding: .utf8)) ?? ""
+        #expect(namedText.contains("\n  user=ann&passwd=a+b%26c-d&note=<redacted>\n"))
+    }
+
     /// A body cannot forge a log line: its line breaks are indented under it, and other control
     /// characters escaped, so every line begins with `→`, `←` or two spaces.
     @Test func aBodyCannotForgeALogLine() async throws {
