@@ -378,9 +378,10 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// ``requestHeaders`` reads.
     var sentRequest: RequestState?
 
-    /// Whether a redirect led to another origin than the request's: the transports left the
-    /// request's credentials (`Authorization`, `Cookie`) behind, and the last hop, which this
-    /// response answers, went without them (the chain sets it).
+    /// Whether a redirect led to another origin than the request's, on the way or at the end:
+    /// the transports left the request's credentials (`Authorization`, `Cookie`) behind, and the
+    /// last hop, which this response answers, went without them (the transport says so; the
+    /// chain also compares the request's URL with the last).
     var credentialsLeftBehind = false
 
     /// The request's header fields as sent (to the last hop, when redirected); nil when the
@@ -413,6 +414,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
         httpVersion = response.httpVersion
         url = response.url
         isRedirected = response.redirected
+        credentialsLeftBehind = response.credentialsLeftBehind
         super.init(response: nil, failure: nil, mayDecide: false)
         self.response = self
     }

@@ -271,6 +271,12 @@ public struct TransportResponse: Sendable {
     /// of a redirected response answers. A transport of your own sets it when it follows
     /// redirects itself.
     public var finalMethod: String?
+    /// Whether a redirect on the way went to another origin, so that the transport left the
+    /// request's `Authorization` and `Cookie` behind from there on: the last hop went without
+    /// them, even when later redirects came back to the request's own origin. (The chain also
+    /// compares the request's URL with the last one.) A transport of your own sets it when it
+    /// follows redirects itself.
+    public var credentialsLeftBehind = false
 
     /// Creates a transport response.
     public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil, redirected: Bool = false) {

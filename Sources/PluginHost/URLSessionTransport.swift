@@ -72,13 +72,18 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
         #endif
         var current = request
         var redirects = 0
+        var credentialsLeftBehind = false
         while true {
             let call = SessionCall(request: current, spooledData: spooledData, redirects: redirects)
-            let response = try await run(call, makeTask: makeTask(for: call)).get()
+            var response = try await run(call, makeTask: makeTask(for: call)).get()
             // A redirect that keeps the body is followed here (`SessionRouter`'s redirection).
-            guard let next = call.redirectToFollow else { return response }
+            guard let next = call.redirectToFollow else {
+                response.credentialsLeftBehind = response.credentialsLeftBehind || credentialsLeftBehind
+                return response
+            }
             // Counted already, against the policy or the transport's limit (``SessionCall/mayRedirect()``).
             redirects = call.redirectCount
+            if let from = current.url, !SessionRouter.sameOrigin(from, next.url) { credentialsLeftBehind = true }
             current = current.redirected(to: next.url, method: next.method)
         }
     }
@@ -260,6 +265,8 @@ final class SessionCall: Sendable {
         var redirects = 0
         /// A redirect that keeps the body, left to the transport to follow (``follow(_:)``).
         var follow: (url: URL, method: String)?
+        /// Whether a redirect URL loading followed went to another origin (``leaveCredentials()``).
+        var credentialsLeftBehind = false
         /// Set when a limit, the deadline or a download that cannot be written stopped the task.
         var limitFailure: TransportFailure?
     }
@@ -435,6 +442,12 @@ final class SessionCall: Sendable {
         state.withLock { $0.follow = (url, next.httpMethod?.uppercased() ?? "GET") }
     }
 
+    /// Notes that a redirect went to another origin, and the request's credentials were left
+    /// behind (``TransportResponse/credentialsLeftBehind``).
+    func leaveCredentials() {
+        state.withLock { $0.credentialsLeftBehind = true }
+    }
+
     /// The redirect the transport follows itself (``follow(_:)``), once the call has ended.
     var redirectToFollow: (url: URL, method: String)? { state.withLock { $0.follow } }
 
@@ -504,7 +517,7 @@ final class SessionCall: Sendable {
         // ends the call itself, right after setting its flag): one from here on finds the call
         // ended, and cannot report a failure while the download is being moved into place. The
         // download's file is closed: this function places or removes it.
-        let (continuation, challenged, cancelled, limitFailure, downloaded, data, redirects, follow) = state.withLock { state in
+        let (continuation, challenged, cancelled, limitFailure, downloaded, data, redirects, follow, left) = state.withLock { state in
             let ending = state.cancelled || state.limitFailure != nil
             defer {
                 if !ending { state.continuation = nil }
@@ -512,7 +525,7 @@ final class SessionCall: Sendable {
             }
             return (
                 ending ? nil : state.continuation, state.challenged, state.cancelled, state.limitFailure, state.download?.finish(),
-                state.data, state.redirects, state.follow != nil
+                state.data, state.redirects, state.follow != nil, state.credentialsLeftBehind
             )
         }
         let result = outcome(task: task, error: error, challenged: challenged, cancelled: cancelled, limitFailure: limitFailure)
@@ -532,6 +545,7 @@ final class SessionCall: Sendable {
             made.redirected = true
             made.finalMethod = task.currentRequest?.httpMethod?.uppercased()
         }
+        made.credentialsLeftBehind = left
         if let downloaded {
             // Nor is the answer to a challenge (the chain answers it, and the download comes then).
             guard challenged == nil, let destination = request.download else {
@@ -708,6 +722,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var next = request
         if let from = task.originalRequest?.url, let to = request.url, !Self.sameOrigin(from, to) {
             for name in Self.fieldsLeftOnAnotherOrigin { next.setValue(nil, forHTTPHeaderField: name) }
+            call?.leaveCredentials()
             // URL loading keeps the user of the URL redirected from when `Location` names
             // another host only (`//host/path`).
             next.url = to.withoutUserInfo

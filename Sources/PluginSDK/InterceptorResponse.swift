@@ -81,7 +81,7 @@ public struct InterceptorResponse {
     /// a host before ABI 1.3: ``HostServices/responsesCarryRequestHeaders`` says so up front).
     /// A plugin that needs the request as sent only once the response comes (a cache's `Vary`)
     /// reads it here and can leave `willSend` out of its active hooks. After a redirect to
-    /// another origin they are the last hop's: without `Authorization` and `Cookie`, which the
+    /// another origin (on the way, even if later ones came back) they are the last hop's: without `Authorization` and `Cookie`, which the
     /// transports left behind.
     public var requestHeaders: [HTTPHeader]? { backend.requestHeaders }
 

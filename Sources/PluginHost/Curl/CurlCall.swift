@@ -27,6 +27,8 @@ struct CurlResponse: Sendable {
     let redirected: Bool
     /// The method of the last request sent (a redirect may have turned it into `GET`).
     let method: String
+    /// Whether a redirect went to another origin (``TransportResponse/credentialsLeftBehind``).
+    var credentialsLeftBehind = false
 
     /// The fields as a dictionary, repeated names joined with ", " (the first spelling kept).
     static func fold(_ headers: [(name: String, value: String)]) -> [String: String] {
@@ -64,6 +66,7 @@ struct CurlResponse: Sendable {
         made.httpVersion = httpVersion
         made.redirected = redirected
         made.finalMethod = redirected ? method : nil
+        made.credentialsLeftBehind = credentialsLeftBehind
         return made
     }
 }
@@ -101,6 +104,8 @@ final class CurlCall: @unchecked Sendable {
     /// The body read from the request's stream, sent like a file.
     private var spooledBody: SpooledBody?
     private var redirectCount = 0
+    /// Whether a redirect followed went to another origin (its credentials were left behind).
+    private var credentialsLeftBehind = false
     private var headerList: OpaquePointer?
     /// The fields only a proxy gets (`Proxy-Authorization`), never the origin.
     private var proxyHeaderList: OpaquePointer?
@@ -706,6 +711,7 @@ final class CurlCall: @unchecked Sendable {
             }
             if !SessionRouter.sameOrigin(url, next) {
                 headers.removeAll { ["authorization", "cookie", "proxy-authorization"].contains($0.name.lowercased()) }
+                credentialsLeftBehind = true
             }
             url = next
             return .redirect
@@ -730,9 +736,10 @@ final class CurlCall: @unchecked Sendable {
         }
         let downloaded = download?.finish()
         download = nil
-        let response = CurlResponse(
+        var response = CurlResponse(
             status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
             downloadPath: downloaded, redirected: redirectCount > 0, method: method)
+        response.credentialsLeftBehind = credentialsLeftBehind
         responseHeaders = []
         data = Data()
         return .finished(.success(response))
@@ -747,9 +754,11 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_CONNECTCODE, &connectCode)
         guard connectCode == 407, responseHeaders.contains(where: { HTTPHeader.namesEqual($0.name, "Proxy-Authenticate") }) else { return nil }
         defer { responseHeaders = [] }
-        return CurlResponse(
+        var response = CurlResponse(
             status: 407, url: url, httpVersion: "HTTP/1.1", headers: responseHeaders, data: Data(), downloadPath: nil,
             redirected: redirectCount > 0, method: method)
+        response.credentialsLeftBehind = credentialsLeftBehind
+        return response
     }
 
     /// Maps libcurl's result code onto a ``TransportFailure``.

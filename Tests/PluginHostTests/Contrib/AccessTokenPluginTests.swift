@@ -172,6 +172,34 @@ struct AccessTokenPluginTests {
         #expect(refreshes.log == ["bad-1"])
     }
 
+    /// Redirects that leave the origin and come back to it: the transports left the token
+    /// behind at the first crossing, and the last hop, back at the request's origin, went
+    /// without it. Its `401` is not the token's to refresh. The chain compared only the first and
+    /// the last URL, and refreshed.
+    @Test(arguments: TransportKind.allCases) func a401AfterRedirectsThatLeftAndCameBackRefreshesNothing(_ kind: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])], transport: kind.make())
+        let refreshes = LockedCounter()
+        provider.services.registerRefresher(forKey: "access_token") { stale in
+            refreshes.append(stale ?? "-")
+            return "good-\(refreshes.log.count)"
+        }
+        provider.services.setValue("bad-1", forKey: "access_token")
+        func outAndBack(_ path: String) throws -> Bin {
+            let back = try TestServer.url().appendingPathComponent(path).absoluteString
+            var away = URLComponents(url: try TestServer.second().appendingPathComponent("redirect-to"), resolvingAgainstBaseURL: false)!
+            away.queryItems = [URLQueryItem(name: "url", value: back)]
+            return try Bin("redirect-to", task: .requestParameters(parameters: ["url": away.url!.absoluteString], encoding: URLEncoding.queryString))
+        }
+        let echo = try await provider.request(try outAndBack("anything")).mapJSON().value
+        #expect(echo["url"]?.stringValue?.hasPrefix(try TestServer.url().absoluteString) == true)
+        #expect(echo["headers"]?["Authorization"] == nil, "the transport left the token behind at the first crossing")
+        let response = try await provider.request(try outAndBack("fixture/token")).value
+        #expect(response.statusCode == 401)
+        #expect(refreshes.log.isEmpty)
+    }
+
     @Test func concurrent401sShareOneRefresh() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
