@@ -163,9 +163,11 @@ public struct Endpoint: Sendable {
             request.httpBody = bodyData
             return request
         case .requestCompositeParameters(let bodyParameters, let bodyEncoding, let urlParameters):
-            if let urlEncoding = bodyEncoding as? URLEncoding, urlEncoding.destination == .queryString {
-                // The body parameters would silently land in the URL (and in every server log).
-                throw .parameterEncoding(CompositeBodyInQuery())
+            if let urlEncoding = bodyEncoding as? URLEncoding, urlEncoding.encodesInQuery(method: (request.httpMethod ?? "GET").uppercased()) {
+                // The body parameters would silently land in the URL (and in every server log):
+                // `URLEncoding.queryString`, or `URLEncoding.default` on a GET, HEAD or DELETE.
+                throw .parameterEncoding(
+                    CompositeBodyInQuery(method: (request.httpMethod ?? "GET").uppercased(), destination: urlEncoding.destination))
             }
             let withQuery = try Self.encode(urlParameters, with: URLEncoding.queryString, into: request)
             return try Self.encode(bodyParameters, with: bodyEncoding, into: withQuery)
@@ -293,9 +295,22 @@ extension Endpoint: Equatable, Hashable {
 
 /// Why `requestCompositeParameters` with a query-string body encoding is refused.
 public struct CompositeBodyInQuery: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The request's method.
+    public var method: String
+    /// The body encoding's destination: `queryString`, or `methodDependent` for a method whose
+    /// parameters go in the query (`GET`, `HEAD`, `DELETE`).
+    public var destination: URLEncoding.Destination
+
+    /// The error for a body encoding of `destination` on a `method` request.
+    public init(method: String = "POST", destination: URLEncoding.Destination = .queryString) {
+        self.method = method
+        self.destination = destination
+    }
+
     /// What is wrong and what to do.
     public var description: String {
-        "requestCompositeParameters: the body encoding URLEncoding.queryString would put the body parameters in the URL; "
+        let encoding = destination == .queryString ? "URLEncoding.queryString" : "URLEncoding.default (method-dependent) on a \(method) request"
+        return "requestCompositeParameters: the body encoding \(encoding) would put the body parameters in the URL; "
             + "use URLEncoding.httpBody or JSONEncoding for the body, and urlParameters for the query"
     }
 }

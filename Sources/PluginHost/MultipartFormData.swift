@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -58,15 +59,28 @@ public enum MultipartFormData {
         "multipart/form-data; boundary=\(boundary)"
     }
 
-    /// Encodes `parts` with `boundary`; throws ``NetworkError/fileAccess(path:reason:)`` for an unreadable file.
+    /// Encodes `parts` with `boundary`; throws ``NetworkError/fileAccess(path:reason:)`` for an
+    /// unreadable file, and ``NetworkError/parameterEncoding(_:)`` with ``InvalidMultipartContentType``
+    /// for a `mimeType` holding CR, LF or NUL (it would add header fields to the part). A file
+    /// part without a file name or type gets the file's last path component and
+    /// `application/octet-stream`.
     public static func encode(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> Data {
         var body = Data()
-        for part in parts {
+        for (index, part) in parts.enumerated() {
+            var fileName = part.fileName
+            var mimeType = part.mimeType
+            if case .file(let url) = part.source {
+                fileName = fileName ?? url.lastPathComponent
+                mimeType = mimeType ?? "application/octet-stream"
+            }
+            if let mimeType, !HeaderValidation.isValidValue(mimeType) {
+                throw .parameterEncoding(InvalidMultipartContentType(index: index, name: part.name, mimeType: mimeType))
+            }
             body.append(Data("--\(boundary)\r\n".utf8))
             var disposition = "Content-Disposition: form-data; name=\"\(quoted(part.name))\""
-            if let fileName = part.fileName { disposition += "; filename=\"\(quoted(fileName))\"" }
+            if let fileName { disposition += "; filename=\"\(quoted(fileName))\"" }
             body.append(Data("\(disposition)\r\n".utf8))
-            if let mimeType = part.mimeType { body.append(Data("Content-Type: \(mimeType)\r\n".utf8)) }
+            if let mimeType { body.append(Data("Content-Type: \(mimeType)\r\n".utf8)) }
             body.append(Data("\r\n".utf8))
             switch part.source {
             case .data(let data):
@@ -84,10 +98,36 @@ public enum MultipartFormData {
         return body
     }
 
-    /// Escapes a quoted-string parameter (quotes, CR and LF percent-encoded, as browsers do).
+    /// Escapes a quoted-string parameter: quotes, CR and LF percent-encoded, as browsers do, and
+    /// a backslash too (a server that reads quoted-string escapes would take `name="a\"` as
+    /// an unclosed string, and lose the field or its file name).
     static func quoted(_ value: String) -> String {
-        value.replacingOccurrences(of: "\"", with: "%22")
+        value.replacingOccurrences(of: "\\", with: "%5C")
+            .replacingOccurrences(of: "\"", with: "%22")
             .replacingOccurrences(of: "\r", with: "%0D")
             .replacingOccurrences(of: "\n", with: "%0A")
+    }
+}
+
+/// A multipart part's `mimeType` holds CR, LF or NUL: written as is, it would add header fields
+/// to the part (or end its header early).
+public struct InvalidMultipartContentType: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The part's position in the list, from 0.
+    public var index: Int
+    /// The part's field name.
+    public var name: String
+    /// The refused value.
+    public var mimeType: String
+
+    /// The error for part `index`, named `name`, whose content type is `mimeType`.
+    public init(index: Int, name: String, mimeType: String) {
+        self.index = index
+        self.name = name
+        self.mimeType = mimeType
+    }
+
+    /// What is wrong.
+    public var description: String {
+        "multipart part \(index) (\(name.debugDescription)): the content type \(mimeType.debugDescription) holds CR, LF or NUL"
     }
 }

@@ -132,6 +132,9 @@ public struct URLEncoding: ParameterEncoding {
             for element in array {
                 components(key: arrayEncoding == .brackets ? "\(key)[]" : key, value: element, into: &pairs)
             }
+        case let number as NSNumber where type(of: value) is NSNumber.Type && !JSONValue.isBoolean(number):
+            // A number `JSONSerialization` made: 0 and 1 match `as Bool` too, and are numbers.
+            pairs.append((Self.escape(key), Self.escape("\(number)")))
         case let bool as Bool:
             let text = boolEncoding == .numeric ? (bool ? "1" : "0") : (bool ? "true" : "false")
             pairs.append((Self.escape(key), Self.escape(text)))

@@ -6,7 +6,7 @@ public enum ValidationType: Sendable, Equatable {
     case successCodes
     /// 200 to 399.
     case successAndRedirectCodes
-    /// Exactly these codes.
+    /// Exactly these codes; an empty list accepts every code (as Moya skips validation then).
     case customCodes([Int])
 
     /// The accepted codes; empty for ``none``.
@@ -25,7 +25,7 @@ public enum ValidationType: Sendable, Equatable {
         case .none: return true
         case .successCodes: return (200..<300).contains(statusCode)
         case .successAndRedirectCodes: return (200..<400).contains(statusCode)
-        case .customCodes(let codes): return codes.contains(statusCode)
+        case .customCodes(let codes): return codes.isEmpty || codes.contains(statusCode)
         }
     }
 }

@@ -33,6 +33,88 @@ struct MoyaParityTests {
         #expect(body.httpBody == Data("secret=s".utf8))
     }
 
+    /// `URLEncoding.default` is method-dependent: on a `GET`, `HEAD` or `DELETE` it too would
+    /// put the body parameters in the URL (Moya refuses any body destination but the body).
+    @Test(arguments: [HTTPMethod.get, .head, .delete]) func compositeParametersRefuseTheDefaultEncodingWhereItMeansTheQuery(
+        _ method: HTTPMethod
+    ) throws {
+        let endpoint = Endpoint(
+            url: "https://api.example.invalid/things", sampleResponseClosure: { .networkResponse(200, Data()) }, method: method,
+            task: .requestCompositeParameters(bodyParameters: ["secret": "s"], bodyEncoding: URLEncoding.default, urlParameters: ["page": 1]),
+            httpHeaderFields: nil)
+        do {
+            let request = try endpoint.urlRequest()
+            Issue.record("the body parameters went into the URL: \(request.url?.absoluteString ?? "-")")
+        } catch {
+            #expect(
+                error.description
+                    == "cannot encode parameters: requestCompositeParameters: the body encoding URLEncoding.default (method-dependent) on a "
+                    + "\(method.rawValue) request would put the body parameters in the URL; use URLEncoding.httpBody or JSONEncoding for the "
+                    + "body, and urlParameters for the query")
+        }
+        let post = try Endpoint(
+            url: "https://api.example.invalid/things", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .post,
+            task: .requestCompositeParameters(bodyParameters: ["secret": "s"], bodyEncoding: URLEncoding.default, urlParameters: ["page": 1]),
+            httpHeaderFields: nil
+        ).urlRequest()
+        #expect(post.url?.query == "page=1")
+        #expect(post.httpBody == Data("secret=s".utf8))
+    }
+
+    /// A part's `mimeType` with a line break would add fields to the part: refused, naming the
+    /// part. A backslash in a name is escaped (a quoted-string reader took `name="a\"` as
+    /// unclosed). A file part made with the initialiser gets its file name and type, as one made
+    /// with `.file(_:name:)`.
+    @Test func multipartRefusesAForgedPartHeaderAndEscapesBackslashes() throws {
+        let forged = MultipartFormBodyPart(
+            source: .data(Data("1".utf8)), name: "avatar", fileName: "me.png",
+            mimeType: "image/png\r\nContent-Disposition: form-data; name=\"is_admin\"")
+        do {
+            _ = try MultipartFormData.encode([.text("x", name: "first"), forged], boundary: "b")
+            Issue.record("a part's header was forged")
+        } catch {
+            guard case .parameterEncoding(let reason) = error, let refused = reason as? InvalidMultipartContentType else {
+                Issue.record("got \(error)")
+                return
+            }
+            #expect(refused == InvalidMultipartContentType(index: 1, name: "avatar", mimeType: forged.mimeType!))
+            #expect(
+                error.description
+                    == "cannot encode parameters: multipart part 1 (\"avatar\"): the content type "
+                    + "\"image/png\\r\\nContent-Disposition: form-data; name=\\\"is_admin\\\"\" holds CR, LF or NUL")
+        }
+        let body = try MultipartFormData.encode(
+            [MultipartFormBodyPart(source: .data(Data("v".utf8)), name: "comment\\", fileName: "report\\\"x.pdf")], boundary: "b")
+        #expect(
+            String(decoding: body, as: UTF8.self)
+                == "--b\r\nContent-Disposition: form-data; name=\"comment%5C\"; filename=\"report%5C%22x.pdf\"\r\n\r\nv\r\n--b--\r\n")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-part-\(UUID().uuidString).txt")
+        try Data("contents".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let filePart = try MultipartFormData.encode([MultipartFormBodyPart(source: .file(file), name: "doc")], boundary: "b")
+        #expect(
+            String(decoding: filePart, as: UTF8.self)
+                == "--b\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"\(file.lastPathComponent)\"\r\n"
+                + "Content-Type: application/octet-stream\r\n\r\ncontents\r\n--b--\r\n")
+    }
+
+    /// Numbers `JSONSerialization` made are numbers, 0 and 1 included (they match `as Bool`
+    /// too); only Booleans are encoded as Booleans.
+    @Test func urlEncodingTellsNumbersFromBooleans() throws {
+        let decoded = try JSONSerialization.jsonObject(with: Data(#"{"count":1,"ratio":1.5,"zero":0,"flag":true,"off":false}"#.utf8))
+        let parameters = try #require(decoded as? [String: any Sendable])
+        #expect(URLEncoding(boolEncoding: .literal).query(parameters) == "count=1&flag=true&off=false&ratio=1.5&zero=0")
+        #expect(URLEncoding.default.query(parameters) == "count=1&flag=1&off=0&ratio=1.5&zero=0")
+        #expect(URLEncoding(boolEncoding: .literal).query(["t": true, "n": 1, "d": 0.0]) == "d=0.0&n=1&t=true")
+    }
+
+    /// An empty list of codes validates nothing, as in Moya.
+    @Test func customCodesWithNoCodesAcceptEveryCode() {
+        #expect(ValidationType.customCodes([]).accepts(500))
+        #expect(ValidationType.customCodes([]).accepts(200))
+        #expect(!ValidationType.customCodes([201]).accepts(200))
+    }
+
     @Test func anEmptyBodyWithAKeyPathHonoursFailsOnEmptyData() throws {
         let empty = Response(statusCode: 204, data: Data())
         #expect(try empty.map(String?.self, atKeyPath: "user.name", failsOnEmptyData: false) == nil)
