@@ -15,7 +15,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "credentials" }
     /// This plugin's version.
-    public static var pluginVersion: String { "1.1.0" }
+    public static var pluginVersion: String { "1.2.0" }
     /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Answers Basic and Digest authentication challenges for listed hosts" }
     /// The hooks this plugin implements (the others are not exported).
@@ -41,10 +41,16 @@ public struct CredentialsPlugin: ExportablePlugin {
             return nil
         }
 
-        func matches(host: String, port: Int, scheme: String, realm: String?) -> Bool {
+        /// Whether the entry is for `scheme://host:port`.
+        func matches(host: String, port: Int, scheme: String) -> Bool {
             self.host.lowercased() == host.lowercased() && (self.port == nil || self.port == port)
                 && (self.scheme == nil || self.scheme == scheme.lowercased())
-                && (self.realm == nil || realm == nil || self.realm == realm)
+        }
+
+        /// Whether the entry answers a challenge of `realm`: any, unless the entry names one; then
+        /// only that one (a challenge without a realm, or an empty one, is not it).
+        func answers(realm: String?) -> Bool {
+            self.realm == nil || self.realm == realm
         }
     }
 
@@ -113,7 +119,7 @@ public struct CredentialsPlugin: ExportablePlugin {
         let scheme = url.scheme?.lowercased() ?? "http"
         let port = url.port ?? URLParts.defaultPort(forScheme: scheme)
         guard request.header("Authorization") == nil,
-            let entry = entries.first(where: { $0.preemptive && !$0.proxy && $0.matches(host: host, port: port, scheme: scheme, realm: nil) }),
+            let entry = entries.first(where: { $0.preemptive && !$0.proxy && $0.matches(host: host, port: port, scheme: scheme) }),
             let password = entry.password(context.services)
         else { return .proceed }
         try request.setHeader("Authorization", "Basic " + Data("\(entry.user):\(password)".utf8).base64EncodedString())
@@ -127,7 +133,7 @@ public struct CredentialsPlugin: ExportablePlugin {
             challenge.previousFailureCount < rounds,
             let entry = entries.first(where: {
                 $0.proxy == challenge.isProxy
-                    && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme, realm: challenge.realm)
+                    && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme) && $0.answers(realm: challenge.realm)
             }),
             let password = entry.password(context.services)
         else { return .performDefault }

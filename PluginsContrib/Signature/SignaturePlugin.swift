@@ -115,26 +115,6 @@ public struct SignaturePlugin: ExportablePlugin {
         return false
     }
 
-    /// `path` without its `.` and `..` segments (RFC 3986 §5.2.4), as libcurl sends it: the
-    /// path signed is the path sent.
-    static func removingDotSegments(_ path: String) -> String {
-        var output: [Substring] = []
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
-        for (index, segment) in segments.enumerated() {
-            let last = index == segments.count - 1
-            switch segment {
-            case ".":
-                if last { output.append("") }
-            case "..":
-                if !output.isEmpty { output.removeLast() }
-                if last { output.append("") }
-            default:
-                output.append(segment)
-            }
-        }
-        return "/" + output.joined(separator: "/")
-    }
-
     /// The SHA-256 of no bytes, in hex (most signed requests have no body).
     static let emptyBodyHash = SHA256.hex(SHA256.hash([UInt8]()))
 
@@ -159,7 +139,7 @@ public struct SignaturePlugin: ExportablePlugin {
                 if path.isEmpty {
                     text("/")
                 } else if hasDotSegment(path) {
-                    text(removingDotSegments(String(decoding: path, as: UTF8.self)))
+                    text(URLParts.removingDotSegments(String(decoding: path, as: UTF8.self)))
                 } else {
                     write(UnsafeRawBufferPointer(path))
                 }
@@ -173,7 +153,7 @@ public struct SignaturePlugin: ExportablePlugin {
                     pairs.append((escape(item.name), escape(item.value)))
                 }
                 pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
-                text(parts.percentEncodedPath.isEmpty ? "/" : removingDotSegments(parts.percentEncodedPath))
+                text(parts.percentEncodedPath.isEmpty ? "/" : URLParts.removingDotSegments(parts.percentEncodedPath))
                 write(newline)
                 for (index, pair) in pairs.enumerated() {
                     if index > 0 { text("&") }

@@ -364,10 +364,12 @@ struct DigestChallenge: Equatable, Sendable {
         return out
     }
 
-    /// The request target of `url` as sent: its path (`/` when empty) and query, percent-encoded as given.
+    /// The request target of `url` as sent: its path (`/` when empty; resolved against a base
+    /// URL; without `.` and `..` segments, which the transports remove before sending) and
+    /// query, percent-encoded as given.
     static func requestURI(_ url: URL) -> String {
-        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.path }
-        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.path }
+        let path = components.percentEncodedPath.isEmpty ? "/" : URLParts.removingDotSegments(components.percentEncodedPath)
         return components.percentEncodedQuery.map { path + "?" + $0 } ?? path
     }
 }
@@ -397,14 +399,25 @@ struct ChosenChallenge: Sendable {
     var realm: String?
     /// Set when the scheme is a Digest the host can answer.
     var digest: DigestChallenge?
+    /// The other Digest challenges of the same realm the host can parse, strongest first: tried
+    /// in turn when ``digest`` cannot be answered for the request (a `-sess` without `qop`, an
+    /// `auth-int` alone over a body that cannot be read again).
+    var weakerDigests: [DigestChallenge] = []
 
     /// Picks from every challenge in `value`: a supported Digest (strongest algorithm first), then
     /// Basic, then the first challenge (so hooks still see what the server asked for).
     static func choose(from value: String) -> ChosenChallenge? {
         let challenges = HTTPChallenge.parse(value)
         let digests = challenges.compactMap { challenge in DigestChallenge(challenge).map { (challenge, $0) } }
-        if let best = digests.max(by: { $0.1.algorithm.strength < $1.1.algorithm.strength }) {
-            return ChosenChallenge(scheme: best.0.scheme, realm: best.1.realm, digest: best.1)
+        // Strongest first; of equal strength, in the order offered.
+        let ranked = digests.enumerated().sorted { a, b in
+            a.element.1.algorithm.strength != b.element.1.algorithm.strength
+                ? a.element.1.algorithm.strength > b.element.1.algorithm.strength : a.offset < b.offset
+        }
+        .map(\.element)
+        if let best = ranked.first {
+            let weaker = ranked.dropFirst().map(\.1).filter { $0.realm == best.1.realm }
+            return ChosenChallenge(scheme: best.0.scheme, realm: best.1.realm, digest: best.1, weakerDigests: weaker)
         }
         if let basic = challenges.first(where: { $0.scheme.lowercased() == "basic" }) {
             return ChosenChallenge(scheme: basic.scheme, realm: basic.parameters["realm"])

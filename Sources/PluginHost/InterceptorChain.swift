@@ -558,7 +558,11 @@ final class InterceptorChain: Sendable {
                 answer(value)
                 continue
             }
-            let failed = rounds[space] ?? 0
+            // Rounds count per request target too: a right answer redirected on the same origin
+            // (libcurl keeps `Authorization` there) meets a new challenge for its new target,
+            // which is no failed round (a Digest answer covers its own target only).
+            let target = isProxy ? space : space + DigestChallenge.requestURI(url)
+            let failed = rounds[target] ?? 0
             guard failed < Self.maxAuthenticationRounds else { return (.response(response), request) }
             let challenge = AuthenticationChallenge(
                 host: url.host ?? "", port: port, scheme: scheme, realm: chosen.realm, method: chosen.scheme,
@@ -572,8 +576,16 @@ final class InterceptorChain: Sendable {
             }
             switch credential {
             case .useCredential(let user, let password) where chosen.digest != nil:
-                guard let digest = chosen.digest, let value = digestAnswer(digest, user: user, password: password, request: challenged)
-                else { return (.response(response), request) }
+                // The strongest challenge the request can be answered for (of the realm the hooks were asked for).
+                // (A loop: a lazy `compactMap(…).first` would compute the first answer twice, and count its nonce twice.)
+                var made: (DigestChallenge, String)?
+                for digest in [chosen.digest].compactMap({ $0 }) + chosen.weakerDigests {
+                    if let value = digestAnswer(digest, user: user, password: password, request: challenged) {
+                        made = (digest, value)
+                        break
+                    }
+                }
+                guard let (digest, value) = made else { return (.response(response), request) }
                 answer(value)
                 digestAnswers[space] = (field, digest.realm, user, password)
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
@@ -587,7 +599,7 @@ final class InterceptorChain: Sendable {
             default:
                 return (.response(response), request)
             }
-            rounds[space] = failed + 1
+            rounds[target] = failed + 1
         }
     }
 

@@ -97,6 +97,27 @@ public struct URLParts: Sendable {
     /// The host, if any.
     public var host: String? { components?.host }
 
+    /// `path` (percent-encoded, beginning with `/`) without its `.` and `..` segments (RFC 3986
+    /// §5.2.4), as libcurl sends it (`%2E` segments are left): what a signature or a Digest
+    /// answer covers must be the path sent.
+    public static func removingDotSegments(_ path: String) -> String {
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { output.append("") }
+            case "..":
+                if !output.isEmpty { output.removeLast() }
+                if last { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
+    }
+
     /// The port a URL of `scheme` uses when it names none: 443 for `https` (any case), else 80.
     public static func defaultPort(forScheme scheme: String?) -> Int { scheme?.lowercased() == "https" ? 443 : 80 }
 

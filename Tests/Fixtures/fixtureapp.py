@@ -11,7 +11,8 @@
                                   h_NAME=value header fields; rot13=1: body and h_ values given in ROT13
   /fixture/digest?key=K&...       Digest authentication (RFC 7616) checked independently: algorithm=, qop=,
                                   userhash=1, stale=N (answer N right answers with stale=true), offer=a,b,..
-                                  (several challenges), nonce= (a fixed nonce), user=, pass=
+                                  (several challenges), nonce= (a fixed nonce), user=, pass=; moved_once=1:
+                                  a right answer gets a 301 to the same URL with &moved=1 (challenged there too)
   /fixture/read-first/PATH        httpbin's /PATH, with the request's body read whole before it answers
   /fixture/encoded/C1,C2?...      a 100 kB text (ENCODED_TEXT) in content codings C1 then C2 (gzip, x-gzip,
                                   deflate, br, zstd, identity), listed so in Content-Encoding; raw=1: deflate
@@ -271,6 +272,10 @@ def digest(environ, start_response, query):
         return refuse("wrong response")
     if bump(key + ":stale") <= int(query.get("stale", "0")):
         return refuse("stale nonce", stale=True)
+    if query.get("moved_once") == "1" and query.get("moved") != "1":
+        location = environ.get("PATH_INFO", "") + "?" + environ.get("QUERY_STRING", "") + "&moved=1"
+        start_response("301 Moved Permanently", [("Location", location), ("Content-Length", "0")])
+        return [b""]
     return respond(start_response, "200 OK", {
         "count": count, "scheme": "Digest", "algorithm": chosen, "qop": answered_qop, "nc": p.get("nc"),
         "cnonce": p.get("cnonce"), "userhash": userhash, "username": p.get("username"), "authorization": auth,

@@ -162,6 +162,34 @@ struct DigestUnitTests {
 }
 
 extension DigestUnitTests {
+    /// The `uri` of an answer is the request target as sent: resolved against a base URL (it
+    /// was the relative string), without `.` and `..` segments (libcurl removes them before it
+    /// sends; encoded ones it leaves), the query as it is.
+    @Test func theRequestURIIsTheTargetAsSent() throws {
+        let relative = try #require(URL(string: "a/b?x", relativeTo: URL(string: "http://h/p/")!))
+        #expect(DigestChallenge.requestURI(relative) == "/p/a/b?x")
+        #expect(DigestChallenge.requestURI(URL(string: "http://h/fixture/x/../digest?k=/../v")!) == "/fixture/digest?k=/../v")
+        #expect(DigestChallenge.requestURI(URL(string: "http://h/a/./b/.")!) == "/a/b/")
+        #expect(DigestChallenge.requestURI(URL(string: "http://h/a/%2E%2E/b")!) == "/a/%2E%2E/b")
+    }
+
+    /// The strongest Digest challenge the request cannot be answered for (a `-sess` without
+    /// `qop`) gives way to the next of the same realm; the hooks are asked once.
+    @Test func anUnanswerableStrongestChallengeGivesWayToTheNext() async throws {
+        let offered = #"Digest realm="r", nonce="a", algorithm=SHA-512-256-sess, Digest realm="r", nonce="b", algorithm=SHA-256, qop="auth""#
+        let chosen = try #require(ChosenChallenge.choose(from: offered))
+        #expect(chosen.digest?.algorithmToken == "SHA-512-256-sess")
+        #expect(chosen.weakerDigests.map(\.nonce) == ["b"])
+        let transport = ScriptedChallenges([(401, ["WWW-Authenticate": offered])])
+        let credentials = CountingCredentials()
+        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
+        let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+        #expect(response.statusCode == 200)
+        #expect(credentials.asked.value == 1)
+        let answer = transport.sent.withLock { $0 }.last?.value(forHTTPHeaderField: "Authorization") ?? ""
+        #expect(answer.contains(#"nonce="b""#) && answer.contains("algorithm=SHA-256,"), "\(answer)")
+    }
+
     /// Where `auth-int` finds a body that is no bytes in memory: a file read again (a FIFO or a
     /// missing file: nothing to hash), a stream only once a send read it into a file, and
     /// nothing once the request is cancelled or out of time. Such a body is hashed only when
@@ -436,6 +464,46 @@ struct DigestLiveTests {
         components.path = "/fixture/digest"
         components.queryItems = [URLQueryItem(name: "key", value: key), URLQueryItem(name: "algorithm", value: "SHA-256")]
         return try #require(components.url)
+    }
+
+    /// A path with dot segments is answered for the path sent (libcurl removes them): the
+    /// server refused the `uri` of the path as written.
+    @Test(arguments: TransportKind.allCases)
+    func aPathWithDotSegmentsIsAnsweredForThePathSent(_ transport: TransportKind) async throws {
+        let provider = Provider<Bin>(transport: transport.isolated(), interceptors: [CountingCredentials()])
+        let key = counterKey()
+        let target = try Bin(
+            "fixture/x/../digest", task: .requestParameters(parameters: ["key": key, "algorithm": "SHA-256"], encoding: URLEncoding.queryString))
+        let response = try await provider.request(target).value
+        #expect(response.statusCode == 200, "\(String(decoding: response.data, as: UTF8.self))")
+        #expect(try await serverHits(key) == 2)
+    }
+
+    /// A right answer the server redirects on the same origin: the transport sends the answer
+    /// on (libcurl keeps `Authorization` there), it does not cover the new target, and the
+    /// server challenges again. That is no failed round: it is answered there, and the request
+    /// succeeds with `rounds` at 1.
+    @Test(arguments: TransportKind.allCases)
+    func aRightAnswerRedirectedOnTheSameOriginIsAnsweredThereToo(_ transport: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let entry: [String: Any] = ["host": "127.0.0.1", "user": "u", "password": "p"]
+        let provider = try f.provider([("credentials", ["credentials": [entry], "rounds": 1])], transport: transport.isolated())
+        let key = counterKey()
+        let response = try await provider.request(try fixture(key, ["algorithm": "SHA-256", "moved_once": "1"])).value
+        let json = try response.mapJSON()
+        #expect(response.statusCode == 200, "\(json)")
+        #expect(json["scheme"]?.stringValue == "Digest")
+        #expect(response.request?.url?.query?.hasSuffix("&moved=1") == true)
+        // The challenge, the answer (moved), the answer sent on (challenged again), the new answer.
+        #expect(try await serverHits(key) == 4)
+        // A wrong password still gets its 401 after one answer: the rounds of one target count.
+        let wrongKey = counterKey()
+        let wrong = try f.provider(
+            [("credentials", ["credentials": [["host": "127.0.0.1", "user": "u", "password": "wrong"]], "rounds": 1])],
+            transport: transport.isolated())
+        #expect(try await wrong.request(try fixture(wrongKey, ["algorithm": "SHA-256", "moved_once": "1"])).value.statusCode == 401)
+        #expect(try await serverHits(wrongKey) == 2)
     }
 
     /// A challenge that comes after a redirect is the last request's: answered at the URL the

@@ -59,6 +59,26 @@ struct CredentialsPluginTests {
         #expect(try await other.request(try Bin("basic-auth/u/p")).value.statusCode == 401)
     }
 
+    /// An entry for one realm answers that realm only: not a challenge without a realm, nor one
+    /// with an empty realm (a loaded plugin was given both as no realm, and answered them).
+    @Test func anEntryForOneRealmAnswersNoChallengeWithoutIt() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let entry: [String: Any] = ["host": "origin.test", "realm": "API", "user": "u", "password": "p"]
+        for (challenge, answered) in [(#"Basic realm="API""#, true), ("Basic", false), (#"Basic realm="""#, false), (#"Basic realm="Other""#, false)]
+        {
+            let transport = ScriptedChallenges([(401, ["WWW-Authenticate": challenge])])
+            let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport)
+            let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+            #expect(response.statusCode == (answered ? 200 : 401), "\(challenge)")
+            #expect(transport.sent.withLock { $0.count } == (answered ? 2 : 1), "\(challenge)")
+        }
+        // An entry without a realm answers any.
+        let any = ScriptedChallenges([(401, ["WWW-Authenticate": "Basic"])])
+        let provider = try f.provider([("credentials", ["credentials": [["host": "origin.test", "user": "u", "password": "p"]]])], transport: any)
+        #expect(try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value.statusCode == 200)
+    }
+
     @Test func neverAnswersForAnUnlistedHostOrPort() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

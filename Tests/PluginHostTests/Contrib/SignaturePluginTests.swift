@@ -50,12 +50,12 @@ struct SignaturePluginTests {
                 provider, path, task: .requestParameters(parameters: ["page": 2, "q": "a b"], encoding: URLEncoding.queryString))
             #expect(query["valid"] == .bool(true), "\(path) with a query")
         }
-        #expect(SignaturePlugin.removingDotSegments("/a/b/c/./../../g") == "/a/g")
-        #expect(SignaturePlugin.removingDotSegments("/mid/content=5/../6") == "/mid/6")
-        #expect(SignaturePlugin.removingDotSegments("/a/./") == "/a/")
-        #expect(SignaturePlugin.removingDotSegments("/a/..") == "/")
-        #expect(SignaturePlugin.removingDotSegments("/../a") == "/a")
-        #expect(SignaturePlugin.removingDotSegments("/a/.b/..c/") == "/a/.b/..c/")
+        #expect(URLParts.removingDotSegments("/a/b/c/./../../g") == "/a/g")
+        #expect(URLParts.removingDotSegments("/mid/content=5/../6") == "/mid/6")
+        #expect(URLParts.removingDotSegments("/a/./") == "/a/")
+        #expect(URLParts.removingDotSegments("/a/..") == "/")
+        #expect(URLParts.removingDotSegments("/../a") == "/a")
+        #expect(URLParts.removingDotSegments("/a/.b/..c/") == "/a/.b/..c/")
     }
 
     @Test func hmacCoversQueryBodyAndEncodedPaths() async throws {
