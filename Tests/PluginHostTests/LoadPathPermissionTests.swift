@@ -159,6 +159,32 @@ struct LoadPathPermissionTests {
                         + "the plugin directory \(f.root)/app/plugins; \(Self.chmodHint)"))
     }
 
+    /// `app -> shared/cfg/current -> releases/7`: `shared`, passed through on the way `app`
+    /// leads before the link `current` is found, is on neither chain, nor does it hold a link;
+    /// whoever may write in it may put another `cfg` in its place between the check and the
+    /// read. It is judged too.
+    @Test func aDirectoryPassedThroughOnTheWayToALinkIsJudged() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: f.root + "/releases/7", withIntermediateDirectories: true)
+        try manager.createDirectory(atPath: f.root + "/shared/cfg", withIntermediateDirectories: true)
+        for directory in ["/releases", "/releases/7", "/shared", "/shared/cfg"] { chmod(f.root + directory, 0o755) }
+        try manager.moveItem(atPath: f.plugins, toPath: f.root + "/releases/7/plugins")
+        try manager.createSymbolicLink(atPath: f.root + "/shared/cfg/current", withDestinationPath: f.root + "/releases/7")
+        try manager.createSymbolicLink(atPath: f.root + "/app", withDestinationPath: f.root + "/shared/cfg/current")
+        let url = try f.manifest(raw: JSONSerialization.data(withJSONObject: ["pluginDirectories": ["app/plugins"], "plugins": [["name": "alpha"]]]))
+        #expect(throws: Never.self) { try PluginLoader.load(manifest: url, services: PluginServices()) }
+        chmod(f.root + "/shared", 0o777)
+        #expect(
+            load(url)
+                == PluginLoadError(
+                    .insecurePermissions, file: f.root + "/shared",
+                    reason: "mode 0777 (writable by group and others), owner \(Self.me), is passed through on the way the symbolic link "
+                        + "\(f.root)/app leads, on the path of the plugin directory \(f.root)/app/plugins; \(Self.chmodHint)"))
+    }
+
     @Test func aRootOwnedStickyAncestorIsAccepted() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

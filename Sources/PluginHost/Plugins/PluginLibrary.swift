@@ -812,12 +812,16 @@ enum FileSecurity {
     /// Follows `path` component by component, as the kernel does, and checks what neither chain
     /// above covers: every directory a symbolic link on the way is found in (`/deploy` for
     /// `/opt/app -> /deploy/current -> /srv/releases/7`: whoever may write there may point
-    /// `current` elsewhere), and the owner of each link (in a sticky directory, another user's
-    /// link would decide where the path goes).
+    /// `current` elsewhere), every directory passed through on the way to such a link (`/srv` and
+    /// `/srv/shared` for `/etc/app.json -> /srv/shared/cfg/current`: whoever may write there may
+    /// put another `cfg` in its place), and the owner of each link (in a sticky directory,
+    /// another user's link would decide where the path goes).
     private static func checkHops(_ path: String, checked: inout Set<String>, of protected: String) throws(PluginLoadError) {
         var pending = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         var current = "/"
         var links = 0
+        // The last link followed: the directories passed through after it are on its way.
+        var followed: String?
         while !pending.isEmpty {
             let component = pending.removeFirst()
             if component == "." { continue }
@@ -829,6 +833,10 @@ enum FileSecurity {
             var info = stat()
             guard lstat(next, &info) == 0 else { return }  // what does not exist was refused above
             guard (info.st_mode & S_IFMT) == S_IFLNK else {
+                if let followed, !checked.contains(current) {
+                    try checkAncestor(current, of: protected, passedBy: followed)
+                    checked.insert(current)
+                }
                 current = next
                 continue
             }
@@ -845,18 +853,23 @@ enum FileSecurity {
                         + "on the path of \(protected); give it to root or the current user (chown -h)")
             }
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: next) else { return }
+            followed = next
             if target.hasPrefix("/") { current = "/" }
             pending = target.split(separator: "/", omittingEmptySubsequences: true).map(String.init) + pending
         }
     }
 
-    private static func checkAncestor(_ directory: String, of protected: String, holdsLink link: String? = nil) throws(PluginLoadError) {
+    private static func checkAncestor(
+        _ directory: String, of protected: String, holdsLink link: String? = nil, passedBy followed: String? = nil
+    ) throws(PluginLoadError) {
         var info = stat()
         guard stat(directory, &info) == 0 else {
             throw PluginLoadError(.unreadable, file: directory, reason: "cannot stat this ancestor of \(protected)")
         }
         if let problem = problem(info, asAncestor: true) {
-            let what = link.map { "holds the symbolic link \($0) on the path of" } ?? "is an ancestor of"
+            let what =
+                link.map { "holds the symbolic link \($0) on the path of" }
+                ?? followed.map { "is passed through on the way the symbolic link \($0) leads, on the path of" } ?? "is an ancestor of"
             throw PluginLoadError(
                 .insecurePermissions, file: directory,
                 reason: "\(describe(info))\(problem), \(what) \(protected); \(remedy(info))")
