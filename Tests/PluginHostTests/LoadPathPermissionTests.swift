@@ -19,6 +19,18 @@ struct LoadPathPermissionTests {
         loadError { _ = try PluginLoader.load(manifest: url, services: PluginServices()) }
     }
 
+    /// A FIFO as a bundle's `plugin.json` is refused before anything reads it (the read blocked
+    /// for good, and a reload with it).
+    @Test func aFIFOAsTheBundleDescriptorIsRefusedUnread() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let descriptor = f.plugins + "/alpha.plugin/plugin.json"
+        try FileManager.default.removeItem(atPath: descriptor)
+        #expect(mkfifo(descriptor, 0o644) == 0)
+        #expect(load(try f.manifest([["name": "alpha"]])) == PluginLoadError(.unreadable, file: descriptor, plugin: "alpha", reason: "not a regular file"))
+    }
+
     @Test func aManifestWritableByOthersIsRefused() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

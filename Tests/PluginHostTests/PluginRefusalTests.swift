@@ -273,6 +273,17 @@ struct PluginRefusalTests {
                     reason: "the plugin speaks ABI 2.0, the host speaks 1.6 (majors differ)"))
     }
 
+    @Test func descriptorNameThatIsNoPluginName() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "evil", source: try PluginFixtures.library("BadNameTestPlugin"))
+        #expect(
+            load(f, try f.manifest([["name": "evil"]]))
+                == PluginLoadError(
+                    .descriptorInvalid, file: bundle + "/libplugin.so", plugin: "evil",
+                    reason: #"the descriptor's name "../evil" is not a plugin name (one path component, without "/" and not starting with ".")"#))
+    }
+
     @Test func descriptorWithANewerMinor() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -270,6 +270,48 @@ struct CLITests {
         #expect(output.stdout.contains("activity"))
     }
 
+    /// A FIFO where `plugin.json` or the library should be is refused, never read: `list` used
+    /// to block on it for good (and the loader, and a reload, on a FIFO `plugin.json`).
+    @Test func aFIFOInPlaceOfADescriptorOrALibraryIsRefusedUnread() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        for (bundle, descriptorIsFIFO) in [("fifo-json", true), ("fifo-lib", false)] {
+            let directory = workspace.plugins + "/\(bundle).plugin"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            chmod(directory, 0o755)
+            if descriptorIsFIFO {
+                #expect(mkfifo(directory + "/plugin.json", 0o644) == 0)
+            } else {
+                #expect(mkfifo(directory + "/lib\(bundle).so", 0o644) == 0)
+                try
+                    #"{"name": "\#(bundle)", "version": "1.0.0", "abi": {"major": 1, "minor": 0}, "library": "lib\#(bundle).so", "sha256": "\#(String(repeating: "0", count: 64))"}"#
+                    .write(toFile: directory + "/plugin.json", atomically: true, encoding: .utf8)
+            }
+        }
+        let output = try await CLI.run(["list", "--dir", workspace.plugins])
+        #expect(output.status == 3)
+        #expect(
+            output.stdout.contains("reject: \(workspace.plugins)/fifo-json.plugin/plugin.json: plugin \"fifo-json\": not a regular file"),
+            "\(output.stdout)")
+        #expect(
+            output.stdout.contains("library \(workspace.plugins)/fifo-lib.plugin/libfifo-lib.so (0 bytes)\n   reject: not a regular file"),
+            "\(output.stdout)")
+        #expect(output.stdout.contains("activity"))
+    }
+
+    /// A descriptor whose name is no plugin name (`../evil`) is refused: `bundle` made
+    /// `plugins/../evil.plugin`, outside `--out`.
+    @Test func bundleRefusesADescriptorNameThatIsNoPluginName() async throws {
+        let workspace = try await Workspace.make(bundling: [])
+        let output = try await CLI.run(["bundle", CLI.binDirectory + "/libBadNameTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
+        #expect(output.status == 3)
+        #expect(
+            output.stderr.contains(
+                #"the descriptor's name "../evil" is not a plugin name (one path component, without "/" and not starting with ".")"#),
+            "\(output.stderr)")
+        let parent = (workspace.plugins as NSString).deletingLastPathComponent
+        #expect(!FileManager.default.fileExists(atPath: parent + "/evil.plugin"))
+    }
+
     @Test func wrongSHA256IsRejectedByListAndTest() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity", "Logger"])
         let pluginJSON = workspace.plugins + "/logger.plugin/plugin.json"

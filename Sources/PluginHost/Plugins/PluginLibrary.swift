@@ -173,6 +173,12 @@ public final class PluginLibrary: @unchecked Sendable {
         guard let name = d.name.map({ String(cString: $0) }), !name.isEmpty else {
             throw PluginLoadError(.descriptorInvalid, file: path, reason: "the descriptor has no name")
         }
+        // A bundle is made as `<name>.plugin`, and a manifest names it so.
+        guard PluginManifest.isPluginName(name) else {
+            throw PluginLoadError(
+                .descriptorInvalid, file: path,
+                reason: "the descriptor's name \(name.debugDescription) is not a plugin name (one path component, without \"/\" and not starting with \".\")")
+        }
         guard d.create != nil, d.destroy != nil else {
             throw PluginLoadError(.descriptorInvalid, file: path, plugin: name, reason: "the descriptor lacks create or destroy")
         }

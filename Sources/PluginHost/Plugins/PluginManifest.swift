@@ -60,6 +60,12 @@ public struct PluginManifest: Sendable {
         return try parse(try contents(url.path), file: url.path)
     }
 
+    /// Whether `name` can name a plugin (and its bundle, `<name>.plugin`): one path component,
+    /// without `/` or NUL, not starting with `.`.
+    static func isPluginName(_ name: String) -> Bool {
+        !name.isEmpty && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0) && !name.hasPrefix(".")
+    }
+
     /// Refuses a path that is no regular file before anything reads it (a FIFO would block the
     /// read, a device would never end).
     private static func checkRegularFile(_ path: String) throws(PluginLoadError) {
@@ -177,7 +183,7 @@ public struct PluginManifest: Sendable {
                     // The name is one path component (`<name>.plugin` in a plugin directory): a
                     // name with a slash, or one starting with a dot, would reach another bundle
                     // under a name of its own (past `enabled: false`, or a second instance).
-                    if name.utf8.contains(UInt8(ascii: "/")) || name.utf8.contains(0) || name.hasPrefix(".") {
+                    if !PluginManifest.isPluginName(name) {
                         throw nameReader.schemaError("must be a plugin name: one path component, without \"/\" and not starting with \".\"")
                     }
                     if let first = seen[name] {
