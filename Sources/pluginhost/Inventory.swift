@@ -99,7 +99,9 @@ enum Inventory {
         }
         var info = stat()
         // Only a regular file is read (a FIFO would block; the loader refuses it below).
-        if stat(bundle.libraryPath, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, let data = FileManager.default.contents(atPath: bundle.libraryPath) {
+        if stat(bundle.libraryPath, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+            let data = FileManager.default.contents(atPath: bundle.libraryPath)
+        {
             report.sha256 = data.withUnsafeBytes { raw in
                 var hasher = SHA256()
                 hasher.update(raw)

@@ -28,7 +28,9 @@ struct LoadPathPermissionTests {
         let descriptor = f.plugins + "/alpha.plugin/plugin.json"
         try FileManager.default.removeItem(atPath: descriptor)
         #expect(mkfifo(descriptor, 0o644) == 0)
-        #expect(load(try f.manifest([["name": "alpha"]])) == PluginLoadError(.unreadable, file: descriptor, plugin: "alpha", reason: "not a regular file"))
+        #expect(
+            load(try f.manifest([["name": "alpha"]])) == PluginLoadError(.unreadable, file: descriptor, plugin: "alpha", reason: "not a regular file")
+        )
     }
 
     @Test func aManifestWritableByOthersIsRefused() throws {

@@ -177,7 +177,9 @@ public final class PluginLibrary: @unchecked Sendable {
         guard PluginManifest.isPluginName(name) else {
             throw PluginLoadError(
                 .descriptorInvalid, file: path,
-                reason: "the descriptor's name \(name.debugDescription) is not a plugin name (one path component, without \"/\" and not starting with \".\")")
+                reason:
+                    "the descriptor's name \(name.debugDescription) is not a plugin name (one path component, without \"/\" and not starting with \".\")"
+            )
         }
         guard d.create != nil, d.destroy != nil else {
             throw PluginLoadError(.descriptorInvalid, file: path, plugin: name, reason: "the descriptor lacks create or destroy")
