@@ -79,6 +79,17 @@ struct LibraryDependencyTests {
     /// `LD_LIBRARY_PATH`, searched before `RUNPATH`, is checked alike for the libraries a plugin
     /// needs by name: an empty or relative entry (the working directory) and a directory others
     /// may write to are refused; trusted directories pass.
+    /// The loader read `LD_LIBRARY_PATH` when the process started: what it sets or unsets later
+    /// changes nothing the loader searches, so the check reads the block the process started
+    /// with (`/proc/self/environ`), first of a name winning as for `getenv`. (Setting the
+    /// variable here to show it would reach the child processes other tests start meanwhile.)
+    @Test func theLoadersLibraryPathIsTheOneTheProcessStartedWith() throws {
+        let started = LoaderEnvironment.parse([UInt8](try Data(contentsOf: URL(fileURLWithPath: "/proc/self/environ"))))
+        #expect(!started.isEmpty)
+        #expect(LoaderEnvironment.atStart == started)
+        #expect(LoaderEnvironment.parse(Array("A=1\0LD_LIBRARY_PATH=/x:/y\0A=2\0B\0C=\0".utf8)) == ["A": "1", "LD_LIBRARY_PATH": "/x:/y", "C": ""])
+    }
+
     @Test func ldLibraryPathIsCheckedAsRunpathIs() throws {
         let path = try PluginFixtures.library("CPluginTestPlugin")
         let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -91,6 +102,8 @@ struct LibraryDependencyTests {
             }
         }
         #expect(check("/usr/lib:/lib") == nil)
+        // An empty value names no directory (`LD_LIBRARY_PATH= ./app`, a common way to clear it).
+        #expect(check("") == nil)
         for (value, entry) in [("/usr/lib:", ""), ("lib", "lib"), ("/usr/lib;;/lib", "")] {
             #expect(
                 check(value)
@@ -189,6 +202,15 @@ struct LibraryDependencyTests {
                         .insecurePermissions, file: library, reason: "the RUNPATH entry \(runpath.debugDescription) of the library \(library) \(why)")
             )
         }
+    }
+
+    /// An empty `RUNPATH` string names no directory (glibc ignores it; `patchelf --set-rpath ''`
+    /// leaves one): such a library is not refused as holding a relative entry.
+    @Test func anEmptyRunpathNamesNoDirectory() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let library = try patched(f, runpath: "")
+        #expect(throws: Never.self) { try FileSecurity.checkDependencies(of: try Data(contentsOf: URL(fileURLWithPath: library)), path: library) }
     }
 
     /// Offsets and sizes past the end of the file (up to `UInt64.max`) are refused, never a

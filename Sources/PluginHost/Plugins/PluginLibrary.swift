@@ -415,13 +415,15 @@ enum FileSecurity {
     /// all. An absolute entry with `..`, an entry relative to the working directory, another `$`
     /// token (in a search path or a needed name: `$LIB` and `$PLATFORM` name what this check cannot
     /// know) are refused; an empty `LD_LIBRARY_PATH` entry is the working directory, refused as
-    /// a relative one.
+    /// a relative one (an empty value, and an empty `RPATH` or `RUNPATH`, name no directory). The
+    /// environment is the process's as it started (``LoaderEnvironment/atStart``): the loader
+    /// read `LD_LIBRARY_PATH` then, and never again.
     ///
     /// - Parameters:
     ///   - callers: the caller of `dlopen` (the image holding this code) and the program, whose
     ///     `RPATH`s the loader searches for libraries without a `RUNPATH`.
     static func checkDependencies(
-        of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        of bytes: Data, path: String, environment: [String: String] = LoaderEnvironment.atStart,
         loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories,
         callers: [String] = DependencyWalk.callers
     ) throws(PluginLoadError) {
@@ -435,7 +437,7 @@ enum FileSecurity {
     /// on from what `memo` says passed already in this load (a library walked with the same
     /// `RPATH`s inherited is not walked again).
     static func checkDependencies(
-        of bytes: Data, path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        of bytes: Data, path: String, environment: [String: String] = LoaderEnvironment.atStart,
         loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories,
         callers: [String] = DependencyWalk.callers, memo: inout CheckMemo
     ) throws(PluginLoadError) {
@@ -565,7 +567,9 @@ enum FileSecurity {
         ) throws(PluginLoadError) -> (rpath: [Searched], runpath: [Searched]) {
             var rpath: [Searched] = []
             var runpath: [Searched] = []
-            for entry in found.searchPaths where entry.tag == "RUNPATH" || !found.hasRunpath {
+            // An empty `RPATH` or `RUNPATH` string names no directory (glibc ignores it; an empty
+            // `RUNPATH` still makes the loader ignore the `RPATH`).
+            for entry in found.searchPaths where (entry.tag == "RUNPATH" || !found.hasRunpath) && !entry.value.isEmpty {
                 for directory in entry.value.split(separator: ":", omittingEmptySubsequences: false).map(String.init) {
                     let named = "the \(entry.tag) entry \(directory.debugDescription) of the library \(library)"
                     func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
@@ -594,7 +598,8 @@ enum FileSecurity {
 
         /// The directories of `LD_LIBRARY_PATH`, each checked to be one.
         func libraryPathDirectories(path: String, needs: String) throws(PluginLoadError) -> [Searched] {
-            guard let libraryPath else { return [] }
+            // The loader takes no directory from an empty value (glibc: `*llp != '\0'`).
+            guard let libraryPath, !libraryPath.isEmpty else { return [] }
             var found: [Searched] = []
             for directory in libraryPath.split(omittingEmptySubsequences: false, whereSeparator: { $0 == ":" || $0 == ";" }).map(String.init) {
                 let named = "the LD_LIBRARY_PATH entry \(directory.debugDescription), searched for \(needs),"
@@ -941,5 +946,31 @@ enum FileSecurity {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
+    }
+}
+
+/// The environment the dynamic loader read when the process started: glibc takes
+/// `LD_LIBRARY_PATH` once, then (`_dl_init_paths`), and `dlopen` searches those directories
+/// whatever the process later sets or unsets (an app that unsets it to harden itself still
+/// has it searched).
+enum LoaderEnvironment {
+    /// The variables of `/proc/self/environ` (the block the process started with); where it
+    /// cannot be read, the environment as it is now.
+    static let atStart: [String: String] = {
+        guard let data = FileManager.default.contents(atPath: "/proc/self/environ"), !data.isEmpty else {
+            return ProcessInfo.processInfo.environment
+        }
+        return parse([UInt8](data))
+    }()
+
+    /// `NAME=value` entries separated by NUL bytes; the first of a name wins, as `getenv` finds it.
+    static func parse(_ bytes: [UInt8]) -> [String: String] {
+        var found: [String: String] = [:]
+        for entry in bytes.split(separator: 0) {
+            guard let equals = entry.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            let name = String(decoding: entry[entry.startIndex..<equals], as: UTF8.self)
+            if found[name] == nil { found[name] = String(decoding: entry[(equals + 1)...], as: UTF8.self) }
+        }
+        return found
     }
 }
