@@ -327,6 +327,17 @@ struct PluginRefusalTests {
                     reason: "plugin.json names \"other\" but the bundle is alpha.plugin"))
     }
 
+    /// `license`, `buildSignature` and `comment` are strings: another type is a schema error
+    /// naming the key (they were accepted unread).
+    @Test(arguments: ["license", "buildSignature", "comment"]) func pluginJSONStringKeysOfAnotherType(_ key: String) throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "alpha", source: try PluginFixtures.library("AlphaTestPlugin"), overrides: [key: 42])
+        #expect(
+            load(f, try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(.schema, file: bundle + "/plugin.json", jsonPath: key, plugin: "alpha", reason: "must be a string"))
+    }
+
     @Test func createFailingWithAMessage() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -112,6 +112,8 @@ public struct PluginBundle: Sendable {
                 .pathEscape, file: manifestPath, jsonPath: "library", plugin: name,
                 reason: "library must be a file name inside the bundle, not \(library.debugDescription)")
         }
+        // Read by nobody here, but of the type the format says.
+        for key in ["license", "buildSignature", "comment"] { _ = try members[key]?.string() }
         var defaultConfig = Data("{}".utf8)
         if let config = members["defaultConfig"] {
             let object = try config.configObject()

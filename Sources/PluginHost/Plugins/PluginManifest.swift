@@ -22,7 +22,8 @@ import Darwin
 /// Relative directories are relative to the manifest file. An entry's `config` is merged
 /// over the bundle's `defaultConfig` (objects key by key, the manifest wins); `sha256` pins
 /// the library; `enabled: false` keeps the plugin listed but not loaded. A `comment` key is
-/// allowed anywhere the manifest has an object.
+/// allowed at the top level and in each entry; a `config` object is the plugin's own, and a key
+/// it does not know (`comment` too, for the contrib plugins) is its refusal.
 public struct PluginManifest: Sendable {
     /// One plugin entry.
     public struct Entry: Sendable {
