@@ -144,9 +144,11 @@ enum TestCommand {
     static func runProbe(_ name: String, arguments: ParsedArguments, manifest: String) -> ProbeResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: selfPath())
-        var childArguments = ["__probe", "--manifest", manifest, "--plugin", name]
-        for key in ["url", "method"] { if let value = arguments.value(key) { childArguments += ["--\(key)", value] } }
-        for key in ["header", "store"] { for value in arguments.all(key) { childArguments += ["--\(key)", value] } }
+        // Each value joined to its option: a value that begins with `--` (a plugin named `--x`, a
+        // `--store=--k=v`) would be read as an option of its own, and the probe fail.
+        var childArguments = ["__probe", "--manifest=" + manifest, "--plugin=" + name]
+        for key in ["url", "method"] { if let value = arguments.value(key) { childArguments.append("--\(key)=" + value) } }
+        for key in ["header", "store"] { for value in arguments.all(key) { childArguments.append("--\(key)=" + value) } }
         process.arguments = childArguments
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"

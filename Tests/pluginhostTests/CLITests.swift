@@ -312,6 +312,17 @@ struct CLITests {
         #expect(!FileManager.default.fileExists(atPath: parent + "/evil.plugin"))
     }
 
+    /// A value that begins with `--` reaches the probe as a value (it was passed to the child
+    /// as an argument of its own, read there as an option, and the probe reported as a crash).
+    @Test func aValueBeginningWithTwoDashesReachesTheProbe() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)
+        let output = try await CLI.run(["test", "--manifest", manifest, "--store=--key=--value", "--header=X-Dashes: --yes"])
+        #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
+        #expect(output.stdout.contains("probe  activity       ok"))
+        #expect(output.stdout.contains("  X-Dashes: --yes"))
+    }
+
     @Test func wrongSHA256IsRejectedByListAndTest() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity", "Logger"])
         let pluginJSON = workspace.plugins + "/logger.plugin/plugin.json"
