@@ -33,6 +33,10 @@ enum ListCommand {
                 return .manifest
             }
         }
+        // Each plugin directory as the app's load checks it, those without a bundle too: the
+        // app refuses the manifest for any of them.
+        let directoryRefusals = manifest.map { PluginLoader.directoryRefusals(of: $0) } ?? []
+        for refusal in directoryRefusals { Terminal.error(refusal.description) }
         let reports = Inventory.collect(manifest: manifest, directories: directories)
         if reports.isEmpty {
             let searched = (manifest?.pluginDirectories ?? []) + directories
@@ -52,7 +56,7 @@ enum ListCommand {
         } else {
             print(reports)
         }
-        return reports.contains { !$0.problems.isEmpty } ? .refused : .ok
+        return reports.contains { !$0.problems.isEmpty } || !directoryRefusals.isEmpty ? .refused : .ok
     }
 
     static func print(_ reports: [BundleReport]) {

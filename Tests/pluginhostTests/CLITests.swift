@@ -323,6 +323,26 @@ struct CLITests {
         #expect(output.stdout.contains("  X-Dashes: --yes"))
     }
 
+    /// A plugin directory with no bundle in it is still checked, as the app's load checks it:
+    /// `list` said `ok` for a manifest the app refuses.
+    @Test func listChecksEveryPluginDirectoryAsTheAppDoes() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let spare = workspace.root + "/spare"
+        try FileManager.default.createDirectory(atPath: spare, withIntermediateDirectories: true)
+        chmod(spare, 0o777)
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins", "spare"], "plugins": [{"name": "activity"}]}"#)
+        let owner = geteuid() == 0 ? "root" : "uid \(geteuid())"
+        let list = try await CLI.run(["list", "--manifest", manifest])
+        #expect(list.status == 3)
+        #expect(
+            list.stderr
+                == "pluginhost: \(spare): mode 0777 (writable by group and others), owner \(owner), is the plugin directory; "
+                + "remove group and other write access (chmod go-w)\n")
+        #expect(list.stdout.contains("activity"))
+        chmod(spare, 0o755)
+        #expect(try await CLI.run(["list", "--manifest", manifest]).status == 0)
+    }
+
     @Test func wrongSHA256IsRejectedByListAndTest() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity", "Logger"])
         let pluginJSON = workspace.plugins + "/logger.plugin/plugin.json"

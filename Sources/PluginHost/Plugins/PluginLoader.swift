@@ -21,6 +21,22 @@ public enum PluginLoader {
         try load(PluginManifest.read(manifest), services: services)
     }
 
+    /// The refusal of each plugin directory of `manifest` that exists and fails the checks a
+    /// load makes of it (``load(_:services:)`` stops at the first), for tools that report them
+    /// all (`pluginhost list`): a directory without bundles is checked too.
+    package static func directoryRefusals(of manifest: PluginManifest) -> [PluginLoadError] {
+        var memo = FileSecurity.CheckMemo()
+        var refusals: [PluginLoadError] = []
+        for directory in manifest.pluginDirectories where FileManager.default.fileExists(atPath: directory) {
+            do {
+                try FileSecurity.check(path: directory, role: "the plugin directory", memo: &memo)
+            } catch {
+                refusals.append(error)
+            }
+        }
+        return refusals
+    }
+
     /// Loads an already parsed manifest.
     public static func load(_ manifest: PluginManifest, services: PluginServices) throws(PluginLoadError) -> [LoadedPlugin] {
         // What the checks found to pass, shared by the libraries of this load.
