@@ -40,23 +40,28 @@ struct BundleReport {
 /// Finds every bundle of a manifest and extra directories, and checks each one without
 /// creating any plugin: `plugin.json`, paths, permissions, digest, descriptor.
 enum Inventory {
-    static func collect(manifest: PluginManifest?, directories extra: [String]) -> [BundleReport] {
+    /// - Parameter forProbes: only the manifest's enabled entries, each checked without loading
+    ///   its library (no code of it runs here: `pluginhost test`'s child probes load them, and
+    ///   a library that crashes takes only its probe down; a bundle the manifest does not enable
+    ///   is never loaded).
+    static func collect(manifest: PluginManifest?, directories extra: [String], forProbes: Bool = false) -> [BundleReport] {
         var directories = manifest?.pluginDirectories ?? []
         for directory in extra where !directories.contains(directory) { directories.append(directory) }
         var reports: [BundleReport] = []
         var seen = Set<String>()
         for (offset, entry) in (manifest?.entries ?? []).enumerated() {
+            if forProbes && !entry.enabled { continue }
             seen.insert(entry.name)
             var report = BundleReport(position: offset + 1, name: entry.name, enabled: entry.enabled)
             if let (bundle, root) = find(entry.name, in: directories) {
-                inspect(&report, bundle: bundle, root: root, pin: entry.sha256.map { ($0, entry.index) })
+                inspect(&report, bundle: bundle, root: root, pin: entry.sha256.map { ($0, entry.index) }, load: !forProbes)
                 report.config = PluginLoader.mergedConfig(defaults: report.config, overrides: entry.configJSON)
             } else {
                 report.problems.append("reject: no \(entry.name).plugin in \(directories.joined(separator: ", "))")
             }
             reports.append(report)
         }
-        for directory in directories {
+        for directory in directories where !forProbes {
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".plugin") }.sorted()
             for name in names {
                 let pluginName = String(name.dropLast(".plugin".count))
@@ -80,7 +85,7 @@ enum Inventory {
         return nil
     }
 
-    static func inspect(_ report: inout BundleReport, bundle directory: String, root: String, pin: (String, Int)?) {
+    static func inspect(_ report: inout BundleReport, bundle directory: String, root: String, pin: (String, Int)?, load: Bool = true) {
         report.directory = directory
         let bundle: PluginBundle
         do {
@@ -109,9 +114,13 @@ enum Inventory {
             }
         }
         do {
-            let library = try PluginLibrary.open(
-                path: bundle.libraryPath,
-                expectedDigests: bundle.expectedDigests(pin: pin.map { (sha256: $0.0, index: $0.1) }))
+            let digests = bundle.expectedDigests(pin: pin.map { (sha256: $0.0, index: $0.1) })
+            guard load else {
+                try PluginLibrary.verify(path: bundle.libraryPath, expectedDigests: digests)
+                report.verdict = "ok"
+                return
+            }
+            let library = try PluginLibrary.open(path: bundle.libraryPath, expectedDigests: digests)
             report.verdict = "ok"
             report.loaded = library
             report.version = library.info.version

@@ -125,7 +125,8 @@ enum TestCommand {
             }
             return .ok
         } catch let error as PluginLoadError {
-            Terminal.out(error.reason)
+            // As `list` words it: a permission problem may be a directory above the library, named.
+            Terminal.out(error.kind == .insecurePermissions ? "\(error.file): \(error.reason)" : error.reason)
             return .refused
         } catch {
             Terminal.out("\(error)")
@@ -169,7 +170,7 @@ enum TestCommand {
         }
         switch process.terminationStatus {
         case 0: return ProbeResult(name: name, status: "ok", detail: "ok", code: .ok)
-        case ExitCode.refused.rawValue: return ProbeResult(name: name, status: "refused", detail: "refused: \(text)", code: .refused)
+        case ExitCode.refused.rawValue: return ProbeResult(name: name, status: "refused", detail: "reject: \(text)", code: .refused)
         case ExitCode.requestFailed.rawValue:
             return ProbeResult(name: name, status: "failed", detail: "request failed: \(text)", code: .requestFailed)
         default: return ProbeResult(name: name, status: "error", detail: "probe exited with \(process.terminationStatus): \(text)", code: .crashed)
@@ -237,7 +238,7 @@ enum TestCommand {
 
         // 2. Bundles, then a probe of each usable plugin in a child process.
         var usable: Set<String> = []
-        for inventory in Inventory.collect(manifest: manifest, directories: []).filter({ $0.enabled }) {
+        for inventory in Inventory.collect(manifest: manifest, directories: [], forProbes: true) {
             if let problem = inventory.problems.first {
                 report.probes.append(.init(name: inventory.name, status: "refused", detail: problem, code: .refused))
                 report.worsen(.refused)

@@ -436,6 +436,37 @@ struct CLITests {
         #expect(output.stdout.contains("result failed (exit 4)"))
     }
 
+    /// A library that aborts when loaded takes only its own probe down; one the manifest does
+    /// not enable (or does not list) is never loaded. `test` used to load every bundle of the
+    /// plugin directories in its own process first, and died with it.
+    @Test func aLibraryThatAbortsWhenLoadedTakesOnlyItsProbeDown() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        // Made by hand: `bundle` reads the descriptor, and would load it.
+        let bundle = workspace.plugins + "/abort.plugin"
+        try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        chmod(bundle, 0o755)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: CLI.binDirectory + "/libAbortTestPlugin.\(CLI.librarySuffix)"))
+        try bytes.write(to: URL(fileURLWithPath: bundle + "/libabort.so"))
+        chmod(bundle + "/libabort.so", 0o755)
+        try
+            #"{"name": "abort", "version": "1.0.0", "abi": {"major": 1, "minor": 0}, "library": "libabort.so", "sha256": "\#(SHA256.hex(SHA256.hash(bytes)))"}"#
+            .write(toFile: bundle + "/plugin.json", atomically: true, encoding: .utf8)
+        chmod(bundle + "/plugin.json", 0o644)
+        let enabled = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "abort"}]}"#)
+        let output = try await CLI.run(["test", "--manifest", enabled])
+        #expect(output.status == 4, "\(output.stdout)\(output.stderr)")
+        #expect(output.stdout.contains("probe  activity       ok"))
+        #expect(output.stdout.contains("probe  abort          crashed (signal 6)"), "\(output.stdout)")
+        #expect(output.stdout.contains("  1  activity      events: began, ended"))
+        for manifest in [
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "abort", "enabled": false}]}"#,
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#,
+        ] {
+            let quiet = try await CLI.run(["test", "--manifest", try workspace.manifest(manifest)])
+            #expect(quiet.status == 0, "\(manifest): \(quiet.stdout)\(quiet.stderr)")
+        }
+    }
+
     @Test func closedPortIsARequestFailure() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity"])
         let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)

@@ -95,6 +95,22 @@ public final class PluginLibrary: @unchecked Sendable {
         path: String, expectedDigests: [(source: String, sha256: String)] = [],
         checkPermissions: Bool = true, memo: inout FileSecurity.CheckMemo
     ) throws(PluginLoadError) -> PluginLibrary {
+        let (bytes, digest, info) = try verified(path: path, expectedDigests: expectedDigests, checkPermissions: checkPermissions, memo: &memo)
+        return try open(path: path, bytes: bytes, digest: digest, info: info)
+    }
+
+    /// Every check ``open(path:expectedDigests:checkPermissions:)`` makes before it loads the
+    /// library (regular file, permissions, digests, dependencies), without loading it: no code
+    /// of the library runs (`pluginhost test` leaves that to its child probes).
+    package static func verify(path: String, expectedDigests: [(source: String, sha256: String)]) throws(PluginLoadError) {
+        var memo = FileSecurity.CheckMemo()
+        _ = try verified(path: path, expectedDigests: expectedDigests, checkPermissions: true, memo: &memo)
+    }
+
+    /// The library's bytes, their SHA-256 and the file's status, once every check before loading passed.
+    private static func verified(
+        path: String, expectedDigests: [(source: String, sha256: String)], checkPermissions: Bool, memo: inout FileSecurity.CheckMemo
+    ) throws(PluginLoadError) -> (bytes: Data, digest: String, info: stat) {
         var info = stat()
         guard stat(path, &info) == 0 else {
             throw PluginLoadError(.libraryMissing, file: path, reason: "no such file")
@@ -117,6 +133,11 @@ public final class PluginLibrary: @unchecked Sendable {
                 reason: "sha256 mismatch: the file is \(digest), \(expectation.source) says \(expectation.sha256.lowercased())")
         }
         if checkPermissions { try FileSecurity.checkDependencies(of: bytes, path: path, memo: &memo) }
+        return (bytes, digest, info)
+    }
+
+    /// Loads verified bytes (or finds them loaded already) and reads their descriptor.
+    private static func open(path: String, bytes: Data, digest: String, info: stat) throws(PluginLoadError) -> PluginLibrary {
         let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest, path: path)
         // The same bytes already loaded (this file, or a copy of it elsewhere, as a reload finds
         // them): that image is used again, reported under this path.
