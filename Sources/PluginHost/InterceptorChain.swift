@@ -552,7 +552,8 @@ final class InterceptorChain: Sendable {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
                 guard !staleAnswered.contains(space),
-                    let value = digestAnswer(digest, user: last.user, password: last.password, request: challenged)
+                    let value = digestAnswer(
+                        digest, user: last.user, password: last.password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
                 else { return (.response(response), request) }
                 staleAnswered.insert(space)
                 answer(value)
@@ -580,7 +581,9 @@ final class InterceptorChain: Sendable {
                 // (A loop: a lazy `compactMap(…).first` would compute the first answer twice, and count its nonce twice.)
                 var made: (DigestChallenge, String)?
                 for digest in [chosen.digest].compactMap({ $0 }) + chosen.weakerDigests {
-                    if let value = digestAnswer(digest, user: user, password: password, request: challenged) {
+                    if let value = digestAnswer(
+                        digest, user: user, password: password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
+                    {
                         made = (digest, value)
                         break
                     }
@@ -604,10 +607,14 @@ final class InterceptorChain: Sendable {
     }
 
     /// The `Authorization` value answering `digest` for `request`, with a fresh `cnonce` and the nonce's next `nc`.
-    func digestAnswer(_ digest: DigestChallenge, user: String, password: String, request: TransportRequest) -> String? {
+    /// For a proxy's `407` to a tunnel (`tunnel`: the `CONNECT` target, `host:port`), the request
+    /// answered is the `CONNECT`: its method and target, no body (RFC 7616 `A2`, RFC 9110 §9.3.6).
+    func digestAnswer(_ digest: DigestChallenge, user: String, password: String, request: TransportRequest, tunnel: String? = nil) -> String? {
         guard let url = request.urlRequest.url else { return nil }
-        let facts = DigestChallenge.RequestFacts(
-            method: request.urlRequest.httpMethod ?? "GET", uri: DigestChallenge.requestURI(url), body: Self.bodySource(of: request))
+        let facts =
+            tunnel.map { DigestChallenge.RequestFacts(method: "CONNECT", uri: $0, body: .bytes([])) }
+            ?? DigestChallenge.RequestFacts(
+                method: request.urlRequest.httpMethod ?? "GET", uri: DigestChallenge.requestURI(url), body: Self.bodySource(of: request))
         return digest.authorization(
             user: user, password: password, request: facts, cnonce: SHA256.hex(RandomBytes.make(16)),
             nonceCount: digestNonces.next(for: digest.nonce))

@@ -127,8 +127,8 @@ extension TransportRequest {
     /// answers, or the redirect ``URLSessionTransport`` follows itself. A method turned into
     /// `GET` or `HEAD` leaves the body and its fields behind; another origin, the credentials and
     /// cookies set for the first (as both transports do on the redirects they follow), but not
-    /// `Proxy-Authorization`: the proxy is the same (``CurlTransport`` drops it on a redirect it
-    /// follows itself, as libcurl does).
+    /// `Proxy-Authorization`: the proxy is the same (``CurlTransport`` keeps it too on the
+    /// redirects it follows; it goes to the proxy alone).
     func redirected(to url: URL, method: String?) -> TransportRequest {
         var next = self
         var request = urlRequest
@@ -277,6 +277,10 @@ public struct TransportResponse: Sendable {
     /// compares the request's URL with the last one.) A transport of your own sets it when it
     /// follows redirects itself.
     public var credentialsLeftBehind = false
+    /// For a proxy's `407` to the `CONNECT` of a tunnel (an https URL through a proxy), the
+    /// tunnel's target (`host:port`): the challenge is the `CONNECT`'s, and a Digest answer
+    /// covers that method and target, not the request's.
+    var tunnelTarget: String?
 
     /// Creates a transport response.
     public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil, redirected: Bool = false) {

@@ -212,6 +212,66 @@ struct CurlTransportTests {
         #expect(heads[1].contains("Proxy-Authorization: Basic dTpw\r\n"))
     }
 
+    /// A Digest answer to the tunnel's `407` covers what was challenged: `CONNECT` and its
+    /// target (`origin.test:443`), no body. It covered the request's method and path, which a
+    /// proxy refuses.
+    @Test func aProxysDigestChallengeToTheTunnelIsAnsweredForTheConnect() async throws {
+        let challenge = #"Digest realm="proxy", nonce="n0", qop="auth", algorithm=SHA-256"#
+        let proxy = try RefusingProxy(challenge: challenge)
+        var configuration = CurlTransport.Configuration()
+        configuration.proxy = .url("http://127.0.0.1:\(proxy.port)")
+        final class ProxyCredentials: Interceptor, Sendable {
+            var name: String { "proxy-credentials" }
+            func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+                challenge.isProxy && challenge.previousFailureCount == 0 ? .useCredential(user: "u", password: "p") : .performDefault
+            }
+        }
+        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration), interceptors: [ProxyCredentials()])
+        let target = try Bin("tunnelled", method: .post, task: .requestData(Data("body".utf8)), base: URL(string: "https://origin.test")!)
+        #expect(try await provider.request(target).value.statusCode == 407)
+        let heads = proxy.heads.withLock { $0 }
+        try #require(heads.count == 2)
+        let answer = try #require(heads[1].firstMatch(of: /Proxy-Authorization: (Digest [^\r]+)\r\n/)?.1)
+        let cnonce = try #require(answer.firstMatch(of: /cnonce="([^"]+)"/)?.1)
+        let digest = try #require(ChosenChallenge.choose(from: challenge)?.digest)
+        #expect(answer.contains(#"uri="origin.test:443""#), "\(answer)")
+        #expect(
+            String(answer)
+                == digest.authorization(
+                    user: "u", password: "p", request: .init(method: "CONNECT", uri: "origin.test:443", body: .bytes([])), cnonce: String(cnonce),
+                    nonceCount: 1))
+    }
+
+    /// A redirect to another origin through the same proxy keeps `Proxy-Authorization` (the
+    /// proxy is the same; the field goes to it alone): it was dropped with `Authorization`, and
+    /// the proxy's new `407` counted as a failed round.
+    @Test func aRedirectThroughTheSameProxyKeepsTheProxysAnswer() async throws {
+        let proxy = try RefusingProxy { head in
+            let close = "Content-Length: 0\r\nConnection: close\r\n\r\n"
+            guard head.lowercased().contains("proxy-authorization: basic dtpw") else {
+                return "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"proxy\"\r\n" + close
+            }
+            return head.hasPrefix("GET http://a.test/")
+                ? "HTTP/1.1 302 Found\r\nLocation: http://b.test/next\r\n" + close : "HTTP/1.1 200 OK\r\n" + close
+        }
+        var configuration = CurlTransport.Configuration()
+        configuration.proxy = .url("http://127.0.0.1:\(proxy.port)")
+        final class ProxyCredentials: Interceptor, Sendable {
+            var name: String { "proxy-credentials" }
+            func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+                challenge.isProxy && challenge.previousFailureCount == 0 ? .useCredential(user: "u", password: "p") : .performDefault
+            }
+        }
+        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration), interceptors: [ProxyCredentials()])
+        let response = try await provider.request(try Bin("start", base: URL(string: "http://a.test")!)).value
+        #expect(response.statusCode == 200)
+        let heads = proxy.heads.withLock { $0 }
+        #expect(
+            heads.map { $0.components(separatedBy: "\r\n")[0] } == [
+                "GET http://a.test/start HTTP/1.1", "GET http://a.test/start HTTP/1.1", "GET http://b.test/next HTTP/1.1",
+            ])
+    }
+
     @Test func aURLLibcurlRefusesIsATypedFailure() async throws {
         let transport = try CurlTransport()
         let refused = await failure { () throws(TransportFailure) in
@@ -838,7 +898,15 @@ final class RefusingProxy: Sendable {
     let port: Int
     let heads = Locked([String]())
 
-    init() throws {
+    /// A proxy that answers every request with `407` and `challenge` in `Proxy-Authenticate`.
+    convenience init(challenge: String = #"Basic realm="proxy""#) throws {
+        try self.init { _ in
+            "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: \(challenge)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        }
+    }
+
+    /// A proxy that answers each request head (up to 8) with what `answer` makes of it, then closes.
+    init(answer: @escaping @Sendable (String) -> String) throws {
         guard let (fd, port) = boundLoopbackSocket() else {
             throw TransportFailure(kind: .other, message: "the test proxy cannot bind a port of 127.0.0.1")
         }
@@ -862,10 +930,9 @@ final class RefusingProxy: Sendable {
                     guard got > 0 else { break }
                     head += buffer[0..<got]
                 }
-                heads.withLock { $0.append(String(decoding: head, as: UTF8.self)) }
-                let answer = Array(
-                    "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"proxy\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                        .utf8)
+                let text = String(decoding: head, as: UTF8.self)
+                heads.withLock { $0.append(text) }
+                let answer = Array(answer(text).utf8)
                 _ = answer.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
                 close(client)
             }

@@ -29,6 +29,8 @@ struct CurlResponse: Sendable {
     let method: String
     /// Whether a redirect went to another origin (``TransportResponse/credentialsLeftBehind``).
     var credentialsLeftBehind = false
+    /// For a proxy's `407` to a tunnel's `CONNECT`, its target (``TransportResponse/tunnelTarget``).
+    var tunnelTarget: String?
 
     /// The fields as a dictionary, repeated names joined with ", " (the first spelling kept).
     static func fold(_ headers: [(name: String, value: String)]) -> [String: String] {
@@ -67,6 +69,7 @@ struct CurlResponse: Sendable {
         made.redirected = redirected
         made.finalMethod = redirected ? method : nil
         made.credentialsLeftBehind = credentialsLeftBehind
+        made.tunnelTarget = tunnelTarget
         return made
     }
 }
@@ -710,7 +713,8 @@ final class CurlCall: @unchecked Sendable {
                 headers.removeAll { ["content-type", "content-length"].contains($0.name.lowercased()) }
             }
             if !SessionRouter.sameOrigin(url, next) {
-                headers.removeAll { ["authorization", "cookie", "proxy-authorization"].contains($0.name.lowercased()) }
+                // `Proxy-Authorization` stays: the proxy is the same, and the field goes to it alone.
+                headers.removeAll { header in SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, header.name) } }
                 credentialsLeftBehind = true
             }
             url = next
@@ -758,6 +762,10 @@ final class CurlCall: @unchecked Sendable {
             status: 407, url: url, httpVersion: "HTTP/1.1", headers: responseHeaders, data: Data(), downloadPath: nil,
             redirected: redirectCount > 0, method: method)
         response.credentialsLeftBehind = credentialsLeftBehind
+        // What libcurl sent: `CONNECT host:port` (an IPv6 host in brackets).
+        if let host = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedHost {
+            response.tunnelTarget = "\(host):\(url.port ?? URLParts.defaultPort(forScheme: url.scheme))"
+        }
         return response
     }
 
