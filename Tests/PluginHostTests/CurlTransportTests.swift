@@ -272,6 +272,19 @@ struct CurlTransportTests {
             ])
     }
 
+    /// Under the environment's proxies, the proxy is chosen per scheme (`http_proxy`,
+    /// `https_proxy`): a redirect to another scheme may go through another proxy, which must not
+    /// get this one's `Proxy-Authorization`.
+    @Test func proxyCredentialsStayOnlyWhileTheProxyIsTheSame() {
+        let a = URL(string: "http://a.test/x")!
+        let b = URL(string: "http://b.test/y")!
+        let secure = URL(string: "https://b.test/y")!
+        #expect(CurlCall.keepsProxy(from: a, to: b, proxy: .environment))
+        #expect(!CurlCall.keepsProxy(from: a, to: secure, proxy: .environment))
+        #expect(CurlCall.keepsProxy(from: a, to: secure, proxy: .url("http://127.0.0.1:3128")))
+        #expect(!CurlCall.keepsProxy(from: a, to: b, proxy: .none))
+    }
+
     @Test func aURLLibcurlRefusesIsATypedFailure() async throws {
         let transport = try CurlTransport()
         let refused = await failure { () throws(TransportFailure) in

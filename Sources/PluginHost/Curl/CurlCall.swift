@@ -713,8 +713,11 @@ final class CurlCall: @unchecked Sendable {
                 headers.removeAll { ["content-type", "content-length"].contains($0.name.lowercased()) }
             }
             if !SessionRouter.sameOrigin(url, next) {
-                // `Proxy-Authorization` stays: the proxy is the same, and the field goes to it alone.
-                headers.removeAll { header in SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, header.name) } }
+                let sameProxy = Self.keepsProxy(from: url, to: next, proxy: settings.configuration.proxy)
+                headers.removeAll { header in
+                    SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, header.name) }
+                        || (!sameProxy && HTTPHeader.namesEqual(header.name, "Proxy-Authorization"))
+                }
                 credentialsLeftBehind = true
             }
             url = next
@@ -767,6 +770,19 @@ final class CurlCall: @unchecked Sendable {
             response.tunnelTarget = "\(host):\(url.port ?? URLParts.defaultPort(forScheme: url.scheme))"
         }
         return response
+    }
+
+    /// Whether a redirect from `from` to `to` goes through the same proxy, so that
+    /// `Proxy-Authorization` (sent to the proxy alone) stays: always with one proxy URL
+    /// configured; with the environment's proxies only for the same scheme (`http_proxy`,
+    /// `https_proxy`: another scheme may go through another proxy, which must not get this
+    /// one's credentials); without a proxy the field goes nowhere, and is dropped.
+    static func keepsProxy(from: URL, to: URL, proxy: CurlTransport.Configuration.Proxy) -> Bool {
+        switch proxy {
+        case .url: return true
+        case .environment: return from.scheme?.lowercased() == to.scheme?.lowercased()
+        case .none: return false
+        }
     }
 
     /// Maps libcurl's result code onto a ``TransportFailure``.

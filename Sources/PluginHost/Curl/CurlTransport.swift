@@ -65,8 +65,10 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
 ///   for that long), as with URLSession; ``Configuration/connectTimeout`` bounds the connection.
 /// - **Redirects**: followed by the transport itself (``Configuration/redirects``, or per request
 ///   ``TransportRequest/redirects``); `301`/`302` turn a `POST` into a `GET`, `303` any method but
-///   `HEAD`; `Authorization`, `Cookie` and `Proxy-Authorization` are dropped when the scheme, host
-///   or port changes; a `3xx` without `Location` is delivered with its body.
+///   `HEAD`; `Authorization` and `Cookie` are dropped when the scheme, host or port changes, and
+///   `Proxy-Authorization` (which goes to the proxy alone) when the proxy may change: the scheme
+///   changes under ``Configuration/Proxy/environment``; a `3xx` without `Location` is delivered
+///   with its body.
 /// - **Compression**: when the request carries no `Accept-Encoding`, or exactly
 ///   ``acceptEncoding`` (what a provider sends by default), the transport asks for every coding
 ///   it decodes (gzip and deflate with the system's zlib, br and zstd where their libraries are
