@@ -281,7 +281,11 @@ struct DigestChallenge: Equatable, Sendable {
     /// (only `auth-int` offered, or an unknown `qop`, and the body cannot be read; or a `-sess`
     /// algorithm without `qop`, where the server could not learn the `cnonce` it depends on).
     /// `auth-int` is preferred for a body in memory; for one read again, `auth` when offered.
-    func authorization(user: String, password: String, request: RequestFacts, cnonce: String, nonceCount: UInt32) -> String? {
+    /// `nonceCount` is taken only for an answer made with a `qop` (one that sends `nc`): a
+    /// challenge that cannot be answered, or one without `qop`, uses none of the nonce's counts.
+    func authorization(
+        user: String, password: String, request: RequestFacts, cnonce: String, nonceCount: @autoclosure () -> UInt32
+    ) -> String? {
         let qop: String?
         var bodyHash: String?
         if qops.contains("auth-int") {
@@ -309,7 +313,7 @@ struct DigestChallenge: Equatable, Sendable {
         } else {
             a2 = algorithm.hex("\(request.method):\(request.uri)")
         }
-        let nc = Self.nonceCountText(nonceCount)
+        let nc = qop == nil ? "" : Self.nonceCountText(nonceCount())
         let response: String
         if let qop {
             response = algorithm.hex("\(a1):\(nonce):\(nc):\(cnonce):\(qop):\(a2)")

@@ -551,10 +551,14 @@ final class InterceptorChain: Sendable {
             if let digest = chosen.digest, digest.stale, let last = digestAnswers[space], last.field == field, last.realm == digest.realm {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
-                guard !staleAnswered.contains(space),
-                    let value = digestAnswer(
-                        digest, user: last.user, password: last.password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
-                else { return (.response(response), request) }
+                guard !staleAnswered.contains(space) else { return (.response(response), request) }
+                // The strongest of the realm's challenges the request can be answered for, as the first answer was.
+                var value: String?
+                for candidate in [digest] + chosen.weakerDigests where value == nil {
+                    value = digestAnswer(
+                        candidate, user: last.user, password: last.password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
+                }
+                guard let value else { return (.response(response), request) }
                 staleAnswered.insert(space)
                 answer(value)
                 continue
@@ -562,7 +566,8 @@ final class InterceptorChain: Sendable {
             // Rounds count per request target too: a right answer redirected on the same origin
             // (libcurl keeps `Authorization` there) meets a new challenge for its new target,
             // which is no failed round (a Digest answer covers its own target only).
-            let target = isProxy ? space : space + DigestChallenge.requestURI(url)
+            // (A Basic answer covers the whole origin: its rounds count per space.)
+            let target = isProxy || chosen.digest == nil ? space : space + DigestChallenge.requestURI(url)
             let failed = rounds[target] ?? 0
             guard failed < Self.maxAuthenticationRounds else { return (.response(response), request) }
             let challenge = AuthenticationChallenge(

@@ -174,7 +174,25 @@ extension DigestUnitTests {
     }
 
     /// The strongest Digest challenge the request cannot be answered for (a `-sess` without
-    /// `qop`) gives way to the next of the same realm; the hooks are asked once.
+    /// `qop`) gives way to the next of the same realm; the hooks are asked once. The one passed
+    /// over takes none of the nonce's counts (both offer one nonce, as RFC 7616's example does),
+    /// and a `stale` challenge that follows is answered by the same rule.
+    @Test func anUnanswerableStrongestChallengeOfTheSameNonceTakesNoCount() async throws {
+        let offered = #"Digest realm="r", nonce="n", algorithm=SHA-512-256-sess, Digest realm="r", nonce="n", algorithm=SHA-256, qop="auth""#
+        let stale =
+            #"Digest realm="r", nonce="m", algorithm=SHA-512-256-sess, stale=true, Digest realm="r", nonce="m", algorithm=SHA-256, qop="auth", stale=true"#
+        let transport = ScriptedChallenges([(401, ["WWW-Authenticate": offered]), (401, ["WWW-Authenticate": stale])])
+        let credentials = CountingCredentials()
+        let provider = Provider<Bin>(transport: transport, interceptors: [credentials])
+        let response = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+        #expect(response.statusCode == 200)
+        #expect(credentials.asked.value == 1)
+        let answers = transport.sent.withLock { $0 }.dropFirst().map { $0.value(forHTTPHeaderField: "Authorization") ?? "" }
+        try #require(answers.count == 2)
+        #expect(answers[0].contains(#"nonce="n""#) && answers[0].contains("nc=00000001,"), "\(answers[0])")
+        #expect(answers[1].contains(#"nonce="m""#) && answers[1].contains("algorithm=SHA-256,") && answers[1].contains("nc=00000001,"), "\(answers[1])")
+    }
+
     @Test func anUnanswerableStrongestChallengeGivesWayToTheNext() async throws {
         let offered = #"Digest realm="r", nonce="a", algorithm=SHA-512-256-sess, Digest realm="r", nonce="b", algorithm=SHA-256, qop="auth""#
         let chosen = try #require(ChosenChallenge.choose(from: offered))
