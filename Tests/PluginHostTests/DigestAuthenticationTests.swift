@@ -190,7 +190,8 @@ extension DigestUnitTests {
         let answers = transport.sent.withLock { $0 }.dropFirst().map { $0.value(forHTTPHeaderField: "Authorization") ?? "" }
         try #require(answers.count == 2)
         #expect(answers[0].contains(#"nonce="n""#) && answers[0].contains("nc=00000001,"), "\(answers[0])")
-        #expect(answers[1].contains(#"nonce="m""#) && answers[1].contains("algorithm=SHA-256,") && answers[1].contains("nc=00000001,"), "\(answers[1])")
+        #expect(
+            answers[1].contains(#"nonce="m""#) && answers[1].contains("algorithm=SHA-256,") && answers[1].contains("nc=00000001,"), "\(answers[1])")
     }
 
     @Test func anUnanswerableStrongestChallengeGivesWayToTheNext() async throws {
