@@ -48,7 +48,8 @@ public struct LoggerPlugin: ExportablePlugin {
     let curl: Bool
     let redactedHeaders: Set<String>
     let redactedQuery: Set<String>
-    /// Names (lower case) of JSON members and form fields whose values a body shows as `<redacted>`.
+    /// Names of JSON members and form fields whose values a body shows as `<redacted>`, each as
+    /// ``FieldNames/normalized(_:)`` gives it.
     let redactedFields: Set<String>
     let secretKeys: [String]
     let maxBodyBytes: Int
@@ -102,7 +103,7 @@ public struct LoggerPlugin: ExportablePlugin {
                 $0.lowercased()
             })
         secretKeys = try configuration.strings("redactStoreKeys", default: ["access_token", "signing_secret"])
-        redactedFields = Set(try configuration.strings("redactFields", default: Self.defaultRedactedFields).map { $0.lowercased() })
+        redactedFields = Set(try configuration.strings("redactFields", default: Self.defaultRedactedFields).map(FieldNames.normalized))
         maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
         self.host = host
     }
@@ -199,9 +200,10 @@ public struct LoggerPlugin: ExportablePlugin {
                 if level.rawValue >= Level.headers.rawValue { lines += fields.map { "  \($0.name): \(redact(header: $0))" } }
             }
             if level == .body, body.count > 0 {
+                // The response's own field values are redacted where they are (scrubbing them from
+                // every line again would cost a pass over the body per value, and spare nothing).
                 var found: [String] = []
                 lines.append("  " + describe(shown: body.bytes, count: body.count, contentType: contentType, found: &found))
-                if !found.isEmpty { secrets = Self.ordered(secrets + found) }
             }
             write(lines, secrets: secrets)
         }
@@ -294,7 +296,7 @@ public struct LoggerPlugin: ExportablePlugin {
 
     /// Secrets worth scrubbing (three characters or more), longest first.
     static func ordered(_ secrets: [String]) -> [String] {
-        secrets.filter { $0.count >= 3 }.sorted { $0.count > $1.count }
+        Set(secrets.filter { $0.count >= 3 }).sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
     }
 
     /// `line` as one line of the log: a line break in it is indented under it (so every line of
@@ -358,7 +360,7 @@ public struct LoggerPlugin: ExportablePlugin {
             guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
             let name = pair[..<equals]
             let decoded = name.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(name)
-            guard names.contains(decoded.lowercased()) else { return String(pair) }
+            guard FieldNames.matches(decoded, names) else { return String(pair) }
             let value = String(pair[pair.index(after: equals)...])
             found += [value, value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? value]
             return name + "=<redacted>"
@@ -414,7 +416,7 @@ public struct LoggerPlugin: ExportablePlugin {
                 continue
             }
             // A member's name: is its value redacted?
-            let name = decoded(bytes[(index + 1)..<(end - 1)]).lowercased()
+            let name = decoded(bytes[(index + 1)..<(end - 1)])
             out += bytes[end...next]
             next += 1
             while next < count, isSpace(bytes[next]) {
@@ -422,22 +424,25 @@ public struct LoggerPlugin: ExportablePlugin {
                 next += 1
             }
             index = next
-            guard names.contains(name), next < count, bytes[next] != UInt8(ascii: "{"), bytes[next] != UInt8(ascii: "[") else { continue }
+            guard FieldNames.matches(name, names), next < count, bytes[next] != UInt8(ascii: "{"), bytes[next] != UInt8(ascii: "[") else { continue }
             var valueEnd = next
-            let raw: ArraySlice<UInt8>
             if bytes[next] == quote {
                 valueEnd = stringEnd(next)
-                let closed = valueEnd - next >= 2 && bytes[valueEnd - 1] == quote
-                raw = bytes[(next + 1)..<(closed ? valueEnd - 1 : valueEnd)]
+                // Only a whole string is a value to scrub elsewhere: a number, `true`, `false` or
+                // `null` is redacted here alone (scrubbing `null` everywhere would maim the log),
+                // and so is a string the shown part cuts (its start alone would leave the rest).
+                if valueEnd - next >= 2 && bytes[valueEnd - 1] == quote {
+                    let raw = bytes[(next + 1)..<(valueEnd - 1)]
+                    let value = decoded(raw)
+                    found += [String(decoding: raw, as: UTF8.self), value, FieldNames.asciiJSON(value)]
+                }
             } else {
                 while valueEnd < count, !isSpace(bytes[valueEnd]),
                     ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[valueEnd])
                 {
                     valueEnd += 1
                 }
-                raw = bytes[next..<valueEnd]
             }
-            found += [String(decoding: raw, as: UTF8.self), decoded(raw)]
             out += Array("\"<redacted>\"".utf8)
             index = valueEnd
         }
@@ -494,5 +499,65 @@ public struct LoggerPlugin: ExportablePlugin {
             let data = Array((text + "\n").utf8)
             sink.exclusively { _ = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) } }
         }
+    }
+}
+
+/// How the logger names the body fields it redacts.
+enum FieldNames {
+    /// `name` in lower case without `_` and `-`: `access_token`, `accessToken` and `Access-Token`
+    /// are one name.
+    static func normalized(_ name: String) -> String {
+        String(name.lowercased().unicodeScalars.filter { $0 != "_" && $0 != "-" })
+    }
+
+    /// Whether the field `name` is one of `names` (normalized): the whole name, or its last one
+    /// or two words (`new_password`, `currentPassword`, `AuthenticationResult`'s `IdToken`), or,
+    /// for a form's nested name, its last bracketed part (`user[password]`).
+    static func matches(_ name: String, _ names: Set<String>) -> Bool {
+        if names.contains(normalized(name)) { return true }
+        var name = Substring(name)
+        if name.hasSuffix("]"), let open = name.lastIndex(of: "[") {
+            name = name[name.index(after: open)..<name.index(before: name.endIndex)]
+            if names.contains(normalized(String(name))) { return true }
+        }
+        // Words: split at `_`, `-`, `.`, and where a lower-case letter or digit meets an upper-case one.
+        var words: [String] = []
+        var word = ""
+        var previousIsLowerOrDigit = false
+        for character in name {
+            if character == "_" || character == "-" || character == "." {
+                if !word.isEmpty { words.append(word) }
+                word = ""
+                previousIsLowerOrDigit = false
+                continue
+            }
+            if character.isUppercase && previousIsLowerOrDigit, !word.isEmpty {
+                words.append(word)
+                word = ""
+            }
+            word.append(character)
+            previousIsLowerOrDigit = character.isLowercase || character.isNumber
+        }
+        if !word.isEmpty { words.append(word) }
+        guard words.count > 1 else { return false }
+        let last = normalized(words[words.count - 1])
+        return names.contains(last) || names.contains(normalized(words[words.count - 2]) + last)
+    }
+
+    /// `value` as JSON writes it with every character past ASCII escaped (`\u00e4`), as many
+    /// servers echo a body back (Python's `json.dumps`): the form an echo carries it in.
+    static func asciiJSON(_ value: String) -> String {
+        var out = ""
+        for unit in value.utf16 {
+            switch unit {
+            case 0x22: out += "\\\""
+            case 0x5C: out += "\\\\"
+            case 0x20..<0x7F: out.unicodeScalars.append(Unicode.Scalar(UInt8(unit)))
+            default:
+                let hex = String(unit, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            }
+        }
+        return out
     }
 }

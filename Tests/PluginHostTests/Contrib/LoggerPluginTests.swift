@@ -232,6 +232,39 @@ struct LoggerPluginTests {
         #expect(namedText.contains("\n  user=ann&passwd=a+b%26c-d&note=<redacted>\n"))
     }
 
+    /// Field names are matched as apps spell them (`AccessToken`, `new_password`, a form's
+    /// `user[password]`); `null`, `true` and numbers are redacted in place only, never scrubbed
+    /// from the rest of the log; a value an echo re-escapes (`\u00e4`) is scrubbed in that form too.
+    @Test func fieldNamesAsAppsSpellThemAndLiteralsStayElsewhere() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 100_000])
+        ])
+        let json =
+            #"{"user": "ann", "password": null, "remember": true, "AccessToken": "at-12345678", "new_password": "pä-ss-12345", "#
+            + #""token_type": "Bearer", "attempts": 3}"#
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(json.utf8)), headers: ["Content-Type": "application/json"])
+        ).value
+        let form = "user[password]=fp-12345678&user[name]=ann"
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(form.utf8)), headers: ["Content-Type": "application/x-www-form-urlencoded"])
+        ).value
+        let text = log(f)
+        for secret in ["at-12345678", "pä-ss-12345", "p\\u00e4-ss-12345", "fp-12345678"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        let shown =
+            #"{"user": "ann", "password": "<redacted>", "remember": true, "AccessToken": "<redacted>", "new_password": "<redacted>", "#
+            + #""token_type": "Bearer", "attempts": 3}"#
+        #expect(text.contains("\n  " + shown + "\n"), "\(text)")
+        #expect(text.contains("\n  user[password]=<redacted>&user[name]=ann\n"))
+        // httpbin's echo keeps its literals: nothing scrubbed them.
+        #expect(text.contains(#""remember": true"#))
+        #expect(!text.contains("<redacted>able"))
+    }
+
     /// A body cannot forge a log line: its line breaks are indented under it, and other control
     /// characters escaped, so every line begins with `→`, `←` or two spaces.
     @Test func aBodyCannotForgeALogLine() async throws {
