@@ -163,20 +163,25 @@ public struct AccessTokenPlugin: ExportablePlugin {
             return origins.contains { $0.admits(scheme: scheme, host: decoded, port: port) } ? .send : .skip
         }
         if scheme == "https" || (scheme == "http" && isLoopback(host)) { return .send }
+        guard scheme == "http" else { return .refuse("access-token: the token is not sent over \(scheme): only http and https requests carry it") }
         let named = "\(scheme)://\(host)" + (parts.port.map { ":\($0)" } ?? "")
         return .refuse(
             "access-token: the token is not sent over \(scheme) to \(named) (without origins, it goes to https and to loopback hosts only; "
                 + "list \"\(named)\" in origins to send it there)")
     }
 
-    /// Whether `host` (in lower case, as written in a URL) is a loopback host: `localhost` and
-    /// names under it (RFC 6761), `127.0.0.0/8` written as four decimal parts, `[::1]`.
+    /// Whether `host` (in lower case, as written in a URL) is a loopback host as libcurl reaches
+    /// it without asking DNS: `localhost` and names under it (RFC 6761; not `localhost.`, which
+    /// libcurl resolves), `127.0.0.0/8` written as four decimal parts without leading zeros
+    /// (`127.0.0.09` is no address to libcurl, and goes to DNS), `[::1]`.
     static func isLoopback(_ host: String) -> Bool {
-        let name = host.hasSuffix(".") ? String(host.dropLast()) : host
-        if name == "localhost" || name.hasSuffix(".localhost") || host == "[::1]" { return true }
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "[::1]" { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts[0] == "127"
-            && parts.allSatisfy { part in (1...3).contains(part.count) && part.allSatisfy({ ("0"..."9").contains($0) }) && Int(part)! <= 255 }
+            && parts.allSatisfy { part in
+                (1...3).contains(part.count) && part.allSatisfy({ ("0"..."9").contains($0) }) && Int(part)! <= 255
+                    && (part.count == 1 || part.first != "0")
+            }
     }
 
     struct Failure: Error, CustomStringConvertible {

@@ -81,13 +81,14 @@ struct LibraryDependencyTests {
     /// may write to are refused; trusted directories pass.
     /// The loader read `LD_LIBRARY_PATH` when the process started: what it sets or unsets later
     /// changes nothing the loader searches, so the check reads the block the process started
-    /// with (`/proc/self/environ`), first of a name winning as for `getenv`. (Setting the
+    /// with (`/proc/self/environ`), the last of a name winning as the loader reads it (glibc takes
+    /// each `LD_LIBRARY_PATH` in turn: `LD_DEBUG=libs` shows the second of two searched). (Setting the
     /// variable here to show it would reach the child processes other tests start meanwhile.)
     @Test func theLoadersLibraryPathIsTheOneTheProcessStartedWith() throws {
         let started = LoaderEnvironment.parse([UInt8](try Data(contentsOf: URL(fileURLWithPath: "/proc/self/environ"))))
         #expect(!started.isEmpty)
         #expect(LoaderEnvironment.atStart == started)
-        #expect(LoaderEnvironment.parse(Array("A=1\0LD_LIBRARY_PATH=/x:/y\0A=2\0B\0C=\0".utf8)) == ["A": "1", "LD_LIBRARY_PATH": "/x:/y", "C": ""])
+        #expect(LoaderEnvironment.parse(Array("A=1\0LD_LIBRARY_PATH=/x:/y\0A=2\0B\0C=\0".utf8)) == ["A": "2", "LD_LIBRARY_PATH": "/x:/y", "C": ""])
     }
 
     @Test func ldLibraryPathIsCheckedAsRunpathIs() throws {

@@ -984,13 +984,14 @@ enum LoaderEnvironment {
         return parse([UInt8](data))
     }()
 
-    /// `NAME=value` entries separated by NUL bytes; the first of a name wins, as `getenv` finds it.
+    /// `NAME=value` entries separated by NUL bytes; the last of a name wins, as the loader reads
+    /// its variables (glibc's `process_envvars` takes each in turn; `getenv` would find the first).
     static func parse(_ bytes: [UInt8]) -> [String: String] {
         var found: [String: String] = [:]
         for entry in bytes.split(separator: 0) {
             guard let equals = entry.firstIndex(of: UInt8(ascii: "=")) else { continue }
             let name = String(decoding: entry[entry.startIndex..<equals], as: UTF8.self)
-            if found[name] == nil { found[name] = String(decoding: entry[(equals + 1)...], as: UTF8.self) }
+            found[name] = String(decoding: entry[(equals + 1)...], as: UTF8.self)
         }
         return found
     }
