@@ -220,7 +220,7 @@ final class DeferredURLRequest: Sendable {
         built.value {
             var request = URLRequest(url: url, cachePolicy: original.cachePolicy, timeoutInterval: timeout)
             if method != "GET" { request.httpMethod = method }
-            if hasFields { request.allHTTPHeaderFields = Dictionary(uniqueKeysWithValues: fields.lazy.map { ($0.name, $0.value) }) }
+            if hasFields { request.allHTTPHeaderFields = Dictionary(fields.lazy.map { ($0.name, $0.value) }, uniquingKeysWith: { $0 + ", " + $1 }) }
             if let body { request.httpBody = body }
             if let main = original.mainDocumentURL { request.mainDocumentURL = main }
             if original.networkServiceType != request.networkServiceType { request.networkServiceType = original.networkServiceType }

@@ -62,7 +62,9 @@ package enum CBytes {
         guard count > 0 else { return [] }
         guard let names, let values else { return nil }
         var headers: [HTTPHeader] = []
-        headers.reserveCapacity(count)
+        // Room for what a request holds; a count the plugin got wrong (2^40) is read entry by
+        // entry, refused at its first bad one, never reserved whole.
+        headers.reserveCapacity(Swift.min(count, 256))
         for index in 0..<count {
             guard isBuffer(values[index]) else { return nil }
             let header = HTTPHeader(name: string(names[index]), value: string(values[index]))

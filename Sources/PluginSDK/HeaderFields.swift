@@ -84,7 +84,9 @@ extension Array where Element == HTTPHeader {
     /// The fields as a dictionary, repeated names folded into one value joined by ", " as
     /// RFC 9110 §5.3 says, for requests and responses alike (the first spelling of a name is kept).
     public func folded() -> [String: String] {
-        Dictionary(uniqueKeysWithValues: foldedFields().lazy.map { ($0.name, $0.value) })
+        // Names folded as bytes (ASCII case); Swift's `String` keys compare canonically
+        // (`X-\u{212A}ey` equals `X-Key`): such names are joined too, never a trap.
+        Dictionary(foldedFields().lazy.map { ($0.name, $0.value) }, uniquingKeysWith: { $0 + ", " + $1 })
     }
 
     /// The fields with repeated names folded into one, as ``folded()`` does, in the order of each

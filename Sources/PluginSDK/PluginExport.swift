@@ -382,10 +382,9 @@ private func message(of error: any Error) -> String {
 
 private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, UnsafeMutablePointer<ph_error_buf>?) -> UnsafeMutableRawPointer? = {
     config, api, errorBuffer in
-    let (factory, name, hooks, probed) = exportState.withLock { state in
-        defer { state.probed = true }
-        return (state.factory, state.name, state.hooks, state.probed)
-    }
+    // The probe is marked done only once it ran and passed (below): a `create` that failed
+    // before it (a configuration refused) or ran beside it leaves it to the next.
+    let (factory, name, hooks, probed) = exportState.withLock { state in (state.factory, state.name, state.hooks, state.probed) }
     guard let api, let factory else {
         CBytes.write("the plugin was created without a host table or before its descriptor was read", to: errorBuffer)
         return nil
@@ -397,14 +396,14 @@ private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, Un
         // Once per library: a hook the plugin implements but does not export would silently never run.
         if !probed {
             let unlisted = HookProbe.unlistedHooks(of: interceptor, listed: hooks)
-            if !unlisted.isEmpty {
+            guard unlisted.isEmpty else {
                 let names = unlisted.map(\.rawValue).joined(separator: ", ")
-                exportState.withLock { $0.probed = false }
                 throw InterceptorError.failed(
                     "plugin \(name) implements \(names) but its implementedHooks leaves "
                         + "\(unlisted.count == 1 ? "it" : "them") out: loaded, \(unlisted.count == 1 ? "it" : "they") "
                         + "would never run; add \(unlisted.count == 1 ? "it" : "them") to implementedHooks")
             }
+            exportState.withLock { $0.probed = true }
         }
         // Hooks this configuration makes inert are not called at all (ABI 1.1).
         if let active, api.pointee.abi_minor >= 1, let declare = api.pointee.declare_hooks {

@@ -50,6 +50,15 @@ struct ABIMinorTests {
         #expect(error?.reason == "create declared hooks 0x09, but the descriptor implements only 0x01 (extra bits 0x08)")
     }
 
+    /// A refused declaration stays refused: declaring again, validly, does not undo it.
+    @Test func aRefusedDeclarationIsNotUndoneByAnother() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let error = loadError { _ = try PluginLoader.load(manifest: try hostile(f, "declare-retry"), services: PluginServices()) }
+        #expect(error?.kind == .descriptorInvalid)
+        #expect(error?.reason == "create declared hooks 0x09, but the descriptor implements only 0x01 (extra bits 0x08)")
+    }
+
     @Test func declaringHooksOutsideCreateIsRefused() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -112,6 +112,14 @@ struct BorrowedEditBytesTests {
         state.handle.reset(mayRespond: true)
         #expect(api.request_respond(pointer, 200, &names, &values, -1, ph_bytes()) == PH_INVALID)
         #expect(state.handle.answer == nil)
+        // A count of 2^40 whose first field is bad: refused at it, no room reserved for them all
+        // (the reservation aborted the process).
+        "X Bad".withCString { bad in
+            var badNames = [ph_bytes(data: UnsafeRawPointer(bad).assumingMemoryBound(to: UInt8.self), len: 5)]
+            var badValues = [ph_bytes(data: UnsafeRawPointer(bad).assumingMemoryBound(to: UInt8.self), len: 1)]
+            #expect(api.request_respond(pointer, 200, &badNames, &badValues, 1 << 40, ph_bytes()) == PH_INVALID)
+        }
+        #expect(state.handle.answer == nil)
         // SIZE_MAX random bytes, or an event with SIZE_MAX fields: nothing written or read.
         let table = HostTable(services: BoundServices(services: PluginServices(), plugin: "p"))
         var byte: UInt8 = 7

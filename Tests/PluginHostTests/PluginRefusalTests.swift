@@ -217,6 +217,25 @@ struct PluginRefusalTests {
                         + "it would never run; add it to implementedHooks"))
     }
 
+    /// A `create` that fails before the check (its configuration refused) leaves the check to
+    /// the next: it was marked done at once, and the fixed manifest then loaded a plugin whose
+    /// `willSend` would never run.
+    @Test func aConfigurationRefusedFirstStillLeavesTheHookCheckToTheNextLoad() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.bundle("ForgetfulTestPlugin")
+        let library = bundle + "/libForgetfulTestPlugin.\(PluginFixtures.librarySuffix)"
+        #expect(
+            load(f, try f.manifest([["name": "forgetful", "config": ["refuse": true]]], file: "refusing.json"))
+                == PluginLoadError(.createFailed, file: library, plugin: "forgetful", reason: "forgetful: refused as asked"))
+        #expect(
+            load(f, try f.manifest([["name": "forgetful"]], file: "fixed.json"))
+                == PluginLoadError(
+                    .createFailed, file: library, plugin: "forgetful",
+                    reason: "plugin forgetful implements willSend but its implementedHooks leaves it out: loaded, "
+                        + "it would never run; add it to implementedHooks"))
+    }
+
     @Test func loadingIsAllOrNothing() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

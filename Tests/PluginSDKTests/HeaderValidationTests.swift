@@ -130,4 +130,12 @@ struct HeaderValidationTests {
         #expect(folded["\u{E4}-x"] == "b")
         #expect(folded.count == 2 + padding)
     }
+
+    /// Names that differ as bytes but that Swift's `String` holds equal (the Kelvin sign
+    /// U+212A is canonically `K`) fold into one value, never a trap on a duplicate key.
+    @Test func canonicallyEqualNamesFoldWithoutATrap() {
+        let folded = [HTTPHeader(name: "X-\u{212A}ey", value: "1"), HTTPHeader(name: "X-Key", value: "2")].folded()
+        #expect(folded.count == 1)
+        #expect(folded.values.first == "1, 2")
+    }
 }

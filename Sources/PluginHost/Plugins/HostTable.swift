@@ -373,6 +373,9 @@ final class HostTable: @unchecked Sendable {
             HostTable.with(api, or: PH_INVALID) { table in
                 table.creation.withLock { state -> Int32 in
                     guard state.creating else { return PH_INVALID }
+                    // A refused declaration stays: a later valid call does not undo it (the host
+                    // refuses the plugin, naming the bits).
+                    if let declared = state.declared, declared & ~table.implemented != 0 { return PH_INVALID }
                     state.declared = hooks
                     return hooks & ~table.implemented == 0 ? PH_OK : PH_INVALID
                 }

@@ -8,7 +8,10 @@ public struct ForgetfulPlugin: ExportablePlugin {
     public static var pluginSummary: String { "Leaves a hook out of implementedHooks (test fixture)" }
     public static var implementedHooks: Set<InterceptorHook> { [.prepare] }
 
-    public init(configuration: PluginConfiguration, host: any HostServices) throws {}
+    /// Refuses `{"refuse": true}`, as a plugin refuses a configuration it cannot use.
+    public init(configuration: PluginConfiguration, host: any HostServices) throws {
+        if try configuration.bool("refuse", default: false) { throw configuration.error("refused as asked") }
+    }
 
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction { .proceed }
 

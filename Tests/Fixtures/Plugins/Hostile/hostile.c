@@ -9,6 +9,8 @@
  *   bad-name      prepare tries to set a header named "X Bad" (must be refused)
  *   declare-extra create declares prepare and process, but only prepare is implemented (ABI 1.1;
  *                 the host must refuse the plugin)
+ *   declare-retry create declares prepare and process (refused), then prepare alone: the refusal
+ *                 stays, and the host refuses the plugin as for declare-extra
  *   declare-none  create declares no hook (ABI 1.1); prepare fails if it is ever called
  *   declare-late  prepare calls declare_hooks (outside create: must return PH_INVALID)
  *   unbuffered    prepare hands the setters that store bytes some that are no buffer (NULL
@@ -52,6 +54,10 @@ static void *create(ph_bytes config, const ph_host_api *host, ph_error_buf *erro
     if (host->abi_minor >= 1) {
         if (strcmp(instance->mode, "declare-extra") == 0) host->declare_hooks(host, PH_HOOK_PREPARE | PH_HOOK_PROCESS);
         if (strcmp(instance->mode, "declare-none") == 0) host->declare_hooks(host, 0);
+        if (strcmp(instance->mode, "declare-retry") == 0) {
+            host->declare_hooks(host, PH_HOOK_PREPARE | PH_HOOK_PROCESS);
+            host->declare_hooks(host, PH_HOOK_PREPARE);
+        }
     }
     return instance;
 }
