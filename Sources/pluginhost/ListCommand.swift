@@ -44,7 +44,7 @@ enum ListCommand {
             return .refused
         }
         if arguments.has("json") {
-            let document: [String: Any] = [
+            var document: [String: Any] = [
                 "host": [
                     "tool": Version.tool, "abi": ["major": PluginLibrary.hostABI.major, "minor": PluginLibrary.hostABI.minor],
                     "buildSignature": PluginExport.buildSignature,
@@ -52,6 +52,7 @@ enum ListCommand {
                 "manifest": manifest?.file ?? NSNull(),
                 "plugins": reports.map(\.json),
             ]
+            if !directoryRefusals.isEmpty { document["problems"] = directoryRefusals.map(\.description) }
             Terminal.out(Terminal.json(document))
         } else {
             print(reports)

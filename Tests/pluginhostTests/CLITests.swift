@@ -339,6 +339,12 @@ struct CLITests {
                 == "pluginhost: \(spare): mode 0777 (writable by group and others), owner \(owner), is the plugin directory; "
                 + "remove group and other write access (chmod go-w)\n")
         #expect(list.stdout.contains("activity"))
+        // The JSON form says it too, not only standard error.
+        let json = try await CLI.run(["list", "--manifest", manifest, "--json"])
+        #expect(json.status == 3)
+        try expectSchema(json.stdout, "list.schema.json")
+        let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect((document?["problems"] as? [String])?.first?.hasPrefix("\(spare): mode 0777") == true)
         chmod(spare, 0o755)
         #expect(try await CLI.run(["list", "--manifest", manifest]).status == 0)
     }
