@@ -38,7 +38,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// loopback host, and a request over plain http to any other host fails.
     let origins: [Origin]?
     /// Where the last origin asked for lets the token go: an app's requests go to a few origins.
-    private let destinations = LastAnswer<String, Destination>()
+    private let lastDestination = Locked<(origin: [UInt8], destination: Destination)?>(nil)
     /// Per request, what a `401` needs to know. On a host whose responses tell their request (in
     /// process, ABI 1.3 and later) the token sent is read back from the request at the `401`, and
     /// only the requests this plugin retried, or that went without its token, keep an entry (most
@@ -142,14 +142,34 @@ public struct AccessTokenPlugin: ExportablePlugin {
 
     /// Where the token of a request to `url` may go (see ``origins``).
     func destination(_ url: String) -> Destination {
-        // The origin is all before the path: requests to one origin share an answer.
-        let end = url.utf8.firstIndex(of: UInt8(ascii: "/")).flatMap { slash -> String.Index? in
-            guard url.utf8[slash...].starts(with: "//".utf8) else { return nil }
-            let authority = url.utf8.index(slash, offsetBy: 2)
-            return url.utf8[authority...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        var url = url
+        return url.withUTF8 { bytes in
+            // The origin is all before the path: requests to one origin share an answer, compared
+            // as bytes where it is kept (no string made for a request to the last origin).
+            let origin = UnsafeBufferPointer(rebasing: bytes[..<Self.originEnd(bytes)])
+            if let kept = lastDestination.withLock({ kept -> Destination? in
+                guard let kept, kept.origin.count == origin.count, kept.origin.elementsEqual(origin) else { return nil }
+                return kept.destination
+            }) {
+                return kept
+            }
+            let computed = Self.destination(of: String(decoding: origin, as: UTF8.self), origins: origins)
+            lastDestination.withLock { $0 = (Array(origin), computed) }
+            return computed
         }
-        let origin = end.map { String(url[..<$0]) } ?? url
-        return destinations.answer(for: origin) { Self.destination(of: $0, origins: origins) }
+    }
+
+    /// Where the origin of a URL's bytes ends: at the `/`, `?` or `#` after `scheme://`, or at
+    /// the end (a string without `//` is taken whole, and parsed as such).
+    static func originEnd(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        guard let slash = bytes.firstIndex(of: UInt8(ascii: "/")), slash + 1 < bytes.count, bytes[slash + 1] == UInt8(ascii: "/") else {
+            return bytes.count
+        }
+        var index = slash + 2
+        while index < bytes.count, bytes[index] != UInt8(ascii: "/"), bytes[index] != UInt8(ascii: "?"), bytes[index] != UInt8(ascii: "#") {
+            index += 1
+        }
+        return index
     }
 
     /// Where the token may go for a URL that is an origin (or that this parses as one).
