@@ -167,6 +167,8 @@ final class InterceptorChain: Sendable {
         var attempt = 1
         // A body stream is read once: the call's sends share what the first read of it kept.
         let bodySpool = plan.request.httpBodyStream == nil ? nil : BodySpool()
+        // The plugins that asked for a background exchange in this exchange, whatever the attempt.
+        var scheduledBackground: Set<String> = []
         while true {
             if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
             let contexts = makeContexts(target: plan.target, requestID: requestID, attempt: attempt)
@@ -181,7 +183,13 @@ final class InterceptorChain: Sendable {
             let answeredBy: Int?
             let answer: SyntheticResponse?
             let prepared = prepare(view, state: state, contexts: contexts)
-            startBackgroundExchanges(state.backgroundRequests, of: plan, requestID: requestID)
+            if case .failure = prepared {
+            } else if !state.backgroundRequests.isEmpty {
+                // Once the phase is over and none failed; once per plugin and exchange (a retry's
+                // attempt asks again: not sent twice).
+                let fresh = state.backgroundRequests.filter { scheduledBackground.insert($0.plugin).inserted }
+                startBackgroundExchanges(fresh, of: plan, requestID: requestID)
+            }
             switch consume prepared {
             case .failure(let error): return .failure(error)
             case .success(.none): (answeredBy, answer) = (nil, nil)

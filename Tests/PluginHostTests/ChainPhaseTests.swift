@@ -214,3 +214,65 @@ struct ChainPhaseTests {
         }
     }
 }
+
+/// A background exchange goes once per plugin and exchange, and only when the prepare phase
+/// did not fail: one was sent for a request an inner plugin refused, and one more per retry.
+@Suite("Background exchanges: once, and only after a prepare phase that did not fail")
+struct BackgroundExchangeOnceTests {
+    /// Schedules a background exchange from the foreground's `prepare`, and counts the
+    /// background exchanges that reach it.
+    final class Scheduler: Interceptor, Sendable {
+        let name = "scheduler"
+        let background = LockedCounter()
+        func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+            if context.target.pluginOptions[name] == "revalidate" {
+                background.increment()
+            } else {
+                try request.scheduleBackgroundExchange(option: "revalidate")
+            }
+            return .proceed
+        }
+    }
+
+    /// Refuses the foreground request in `prepare`.
+    struct Refuser: Interceptor {
+        let name = "refuser"
+        func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+            if context.target.pluginOptions["scheduler"] == nil { throw InterceptorError.failed("refused") }
+            return .proceed
+        }
+    }
+
+    /// Asks for one retry of the foreground request.
+    struct RetryOnce: Interceptor {
+        let name = "retry-once"
+        func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+            context.attempt == 1 && context.target.pluginOptions["scheduler"] == nil ? .retry() : .proceed
+        }
+    }
+
+    func settle(_ scheduler: Scheduler, until count: Int) async throws {
+        // Bounded: a background exchange on the stub answers in microseconds.
+        for _ in 0..<100 where scheduler.background.value < count { try await Task.sleep(nanoseconds: 10_000_000) }
+        try await Task.sleep(nanoseconds: 300_000_000)
+    }
+
+    @Test func noneAfterAFailedPrepareAndOnePerExchangeAcrossRetries() async throws {
+        let stub = StubTransport { _ in .networkResponse(200, Data()) }
+        let refused = Scheduler()
+        let failing = Provider<Bin>(transport: stub, interceptors: [refused, Refuser()])
+        let result = await failing.request(try Bin("x", base: URL(string: "https://api.example.test")!)).result
+        guard case .failure(.interceptor("refuser", .prepare, _)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        try await settle(refused, until: 1)
+        #expect(refused.background.value == 0)
+
+        let retried = Scheduler()
+        let retrying = Provider<Bin>(transport: stub, interceptors: [retried, RetryOnce()])
+        #expect(try await retrying.request(try Bin("x", base: URL(string: "https://api.example.test")!)).value.statusCode == 200)
+        try await settle(retried, until: 2)
+        #expect(retried.background.value == 1)
+    }
+}

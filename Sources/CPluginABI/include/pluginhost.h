@@ -282,14 +282,16 @@ struct ph_host_api {
 
     /* Added in ABI 1.2 (a plugin checks host->abi_minor >= 2 before calling it). */
 
-    /* From prepare only: when the prepare phase is over, the host sends the same request (as it
-     * was before any prepare ran) once more, in the background (concurrently with the rest of
-     * this exchange, under a request id of its own), through the whole chain, with this
-     * plugin's target option (pluginOptions[<plugin name>]) set to `option`. Nobody waits for it:
-     * its outcome reaches the hooks like any other and is then dropped (this is how a cache
-     * serves a stale response and revalidates it: RFC 5861 stale-while-revalidate). At most one
-     * per plugin and exchange. PH_OK; PH_INVALID outside prepare, from a background exchange,
-     * when this plugin already asked in this exchange, or when `option` is no buffer. */
+    /* From prepare only: when the prepare phase is over and none of it failed, the host sends
+     * the same request (as it was before any prepare ran) once more, in the background
+     * (concurrently with the rest of this exchange, under a request id of its own), through the
+     * whole chain, with this plugin's target option (pluginOptions[<plugin name>]) set to
+     * `option`. Nobody waits for it: its outcome reaches the hooks like any other and is then
+     * dropped (this is how a cache serves a stale response and revalidates it: RFC 5861
+     * stale-while-revalidate). At most one per plugin and exchange: an attempt after a retry
+     * that asks again is answered PH_OK, and nothing more is sent. PH_OK; PH_INVALID outside
+     * prepare, from a background exchange, when this plugin already asked in this attempt, or
+     * when `option` is no buffer. */
     ph_status (*request_background)(const ph_host_api *host, ph_request *request, ph_bytes option);
 
     /* Added in ABI 1.3 (a plugin checks host->abi_minor >= 3 before calling these). */
