@@ -183,17 +183,16 @@ final class InterceptorChain: Sendable {
             let answeredBy: Int?
             let answer: SyntheticResponse?
             let prepared = prepare(view, state: state, contexts: contexts)
-            if case .failure = prepared {
-            } else if !state.backgroundRequests.isEmpty {
-                // Once the phase is over and none failed; once per plugin and exchange (a retry's
-                // attempt asks again: not sent twice).
-                let fresh = state.backgroundRequests.filter { scheduledBackground.insert($0.plugin).inserted }
-                startBackgroundExchanges(fresh, of: plan, requestID: requestID)
-            }
             switch consume prepared {
             case .failure(let error): return .failure(error)
             case .success(.none): (answeredBy, answer) = (nil, nil)
             case .success(.some(let short)): (answeredBy, answer) = (short.index, short.response)
+            }
+            if !state.backgroundRequests.isEmpty {
+                // Once the phase is over and none of it failed; once per plugin and exchange (a
+                // retry's attempt that asks again sends nothing more).
+                let fresh = state.backgroundRequests.filter { scheduledBackground.insert($0.plugin).inserted }
+                startBackgroundExchanges(fresh, of: plan, requestID: requestID)
             }
             let sendingThrough = answeredBy ?? interceptors.count
             if let error = willSend(view, contexts: contexts, through: sendingThrough) { return .failure(error) }
