@@ -160,7 +160,7 @@ public struct LoggerPlugin: ExportablePlugin {
             let contentType = headers.first { HTTPHeader.namesEqual($0.name, "Content-Type") }?.value
             body = describe(shown: Array(bytes.prefix(maxBodyBytes)), count: bytes.count, contentType: contentType, found: &secrets)
             if curl, bytes.count <= maxBodyBytes, let text = String(bytes: bytes, encoding: .utf8) {
-                curlBody = redactFields(in: text, contentType: contentType, found: &secrets)
+                curlBody = redactFields(in: text, contentType: contentType, whole: true, found: &secrets)
             }
         }
         secrets = Self.ordered(secrets)
@@ -331,7 +331,7 @@ public struct LoggerPlugin: ExportablePlugin {
         guard let text = candidates.lazy.compactMap({ String(bytes: $0, encoding: .utf8) }).first else {
             return "<\(count) bytes, not UTF-8>"
         }
-        let redacted = redactFields(in: text, contentType: contentType, found: &found)
+        let redacted = redactFields(in: text, contentType: contentType, whole: shown.count == count, found: &found)
         return shown.count < count ? "\(redacted)… (truncated, \(count) bytes in all)" : redacted
     }
 
@@ -339,8 +339,9 @@ public struct LoggerPlugin: ExportablePlugin {
     /// the members of a JSON body at any depth, the fields of a form. JSON when the content type
     /// says so (`json`, `+json`) or, with none, when the body begins with `{` or `[`; a form when it
     /// says `application/x-www-form-urlencoded` or, with none, when the body is one line with `=`.
-    /// Each value redacted (as written, and decoded) is appended to `found`.
-    func redactFields(in text: String, contentType: String?, found: inout [String]) -> String {
+    /// Each whole string value redacted (as written, and decoded) is appended to `found`; not
+    /// one the end of a cut `text` (`whole` false) cuts.
+    func redactFields(in text: String, contentType: String?, whole: Bool, found: inout [String]) -> String {
         guard !redactedFields.isEmpty else { return text }
         let type = contentType?.lowercased()
         let start = text.utf8.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
@@ -350,19 +351,24 @@ public struct LoggerPlugin: ExportablePlugin {
         let form =
             type.map { $0.hasPrefix("application/x-www-form-urlencoded") }
             ?? (text.contains("=") && !text.contains(where: { $0 == " " || $0 == "\n" || $0 == "\r" }))
-        return form ? Self.redactFormFields(in: text, names: redactedFields, found: &found) : text
+        return form ? Self.redactFormFields(in: text, names: redactedFields, whole: whole, found: &found) : text
     }
 
     /// A form body (`a=1&password=x`) with the values of `names` (decoded, case-insensitive) as
     /// `<redacted>`.
-    static func redactFormFields(in text: String, names: Set<String>, found: inout [String]) -> String {
-        text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+    static func redactFormFields(in text: String, names: Set<String>, whole: Bool = true, found: inout [String]) -> String {
+        let pairs = text.split(separator: "&", omittingEmptySubsequences: false)
+        return pairs.enumerated().map { index, pair -> String in
             guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
             let name = pair[..<equals]
             let decoded = name.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(name)
             guard FieldNames.matches(decoded, names) else { return String(pair) }
-            let value = String(pair[pair.index(after: equals)...])
-            found += [value, value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? value]
+            // The last value of a cut body may be cut too: redacted here alone (its start,
+            // scrubbed everywhere, would maim the log and leave the rest in an echo).
+            if whole || index < pairs.count - 1 {
+                let value = String(pair[pair.index(after: equals)...])
+                found += [value, value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? value]
+            }
             return name + "=<redacted>"
         }
         .joined(separator: "&")
@@ -377,19 +383,20 @@ public struct LoggerPlugin: ExportablePlugin {
         let quote = UInt8(ascii: "\"")
         let count = bytes.count
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
-        /// The index past the string that begins at `start` (its closing quote), or `count`.
-        func stringEnd(_ start: Int) -> Int {
+        /// The index past the string that begins at `start` (its closing quote), or `count` when
+        /// the text ends first (`closed` false: an escaped quote at the very end closes nothing).
+        func stringEnd(_ start: Int) -> (end: Int, closed: Bool) {
             var index = start + 1
             while index < count {
                 if bytes[index] == UInt8(ascii: "\\") {
                     index += 2
                 } else if bytes[index] == quote {
-                    return index + 1
+                    return (index + 1, true)
                 } else {
                     index += 1
                 }
             }
-            return count
+            return (count, false)
         }
         /// A string's contents, escapes resolved where they can be.
         func decoded(_ raw: ArraySlice<UInt8>) -> String {
@@ -407,7 +414,7 @@ public struct LoggerPlugin: ExportablePlugin {
                 index += 1
                 continue
             }
-            let end = stringEnd(index)
+            let end = stringEnd(index).end
             out += bytes[index..<end]
             var next = end
             while next < count, isSpace(bytes[next]) { next += 1 }
@@ -427,11 +434,12 @@ public struct LoggerPlugin: ExportablePlugin {
             guard FieldNames.matches(name, names), next < count, bytes[next] != UInt8(ascii: "{"), bytes[next] != UInt8(ascii: "[") else { continue }
             var valueEnd = next
             if bytes[next] == quote {
-                valueEnd = stringEnd(next)
+                let string = stringEnd(next)
+                valueEnd = string.end
                 // Only a whole string is a value to scrub elsewhere: a number, `true`, `false` or
                 // `null` is redacted here alone (scrubbing `null` everywhere would maim the log),
                 // and so is a string the shown part cuts (its start alone would leave the rest).
-                if valueEnd - next >= 2 && bytes[valueEnd - 1] == quote {
+                if string.closed {
                     let raw = bytes[(next + 1)..<(valueEnd - 1)]
                     let value = decoded(raw)
                     found += [String(decoding: raw, as: UTF8.self), value, FieldNames.asciiJSON(value)]
@@ -524,14 +532,19 @@ enum FieldNames {
         var words: [String] = []
         var word = ""
         var previousIsLowerOrDigit = false
-        for character in name {
+        let characters = Array(name)
+        for (position, character) in characters.enumerated() {
+            let next = position + 1 < characters.count ? characters[position + 1] : nil
             if character == "_" || character == "-" || character == "." {
                 if !word.isEmpty { words.append(word) }
                 word = ""
                 previousIsLowerOrDigit = false
                 continue
             }
-            if character.isUppercase && previousIsLowerOrDigit, !word.isEmpty {
+            // A new word at a capital after a lower-case letter or digit (`dbPassword`), and at
+            // the last capital of a run when a lower-case letter follows (`DB|Password`, `XApi|Key`).
+            let endsRun = character.isUppercase && word.last?.isUppercase == true && next?.isLowercase == true
+            if character.isUppercase && (previousIsLowerOrDigit || endsRun), !word.isEmpty {
                 words.append(word)
                 word = ""
             }
@@ -552,6 +565,12 @@ enum FieldNames {
             switch unit {
             case 0x22: out += "\\\""
             case 0x5C: out += "\\\\"
+            // The short escapes, as `json.dumps` writes them.
+            case 0x08: out += "\\b"
+            case 0x09: out += "\\t"
+            case 0x0A: out += "\\n"
+            case 0x0C: out += "\\f"
+            case 0x0D: out += "\\r"
             case 0x20..<0x7F: out.unicodeScalars.append(Unicode.Scalar(UInt8(unit)))
             default:
                 let hex = String(unit, radix: 16)

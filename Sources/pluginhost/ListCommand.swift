@@ -41,7 +41,8 @@ enum ListCommand {
         if reports.isEmpty {
             let searched = (manifest?.pluginDirectories ?? []) + directories
             Terminal.error("no plugin bundles (NAME.plugin) in \(searched.joined(separator: ", "))")
-            return .refused
+            // The JSON form still says what was refused.
+            guard arguments.has("json") else { return .refused }
         }
         if arguments.has("json") {
             var document: [String: Any] = [
@@ -57,7 +58,7 @@ enum ListCommand {
         } else {
             print(reports)
         }
-        return reports.contains { !$0.problems.isEmpty } || !directoryRefusals.isEmpty ? .refused : .ok
+        return reports.isEmpty || reports.contains { !$0.problems.isEmpty } || !directoryRefusals.isEmpty ? .refused : .ok
     }
 
     static func print(_ reports: [BundleReport]) {

@@ -218,15 +218,7 @@ struct CurlTransportTests {
     @Test func aProxysDigestChallengeToTheTunnelIsAnsweredForTheConnect() async throws {
         let challenge = #"Digest realm="proxy", nonce="n0", qop="auth", algorithm=SHA-256"#
         let proxy = try RefusingProxy(challenge: challenge)
-        var configuration = CurlTransport.Configuration()
-        configuration.proxy = .url("http://127.0.0.1:\(proxy.port)")
-        final class ProxyCredentials: Interceptor, Sendable {
-            var name: String { "proxy-credentials" }
-            func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
-                challenge.isProxy && challenge.previousFailureCount == 0 ? .useCredential(user: "u", password: "p") : .performDefault
-            }
-        }
-        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration), interceptors: [ProxyCredentials()])
+        let provider = try proxied(through: proxy)
         let target = try Bin("tunnelled", method: .post, task: .requestData(Data("body".utf8)), base: URL(string: "https://origin.test")!)
         #expect(try await provider.request(target).value.statusCode == 407)
         let heads = proxy.heads.withLock { $0 }
@@ -254,15 +246,7 @@ struct CurlTransportTests {
             return head.hasPrefix("GET http://a.test/")
                 ? "HTTP/1.1 302 Found\r\nLocation: http://b.test/next\r\n" + close : "HTTP/1.1 200 OK\r\n" + close
         }
-        var configuration = CurlTransport.Configuration()
-        configuration.proxy = .url("http://127.0.0.1:\(proxy.port)")
-        final class ProxyCredentials: Interceptor, Sendable {
-            var name: String { "proxy-credentials" }
-            func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
-                challenge.isProxy && challenge.previousFailureCount == 0 ? .useCredential(user: "u", password: "p") : .performDefault
-            }
-        }
-        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration), interceptors: [ProxyCredentials()])
+        let provider = try proxied(through: proxy)
         let response = try await provider.request(try Bin("start", base: URL(string: "http://a.test")!)).value
         #expect(response.statusCode == 200)
         let heads = proxy.heads.withLock { $0 }
@@ -962,4 +946,20 @@ func streamingProvider(_ text: String, transport: any Transport, interceptors: [
             request.httpBodyStream = InputStream(data: Data(text.utf8))
             return request
         }, transport: transport, interceptors: interceptors)
+}
+
+/// A provider on a `CurlTransport` through `proxy`, with a hook that answers a proxy's first
+/// challenge with `u`/`p`.
+func proxied(through proxy: RefusingProxy) throws -> Provider<Bin> {
+    var configuration = CurlTransport.Configuration()
+    configuration.proxy = .url("http://127.0.0.1:\(proxy.port)")
+    return Provider<Bin>(transport: try CurlTransport(configuration: configuration), interceptors: [FirstProxyChallengeAnswer()])
+}
+
+/// Answers a proxy's first challenge with `u`/`p`, and nothing else.
+struct FirstProxyChallengeAnswer: Interceptor {
+    var name: String { "proxy-credentials" }
+    func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
+        challenge.isProxy && challenge.previousFailureCount == 0 ? .useCredential(user: "u", password: "p") : .performDefault
+    }
 }

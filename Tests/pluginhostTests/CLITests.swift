@@ -345,6 +345,14 @@ struct CLITests {
         try expectSchema(json.stdout, "list.schema.json")
         let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect((document?["problems"] as? [String])?.first?.hasPrefix("\(spare): mode 0777") == true)
+        // With no bundle anywhere, the JSON form is still printed, with its problems.
+        let empty = try workspace.manifest(#"{"pluginDirectories": ["spare"], "plugins": []}"#)
+        let emptyJSON = try await CLI.run(["list", "--manifest", empty, "--json"])
+        #expect(emptyJSON.status == 3)
+        try expectSchema(emptyJSON.stdout, "list.schema.json")
+        let emptyDocument = try JSONSerialization.jsonObject(with: Data(emptyJSON.stdout.utf8)) as? [String: Any]
+        #expect((emptyDocument?["plugins"] as? [Any])?.isEmpty == true)
+        #expect((emptyDocument?["problems"] as? [String])?.first?.hasPrefix("\(spare): mode 0777") == true)
         chmod(spare, 0o755)
         #expect(try await CLI.run(["list", "--manifest", manifest]).status == 0)
     }

@@ -265,6 +265,39 @@ struct LoggerPluginTests {
         #expect(!text.contains("<redacted>able"))
     }
 
+    /// Names with a run of capitals (`DBPassword`, `XApiKey`, `CSRFToken`) are split into words
+    /// as `dbPassword` is; the last value of a cut form is redacted in place only (its start,
+    /// `sec`, was scrubbed from the request's URL); a value with a tab is scrubbed from an echo
+    /// that writes it `\t`, as `json.dumps` does.
+    @Test func acronymNamesCutFormsAndShortEscapesInEchoes() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 100_000])
+        ])
+        let json =
+            "{\"DBPassword\": \"db-12345678\", \"XApiKey\": \"xk-12345678\", \"CSRFToken\": \"cs-12345678\", \"password\": \"p\u{E4}\tss-12345\"}"
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(json.utf8)), headers: ["Content-Type": "application/json"])
+        ).value
+        let text = log(f)
+        for secret in ["db-12345678", "xk-12345678", "cs-12345678", "p\\u00e4\\tss-12345"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(text.contains(#"{"DBPassword": "<redacted>", "XApiKey": "<redacted>", "CSRFToken": "<redacted>", "password": "<redacted>"}"#))
+
+        let cut = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/cut.log", "maxBodyBytes": 21])])
+        let form = "user=ann&password=secret-12345"
+        _ = try await cut.request(
+            try Bin(
+                "anything/secure", method: .post, task: .requestData(Data(form.utf8)),
+                headers: ["Content-Type": "application/x-www-form-urlencoded"])
+        ).value
+        let cutText = (try? String(contentsOfFile: f.root + "/cut.log", encoding: .utf8)) ?? ""
+        #expect(cutText.contains("/anything/secure #"), "\(cutText)")
+        #expect(cutText.contains("\n  user=ann&password=<redacted>… (truncated, 30 bytes in all)\n"), "\(cutText)")
+    }
+
     /// A body cannot forge a log line: its line breaks are indented under it, and other control
     /// characters escaped, so every line begins with `→`, `←` or two spaces.
     @Test func aBodyCannotForgeALogLine() async throws {
