@@ -158,10 +158,11 @@ public struct LoggerPlugin: ExportablePlugin {
         var curlBody: String?
         if level == .body, let bytes = request.body, !bytes.isEmpty {
             let contentType = headers.first { HTTPHeader.namesEqual($0.name, "Content-Type") }?.value
-            body = describe(shown: Array(bytes.prefix(maxBodyBytes)), count: bytes.count, contentType: contentType, found: &secrets)
-            if curl, bytes.count <= maxBodyBytes, let text = String(bytes: bytes, encoding: .utf8) {
-                curlBody = redactFields(in: text, contentType: contentType, whole: true, found: &secrets)
-            }
+            let shown = Array(bytes.prefix(maxBodyBytes))
+            let text = redactedText(shown: shown, count: bytes.count, contentType: contentType, found: &secrets)
+            body = Self.describe(text, shown: shown.count, count: bytes.count)
+            // Whole and text: the cURL form sends it (redacted once, for both).
+            if curl, shown.count == bytes.count { curlBody = text }
         }
         secrets = Self.ordered(secrets)
         started.set((context.services.monotonicNanoseconds(), secrets), for: context.requestID)
@@ -203,7 +204,8 @@ public struct LoggerPlugin: ExportablePlugin {
                 // The response's own field values are redacted where they are (scrubbing them from
                 // every line again would cost a pass over the body per value, and spare nothing).
                 var found: [String] = []
-                lines.append("  " + describe(shown: body.bytes, count: body.count, contentType: contentType, found: &found))
+                let text = redactedText(shown: body.bytes, count: body.count, contentType: contentType, found: &found)
+                lines.append("  " + Self.describe(text, shown: body.bytes.count, count: body.count))
             }
             write(lines, secrets: secrets)
         }
@@ -324,15 +326,19 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     /// `shown`, the first bytes of a body of `count` bytes, as text, with the values of
-    /// ``redactedFields`` redacted (their values appended to `found`).
-    func describe(shown: [UInt8], count: Int, contentType: String?, found: inout [String]) -> String {
+    /// ``redactedFields`` redacted (their values appended to `found`); nil when it is not UTF-8.
+    func redactedText(shown: [UInt8], count: Int, contentType: String?, found: inout [String]) -> String? {
         // A cut may split a character: try dropping up to three trailing bytes.
         let candidates = shown.count < count ? (0...3).map { shown.dropLast($0) } : [shown[...]]
-        guard let text = candidates.lazy.compactMap({ String(bytes: $0, encoding: .utf8) }).first else {
-            return "<\(count) bytes, not UTF-8>"
-        }
-        let redacted = redactFields(in: text, contentType: contentType, whole: shown.count == count, found: &found)
-        return shown.count < count ? "\(redacted)… (truncated, \(count) bytes in all)" : redacted
+        guard let text = candidates.lazy.compactMap({ String(bytes: $0, encoding: .utf8) }).first else { return nil }
+        return redactFields(in: text, contentType: contentType, whole: shown.count == count, found: &found)
+    }
+
+    /// How a body of `count` bytes shows in the log: the text of its first `shown` bytes
+    /// (``redactedText(shown:count:contentType:found:)``), marked when cut, or its size alone.
+    static func describe(_ text: String?, shown: Int, count: Int) -> String {
+        guard let text else { return "<\(count) bytes, not UTF-8>" }
+        return shown < count ? "\(text)… (truncated, \(count) bytes in all)" : text
     }
 
     /// `text`, a body (or its first part), with the values of ``redactedFields`` as `<redacted>`:

@@ -163,11 +163,12 @@ public struct Endpoint: Sendable {
             request.httpBody = bodyData
             return request
         case .requestCompositeParameters(let bodyParameters, let bodyEncoding, let urlParameters):
-            if let urlEncoding = bodyEncoding as? URLEncoding, urlEncoding.encodesInQuery(method: (request.httpMethod ?? "GET").uppercased()) {
+            let method = (request.httpMethod ?? "GET").uppercased()
+            if let urlEncoding = bodyEncoding as? URLEncoding, urlEncoding.encodesInQuery(method: method) {
                 // The body parameters would silently land in the URL (and in every server log):
                 // `URLEncoding.queryString`, or `URLEncoding.default` on a GET, HEAD or DELETE.
                 throw .parameterEncoding(
-                    CompositeBodyInQuery(method: (request.httpMethod ?? "GET").uppercased(), destination: urlEncoding.destination))
+                    CompositeBodyInQuery(method: method, destination: urlEncoding.destination))
             }
             let withQuery = try Self.encode(urlParameters, with: URLEncoding.queryString, into: request)
             return try Self.encode(bodyParameters, with: bodyEncoding, into: withQuery)

@@ -558,14 +558,10 @@ final class InterceptorChain: Sendable {
             if let digest = chosen.digest, digest.stale, let last = digestAnswers[space], last.field == field, last.realm == digest.realm {
                 // The credentials were right and the nonce had expired (RFC 7616 §3.3): once more with
                 // the new nonce, without asking the hooks; a second `stale` is the server's loop, delivered.
-                guard !staleAnswered.contains(space) else { return (.response(response), request) }
-                // The strongest of the realm's challenges the request can be answered for, as the first answer was.
-                var value: String?
-                for candidate in [digest] + chosen.weakerDigests where value == nil {
-                    value = digestAnswer(
-                        candidate, user: last.user, password: last.password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
-                }
-                guard let value else { return (.response(response), request) }
+                guard !staleAnswered.contains(space),
+                    let (_, value) = firstDigestAnswer(
+                        chosen, user: last.user, password: last.password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
+                else { return (.response(response), request) }
                 staleAnswered.insert(space)
                 answer(value)
                 continue
@@ -589,18 +585,10 @@ final class InterceptorChain: Sendable {
             }
             switch credential {
             case .useCredential(let user, let password) where chosen.digest != nil:
-                // The strongest challenge the request can be answered for (of the realm the hooks were asked for).
-                // (A loop: a lazy `compactMap(…).first` would compute the first answer twice, and count its nonce twice.)
-                var made: (DigestChallenge, String)?
-                for digest in [chosen.digest].compactMap({ $0 }) + chosen.weakerDigests {
-                    if let value = digestAnswer(
-                        digest, user: user, password: password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
-                    {
-                        made = (digest, value)
-                        break
-                    }
-                }
-                guard let (digest, value) = made else { return (.response(response), request) }
+                guard
+                    let (digest, value) = firstDigestAnswer(
+                        chosen, user: user, password: password, request: challenged, tunnel: isProxy ? received.tunnelTarget : nil)
+                else { return (.response(response), request) }
                 answer(value)
                 digestAnswers[space] = (field, digest.realm, user, password)
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
@@ -619,6 +607,19 @@ final class InterceptorChain: Sendable {
     }
 
     /// The `Authorization` value answering `digest` for `request`, with a fresh `cnonce` and the nonce's next `nc`.
+    /// The answer to the strongest of `chosen`'s Digest challenges the request can be answered
+    /// for (of the realm the hooks were asked for), and that challenge; nil when none can be.
+    /// (A loop: a lazy `compactMap(…).first` would compute the first answer twice, and count
+    /// its nonce twice.)
+    func firstDigestAnswer(
+        _ chosen: ChosenChallenge, user: String, password: String, request: TransportRequest, tunnel: String?
+    ) -> (DigestChallenge, String)? {
+        for digest in [chosen.digest].compactMap({ $0 }) + chosen.weakerDigests {
+            if let value = digestAnswer(digest, user: user, password: password, request: request, tunnel: tunnel) { return (digest, value) }
+        }
+        return nil
+    }
+
     /// For a proxy's `407` to a tunnel (`tunnel`: the `CONNECT` target, `host:port`), the request
     /// answered is the `CONNECT`: its method and target, no body (RFC 7616 `A2`, RFC 9110 §9.3.6).
     func digestAnswer(_ digest: DigestChallenge, user: String, password: String, request: TransportRequest, tunnel: String? = nil) -> String? {

@@ -306,9 +306,9 @@ struct ph_host_api {
      * (after every will_send; what a prepare that answered saw), in the same way: a plugin that
      * needs the request as sent only when the response comes (a cache's Vary, credentials
      * added after its lookup) can then leave will_send out. After a redirect to another
-     * origin (on the way, even if later ones came back) they are the last hop's: without Authorization and Cookie, which the transports
-     * left behind. Returns count; 0 for a failure, which has no response. The bytes are
-     * borrowed: valid until the hook returns. */
+     * origin (on the way, even if later ones came back) they are the last hop's: without
+     * Authorization and Cookie, which the transports left behind. Returns count; 0 for a
+     * failure, which has no response. The bytes are borrowed: valid until the hook returns. */
     size_t (*result_request_headers)(ph_result *result, ph_bytes *names, ph_bytes *values, size_t capacity);
 
     /* Added in ABI 1.5 (a plugin checks host->abi_minor >= 5 before calling these). The setters

@@ -68,12 +68,9 @@ public struct PluginBundle: Sendable {
         if !pluginDirectoryChecked { try FileSecurity.check(path: pluginDirectory, role: "the plugin directory") }
         try FileSecurity.check(path: directory, role: "the bundle directory")
         let manifestPath = directory + "/plugin.json"
-        var info = stat()
-        if stat(manifestPath, &info) == 0 {
-            // Before anything reads it: a FIFO would block the read (and a reload with it), a device never end.
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
-                throw PluginLoadError(.unreadable, file: manifestPath, plugin: name, reason: "not a regular file")
-            }
+        if FileManager.default.fileExists(atPath: manifestPath) {
+            // Before anything reads it (a FIFO would block the read, and a reload with it).
+            try PluginManifest.checkRegularFile(manifestPath, plugin: name)
             try FileSecurity.check(path: manifestPath, role: "the bundle descriptor")
         }
         guard let data = FileManager.default.contents(atPath: manifestPath) else {

@@ -68,13 +68,16 @@ public struct PluginManifest: Sendable {
     }
 
     /// Refuses a path that is no regular file before anything reads it (a FIFO would block the
-    /// read, a device would never end).
-    private static func checkRegularFile(_ path: String) throws(PluginLoadError) {
+    /// read, a device would never end); `plugin`: the bundle it belongs to, for `plugin.json`.
+    static func checkRegularFile(_ path: String, plugin: String? = nil) throws(PluginLoadError) {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            throw PluginLoadError(.unreadable, file: path, reason: errno == ENOENT ? "no such file" : String(cString: strerror(errno)))
+            throw PluginLoadError(
+                .unreadable, file: path, plugin: plugin, reason: errno == ENOENT ? "no such file" : String(cString: strerror(errno)))
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw PluginLoadError(.unreadable, file: path, reason: "not a regular file") }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw PluginLoadError(.unreadable, file: path, plugin: plugin, reason: "not a regular file")
+        }
     }
 
     private static func contents(_ path: String) throws(PluginLoadError) -> Data {
