@@ -145,12 +145,9 @@ struct AccessTokenPluginTests {
         #expect(refreshes.log == ["bad-1"])
     }
 
-    /// A `401` from another origin a redirect led to answers a request that no longer carried
-    /// the token (the transport left it behind): nothing is refreshed. The response's request as
-    /// sent used to be the first hop's, token included, and every such call cost a refresh.
-    @Test(arguments: TransportKind.allCases) func a401FromAnotherOriginAfterARedirectRefreshesNothing(_ kind: TransportKind) async throws {
-        let f = try PluginFixtures()
-        defer { f.remove() }
+    /// A provider on `kind` with access-token, the token `bad-1` in the store, and a refresher
+    /// that answers `good-1`, `good-2`, … and keeps each stale token it was asked to replace.
+    func refreshing(_ f: PluginFixtures, _ kind: TransportKind) throws -> (Provider<Bin>, LockedCounter) {
         let provider = try f.provider([("access-token", [:])], transport: kind.make())
         let refreshes = LockedCounter()
         provider.services.registerRefresher(forKey: "access_token") { stale in
@@ -158,6 +155,16 @@ struct AccessTokenPluginTests {
             return "good-\(refreshes.log.count)"
         }
         provider.services.setValue("bad-1", forKey: "access_token")
+        return (provider, refreshes)
+    }
+
+    /// A `401` from another origin a redirect led to answers a request that no longer carried
+    /// the token (the transport left it behind): nothing is refreshed. The response's request as
+    /// sent used to be the first hop's, token included, and every such call cost a refresh.
+    @Test(arguments: TransportKind.allCases) func a401FromAnotherOriginAfterARedirectRefreshesNothing(_ kind: TransportKind) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let (provider, refreshes) = try refreshing(f, kind)
         let elsewhere = try TestServer.second().appendingPathComponent("fixture/token").absoluteString
         let target = try Bin("redirect-to", task: .requestParameters(parameters: ["url": elsewhere], encoding: URLEncoding.queryString))
         let response = try await provider.request(target).value
@@ -179,13 +186,7 @@ struct AccessTokenPluginTests {
     @Test(arguments: TransportKind.allCases) func a401AfterRedirectsThatLeftAndCameBackRefreshesNothing(_ kind: TransportKind) async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let provider = try f.provider([("access-token", [:])], transport: kind.make())
-        let refreshes = LockedCounter()
-        provider.services.registerRefresher(forKey: "access_token") { stale in
-            refreshes.append(stale ?? "-")
-            return "good-\(refreshes.log.count)"
-        }
-        provider.services.setValue("bad-1", forKey: "access_token")
+        let (provider, refreshes) = try refreshing(f, kind)
         func outAndBack(_ path: String) throws -> Bin {
             let back = try TestServer.url().appendingPathComponent(path).absoluteString
             var away = URLComponents(url: try TestServer.second().appendingPathComponent("redirect-to"), resolvingAgainstBaseURL: false)!
