@@ -190,12 +190,14 @@ struct PluginRefusalTests {
     @Test func configThePluginRejects() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let bundle = try f.bundle("AlphaTestPlugin")
-        let url = try f.manifest([["name": "alpha", "config": ["throwIn": "nowhere"]]])
+        try f.bundle("AlphaTestPlugin")
+        try f.bundle("BetaTestPlugin")
+        // The error points at the entry to edit: the manifest and the entry's `config`.
+        let url = try f.manifest([["name": "beta"], ["name": "alpha", "config": ["throwIn": "nowhere"]]])
         #expect(
             load(f, url)
                 == PluginLoadError(
-                    .createFailed, file: bundle + "/libAlphaTestPlugin.so", plugin: "alpha",
+                    .createFailed, file: url.path, jsonPath: "plugins[1].config", plugin: "alpha",
                     reason: "alpha: throwIn must be one of prepare, willSend, didReceive, process"))
         let unknown = try f.manifest([["name": "alpha", "config": ["colour": 1]]], file: "unknown.json")
         #expect(
@@ -206,13 +208,12 @@ struct PluginRefusalTests {
     @Test func aHookLeftOutOfImplementedHooksIsRefusedAtCreate() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let bundle = try f.bundle("ForgetfulTestPlugin")
+        try f.bundle("ForgetfulTestPlugin")
         let url = try f.manifest([["name": "forgetful"]])
         #expect(
             load(f, url)
                 == PluginLoadError(
-                    .createFailed, file: bundle + "/libForgetfulTestPlugin.\(PluginFixtures.librarySuffix)",
-                    plugin: "forgetful",
+                    .createFailed, file: url.path, jsonPath: "plugins[0].config", plugin: "forgetful",
                     reason: "plugin forgetful implements willSend but its implementedHooks leaves it out: loaded, "
                         + "it would never run; add it to implementedHooks"))
     }
@@ -223,15 +224,18 @@ struct PluginRefusalTests {
     @Test func aConfigurationRefusedFirstStillLeavesTheHookCheckToTheNextLoad() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let bundle = try f.bundle("ForgetfulTestPlugin")
-        let library = bundle + "/libForgetfulTestPlugin.\(PluginFixtures.librarySuffix)"
+        try f.bundle("ForgetfulTestPlugin")
+        let refusing = try f.manifest([["name": "forgetful", "config": ["refuse": true]]], file: "refusing.json")
         #expect(
-            load(f, try f.manifest([["name": "forgetful", "config": ["refuse": true]]], file: "refusing.json"))
-                == PluginLoadError(.createFailed, file: library, plugin: "forgetful", reason: "forgetful: refused as asked"))
-        #expect(
-            load(f, try f.manifest([["name": "forgetful"]], file: "fixed.json"))
+            load(f, refusing)
                 == PluginLoadError(
-                    .createFailed, file: library, plugin: "forgetful",
+                    .createFailed, file: refusing.path, jsonPath: "plugins[0].config", plugin: "forgetful",
+                    reason: "forgetful: refused as asked"))
+        let fixed = try f.manifest([["name": "forgetful"]], file: "fixed.json")
+        #expect(
+            load(f, fixed)
+                == PluginLoadError(
+                    .createFailed, file: fixed.path, jsonPath: "plugins[0].config", plugin: "forgetful",
                     reason: "plugin forgetful implements willSend but its implementedHooks leaves it out: loaded, "
                         + "it would never run; add it to implementedHooks"))
     }
@@ -360,11 +364,11 @@ struct PluginRefusalTests {
     @Test func createFailingWithAMessage() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let bundle = try f.bundle("CPluginTestPlugin")
+        try f.bundle("CPluginTestPlugin")
+        let url = try f.manifest([["name": "cplugin", "config": ["fail": "disk on fire"]]])
         #expect(
-            load(f, try f.manifest([["name": "cplugin", "config": ["fail": "disk on fire"]]]))
-                == PluginLoadError(
-                    .createFailed, file: bundle + "/libCPluginTestPlugin.so", plugin: "cplugin", reason: "disk on fire"))
+            load(f, url)
+                == PluginLoadError(.createFailed, file: url.path, jsonPath: "plugins[0].config", plugin: "cplugin", reason: "disk on fire"))
     }
 
     @Test func sha256MismatchWithPluginJSON() throws {

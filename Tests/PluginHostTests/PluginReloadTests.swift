@@ -135,6 +135,8 @@ struct PluginReloadTests {
         let livesBefore = try await liveInstances(provider)
         let refused = loadError { _ = try provider.reloadPlugins() }
         #expect(refused?.kind == .createFailed)
+        #expect(refused?.file == manifest.path)
+        #expect(refused?.jsonPath == "plugins[0].config")
         #expect(refused?.plugin == "generation")
         #expect(refused?.reason == "generation: refuse is true: this configuration is refused")
         try await stillServingGenerationOne()

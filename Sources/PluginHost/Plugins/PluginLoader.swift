@@ -44,15 +44,31 @@ public enum PluginLoader {
         for directory in manifest.pluginDirectories where FileManager.default.fileExists(atPath: directory) {
             try FileSecurity.check(path: directory, role: "the plugin directory", memo: &memo)
         }
-        var prepared: [(PluginLibrary, Data)] = []
+        var prepared: [(entry: PluginManifest.Entry, library: PluginLibrary, config: Data)] = []
         for entry in manifest.entries where entry.enabled {
-            prepared.append(try prepare(entry, in: manifest, memo: &memo))
+            let (library, config) = try prepare(entry, in: manifest, memo: &memo)
+            prepared.append((entry, library, config))
         }
         var plugins: [LoadedPlugin] = []
-        for (library, config) in prepared {
-            plugins.append(try LoadedPlugin(library: library, configJSON: config, services: services))
+        for (entry, library, config) in prepared {
+            do throws(PluginLoadError) {
+                plugins.append(try LoadedPlugin(library: library, configJSON: config, services: services))
+            } catch {
+                throw refusal(error, of: entry, in: manifest)
+            }
         }
         return plugins
+    }
+
+    /// A `create` that refused its configuration, pointed at the entry to edit: the manifest and
+    /// `plugins[i].config` (the configuration is the bundle's defaults with that object merged over
+    /// them). The reason is the plugin's own message. Other refusals (a descriptor that declares
+    /// hooks it lacks) are the library's and keep its path.
+    static func refusal(_ error: PluginLoadError, of entry: PluginManifest.Entry, in manifest: PluginManifest) -> PluginLoadError {
+        guard error.kind == .createFailed else { return error }
+        return PluginLoadError(
+            .createFailed, file: manifest.file, jsonPath: "plugins[\(entry.index)].config", plugin: entry.name,
+            reason: error.reason)
     }
 
     /// Finds, verifies and opens one entry's library; returns it with its merged configuration.
