@@ -13,6 +13,8 @@
   /sized?n=N                 200 with a body of exactly N bytes
   /gzip-bomb                 200, Content-Encoding: gzip, a gzip stream of zeros that inflates to
                              10 GiB (about 10 MiB on the wire), sent until the client closes
+  /nested-bomb               200, "Content-Encoding: deflate, gzip": a gzip body (about 30 KB) of a deflate
+                             stream of 20 MB that decodes to nothing (empty stored blocks)
   /many-headers?n=N          200 with N header fields
   /big-header?kb=K           200 with one header field of K KiB
   /slow-upload?rate=R        reads the request's body (its Content-Length) at about R bytes a second,
@@ -33,6 +35,21 @@ import threading
 import time
 import urllib.parse
 import zlib
+
+_nested_bomb = []
+
+
+def nested_bomb():
+    """gzip of a zlib stream of 4 million empty stored blocks and an empty final one: each
+    stage ends cleanly, and the deflate stage turns 20 MB into no byte at all."""
+    with lock:
+        if not _nested_bomb:
+            inner = b"\x78\x9c" + b"\x00\x00\x00\xff\xff" * 4_000_000 + b"\x01\x00\x00\xff\xff" + struct.pack(">I", zlib.adler32(b""))
+            assert zlib.decompress(inner) == b""
+            compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+            _nested_bomb.append(compressor.compress(inner) + compressor.flush())
+        return _nested_bomb[0]
+
 
 counts = {}
 lock = threading.Lock()
@@ -131,6 +148,11 @@ class Handler(socketserver.BaseRequestHandler):
                     if out:
                         sock.sendall(out)
                 sock.sendall(compressor.flush())
+                sock.close()
+            elif path == "/nested-bomb":
+                body = nested_bomb()
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Encoding: deflate, gzip\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
                 sock.close()
             elif path == "/many-headers":
                 n = int(query.get("n", "2000"))

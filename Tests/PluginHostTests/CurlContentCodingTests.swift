@@ -199,10 +199,12 @@ struct CurlContentCodingTests {
             var decoded = Data()
             for start in stride(from: 0, to: bytes.count, by: size) {
                 let going = try bytes[start..<min(start + size, bytes.count)].withUnsafeBytes { piece in
-                    try decoder.decode(piece) {
-                        decoded.append(contentsOf: $0)
-                        return true
-                    }
+                    try decoder.decode(
+                        piece,
+                        into: {
+                            decoded.append(contentsOf: $0)
+                            return true
+                        }, bound: { _ in true })
                 }
                 #expect(going)
             }
@@ -215,13 +217,40 @@ struct CurlContentCodingTests {
         let decoder = try ContentDecoder(codings: ["gzip"])
         var pieces = 0
         let going = try [UInt8](coded.data).withUnsafeBytes { bytes in
-            try decoder.decode(bytes) { _ in
-                pieces += 1
-                return false
-            }
+            try decoder.decode(
+                bytes,
+                into: { _ in
+                    pieces += 1
+                    return false
+                }, bound: { _ in true })
         }
         #expect(!going)
         #expect(pieces == 1)
+    }
+
+    /// With codings stacked, the bound is asked with all an inner stage has passed on so far,
+    /// and stops the decoding as the sink does.
+    @Test func aBoundThatStopsStopsTheDecodingBetweenStages() async throws {
+        let coded = try await get(try CurlTransport(), "gzip,br", headers: ["Accept-Encoding": "*"])
+        let decoder = try ContentDecoder(codings: ["gzip", "br"])
+        var asked: [Int64] = []
+        var pieces = 0
+        let going = try [UInt8](coded.data).withUnsafeBytes { bytes in
+            try decoder.decode(
+                bytes,
+                into: { _ in
+                    pieces += 1
+                    return true
+                },
+                bound: {
+                    asked.append($0)
+                    return false
+                })
+        }
+        #expect(!going)
+        #expect(asked.count == 1)
+        #expect(asked.first.map { $0 > 0 && $0 <= ContentDecoder.outputBytes } == true)
+        #expect(pieces == 0)
     }
 
     @Test func aCodingWithoutADecoderIsRefused() {

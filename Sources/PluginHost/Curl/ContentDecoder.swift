@@ -11,6 +11,10 @@ final class ContentDecoder {
     /// One decoder per coding, in the order they are undone, with each one's output buffer and
     /// coding (for errors).
     private var stages: [(decoder: OpaquePointer, output: UnsafeMutableRawBufferPointer, coding: String)] = []
+    /// The bytes each stage but the last has passed on so far: its output is the next stage's
+    /// input, which the body's limits must bound too (a stage that turns much into nothing would
+    /// otherwise keep the loop thread busy unchecked).
+    private var passedOn: [Int64] = []
     /// Where a decoder writes why it failed.
     private var reason = [CChar](repeating: 0, count: 256)
 
@@ -52,6 +56,7 @@ final class ContentDecoder {
             }
             stages.append((decoder, UnsafeMutableRawBufferPointer.allocate(byteCount: Self.outputBytes, alignment: 16), coding))
         }
+        passedOn = Array(repeating: 0, count: stages.count)
     }
 
     deinit {
@@ -62,17 +67,25 @@ final class ContentDecoder {
     }
 
     /// Decodes `input`, handing each piece of the decoded body to `sink`, which returns false to
-    /// stop (nothing more is decoded). Returns false when `sink` stopped.
+    /// stop (nothing more is decoded). Returns false when `sink` or `bound` stopped.
+    ///
+    /// With codings stacked, `bound` is asked, after each piece a stage passes on to the next
+    /// one, with all that stage has passed on so far, and returns false to stop: the limits of
+    /// a decoded body apply at every stage, not only to what comes out of the last.
     ///
     /// - Throws: a ``TransportFailure`` (`badResponse`) when the body is not in its codings
     ///   (corrupt, or bytes after its end), with the decoder's reason.
-    func decode(_ input: UnsafeRawBufferPointer, into sink: (UnsafeRawBufferPointer) -> Bool) throws(TransportFailure) -> Bool {
-        try feed(0, input, sink)
+    func decode(
+        _ input: UnsafeRawBufferPointer, into sink: (UnsafeRawBufferPointer) -> Bool, bound: (Int64) -> Bool
+    ) throws(TransportFailure) -> Bool {
+        try feed(0, input, sink, bound)
     }
 
     /// Gives `input` to stage `index`, and everything it gives out to the next stage (the last
     /// one's to `sink`), until the input is taken and the stage holds nothing more.
-    private func feed(_ index: Int, _ input: UnsafeRawBufferPointer, _ sink: (UnsafeRawBufferPointer) -> Bool) throws(TransportFailure) -> Bool {
+    private func feed(
+        _ index: Int, _ input: UnsafeRawBufferPointer, _ sink: (UnsafeRawBufferPointer) -> Bool, _ bound: (Int64) -> Bool
+    ) throws(TransportFailure) -> Bool {
         guard index < stages.count else { return input.isEmpty || sink(input) }
         let (decoder, output, _) = stages[index]
         var offset = 0
@@ -87,7 +100,13 @@ final class ContentDecoder {
             }
             guard status != PH_DECODE_ERROR else { throw failure() }
             offset += consumed
-            if produced > 0, try !feed(index + 1, UnsafeRawBufferPointer(rebasing: output[0..<produced]), sink) { return false }
+            if produced > 0 {
+                if index + 1 < stages.count {
+                    passedOn[index] += Int64(produced)
+                    guard bound(passedOn[index]) else { return false }
+                }
+                guard try feed(index + 1, UnsafeRawBufferPointer(rebasing: output[0..<produced]), sink, bound) else { return false }
+            }
             // All taken, and the output not filled: the decoder holds nothing more to give.
             if offset == input.count, produced < output.count { return true }
             if consumed == 0, produced == 0 {

@@ -504,32 +504,10 @@ final class CurlCall: @unchecked Sendable {
         download = nil
     }
 
-    // MARK: libcurl callbacks (event-loop thread)
-
-    func receiveBody(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
-        lastActivity = DispatchTime.now().uptimeNanoseconds
-        let raw = UnsafeRawBufferPointer(start: bytes, count: count)
-        guard let decoder else { return deliver(raw) ? count : 0 }
-        encodedReceived += Int64(count)
-        // The coded bytes count against the body's limit too: a coding that gives out little or
-        // nothing (a gzip header's comment, zstd's skippable frames) would read on unbounded.
-        let limit = bodyLimit
-        if encodedReceived > limit { return stop(LimitFailure.body(encodedReceived, limit: limit, download: download != nil, beforeDecoding: true)) }
-        do {
-            guard try decoder.decode(raw, into: deliver) else { return 0 }
-        } catch {
-            return stop(error)
-        }
-        // The bytes as they came, against `Content-Length`, which counts them: decoded bytes
-        // (more of them) would reach that length early, and `completed` hold too soon.
-        request.progress?(TransferProgress(direction: .download, completedBytes: encodedReceived, totalBytes: expected))
-        return count
-    }
-
-    /// Keeps a piece of the (decoded) body, within the limits; false when a limit, or a download
-    /// that cannot be written, stopped the transfer.
-    private func deliver(_ piece: UnsafeRawBufferPointer) -> Bool {
-        let total = received + Int64(piece.count)
+    /// Whether `total` decoded bytes (the body's, or what one stage of stacked codings passed
+    /// on to the next) are within the body's limit and, decoding, its ratio to the bytes
+    /// received; when not, stops the transfer with the limit's failure.
+    private func withinDecodedLimits(_ total: Int64) -> Bool {
         let limit = bodyLimit
         if total > limit {
             _ = stop(LimitFailure.body(total, limit: limit, download: download != nil))
@@ -545,6 +523,36 @@ final class CurlCall: @unchecked Sendable {
                 return false
             }
         }
+        return true
+    }
+
+    // MARK: libcurl callbacks (event-loop thread)
+
+    func receiveBody(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
+        lastActivity = DispatchTime.now().uptimeNanoseconds
+        let raw = UnsafeRawBufferPointer(start: bytes, count: count)
+        guard let decoder else { return deliver(raw) ? count : 0 }
+        encodedReceived += Int64(count)
+        // The coded bytes count against the body's limit too: a coding that gives out little or
+        // nothing (a gzip header's comment, zstd's skippable frames) would read on unbounded.
+        let limit = bodyLimit
+        if encodedReceived > limit { return stop(LimitFailure.body(encodedReceived, limit: limit, download: download != nil, beforeDecoding: true)) }
+        do {
+            guard try decoder.decode(raw, into: deliver, bound: withinDecodedLimits) else { return 0 }
+        } catch {
+            return stop(error)
+        }
+        // The bytes as they came, against `Content-Length`, which counts them: decoded bytes
+        // (more of them) would reach that length early, and `completed` hold too soon.
+        request.progress?(TransferProgress(direction: .download, completedBytes: encodedReceived, totalBytes: expected))
+        return count
+    }
+
+    /// Keeps a piece of the (decoded) body, within the limits; false when a limit, or a download
+    /// that cannot be written, stopped the transfer.
+    private func deliver(_ piece: UnsafeRawBufferPointer) -> Bool {
+        let total = received + Int64(piece.count)
+        guard withinDecodedLimits(total) else { return false }
         if download != nil {
             guard download!.write(piece) else {
                 _ = stop(TransportFailure(kind: .other, message: download!.writeFailure))

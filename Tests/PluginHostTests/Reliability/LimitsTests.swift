@@ -176,6 +176,18 @@ struct LimitsTests {
         expectBounded(outcome, kind)
     }
 
+    /// Stacked codings whose inner one turns much into nothing (20 MB of empty deflate blocks,
+    /// gzipped to 30 KB): what the gzip stage passes on counts against the ratio too. Only the
+    /// last stage's output was checked, and the body, all of it decoded on the loop thread,
+    /// came out empty and a success.
+    @Test func aStageOfStackedCodingsIsBoundedToo() async throws {
+        let outcome = try await run(.curl, try FaultInjectionTests.fault("nested-bomb"), limits: RequestLimits(maxResponseBytes: Self.limit))
+        let failure = failure(outcome)
+        #expect(failure?.kind == .responseTooLarge)
+        #expect(failure?.message.hasPrefix("the compressed body inflates more than maxDecompressionRatio (100:1): ") == true)
+        expectBounded(outcome, .curl)
+    }
+
     /// A ratio of `Int64.max` (no ratio) lets the bomb inflate until the body limit stops it:
     /// the ratio's product overflowed, and trapped, once a mebibyte was decoded.
     @Test func aRatioTooLargeToMultiplyIsNoRatio() async throws {
