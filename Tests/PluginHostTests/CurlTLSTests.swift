@@ -1,5 +1,5 @@
 import Foundation
-import PluginHost
+@testable import PluginHost
 import PluginSDK
 import Testing
 
@@ -92,6 +92,25 @@ struct CurlTLSTests {
         let transport = try CurlTransport(configuration: configuration)
         let url = try #require(URL(string: try Self.env("HTTPBIN_TLS_URL"))).appendingPathComponent("get")
         #expect(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))).response.statusCode == 200)
+    }
+
+    /// A fully qualified host (`api.example.test.`, in a URL or a redirect's `Location`) gets the
+    /// override of its name: libcurl matches the certificate to both alike, and the pin was
+    /// skipped. Two keys for one host are refused.
+    @Test func aTrailingDotGetsTheHostsOverride() throws {
+        var configuration = CurlTransport.Configuration()
+        let pin = "sha256//" + Data(count: 32).base64EncodedString()
+        configuration.tlsOverrides = ["API.example.test": TLSConfiguration(pinnedPublicKeys: [pin])]
+        let settings = try CurlTransport(configuration: configuration).loop.settings
+        for host in ["api.example.test", "api.example.test.", "Api.Example.Test."] {
+            #expect(settings.tls(for: host).pins == pin, "\(host)")
+        }
+        #expect(settings.tls(for: "other.example.test").pins == nil)
+        #expect(settings.tls(for: "api.example.test..").pins == nil)
+        configuration.tlsOverrides["api.example.test."] = TLSConfiguration()
+        #expect(
+            throws: CurlTransportError(.invalidConfiguration, "tlsOverrides name the host api.example.test twice (api.example.test. is one of them)")
+        ) { try CurlTransport(configuration: configuration) }
     }
 
     @Test func http2ByALPNMultiplexesConcurrentRequests() async throws {

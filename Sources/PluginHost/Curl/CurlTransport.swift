@@ -96,7 +96,9 @@ public final class CurlTransport: Transport {
         public var redirects: RedirectPolicy = .follow
         /// TLS for every host not listed in ``tlsOverrides``.
         public var tls = TLSConfiguration()
-        /// TLS per host name (as in the URL, lowercased), replacing ``tls`` for that host.
+        /// TLS per host name (as in the URL, lowercased), replacing ``tls`` for that host. A
+        /// fully qualified name's trailing dot is no part of it: `api.example.com.` in a URL (or a
+        /// redirect) gets the override of `api.example.com`, as libcurl checks its certificate.
         public var tlsOverrides: [String: TLSConfiguration] = [:]
         /// Which proxy to use.
         public var proxy: Proxy = .environment
@@ -162,7 +164,11 @@ public final class CurlTransport: Transport {
         let defaultTLS = try PreparedTLS(configuration.tls, context: "tls", systemBundle: systemBundle, systemFile: systemFile)
         var overrides: [String: PreparedTLS] = [:]
         for (host, tls) in configuration.tlsOverrides {
-            overrides[host.lowercased()] = try PreparedTLS(tls, context: "tls for \(host)", systemBundle: systemBundle, systemFile: systemFile)
+            let key = CurlSettings.overrideKey(host)
+            guard overrides[key] == nil else {
+                throw CurlTransportError(.invalidConfiguration, "tlsOverrides name the host \(key) twice (\(host) is one of them)")
+            }
+            overrides[key] = try PreparedTLS(tls, context: "tls for \(host)", systemBundle: systemBundle, systemFile: systemFile)
         }
         if case .url(let proxy, _) = configuration.proxy, URL(string: proxy)?.host == nil {
             throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")
@@ -268,6 +274,14 @@ struct CurlSettings: Sendable {
     }
 
     func tls(for host: String) -> PreparedTLS {
-        tlsOverrides.isEmpty ? defaultTLS : tlsOverrides[host.lowercased()] ?? defaultTLS
+        tlsOverrides.isEmpty ? defaultTLS : tlsOverrides[Self.overrideKey(host)] ?? defaultTLS
+    }
+
+    /// A host as ``CurlTransport/Configuration/tlsOverrides`` are looked up: lowercased, without
+    /// a trailing dot (libcurl matches a certificate to `api.example.com.` as to
+    /// `api.example.com`, so a pin of the one must hold for the other).
+    static func overrideKey(_ host: String) -> String {
+        let lower = host.lowercased()
+        return lower.hasSuffix(".") ? String(lower.dropLast()) : lower
     }
 }
