@@ -1,7 +1,8 @@
 import Foundation
-@testable import PluginHost
 import PluginSDK
 import Testing
+
+@testable import PluginHost
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
