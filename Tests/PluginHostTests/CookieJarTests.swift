@@ -128,6 +128,39 @@ struct CookieJarTests {
         #expect(sent(cookies, to: "https://example.test/") == "sid=renewed; pref=a; free=1")
     }
 
+    /// RFC 6265bis §5.6: a value with a control character sets nothing (a bare CR went on to every
+    /// host of the domain in their `Cookie` header); a tab is no control character here.
+    @Test func aSetCookieWithAControlCharacterSetsNothing() {
+        let cookies = jar(
+            ["a=b\rX-Injected: 1; Domain=example.test", "c=d\n; Path=/", "e=f; Path=/\u{0}x", "g=h\u{7F}", "tab=\tok\t; Path=/"],
+            from: "https://www.example.test/")
+        #expect(sent(cookies, to: "https://api.example.test/") == nil)
+        #expect(sent(cookies, to: "https://www.example.test/") == "tab=ok")
+    }
+
+    /// An attribute value over 1,024 bytes is ignored (RFC 6265bis §5.6): a path of 100 KB was kept
+    /// for the jar's lifetime, 3,000 times over.
+    @Test func anAttributeValueOver1024BytesIsIgnored() {
+        let long = "/" + String(repeating: "x", count: 1024)
+        let cookies = jar(["a=b; Path=\(long)", "c=d; Path=\(long.dropLast())", "e=f; Domain=\(String(repeating: "e", count: 1020)).example.test"])
+        #expect(cookies.all(at: now).map(\.path) == ["/a/b", String(long.dropLast()), "/a/b"])
+        #expect(cookies.all(at: now).map(\.hostOnly) == [true, true, true])
+    }
+
+    /// `__Secure-` needs `Secure`; `__Host-` needs `Secure`, no `Domain` and `Path=/` (RFC 6265bis
+    /// §5.6, names compared without case): a sibling host tossed `__Host-sid` to the whole domain.
+    @Test func cookieNamePrefixesAreEnforced() {
+        let refused = jar(
+            [
+                "__Host-sid=evil; Secure; Path=/; Domain=example.test", "__Secure-x=1; Path=/", "__host-a=1; Secure",
+                "__HOST-b=1; Secure; Path=/x", "__Host-c=1; Path=/",
+            ], from: "https://a.example.test/")
+        #expect(sent(refused, to: "https://a.example.test/x") == nil)
+        let kept = jar(["__Host-sid=1; Secure; Path=/", "__Secure-x=2; Secure; Domain=example.test", "__SECURE-y=3; secure"], from: "https://a.example.test/")
+        #expect(sent(kept, to: "https://a.example.test/") == "__Host-sid=1; __Secure-x=2; __SECURE-y=3")
+        #expect(sent(kept, to: "https://b.example.test/") == "__Secure-x=2")
+    }
+
     @Test func theJarAndItsHeaderAreBounded() throws {
         let big = String(repeating: "v", count: 4000)
         var fields = (0..<60).map { "c\($0)=\(big)" }

@@ -12,6 +12,10 @@ import PluginSDK
 ///   is no attribute (a host-only cookie); a host given as an IP address takes no other domain.
 /// - `Secure` cookies are set over https only, and a response over http can neither set one nor
 ///   replace (shadow) one of the same name.
+/// - RFC 6265bis §5.6: a `Set-Cookie` value with a control character (other than a tab) sets
+///   nothing (a bare CR went on in `Cookie` headers to every host of the domain); an attribute
+///   whose value is over 1,024 bytes is ignored; a name beginning `__Secure-` (any case) needs
+///   `Secure`, one beginning `__Host-` needs `Secure`, no `Domain` and `Path=/`.
 /// - Bounds: name and value of at most 4,096 bytes together, 50 cookies per domain and 3,000 in
 ///   all (the least recently set goes first), 400 days at most (RFC 6265bis §5.5), and a `Cookie`
 ///   header of at most 150 cookies and 8,190 bytes (longest paths first, as §5.4 orders them).
@@ -46,6 +50,8 @@ final class CookieJar: Sendable {
     static let maxHeaderBytes = 8190
     /// The longest a cookie is kept: 400 days (RFC 6265bis §5.5).
     static let maxLifetime: TimeInterval = 400 * 86_400
+    /// The longest attribute value read; a longer one is ignored (RFC 6265bis §5.6).
+    static let maxAttributeValueBytes = 1024
 
     private let state = Locked((cookies: [Cookie](), clock: UInt64(0)))
 
@@ -161,9 +167,11 @@ final class CookieJar: Sendable {
     }
 
     /// The cookie one `Set-Cookie` value sets for a response from `host` (§5.2, §5.3), or nil
-    /// when it sets none: no `=`, an empty name, name and value over ``maxCookieBytes``, a
-    /// `Domain` that is not the host's or one above it, or `Secure` over http.
+    /// when it sets none: a control character, no `=`, an empty name, name and value over
+    /// ``maxCookieBytes``, a `Domain` that is not the host's or one above it, `Secure` over http,
+    /// or a name prefix whose conditions the cookie does not meet.
     static func parse(_ field: String, host: String, requestPath: String, secureScheme: Bool, now: Date) -> Cookie? {
+        guard !field.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) else { return nil }
         let parts = field.split(separator: ";", omittingEmptySubsequences: false)
         guard let pair = parts.first, let equals = pair.firstIndex(of: "=") else { return nil }
         let name = trimmed(pair[..<equals])
@@ -178,6 +186,7 @@ final class CookieJar: Sendable {
             let equals = attribute.firstIndex(of: "=")
             let key = trimmed(attribute[..<(equals ?? attribute.endIndex)]).lowercased()
             let argument = equals.map { trimmed(attribute[attribute.index(after: $0)...]) } ?? ""
+            guard argument.utf8.count <= maxAttributeValueBytes else { continue }
             switch key {
             case "expires":
                 if let date = cookieDate(argument) { expires = date }
@@ -201,6 +210,10 @@ final class CookieJar: Sendable {
             }
         }
         if secure, !secureScheme { return nil }
+        // Name prefixes (RFC 6265bis §5.6), compared without case.
+        let lowerName = name.lowercased()
+        if lowerName.hasPrefix("__secure-"), !secure { return nil }
+        if lowerName.hasPrefix("__host-"), !secure || domainAttribute != nil || path != "/" { return nil }
         let domain: String
         if let domainAttribute {
             guard self.domain(domainAttribute, isFor: host) else { return nil }
