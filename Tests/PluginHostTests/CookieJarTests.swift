@@ -156,7 +156,8 @@ struct CookieJarTests {
                 "__HOST-b=1; Secure; Path=/x", "__Host-c=1; Path=/",
             ], from: "https://a.example.test/")
         #expect(sent(refused, to: "https://a.example.test/x") == nil)
-        let kept = jar(["__Host-sid=1; Secure; Path=/", "__Secure-x=2; Secure; Domain=example.test", "__SECURE-y=3; secure"], from: "https://a.example.test/")
+        let kept = jar(
+            ["__Host-sid=1; Secure; Path=/", "__Secure-x=2; Secure; Domain=example.test", "__SECURE-y=3; secure"], from: "https://a.example.test/")
         #expect(sent(kept, to: "https://a.example.test/") == "__Host-sid=1; __Secure-x=2; __SECURE-y=3")
         #expect(sent(kept, to: "https://b.example.test/") == "__Secure-x=2")
     }
