@@ -184,7 +184,7 @@ final class CacheStore: Sendable {
     func get(_ key: String) -> CacheEntry? {
         state.withLock { state in
             state.clock += 1
-            state.partitionUse.mark(key: key, state.clock)
+            mark(key, &state)
             // One hash of the key for a hit: found, marked used and read through its index.
             if let index = state.memory.index(forKey: key) {
                 state.memory.values[index].used = state.clock
@@ -210,7 +210,7 @@ final class CacheStore: Sendable {
     func put(_ entry: CacheEntry) {
         state.withLock { state in
             state.clock += 1
-            state.partitionUse.mark(key: entry.key, state.clock)
+            mark(entry.key, &state)
             putMemory(entry, &state)
             guard let directory else { return }
             let name = state.name(of: entry.key)
@@ -267,13 +267,35 @@ final class CacheStore: Sendable {
         state.withLock { ($0.memory.count, $0.disk.count, $0.diskBytes) }
     }
 
+    /// Partitions whose last use is remembered (for tests: bounded by the entries kept).
+    var rememberedPartitions: Int { state.withLock { $0.partitionUse.count } }
+
     // MARK: Internals (called inside state.withLock)
+
+    /// Marks the partition of `key` used now. Every lookup marks one, a miss too, and a
+    /// partition per credentials seen (a Digest answer's changes with each request) made the
+    /// table grow for good: past twice the entries kept (and 64), the partitions that hold no
+    /// entry are forgotten, a pass over the entries each time the table doubles.
+    private func mark(_ key: String, _ state: inout State) {
+        state.partitionUse.mark(key: key, state.clock)
+        guard state.partitionUse.count > 2 * (state.memory.count + state.disk.count) + 64 else { return }
+        var live = Set<String>()
+        for resident in state.memory.values { live.insert(resident.partition ?? Self.shared) }
+        for name in state.disk.keys { live.insert(Self.partition(ofFile: name)) }
+        state.partitionUse.keep(only: live)
+    }
 
     private func putMemory(_ entry: CacheEntry, _ state: inout State) {
         // No memory tier (`maxMemoryEntries` 0): entries live on disk only.
         guard maxMemoryEntries > 0 else { return }
         let size = entry.body.count + entry.headerValues.reduce(0) { $0 + $1.utf8.count } + 256
         if let old = state.memory[entry.key] { state.memoryBytes -= old.size }
+        // An entry over the whole budget is kept on disk only (or not at all): kept in memory, it
+        // evicted every other entry and still passed the bound (and each disk hit did so again).
+        guard size <= maxMemoryBytes else {
+            state.memory[entry.key] = nil
+            return
+        }
         state.memory[entry.key] = Resident(entry, size: size, used: state.clock)
         state.memoryBytes += size
         while state.memory.count > maxMemoryEntries || (state.memoryBytes > maxMemoryBytes && state.memory.count > 1) {
@@ -615,6 +637,14 @@ struct PartitionUse {
         } else {
             set(CacheStore.partition(ofKey: key), clock)
         }
+    }
+
+    /// How many partitions (besides the shared one) have a last use remembered.
+    var count: Int { table.count + (current == nil ? 0 : 1) }
+
+    /// Forgets the partitions not in `live` (the one marked last is kept: it is in use).
+    mutating func keep(only live: Set<String>) {
+        table = table.filter { live.contains($0.key) }
     }
 
     /// Sets (nil: forgets) when `partition` was last used.
