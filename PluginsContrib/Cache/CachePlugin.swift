@@ -325,11 +325,20 @@ public struct CachePlugin: ExportablePlugin {
 
     /// The entry stored for `base`, through its variant index when it has one, selected by the
     /// request's `fields` (nil: no request, no variant).
+    ///
+    /// A variant the index does not list is not served (and goes): the index is what an
+    /// invalidation removes variants by (§4.4), and one evicted or written over by a concurrent
+    /// store before its variants left them behind, to be served after the URL was invalidated.
     func fetch(_ base: String, _ fields: [HTTPHeader]?) -> CacheEntry? {
         guard let found = store.get(base) else { return nil }
         guard Self.isVariantIndex(found) else { return found }
         guard let fields else { return nil }
-        return store.get(variantKey(base, names: Array(found.vary.keys)) { self.varyValue($0, fields.values(named: $0)) })
+        let key = variantKey(base, names: Array(found.vary.keys)) { self.varyValue($0, fields.values(named: $0)) }
+        guard found.headerNames.contains(key) else {
+            store.remove(key)
+            return nil
+        }
+        return store.get(key)
     }
 
     /// Removes `base` and every variant it lists (invalidation takes them together, §4.4).

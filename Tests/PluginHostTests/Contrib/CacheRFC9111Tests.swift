@@ -603,6 +603,28 @@ struct CacheRFC9111Tests {
         #expect(try await cache("de") == "miss")
     }
 
+    /// A variant its URL's index no longer lists (the index evicted before it, or written over by
+    /// a concurrent store) is not served: an invalidation finds variants through the index, and
+    /// one left behind was served after the URL was invalidated.
+    @Test func aVariantTheIndexNoLongerListsIsNotServed() async throws {
+        let transport = ScriptedTransport(["GET /v": (200, ["Cache-Control": "max-age=60", "Vary": "Accept-Language"]), "POST /v": (204, [:])])
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: transport, interceptors: [cache], services: services)
+        func xCache(_ language: String) async throws -> String? {
+            try await get(provider, "v", headers: ["Accept-Language": language]).value(forHTTPHeaderField: "X-Cache")
+        }
+        #expect(try await xCache("en") == "miss")
+        #expect(try await xCache("en") == "hit")
+        // The index goes (as eviction takes the least recently used first); the variant stays.
+        cache.store.remove("GET http://cache.test/v")
+        _ = try await get(provider, "v", method: .post)
+        #expect(try await xCache("de") == "miss")
+        #expect(try await xCache("en") == "miss")
+        #expect(try await xCache("en") == "hit")
+        #expect(transport.calls.log.filter { $0 == "GET /v" }.count == 3)
+    }
+
     // MARK: §3.4 ranges from a stored response
 
     @Test func aRangeRequestIsAnsweredFromTheStoredCompleteResponse() async throws {
