@@ -684,6 +684,13 @@ public struct CachePlugin: ExportablePlugin {
         }
         let status = response.statusCode
         if status >= 500, let stale = staleReplacement(state, now: now) { return stale }
+        if status == 304, state.revalidating, !response.isRedirected, let original = state.entry, Self.contradicts(response.headers, original) {
+            // A `304` whose validator is not the stored response's selects nothing to update
+            // (§4.3.4: the stored body would go on under another tag). The client asked for no
+            // condition: the entry goes, and the request is asked again, without one.
+            removeAll(original.key)
+            return .retry()
+        }
         if status == 304, state.revalidating, !response.isRedirected, let original = state.entry {
             var entry = original
             let fields = response.headers
@@ -742,6 +749,16 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     // MARK: Rules
+
+    /// Whether a `304` to the cache's own condition names another response than `entry`: an
+    /// entity tag not the stored one, or (without a tag) another `Last-Modified`. A `304` with no
+    /// validator is taken as the answer to the condition sent (servers leave them out, httpbin
+    /// among them, though RFC 9110 §15.4.5 asks for them), as other caches take it.
+    static func contradicts(_ fields: [HTTPHeader], _ entry: CacheEntry) -> Bool {
+        if let tag = fields.value(named: "ETag") { return entry.header("ETag") != tag }
+        if let modified = fields.value(named: "Last-Modified"), let stored = entry.header("Last-Modified") { return stored != modified }
+        return false
+    }
 
     /// Whether a `304` with `fields` validates `entry` (§4.3.4): the same entity tag, strong, or
     /// weak on both sides (`W/"1"` is not `"1"`); else, without one, the same `Last-Modified`;
@@ -933,17 +950,16 @@ public struct CachePlugin: ExportablePlugin {
     /// Stores `entry`, updated from a `304` or a `HEAD`, unless the update says `no-store`
     /// (then the entry goes: the origin no longer lets it be kept), or another response was
     /// stored under its key meanwhile, with other validators (§4.3.4: a `304` updates only the
-    /// stored response its validator selects; an older one must not come back over it).
+    /// stored response its validator selects; an older one must not come back over it), or the
+    /// entry went meanwhile (an unsafe method invalidated it, §4.4: it must not come back).
     func putUpdated(_ entry: CacheEntry, validated original: CacheEntry) {
         if entry.directives.has("no-store") {
             removeAll(entry.key)
             return
         }
-        if let current = store.get(entry.key),
-            current.header("ETag") != original.header("ETag") || current.header("Last-Modified") != original.header("Last-Modified")
-        {
-            return
-        }
+        guard let current = store.get(entry.key),
+            current.header("ETag") == original.header("ETag") && current.header("Last-Modified") == original.header("Last-Modified")
+        else { return }
         store.put(entry)
     }
 

@@ -234,6 +234,58 @@ struct CacheRFC9111Tests {
         #expect(origin.calls.value == 2)
     }
 
+    /// The cache's own revalidation gets a `304` for another entity tag (§4.3.4: it selects no
+    /// stored response): the stale body is not relabelled `"v2"` and served, the entry goes and
+    /// the request is asked again without a condition. A `304` answering a revalidation after
+    /// the URL was invalidated meanwhile (§4.4) does not bring the entry back.
+    @Test func a304ForAnotherTagOrAGoneEntryUpdatesNothing() async throws {
+        final class Scripted: Transport, Sendable {
+            let calls = LockedCounter()
+            let answers: [(Int, [String: String], String)]
+            let meanwhile: @Sendable () -> Void
+            init(_ answers: [(Int, [String: String], String)], meanwhile: @escaping @Sendable () -> Void = {}) {
+                self.answers = answers
+                self.meanwhile = meanwhile
+            }
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let call = calls.increment()
+                calls.append(request.urlRequest.value(forHTTPHeaderField: "If-None-Match") ?? "-")
+                if call == 2 { meanwhile() }
+                var (status, headers, body) = answers[min(call, answers.count) - 1]
+                headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970)
+                let response = HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+                return TransportResponse(response: response, data: Data(body.utf8))
+            }
+        }
+        let services = PluginServices()
+        func cache() throws -> CachePlugin {
+            try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        }
+        let relabelling = Scripted([
+            (200, ["Cache-Control": "max-age=0", "ETag": "\"v1\""], "one"), (304, ["Cache-Control": "max-age=60", "ETag": "\"v2\""], ""),
+            (200, ["Cache-Control": "max-age=60", "ETag": "\"v2\""], "two"),
+        ])
+        let provider = Provider<Bin>(transport: relabelling, interceptors: [try cache()], services: services)
+        #expect(String(decoding: try await get(provider, "r").data, as: UTF8.self) == "one")
+        let second = try await get(provider, "r")
+        #expect(String(decoding: second.data, as: UTF8.self) == "two")
+        #expect(second.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(relabelling.calls.log == ["-", "\"v1\"", "-"])
+        let hit = try await get(provider, "r")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(String(decoding: hit.data, as: UTF8.self) == "two")
+
+        let invalidated = try cache()
+        let store = invalidated.store
+        let racing = Scripted(
+            [(200, ["Cache-Control": "max-age=0", "ETag": "\"v1\""], "one"), (304, ["Cache-Control": "max-age=60", "ETag": "\"v1\""], "")],
+            meanwhile: { store.remove("GET http://cache.test/r") })
+        let other = Provider<Bin>(transport: racing, interceptors: [invalidated], services: services)
+        _ = try await get(other, "r")
+        #expect(try await get(other, "r").value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(store.get("GET http://cache.test/r") == nil)
+    }
+
     /// The client's own conditional request for a stale entry: the origin's `304` goes to the
     /// client, and freshens the stored response it validates (§4.3.4), so the next request is a
     /// hit. A `304` for another entity tag (or a weak one) leaves the entry as it was.
