@@ -835,14 +835,20 @@ public struct CachePlugin: ExportablePlugin {
         return true
     }
 
+    /// What ``varyValue(_:_:)`` gives for a header the request lacks: a NUL, which no header value holds.
+    static let absentValue = "\u{0}"
+
     /// Headers whose members are compared without regard to case and order (§4.1 allows
     /// normalising what the field's semantics say is equivalent).
     static let unorderedFields: Set<String> = ["accept", "accept-charset", "accept-encoding", "accept-language"]
 
     /// What an entry keeps of a request header it varies on, normalised (§4.1): list members
     /// trimmed with inner whitespace collapsed, and for the `Accept*` fields lower-cased and
-    /// sorted; for a credential header a keyed hash (credentials are never stored).
+    /// sorted; for a credential header a keyed hash (credentials are never stored). A header the
+    /// request lacks is ``absentValue``, which no header's value is: absent matches only absent
+    /// (§4.1; `Accept-Encoding` empty asks for no coding, absent for any).
     func varyValue(_ name: String, _ values: [String]) -> String {
+        guard !values.isEmpty else { return Self.absentValue }
         let lowered = name.lowercased()
         guard !Self.credentialHeaders.contains(lowered) else {
             let joined = values.joined(separator: ", ")

@@ -655,6 +655,23 @@ struct CacheRFC9111Tests {
         #expect(try await cache("de") == "miss")
     }
 
+    /// A header a request lacks matches only a request that lacks it too (§4.1): an empty
+    /// `Accept-Encoding` asks for no coding, an absent one for any, and both were the same.
+    @Test func anAbsentHeaderSelectsNoVariantOfAnEmptyOne() async throws {
+        let transport = ScriptedTransport(["GET /v": (200, ["Cache-Control": "max-age=60", "Vary": "X-Mode"])])
+        let provider = try provider(transport)
+        func xCache(_ headers: [String: String]) async throws -> String? {
+            try await get(provider, "v", headers: headers).value(forHTTPHeaderField: "X-Cache")
+        }
+        #expect(try await xCache([:]) == "miss")
+        #expect(try await xCache([:]) == "hit")
+        #expect(try await xCache(["X-Mode": ""]) == "miss")
+        #expect(try await xCache(["X-Mode": ""]) == "hit")
+        #expect(try await xCache(["X-Mode": " "]) == "hit")
+        #expect(try await xCache([:]) == "hit")
+        #expect(transport.calls.log.count == 2)
+    }
+
     /// A variant its URL's index no longer lists (the index evicted before it, or written over by
     /// a concurrent store) is not served: an invalidation finds variants through the index, and
     /// one left behind was served after the URL was invalidated.
