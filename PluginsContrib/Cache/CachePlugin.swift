@@ -861,9 +861,9 @@ public struct CachePlugin: ExportablePlugin {
         return members.joined(separator: ",")
     }
 
-    /// A `HEAD` response from the origin (§4.3.5): a `410`, or validators other than the
-    /// stored `GET`'s, invalidate it; a response whose validators match the stored one's
-    /// freshens it (headers and times).
+    /// A `HEAD` response from the origin (§4.3.5): a `410`, or validators or a `Content-Length`
+    /// other than the stored `GET`'s, invalidate it; a response whose validators (and length)
+    /// all match the stored one's freshens it (headers and times).
     func freshen(fromHead response: InterceptorResponse, state: Pending, now: Double) {
         let key = state.entry?.key ?? (state.partition.map { Self.key(state.key, in: $0) } ?? state.key)
         if response.statusCode == 410 {
@@ -877,11 +877,16 @@ public struct CachePlugin: ExportablePlugin {
         else { return }
         let etag = response.header("ETag")
         let modified = response.header("Last-Modified")
+        // Every validator received matches the stored response's, and so does a `Content-Length`
+        // (§4.3.5): an entity tag alone matching let another length or date freshen the body.
+        let length = response.header("Content-Length")
         let matches =
-            (etag != nil && etag == entry.header("ETag")) || (etag == nil && modified != nil && modified == entry.header("Last-Modified"))
+            (etag != nil || modified != nil) && (etag == nil || etag == entry.header("ETag"))
+            && (modified == nil || modified == entry.header("Last-Modified"))
+            && (length == nil || length == (entry.header("Content-Length") ?? String(entry.body.count)))
         guard matches else {
-            // Validators of another representation: the stored one is out of date (§4.3.5).
-            if etag != nil || modified != nil { removeAll(key) }
+            // Another representation: the stored one is out of date (§4.3.5).
+            if etag != nil || modified != nil || length != nil { removeAll(key) }
             return
         }
         let original = entry

@@ -532,6 +532,29 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log == ["GET /hv", "HEAD /hv", "GET /hv"])
     }
 
+    /// A `HEAD` freshens the stored `GET` only when every validator it carries, and its
+    /// `Content-Length`, match the stored response's (§4.3.5): a matching entity tag with another
+    /// `Last-Modified` or length freshened a body of another representation.
+    @Test(arguments: [["Last-Modified": "Tue, 01 Sep 2026 00:00:00 GMT"], ["Content-Length": "999"]])
+    func aHeadWithAMatchingTagButAnotherDateOrLengthMakesTheStoredGetStale(other: [String: String]) async throws {
+        let stored = ["Cache-Control": "max-age=0", "ETag": "\"e1\"", "Last-Modified": "Mon, 31 Aug 2026 00:00:00 GMT"]
+        let head = stored.merging(other) { _, new in new }.merging(["Cache-Control": "max-age=60"]) { _, new in new }
+        let transport = ScriptedTransport(["GET /hl": (200, stored), "HEAD /hl": (200, head)])
+        let stale = try provider(transport)
+        _ = try await get(stale, "hl")
+        _ = try await get(stale, "hl", method: .head)
+        #expect(try await get(stale, "hl").value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(transport.calls.log == ["GET /hl", "HEAD /hl", "GET /hl"])
+        // The same validators and length (the body's, 4 bytes) freshen it.
+        let same = ScriptedTransport([
+            "GET /hl": (200, stored), "HEAD /hl": (200, stored.merging(["Cache-Control": "max-age=60", "Content-Length": "4"]) { _, new in new }),
+        ])
+        let fresh = try provider(same)
+        _ = try await get(fresh, "hl")
+        _ = try await get(fresh, "hl", method: .head)
+        #expect(try await get(fresh, "hl").value(forHTTPHeaderField: "X-Cache") == "hit")
+    }
+
     /// A `HEAD` touches only the stored `GET` it would have selected (§4.3.5): with `Vary`, one
     /// whose varying fields select no variant leaves every variant as it is, whatever its
     /// validators. It used to read the URL's variant list as the entry, find no validator there,
