@@ -197,8 +197,14 @@ public struct SignaturePlugin: ExportablePlugin {
         let form = request.header("Content-Type")?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true
         let body = request.body ?? []
         let fromBody = form && !body.isEmpty
-        var parameters = fromBody ? Self.formPairs(body) : URLParts(request.url).queryItems.map { ($0.name, $0.value) }
-        parameters.removeAll { $0.0 == "sign" || $0.0 == "t" || $0.0 == "nonce" }
+        // The query is read as a form too (`+` is a space), as the servers of this scheme read it.
+        var parameters = Self.formPairs(fromBody ? body[...] : Self.query(of: request.url))
+        // The names the scheme adds: a request's own would go out twice, and be signed once.
+        if let own = parameters.first(where: { Self.md5Names.contains($0.0) }) {
+            throw Failure(
+                description: "signature: the request has its own parameter \(own.0.debugDescription) in its \(fromBody ? "form body" : "query"), "
+                    + "a name md5-sorted adds (t, nonce, sign): rename it, or sign with hmac-sha256")
+        }
         parameters += [("t", timestamp), ("nonce", nonce)]
         let text = parameters.sorted { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }.map { $0.0 + $0.1 }.joined()
         let sign = SHA256.hex(MD5.hash(Array(text.utf8) + Array(secret.utf8))).uppercased()
@@ -211,7 +217,20 @@ public struct SignaturePlugin: ExportablePlugin {
         }
     }
 
-    static func formPairs(_ body: [UInt8]) -> [(String, String)] {
+    /// The parameters md5-sorted adds, which a request must not carry itself.
+    static let md5Names: Set<String> = ["t", "nonce", "sign"]
+
+    /// The query of `url` as sent (between `?` and `#`), empty when it has none.
+    static func query(of url: String) -> ArraySlice<UInt8> {
+        let bytes = Array(url.utf8)
+        let end = bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
+        guard let mark = bytes[..<end].firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        return bytes[(mark + 1)..<end]
+    }
+
+    /// `name=value` pairs of a form (`application/x-www-form-urlencoded`): `+` is a space, and
+    /// empty pairs are skipped.
+    static func formPairs(_ body: ArraySlice<UInt8>) -> [(String, String)] {
         String(decoding: body, as: UTF8.self).split(separator: "&").map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func decode(_ s: Substring) -> String { String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s) }

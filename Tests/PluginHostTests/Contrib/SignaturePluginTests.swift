@@ -98,6 +98,45 @@ struct SignaturePluginTests {
         #expect(result["sign"]?.stringValue?.count == 32)
     }
 
+    /// A query is read as the form its servers read it (`+` a space, as PHP and `parse_qsl` do):
+    /// `q=a+b` was signed as `a+b` and refused.
+    @Test func md5SortedReadsAPlusInTheQueryAsASpace() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let url = try TestServer.url().absoluteString + "/fixture/verify-md5?q=a+b&r=c%2Bd&&empty="
+        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        #expect(result["valid"] == .bool(true), "\(result)")
+    }
+
+    /// A request with its own `t`, `nonce` or `sign` is refused by name: the scheme adds them, and
+    /// the request went with two of each, signed over one (the server refused the signature).
+    @Test func md5SortedRefusesARequestWithItsOwnTNonceOrSign() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        func refusal(_ result: Result<Response, NetworkError>) -> String? {
+            guard case .failure(.interceptor("signature", .prepare, let message)) = result else { return "got \(result)" }
+            return message
+        }
+        let inQuery = await provider.request(
+            try Bin("fixture/verify-md5", task: .requestParameters(parameters: ["t": "list", "uid": 1], encoding: URLEncoding.default))
+        ).result
+        #expect(
+            refusal(inQuery)
+                == "signature: the request has its own parameter \"t\" in its query, a name md5-sorted adds (t, nonce, sign): "
+                + "rename it, or sign with hmac-sha256")
+        let inBody = await provider.request(
+            try Bin("fixture/verify-md5", method: .post, task: .requestParameters(parameters: ["sign": "x"], encoding: URLEncoding.default))
+        ).result
+        #expect(
+            refusal(inBody)
+                == "signature: the request has its own parameter \"sign\" in its form body, a name md5-sorted adds (t, nonce, sign): "
+                + "rename it, or sign with hmac-sha256")
+    }
+
     @Test func md5SortedOverAFormBody() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
