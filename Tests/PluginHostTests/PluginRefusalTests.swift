@@ -296,6 +296,28 @@ struct PluginRefusalTests {
                     reason: "the plugin speaks ABI 2.0, the host speaks 1.6 (majors differ)"))
     }
 
+    /// Bytes opened and refused are refused again unopened: a retried load (a reload retried on a
+    /// bad bundle) mapped another copy of the library, kept another descriptor and ran its
+    /// constructors again, each time.
+    @Test func aLibraryRefusedAfterOpeningIsNotOpenedAgain() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let name = "libbadmajor-\(UUID().uuidString).so"
+        let bundle = try f.handBundle(name: "badmajor", source: try PluginFixtures.library("BadMajorTestPlugin"), libraryName: name)
+        let url = try f.manifest([["name": "badmajor"]])
+        for _ in 0..<20 {
+            #expect(
+                load(f, url)
+                    == PluginLoadError(
+                        .abiMismatch, file: bundle + "/" + name, plugin: "badmajor",
+                        reason: "the plugin speaks ABI 2.0, the host speaks 1.6 (majors differ)"))
+        }
+        // The memory files this library was mapped from (one per dlopen), by inode.
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let images = Set(maps.split(separator: "\n").filter { $0.contains("pluginhost:" + name) }.map { $0.split(separator: " ")[4] })
+        #expect(images.count <= 1)
+    }
+
     @Test func descriptorNameThatIsNoPluginName() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -74,6 +74,12 @@ public final class PluginLibrary: @unchecked Sendable {
 
     private static let loaded = Locked([FileID: PluginLibrary]())
 
+    /// Libraries opened and then refused (no entry symbol, a descriptor of another ABI …), by
+    /// SHA-256: their image stays mapped (Swift code is never unloaded) and their constructors
+    /// ran, so the same bytes asked for again are refused again unopened: a reload retried on a
+    /// bad bundle mapped another copy, and kept another descriptor, each time.
+    private static let refused = Locked([String: PluginLoadError]())
+
     /// Whether both are the same loaded image (the same verified bytes, opened once).
     public func hasSameImage(as other: PluginLibrary) -> Bool { descriptor == other.descriptor }
 
@@ -149,8 +155,31 @@ public final class PluginLibrary: @unchecked Sendable {
             return library
         }
         if let reused { return reused }
+        if let refusal = refused.withLock({ $0[digest] }) {
+            throw PluginLoadError(refusal.kind, file: path, jsonPath: refusal.jsonPath, plugin: refusal.plugin, reason: refusal.reason)
+        }
 
         let (handle, opened) = try openVerified(bytes, of: path)
+        let descriptor: UnsafePointer<ph_plugin_descriptor>
+        let pluginInfo: PluginInfo
+        do throws(PluginLoadError) {
+            (descriptor, pluginInfo) = try describe(handle, opened: opened, path: path)
+        } catch {
+            refused.withLock { $0[digest] = error }
+            throw error
+        }
+        let library = PluginLibrary(path: path, info: pluginInfo, sha256: digest, size: bytes.count, descriptor: descriptor)
+        return loaded.withLock { table in
+            if let raced = table[id] { return raced }
+            table[id] = library
+            return library
+        }
+    }
+
+    /// The descriptor of the library opened as `handle` (under the name `opened`), checked.
+    private static func describe(
+        _ handle: UnsafeMutableRawPointer, opened: String, path: String
+    ) throws(PluginLoadError) -> (UnsafePointer<ph_plugin_descriptor>, PluginInfo) {
         _ = dlerror()
         guard let symbol = dlsym(handle, entrySymbol) else {
             throw PluginLoadError(
@@ -161,13 +190,7 @@ public final class PluginLibrary: @unchecked Sendable {
         guard let descriptor = entry() else {
             throw PluginLoadError(.descriptorInvalid, file: path, reason: "\(entrySymbol) returned NULL")
         }
-        let pluginInfo = try validate(descriptor, path: path)
-        let library = PluginLibrary(path: path, info: pluginInfo, sha256: digest, size: bytes.count, descriptor: descriptor)
-        return loaded.withLock { table in
-            if let raced = table[id] { return raced }
-            table[id] = library
-            return library
-        }
+        return (descriptor, try validate(descriptor, path: path))
     }
 
     private static func validate(_ descriptor: UnsafePointer<ph_plugin_descriptor>, path: String) throws(PluginLoadError) -> PluginInfo {
