@@ -23,7 +23,8 @@ public struct ActivityPlugin: ExportablePlugin {
 
     struct Shared {
         var inFlight = 0
-        var open = Set<Key>()
+        /// The attempts in flight, each with whether its `began` went out.
+        var open: [Key: Bool] = [:]
     }
 
     struct Key: Hashable {
@@ -56,25 +57,29 @@ public struct ActivityPlugin: ExportablePlugin {
     /// Counts the attempt in flight; emits `began` when someone subscribes to events.
     public func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
+        // The count is kept either way; the event is built only when someone listens, and
+        // `ended` goes only after a `began` that went out.
+        let listening = context.services.hasSubscribers
         let (inserted, count) = state.withLock { state -> (Bool, Int) in
-            let inserted = state.open.insert(key).inserted
-            if inserted { state.inFlight += 1 }
-            return (inserted, state.inFlight)
+            guard state.open[key] == nil else { return (false, state.inFlight) }
+            state.open[key] = listening
+            state.inFlight += 1
+            return (true, state.inFlight)
         }
-        // The count is kept either way; the event is built only when someone listens.
-        if inserted, context.services.hasSubscribers { context.services.emit("began", fields: fields(context, inFlight: count)) }
+        if inserted, listening { context.services.emit("began", fields: fields(context, inFlight: count)) }
     }
 
     /// Counts the attempt out (once, whatever its outcome); emits `ended` with the outcome when
     /// someone subscribes.
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
-        let (removed, count) = state.withLock { state -> (Bool, Int) in
-            let removed = state.open.remove(key) != nil
-            if removed { state.inFlight = max(0, state.inFlight - 1) }
-            return (removed, state.inFlight)
+        let (began, count) = state.withLock { state -> (Bool, Int) in
+            guard let began = state.open.removeValue(forKey: key) else { return (false, state.inFlight) }
+            state.inFlight = max(0, state.inFlight - 1)
+            return (began, state.inFlight)
         }
-        guard removed, context.services.hasSubscribers else { return }
+        // No `ended` without its `began`: a subscriber that came in between got one unpaired.
+        guard began, context.services.hasSubscribers else { return }
         var fields = fields(context, inFlight: count)
         switch result {
         case .response(let response): fields["outcome"] = String(response.statusCode)

@@ -45,6 +45,23 @@ struct ActivityPluginTests {
         #expect(outcomes.log == ["cannotConnect", "timedOut", "cancelled"])
     }
 
+    /// A subscriber that comes while an attempt is in flight gets no `ended` for it (its `began`
+    /// went to nobody): it got one unpaired, and an indicator counting them went below zero.
+    @Test func noEndedWithoutItsBegan() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("activity", [:])])
+        let task = Task { try await provider.request(try Bin("delay/1")).value }
+        #expect(await eventually { provider.inflightCount == 1 })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let events = LockedCounter()
+        let subscription = provider.services.subscribe { events.append("\($0.name) \($0.fields["inFlight"]!)") }
+        defer { subscription.cancel() }
+        _ = try await task.value
+        _ = try await provider.request(try Bin("get")).value
+        #expect(events.log == ["began 1", "ended 0"])
+    }
+
     @Test func inFlightReturnsToZeroAfterABurstWithCancellations() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
