@@ -73,14 +73,33 @@ public struct SignaturePlugin: ExportablePlugin {
     func secret(_ services: any HostServices) throws -> String {
         if let stored = services.value(forKey: secretKey), !stored.isEmpty { return stored }
         if let secretEnv, let value = ProcessInfo.processInfo.environment[secretEnv], !value.isEmpty { return value }
-        if let secretFile, let data = FileManager.default.contents(atPath: secretFile) {
-            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            if !text.isEmpty { return text }
-        }
+        if let secretFile, let text = try Self.readSecret(secretFile), !text.isEmpty { return text }
         var places = ["host store key \(secretKey.debugDescription)"]
         if let secretEnv { places.append("environment variable \(secretEnv)") }
         if let secretFile { places.append("file \(secretFile)") }
         throw Failure(description: "signature: no signing secret (looked in \(places.joined(separator: ", ")))")
+    }
+
+    /// The largest secret file read.
+    static let maxSecretFileBytes = 64 << 10
+
+    /// The secret in the file at `path`, trimmed; nil when there is no such file. A file that is
+    /// there must be a regular file of the current user that group and others cannot read (mode
+    /// 0600 or narrower, as OpenSSH asks of a private key), of at most 64 KiB: else the request
+    /// fails saying why (a FIFO waited for a writer, `/dev/zero` read on for good, and a file
+    /// others may read was used as it was).
+    static func readSecret(_ path: String) throws -> String? {
+        var status = stat()
+        if lstat(path, &status) != 0, errno == ENOENT { return nil }
+        func refused(_ why: String) -> Failure { Failure(description: "signature: the secret file \(path) \(why)") }
+        guard let (fd, opened) = FileDescriptor.openRegularFile(path, limit: maxSecretFileBytes) else {
+            if let problem = FileDescriptor.privacyProblem(status, .file) { throw refused(problem) }
+            throw refused("cannot be read, or is larger than \(maxSecretFileBytes) bytes")
+        }
+        defer { close(fd) }
+        if let problem = FileDescriptor.privacyProblem(opened, .file) { throw refused(problem) }
+        guard let bytes = FileDescriptor.read(fd, size: Int(opened.st_size)) else { throw refused("cannot be read") }
+        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Signs the request with the configured scheme; fails it when there is no secret.

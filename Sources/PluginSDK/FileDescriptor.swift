@@ -65,12 +65,13 @@ public enum FileDescriptor {
 
     /// Opens the regular file at `path` for reading (a symbolic link is not followed), and returns
     /// its descriptor and status; nil when it cannot be opened, is not a regular file, or is
-    /// larger than `limit` bytes. The caller closes the descriptor.
+    /// larger than `limit` bytes. The caller closes the descriptor. Opened without blocking: a
+    /// FIFO in its place is refused at once, not waited on for a writer.
     public static func openRegularFile(_ path: String, limit: Int) -> (fd: Int32, status: stat)? {
         #if canImport(Glibc)
-        let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         #else
-        let fd = Darwin.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = Darwin.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         #endif
         guard fd >= 0 else { return nil }
         var status = stat()

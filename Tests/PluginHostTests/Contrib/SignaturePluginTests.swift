@@ -158,8 +158,42 @@ struct SignaturePluginTests {
         let fromEnv = try f.provider([("signature", ["secretEnv": variable])])
         #expect(try await verify(fromEnv, "fixture/verify-hmac")["valid"] == .bool(true))
         try (Self.secret + "\n").write(toFile: f.root + "/secret", atomically: true, encoding: .utf8)
+        chmod(f.root + "/secret", 0o600)
         let fromFile = try f.provider([("signature", ["secretFile": f.root + "/secret"])])
         #expect(try await verify(fromFile, "fixture/verify-hmac")["valid"] == .bool(true))
+    }
+
+    /// A secret file must be the current user's regular file, closed to group and others, of at
+    /// most 64 KiB: one others may read was used as it was, a FIFO blocked the request until
+    /// something wrote to it, and `/dev/zero` was read on for good.
+    @Test func anUnsafeSecretFileIsRefusedSayingWhy() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let file = f.root + "/secret"
+        try Self.secret.write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o644)
+        let fifo = f.root + "/fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let large = f.root + "/large"
+        try String(repeating: "s", count: 65 << 10).write(toFile: large, atomically: true, encoding: .utf8)
+        chmod(large, 0o600)
+        let link = f.root + "/link"
+        chmod(file, 0o600)
+        #expect(symlink(file, link) == 0)
+        chmod(file, 0o644)
+        for (path, why) in [
+            (file, "has mode 644: group or others may read or write it; chmod 600 it"), (fifo, "is not a regular file"),
+            (large, "cannot be read, or is larger than 65536 bytes"), (link, "is not a regular file"),
+            ("/dev/zero", "is not a regular file"),
+        ] {
+            let provider = try f.provider([("signature", ["secretFile": path, "secretKey": "pluginhost-no-such-key"])])
+            let result = await provider.request(try Bin("get")).result
+            guard case .failure(.interceptor("signature", .prepare, let message)) = result else {
+                Issue.record("\(path): got \(result)")
+                continue
+            }
+            #expect(message == "signature: the secret file \(path) \(why)")
+        }
     }
 
     @Test func missingSecretIsAClearError() async throws {
