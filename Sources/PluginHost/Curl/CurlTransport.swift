@@ -163,7 +163,8 @@ public final class CurlTransport: Transport {
         let systemBundle = addsToSystem ? trust.bundleToInclude : nil
         let defaultTLS = try PreparedTLS(configuration.tls, context: "tls", systemBundle: systemBundle, systemFile: systemFile)
         var overrides: [String: PreparedTLS] = [:]
-        for (host, tls) in configuration.tlsOverrides {
+        // In order, so a host named twice is reported the same way each time.
+        for (host, tls) in configuration.tlsOverrides.sorted(by: { $0.key < $1.key }) {
             let key = CurlSettings.overrideKey(host)
             guard overrides[key] == nil else {
                 throw CurlTransportError(.invalidConfiguration, "tlsOverrides name the host \(key) twice (\(host) is one of them)")
