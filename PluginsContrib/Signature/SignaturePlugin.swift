@@ -167,9 +167,11 @@ public struct SignaturePlugin: ExportablePlugin {
             }
             if !fromBytes {
                 let parts = URLParts(url)
+                // Escaped from the bytes the escapes stand for: `%FF` is `%FF` (decoded as text it
+                // became U+FFFD, and `a=%FF` and `a=%FE` were signed alike).
                 var pairs: [(name: String, value: String)] = []
-                for item in parts.queryItems where !excluding.contains(item.name) {
-                    pairs.append((escape(item.name), escape(item.value)))
+                for item in parts.escapedQueryItems where !excluding.contains(item.name) {
+                    pairs.append(item)
                 }
                 pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
                 text(parts.percentEncodedPath.isEmpty ? "/" : URLParts.removingDotSegments(parts.percentEncodedPath))

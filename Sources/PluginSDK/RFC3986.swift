@@ -25,7 +25,12 @@ public enum RFC3986 {
     /// Appends `text` to `out`, every byte `keep` refuses percent-encoded as `%XX` upper-case (a
     /// string made of a prefix and an escaped part is made once).
     package static func escape(_ text: String, keeping keep: (UInt8) -> Bool, into out: inout [UInt8]) {
-        for byte in text.utf8 {
+        escape(text.utf8, keeping: keep, into: &out)
+    }
+
+    /// Appends `bytes` to `out`, every byte `keep` refuses percent-encoded as `%XX` upper-case.
+    package static func escape(_ bytes: some Sequence<UInt8>, keeping keep: (UInt8) -> Bool, into out: inout [UInt8]) {
+        for byte in bytes {
             if keep(byte) {
                 out.append(byte)
             } else {

@@ -88,6 +88,46 @@ public struct URLParts: Sendable {
         return items
     }
 
+    /// The query items in order, each name and value as RFC 3986 spells it byte for byte: its
+    /// escapes decoded to bytes and every byte but `A–Z a–z 0–9 - . _ ~` encoded again as `%XX`
+    /// upper-case (`%7e` is `~`, `~` stays, `+` is `%2B`, `%FF` stays `%FF`). Unlike
+    /// ``queryItems``, bytes that are no UTF-8 are not replaced: `a=%FF` and `a=%FE` differ.
+    public var escapedQueryItems: [(name: String, value: String)] {
+        func escaped(_ raw: some Collection<UInt8>) -> String {
+            var out: [UInt8] = []
+            out.reserveCapacity(raw.count)
+            var bytes: [UInt8] = []
+            var index = raw.startIndex
+            while index != raw.endIndex {
+                let byte = raw[index]
+                let next = raw.index(after: index)
+                if byte == UInt8(ascii: "%"), next != raw.endIndex, raw.index(after: next) != raw.endIndex,
+                    let high = Self.hexValue(raw[next]), let low = Self.hexValue(raw[raw.index(after: next)])
+                {
+                    bytes.append(high << 4 | low)
+                    index = raw.index(after: raw.index(after: next))
+                } else {
+                    bytes.append(byte)
+                    index = next
+                }
+            }
+            RFC3986.escape(bytes, keeping: RFC3986.isUnreserved, into: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        let raw: [ArraySlice<UInt8>]
+        if let ranges {
+            guard let query = ranges.query, !query.isEmpty else { return [] }
+            raw = utf8[query].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
+        } else {
+            guard let query = components?.percentEncodedQuery, !query.isEmpty else { return [] }
+            raw = Array(query.utf8)[...].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
+        }
+        return raw.map { item in
+            guard let equals = item.firstIndex(of: UInt8(ascii: "=")) else { return (escaped(item), "") }
+            return (escaped(item[item.startIndex..<equals]), escaped(item[(equals + 1)...]))
+        }
+    }
+
     /// The percent-encoded path as sent.
     public var percentEncodedPath: String {
         guard let ranges else { return components?.percentEncodedPath ?? "" }

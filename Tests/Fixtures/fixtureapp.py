@@ -101,6 +101,7 @@ def hits(key):
 
 
 def rfc3986(text):
+    """RFC 3986 escaping of a text, or of bytes (a query's escapes that are no UTF-8 kept as they are)."""
     return urllib.parse.quote(text, safe="-._~")
 
 
@@ -113,21 +114,21 @@ def read_body(environ):
 
 
 def raw_query_pairs(query_string):
-    """Query pairs decoded with unquote (a literal + stays +), as RFC 3986 URLs mean them."""
+    """Query pairs decoded to bytes with unquote_to_bytes (a literal + stays +), as RFC 3986 URLs mean them."""
     pairs = []
     for part in query_string.split("&") if query_string else []:
         name, _, value = part.partition("=")
-        pairs.append((urllib.parse.unquote(name), urllib.parse.unquote(value)))
+        pairs.append((urllib.parse.unquote_to_bytes(name), urllib.parse.unquote_to_bytes(value)))
     return pairs
 
 
 def verify_hmac(environ):
     headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
     query = raw_query_pairs(environ.get("QUERY_STRING", ""))
-    signature_names = {"x-signature", "x-timestamp", "x-nonce", "x-key-id"}
+    signature_names = {b"x-signature", b"x-timestamp", b"x-nonce", b"x-key-id"}
     in_query = any(name in signature_names for name, _ in query)
     if in_query:
-        params = dict((n, v) for n, v in query if n in signature_names)
+        params = dict((n.decode(), v.decode("utf-8", "replace")) for n, v in query if n in signature_names)
         signature, timestamp, nonce = params.get("x-signature", ""), params.get("x-timestamp", ""), params.get("x-nonce", "")
         key_id = params.get("x-key-id", "")
     else:

@@ -74,6 +74,22 @@ struct SignaturePluginTests {
         #expect(canonical[5] == SHA256.hex(SHA256.hash(Array(#"{"x":1}"#.utf8))))
     }
 
+    /// Query escapes that are no UTF-8 are signed as the bytes they stand for (`%FF`, not the
+    /// `%EF%BF%BD` of a replacement character): `a=%FF` and `a=%FE` were signed alike, and a
+    /// verifier working on bytes refused both.
+    @Test func queryBytesThatAreNoUTF8AreSignedAsTheyAre() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", [:])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let url = try TestServer.url().absoluteString + "/fixture/verify-hmac?b=%FE&a=%ff&c=%C3%A9%7e+"
+        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        #expect(result["valid"] == .bool(true), "\(result)")
+        #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "a=%FF&b=%FE&c=%C3%A9~%2B")
+        let items = URLParts("http://h/p?a=%FF&a=%FE&x%2Dy&=%41").escapedQueryItems
+        #expect(items.map { "\($0.name)=\($0.value)" } == ["a=%FF", "a=%FE", "x-y=", "=A"])
+    }
+
     @Test func hmacInTheQuery() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
