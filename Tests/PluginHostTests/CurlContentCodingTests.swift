@@ -212,41 +212,39 @@ struct CurlContentCodingTests {
         }
     }
 
-    @Test func aSinkThatStopsStopsTheDecoding() async throws {
-        let coded = try await get(try CurlTransport(), "gzip", headers: ["Accept-Encoding": "*"])
-        let decoder = try ContentDecoder(codings: ["gzip"])
+    /// Decodes `path` (its codings listed so) in one piece, with a sink and a bound that say
+    /// `sink` and `bound`; whether the decoding went on, the pieces sunk, the totals asked.
+    func decodeOnce(_ path: String, sink: Bool, bound: Bool) async throws -> (going: Bool, pieces: Int, asked: [Int64]) {
+        let coded = try await get(try CurlTransport(), path, headers: ["Accept-Encoding": "*"])
+        let decoder = try ContentDecoder(codings: path.split(separator: ",").map(String.init))
         var pieces = 0
+        var asked: [Int64] = []
         let going = try [UInt8](coded.data).withUnsafeBytes { bytes in
             try decoder.decode(
                 bytes,
                 into: { _ in
                     pieces += 1
-                    return false
-                }, bound: { _ in true })
+                    return sink
+                },
+                bound: {
+                    asked.append($0)
+                    return bound
+                })
         }
+        return (going, pieces, asked)
+    }
+
+    @Test func aSinkThatStopsStopsTheDecoding() async throws {
+        let (going, pieces, asked) = try await decodeOnce("gzip", sink: false, bound: true)
         #expect(!going)
         #expect(pieces == 1)
+        #expect(asked.isEmpty)
     }
 
     /// With codings stacked, the bound is asked with all an inner stage has passed on so far,
     /// and stops the decoding as the sink does.
     @Test func aBoundThatStopsStopsTheDecodingBetweenStages() async throws {
-        let coded = try await get(try CurlTransport(), "gzip,br", headers: ["Accept-Encoding": "*"])
-        let decoder = try ContentDecoder(codings: ["gzip", "br"])
-        var asked: [Int64] = []
-        var pieces = 0
-        let going = try [UInt8](coded.data).withUnsafeBytes { bytes in
-            try decoder.decode(
-                bytes,
-                into: { _ in
-                    pieces += 1
-                    return true
-                },
-                bound: {
-                    asked.append($0)
-                    return false
-                })
-        }
+        let (going, pieces, asked) = try await decodeOnce("gzip,br", sink: true, bound: false)
         #expect(!going)
         #expect(asked.count == 1)
         #expect(asked.first.map { $0 > 0 && $0 <= ContentDecoder.outputBytes } == true)
