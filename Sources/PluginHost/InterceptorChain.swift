@@ -162,7 +162,7 @@ final class InterceptorChain: Sendable {
     /// Runs every attempt of `plan` and returns the validated response or the error.
     func run(
         _ plan: CallPlan, requestID: UInt64, progress: (@Sendable (TransferProgress) -> Void)?,
-        cancellation: CancellationSignal, background: Bool = false
+        cancellation: CancellationSignal, registry: RequestRegistry? = nil, background: Bool = false
     ) async -> Result<Response, NetworkError> {
         var attempt = 1
         // A body stream is read once: the call's sends share what the first read of it kept.
@@ -192,7 +192,7 @@ final class InterceptorChain: Sendable {
                 // Once the phase is over and none of it failed; once per plugin and exchange (a
                 // retry's attempt that asks again sends nothing more).
                 let fresh = state.backgroundRequests.filter { scheduledBackground.insert($0.plugin).inserted }
-                startBackgroundExchanges(fresh, of: plan, requestID: requestID)
+                startBackgroundExchanges(fresh, of: plan, registry: registry)
             }
             let sendingThrough = answeredBy ?? interceptors.count
             if let error = willSend(view, contexts: contexts, through: sendingThrough) { return .failure(error) }
@@ -332,18 +332,31 @@ final class InterceptorChain: Sendable {
     /// more through this chain, with the asking plugin's target option set, unawaited, under a
     /// request ID of its own. They start when the prepare phase is over, concurrently with the
     /// rest of the exchange that asked (usually a short-circuit answered from a cache).
-    func startBackgroundExchanges(_ requests: [(plugin: String, option: String)], of plan: CallPlan, requestID: UInt64) {
+    ///
+    /// Each is one of the provider's requests (`registry`): counted by `inflightCount`, ended by
+    /// `cancelAll()`, within a ``RequestLimits/deadline`` of its own from its start. A request with
+    /// a body stream gets none: the stream is read once, by the exchange that asked.
+    func startBackgroundExchanges(_ requests: [(plugin: String, option: String)], of plan: CallPlan, registry: RequestRegistry?) {
+        guard plan.request.httpBodyStream == nil else { return }
         for (plugin, option) in requests {
             var copy = plan
             copy.target.pluginOptions[plugin] = option
             copy.download = nil
+            copy.deadline = plan.limits.deadline.flatMap { $0.isFinite ? (DispatchTime.now() + max(0, $0), $0) : nil }
             let chain = self
             let id = Self.backgroundRequestIDs.withLock {
                 $0 += 1
                 return $0
             }
+            let work: RequestRegistry.Work = { [copy] signal, _ in
+                await chain.run(copy, requestID: id, progress: nil, cancellation: signal, background: true)
+            }
             Task.detached {
-                _ = await chain.run(copy, requestID: id, progress: nil, cancellation: CancellationSignal(), background: true)
+                if let registry {
+                    _ = await registry.run(sharingKey: nil, work: work)
+                } else {
+                    _ = await work(CancellationSignal(), nil)
+                }
             }
         }
     }

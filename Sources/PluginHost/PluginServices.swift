@@ -217,11 +217,15 @@ public final class PluginServices: Sendable {
             state.refreshTimes[key] = recent + [now]
             let timeout = refreshTimeout
             let task = Task { [weak self] () -> Result<String, NetworkError> in
-                let work = Task { () -> Result<String, NetworkError> in
-                    do {
-                        return .success(try await refresher(staleValue))
-                    } catch {
-                        return .failure(.credentialRefresh(key: key, message: String(describing: error)))
+                // Without the deadline of the request that started it: the refresh serves every
+                // request waiting for it, and the requests the refresher makes have their own.
+                let work = ExchangeDeadline.$current.withValue(nil) {
+                    Task { () -> Result<String, NetworkError> in
+                        do {
+                            return .success(try await refresher(staleValue))
+                        } catch {
+                            return .failure(.credentialRefresh(key: key, message: String(describing: error)))
+                        }
                     }
                 }
                 // The refresher's result, or a failure once `timeout` has passed (without waiting

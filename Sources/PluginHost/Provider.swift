@@ -190,7 +190,7 @@ public final class Provider<Target: TargetType>: Sendable {
             let key = sharable.map { "\(generation.number)\n\($0)" }
             let requestID = registry.makeRequestID()
             return try await registry.run(sharingKey: key, epoch: epoch, progress: progress) { signal, progress in
-                await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal)
+                await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal, registry: self.registry)
             }.get()
         }
     }

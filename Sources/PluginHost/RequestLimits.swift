@@ -102,11 +102,14 @@ enum LimitFailure {
     }
 
     static func headerBytes(_ bytes: Int, limit: Int) -> TransportFailure {
-        TransportFailure(kind: .badResponse, message: "the response's header fields passed maxHeaderBytes (\(limit) bytes): \(bytes) bytes")
+        TransportFailure(
+            kind: .badResponse, message: "the response's header fields passed maxHeaderBytes (\(limit) bytes): \(bytes) bytes",
+            limit: Int64(limit), observedBytes: Int64(bytes))
     }
 
     static func headerFields(_ count: Int, limit: Int) -> TransportFailure {
-        TransportFailure(kind: .badResponse, message: "the response has more than maxHeaderFields (\(limit)) header fields: \(count)")
+        TransportFailure(
+            kind: .badResponse, message: "the response has more than maxHeaderFields (\(limit)) header fields: \(count)", limit: Int64(limit))
     }
 
     /// libcurl refuses one header line over 100 KiB (as "out of memory") before our count of
@@ -115,7 +118,8 @@ enum LimitFailure {
         TransportFailure(
             kind: .badResponse,
             message:
-                "a response header field is longer than libcurl accepts (100 KiB), within maxHeaderBytes (\(limits.maxHeaderBytes) bytes): \(detail)")
+                "a response header field is longer than libcurl accepts (100 KiB), within maxHeaderBytes (\(limits.maxHeaderBytes) bytes): \(detail)",
+            limit: 100 << 10)
     }
 
     static func streamedBody(_ read: Int64, limit: Int64) -> TransportFailure {

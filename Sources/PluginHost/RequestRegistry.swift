@@ -18,14 +18,12 @@ final class RequestRegistry: Sendable {
 
     // Safe as @unchecked Sendable: its mutable fields are only touched inside the registry's `state` lock.
     private final class Entry: @unchecked Sendable {
-        let id: UInt64
         let signal = CancellationSignal()
         var task: Task<Void, Never>?
         var waiters: [UInt64: Waiter] = [:]
         /// The progress handlers of the callers waiting, by waiter: a caller that leaves is
         /// told no more (its own lock: handlers are called outside the registry's).
         let progress = Locked([UInt64: Progress]())
-        init(id: UInt64) { self.id = id }
 
         /// Tells every caller still waiting.
         func report(_ value: TransferProgress) {
@@ -34,10 +32,14 @@ final class RequestRegistry: Sendable {
     }
 
     private struct State {
+        /// The shared requests new callers may join: none that is cancelled (a `cancelAll()`
+        /// leaves it in the table until its work ends; a caller after it starts a fresh one).
         var shared: [String: Entry] = [:]
+        /// The entry each waiting caller joined, by waiter: a cancelled entry replaced in
+        /// `shared` still has its own waiters to tell.
+        var joined: [UInt64: Entry] = [:]
         var inline: [UInt64: CancellationSignal] = [:]
         var nextID: UInt64 = 0
-        var cancelledEarly: Set<UInt64> = []
         /// The signals of the retry backoffs being waited out (``sleep(nanoseconds:unlessCancelledSince:)``).
         var backoffs: [UInt64: CancellationSignal] = [:]
     }
@@ -125,26 +127,31 @@ final class RequestRegistry: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: Waiter) in
                 state.withLock { state in
-                    // Cancelled already, or by a `cancelAll()` since the consumption began (one
-                    // after this takes the lock finds the entry's signal).
-                    if state.cancelledEarly.remove(waiterID) != nil || epoch.map({ cancellations.value != $0 }) == true {
+                    // Cancelled already (the flag is set before `leave` runs, so a `leave` that
+                    // found nothing came before this), or by a `cancelAll()` since the
+                    // consumption began (one after this takes the lock finds the entry's signal).
+                    if Task.isCancelled || epoch.map({ cancellations.value != $0 }) == true {
                         continuation.resume(returning: .failure(.cancelled))
                         return
                     }
-                    if let entry = state.shared[key] {
+                    if let entry = state.shared[key], !entry.signal.isCancelled {
                         entry.waiters[waiterID] = continuation
+                        state.joined[waiterID] = entry
                         if let progress { entry.progress.withLock { $0[waiterID] = progress } }
                         return
                     }
-                    state.nextID += 1
-                    let entry = Entry(id: state.nextID)
+                    let entry = Entry()
                     entry.waiters[waiterID] = continuation
+                    state.joined[waiterID] = entry
                     if let progress { entry.progress.withLock { $0[waiterID] = progress } }
                     state.shared[key] = entry
                     let signal = entry.signal
                     entry.task = Task { [weak self] in
-                        let outcome = await work(signal, { entry.report($0) })
-                        self?.finish(key: key, entryID: entry.id, outcome: outcome)
+                        // Without the first caller's deadline: each caller's own ends its wait.
+                        let outcome = await ExchangeDeadline.$current.withValue(nil) {
+                            await work(signal, { entry.report($0) })
+                        }
+                        self?.finish(key: key, entry: entry, outcome: outcome)
                     }
                 }
             }
@@ -161,26 +168,29 @@ final class RequestRegistry: Sendable {
         for signal in signals { signal.cancel() }
     }
 
-    private func finish(key: String, entryID: UInt64, outcome: Outcome) {
+    /// Tells the entry's callers its outcome (those of an entry a fresh one replaced too).
+    private func finish(key: String, entry: Entry, outcome: Outcome) {
         let waiters = state.withLock { state -> [Waiter] in
-            guard let entry = state.shared[key], entry.id == entryID else { return [] }
-            state.shared[key] = nil
+            if state.shared[key] === entry { state.shared[key] = nil }
+            for id in entry.waiters.keys { state.joined[id] = nil }
             defer { entry.waiters = [:] }
             return Array(entry.waiters.values)
         }
         for waiter in waiters { waiter.resume(returning: outcome) }
     }
 
+    /// A caller's task was cancelled: it gets ``NetworkError/cancelled`` now (unless told the
+    /// outcome already, or not waiting yet: then it sees its task cancelled when it would), and
+    /// the entry's work is cancelled when it was the last caller.
     private func leave(key: String, waiterID: UInt64) {
         let (waiter, orphaned) = state.withLock { state -> (Waiter?, Entry?) in
-            guard let entry = state.shared[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else {
-                state.cancelledEarly.insert(waiterID)
+            guard let entry = state.joined.removeValue(forKey: waiterID), let waiter = entry.waiters.removeValue(forKey: waiterID) else {
                 return (nil, nil)
             }
             // No progress after the caller's completion: the handler goes before it is resumed.
             entry.progress.withLock { _ = $0.removeValue(forKey: waiterID) }
             if entry.waiters.isEmpty {
-                state.shared[key] = nil
+                if state.shared[key] === entry { state.shared[key] = nil }
                 return (waiter, entry)
             }
             return (waiter, nil)

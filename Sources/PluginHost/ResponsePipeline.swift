@@ -62,29 +62,37 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// One consumption: the body, within the deadline when there is one. When the deadline
     /// passes, the work in flight is cancelled and the result is a ``TransportFailureKind/timedOut``
     /// failure (the transport, told the same deadline, usually reports it first).
+    ///
+    /// The body runs in a task of its own that the deadline does not wait for: a stage that does
+    /// not stop when cancelled (a request closure waiting on a Dispatch queue) keeps its own task,
+    /// not the caller, past the deadline; what it reports after is dropped.
     func execute(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
         guard let deadline, deadline.isFinite, ExchangeDeadline.current == nil else { return try await body(progress) }
         let seconds = max(0, deadline)
         let instant = DispatchTime.now() + seconds
         let body = self.body
-        let outcome: Result<Value, NetworkError>? = await ExchangeDeadline.$current.withValue((instant, seconds)) {
-            await withTaskGroup(of: Result<Value, NetworkError>?.self) { group in
-                group.addTask {
-                    do throws(NetworkError) {
-                        return .success(try await body(progress))
-                    } catch {
-                        return .failure(error)
-                    }
+        // Closed when this consumption returns: a stage still running reports to no one.
+        let open = Locked(true)
+        var gated: ProgressHandler?
+        if let progress {
+            gated = { value in if open.withLock({ $0 }) { progress(value) } }
+        }
+        let reports = gated
+        defer { open.withLock { $0 = false } }
+        let work: Task<Result<Value, NetworkError>, Never> = ExchangeDeadline.$current.withValue((instant, seconds)) {
+            Task { () -> Result<Value, NetworkError> in
+                do throws(NetworkError) {
+                    return .success(try await body(reports))
+                } catch {
+                    return .failure(error)
                 }
-                group.addTask {
-                    try? await Task.sleep(nanoseconds: seconds.saturatingNanoseconds)
-                    return nil
-                }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first
             }
         }
+        let expired = CancellationSignal()
+        let timer = expired.cancel(at: instant)
+        let outcome = await expired.value(of: work)
+        timer.cancel()
+        if outcome == nil { work.cancel() }
         // Cancelled by the caller (not by the deadline): cancelled, as without a deadline.
         if Task.isCancelled { throw .cancelled }
         guard let outcome else { throw .underlying(LimitFailure.deadline(seconds), nil) }
@@ -130,11 +138,15 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         // one by default) would run two callbacks at once, or the completion before progress.
         let queue = DispatchQueue(label: "pluginhost.callbacks", target: queue ?? callbackQueue ?? DispatchQueue.global())
         var progressOnQueue: ProgressHandler?
-        // Set on the queue with the completion: a report that reaches the queue after it (a
-        // shared exchange's, racing the caller's leaving) is dropped.
-        let completed = Locked(false)
+        // Set on the queue with the completion (a report that reaches the queue after it, a
+        // shared exchange's racing the caller's leaving, is dropped), and by the token: a
+        // cancellation that comes before the completion ran on the queue turns it into
+        // `.cancelled`, as the token promises, though the request had ended.
+        let state = Locked((delivered: false, cancelled: false))
         if let progress {
-            progressOnQueue = { value in queue.async { if !completed.withLock({ $0 }) { progress(value) } } }
+            progressOnQueue = { value in
+                queue.async { if state.withLock({ !$0.delivered && !$0.cancelled }) { progress(value) } }
+            }
         }
         let onQueue = progressOnQueue
         let task = Task {
@@ -145,11 +157,17 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 result = .failure(error)
             }
             queue.async {
-                completed.withLock { $0 = true }
-                completion(result)
+                let cancelled = state.withLock { state -> Bool in
+                    state.delivered = true
+                    return state.cancelled
+                }
+                completion(cancelled ? .failure(.cancelled) : result)
             }
         }
-        return CancellableToken { task.cancel() }
+        return CancellableToken {
+            state.withLock { state in if !state.delivered { state.cancelled = true } }
+            task.cancel()
+        }
     }
 
     /// Progress events followed by one ``PipelineEvent/completed(_:)`` with the value.

@@ -11,7 +11,9 @@ import FoundationNetworking
 /// (0.5 s, then 1 s); only idempotent methods (`DELETE`, `GET`, `HEAD`, `OPTIONS`,
 /// `PUT`, `TRACE`); status codes 408, 500, 502, 503 and 504; transport failures that
 /// are timeouts, refused or lost connections and malformed responses. Cancellation
-/// is never retried.
+/// is never retried, nor a failure that passed a ``RequestLimits`` limit
+/// (``TransportFailure/limit``: too many or too large header fields, a body too large),
+/// which the same request would pass again.
 public struct RetryPolicy: Sendable {
     /// One retry about to happen, for observers.
     public struct Attempt: Sendable, Equatable {
@@ -72,7 +74,7 @@ public struct RetryPolicy: Sendable {
         case .statusCode(let response) where retryableStatusCodes.contains(response.statusCode),
             .server(_, let response) where retryableStatusCodes.contains(response.statusCode):
             return "status \(response.statusCode)"
-        case .underlying(let failure, _) where retryableFailureKinds.contains(failure.kind):
+        case .underlying(let failure, _) where failure.limit == nil && retryableFailureKinds.contains(failure.kind):
             return failure.kind.rawValue
         default:
             return nil

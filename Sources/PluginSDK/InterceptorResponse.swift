@@ -150,10 +150,14 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
     public var kind: TransportFailureKind
     /// The transport's own message.
     public var message: String
-    /// For ``TransportFailureKind/responseTooLarge``: the limit in bytes that was passed.
+    /// The limit that was passed, when a limit stopped the transfer: in bytes for
+    /// ``TransportFailureKind/responseTooLarge`` and the header bytes, in fields for the header
+    /// count (both ``TransportFailureKind/badResponse``), in bytes for a body stream (`other`).
+    /// Nil for any other failure. A failure with a limit is not retried by a `RetryPolicy`:
+    /// sent again, it passes the limit again.
     public var limit: Int64?
-    /// For ``TransportFailureKind/responseTooLarge``: the bytes received (or declared by
-    /// `Content-Length`) when the transfer was stopped.
+    /// With ``limit``, in bytes: the bytes received (or declared by `Content-Length`, or read
+    /// from a body stream) when the transfer was stopped.
     public var observedBytes: Int64?
 
     /// Creates a failure.

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import PluginHost
 import PluginSDK
@@ -106,6 +107,65 @@ struct CancellationTests {
             return
         }
         #expect(counting.count == 1, "the request the closure made was not sent")
+    }
+
+    /// A token cancelled after the request ended, while its completion waits for the queue,
+    /// delivers `.cancelled` as it promises (it delivered the value).
+    @Test func aTokenCancelledBeforeItsCompletionRanDeliversCancelled() async throws {
+        let queue = DispatchQueue(label: "pluginhost.tests.held")
+        let held = DispatchSemaphore(value: 0)
+        queue.async { held.wait() }
+        let ended = LockedBox(false)
+        let pipeline = ResponsePipeline<Int> { _ in
+            ended.set(true)
+            return 1
+        }
+        let delivered = LockedBox<Result<Int, NetworkError>?>(nil)
+        let token = pipeline.start(on: queue) { delivered.set($0) }
+        #expect(await eventually(10) { ended.get() })
+        token.cancel()
+        held.signal()
+        #expect(await eventually(10) { delivered.get() != nil })
+        guard case .failure(.cancelled) = delivered.get() else {
+            Issue.record("got \(String(describing: delivered.get()))")
+            return
+        }
+        #expect(token.isCancelled)
+    }
+
+    /// After `cancelAll()`, an identical request starts an exchange of its own: it joined the
+    /// cancelled one, still in the table until its transport stopped, and was cancelled with it.
+    @Test func aRequestAfterCancelAllDoesNotJoinTheCancelledExchange() async throws {
+        let gate = LockedBox(false)
+        let sends = LockedCounter()
+        /// The first send waits for the gate without heeding cancellation (at most 20 s); the
+        /// others go to the server.
+        struct Gated: Transport {
+            let inner: any Transport
+            let gate: LockedBox<Bool>
+            let sends: LockedCounter
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                if sends.increment() == 1 {
+                    for _ in 0..<400 where !gate.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+                    throw TransportFailure(kind: .cancelled, message: "cancelled")
+                }
+                return try await inner.send(request)
+            }
+        }
+        let provider = Provider<Bin>(transport: Gated(inner: TransportKind.curl.make(), gate: gate, sends: sends), trackInflights: true)
+        let target = try Bin("get")
+        let first = Task { await provider.request(target).result }
+        #expect(await eventually(10) { sends.value == 1 })
+        provider.cancelAll()
+        let second = Task { await provider.request(target).result }
+        #expect(await eventually(10) { sends.value == 2 }, "the second request joined the cancelled exchange")
+        gate.set(true)
+        guard case .failure(.cancelled) = await first.value else {
+            Issue.record("the first request was not cancelled")
+            return
+        }
+        #expect(try await second.value.get().statusCode == 200)
+        #expect(await eventually(10) { provider.inflightCount == 0 })
     }
 
     @Test(arguments: TransportKind.allCases) func oneSharedWaiterCancellingLeavesTheOthers(_ transport: TransportKind) async throws {

@@ -276,3 +276,70 @@ struct BackgroundExchangeOnceTests {
         #expect(retried.background.value == 1)
     }
 }
+
+/// A background exchange is one of the provider's requests: counted by `inflightCount`, ended
+/// by `cancelAll()`, with a deadline of its own (it ran outside all three, with the deadline of
+/// the request that asked); none goes for a request whose body is a stream (read once).
+@Suite("Background exchanges belong to their provider")
+struct BackgroundExchangeOwnershipTests {
+    /// Answers the foreground at once; holds a background exchange (marked by its target
+    /// option) until its cancellation fires (at most 20 s), noting how it ended.
+    final class Holding: Transport, Sendable {
+        let log = LockedCounter()
+        func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+            let url = request.urlRequest.url!
+            if request.urlRequest.value(forHTTPHeaderField: "X-Background") != nil {
+                log.append(request.deadline.map { "deadline \($0.seconds)" } ?? "no deadline")
+                for _ in 0..<400 where request.cancellation?.isCancelled != true { try? await Task.sleep(nanoseconds: 50_000_000) }
+                log.append(request.cancellation?.isCancelled == true ? "cancelled" : "not cancelled")
+                throw TransportFailure(kind: .cancelled, message: "cancelled")
+            }
+            return TransportResponse(response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+        }
+    }
+
+    /// Schedules a background exchange from the foreground's `prepare`; marks the background one.
+    struct Marking: Interceptor {
+        let name = "scheduler"
+        let scheduled: LockedCounter
+        func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+            if context.target.pluginOptions[name] == "revalidate" {
+                try request.setHeader("X-Background", "1")
+            } else {
+                try request.scheduleBackgroundExchange(option: "revalidate")
+                scheduled.increment()
+            }
+            return .proceed
+        }
+    }
+
+    @Test func cancelAllEndsItAndInflightCountCountsIt() async throws {
+        let transport = Holding()
+        let provider = Provider<Bin>(transport: transport, interceptors: [Marking(scheduled: LockedCounter())], limits: RequestLimits(deadline: 60))
+        #expect(try await provider.request(try Bin("x", base: URL(string: "https://api.example.test")!)).value.statusCode == 200)
+        #expect(await eventually(10) { transport.log.log.count == 1 })
+        #expect(provider.inflightCount == 1)
+        provider.cancelAll()
+        #expect(await eventually(10) { transport.log.log.count == 2 })
+        #expect(transport.log.log == ["deadline 60.0", "cancelled"])
+        #expect(await eventually(10) { provider.inflightCount == 0 })
+    }
+
+    @Test func noneForARequestWhoseBodyIsAStream() async throws {
+        let transport = Holding()
+        let scheduled = LockedCounter()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.httpBodyStream = InputStream(data: Data("body".utf8))
+                return request
+            }, transport: transport, interceptors: [Marking(scheduled: scheduled)])
+        let target = try Bin("x", method: .post, base: URL(string: "https://api.example.test")!)
+        #expect(try await provider.request(target).value.statusCode == 200)
+        #expect(scheduled.value == 1)
+        // Bounded: a background exchange would reach the transport within microseconds.
+        try await Task.sleep(nanoseconds: 500_000_000)
+        #expect(transport.log.log == [])
+        #expect(provider.inflightCount == 0)
+    }
+}

@@ -217,6 +217,25 @@ struct LimitsTests {
         expectBounded(outcome, kind)
     }
 
+    /// A header limit passed is not retried by the default policy's `badResponse`: the same
+    /// request passes it again (it was sent three times, each read up to the limit).
+    @Test(arguments: TransportKind.allCases)
+    func aHeaderLimitPassedIsNotRetried(_ kind: TransportKind) async throws {
+        let retries = LockedCounter()
+        let policy = RetryPolicy(exponentialBackoffScale: 0.01, onRetry: { _ in retries.increment() })
+        let many = try await run(kind, try FaultInjectionTests.fault("many-headers", query: ["n": 2000]), limits: .default, retry: policy)
+        let fields = failure(many)
+        #expect(fields?.kind == .badResponse)
+        #expect(fields?.limit == 1000)
+        #expect(many.chain == ["didReceive badResponse", "process badResponse"])
+        let big = try await run(kind, try FaultInjectionTests.fault("big-header", query: ["kb": 1024]), limits: .default, retry: policy)
+        let bytes = failure(big)
+        #expect(bytes?.kind == .badResponse)
+        #expect(bytes?.limit == 262_144 || bytes?.limit == 100 << 10, "\(bytes.map(String.init(describing:)) ?? "")")
+        #expect(big.chain == ["didReceive badResponse", "process badResponse"])
+        #expect(retries.value == 0)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aDripStopsAtTheDeadline(_ kind: TransportKind) async throws {
         let outcome = try await run(
