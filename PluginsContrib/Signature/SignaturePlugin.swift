@@ -219,7 +219,7 @@ public struct SignaturePlugin: ExportablePlugin {
         let body = request.body ?? []
         let fromBody = form && !body.isEmpty
         // The query is read as a form too (`+` is a space), as the servers of this scheme read it.
-        var parameters = Self.formPairs(fromBody ? body[...] : Self.query(of: request.url))
+        var parameters = Self.formPairs(fromBody ? body[...] : URLParts(request.url).percentEncodedQueryBytes)
         // The names the scheme adds: a request's own would go out twice, and be signed once.
         if let own = parameters.first(where: { Self.md5Names.contains($0.0) }) {
             throw Failure(
@@ -240,14 +240,6 @@ public struct SignaturePlugin: ExportablePlugin {
 
     /// The parameters md5-sorted adds, which a request must not carry itself.
     static let md5Names: Set<String> = ["t", "nonce", "sign"]
-
-    /// The query of `url` as sent (between `?` and `#`), empty when it has none.
-    static func query(of url: String) -> ArraySlice<UInt8> {
-        let bytes = Array(url.utf8)
-        let end = bytes.firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
-        guard let mark = bytes[..<end].firstIndex(of: UInt8(ascii: "?")) else { return [] }
-        return bytes[(mark + 1)..<end]
-    }
 
     /// `name=value` pairs of a form (`application/x-www-form-urlencoded`): `+` is a space, and
     /// empty pairs are skipped.

@@ -92,40 +92,32 @@ public struct URLParts: Sendable {
     /// escapes decoded to bytes and every byte but `A–Z a–z 0–9 - . _ ~` encoded again as `%XX`
     /// upper-case (`%7e` is `~`, `~` stays, `+` is `%2B`, `%FF` stays `%FF`). Unlike
     /// ``queryItems``, bytes that are no UTF-8 are not replaced: `a=%FF` and `a=%FE` differ.
+    /// Read from the query's bytes as spelled (``percentEncodedQueryBytes``), an awkward string's
+    /// too: a `%` without two hex digits is `%25` (`URLComponents` escaped every `%` of such a
+    /// query again, `%7e` as `%257e`).
     public var escapedQueryItems: [(name: String, value: String)] {
-        func escaped(_ raw: some Collection<UInt8>) -> String {
+        func escaped(_ raw: ArraySlice<UInt8>) -> String {
             var out: [UInt8] = []
             out.reserveCapacity(raw.count)
-            var bytes: [UInt8] = []
-            var index = raw.startIndex
-            while index != raw.endIndex {
-                let byte = raw[index]
-                let next = raw.index(after: index)
-                if byte == UInt8(ascii: "%"), next != raw.endIndex, raw.index(after: next) != raw.endIndex,
-                    let high = Self.hexValue(raw[next]), let low = Self.hexValue(raw[raw.index(after: next)])
-                {
-                    bytes.append(high << 4 | low)
-                    index = raw.index(after: raw.index(after: next))
-                } else {
-                    bytes.append(byte)
-                    index = next
-                }
-            }
-            RFC3986.escape(bytes, keeping: RFC3986.isUnreserved, into: &out)
+            RFC3986.escape(Self.decodedBytes(raw), keeping: RFC3986.isUnreserved, into: &out)
             return String(decoding: out, as: UTF8.self)
         }
-        let raw: [ArraySlice<UInt8>]
-        if let ranges {
-            guard let query = ranges.query, !query.isEmpty else { return [] }
-            raw = utf8[query].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
-        } else {
-            guard let query = components?.percentEncodedQuery, !query.isEmpty else { return [] }
-            raw = Array(query.utf8)[...].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
-        }
+        let query = percentEncodedQueryBytes
+        guard !query.isEmpty else { return [] }
+        let raw = query.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false)
         return raw.map { item in
             guard let equals = item.firstIndex(of: UInt8(ascii: "=")) else { return (escaped(item), "") }
             return (escaped(item[item.startIndex..<equals]), escaped(item[(equals + 1)...]))
         }
+    }
+
+    /// The query as the string spells it (percent-encoded, between `?` and `#`), read from its
+    /// bytes whatever they hold; empty when there is none.
+    public var percentEncodedQueryBytes: ArraySlice<UInt8> {
+        if let ranges { return ranges.query.map { utf8[$0] } ?? [] }
+        let end = utf8.firstIndex(of: UInt8(ascii: "#")) ?? utf8.endIndex
+        guard let mark = utf8[..<end].firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        return utf8[(mark + 1)..<end]
     }
 
     /// The percent-encoded path as sent.
@@ -203,6 +195,12 @@ public struct URLParts: Sendable {
     /// Percent-decodes (validated beforehand); `+` stays `+`, as URLComponents leaves it.
     private static func decode(_ bytes: ArraySlice<UInt8>) -> String {
         guard bytes.contains(UInt8(ascii: "%")) else { return String(decoding: bytes, as: UTF8.self) }
+        return String(decoding: decodedBytes(bytes), as: UTF8.self)
+    }
+
+    /// The bytes with each `%XX` escape decoded; a `%` not followed by two hex digits, and `+`,
+    /// stay as they are.
+    private static func decodedBytes(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = bytes.startIndex
@@ -217,6 +215,6 @@ public struct URLParts: Sendable {
                 index += 1
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 }

@@ -45,4 +45,22 @@ struct URLPartsTests {
                 "\(url)")
         }
     }
+
+    /// The query as spelled, from the bytes, awkward strings too (a signature covers what goes).
+    @Test func percentEncodedQueryBytesAreTheQueryAsSpelled() {
+        let cases: [(String, String)] = [
+            ("https://h/p?a=1&b=%zz#frag", "a=1&b=%zz"), ("http://h/a b?c=d e", "c=d e"), ("https://h/p#x?y", ""), ("https://h/p?", ""),
+            ("/relative?x=%2B+1", "x=%2B+1"), ("https://h?q", "q"),
+        ]
+        for (url, query) in cases {
+            #expect(String(decoding: URLParts(url).percentEncodedQueryBytes, as: UTF8.self) == query, "\(url)")
+        }
+    }
+
+    /// Escapes decode to bytes and are spelled again upper-case; a `%` without two hex digits is
+    /// a `%` (`%25`), `+` is `%2B`, bytes that are no UTF-8 stay themselves.
+    @Test func escapedQueryItemsSpellBytes() {
+        let items = URLParts("https://h/p?a%7e=%ff%FE&b=%4&c+d=~").escapedQueryItems.map { "\($0.name)=\($0.value)" }
+        #expect(items == ["a~=%FF%FE", "b=%254", "c%2Bd=~"])
+    }
 }
