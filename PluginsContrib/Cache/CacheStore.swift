@@ -421,12 +421,21 @@ final class CacheStore: Sendable {
             let temporary = path + ".tmp-" + SHA256.hex(random()).prefix(12)
             let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw DirectoryError(description: "partition.key cannot be created: \(String(cString: strerror(errno)))") }
-            let written = fresh.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) }
+            // On disk before its name is: a crash after the link leaves a whole key, never an
+            // empty file the next start refuses.
+            let written = fresh.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) } && fsync(fd) == 0
             close(fd)
             // link() fails when another instance made the key first: then its key is used.
             let linked = written && link(temporary, path) == 0
             unlink(temporary)
-            if linked { return fresh }
+            if linked {
+                let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                if directoryFD >= 0 {
+                    _ = fsync(directoryFD)
+                    close(directoryFD)
+                }
+                return fresh
+            }
         }
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw DirectoryError(description: "partition.key cannot be opened: \(String(cString: strerror(errno)))") }
