@@ -248,6 +248,36 @@ struct PluginReloadTests {
         #expect(next.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g2-") == true)
     }
 
+    /// A reload asked for from within a reload of the same provider (here by a subscriber that
+    /// the new plugin's `create` reached) is refused saying why: it waited for itself, for good.
+    @Test func aReloadFromWithinAReloadIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let manifest = try writeManifest(f, generation: 1)
+        let provider = try Provider<Bin>(manifest: manifest)
+        let inner = Locked([String]())
+        let subscription = provider.services.subscribe { event in
+            guard event.name == "created" else { return }
+            do throws(PluginLoadError) {
+                _ = try provider.reloadPlugins()
+                inner.withLock { $0.append("reloaded") }
+            } catch {
+                inner.withLock { $0.append("\(error.kind) \(error.file): \(error.reason)") }
+            }
+        }
+        defer { subscription.cancel() }
+        _ = try writeManifest(f, generation: 2, extra: ["announce": true])
+        let report = try provider.reloadPlugins()
+        #expect(report.generation == 2)
+        #expect(
+            inner.withLock { $0 } == [
+                "reloadInProgress \(manifest.path): reloadPlugins() was called from within a reload of this provider (a plugin's create, "
+                    + "or a log handler or subscriber it reached); reloads are serialized: reload after this one returns"
+            ])
+        #expect(provider.pluginGeneration == 2)
+    }
+
     @Test func aProviderWithoutAManifestHasNothingToReload() {
         let error = loadError { _ = try Provider<Bin>().reloadPlugins() }
         #expect(error?.kind == .notReloadable)

@@ -35,6 +35,10 @@ public struct PluginLoadError: Error, Sendable, Equatable, CustomStringConvertib
         case pathEscape
         /// ``Provider/reloadPlugins()`` on a provider that was not created from a manifest.
         case notReloadable
+        /// ``Provider/reloadPlugins()`` called during a reload of the same provider, from within it
+        /// (a plugin's `create`, or a log handler or event subscriber it reached): reloads are
+        /// serialized, so waiting for the running one would wait forever.
+        case reloadInProgress
     }
 
     /// The category.

@@ -175,6 +175,14 @@ extension Provider {
 
     /// One reload under `reloading`: the report and the generation it replaced.
     private func reloadSerialized() -> Result<(PluginReloadReport, ChainGeneration), PluginLoadError> {
+        let me = ObjectIdentifier(self)
+        if ReloadScope.providers.contains(me) {
+            return .failure(
+                PluginLoadError(
+                    .reloadInProgress, file: current.source?.manifest.path ?? "",
+                    reason: "reloadPlugins() was called from within a reload of this provider (a plugin's create, or a log handler or "
+                        + "subscriber it reached); reloads are serialized: reload after this one returns"))
+        }
         reloading.lock()
         defer { reloading.unlock() }
         let old = current
@@ -184,11 +192,17 @@ extension Provider {
                     .notReloadable, file: "", reason: "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
             )
         }
+        let outcome = ReloadScope.$providers.withValue(ReloadScope.providers.union([me])) { () -> Result<[LoadedPlugin], PluginLoadError> in
+            do throws(PluginLoadError) {
+                return .success(try PluginLoader.load(manifest: source.manifest, services: services))
+            } catch {
+                return .failure(error)
+            }
+        }
         let loaded: [LoadedPlugin]
-        do {
-            loaded = try PluginLoader.load(manifest: source.manifest, services: services)
-        } catch {
-            return .failure(error)
+        switch outcome {
+        case .success(let plugins): loaded = plugins
+        case .failure(let error): return .failure(error)
         }
         let summaries = loaded.map(LoadedPluginSummary.init)
         let report = PluginReloadReport(before: source.loaded, after: summaries, generation: old.number + 1)
@@ -204,4 +218,10 @@ extension Provider {
     /// The number of the chain generation new requests start on: 1 for the chain the provider was
     /// created with, one more per successful ``reloadPlugins()``.
     public var pluginGeneration: Int { current.number }
+}
+
+/// The providers reloading in the current task or thread: a reload asked for from within one
+/// (a plugin's `create` reaching a handler that reloads) is refused, not left waiting for itself.
+enum ReloadScope {
+    @TaskLocal static var providers: Set<ObjectIdentifier> = []
 }

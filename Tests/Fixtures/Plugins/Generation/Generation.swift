@@ -18,7 +18,8 @@ final class LiveToken: Sendable {
 
 /// Stamps which instance handled a request (for the reload tests).
 ///
-/// Configuration: `generation` (number) and `refuse` (`true`: create fails). `prepare` sets the
+/// Configuration: `generation` (number), `refuse` (`true`: create fails) and `announce` (`true`:
+/// create emits the event `created` with the field `generation`). `prepare` sets the
 /// request header `X-Instance: g<generation>-<serial>`; `process` sets the response headers
 /// `X-Instance` (its own stamp) and `X-Live-Instances` (instances alive in the process).
 public struct GenerationPlugin: ExportablePlugin {
@@ -31,11 +32,12 @@ public struct GenerationPlugin: ExportablePlugin {
     let stamp: String
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["generation", "refuse"])
+        try configuration.rejectUnknownKeys(["generation", "refuse", "announce"])
         if try configuration.bool("refuse", default: false) { throw configuration.error("refuse is true: this configuration is refused") }
         let generation = try configuration.integer("generation", default: 0)
         token = LiveToken()
         stamp = "g\(generation)-\(token.serial)"
+        if try configuration.bool("announce", default: false) { host.emit("created", fields: ["generation": String(generation)]) }
     }
 
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
