@@ -96,31 +96,31 @@ public final class CancellationSignal: Sendable {
         }
         return finished && !isCancelled
     }
+}
 
-    /// Resumes a continuation at most once, with the first value given (before or after the
-    /// continuation is).
-    private final class Once<Value: Sendable>: Sendable {
-        private let state = Locked<(continuation: CheckedContinuation<Value, Never>?, early: Value?)>((nil, nil))
+/// Resumes a continuation at most once, with the first value given (before or after the
+/// continuation is).
+final class Once<Value: Sendable>: Sendable {
+    private let state = Locked<(continuation: CheckedContinuation<Value, Never>?, early: Value?)>((nil, nil))
 
-        func set(_ continuation: CheckedContinuation<Value, Never>) {
-            let early = state.withLock { state -> Value? in
-                if state.early == nil { state.continuation = continuation }
-                return state.early
-            }
-            if let early { continuation.resume(returning: early) }
+    func set(_ continuation: CheckedContinuation<Value, Never>) {
+        let early = state.withLock { state -> Value? in
+            if state.early == nil { state.continuation = continuation }
+            return state.early
         }
+        if let early { continuation.resume(returning: early) }
+    }
 
-        func resume(_ value: Value) {
-            let continuation = state.withLock { state -> CheckedContinuation<Value, Never>? in
-                guard let continuation = state.continuation else {
-                    if state.early == nil { state.early = value }
-                    return nil
-                }
-                state.continuation = nil
-                state.early = value
-                return continuation
+    func resume(_ value: Value) {
+        let continuation = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            guard let continuation = state.continuation else {
+                if state.early == nil { state.early = value }
+                return nil
             }
-            continuation?.resume(returning: value)
+            state.continuation = nil
+            state.early = value
+            return continuation
         }
+        continuation?.resume(returning: value)
     }
 }

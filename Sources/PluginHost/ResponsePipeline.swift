@@ -79,18 +79,29 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         }
         let reports = gated
         defer { open.withLock { $0 = false } }
-        let work: Task<Result<Value, NetworkError>, Never> = ExchangeDeadline.$current.withValue((instant, seconds)) {
-            Task { () -> Result<Value, NetworkError> in
+        // The first of the body's outcome, the deadline (nil) and the caller's cancellation (nil)
+        // resumes the caller. The deadline's timer is a task, as the body is: when the machine is
+        // busy both wait their turn in the same pool, and an answer that came before the deadline
+        // is not overtaken by a timer that fired while it waited.
+        let first = Once<Result<Value, NetworkError>?>()
+        let work = ExchangeDeadline.$current.withValue((instant, seconds)) {
+            Task {
                 do throws(NetworkError) {
-                    return .success(try await body(reports))
+                    first.resume(.success(try await body(reports)))
                 } catch {
-                    return .failure(error)
+                    first.resume(.failure(error))
                 }
             }
         }
-        let expired = CancellationSignal()
-        let timer = expired.cancel(at: instant)
-        let outcome = await expired.value(of: work)
+        let timer = Task {
+            guard (try? await Task.sleep(nanoseconds: seconds.saturatingNanoseconds)) != nil else { return }
+            first.resume(nil)
+        }
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { first.set($0) }
+        } onCancel: {
+            first.resume(nil)
+        }
         timer.cancel()
         if outcome == nil { work.cancel() }
         // Cancelled by the caller (not by the deadline): cancelled, as without a deadline.

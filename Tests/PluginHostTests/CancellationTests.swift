@@ -112,9 +112,10 @@ struct CancellationTests {
     /// A token cancelled after the request ended, while its completion waits for the queue,
     /// delivers `.cancelled` as it promises (it delivered the value).
     @Test func aTokenCancelledBeforeItsCompletionRanDeliversCancelled() async throws {
+        // Held by suspending it, not by a block that waits: that would take a thread of the
+        // global queue, which timers of other tests running meanwhile need.
         let queue = DispatchQueue(label: "pluginhost.tests.held")
-        let held = DispatchSemaphore(value: 0)
-        queue.async { held.wait() }
+        queue.suspend()
         let ended = LockedBox(false)
         let pipeline = ResponsePipeline<Int> { _ in
             ended.set(true)
@@ -124,7 +125,7 @@ struct CancellationTests {
         let token = pipeline.start(on: queue) { delivered.set($0) }
         #expect(await eventually(10) { ended.get() })
         token.cancel()
-        held.signal()
+        queue.resume()
         #expect(await eventually(10) { delivered.get() != nil })
         guard case .failure(.cancelled) = delivered.get() else {
             Issue.record("got \(String(describing: delivered.get()))")
