@@ -6,7 +6,8 @@ import PluginSDK
 ///
 /// Per target, `pluginOptions["activity"]` is `show` or `hide` (the "show loading" flag) and is
 /// passed on in both events. `ended` comes exactly once for every `began`, also when the attempt
-/// fails, times out or is cancelled; the count never goes negative.
+/// fails, times out or is cancelled; the count never goes negative. The count is the provider's
+/// (its services'), not the instance's: a reload does not start it again from 0.
 public struct ActivityPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "activity" }
@@ -19,7 +20,46 @@ public struct ActivityPlugin: ExportablePlugin {
 
     /// `show` or `hide` for targets that do not say.
     let defaultVisibility: String
-    private let state = Locked(Shared())
+    /// The count of the provider's services, shared by every instance made for them.
+    private let state: Scope
+
+    /// The in-flight count of one provider's services (or of the providers sharing them), shared
+    /// by every instance of this library made for them: after a reload, requests still running on
+    /// the old instance count with those the new one sends, and end where they began.
+    final class Scope: Sendable {
+        private let shared = Locked(Shared())
+        func withLock<R>(_ body: (inout Shared) -> R) -> R { shared.withLock(body) }
+    }
+
+    /// The scopes alive, by the id kept in the services' store under ``scopeKey`` (held weakly:
+    /// a scope goes with the last instance of its services).
+    private static let scopes = Locked([String: WeakScope]())
+
+    struct WeakScope: @unchecked Sendable {
+        // Safe as @unchecked Sendable: read and written only inside `scopes`' lock.
+        weak var scope: Scope?
+    }
+
+    /// The key of the host store that names this provider's scope (a random id).
+    static let scopeKey = "activity.scope"
+
+    /// This services' scope: the one its id names, or a new one (and a new id).
+    static func scope(_ host: any HostServices) -> Scope {
+        let id: String
+        if let known = host.value(forKey: scopeKey) {
+            id = known
+        } else {
+            id = SHA256.hex(host.randomBytes(16))
+            host.setValue(id, forKey: scopeKey)
+        }
+        return scopes.withLock { scopes in
+            if let scope = scopes[id]?.scope { return scope }
+            let scope = Scope()
+            scopes = scopes.filter { $0.value.scope != nil }
+            scopes[id] = WeakScope(scope: scope)
+            return scope
+        }
+    }
 
     struct Shared {
         var inFlight = 0
@@ -37,6 +77,7 @@ public struct ActivityPlugin: ExportablePlugin {
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
         try configuration.rejectUnknownKeys(["defaultVisibility"])
         defaultVisibility = try configuration.oneOf("defaultVisibility", ["show", "hide"], default: "show")
+        state = Self.scope(host)
     }
 
     func visibility(_ context: InterceptorContext) -> String {

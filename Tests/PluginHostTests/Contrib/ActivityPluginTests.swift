@@ -62,6 +62,27 @@ struct ActivityPluginTests {
         #expect(events.log == ["began 1", "ended 0"])
     }
 
+    /// The count is the provider's: after a reload, the new instance counts on from the requests
+    /// still running on the old one (it started again from 0, and an indicator hid while they ran).
+    @Test func aReloadKeepsCounting() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        _ = try f.contrib("Activity")
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "activity"]]))
+        let events = LockedCounter()
+        let subscription = provider.services.subscribe { event in
+            if event.plugin == "activity" { events.append("\(event.name) \(event.fields["path"]!) \(event.fields["inFlight"]!)") }
+        }
+        defer { subscription.cancel() }
+        let slow = Task { try await provider.request(try Bin("delay/3")).value }
+        #expect(await eventually(10) { events.log.count == 1 })
+        _ = try f.manifest([["name": "activity", "config": ["defaultVisibility": "hide"]]])
+        #expect(try provider.reloadPlugins().reconfigured == ["activity"])
+        _ = try await provider.request(try Bin("get")).value
+        _ = try await slow.value
+        #expect(events.log == ["began delay/3 1", "began get 2", "ended get 1", "ended delay/3 0"])
+    }
+
     @Test func inFlightReturnsToZeroAfterABurstWithCancellations() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
