@@ -192,7 +192,7 @@ final class InterceptorChain: Sendable {
                 // Once the phase is over and none of it failed; once per plugin and exchange (a
                 // retry's attempt that asks again sends nothing more).
                 let fresh = state.backgroundRequests.filter { scheduledBackground.insert($0.plugin).inserted }
-                startBackgroundExchanges(fresh, of: plan, registry: registry)
+                startBackgroundExchanges(fresh, of: plan, registry: registry, cancellation: cancellation)
             }
             let sendingThrough = answeredBy ?? interceptors.count
             if let error = willSend(view, contexts: contexts, through: sendingThrough) { return .failure(error) }
@@ -333,11 +333,16 @@ final class InterceptorChain: Sendable {
     /// request ID of its own. They start when the prepare phase is over, concurrently with the
     /// rest of the exchange that asked (usually a short-circuit answered from a cache).
     ///
-    /// Each is one of the provider's requests (`registry`): counted by `inflightCount`, ended by
-    /// `cancelAll()`, within a ``RequestLimits/deadline`` of its own from its start. A request with
-    /// a body stream gets none: the stream is read once, by the exchange that asked.
-    func startBackgroundExchanges(_ requests: [(plugin: String, option: String)], of plan: CallPlan, registry: RequestRegistry?) {
-        guard plan.request.httpBodyStream == nil else { return }
+    /// Each is one of the provider's requests (`registry`), registered before this returns:
+    /// counted by `inflightCount`, ended by `cancelAll()`, within a ``RequestLimits/deadline`` of
+    /// its own from its start. None goes for a request already cancelled (`cancellation`), nor for
+    /// a request with a body stream: the stream is read once, by the exchange that asked.
+    func startBackgroundExchanges(
+        _ requests: [(plugin: String, option: String)], of plan: CallPlan, registry: RequestRegistry?, cancellation: CancellationSignal
+    ) {
+        // Read before the check: a `cancelAll()` after it cancels the reservations below.
+        let epoch = registry?.cancellations.value
+        guard plan.request.httpBodyStream == nil, !cancellation.isCancelled else { return }
         for (plugin, option) in requests {
             var copy = plan
             copy.target.pluginOptions[plugin] = option
@@ -349,11 +354,15 @@ final class InterceptorChain: Sendable {
                 return $0
             }
             let work: RequestRegistry.Work = { [copy] signal, _ in
-                await chain.run(copy, requestID: id, progress: nil, cancellation: signal, background: true)
+                // The deadline ends every stage (a plugin's retry delay too), not only the sends.
+                let timer = copy.deadline.map { signal.cancel(at: $0.instant) }
+                defer { timer?.cancel() }
+                return await chain.run(copy, requestID: id, progress: nil, cancellation: signal, background: true)
             }
+            let reservation = registry?.reserve(epoch: epoch)
             Task.detached {
-                if let registry {
-                    _ = await registry.run(sharingKey: nil, work: work)
+                if let registry, let reservation {
+                    _ = await registry.run(reservation, work: work)
                 } else {
                     _ = await work(CancellationSignal(), nil)
                 }

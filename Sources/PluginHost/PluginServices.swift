@@ -217,14 +217,17 @@ public final class PluginServices: Sendable {
             state.refreshTimes[key] = recent + [now]
             let timeout = refreshTimeout
             let task = Task { [weak self] () -> Result<String, NetworkError> in
-                // Without the deadline of the request that started it: the refresh serves every
-                // request waiting for it, and the requests the refresher makes have their own.
+                // Without the deadline or the pinned chains of the request that started it: the
+                // refresh serves every request waiting for it, and the requests the refresher
+                // makes have their own.
                 let work = ExchangeDeadline.$current.withValue(nil) {
-                    Task { () -> Result<String, NetworkError> in
-                        do {
-                            return .success(try await refresher(staleValue))
-                        } catch {
-                            return .failure(.credentialRefresh(key: key, message: String(describing: error)))
+                    ChainPin.$current.withValue(nil) {
+                        Task { () -> Result<String, NetworkError> in
+                            do {
+                                return .success(try await refresher(staleValue))
+                            } catch {
+                                return .failure(.credentialRefresh(key: key, message: String(describing: error)))
+                            }
                         }
                     }
                 }

@@ -19,6 +19,10 @@ final class RequestRegistry: Sendable {
     // Safe as @unchecked Sendable: its mutable fields are only touched inside the registry's `state` lock.
     private final class Entry: @unchecked Sendable {
         let signal = CancellationSignal()
+        /// ``cancellations`` when the entry was made: a `cancelAll()` since (counted before its
+        /// signals fire) means no one joins it any more.
+        let epoch: Int
+        init(epoch: Int) { self.epoch = epoch }
         var task: Task<Void, Never>?
         var waiters: [UInt64: Waiter] = [:]
         /// The progress handlers of the callers waiting, by waiter: a caller that leaves is
@@ -57,8 +61,11 @@ final class RequestRegistry: Sendable {
         }
     }
 
-    /// How many distinct requests are running.
-    var runningCount: Int { state.withLock { $0.shared.count + $0.inline.count } }
+    /// How many distinct requests are running: a shared one a fresh one replaced after a
+    /// `cancelAll()` too, while it has callers.
+    var runningCount: Int {
+        state.withLock { state in Set(state.joined.values.map(ObjectIdentifier.init)).count + state.inline.count }
+    }
 
     /// A fresh identifier, unique within this registry, for a waiter or an entry (request ids
     /// come from ``makeRequestID()``, unique within the process).
@@ -112,9 +119,27 @@ final class RequestRegistry: Sendable {
     }
 
     private func runInline(_ work: Work, epoch: Int?, progress: Progress?) async -> Outcome {
+        await run(reserve(epoch: epoch), progress: progress, work: work)
+    }
+
+    /// A request registered now and run later (``run(_:progress:work:)``): counted by
+    /// ``runningCount`` and cancelled by ``cancelAll()`` from now on (and at once when one came
+    /// since `epoch`).
+    struct Reservation: Sendable {
+        fileprivate let id: UInt64
+        fileprivate let signal: CancellationSignal
+    }
+
+    /// Registers a request that will run: see ``Reservation``.
+    func reserve(epoch: Int?) -> Reservation {
         let signal = CancellationSignal()
-        let id = register(signal, in: \.inline, epoch: epoch)
-        defer { _ = state.withLock { $0.inline.removeValue(forKey: id) } }
+        return Reservation(id: register(signal, in: \.inline, epoch: epoch), signal: signal)
+    }
+
+    /// Runs the reserved request, unshared, in the caller's task.
+    func run(_ reservation: Reservation, progress: Progress? = nil, work: Work) async -> Outcome {
+        defer { _ = state.withLock { $0.inline.removeValue(forKey: reservation.id) } }
+        let signal = reservation.signal
         return await withTaskCancellationHandler {
             await work(signal, progress)
         } onCancel: {
@@ -134,22 +159,24 @@ final class RequestRegistry: Sendable {
                         continuation.resume(returning: .failure(.cancelled))
                         return
                     }
-                    if let entry = state.shared[key], !entry.signal.isCancelled {
+                    let current = cancellations.value
+                    if let entry = state.shared[key], entry.epoch == current, !entry.signal.isCancelled {
                         entry.waiters[waiterID] = continuation
                         state.joined[waiterID] = entry
                         if let progress { entry.progress.withLock { $0[waiterID] = progress } }
                         return
                     }
-                    let entry = Entry()
+                    let entry = Entry(epoch: current)
                     entry.waiters[waiterID] = continuation
                     state.joined[waiterID] = entry
                     if let progress { entry.progress.withLock { $0[waiterID] = progress } }
                     state.shared[key] = entry
                     let signal = entry.signal
                     entry.task = Task { [weak self] in
-                        // Without the first caller's deadline: each caller's own ends its wait.
+                        // Without the first caller's deadline (each caller's own ends its wait) or
+                        // pinned chains (it serves every caller).
                         let outcome = await ExchangeDeadline.$current.withValue(nil) {
-                            await work(signal, { entry.report($0) })
+                            await ChainPin.$current.withValue(nil) { await work(signal, { entry.report($0) }) }
                         }
                         self?.finish(key: key, entry: entry, outcome: outcome)
                     }

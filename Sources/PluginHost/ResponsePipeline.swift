@@ -71,11 +71,14 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         let seconds = max(0, deadline)
         let instant = DispatchTime.now() + seconds
         let body = self.body
-        // Closed when this consumption returns: a stage still running reports to no one.
+        // A caller cancelled already starts nothing.
+        if Task.isCancelled { throw .cancelled }
+        // Closed when this consumption returns: a stage still running reports to no one. A report
+        // is made holding the lock, so none is still being made once the gate is closed.
         let open = Locked(true)
         var gated: ProgressHandler?
         if let progress {
-            gated = { value in if open.withLock({ $0 }) { progress(value) } }
+            gated = { value in open.withLock { if $0 { progress(value) } } }
         }
         let reports = gated
         defer { open.withLock { $0 = false } }
@@ -101,6 +104,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             await withCheckedContinuation { first.set($0) }
         } onCancel: {
             first.resume(nil)
+            work.cancel()
         }
         timer.cancel()
         if outcome == nil { work.cancel() }
@@ -272,8 +276,12 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                     reason = why
                 } catch {
                     guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: method) else { throw error }
+                    // Past the consumption's deadline (the transport reported it first): no retry.
+                    if let deadline = ExchangeDeadline.current, DispatchTime.now() >= deadline.instant { throw error }
                     reason = why
                 }
+                // Cancelled meanwhile (or out of time): no retry for observers to hear of.
+                if Task.isCancelled { throw .cancelled }
                 retries += 1
                 let delay = policy.delay(beforeRetry: retries)
                 policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))

@@ -317,11 +317,33 @@ struct BackgroundExchangeOwnershipTests {
         let transport = Holding()
         let provider = Provider<Bin>(transport: transport, interceptors: [Marking(scheduled: LockedCounter())], limits: RequestLimits(deadline: 60))
         #expect(try await provider.request(try Bin("x", base: URL(string: "https://api.example.test")!)).value.statusCode == 200)
-        #expect(await eventually(10) { transport.log.log.count == 1 })
+        // Registered before the foreground returned (it was when its detached task ran).
         #expect(provider.inflightCount == 1)
+        #expect(await eventually(10) { transport.log.log.count == 1 })
         provider.cancelAll()
         #expect(await eventually(10) { transport.log.log.count == 2 })
         #expect(transport.log.log == ["deadline 60.0", "cancelled"])
+        #expect(await eventually(10) { provider.inflightCount == 0 })
+    }
+
+    /// Asks for a retry of the background exchange 30 s later, every time.
+    struct RetryBackgroundLater: Interceptor {
+        let name = "retry-later"
+        func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+            context.target.pluginOptions["scheduler"] == "revalidate" ? .retry(delay: 30) : .proceed
+        }
+    }
+
+    /// The background exchange's deadline ends it in any stage: here a plugin's retry delay,
+    /// which outlived it (only the sends were bounded).
+    @Test func itsDeadlineEndsAPluginsRetryDelay() async throws {
+        let stub = StubTransport { _ in .networkResponse(200, Data()) }
+        let provider = Provider<Bin>(
+            transport: stub, interceptors: [Marking(scheduled: LockedCounter()), RetryBackgroundLater()], maxInterceptorRetries: 5,
+            limits: RequestLimits(deadline: 1))
+        #expect(try await provider.request(try Bin("x", base: URL(string: "https://api.example.test")!)).value.statusCode == 200)
+        #expect(provider.inflightCount == 1)
+        // The deadline is 1 s; the retry delay 30 s.
         #expect(await eventually(10) { provider.inflightCount == 0 })
     }
 

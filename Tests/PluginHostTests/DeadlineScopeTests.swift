@@ -71,4 +71,50 @@ struct DeadlineScopeTests {
         #expect(try await provider.request(try Bin("bearer")).value.statusCode == 200)
         #expect(seen.log == ["no deadline"])
     }
+
+    /// A consumption whose task is cancelled before it begins starts nothing: its request
+    /// closure ran, in a task the cancellation reached a hop later.
+    @Test func aConsumptionCancelledBeforeItBeginsStartsNothing() async throws {
+        let closures = LockedCounter()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                closures.increment()
+                return request
+            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 10))
+        let target = try Bin("get")
+        let task = Task { () -> Result<Response, NetworkError> in
+            // Until cancelled (at most 20 s).
+            try? await Task.sleep(nanoseconds: 20_000_000_000)
+            return await provider.request(target).result
+        }
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not cancelled")
+            return
+        }
+        #expect(closures.value == 0)
+    }
+
+    /// A stage that reports a timeout after the deadline passed (it did not heed the
+    /// cancellation) is not retried: the caller got the deadline's failure already, and an
+    /// observer heard of a retry that was never to be.
+    @Test func noRetryOnceTheDeadlinePassed() async throws {
+        let retries = LockedCounter()
+        let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.01, onRetry: { _ in retries.increment() })
+        let pipeline = ResponsePipeline<Int>(method: .get, deadline: 1) { _ async throws(NetworkError) -> Int in
+            let end = DispatchTime.now() + 1.5
+            // Deaf to cancellation: sleeps in slices it does not end early.
+            while DispatchTime.now() < end { try? await Task.sleep(nanoseconds: 50_000_000) }
+            throw .underlying(TransportFailure(kind: .timedOut, message: "timed out"), nil)
+        }.retry(policy)
+        let result = await pipeline.result
+        guard case .failure(.underlying(let failure, _)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(failure.message == "the request's deadline of 1.0 s passed (RequestLimits.deadline)")
+        // The stage reports 0.5 s after the deadline; a retry would be heard of then.
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        #expect(retries.value == 0)
+    }
 }
