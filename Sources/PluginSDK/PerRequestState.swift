@@ -35,17 +35,27 @@ public final class PerRequestState<Value> {
     /// Stores `value` for `requestID`.
     @inlinable
     public func set(_ value: Value, for requestID: UInt64) {
-        let now = DispatchTime.now().uptimeNanoseconds
-        let limit = maxAge.saturatingNanoseconds
         table.withLock { table in
-            if table.values.updateValue((value, now), forKey: requestID) == nil { entries.add(1) }
-            table.insertions += 1
-            if table.insertions % 1024 == 0 {
-                let before = table.values.count
-                table.values = table.values.filter { now &- $0.value.stored < limit }
-                entries.add(table.values.count - before)
+            // Read under the lock: an entry stamped by another thread is never newer than `now`
+            // (it wrapped past the limit, and a live entry was swept).
+            let now = DispatchTime.now().uptimeNanoseconds
+            if table.values.updateValue((value, now), forKey: requestID) == nil {
+                entries.add(1)
+                sweepEvery1024(&table, now: now)
             }
         }
+    }
+
+    /// Counts an insertion; every 1,024th drops the entries older than ``maxAge`` (`set`'s own
+    /// too, at a max age of no time; `update` counts before it makes its entry, which it edits).
+    @inlinable
+    func sweepEvery1024(_ table: inout Table, now: UInt64) {
+        table.insertions += 1
+        guard table.insertions % 1024 == 0 else { return }
+        let limit = maxAge.saturatingNanoseconds
+        let before = table.values.count
+        table.values = table.values.filter { now &- $0.value.stored < limit }
+        entries.add(table.values.count - before)
     }
 
     /// The value for `requestID`, if any.
@@ -72,7 +82,10 @@ public final class PerRequestState<Value> {
     public func update<R>(_ requestID: UInt64, initial: @autoclosure () -> Value, _ body: (inout Value) -> R) -> R {
         table.withLock { table in
             if table.values[requestID] == nil {
-                table.values[requestID] = (initial(), DispatchTime.now().uptimeNanoseconds)
+                let now = DispatchTime.now().uptimeNanoseconds
+                // Counted as `set` counts: entries made here are swept too.
+                sweepEvery1024(&table, now: now)
+                table.values[requestID] = (initial(), now)
                 entries.add(1)
             }
             // In place: the stored value is not copied out and back.

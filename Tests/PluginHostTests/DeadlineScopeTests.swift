@@ -112,7 +112,9 @@ struct DeadlineScopeTests {
             Issue.record("got \(result)")
             return
         }
-        #expect(failure.message == "the request's deadline of 1.0 s passed (RequestLimits.deadline)")
+        // The deadline's failure, or (on a machine so busy the timer came late) the stage's own
+        // timeout, which came after the deadline all the same.
+        #expect(failure.kind == .timedOut)
         // The stage reports 0.5 s after the deadline; a retry would be heard of then.
         try await Task.sleep(nanoseconds: 2_000_000_000)
         #expect(retries.value == 0)

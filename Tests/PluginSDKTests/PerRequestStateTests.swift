@@ -1,6 +1,9 @@
+import Dispatch
 import Foundation
 import PluginSDK
 import Testing
+
+@testable import PluginSDK
 
 @Suite("Per-request state")
 struct PerRequestStateTests {
@@ -73,5 +76,38 @@ struct PerRequestStateTests {
         #expect(state.count == 0)
         state.set(1, for: 1)
         #expect(state.get(1) == 1 && state.remove(1) == 1 && state.get(1) == nil)
+    }
+
+    /// Entries `update` makes count toward the sweep as `set`'s do: they never did, and a plugin
+    /// that keeps its state through `update` (access-token's retries) grew without bound.
+    @Test func entriesUpdateMakesAreSweptToo() {
+        let state = PerRequestState<Int>(maxAge: 0)
+        for id in 0..<5000 { state.update(UInt64(id), initial: id) { _ in } }
+        // Swept (every entry, at a max age of 0) before the 1,024th, 2,048th, 3,072nd and 4,096th
+        // entries are made: those made from the 4,096th on are left.
+        #expect(state.count == 5000 - 4095)
+    }
+
+    /// A sweep keeps an entry stamped after the sweeping `set` read its clock: `set` read it
+    /// before it had the lock, the newer stamp wrapped past the limit, and a live entry went
+    /// (with an infinite max age too).
+    @Test func aSweepKeepsAnEntryStampedWhileItWaitedForTheLock() {
+        let state = PerRequestState<Int>(maxAge: .infinity)
+        for id in 0..<1023 { state.set(id, for: UInt64(id)) }
+        for id in 0..<1023 { state.remove(UInt64(id)) }
+        let done = DispatchSemaphore(value: 0)
+        state.table.withLock { table in
+            // The 1,024th insertion sweeps; it waits for this lock.
+            Thread {
+                state.set(-1, for: 9999)
+                done.signal()
+            }.start()
+            usleep(50_000)
+            table.values[42] = (7, DispatchTime.now().uptimeNanoseconds)
+            state.entries.add(1)
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(state.get(42) == 7)
+        #expect(state.get(9999) == -1)
     }
 }
