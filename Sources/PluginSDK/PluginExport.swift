@@ -551,14 +551,19 @@ private let sdkCredential:
         UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<UInt8>?,
         UnsafeMutablePointer<Int>?, Int
     ) -> Int32 = { instance, challenge, context, user, userLength, password, passwordLength, capacity in
+        guard let instance, let challenge else { return PH_CREDENTIAL_DEFAULT }
         let box = ExportedInstance.from(instance)
-        guard let challenge else { return PH_CREDENTIAL_DEFAULT }
         let question = ChallengeReading.question(challenge)
         let answer = box.interceptor.credential(for: question, context: box.context(context))
         guard case .useCredential(let name, let secret) = answer else { return answer.abiCode }
         let nameBytes = Array(name.utf8)
         let secretBytes = Array(secret.utf8)
         guard nameBytes.count <= capacity, secretBytes.count <= capacity, let user, let password else {
+            // Not silently: the same plugin compiled in would have answered.
+            box.services.log(
+                .error,
+                "credential: the answer does not fit the host's buffers (\(capacity) bytes each; user \(nameBytes.count), "
+                    + "password \(secretBytes.count) bytes): the challenge is rejected")
             return CredentialAnswer.rejectProtectionSpace.abiCode
         }
         nameBytes.withUnsafeBufferPointer { if !$0.isEmpty { user.update(from: $0.baseAddress!, count: $0.count) } }

@@ -355,7 +355,9 @@ typedef struct ph_plugin_descriptor {
     ph_status (*did_receive)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
     ph_status (*process)(void *instance, ph_result *result, const ph_context *context, ph_error_buf *error);
     /* Returns a PH_CREDENTIAL_* answer; for PH_CREDENTIAL_USE writes user and password into
-     * the host's buffers (each `capacity` bytes) and their lengths into the *_len arguments. */
+     * the host's buffers (each `capacity` bytes: 65,536 from this host; hosts before it gave
+     * 1,024) and their lengths into the *_len arguments. An answer that does not fit cannot be
+     * given: return PH_CREDENTIAL_REJECT (the Swift SDK logs why at the error level). */
     ph_credential_answer (*credential)(void *instance, const ph_challenge *challenge, const ph_context *context,
                           uint8_t *user, size_t *user_len, uint8_t *password, size_t *password_len, size_t capacity);
 } ph_plugin_descriptor;

@@ -165,7 +165,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         c.method = arena.bytes(challenge.method)
         c.previous_failure_count = Int32(clamping: challenge.previousFailureCount)
         c.is_proxy = challenge.isProxy ? 1 : 0
-        let capacity = 1024
+        // Room for a long secret (a token used as a Basic password); it was 1,024 bytes.
+        let capacity = Self.credentialCapacity
         var user = [UInt8](repeating: 0, count: capacity)
         var password = [UInt8](repeating: 0, count: capacity)
         var userLength = 0
@@ -179,6 +180,9 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         }
         return CredentialAnswer(abiCode: answer, user: Self.text(user, length: userLength), password: Self.text(password, length: passwordLength))
     }
+
+    /// The bytes the host gives a plugin's `credential` for the user and for the password, each.
+    static let credentialCapacity = 64 << 10
 
     /// The text a plugin wrote into `buffer`, `length` bytes of it clamped to the buffer: a
     /// length past it reads the whole buffer, one past `Int.max` (`size_t` arrives as `Int`,

@@ -24,6 +24,28 @@ struct CredentialsPluginTests {
     /// A proxy's `407` is never answered with a server's password: only an entry marked
     /// `proxy: true` answers it (through ABI 1.6's `ph_challenge.is_proxy`), and such an entry
     /// answers no server's `401`.
+    /// A long password (a token used as one) is given as a compiled-in plugin gives it: the
+    /// host's buffers were 1,024 bytes, and the loaded plugin's answer became a silent rejection.
+    /// One past the buffers is rejected saying why, in the log.
+    @Test func aLongPasswordIsGivenAndOnePastTheBuffersIsLogged() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let long = String(repeating: "x", count: 1100)
+        let provider = try f.provider([("credentials", ["credentials": [try entry(extra: ["password": long])]])])
+        #expect(try await provider.request(try Bin("basic-auth/u/\(long)")).value.statusCode == 200)
+
+        let lines = LockedCounter()
+        let services = PluginServices()
+        services.setLogHandler { level, plugin, message in lines.append("\(level) \(plugin): \(message)") }
+        let huge = String(repeating: "y", count: 70_000)
+        let refusing = try f.provider([("credentials", ["credentials": [try entry(extra: ["password": huge])]])], services: services)
+        #expect(try await refusing.request(try Bin("basic-auth/u/p")).value.statusCode == 401)
+        #expect(
+            lines.log.contains(
+                "error credentials: credential: the answer does not fit the host's buffers (65536 bytes each; user 1, password 70000 bytes): "
+                    + "the challenge is rejected"), "\(lines.log)")
+    }
+
     @Test func aProxyIsAnsweredOnlyFromAProxyEntry() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
