@@ -11,7 +11,8 @@ public enum JSONValue: Sendable, Hashable, CustomStringConvertible {
     case null
     /// `true` or `false`
     case bool(Bool)
-    /// A number without fraction or exponent that fits in `Int`.
+    /// A whole number that fits in `Int`. Parsed JSON gives one for any whole value, `10.0` and
+    /// `1e2` too (`JSONSerialization` keeps no spelling), so they are written back as `10` and `100`.
     case int(Int)
     /// Any other number.
     case double(Double)
@@ -116,6 +117,16 @@ public enum JSONValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether every number in the value is finite.
+    private var isFinite: Bool {
+        switch self {
+        case .double(let value): return value.isFinite
+        case .array(let values): return values.allSatisfy(\.isFinite)
+        case .object(let members): return members.values.allSatisfy(\.isFinite)
+        default: return true
+        }
+    }
+
     /// The value as a Foundation object for `JSONSerialization`.
     package var foundationObject: Any {
         switch self {
@@ -129,9 +140,11 @@ public enum JSONValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Compact JSON text with sorted keys.
+    /// Compact JSON text with sorted keys; `null` for a value holding a number JSON cannot
+    /// write (NaN or an infinity: on Apple platforms `JSONSerialization` raises an exception for
+    /// one, which no `try` catches).
     public var description: String {
-        guard let data = try? JSONSerialization.data(withJSONObject: foundationObject, options: [.fragmentsAllowed, .sortedKeys]) else {
+        guard isFinite, let data = try? JSONSerialization.data(withJSONObject: foundationObject, options: [.fragmentsAllowed, .sortedKeys]) else {
             return "null"
         }
         return String(decoding: data, as: UTF8.self)

@@ -87,7 +87,14 @@ public struct PluginConfiguration: Sendable {
     /// A whole number within `range`, or `defaultValue` when absent.
     public func integer(_ key: String, default defaultValue: Int, in range: ClosedRange<Int> = Int.min...Int.max) throws -> Int {
         guard let value = member(key) else { return defaultValue }
-        guard let double = value.doubleValue, let int = Int(exactly: double) else { throw error("\(key) must be a whole number") }
+        // An integer as it is (through a Double, 2^53 + 1 was rounded and Int.max refused).
+        let whole: Int?
+        switch value {
+        case .int(let int): whole = int
+        case .double(let double): whole = Int(exactly: double)
+        default: whole = nil
+        }
+        guard let int = whole else { throw error("\(key) must be a whole number") }
         guard range.contains(int) else { throw error("\(key) must be between \(range.lowerBound) and \(range.upperBound)") }
         return int
     }

@@ -486,6 +486,9 @@ extension ExportedInstance {
                 CBytes.with(response.body) { send(Int32(clamping: response.statusCode), names, values, count, $0) }
             })
         if status == PH_INVALID { try HeaderValidation.check(response) }
+        // A hook returns PH_OK, or PH_ERROR with a message (pluginhost.h): a refusal the checks
+        // here do not explain is still one, said so.
+        guard status == PH_OK else { throw InterceptorError.failed("the host refused the response (status \(status))") }
         return status
     }
 
@@ -515,11 +518,13 @@ extension ExportedInstance {
             return try Self.handOver(response) { api.pointee.result_replace(result, $0, $1, $2, $3, $4) }
         case .retry(let delay, let refresh):
             try ProcessAction.checkRetryDelay(delay)
-            return CBytes.with(refresh?.key ?? "") { key in
+            let status = CBytes.with(refresh?.key ?? "") { key in
                 CBytes.with(refresh?.staleValue ?? "") { stale in
                     api.pointee.result_retry(result, delay, key, stale, refresh?.staleValue == nil ? 0 : 1)
                 }
             }
+            guard status == PH_OK else { throw InterceptorError.failed("the host refused the retry (status \(status))") }
+            return status
         }
     }
 }

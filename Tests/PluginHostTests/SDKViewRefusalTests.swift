@@ -49,4 +49,42 @@ struct SDKViewRefusalTests {
             #expect(response.headers == [HTTPHeader(name: "X-New", value: "5")])
         }
     }
+
+    /// Answers every request in `prepare`.
+    struct Answering: ExportablePlugin {
+        static var pluginName: String { "answering" }
+        static var pluginVersion: String { "1.0.0" }
+        static var pluginSummary: String { "Answers in prepare (test)" }
+        static var implementedHooks: Set<InterceptorHook> { [.prepare] }
+        init(configuration: PluginConfiguration, host: any HostServices) throws {}
+        func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+            .respond(SyntheticResponse(statusCode: 200))
+        }
+    }
+
+    /// A hook returns `PH_OK`, or `PH_ERROR` with a message (pluginhost.h): a host's refusal of an
+    /// answer the SDK finds nothing wrong with was passed through as `PH_INVALID`, without one.
+    @Test func aRefusedAnswerIsAnErrorWithAMessage() throws {
+        var api = HostTable.template
+        api.request_respond = { _, _, _, _, _, _ in PH_INVALID }
+        let descriptor = PluginExport.descriptor(for: Answering.self).assumingMemoryBound(to: ph_plugin_descriptor.self)
+        let request = RequestState(URLRequest(url: URL(string: "http://127.0.0.1:9/a")!))
+        var storage = [UInt8](repeating: 0, count: 256)
+        let (status, message) = try withUnsafePointer(to: &api) { api -> (Int32, String) in
+            let config = Array("{}".utf8)
+            let instance = config.withUnsafeBufferPointer { bytes in
+                descriptor.pointee.create(ph_bytes(data: bytes.baseAddress, len: bytes.count), api, nil)
+            }
+            let created = try #require(instance)
+            defer { descriptor.pointee.destroy(created) }
+            return storage.withUnsafeMutableBufferPointer { buffer in
+                var error = ph_error_buf(data: buffer.baseAddress, capacity: buffer.count, len: 0)
+                let handle = OpaquePointer(Unmanaged.passUnretained(request.handle).toOpaque())
+                let status = descriptor.pointee.prepare(created, handle, nil, &error)
+                return (status, String(decoding: buffer[0..<error.len], as: UTF8.self))
+            }
+        }
+        #expect(status == PH_ERROR)
+        #expect(message == "the host refused the response (status \(PH_INVALID))")
+    }
 }

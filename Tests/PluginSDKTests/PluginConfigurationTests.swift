@@ -16,6 +16,25 @@ struct PluginConfigurationTests {
         #expect(throws: PluginConfigurationError(plugin: "p", message: "half must be a whole number")) { try parsed.integer("half", default: 0) }
     }
 
+    /// Integers are read as they are: through a `Double`, 2^53 + 1 was rounded to 2^53 and
+    /// `Int.max` refused as no whole number. A whole `Double` is still an integer.
+    @Test func integersAreNotRoundedThroughADouble() throws {
+        let parsed = PluginConfiguration(plugin: "p", values: ["odd": .int(9_007_199_254_740_993), "max": .int(.max), "two": .double(2)])
+        #expect(try parsed.integer("odd", default: 0) == 9_007_199_254_740_993)
+        #expect(try parsed.integer("max", default: 0) == .max)
+        #expect(try parsed.integer("two", default: 0) == 2)
+        let json = try PluginConfiguration(plugin: "p", json: Array(#"{"odd": 9007199254740993}"#.utf8))
+        #expect(try json.integer("odd", default: 0) == 9_007_199_254_740_993)
+    }
+
+    /// A number JSON cannot write makes the description `null` (on Apple platforms the writer
+    /// raised an exception no `try` catches).
+    @Test func aValueWithANumberJSONCannotWriteDescribesAsNull() {
+        #expect(JSONValue.double(.nan).description == "null")
+        #expect(JSONValue.array([1, .double(.infinity)]).description == "null")
+        #expect(JSONValue.object(["a": 1.5]).description == #"{"a":1.5}"#)
+    }
+
     @Test func literalsBuildTheSameConfigurationAsJSON() throws {
         let literal = PluginConfiguration(plugin: "p", values: ["level": "headers", "tags": ["a", "b"], "map": ["k": "v"], "off": nil])
         let parsed = try PluginConfiguration(
