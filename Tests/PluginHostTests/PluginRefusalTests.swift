@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import PluginHost
 import PluginSDK
@@ -316,6 +317,32 @@ struct PluginRefusalTests {
         let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
         let images = Set(maps.split(separator: "\n").filter { $0.contains("pluginhost:" + name) }.map { $0.split(separator: " ")[4] })
         #expect(images.count <= 1)
+    }
+
+    /// Loads of new bytes at once map them once: each load mapped its own copy and ran the
+    /// library's constructors again (the table of loaded libraries was looked at before, and
+    /// filled after, an unserialized `dlopen`).
+    @Test func concurrentLoadsOfNewBytesMapThemOnce() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let name = "libgamma-\(UUID().uuidString).so"
+        // Bytes new to the process: the library with a few random bytes after it.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library("GammaTestPlugin")))
+        bytes.append(contentsOf: RandomBytes.make(16))
+        _ = try f.handBundle(name: "gamma", bytes: bytes, libraryName: name)
+        let url = try f.manifest([["name": "gamma"]])
+        let failures = LockedCounter()
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            do {
+                _ = try PluginLoader.load(manifest: url, services: PluginServices())
+            } catch {
+                failures.append(String(describing: error))
+            }
+        }
+        #expect(failures.log == [])
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let images = Set(maps.split(separator: "\n").filter { $0.contains("pluginhost:" + name) }.map { $0.split(separator: " ")[4] })
+        #expect(images.count == 1)
     }
 
     @Test func descriptorNameThatIsNoPluginName() throws {

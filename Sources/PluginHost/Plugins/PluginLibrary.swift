@@ -142,8 +142,20 @@ public final class PluginLibrary: @unchecked Sendable {
         return (bytes, digest, info)
     }
 
-    /// Loads verified bytes (or finds them loaded already) and reads their descriptor.
+    /// Loads verified bytes (or finds them loaded already) and reads their descriptor. One at a
+    /// time in the process: two loads of new bytes at once (two providers made in parallel, a
+    /// reload beside a start) each mapped them and ran their constructors, and a library refused
+    /// after opening was opened by each.
     private static func open(path: String, bytes: Data, digest: String, info: stat) throws(PluginLoadError) -> PluginLibrary {
+        opening.lock()
+        defer { opening.unlock() }
+        return try openOneAtATime(path: path, bytes: bytes, digest: digest, info: info)
+    }
+
+    /// Serializes ``open(path:bytes:digest:info:)``.
+    private static let opening = NSLock()
+
+    private static func openOneAtATime(path: String, bytes: Data, digest: String, info: stat) throws(PluginLoadError) -> PluginLibrary {
         let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), sha256: digest, path: path)
         // The same bytes already loaded (this file, or a copy of it elsewhere, as a reload finds
         // them): that image is used again, reported under this path.
