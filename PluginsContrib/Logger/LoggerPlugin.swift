@@ -99,7 +99,13 @@ public struct LoggerPlugin: ExportablePlugin {
         curl = try configuration.bool("curl", default: false)
         redactedHeaders = Self.alwaysRedacted.union(try configuration.strings("redactHeaders").map { $0.lowercased() })
         redactedQuery = Set(
-            try configuration.strings("redactQuery", default: ["token", "access_token", "sign", "signature", "x-signature", "password"]).map {
+            try configuration.strings(
+                "redactQuery",
+                default: [
+                    "token", "access_token", "refresh_token", "id_token", "client_secret", "api_key", "apikey", "sign", "signature", "x-signature",
+                    "password",
+                ]
+            ).map {
                 $0.lowercased()
             })
         secretKeys = try configuration.strings("redactStoreKeys", default: ["access_token", "signing_secret"])
@@ -172,7 +178,7 @@ public struct LoggerPlugin: ExportablePlugin {
             lines += headers.map { "  \($0.name): \(redact(header: $0))" }
         }
         if let body { lines.append("  " + body) }
-        if curl { lines.append("  " + curlCommand(request, url: url, body: curlBody)) }
+        if curl { lines.append("  " + curlCommand(request, url: url, body: curlBody, secrets: secrets)) }
         write(lines, secrets: secrets)
     }
 
@@ -244,19 +250,23 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     /// `name=value&…` with the values of redacted names replaced.
-    /// A fragment may hold a route and its own query (`#/callback?access_token=…`): a `?` in
-    /// `parameters` starts parameters too.
     func redact(parameters: Substring) -> String {
-        if let questionMark = parameters.firstIndex(of: "?") {
-            return parameters[...questionMark] + redact(parameters: parameters[parameters.index(after: questionMark)...])
-        }
-        return parameters.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
-            guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
-            let name = String(pair[..<equals])
-            let decoded = name.removingPercentEncoding ?? name
-            return redactedQuery.contains(decoded.lowercased()) ? "\(name)=<redacted>" : String(pair)
-        }
-        .joined(separator: "&")
+        parameters.split(separator: "&", omittingEmptySubsequences: false).map(redact(pair:)).joined(separator: "&")
+    }
+
+    /// One `name=value`, its value replaced when the name is redacted. A route may come before
+    /// the name (a fragment's `/callback?access_token=…`): the name starts after its last `?`. A
+    /// value may hold a URL with a query (`next=/home?access_token=…`): its parameter is looked at
+    /// too. (A `?` in a value hid every parameter before it.)
+    func redact(pair: Substring) -> String {
+        guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
+        let head = pair[..<equals]
+        let nameStart = head.lastIndex(of: "?").map { head.index(after: $0) } ?? head.startIndex
+        let name = String(head[nameStart...])
+        if redactedQuery.contains((name.removingPercentEncoding ?? name).lowercased()) { return head + "=<redacted>" }
+        let value = pair[pair.index(after: equals)...]
+        guard let mark = value.firstIndex(of: "?") else { return String(pair) }
+        return head + "=" + value[...mark] + redact(pair: value[value.index(after: mark)...])
     }
 
     /// Where a URL's user information is (`user:password`, before the authority's last `@`), if
@@ -463,18 +473,36 @@ public struct LoggerPlugin: ExportablePlugin {
         return String(decoding: out, as: UTF8.self)
     }
 
-    func curlCommand(_ request: InterceptorRequest, url: String, body text: String?) -> String {
-        var parts = ["curl", "-X", request.method]
-        for header in request.headers { parts += ["-H", shellQuote("\(header.name): \(redact(header: header))")] }
+    /// The request as a cURL command that sends the same bytes: secrets scrubbed before the
+    /// quoting (quoting rewrites `'`, `\\` and non-ASCII bytes, and a scrub after it missed
+    /// them); the body as `--data-raw` (`--data-binary` reads a body starting with `@` as a file
+    /// to upload); `--globoff` (a URL's `[]` or `{}` are no ranges or lists); a method quoted
+    /// when it holds more than letters, digits, `-`, `_` and `.`.
+    func curlCommand(_ request: InterceptorRequest, url: String, body text: String?, secrets: [String]) -> String {
+        func quoted(_ text: String) -> String { shellQuote(Self.scrub(text, secrets: secrets)) }
+        let plainMethod = request.method.utf8.allSatisfy { byte in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                || byte == UInt8(ascii: ".")
+        }
+        var parts = ["curl", "-X", plainMethod ? request.method : quoted(request.method)]
+        for header in request.headers { parts += ["-H", quoted("\(header.name): \(redact(header: header))")] }
         if let body = request.body, !body.isEmpty {
             if let text {
-                parts += ["--data-binary", shellQuote(text)]
+                parts += ["--data-raw", quoted(text)]
             } else {
-                parts += ["--data-binary", shellQuote("<\(body.count) bytes>")]
+                parts += ["--data-raw", quoted("<\(body.count) bytes>")]
             }
         }
-        parts.append(shellQuote(url))
+        parts += ["--globoff", quoted(url)]
         return parts.joined(separator: " ")
+    }
+
+    /// `text` with every secret replaced by `<redacted>` (longest first: `ordered`).
+    static func scrub(_ text: String, secrets: [String]) -> String {
+        var text = text
+        for secret in secrets { text = text.replacingOccurrences(of: secret, with: "<redacted>") }
+        return text
     }
 
     /// `text` quoted for a POSIX shell: in single quotes; in `$'…'` with escapes when it holds
@@ -498,12 +526,8 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     func write(_ lines: [String], secrets: [String]) {
-        let text = lines.map { line in
-            var line = line
-            for secret in secrets { line = line.replacingOccurrences(of: secret, with: "<redacted>") }
-            return Self.oneEntry(line)
-        }
-        .joined(separator: "\n")
+        let text = lines.map { Self.oneEntry(Self.scrub($0, secrets: secrets)) }
+            .joined(separator: "\n")
         switch output {
         case .host:
             host.log(.info, text)

@@ -179,6 +179,53 @@ struct LoggerPluginTests {
         #expect(text.contains("  Content-Location: https://app.test/#/callback?state=2&access_token=<redacted>"))
     }
 
+    /// A `?` in a parameter's value (`next=/home?tab=1`, legal unescaped) hid the parameters
+    /// before it: a response's `Location` and a fragment were logged with their tokens. A URL in
+    /// a value has its own parameters redacted too.
+    @Test func aQuestionMarkInAValueHidesNoParameter() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("logger", ["level": "headers", "output": "file", "file": f.root + "/requests.log"])])
+        let location = "https://app.test/cb?access_token=loc-secret-1&next=/home?tab=1#access_token=frag-secret-2&state=/return?x=1"
+        let nested = "https://app.test/cb?next=/in?refresh_token=nested-secret-3&tab=2"
+        for (field, value) in [("h_Location", location), ("h_Content-Location", nested)] {
+            _ = try await provider.request(
+                try Bin(
+                    "fixture/respond",
+                    task: .requestParameters(parameters: ["rot13": "1", field: Self.rot13(value)], encoding: URLEncoding.queryString))
+            ).value
+        }
+        let text = log(f)
+        for secret in ["loc-secret-1", "frag-secret-2", "nested-secret-3"] { #expect(!text.contains(secret), "\(secret) leaked into the log") }
+        #expect(text.contains("  Location: https://app.test/cb?access_token=<redacted>&next=/home?tab=1#access_token=<redacted>&state=/return?x=1"))
+        #expect(text.contains("  Content-Location: https://app.test/cb?next=/in?refresh_token=<redacted>&tab=2"))
+    }
+
+    /// The cURL form is scrubbed before it is quoted (quoting rewrote a secret with `'`, or with
+    /// non-ASCII bytes in `$'…'`, and the scrub missed it), sends its body with `--data-raw` (a
+    /// body starting with `@` was a file for `--data-binary` to upload) and turns off globbing.
+    @Test func theCURLFormIsScrubbedBeforeQuotingAndSendsNoFile() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "curl": true, "maxBodyBytes": 100_000])
+        ])
+        let json = #"{"password": "it's-Secret-1", "password_confirmation": "it's-Secret-1"}"#
+        let twoLines = "{\"password\": \"pässwört-2\",\n \"password_confirmation\": \"pässwört-2\"}"
+        for body in [json, twoLines] {
+            _ = try await provider.request(
+                try Bin("anything", method: .post, task: .requestData(Data(body.utf8)), headers: ["Content-Type": "application/json"])
+            ).value
+        }
+        _ = try await provider.request(try Bin("anything", method: .post, task: .requestData(Data("@/etc/passwd".utf8)))).value
+        let text = log(f)
+        for secret in ["it's-Secret-1", #"it'\''s-Secret-1"#, "pässwört-2", #"p\xc3\xa4ssw\xc3\xb6rt-2"#] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(text.contains("--data-raw '@/etc/passwd' --globoff '"))
+        #expect(!text.contains("--data-binary"))
+    }
+
     /// The values of password and token fields in bodies (a JSON member at any depth, its name
     /// escaped or not, in any case; a form field) show as `<redacted>`: in a request's body, its
     /// cURL form and a response's body; and a request's are scrubbed from the rest (httpbin
@@ -217,7 +264,7 @@ struct LoggerPluginTests {
             #"{"user": "ann", "Password": "<redacted>", "nested": {"client_secret": "<redacted>", "pin": 1234}, "tags": ["keep"], "#
             + #""api_key": "<redacted>", "password": "<redacted>"}"#
         #expect(text.contains("\n  " + shown + "\n"), "the request's body")
-        #expect(text.contains("--data-binary '" + shown + "'"), "the cURL form")
+        #expect(text.contains("--data-raw '" + shown + "'"), "the cURL form")
         #expect(text.contains("\n  user=ann&passwd=<redacted>&note=hi\n"))
         #expect(text.contains(#""passwd": "<redacted>""#), "httpbin's echo of the form")
         #expect(text.contains("\n  " + #"{"access_token": "<redacted>", "expires_in": 3600}"#))
@@ -324,7 +371,7 @@ struct LoggerPluginTests {
         #expect(curlLines.allSatisfy { $0.hasPrefix("→ ") || $0.hasPrefix("← ") || $0.hasPrefix("  ") }, "\(curlLines)")
         #expect(curlLines.contains("  a"))
         #expect(curlLines.contains("  b'c\\u{2028}d\\u{9B}e"))
-        #expect(curlLog.contains(#"--data-binary $'a\nb\'c\xe2\x80\xa8d\xc2\x9be'"#))
+        #expect(curlLog.contains(#"--data-raw $'a\nb\'c\xe2\x80\xa8d\xc2\x9be'"#))
     }
 
     @Test func hostLogSink() async throws {
