@@ -302,10 +302,14 @@ public struct AccessTokenPlugin: ExportablePlugin {
             return .proceed
         }
         carried.update(context.requestID, initial: Carried(token: sent.token)) { $0.retried = true }
-        // Compared as bytes: a token of other bytes is another token, though equal as a string.
-        if let current = token(context.services), !UTF8Bytes.equal(current, sent.token) {
-            return .retry()
+        // No token now (the app logged out while the request was in flight): the 401 is the
+        // answer; a refresh would put a token back into a store the app emptied.
+        guard let current = token(context.services) else {
+            carried.remove(context.requestID)
+            return .proceed
         }
+        // Compared as bytes: a token of other bytes is another token, though equal as a string.
+        if !UTF8Bytes.equal(current, sent.token) { return .retry() }
         // Count refreshes, not requests asking for one: 401s carrying the same token share a refresh.
         let now = context.services.now()
         let (allowed, recent) = refreshes.withLock { times -> (Bool, Int) in

@@ -243,6 +243,30 @@ struct AccessTokenPluginTests {
         #expect(refreshes.value == 0)
     }
 
+    /// A `401` to a request in flight when the app logged out (emptied the store) is delivered:
+    /// it was refreshed, and the refresh put a token back into the emptied store.
+    @Test func a401AfterLogoutRefreshesNothing() async throws {
+        /// Plays "the app logged out": empties the store after the first send.
+        struct LoggedOutMeanwhile: Interceptor {
+            func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+                if context.attempt == 1 { context.services.setValue(nil, forKey: "access_token") }
+            }
+        }
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])], after: [LoggedOutMeanwhile()])
+        let refreshes = LockedCounter()
+        provider.services.setValue("t1", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            refreshes.increment()
+            return "t2"
+        }
+        let response = try await provider.request(try Bin("status/401")).value
+        #expect(response.statusCode == 401)
+        #expect(refreshes.value == 0)
+        #expect(provider.services.value(forKey: "access_token") == nil)
+    }
+
     @Test func aRefreshFailureFailsEveryWaitingRequest() async throws {
         struct Denied: Error, CustomStringConvertible { var description: String { "identity provider said no" } }
         let f = try PluginFixtures()
