@@ -80,10 +80,16 @@ public struct AccessTokenPlugin: ExportablePlugin {
         maxRefreshes = try configuration.integer("maxRefreshes", default: 3, in: 1...1000)
         refreshWindow = try configuration.number("refreshWindow", default: 30, in: 0.001...86_400)
         if key.isEmpty { throw configuration.error("key must not be empty") }
-        if configuration.values["origins"] == nil {
+        // Absent or null: the default (https and loopback). An empty list would send the token
+        // nowhere, silently, `required` or not: refused.
+        if configuration.values["origins"] == nil || configuration.values["origins"] == .null {
             origins = nil
         } else {
-            origins = try configuration.strings("origins").enumerated().map { index, text in
+            let listed = try configuration.strings("origins")
+            if listed.isEmpty {
+                throw configuration.error("origins must list at least one origin (leave it out for https and loopback)")
+            }
+            origins = try listed.enumerated().map { index, text in
                 guard let origin = Origin(text) else {
                     throw configuration.error(
                         "origins[\(index)]: \(text.debugDescription) is not an origin: write scheme (http or https), host and an optional port, "

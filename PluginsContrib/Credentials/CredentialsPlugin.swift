@@ -86,8 +86,18 @@ public struct CredentialsPlugin: ExportablePlugin {
             guard let host = try field({ try entry.string("host") }), !host.isEmpty else {
                 throw configuration.error("credentials[\(index)].host must name a host")
             }
+            // A URL, a port or a trailing dot never matches a challenge's host: refused, not kept
+            // as an entry that never answers. (Two colons or more: an IPv6 address.)
+            if host.contains("/") || host.hasSuffix(".") || host.contains(where: \.isWhitespace) || host.filter({ $0 == ":" }).count == 1 {
+                throw configuration.error(
+                    "credentials[\(index)].host \(host.debugDescription) is not a host name: write the host alone (no scheme, port, path "
+                        + "or trailing dot); the port goes in port")
+            }
             guard let user = try field({ try entry.string("user") }) else {
                 throw configuration.error("credentials[\(index)].user must be a string")
+            }
+            if user.contains(":") {
+                throw configuration.error("credentials[\(index)].user must not hold a colon: Basic credentials are split at the first one")
             }
             let password = try field { try entry.string("password") }
             let passwordKey = try field { try entry.string("passwordKey") }
@@ -95,11 +105,16 @@ public struct CredentialsPlugin: ExportablePlugin {
             if password == nil && passwordKey == nil && passwordEnv == nil {
                 throw configuration.error("credentials[\(index)] needs password, passwordKey (host store) or passwordEnv")
             }
-            let port = object["port"] == nil ? nil : try field { try entry.integer("port", default: 0, in: 1...65535) }
+            // Absent or null: any port.
+            let port = object["port"] == nil || object["port"] == .null ? nil : try field { try entry.integer("port", default: 0, in: 1...65535) }
             let scheme = try field { try entry.string("scheme") }?.lowercased()
             if let scheme, scheme != "http", scheme != "https" { throw configuration.error("credentials[\(index)].scheme must be http or https") }
+            let realm = try field { try entry.string("realm") }
+            if realm?.isEmpty == true {
+                throw configuration.error("credentials[\(index)].realm must not be empty: leave it out to answer any realm")
+            }
             return Entry(
-                host: host, port: port, scheme: scheme, realm: try field { try entry.string("realm") }, user: user,
+                host: host, port: port, scheme: scheme, realm: realm, user: user,
                 password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
                 preemptive: try field { try entry.bool("preemptive", default: false) },
                 proxy: try field { try entry.bool("proxy", default: false) })

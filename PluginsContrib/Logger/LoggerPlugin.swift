@@ -81,6 +81,9 @@ public struct LoggerPlugin: ExportablePlugin {
         default: level = .basic
         }
         let output = try configuration.oneOf("output", ["stderr", "file", "host"], default: "stderr")
+        if output != "file", configuration.values["file"] != nil {
+            throw configuration.error("file is used only with output: file (output is \(output))")
+        }
         switch output {
         case "file":
             guard let path = try configuration.string("file"), !path.isEmpty else {
@@ -119,11 +122,16 @@ public struct LoggerPlugin: ExportablePlugin {
     /// or writable by group or others: a log holds request details another user must not read
     /// or forge.
     static func openLogFile(_ path: String, configuration: PluginConfiguration) throws -> Int32 {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        // O_NONBLOCK: a FIFO without a reader is refused at once (it blocked the plugin's creation
+        // for good), one with a reader by the regular-file check below.
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
         guard fd >= 0 else {
             let code = errno
             if code == ELOOP {
                 throw configuration.error("file \(path.debugDescription) is a symbolic link; name the file itself")
+            }
+            if code == ENXIO {
+                throw configuration.error("file \(path.debugDescription) is not a regular file")
             }
             throw configuration.error("file \(path.debugDescription) cannot be opened: \(String(cString: strerror(code)))")
         }
@@ -134,6 +142,8 @@ public struct LoggerPlugin: ExportablePlugin {
             close(fd)
             throw configuration.error("file \(path.debugDescription) \(problem)")
         }
+        // A regular file: blocking writes, as any.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         return fd
     }
 

@@ -25,6 +25,17 @@ struct AccessTokenPluginTests {
         #expect(try await authorization(provider, headers: ["Authorization": "Bearer stale"]) == ["Bearer t0k3n"])
     }
 
+    /// `"origins": null` is the default (https and loopback): it was an empty list, and the token
+    /// went nowhere, silently.
+    @Test func nullOriginsAreTheDefault() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", ["origins": NSNull(), "required": true])])
+        provider.services.setValue("t0k3n", forKey: "access_token")
+        let bearer = try await provider.request(try Bin("bearer")).mapJSON().value
+        #expect(bearer["token"]?.stringValue == "t0k3n")
+    }
+
     @Test func eachRequestCarriesTheStoresCurrentToken() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

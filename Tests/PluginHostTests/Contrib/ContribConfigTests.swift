@@ -37,6 +37,31 @@ struct ContribConfigTests {
         ("activity", #"{"defaultVisibility": "blink"}"#, "activity: defaultVisibility must be one of show, hide"),
         ("logger", #"{"level": "verbose"}"#, "logger: level must be one of off, basic, headers, body"),
         ("logger", #"{"output": "file"}"#, "logger: file must name a file when output is file"),
+        ("logger", #"{"level": "body", "file": "/var/log/app/http.log"}"#, "logger: file is used only with output: file (output is stderr)"),
+        ("access-token", #"{"origins": []}"#, "access-token: origins must list at least one origin (leave it out for https and loopback)"),
+        (
+            "credentials", #"{"credentials": [{"host": "https://api.example.com", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"https://api.example.com\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "api.example.com:443", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"api.example.com:443\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "api.example.com.", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"api.example.com.\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "h", "user": "u:x", "password": "p"}]}"#,
+            "credentials: credentials[0].user must not hold a colon: Basic credentials are split at the first one"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "h", "user": "u", "password": "p", "realm": ""}]}"#,
+            "credentials: credentials[0].realm must not be empty: leave it out to answer any realm"
+        ),
         ("signature", #"{"scheme": "sha1"}"#, "signature: scheme must be one of hmac-sha256, md5-sorted"),
         ("signature", #"{"placement": "body"}"#, "signature: placement must be one of header, query"),
         ("cache", #"{"staleIfError": -1}"#, "cache: staleIfError must be between 0 and 31536000"),
@@ -100,6 +125,10 @@ struct ContribFileSafetyTests {
                 refusal(f, "logger", ["output": "file", "file": foreign])
                     == "logger: file \(foreign.debugDescription) is owned by uid 4242, not the current user (uid 0)")
         }
+        // A FIFO is refused at once, with no reader too (its open blocked the creation for good).
+        let fifo = f.root + "/fifo.log"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(refusal(f, "logger", ["output": "file", "file": fifo]) == "logger: file \(fifo.debugDescription) is not a regular file")
         // A new file is created 0600 and accepted.
         let fresh = f.root + "/fresh.log"
         _ = try f.provider([("logger", ["output": "file", "file": fresh])]) as Provider<Bin>

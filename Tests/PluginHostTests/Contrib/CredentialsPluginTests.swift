@@ -46,6 +46,16 @@ struct CredentialsPluginTests {
                     + "the challenge is rejected"), "\(lines.log)")
     }
 
+    /// `"port": null` is any port, as an absent one: it was port 0, and the entry never answered.
+    @Test func aNullPortIsAnyPort() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        var any = try entry()
+        any["port"] = NSNull()
+        let provider = try f.provider([("credentials", ["credentials": [any]])])
+        #expect(try await provider.request(try Bin("basic-auth/u/p")).value.statusCode == 200)
+    }
+
     @Test func aProxyIsAnsweredOnlyFromAProxyEntry() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
