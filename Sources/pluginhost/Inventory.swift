@@ -115,13 +115,16 @@ enum Inventory {
         }
         do {
             let digests = bundle.expectedDigests(pin: pin.map { (sha256: $0.0, index: $0.1) })
+            // The digest and size shown are those of the bytes verified (the file read above may
+            // have changed since: "ok" beside a digest that was not the one checked).
             guard load else {
-                try PluginLibrary.verify(path: bundle.libraryPath, expectedDigests: digests)
+                (report.sha256, report.size) = try PluginLibrary.verify(path: bundle.libraryPath, expectedDigests: digests)
                 report.verdict = "ok"
                 return
             }
             let library = try PluginLibrary.open(path: bundle.libraryPath, expectedDigests: digests)
             report.verdict = "ok"
+            (report.sha256, report.size) = (library.sha256, library.size)
             report.loaded = library
             report.version = library.info.version
             report.abi = (library.info.abiMajor, library.info.abiMinor)

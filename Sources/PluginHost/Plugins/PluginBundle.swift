@@ -160,6 +160,15 @@ public struct PluginBundle: Sendable {
             if files.fileExists(atPath: target) { try files.removeItem(atPath: target) }
             try files.copyItem(atPath: libraryPath, toPath: target)
             chmod(target, 0o755)
+            // The copy is the bytes described: a library rewritten between the read and the copy
+            // (a build still writing it) would be bundled beside another's digest.
+            let copied = try Data(contentsOf: URL(fileURLWithPath: target))
+            guard SHA256.hex(SHA256.hash(copied)) == library.sha256 else {
+                try? files.removeItem(atPath: target)
+                throw PluginLoadError(
+                    .digestMismatch, file: libraryPath, plugin: info.name,
+                    reason: "the library changed while it was bundled (its copy is not the bytes read); bundle it again")
+            }
             var json: [String: Any] = [
                 "name": info.name, "version": info.version, "abi": ["major": info.abiMajor, "minor": info.abiMinor],
                 "library": fileName, "sha256": library.sha256, "summary": info.summary, "license": info.license,
@@ -169,6 +178,8 @@ public struct PluginBundle: Sendable {
             let data = try JSONSerialization.data(withJSONObject: json, options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: bundle + "/plugin.json"))
             chmod(bundle + "/plugin.json", 0o644)
+        } catch let error as PluginLoadError {
+            throw error
         } catch {
             throw PluginLoadError(.unreadable, file: bundle, plugin: info.name, reason: "cannot write the bundle: \(error.localizedDescription)")
         }

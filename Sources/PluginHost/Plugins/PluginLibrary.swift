@@ -108,9 +108,14 @@ public final class PluginLibrary: @unchecked Sendable {
     /// Every check ``open(path:expectedDigests:checkPermissions:)`` makes before it loads the
     /// library (regular file, permissions, digests, dependencies), without loading it: no code
     /// of the library runs (`pluginhost test` leaves that to its child probes).
-    package static func verify(path: String, expectedDigests: [(source: String, sha256: String)]) throws(PluginLoadError) {
+    /// Returns the SHA-256 and size of the bytes verified (a report shows these, not a second read).
+    @discardableResult
+    package static func verify(path: String, expectedDigests: [(source: String, sha256: String)]) throws(PluginLoadError) -> (
+        sha256: String, size: Int
+    ) {
         var memo = FileSecurity.CheckMemo()
-        _ = try verified(path: path, expectedDigests: expectedDigests, checkPermissions: true, memo: &memo)
+        let (bytes, digest, _) = try verified(path: path, expectedDigests: expectedDigests, checkPermissions: true, memo: &memo)
+        return (digest, bytes.count)
     }
 
     /// The library's bytes, their SHA-256 and the file's status, once every check before loading passed.
