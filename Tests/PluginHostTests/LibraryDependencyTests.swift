@@ -826,8 +826,34 @@ struct LibraryDependencyTests {
                     .insecurePermissions, file: plugin,
                     reason: "the library \(plugin) needs \"lib$PLATFORM.so\", a name with a token other than $ORIGIN ($LIB, $PLATFORM: the loader "
                         + "expands them to what this check cannot know); name the library plainly"))
+        // A name there is nothing (`/proc/self/fd/libx.so` cannot exist).
         try install(try variant(runpath: "$ORIGIN", needing: (old: "libswiftCore.so", new: "$ORIGIN/libx.so")), at: plugin)
         #expect(try dependencyRefusal(plugin) == nil)
+        // The plugin's `$ORIGIN` is where its bytes are opened from: `/proc/self/fd` for a memory
+        // file, holding every file the app has open. A descriptor number under it (as a needed
+        // name, a name searched in it, a search entry below it): refused (they were taken as
+        // private and not checked).
+        let origin =
+            "for a plugin, $ORIGIN is where its verified bytes are opened from (/proc/self/fd for a memory file: every file the app "
+            + "holds open is there); use $ORIGIN alone, or name the library or directory itself"
+        try install(try variant(runpath: "$ORIGIN", needing: (old: "libswiftCore.so", new: "$ORIGIN/././/77")), at: plugin)
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: plugin, reason: "the library \(plugin) needs \"$ORIGIN/././/77\", a name under $ORIGIN: \(origin)"))
+        try install(try variant(runpath: "$ORIGIN", needing: (old: "libswiftCore.so", new: "777777777777777")), at: plugin)
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: plugin,
+                    reason: "the library \(plugin) needs \"777777777777777\", a name of digits: in the plugin's $ORIGIN (/proc/self/fd for a "
+                        + "memory file) it names a file the app holds open"))
+        try install(try variant(runpath: "$ORIGIN/7"), at: plugin)
+        #expect(
+            try dependencyRefusal(plugin)
+                == PluginLoadError(
+                    .insecurePermissions, file: plugin,
+                    reason: "the RUNPATH entry \"$ORIGIN/7\" of the library \(plugin) is below $ORIGIN: \(origin)"))
         // A library found on the way, needing `$ORIGIN/libx.so`: its own directory's file.
         try install(try variant(runpath: trusted), at: plugin)
         let dependency = trusted + "/libc.so.6"

@@ -469,9 +469,10 @@ enum FileSecurity {
     ///
     /// `$ORIGIN` (a token only when alone or followed by `/`, as the loader reads it) is, for the
     /// plugin library, the directory the verified bytes are opened from: a private one, or
-    /// `/proc/self/fd` for a memory file, where nobody else can put a library; there an entry that
-    /// climbs with `..` (`/proc/self/fd/..` is `/proc/self`, whose `cwd` is the app's working
-    /// directory) is refused. For a library found on the way, `$ORIGIN` is the directory it was
+    /// `/proc/self/fd` for a memory file, which holds every file the app has open. So for the
+    /// plugin a search entry or a needed name below `$ORIGIN` whose first component is a
+    /// descriptor number (or `..`) is refused, and so is a needed name of digits searched there;
+    /// other names below it name nothing. For a library found on the way, `$ORIGIN` is the directory it was
     /// found in (checked already), and the entry is checked as the directory it names, `..` and
     /// all. An absolute entry with `..`, an entry relative to the working directory, another `$`
     /// token (in a search path or a needed name: `$LIB` and `$PLATFORM` name what this check cannot
@@ -640,7 +641,13 @@ enum FileSecurity {
                     }
                     var searched = directory
                     if let token {
-                        guard let origin else { continue }  // in the private directory the bytes are opened from
+                        guard let origin else {
+                            // The plugin's `$ORIGIN` is where its bytes are opened from. Below it,
+                            // a descriptor number names a file the app holds open (a directory of
+                            // anyone's would be searched); other names are nothing there.
+                            if Self.leavesOrigin(directory.dropFirst(token.count)) { throw refuse("is below $ORIGIN: \(Self.originOfAPlugin)") }
+                            continue
+                        }
                         searched = origin + directory.dropFirst(token.count)
                     }
                     guard !directory.dropFirst(token?.count ?? 0).contains("$") else { throw refuse("holds a token other than $ORIGIN; remove it") }
@@ -676,6 +683,18 @@ enum FileSecurity {
             return found
         }
 
+        /// Whether `rest` (what follows `$ORIGIN`) reaches out of a plugin's `$ORIGIN` when that is
+        /// `/proc/self/fd`: its first component (past `.`) a descriptor number, or `..`.
+        static func leavesOrigin(_ rest: Substring) -> Bool {
+            guard let first = rest.split(separator: "/").first(where: { $0 != "." }) else { return false }
+            return first == ".." || first.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        }
+
+        /// Why a plugin's `$ORIGIN` names nothing below it.
+        static let originOfAPlugin =
+            "for a plugin, $ORIGIN is where its verified bytes are opened from (/proc/self/fd for a memory file: every file the app "
+            + "holds open is there); use $ORIGIN alone, or name the library or directory itself"
+
         /// Checks the entries of one library (`origin`: the directory it was found in; nil for
         /// the plugin library, whose `$ORIGIN` is private) and queues the libraries they lead to.
         mutating func check(
@@ -697,12 +716,22 @@ enum FileSecurity {
                             "a name with a token other than $ORIGIN ($LIB, $PLATFORM: the loader expands them to what this check cannot know); name the library plainly"
                         )
                     }
-                    guard let origin else { continue }  // in the private directory the bytes are opened from
+                    // The plugin's `$ORIGIN` is where its bytes are opened from: `/proc/self/fd`
+                    // for a memory file, where a number is any file the app holds open.
+                    guard let origin else {
+                        if Self.leavesOrigin(value.dropFirst(token.count)) { throw refuse("a name under $ORIGIN: \(Self.originOfAPlugin)") }
+                        continue
+                    }
                     paths.append(origin + "/" + value.dropFirst(token.count))
                 } else if value.contains("/") {
                     guard value.hasPrefix("/") else { throw refuse("a path relative to whatever directory the app runs in") }
                     paths.append(value)
                 } else if !names.contains(value) {
+                    // Searched in the plugin's bare `$ORIGIN` (`/proc/self/fd`), a name of digits
+                    // is a descriptor the app holds open.
+                    if origin == nil, !value.isEmpty, value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+                        throw refuse("a name of digits: in the plugin's $ORIGIN (/proc/self/fd for a memory file) it names a file the app holds open")
+                    }
                     names.append(value)
                 }
             }
