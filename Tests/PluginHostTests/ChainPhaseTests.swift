@@ -340,11 +340,12 @@ struct BackgroundExchangeOwnershipTests {
         let stub = StubTransport { _ in .networkResponse(200, Data()) }
         let provider = Provider<Bin>(
             transport: stub, interceptors: [Marking(scheduled: LockedCounter()), RetryBackgroundLater()], maxInterceptorRetries: 5,
-            limits: RequestLimits(deadline: 1))
+            limits: RequestLimits(deadline: 3))
         #expect(try await provider.request(try Bin("x", base: URL(string: "https://api.example.test")!)).value.statusCode == 200)
+        // Running (its deadline of 3 s leaves a loaded machine time to look).
         #expect(provider.inflightCount == 1)
-        // The deadline is 1 s; the retry delay 30 s.
-        #expect(await eventually(10) { provider.inflightCount == 0 })
+        // The deadline is 3 s; the retry delay 30 s.
+        #expect(await eventually(15) { provider.inflightCount == 0 })
     }
 
     @Test func noneForARequestWhoseBodyIsAStream() async throws {

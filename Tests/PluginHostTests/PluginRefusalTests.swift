@@ -314,7 +314,7 @@ struct PluginRefusalTests {
                         reason: "the plugin speaks ABI 2.0, the host speaks 1.6 (majors differ)"))
         }
         // The memory files this library was mapped from (one per dlopen), by inode.
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let maps = try processMaps()
         let images = Set(maps.split(separator: "\n").filter { $0.contains("pluginhost:" + name) }.map { $0.split(separator: " ")[4] })
         #expect(images.count <= 1)
     }
@@ -342,7 +342,7 @@ struct PluginRefusalTests {
         #expect(failures.log == [])
         // Mapped from a memory file labelled with the library's name, or (where none can be made)
         // from a private copy whose name ends with it: either way, one inode.
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let maps = try processMaps()
         let images = Set(maps.split(separator: "\n").filter { $0.contains(name) }.map { $0.split(separator: " ")[4] })
         #expect(images.count == 1, "\(maps.split(separator: "\n").filter { $0.contains(name) })")
     }
@@ -521,4 +521,21 @@ extension FileManager {
     func destinationOrSelf(_ path: String) -> String {
         URL(fileURLWithPath: path).resolvingSymlinksInPath().path
     }
+}
+
+/// `/proc/self/maps` whole, read to its end (its size reads as 0: a read by size stopped short once
+/// the process had many mappings, and a library mapped late was not in it).
+func processMaps() throws -> String {
+    let fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else { break }
+        bytes += chunk[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
 }
