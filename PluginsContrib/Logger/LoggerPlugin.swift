@@ -282,9 +282,18 @@ public struct LoggerPlugin: ExportablePlugin {
     /// Where a URL's user information is (`user:password`, before the authority's last `@`), if
     /// it has any.
     static func userInfoRange(of url: String) -> Range<String.Index>? {
-        guard let scheme = url.range(of: "://") else { return nil }
-        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return authority.lastIndex(of: "@").map { scheme.upperBound..<$0 }
+        // After `scheme://`, or at the start of a scheme-relative URL (`//user:password@host/`, as
+        // a `Location` may be written).
+        let start: String.Index
+        if url.hasPrefix("//") {
+            start = url.index(url.startIndex, offsetBy: 2)
+        } else if let scheme = url.range(of: "://") {
+            start = scheme.upperBound
+        } else {
+            return nil
+        }
+        let authority = url[start...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return authority.lastIndex(of: "@").map { start..<$0 }
     }
 
     /// The user and password of a URL (`user:password@host`), as written (percent-encoded); nil

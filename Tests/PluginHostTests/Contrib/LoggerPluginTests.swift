@@ -188,7 +188,9 @@ struct LoggerPluginTests {
         let provider = try f.provider([("logger", ["level": "headers", "output": "file", "file": f.root + "/requests.log"])])
         let location = "https://app.test/cb?access_token=loc-secret-1&next=/home?tab=1#access_token=frag-secret-2&state=/return?x=1"
         let nested = "https://app.test/cb?next=/in?refresh_token=nested-secret-3&tab=2"
-        for (field, value) in [("h_Location", location), ("h_Content-Location", nested)] {
+        // A scheme-relative one keeps no password either (only `scheme://` was looked after).
+        let relative = "//u:relative-secret-4@app.test/next"
+        for (field, value) in [("h_Location", location), ("h_Content-Location", nested), ("h_Location", relative)] {
             _ = try await provider.request(
                 try Bin(
                     "fixture/respond",
@@ -196,9 +198,12 @@ struct LoggerPluginTests {
             ).value
         }
         let text = log(f)
-        for secret in ["loc-secret-1", "frag-secret-2", "nested-secret-3"] { #expect(!text.contains(secret), "\(secret) leaked into the log") }
+        for secret in ["loc-secret-1", "frag-secret-2", "nested-secret-3", "relative-secret-4"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
         #expect(text.contains("  Location: https://app.test/cb?access_token=<redacted>&next=/home?tab=1#access_token=<redacted>&state=/return?x=1"))
         #expect(text.contains("  Content-Location: https://app.test/cb?next=/in?refresh_token=<redacted>&tab=2"))
+        #expect(text.contains("  Location: //u:<redacted>@app.test/next"))
     }
 
     /// The cURL form is scrubbed before it is quoted (quoting rewrote a secret with `'`, or with
