@@ -49,15 +49,18 @@ enum Inventory {
         for directory in extra where !directories.contains(directory) { directories.append(directory) }
         var reports: [BundleReport] = []
         var seen = Set<String>()
+        // A manifest's entries are looked for where the app's load looks: in its own directories
+        // (one found only in `--dir` was listed as fine, and the app's load failed).
+        let manifestDirectories = manifest?.pluginDirectories ?? []
         for (offset, entry) in (manifest?.entries ?? []).enumerated() {
             if forProbes && !entry.enabled { continue }
-            seen.insert(entry.name)
             var report = BundleReport(position: offset + 1, name: entry.name, enabled: entry.enabled)
-            if let (bundle, root) = find(entry.name, in: directories) {
+            if let (bundle, root) = find(entry.name, in: manifestDirectories) {
+                seen.insert(entry.name)
                 inspect(&report, bundle: bundle, root: root, pin: entry.sha256.map { ($0, entry.index) }, load: !forProbes)
                 report.config = PluginLoader.mergedConfig(defaults: report.config, overrides: entry.configJSON)
             } else {
-                report.problems.append("reject: no \(entry.name).plugin in \(directories.joined(separator: ", "))")
+                report.problems.append("reject: no \(entry.name).plugin in \(manifestDirectories.joined(separator: ", "))")
             }
             reports.append(report)
         }

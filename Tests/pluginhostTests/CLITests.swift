@@ -253,6 +253,19 @@ struct CLITests {
         #expect(workspace.mask(output.stderr) == "pluginhost: no plugin bundles (NAME.plugin) in <DIR>/plugins\n")
     }
 
+    /// A manifest's entry is looked for in the manifest's own directories, as the app's load looks:
+    /// one found only in `--dir` was listed as fine (exit 0), and the app's load failed.
+    @Test func aManifestEntryIsNotFoundInAnExtraDirectory() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let empty = workspace.root + "/empty"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        chmod(empty, 0o755)
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["empty"], "plugins": [{"name": "activity"}]}"#)
+        let output = try await CLI.run(["list", "--manifest", manifest, "--dir", workspace.plugins])
+        #expect(output.status != 0)
+        #expect(output.stdout.contains("reject: no activity.plugin in \(empty)"), "\(output.stdout)")
+    }
+
     @Test func garbageLibraryIsRejected() async throws {
         let workspace = try await Workspace.make(bundling: ["Activity"])
         let bundle = workspace.plugins + "/x.plugin"
