@@ -102,9 +102,10 @@ struct DeadlineScopeTests {
         let retries = LockedCounter()
         let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.01, onRetry: { _ in retries.increment() })
         let pipeline = ResponsePipeline<Int>(method: .get, deadline: 1) { _ async throws(NetworkError) -> Int in
-            let end = DispatchTime.now() + 1.5
-            // Deaf to cancellation: sleeps in slices it does not end early.
-            while DispatchTime.now() < end { try? await Task.sleep(nanoseconds: 50_000_000) }
+            // Deaf to cancellation (and holding no thread: a loop of cancelled sleeps would spin).
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().asyncAfter(deadline: .now() + 1.5) { continuation.resume() }
+            }
             throw .underlying(TransportFailure(kind: .timedOut, message: "timed out"), nil)
         }.retry(policy)
         let result = await pipeline.result

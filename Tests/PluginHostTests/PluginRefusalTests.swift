@@ -322,7 +322,7 @@ struct PluginRefusalTests {
     /// Loads of new bytes at once map them once: each load mapped its own copy and ran the
     /// library's constructors again (the table of loaded libraries was looked at before, and
     /// filled after, an unserialized `dlopen`).
-    @Test func concurrentLoadsOfNewBytesMapThemOnce() throws {
+    @Test func concurrentLoadsOfNewBytesMapThemOnce() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         let name = "libgamma-\(UUID().uuidString).so"
@@ -332,11 +332,21 @@ struct PluginRefusalTests {
         _ = try f.handBundle(name: "gamma", bytes: bytes, libraryName: name)
         let url = try f.manifest([["name": "gamma"]])
         let failures = LockedCounter()
-        DispatchQueue.concurrentPerform(iterations: 8) { _ in
-            do {
-                _ = try PluginLoader.load(manifest: url, services: PluginServices())
-            } catch {
-                failures.append(String(describing: error))
+        // On threads of their own, awaited without blocking: loads wait for one another, and a
+        // test that held a thread of the concurrency pool or of the global queue meanwhile
+        // stalled the timers of every other test running beside it.
+        let loads = 4
+        let done = LockedCounter()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            for _ in 0..<loads {
+                Thread {
+                    do {
+                        _ = try PluginLoader.load(manifest: url, services: PluginServices())
+                    } catch {
+                        failures.append(String(describing: error))
+                    }
+                    if done.increment() == loads { continuation.resume() }
+                }.start()
             }
         }
         #expect(failures.log == [])
