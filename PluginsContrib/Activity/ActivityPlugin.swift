@@ -26,10 +26,7 @@ public struct ActivityPlugin: ExportablePlugin {
     /// The in-flight count of one provider's services (or of the providers sharing them), shared
     /// by every instance of this library made for them: after a reload, requests still running on
     /// the old instance count with those the new one sends, and end where they began.
-    final class Scope: Sendable {
-        private let shared = Locked(Shared())
-        func withLock<R>(_ body: (inout Shared) -> R) -> R { shared.withLock(body) }
-    }
+    typealias Scope = Locked<Shared>
 
     /// The scopes alive, by the id kept in the services' store under ``scopeKey`` (held weakly:
     /// a scope goes with the last instance of its services).
@@ -54,7 +51,7 @@ public struct ActivityPlugin: ExportablePlugin {
         }
         return scopes.withLock { scopes in
             if let scope = scopes[id]?.scope { return scope }
-            let scope = Scope()
+            let scope = Scope(Shared())
             scopes = scopes.filter { $0.value.scope != nil }
             scopes[id] = WeakScope(scope: scope)
             return scope
