@@ -347,7 +347,7 @@ final class InterceptorChain: Sendable {
             var copy = plan
             copy.target.pluginOptions[plugin] = option
             copy.download = nil
-            copy.deadline = plan.limits.deadline.flatMap { $0.isFinite ? (DispatchTime.now() + max(0, $0), $0) : nil }
+            copy.deadline = ExchangeDeadline.starting(plan.limits.deadline)
             let chain = self
             let id = Self.backgroundRequestIDs.withLock {
                 $0 += 1

@@ -137,4 +137,12 @@ enum LimitFailure {
 /// is consumed with a ``RequestLimits/deadline``, read when the transport request is made.
 enum ExchangeDeadline {
     @TaskLocal static var current: (instant: DispatchTime, seconds: TimeInterval)?
+
+    /// The deadline `seconds` from now (a negative one is now), or nil for none (`seconds` nil or
+    /// not finite).
+    static func starting(_ seconds: TimeInterval?) -> (instant: DispatchTime, seconds: TimeInterval)? {
+        guard let seconds, seconds.isFinite else { return nil }
+        let clamped = max(0, seconds)
+        return (DispatchTime.now() + clamped, clamped)
+    }
 }

@@ -67,9 +67,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// not stop when cancelled (a request closure waiting on a Dispatch queue) keeps its own task,
     /// not the caller, past the deadline; what it reports after is dropped.
     func execute(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
-        guard let deadline, deadline.isFinite, ExchangeDeadline.current == nil else { return try await body(progress) }
-        let seconds = max(0, deadline)
-        let instant = DispatchTime.now() + seconds
+        guard ExchangeDeadline.current == nil, case (let instant, let seconds)? = ExchangeDeadline.starting(deadline) else {
+            return try await body(progress)
+        }
         let body = self.body
         // A caller cancelled already starts nothing.
         if Task.isCancelled { throw .cancelled }
