@@ -139,8 +139,9 @@ public struct PluginBundle: Sendable {
             reason: "the library's descriptor names \(library.info.name.debugDescription), the bundle is \(name).plugin")
     }
 
-    /// Makes `NAME.plugin/` in `outputDirectory` from a built library: copies the library,
-    /// reads its descriptor, and writes `plugin.json` with its SHA-256 and `defaultConfig`.
+    /// Makes `NAME.plugin/` in `outputDirectory` from a built library: reads the library once,
+    /// reads its descriptor from those bytes, copies them into the bundle and writes `plugin.json`
+    /// with their SHA-256 and `defaultConfig`.
     ///
     /// Refuses a library without a valid descriptor, with the reason.
     @discardableResult
@@ -148,7 +149,7 @@ public struct PluginBundle: Sendable {
         fromLibrary libraryPath: String, in outputDirectory: String,
         defaultConfig: [String: Any] = [:]
     ) throws(PluginLoadError) -> String {
-        let library = try PluginLibrary.open(path: libraryPath, checkPermissions: false)
+        let (library, bytes) = try PluginLibrary.openKeepingBytes(path: libraryPath)
         let info = library.info
         let bundle = outputDirectory + "/" + info.name + ".plugin"
         let fileName = (libraryPath as NSString).lastPathComponent
@@ -158,17 +159,10 @@ public struct PluginBundle: Sendable {
             chmod(bundle, 0o755)
             let target = bundle + "/" + fileName
             if files.fileExists(atPath: target) { try files.removeItem(atPath: target) }
-            try files.copyItem(atPath: libraryPath, toPath: target)
+            // The bytes read, opened and hashed are the bytes written: a library being rewritten
+            // meanwhile (a build still writing it) is not bundled beside another's digest.
+            try bytes.write(to: URL(fileURLWithPath: target))
             chmod(target, 0o755)
-            // The copy is the bytes described: a library rewritten between the read and the copy
-            // (a build still writing it) would be bundled beside another's digest.
-            let copied = try Data(contentsOf: URL(fileURLWithPath: target))
-            guard SHA256.hex(SHA256.hash(copied)) == library.sha256 else {
-                try? files.removeItem(atPath: target)
-                throw PluginLoadError(
-                    .digestMismatch, file: libraryPath, plugin: info.name,
-                    reason: "the library changed while it was bundled (its copy is not the bytes read); bundle it again")
-            }
             var json: [String: Any] = [
                 "name": info.name, "version": info.version, "abi": ["major": info.abiMajor, "minor": info.abiMinor],
                 "library": fileName, "sha256": library.sha256, "summary": info.summary, "license": info.license,

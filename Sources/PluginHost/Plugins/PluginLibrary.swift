@@ -105,6 +105,15 @@ public final class PluginLibrary: @unchecked Sendable {
         return try open(path: path, bytes: bytes, digest: digest, info: info)
     }
 
+    /// Opens the library at `path` without judging its permissions, and returns the bytes it was
+    /// opened from: ``PluginBundle/create(fromLibrary:in:defaultConfig:)`` copies these, so the
+    /// bundle holds what was read and described, never a second read of a file being rewritten.
+    static func openKeepingBytes(path: String) throws(PluginLoadError) -> (library: PluginLibrary, bytes: Data) {
+        var memo = FileSecurity.CheckMemo()
+        let (bytes, digest, info) = try verified(path: path, expectedDigests: [], checkPermissions: false, memo: &memo)
+        return (try open(path: path, bytes: bytes, digest: digest, info: info), bytes)
+    }
+
     /// Every check ``open(path:expectedDigests:checkPermissions:)`` makes before it loads the
     /// library (regular file, permissions, digests, dependencies), without loading it: no code
     /// of the library runs (`pluginhost test` leaves that to its child probes).
@@ -687,7 +696,13 @@ enum FileSecurity {
         /// `/proc/self/fd`: its first component (past `.`) a descriptor number, or `..`.
         static func leavesOrigin(_ rest: Substring) -> Bool {
             guard let first = rest.split(separator: "/").first(where: { $0 != "." }) else { return false }
-            return first == ".." || first.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            return first == ".." || isDescriptorNumber(first)
+        }
+
+        /// Whether `name` is all digits: in `/proc/self/fd` (a memory file's `$ORIGIN`), a file
+        /// the app holds open.
+        static func isDescriptorNumber(_ name: Substring) -> Bool {
+            !name.isEmpty && name.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
         }
 
         /// Why a plugin's `$ORIGIN` names nothing below it.
@@ -729,7 +744,7 @@ enum FileSecurity {
                 } else if !names.contains(value) {
                     // Searched in the plugin's bare `$ORIGIN` (`/proc/self/fd`), a name of digits
                     // is a descriptor the app holds open.
-                    if origin == nil, !value.isEmpty, value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+                    if origin == nil, Self.isDescriptorNumber(value[...]) {
                         throw refuse("a name of digits: in the plugin's $ORIGIN (/proc/self/fd for a memory file) it names a file the app holds open")
                     }
                     names.append(value)
