@@ -173,7 +173,7 @@ struct LibraryDependencyTests {
         let open = try openDirectory()
         defer { try? FileManager.default.removeItem(atPath: open) }
         chmod(open, 0o755)
-        FileManager.default.createFile(atPath: open + "/libc.so.6", contents: Data())
+        _ = FileManager.default.createFile(atPath: open + "/libc.so.6", contents: Data())
         chmod(open + "/libc.so.6", 0o666)
         let library = try patched(f, runpath: open)
         #expect(
