@@ -227,9 +227,9 @@ extension DigestUnitTests {
             }
             return hash
         }
-        struct Unexpected: Error {
-            let source: DigestChallenge.RequestFacts.Body
-            init(_ source: DigestChallenge.RequestFacts.Body) { self.source = source }
+        struct Unexpected: Error, CustomStringConvertible {
+            let description: String
+            init(_ source: DigestChallenge.RequestFacts.Body) { description = "\(source)" }
         }
         for algorithm in DigestChallenge.Algorithm.allCases {
             let hash = try reread(TransportRequest(urlRequest: URLRequest(url: url), body: .file(file)))

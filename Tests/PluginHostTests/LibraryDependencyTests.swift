@@ -173,7 +173,7 @@ struct LibraryDependencyTests {
         let open = try openDirectory()
         defer { try? FileManager.default.removeItem(atPath: open) }
         chmod(open, 0o755)
-        _ = FileManager.default.createFile(atPath: open + "/libc.so.6", contents: Data())
+        #expect(FileManager.default.createFile(atPath: open + "/libc.so.6", contents: Data()))
         chmod(open + "/libc.so.6", 0o666)
         let library = try patched(f, runpath: open)
         #expect(
@@ -538,7 +538,7 @@ struct LibraryDependencyTests {
         let dependency = trusted + "/libc.so.6"
         // Only the dependency needs this name: the plugin's own lookups do not find it.
         let inherited = trusted + "/libinherited.so"
-        FileManager.default.createFile(atPath: inherited, contents: Data())
+        #expect(FileManager.default.createFile(atPath: inherited, contents: Data()))
         chmod(inherited, 0o666)
         let rename = (old: "libswiftCore.so", new: "libinherited.so")
         try install(try variant(runpath: empty, rpath: true, needing: rename), at: dependency)
@@ -588,7 +588,7 @@ struct LibraryDependencyTests {
         let plugin = f.root + "/libfilter.so"
         try install(bytes, at: plugin)
         let filtee = trusted + "/libfiltering.so"
-        FileManager.default.createFile(atPath: filtee, contents: Data())
+        #expect(FileManager.default.createFile(atPath: filtee, contents: Data()))
         chmod(filtee, 0o666)
         #expect(
             try dependencyRefusal(plugin)
@@ -670,7 +670,7 @@ struct LibraryDependencyTests {
         let plugin = f.root + "/libcached.so"
         try install(try variant(runpath: "$ORIGIN"), at: plugin)
         let library = trusted + "/libc.so.6"
-        FileManager.default.createFile(atPath: library, contents: Data())
+        #expect(FileManager.default.createFile(atPath: library, contents: Data()))
         chmod(library, 0o666)
         let cache = f.root + "/ld.so.cache"
         try Self.loaderCache([("libc.so.6", library)]).write(to: URL(fileURLWithPath: cache))
@@ -749,7 +749,7 @@ struct LibraryDependencyTests {
                 "\(subdirectory)")
             chmod(path, 0o755)
             let library = path + "/libc.so.6"
-            FileManager.default.createFile(atPath: library, contents: Data())
+            #expect(FileManager.default.createFile(atPath: library, contents: Data()))
             chmod(library, 0o666)
             #expect(
                 try dependencyRefusal(plugin)
@@ -780,10 +780,10 @@ struct LibraryDependencyTests {
         let (trusted, open) = (scratch[0], scratch[1])
         let plugin = f.root + "/libpassedover.so"
         try install(try variant(runpath: trusted), at: plugin)
-        FileManager.default.createFile(atPath: trusted + "/libc.so.6", contents: Data())
+        #expect(FileManager.default.createFile(atPath: trusted + "/libc.so.6", contents: Data()))
         chmod(trusted + "/libc.so.6", 0o644)
         let cached = open + "/libc.so.6"
-        FileManager.default.createFile(atPath: cached, contents: Data())
+        #expect(FileManager.default.createFile(atPath: cached, contents: Data()))
         chmod(cached, 0o666)
         let cache = f.root + "/ld.so.cache"
         try Self.loaderCache([("libc.so.6", cached)]).write(to: URL(fileURLWithPath: cache))
@@ -858,7 +858,7 @@ struct LibraryDependencyTests {
         try install(try variant(runpath: trusted), at: plugin)
         let dependency = trusted + "/libc.so.6"
         try install(try variant(runpath: "$ORIGIN", needing: (old: "libswiftCore.so", new: "$ORIGIN/libx.so")), at: dependency)
-        FileManager.default.createFile(atPath: trusted + "/libx.so", contents: Data())
+        #expect(FileManager.default.createFile(atPath: trusted + "/libx.so", contents: Data()))
         chmod(trusted + "/libx.so", 0o666)
         #expect(
             try dependencyRefusal(plugin)
@@ -882,7 +882,7 @@ struct LibraryDependencyTests {
         let rename = (old: "libswiftCore.so", new: "libinherited.so")
         try install(try variant(runpath: empty, rpath: true, needing: rename), at: plugin)
         let inherited = trusted + "/libinherited.so"
-        FileManager.default.createFile(atPath: inherited, contents: Data())
+        #expect(FileManager.default.createFile(atPath: inherited, contents: Data()))
         chmod(inherited, 0o666)
         func check(_ callers: [String]) throws -> PluginLoadError? { try refusal(of: plugin, callers: callers) }
         #expect(
@@ -926,7 +926,7 @@ struct LibraryDependencyTests {
         chmod(level, 0o755)
         try install(try variant(runpath: "$ORIGIN"), at: level + "/libc.so.6")
         let cached = open + "/libc.so.6"
-        FileManager.default.createFile(atPath: cached, contents: Data())
+        #expect(FileManager.default.createFile(atPath: cached, contents: Data()))
         chmod(cached, 0o666)
         let cache = f.root + "/ld.so.cache"
         try Self.loaderCache([("libc.so.6", cached)]).write(to: URL(fileURLWithPath: cache))
