@@ -127,8 +127,9 @@ extension TransportRequest {
     /// answers, or the redirect ``URLSessionTransport`` follows itself. A method turned into
     /// `GET` or `HEAD` leaves the body and its fields behind; another origin, the credentials and
     /// cookies set for the first (as both transports do on the redirects they follow), but not
-    /// `Proxy-Authorization`: the proxy is the same (``CurlTransport`` keeps it too on the
-    /// redirects it follows; it goes to the proxy alone).
+    /// `Proxy-Authorization`: it goes to the proxy alone (``CurlTransport`` keeps it too on the
+    /// redirects it follows through one proxy; ``URLSessionTransport`` drops it on a change of
+    /// scheme, which may change the environment's proxy).
     func redirected(to url: URL, method: String?) -> TransportRequest {
         var next = self
         var request = urlRequest

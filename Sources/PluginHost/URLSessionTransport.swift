@@ -84,8 +84,21 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
             // Counted already, against the policy or the transport's limit (``SessionCall/mayRedirect()``).
             redirects = call.redirectCount
             if let from = current.url, !SessionRouter.sameOrigin(from, next.url) { credentialsLeftBehind = true }
-            current = current.redirected(to: next.url, method: next.method)
+            current = Self.following(current, to: next.url, method: next.method)
         }
+    }
+
+    /// `request` as sent again to where a redirect that kept its body leads
+    /// (``TransportRequest/redirected(to:method:)``), without `Proxy-Authorization` when the
+    /// scheme changes: URL loading takes its proxies from the environment, one per scheme, and
+    /// another may go through another proxy, which must not get this one's credentials (as
+    /// ``CurlTransport`` leaves them with the environment's proxies).
+    static func following(_ request: TransportRequest, to url: URL, method: String) -> TransportRequest {
+        var next = request.redirected(to: url, method: method)
+        if url.scheme?.lowercased() != request.url?.scheme?.lowercased() {
+            next.urlRequest.setValue(nil, forHTTPHeaderField: "Proxy-Authorization")
+        }
+        return next
     }
 
     /// Bodies from this size on wait for the server's `100 Continue` (on Linux).
@@ -709,18 +722,22 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
         let call = call(for: task)
+        guard let hop = Self.hop(response, proposed: request, from: task.currentRequest) else {
+            completionHandler(nil)
+            return
+        }
         if let call, !call.mayRedirect() {
             completionHandler(nil)
             return
         }
         // The transport sends it, body and all, once this task delivers the `3xx`.
-        if let call, call.keepsBody(request) {
-            call.follow(request)
+        if let call, call.keepsBody(hop) {
+            call.follow(hop)
             completionHandler(nil)
             return
         }
-        var next = request
-        if let from = task.originalRequest?.url, let to = request.url, !Self.sameOrigin(from, to) {
+        var next = hop
+        if let from = task.originalRequest?.url, let to = hop.url, !Self.sameOrigin(from, to) {
             for name in Self.fieldsLeftOnAnotherOrigin { next.setValue(nil, forHTTPHeaderField: name) }
             call?.leaveCredentials()
             // URL loading keeps the user of the URL redirected from when `Location` names
@@ -758,6 +775,30 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         }
         call.deliverChallenged(response)
         completionHandler(.cancelAuthenticationChallenge, nil)
+    }
+
+    /// The request a redirect leads to, made as ``CurlTransport`` makes it from URL loading's
+    /// `proposed` one; nil when the `3xx` is delivered instead. URL loading on Linux
+    /// (swift-corelibs-foundation 6.3) puts a relative `Location` at the root of the origin,
+    /// percent-decoded (`next` from `/a/b` went to `/next`, `?page=2` to `/?page=2`), follows `305`
+    /// and `306` too, turns a `HEAD` answered with a `303` into a `GET`, and leads to any scheme
+    /// it has a protocol for (a body kept by a `307` went to `ftp://` as an upload). Here only
+    /// `301`, `302`, `303`, `307` and `308` are followed, to `http` or `https`, with `Location`
+    /// resolved against the URL redirected from (RFC 3986); a `HEAD` stays a `HEAD`, and a `POST`
+    /// becomes a `GET` after a `301`, `302` or `303`.
+    static func hop(_ response: HTTPURLResponse, proposed: URLRequest, from current: URLRequest?) -> URLRequest? {
+        guard [301, 302, 303, 307, 308].contains(response.statusCode),
+            let location = response.allHeaderFields.first(where: { ($0.key as? String)?.lowercased() == "location" })?.value as? String,
+            let next = URL(string: location, relativeTo: response.url ?? current?.url)?.absoluteURL,
+            let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        else { return nil }
+        var request = proposed
+        request.url = next
+        let before = current?.httpMethod?.uppercased() ?? "GET"
+        let status = response.statusCode
+        let method = (status == 303 && before != "HEAD") || ((status == 301 || status == 302) && before == "POST") ? "GET" : before
+        if request.httpMethod?.uppercased() ?? "GET" != method { request.httpMethod = method }
+        return request
     }
 
     /// The request's fields a redirect to another origin leaves behind (the credentials and

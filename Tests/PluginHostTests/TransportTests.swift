@@ -219,6 +219,85 @@ struct TransportTests {
         }
     }
 
+    /// A `307` that keeps a `POST`'s body, to an `ftp://` listener: the `307` is delivered and
+    /// nothing connects there (URL loading on Linux made the transport send the body to it as an
+    /// FTP upload, in clear, to whatever host the server named).
+    @Test(arguments: TransportKind.allCases) func aRedirectIsFollowedToHTTPOnly(_ kind: TransportKind) async throws {
+        let (fd, port) = try #require(boundLoopbackSocket())
+        defer { close(fd) }
+        #expect(listen(fd, 4) == 0)
+        #expect(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0)
+        let location = "ftp://127.0.0.1:\(port)/upload".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        var parts = URLComponents(url: try TestServer.url().appendingPathComponent("fixture/respond"), resolvingAgainstBaseURL: false)!
+        parts.percentEncodedQuery = "status=307&h_Location=\(location)"
+        var request = URLRequest(url: parts.url!)
+        request.httpMethod = "POST"
+        request.httpBody = Data("a body".utf8)
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        request.timeoutInterval = 5
+        let response = try await kind.make().send(TransportRequest(urlRequest: request, body: .upload))
+        #expect(response.response.statusCode == 307)
+        let accepted = accept(fd, nil, nil)
+        if accepted >= 0 { close(accepted) }
+        #expect(accepted < 0, "something connected to the ftp:// Location")
+    }
+
+    /// A relative `Location` is resolved against the URL redirected from (RFC 3986), as a
+    /// browser resolves it: URL loading on Linux put it at the root of the origin.
+    @Test(arguments: TransportKind.allCases) func aRelativeLocationIsResolvedAgainstTheURL(_ kind: TransportKind) async throws {
+        let respond = try TestServer.url().appendingPathComponent("fixture/respond")
+        let key = "relative-" + UUID().uuidString
+        for (location, landing, status) in [
+            ("counted?key=\(key)&quiet=1", "fixture/counted?key=\(key)&quiet=1", 200), ("?status=201", "fixture/respond?status=201", 201),
+            ("../fixture/respond?status=202", "fixture/respond?status=202", 202),
+        ] {
+            var parts = URLComponents(url: respond, resolvingAgainstBaseURL: false)!
+            parts.percentEncodedQuery = "status=302&h_Location=" + location.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            var request = URLRequest(url: parts.url!)
+            request.timeoutInterval = 10
+            let response = try await kind.make().send(TransportRequest(urlRequest: request, body: .inline))
+            #expect(response.response.statusCode == status, "\(location)")
+            #expect(response.response.url?.absoluteString == (try TestServer.url()).absoluteString + "/" + landing, "\(location)")
+        }
+    }
+
+    /// A `HEAD` answered with a `303` stays a `HEAD` (no body comes), and a `305` is delivered,
+    /// not followed: only `301`, `302`, `303`, `307` and `308` are (URL loading on Linux turned
+    /// the `HEAD` into a `GET` and followed `305` and `306`).
+    @Test(arguments: TransportKind.allCases) func aHEADStaysAHEADAndA305IsDelivered(_ kind: TransportKind) async throws {
+        func redirect(_ method: String, to url: String, status: Int) async throws -> TransportResponse {
+            var parts = URLComponents(url: try TestServer.url().appendingPathComponent("redirect-to"), resolvingAgainstBaseURL: false)!
+            parts.queryItems = [URLQueryItem(name: "url", value: url), URLQueryItem(name: "status_code", value: "\(status)")]
+            var request = URLRequest(url: parts.url!)
+            request.httpMethod = method
+            request.timeoutInterval = 10
+            return try await kind.make().send(TransportRequest(urlRequest: request, body: .inline))
+        }
+        let head = try await redirect("HEAD", to: "/bytes/1000", status: 303)
+        #expect(head.response.statusCode == 200)
+        #expect(head.data.isEmpty, "\(head.data.count) bytes of a GET")
+        #expect((head.finalMethod ?? "HEAD") == "HEAD")
+        for status in [305, 306] {
+            let response = try await redirect("GET", to: "/get", status: status)
+            #expect(response.response.statusCode == status)
+        }
+    }
+
+    /// A redirect the URL-loading transport follows itself (a body kept) to another scheme
+    /// leaves `Proxy-Authorization` behind: the environment's proxy for that scheme may be another.
+    @Test func anotherSchemeLeavesTheProxyCredentials() {
+        var request = URLRequest(url: URL(string: "https://a.test/post")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data("x".utf8)
+        request.setValue("Basic cA==", forHTTPHeaderField: "Proxy-Authorization")
+        let sent = TransportRequest(urlRequest: request, body: .upload)
+        let same = URLSessionTransport.following(sent, to: URL(string: "https://b.test/post")!, method: "POST")
+        #expect(same.urlRequest.value(forHTTPHeaderField: "Proxy-Authorization") == "Basic cA==")
+        let other = URLSessionTransport.following(sent, to: URL(string: "http://a.test/post")!, method: "POST")
+        #expect(other.urlRequest.value(forHTTPHeaderField: "Proxy-Authorization") == nil)
+        #expect(other.urlRequest.httpBody == Data("x".utf8))
+    }
+
     /// A request answered before its body was read (a `307` here), then another large request:
     /// each is answered at once. URL loading on Linux sent the next request on the connection
     /// whose body it had stopped sending, where the server took it for the rest of that body,
