@@ -471,9 +471,11 @@ final class InterceptorChain: Sendable {
                 continue
             case .replace(let response):
                 // A replacement answers the same request.
-                let sent = outcome.response?.sentRequest
+                let replaced = outcome.response
                 outcome = .response(ResponseState(response, url: url))
-                outcome.response?.sentRequest = sent
+                outcome.response?.sentRequest = replaced?.sentRequest
+                outcome.response?.credentialsLeftBehind = replaced?.credentialsLeftBehind ?? false
+                outcome.response?.challengeAnswer = replaced?.challengeAnswer
                 view = nil
                 handle.end()
             case .retry(let delay, let refresh):
@@ -545,6 +547,8 @@ final class InterceptorChain: Sendable {
         // Whether `request` is the last request of a redirected exchange, sent with an answer:
         // its response still answers the app's request through a redirect.
         var afterRedirect = false
+        // The last answer sent, which the responses after it were sent with.
+        var answered: HTTPHeader?
         while true {
             var received: TransportResponse
             do {
@@ -557,6 +561,7 @@ final class InterceptorChain: Sendable {
             let redirected = received.redirected
             if afterRedirect { received.redirected = true }
             let response = ResponseState(received)
+            response.challengeAnswer = answered
             guard !interceptors.isEmpty, let found = Self.challenge(in: response) else { return (.response(response), request) }
             var challenged = request
             if redirected {
@@ -573,6 +578,7 @@ final class InterceptorChain: Sendable {
             /// Sends `challenged` with `value` in the answer field next.
             func answer(_ value: String) {
                 challenged.urlRequest.setValue(value, forHTTPHeaderField: field)
+                answered = HTTPHeader(name: field, value: value)
                 afterRedirect = afterRedirect || redirected
                 request = challenged
                 answers += 1

@@ -387,15 +387,29 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// The request's header fields as sent (to the last hop, when redirected); nil when the
     /// response does not know its request.
     var requestHeaders: [HTTPHeader]? {
-        guard let sent = sentRequest?.headers else { return nil }
-        guard credentialsLeftBehind else { return sent }
-        return sent.filter { field in !SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, field.name) } }
+        guard var sent = sentRequest?.headers else { return nil }
+        if credentialsLeftBehind {
+            sent.removeAll { field in SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, field.name) } }
+        }
+        if let challengeAnswer {
+            sent.removeAll { HTTPHeader.namesEqual($0.name, challengeAnswer.name) }
+            sent.append(challengeAnswer)
+        }
+        return sent
+    }
+
+    /// The answer to a challenge the host sent with the request this response answers (an
+    /// `Authorization` or `Proxy-Authorization` no hook saw): part of ``requestHeaders``, so that a
+    /// response to a request the host authenticated is not taken for an anonymous one (the cache
+    /// stored such a response shared).
+    var challengeAnswer: HTTPHeader? {
+        didSet { cLastHopHeaders = nil }
     }
 
     /// ``requestHeaders`` as C bytes, for loaded plugins (ABI 1.3 `result_request_headers`).
     var cRequestHeaders: CBytePairs? {
         guard let sentRequest else { return nil }
-        guard credentialsLeftBehind else { return sentRequest.cHeaders }
+        guard credentialsLeftBehind || challengeAnswer != nil else { return sentRequest.cHeaders }
         if let cLastHopHeaders { return cLastHopHeaders }
         let view = CBytePairs.make(requestHeaders ?? [])
         cLastHopHeaders = view

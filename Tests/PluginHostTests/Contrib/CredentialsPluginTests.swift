@@ -147,6 +147,26 @@ struct CredentialsPluginTests {
         #expect(try await provider.request(try Bin("basic-auth/u/p")).value.statusCode == 200)
     }
 
+    /// A response to a request the host answered a challenge for is no anonymous response: a
+    /// cache inside `credentials` does not store it shared (it served it, `X-Cache: hit`, after
+    /// the password was changed: the response's request fields left the answer out).
+    @Test func aResponseToAnAnsweredChallengeIsNotCachedShared() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        var stored = try entry()
+        stored["password"] = nil
+        stored["passwordKey"] = "api_password"
+        let provider = try f.provider([("credentials", ["credentials": [stored]]), ("cache", [:])])
+        provider.services.setValue("p", forKey: "api_password")
+        let target = try Bin("basic-auth/u/p", options: ["cache": "60"])
+        let first = try await provider.request(target).value
+        #expect(first.statusCode == 200)
+        provider.services.setValue("wrong", forKey: "api_password")
+        let second = try await provider.request(target).value
+        #expect(second.statusCode == 401)
+        #expect(second.response?.value(forHTTPHeaderField: "X-Cache") != "hit")
+    }
+
     @Test func authorizationIsDroppedOnACrossOriginRedirect() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
