@@ -158,9 +158,31 @@ public struct CachePlugin: ExportablePlugin {
     /// `GET <url>`, the shared key of `url`, with its bytes above 0x7F percent-encoded as the
     /// request goes out: keys are compared as strings, and two URLs of other bytes can be equal
     /// as strings (`é`, and `e` + U+0301), which two ASCII strings cannot.
+    /// The URL's user information (`user:password@`) is left out: it is a credential, which keys
+    /// never hold (it names the partition instead: ``withUserinfo(_:of:)``).
     static func getKey(_ url: String) -> String {
+        var url = url
+        if let userinfo = userinfo(of: url) { url.removeSubrange(userinfo.lowerBound...userinfo.upperBound) }
         if url.utf8.allSatisfy({ $0 < 0x80 }) { return "GET " + url }
         return "GET " + RFC3986.escape(url) { $0 < 0x80 }
+    }
+
+    /// Where the user information of `url` is (`user:password` in `http://user:password@host/`;
+    /// the range's upper bound is the `@`), or nil when it has none.
+    static func userinfo(of url: String) -> Range<String.Index>? {
+        // Most URLs have no `@` at all.
+        guard url.utf8.contains(UInt8(ascii: "@")), let scheme = url.range(of: "://") else { return nil }
+        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@") else { return nil }
+        return scheme.upperBound..<at
+    }
+
+    /// The credentials message `credentials` of a request to `url`, with the URL's user
+    /// information when it has some (the transport sends it as `Authorization`, which no hook
+    /// sees): a response to such a URL goes to the partition of its user, as any with credentials.
+    static func withUserinfo(_ credentials: String, of url: String) -> String {
+        guard let userinfo = userinfo(of: url) else { return credentials }
+        return credentials + "userinfo\u{0}" + url[userinfo] + "\n"
     }
 
     private let lastKey = LastAnswer<String, String>()
@@ -211,7 +233,7 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     func partition(of request: InterceptorRequest) -> String? {
-        partition(Self.credentials(of: request.headers))
+        partition(Self.withUserinfo(Self.credentials(of: request.headers), of: request.url))
     }
 
     /// ``credentials(of:)`` of `headers`: the last message made when `headers` make the same one
@@ -482,7 +504,8 @@ public struct CachePlugin: ExportablePlugin {
         if option == "purge" {
             // Drops everything stored for these credentials (a logout, often a `POST`); the
             // request itself is not stored, and an unsafe one still invalidates (§4.4).
-            store.removePartition(partition(of: request))
+            // Without credentials, nothing: the shared entries are everyone's.
+            if let partition = partition(of: request) { store.removePartition(partition) }
             if !Self.isUnsafe(method) { return .proceed }
         }
         if Self.isUnsafe(method) {
@@ -503,7 +526,7 @@ public struct CachePlugin: ExportablePlugin {
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
         let credentials = keptCredentials(of: fields)
         let key = sharedKey(url)
-        let partition = partition(credentials)
+        let partition = partition(Self.withUserinfo(credentials, of: url))
         let noStore = requestDirectives.has("no-store")
         if noStore && !onlyIfCached { return .proceed }
 

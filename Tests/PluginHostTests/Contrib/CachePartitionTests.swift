@@ -147,6 +147,53 @@ struct CachePartitionTests {
         #expect(try await serverHits(key) == 3)
     }
 
+    /// A purge without credentials drops nothing: the shared entries are everyone's (it dropped
+    /// every shared entry, as if they were its partition).
+    @Test func aPurgeWithoutCredentialsKeepsTheSharedEntries() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])])
+        let key = counterKey()
+        _ = try await get(provider, try target(key, "max-age=60", token: nil))
+        _ = try await get(provider, try target(key, "max-age=60", token: "alice"))
+        let logout = try await get(provider, try target(counterKey(), "max-age=60", token: nil, options: ["cache": "purge"]))
+        #expect(logout.status == 200)
+        #expect(try await get(provider, try target(key, "max-age=60", token: nil)).cache == "hit")
+        #expect(try await get(provider, try target(key, "max-age=60", token: "alice")).cache == "hit")
+        #expect(try await serverHits(key) == 2)
+    }
+
+    /// A URL's user information (`user:password@`, which the transport sends as `Authorization`,
+    /// seen by no hook) is a credential: its responses go to its user's partition, and the
+    /// password is in no key, in memory or on disk (the key was the URL as given).
+    @Test func aURLsUserinfoIsACredentialAndInNoKey() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let directory = f.root + "/cache"
+        let provider = try f.provider([("cache", ["directory": directory])])
+        let key = counterKey()
+        func as_(_ userinfo: String) throws -> Bin {
+            var parts = URLComponents(url: try TestServer.url(), resolvingAgainstBaseURL: false)!
+            parts.percentEncodedUser = userinfo.split(separator: ":").first.map(String.init)
+            parts.percentEncodedPassword = userinfo.split(separator: ":").last.map(String.init)
+            var bin = try target(key, "max-age=60", token: nil, quiet: true)
+            bin.baseURL = parts.url!
+            return bin
+        }
+        #expect(try await get(provider, try as_("u:pw-secret-5")).cache == "miss")
+        #expect(try await get(provider, try as_("u:pw-secret-5")).cache == "hit")
+        #expect(try await get(provider, try as_("u:another-6")).cache == "miss")
+        #expect(try await get(provider, try target(key, "max-age=60", token: nil, quiet: true)).cache == "miss")
+        #expect(try await serverHits(key) == 3)
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(files.contains { $0.hasSuffix(".entry") })
+        for name in files {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+            #expect(bytes.range(of: Data("pw-secret-5".utf8)) == nil, "\(name)")
+            #expect(bytes.range(of: Data("another-6".utf8)) == nil, "\(name)")
+        }
+    }
+
     @Test func credentialsAddedInsideTheCacheAreNeverStored() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
