@@ -172,7 +172,7 @@ struct CachePartitionTests {
         let directory = f.root + "/cache"
         let provider = try f.provider([("cache", ["directory": directory])])
         let key = counterKey()
-        func as_(_ userinfo: String) throws -> Bin {
+        func asUser(_ userinfo: String) throws -> Bin {
             var parts = URLComponents(url: try TestServer.url(), resolvingAgainstBaseURL: false)!
             parts.percentEncodedUser = userinfo.split(separator: ":").first.map(String.init)
             parts.percentEncodedPassword = userinfo.split(separator: ":").last.map(String.init)
@@ -180,9 +180,9 @@ struct CachePartitionTests {
             bin.baseURL = parts.url!
             return bin
         }
-        #expect(try await get(provider, try as_("u:pw-secret-5")).cache == "miss")
-        #expect(try await get(provider, try as_("u:pw-secret-5")).cache == "hit")
-        #expect(try await get(provider, try as_("u:another-6")).cache == "miss")
+        #expect(try await get(provider, try asUser("u:pw-secret-5")).cache == "miss")
+        #expect(try await get(provider, try asUser("u:pw-secret-5")).cache == "hit")
+        #expect(try await get(provider, try asUser("u:another-6")).cache == "miss")
         #expect(try await get(provider, try target(key, "max-age=60", token: nil, quiet: true)).cache == "miss")
         #expect(try await serverHits(key) == 3)
         let files = try FileManager.default.contentsOfDirectory(atPath: directory)
