@@ -536,7 +536,7 @@ public struct CachePlugin: ExportablePlugin {
         var unserved: CacheEntry?
         if method == "GET", option != "revalidate", let range = fields.value(named: "Range"), found == nil,
             let stored = lookup(key, partition: partition, suffix: Self.partialSuffix), case let age = stored.age(at: now),
-            age < stored.freshnessLifetime, !stored.directives.hasUnqualified("no-cache"),
+            age < stored.freshnessLifetime, !stored.noCache,
             // immutable (RFC 8246), as for a complete entry: while fresh, a reload does not revalidate it.
             case let immutable = stored.directives.has("immutable"), !noCache || immutable,
             Self.freshEnough(age: age, lifetime: stored.freshnessLifetime, for: requestDirectives, immutable: immutable)
@@ -559,11 +559,11 @@ public struct CachePlugin: ExportablePlugin {
             let responseDirectives = entry.directives
             let lifetime = entry.freshnessLifetime
             // A qualified no-cache="field" only keeps the field out of the cache (§5.2.2.4).
-            let mustRevalidate = responseDirectives.has("must-revalidate") || responseDirectives.hasUnqualified("no-cache")
+            let mustRevalidate = responseDirectives.has("must-revalidate") || entry.noCache
             // immutable (RFC 8246): while fresh, a reload's no-cache / max-age=0 does not revalidate it.
             // The target's `revalidate` option always asks the origin, immutable or not.
             let immutable = responseDirectives.has("immutable") && age < lifetime && option != "revalidate"
-            var usable = (!noCache || immutable) && !responseDirectives.hasUnqualified("no-cache")
+            var usable = (!noCache || immutable) && !entry.noCache
             if !Self.freshEnough(age: age, lifetime: lifetime, for: requestDirectives, immutable: immutable) { usable = false }
             if age >= lifetime {
                 // Stale: usable only within the request's max-stale, and never past must-revalidate.
@@ -1004,7 +1004,7 @@ public struct CachePlugin: ExportablePlugin {
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
         let staleness = entry.age(at: now) - entry.freshnessLifetime
         // Never past must-revalidate or an unqualified no-cache: both forbid a stale answer (§4.2.4).
-        guard allowance > 0, !directives.has("must-revalidate"), !directives.hasUnqualified("no-cache"), staleness <= allowance else {
+        guard allowance > 0, !directives.has("must-revalidate"), !entry.noCache, staleness <= allowance else {
             return nil
         }
         var response = served(entry, cacheStatus: "stale", age: entry.age(at: now), headOnly: false)

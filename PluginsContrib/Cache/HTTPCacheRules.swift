@@ -341,6 +341,10 @@ struct CacheEntry {
         _read { yield storage.parts.ttl }
         set { change { $0.ttl = newValue } }
     }
+    /// Whether the response's unqualified `no-cache` has it validated before every use
+    /// (§5.2.2.4): not under a target's ``ttl``, which caches a 2xx whatever its headers say but
+    /// `no-store`.
+    var noCache: Bool { ttl == nil && directives.hasUnqualified("no-cache") }
     /// Whether the URL has a query (heuristic freshness is not used then).
     var hasQuery: Bool {
         _read { yield storage.parts.hasQuery }

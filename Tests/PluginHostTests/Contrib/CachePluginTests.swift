@@ -210,6 +210,23 @@ struct CachePluginTests {
         #expect(try await get(provider, target).cache == "miss")
     }
 
+    /// A target's TTL caches a 2xx whatever its headers say but `no-store`: a response's
+    /// `no-cache` too (every request went to the origin).
+    @Test func aTTLOverridesAResponsesNoCache() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])])
+        let key = counterKey()
+        let ttl = try counted(key, headers: ["Cache-Control": "no-cache"], options: ["cache": "60"])
+        #expect(try await get(provider, ttl).cache == "miss")
+        #expect(try await get(provider, ttl).cache == "hit")
+        #expect(try await serverHits(key) == 1)
+        // Without a TTL, no-cache has it validated every time.
+        let plain = try counted(counterKey(), headers: ["Cache-Control": "no-cache, max-age=60"])
+        _ = try await get(provider, plain)
+        #expect(try await get(provider, plain).cache != "hit")
+    }
+
     @Test func perTargetTTLAndNoStoreOptions() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
