@@ -644,12 +644,7 @@ public struct CachePlugin: ExportablePlugin {
     /// host runs no background exchanges (ABI before 1.2), and the entry is then revalidated in
     /// the foreground as without stale-while-revalidate.
     func revalidateInBackground(_ key: String, _ request: InterceptorRequest, now: Double) -> Bool {
-        let begins = revalidations.withLock { table -> Bool in
-            if let started = table[key], now - started < Self.revalidationTimeout { return false }
-            table[key] = now
-            return true
-        }
-        guard begins else { return true }
+        guard revalidations.withLock({ Self.claim(key, in: &$0, now: now) }) else { return true }
         do {
             try request.scheduleBackgroundExchange(option: "revalidate")
             return true
@@ -658,6 +653,21 @@ public struct CachePlugin: ExportablePlugin {
             return false
         }
     }
+
+    /// Marks `key` as being revalidated from `now` in `table`; false when a revalidation of it
+    /// began less than ``revalidationTimeout`` ago. A revalidation that never reports back (its
+    /// exchange never started, an outer plugin failed it, the cache answered it itself) is
+    /// forgotten once timed out: the table is swept of those when it has grown past
+    /// ``revalidationSweep`` entries (they stayed for good, one per URL).
+    static func claim(_ key: String, in table: inout [String: Double], now: Double) -> Bool {
+        if let started = table[key], now - started < revalidationTimeout { return false }
+        if table.count >= revalidationSweep { table = table.filter { now - $0.value < revalidationTimeout } }
+        table[key] = now
+        return true
+    }
+
+    /// How many revalidations may be marked before the timed-out ones are swept.
+    static let revalidationSweep = 64
 
     /// The key a background revalidation of the entry of `key` in `partition` runs under.
     static func revalidationKey(_ key: String, in partition: String?) -> String { Self.key(key, in: partition ?? "") }

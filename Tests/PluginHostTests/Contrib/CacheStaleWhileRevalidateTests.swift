@@ -43,6 +43,19 @@ final class SequencedOrigin: Transport, Sendable {
 /// RFC 5861 §3 `stale-while-revalidate`: the stale entry now, the revalidation in the background.
 @Suite("cache plugin: stale-while-revalidate (RFC 5861)")
 struct CacheStaleWhileRevalidateTests {
+    /// A revalidation that never reports back holds its entry for the timeout, and is then
+    /// swept from the table (one stayed for good per URL whose exchange never reached `process`).
+    @Test func revalidationsThatNeverReportBackAreSwept() {
+        var table: [String: Double] = [:]
+        let timeout = CachePlugin.revalidationTimeout
+        for index in 0..<1_000 { #expect(CachePlugin.claim("GET /\(index)", in: &table, now: Double(index))) }
+        // Held within the timeout, claimed again after it.
+        #expect(!CachePlugin.claim("GET /999", in: &table, now: 999 + timeout - 1))
+        #expect(CachePlugin.claim("GET /999", in: &table, now: 999 + timeout))
+        // Only the marks of the last timeout (and the sweep's slack) are kept.
+        #expect(table.count <= Int(timeout) + CachePlugin.revalidationSweep, "\(table.count) marks kept")
+    }
+
     static let origin = URL(string: "http://swr.test")!
 
     func compiledIn(_ transport: any Transport) throws -> Provider<Bin> {
