@@ -115,12 +115,14 @@ public struct CachePlugin: ExportablePlugin {
         if maxMemoryEntries == 0, directory == nil {
             throw configuration.error("maxMemoryEntries 0 keeps nothing in memory and needs a directory to keep responses in")
         }
+        // Every value is read before the directory is made: a configuration refused leaves nothing behind.
+        let maxMemoryBytes = try configuration.integer("maxMemoryBytes", default: 16 << 20, in: 1...(1 << 40))
+        let maxDiskBytes = try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50))
+        staleIfError = try configuration.number("staleIfError", default: 0, in: 0...(365 * 86_400))
+        authorized = AuthorizedMode(rawValue: try configuration.oneOf("authorized", ["partition", "refuse"], default: "partition")) ?? .partition
         do {
             store = try CacheStore(
-                maxMemoryEntries: maxMemoryEntries,
-                maxMemoryBytes: try configuration.integer("maxMemoryBytes", default: 16 << 20, in: 1...(1 << 40)),
-                directory: directory,
-                maxDiskBytes: try configuration.integer("maxDiskBytes", default: 64 << 20, in: 1...(1 << 50)))
+                maxMemoryEntries: maxMemoryEntries, maxMemoryBytes: maxMemoryBytes, directory: directory, maxDiskBytes: maxDiskBytes)
             partitionKey = HMACSHA256.Key(try CacheStore.partitionSecret(directory: directory) { host.randomBytes(32) })
         } catch let error as PluginConfigurationError {
             throw error
@@ -129,8 +131,6 @@ public struct CachePlugin: ExportablePlugin {
         } catch {
             throw configuration.error("directory \(directory ?? "") cannot be created: \(error.localizedDescription)")
         }
-        staleIfError = try configuration.number("staleIfError", default: 0, in: 0...(365 * 86_400))
-        authorized = AuthorizedMode(rawValue: try configuration.oneOf("authorized", ["partition", "refuse"], default: "partition")) ?? .partition
         responsesCarryRequestHeaders = host.responsesCarryRequestHeaders
     }
 

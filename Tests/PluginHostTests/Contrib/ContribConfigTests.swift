@@ -135,6 +135,18 @@ struct ContribFileSafetyTests {
         #expect(stat(fresh, &info) == 0 && info.st_mode & 0o777 == 0o600)
     }
 
+    /// A configuration refused for a value read after the directory (`authorized`,
+    /// `staleIfError`) leaves no directory and no `partition.key` behind.
+    @Test func aRefusedCacheConfigurationMakesNoDirectory() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for (key, value) in [("authorized", "bogus") as (String, Any), ("staleIfError", -1), ("maxDiskBytes", 0)] {
+            let directory = f.root + "/cache-\(key)"
+            #expect(refusal(f, "cache", ["directory": directory, key: value]) != nil)
+            #expect(!FileManager.default.fileExists(atPath: directory), "\(key)")
+        }
+    }
+
     @Test func theCacheRefusesADirectoryOthersCanEnterOrOwnAndLeavesItAlone() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
