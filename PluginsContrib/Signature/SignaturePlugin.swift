@@ -195,6 +195,13 @@ public struct SignaturePlugin: ExportablePlugin {
     func signHMAC(_ request: InterceptorRequest, secret: String, timestamp: String, nonce: String) throws {
         let names = Self.queryNames
         if inQuery {
+            // The names the placement adds: a request's own would go out twice, and be signed over neither.
+            let added = [names.signature, names.timestamp, names.nonce, names.keyID]
+            if let own = URLParts(request.url).escapedQueryItems.first(where: { added.contains($0.name) }) {
+                throw Failure(
+                    description: "signature: the request has its own parameter \(own.name.debugDescription) in its query, "
+                        + "a name placement query adds (\(added.joined(separator: ", "))): rename it, or place the signature in headers")
+            }
             let extra = [(names.timestamp, timestamp), (names.nonce, nonce), (names.keyID, keyID)]
             try request.setURL(Self.appending(extra, to: request.url))
         }

@@ -102,6 +102,26 @@ struct SignaturePluginTests {
         #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "page=2")
     }
 
+    /// With `placement: query`, a request with its own `x-nonce` (or another name the placement
+    /// adds) is refused by name, as md5-sorted refuses its own names: it went out twice.
+    @Test func hmacInTheQueryRefusesARequestWithItsOwnNames() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["placement": "query"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let result = await provider.request(
+            try Bin("fixture/verify-hmac", task: .requestParameters(parameters: ["x-nonce": "mine", "page": 2], encoding: URLEncoding.default))
+        ).result
+        guard case .failure(.interceptor("signature", .prepare, let message)) = result else {
+            Issue.record("not refused: \(result)")
+            return
+        }
+        #expect(
+            message
+                == "signature: the request has its own parameter \"x-nonce\" in its query, a name placement query adds "
+                + "(x-signature, x-timestamp, x-nonce, x-key-id): rename it, or place the signature in headers")
+    }
+
     @Test func md5SortedOverTheQuery() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
