@@ -47,6 +47,13 @@ public struct CachePlugin: ExportablePlugin {
     /// Entries being revalidated in the background (stale-while-revalidate), by partition and
     /// key, with when it began: one revalidation per entry at a time.
     private let revalidations = Locked([String: Double]())
+    /// Held by each change made of several store calls (a read, then writes: invalidation, a
+    /// variant's index, a `304`'s update, partial content), so that two never interleave: a
+    /// `304`'s update checked the entry, an invalidation removed it, and the update stored it
+    /// again (§4.4); two variants stored at once each rewrote the index without the other.
+    /// Recursive: a change may make another (a store that replaces an index removes it first).
+    /// Lookups do not take it.
+    private let changes = NSRecursiveLock()
     /// After this many seconds a background revalidation that never reported back no longer
     /// holds its entry.
     static let revalidationTimeout: Double = 60
@@ -365,6 +372,8 @@ public struct CachePlugin: ExportablePlugin {
 
     /// Removes `base` and every variant it lists (invalidation takes them together, §4.4).
     func removeAll(_ base: String) {
+        changes.lock()
+        defer { changes.unlock() }
         if let found = store.get(base), Self.isVariantIndex(found) {
             for key in found.headerNames { store.remove(key) }
         }
@@ -400,6 +409,8 @@ public struct CachePlugin: ExportablePlugin {
     /// the ranges meet or overlap (§3.4); content that covers the whole representation becomes a
     /// complete `200` entry. Anything else (several ranges, a weak or no tag, `Vary`) is not stored.
     func storePartial(_ response: InterceptorResponse, _ fields: [HTTPHeader], state: Pending, now: Double, sent: () -> [HTTPHeader]) {
+        changes.lock()
+        defer { changes.unlock() }
         let body = response.body
         guard let range = ContentRange(fields.value(named: "Content-Range")), body.count == range.last - range.first + 1,
             let etag = fields.value(named: "ETag"), !etag.hasPrefix("W/"), fields.values(named: "Vary").isEmpty,
@@ -442,6 +453,8 @@ public struct CachePlugin: ExportablePlugin {
 
     /// Stores `entry` under `base`: as it is, or, when it varies, as one variant in the base's index.
     func put(_ entry: CacheEntry, base: String) {
+        changes.lock()
+        defer { changes.unlock() }
         let existing = store.get(base)
         guard !entry.vary.isEmpty else {
             if let existing, Self.isVariantIndex(existing) { removeAll(base) }
@@ -997,6 +1010,8 @@ public struct CachePlugin: ExportablePlugin {
     /// stored response its validator selects; an older one must not come back over it), or the
     /// entry went meanwhile (an unsafe method invalidated it, §4.4: it must not come back).
     func putUpdated(_ entry: CacheEntry, validated original: CacheEntry) {
+        changes.lock()
+        defer { changes.unlock() }
         if entry.directives.has("no-store") {
             removeAll(entry.key)
             return
