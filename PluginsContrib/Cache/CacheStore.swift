@@ -159,7 +159,10 @@ final class CacheStore: Sendable {
         for name in files {
             let path = directory + "/" + name
             if name.contains(".tmp-") {
-                unlink(path)
+                // Left by a writer that stopped (a crash): one still writing, another process
+                // sharing the directory, renames or links its file within moments.
+                let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+                if let modified, -modified.timeIntervalSinceNow > Self.abandonedAfter { unlink(path) }
                 continue
             }
             guard name.hasSuffix(".entry"), name.contains("-"), let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
@@ -179,6 +182,9 @@ final class CacheStore: Sendable {
             evictDisk(&state)
         }
     }
+
+    /// Seconds after which a temporary file in the directory is taken for one its writer abandoned.
+    static let abandonedAfter: Double = 600
 
     /// The entry for `key`, from memory or disk.
     func get(_ key: String) -> CacheEntry? {

@@ -123,6 +123,21 @@ struct CacheOpenFileTests {
         #expect(try descriptorsOnDirectory() == 0)
     }
 
+    /// A store opening its directory removes the temporary files writers abandoned, not one
+    /// another writer sharing the directory is still writing (its rename failed, the entry lost).
+    @Test func aTemporaryFileStillBeingWrittenIsLeft() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try store()
+        let writing = directory + "/shared-x.entry.tmp-writing"
+        let abandoned = directory + "/shared-y.entry.tmp-abandoned"
+        for path in [writing, abandoned] { #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8))) }
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -CacheStore.abandonedAfter - 60)], ofItemAtPath: abandoned)
+        _ = try store()
+        #expect(FileManager.default.fileExists(atPath: writing))
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+    }
+
     /// Without a memory tier (`maxMemoryEntries` 0) every hit is read from the entry's file:
     /// nothing is kept in memory, and a file another writer replaced is what the next hit serves.
     @Test func withoutAMemoryTierEveryHitIsReadFromItsFile() throws {
