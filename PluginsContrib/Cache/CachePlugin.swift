@@ -46,7 +46,7 @@ public struct CachePlugin: ExportablePlugin {
     private let pending = PerRequestState<Pending>()
     /// Entries being revalidated in the background (stale-while-revalidate), by partition and
     /// key, with when it began: one revalidation per entry at a time.
-    private let revalidations = Locked([String: Double]())
+    private let revalidations = Locked(Revalidations())
     /// Held by each change made of several store calls (a read, then writes: invalidation, a
     /// variant's index, a `304`'s update, partial content), so that two never interleave: a
     /// `304`'s update checked the entry, an invalidation removed it, and the update stored it
@@ -662,24 +662,35 @@ public struct CachePlugin: ExportablePlugin {
             try request.scheduleBackgroundExchange(option: "revalidate")
             return true
         } catch {
-            revalidations.withLock { $0[key] = nil }
+            revalidations.withLock { $0.started[key] = nil }
             return false
         }
+    }
+
+    /// The background revalidations under way, by key, with when each began.
+    struct Revalidations {
+        var started: [String: Double] = [:]
+        /// The count at which the timed-out marks are swept next: twice what the last sweep left
+        /// (at least ``CachePlugin/revalidationSweep``), so sweeps cost a constant per mark.
+        var sweepAt = CachePlugin.revalidationSweep
     }
 
     /// Marks `key` as being revalidated from `now` in `table`; false when a revalidation of it
     /// began less than ``revalidationTimeout`` ago. A revalidation that never reports back (its
     /// exchange never started, an outer plugin failed it, the cache answered it itself) is
-    /// forgotten once timed out: the table is swept of those when it has grown past
-    /// ``revalidationSweep`` entries (they stayed for good, one per URL).
-    static func claim(_ key: String, in table: inout [String: Double], now: Double) -> Bool {
-        if let started = table[key], now - started < revalidationTimeout { return false }
-        if table.count >= revalidationSweep { table = table.filter { now - $0.value < revalidationTimeout } }
-        table[key] = now
+    /// forgotten once timed out: the table is swept of those as it grows (they stayed for good,
+    /// one per URL).
+    static func claim(_ key: String, in table: inout Revalidations, now: Double) -> Bool {
+        if let started = table.started[key], now - started < revalidationTimeout { return false }
+        if table.started.count >= table.sweepAt {
+            table.started = table.started.filter { now - $0.value < revalidationTimeout }
+            table.sweepAt = max(revalidationSweep, 2 * table.started.count)
+        }
+        table.started[key] = now
         return true
     }
 
-    /// How many revalidations may be marked before the timed-out ones are swept.
+    /// How many revalidations may be marked before the timed-out ones are swept first.
     static let revalidationSweep = 64
 
     /// The key a background revalidation of the entry of `key` in `partition` runs under.
@@ -706,7 +717,7 @@ public struct CachePlugin: ExportablePlugin {
         let revalidating = context.target.pluginOptions["cache"]?.lowercased() == "revalidate"
         let revalidation = revalidating ? Self.revalidationKey(state.key, in: state.partition) : nil
         defer {
-            if let revalidation { revalidations.withLock { _ = $0.removeValue(forKey: revalidation) } }
+            if let revalidation { revalidations.withLock { _ = $0.started.removeValue(forKey: revalidation) } }
         }
         let now = context.services.now()
         if Self.isUnsafe(state.method) {

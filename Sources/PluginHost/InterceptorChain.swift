@@ -547,7 +547,8 @@ final class InterceptorChain: Sendable {
         // Whether `request` is the last request of a redirected exchange, sent with an answer:
         // its response still answers the app's request through a redirect.
         var afterRedirect = false
-        // The last answer sent, which the responses after it were sent with.
+        // The last answer to the origin's challenge sent: the responses after it were sent with
+        // it. (A proxy's answer goes to the proxy alone.)
         var answered: HTTPHeader?
         while true {
             var received: TransportResponse
@@ -561,7 +562,8 @@ final class InterceptorChain: Sendable {
             let redirected = received.redirected
             if afterRedirect { received.redirected = true }
             let response = ResponseState(received)
-            response.challengeAnswer = answered
+            // The origin's answer, unless a redirect to another origin left it behind.
+            if let answered, !received.credentialsLeftBehind { response.challengeAnswer = answered }
             guard !interceptors.isEmpty, let found = Self.challenge(in: response) else { return (.response(response), request) }
             var challenged = request
             if redirected {
@@ -578,7 +580,7 @@ final class InterceptorChain: Sendable {
             /// Sends `challenged` with `value` in the answer field next.
             func answer(_ value: String) {
                 challenged.urlRequest.setValue(value, forHTTPHeaderField: field)
-                answered = HTTPHeader(name: field, value: value)
+                if !isProxy { answered = HTTPHeader(name: field, value: value) }
                 afterRedirect = afterRedirect || redirected
                 request = challenged
                 answers += 1

@@ -398,10 +398,11 @@ final class ResponseState: ResultHandle, ResponseBackend {
         return sent
     }
 
-    /// The answer to a challenge the host sent with the request this response answers (an
-    /// `Authorization` or `Proxy-Authorization` no hook saw): part of ``requestHeaders``, so that a
-    /// response to a request the host authenticated is not taken for an anonymous one (the cache
-    /// stored such a response shared).
+    /// The answer to the origin's challenge the host sent with the request this response answers
+    /// (an `Authorization` no hook saw), when the response came from that origin: part of
+    /// ``requestHeaders``, so that a response to a request the host authenticated is not taken for
+    /// an anonymous one (the cache stored such a response shared). A proxy's answer is not: it
+    /// goes to the proxy alone.
     var challengeAnswer: HTTPHeader? {
         didSet { cLastHopHeaders = nil }
     }

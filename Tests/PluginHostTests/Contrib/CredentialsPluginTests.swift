@@ -21,9 +21,6 @@ struct CredentialsPluginTests {
         #expect(try response.mapJSON()["authenticated"]?.boolValue == true)
     }
 
-    /// A proxy's `407` is never answered with a server's password: only an entry marked
-    /// `proxy: true` answers it (through ABI 1.6's `ph_challenge.is_proxy`), and such an entry
-    /// answers no server's `401`.
     /// A long password (a token used as one) is given as a compiled-in plugin gives it: the
     /// host's buffers were 1,024 bytes, and the loaded plugin's answer became a silent rejection.
     /// One past the buffers is rejected saying why, in the log.
@@ -56,6 +53,9 @@ struct CredentialsPluginTests {
         #expect(try await provider.request(try Bin("basic-auth/u/p")).value.statusCode == 200)
     }
 
+    /// A proxy's `407` is never answered with a server's password: only an entry marked
+    /// `proxy: true` answers it (through ABI 1.6's `ph_challenge.is_proxy`), and such an entry
+    /// answers no server's `401`.
     @Test func aProxyIsAnsweredOnlyFromAProxyEntry() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
@@ -165,6 +165,22 @@ struct CredentialsPluginTests {
         let second = try await provider.request(target).value
         #expect(second.statusCode == 401)
         #expect(second.response?.value(forHTTPHeaderField: "X-Cache") != "hit")
+    }
+
+    /// A proxy's answer goes to the proxy alone: a response the host answered a `407` for is
+    /// cached as any other (the origin saw no credentials).
+    @Test func aResponseThroughAnAnsweredProxyIsCached() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let proxyEntry: [String: Any] = ["host": "origin.test", "user": "proxy-user", "password": "p", "proxy": true]
+        let transport = ProxyChallengeTransport()
+        let provider = try f.provider([("credentials", ["credentials": [proxyEntry]]), ("cache", [:])], transport: transport)
+        let target = try Bin("through/proxy", options: ["cache": "60"], base: URL(string: "http://origin.test")!)
+        #expect(try await provider.request(target).value.statusCode == 200)
+        let second = try await provider.request(target).value
+        #expect(second.statusCode == 200)
+        #expect(second.response?.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(transport.sent.withLock { $0.count } == 2)
     }
 
     @Test func authorizationIsDroppedOnACrossOriginRedirect() async throws {
