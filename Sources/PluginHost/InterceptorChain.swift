@@ -570,6 +570,15 @@ final class InterceptorChain: Sendable {
                 // Where the redirects led, or nothing to answer: another server's challenge is not the first URL's.
                 guard let last = received.url else { return (.response(response), request) }
                 challenged = request.redirected(to: last, method: received.finalMethod)
+                if request.url?.scheme?.lowercased() != last.scheme?.lowercased() {
+                    // Another scheme may go through another proxy (the environment names one per
+                    // scheme, as both transports read it): the proxy's answer, its rounds and its
+                    // Digest answer stay behind, as the transports left them on the redirect.
+                    challenged.urlRequest.setValue(nil, forHTTPHeaderField: "Proxy-Authorization")
+                    rounds["proxy"] = nil
+                    digestAnswers["proxy"] = nil
+                    staleAnswered.remove("proxy")
+                }
             }
             guard let url = challenged.url, answers < Self.maxAnswersPerAttempt else { return (.response(response), request) }
             let (field, chosen) = (found.field, found.chosen)

@@ -747,6 +747,43 @@ struct ChallengesAfterRedirectsTests {
         #expect(sent[3].value(forHTTPHeaderField: "Authorization") == "Basic dTpw")
     }
 
+    /// A redirect to another scheme may go through another proxy (the environment's are per
+    /// scheme, and the transports leave `Proxy-Authorization` behind there): the chain's answer
+    /// to the redirected challenge goes without the first proxy's answer, and that proxy's
+    /// rounds and Digest answer do not count for the next proxy (its first `407` was taken for a
+    /// second round and refused; a `stale` one got the first proxy's credentials unasked).
+    @Test func anotherSchemeLeavesTheProxysAnswerAndRounds() async throws {
+        let (response, asked, sent) = try await request(
+            [
+                .init(status: 407, headers: ["Proxy-Authenticate": #"Basic realm="proxy""#]),
+                .init(redirectedTo: "https://b.test/there", status: 401, headers: ["WWW-Authenticate": #"Basic realm="b""#]),
+            ], hosts: ["a.test", "b.test"])
+        #expect(response.statusCode == 200)
+        try #require(sent.count == 3)
+        #expect(sent[2].url?.absoluteString == "https://b.test/there")
+        #expect(sent[2].value(forHTTPHeaderField: "Proxy-Authorization") == nil)
+        #expect(sent[2].value(forHTTPHeaderField: "Authorization") == "Basic dTpw")
+        #expect(asked == ["a.test 0", "b.test 0"])
+
+        let (second, secondAsked, _) = try await request(
+            [
+                .init(status: 407, headers: ["Proxy-Authenticate": #"Basic realm="p1""#]),
+                .init(redirectedTo: "https://b.test/there", status: 407, headers: ["Proxy-Authenticate": #"Basic realm="p2""#]),
+            ], hosts: ["a.test", "b.test"])
+        #expect(second.statusCode == 200)
+        #expect(secondAsked == ["a.test 0", "b.test 0"])
+
+        let (_, staleAsked, staleSent) = try await request(
+            [
+                .init(status: 407, headers: ["Proxy-Authenticate": #"Digest realm="p", nonce="n1", qop="auth""#]),
+                .init(
+                    redirectedTo: "https://b.test/there", status: 407,
+                    headers: ["Proxy-Authenticate": #"Digest realm="p", nonce="n2", qop="auth", stale=true"#]),
+            ], hosts: ["a.test"])
+        #expect(staleAsked == ["a.test 0", "b.test 0"])
+        #expect(staleSent.count == 2)
+    }
+
     /// Each space keeps its own Digest answer: the proxy's `stale` challenge, after the origin was
     /// answered, is answered again with the proxy's credentials without asking the hooks.
     @Test func aProxysStaleChallengeAfterTheOriginsReusesTheProxysAnswer() async throws {
