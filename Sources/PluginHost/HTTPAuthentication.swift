@@ -380,17 +380,27 @@ struct DigestChallenge: Equatable, Sendable {
 
 /// `nc` per nonce (RFC 7616 §3.4): each use of a nonce counts one up, across requests.
 final class DigestNonceCounts: Sendable {
-    private let counts = Locked([String: UInt32]())
-    /// Nonces remembered at most; past it every count is forgotten at once (and starts again at 1,
-    /// which a server that still honours such an old nonce accepts as a fresh use).
+    private struct Counts {
+        /// Per nonce, its last count and when it was last used (a tick of `clock`).
+        var table: [String: (count: UInt32, used: UInt64)] = [:]
+        var clock: UInt64 = 0
+    }
+    private let counts = Locked(Counts())
+    /// Nonces remembered at most; past it the quarter least recently used are forgotten (a nonce
+    /// used again after that starts again at 1, which a server that checks `nc` against replays,
+    /// such as Apache's `AuthDigestNcCheck`, refuses: only a nonce left unused the longest is).
     static let capacity = 1024
 
     /// The count for this use of `nonce` (1 for its first).
     func next(for nonce: String) -> UInt32 {
         counts.withLock { counts in
-            if counts[nonce] == nil, counts.count >= Self.capacity { counts.removeAll(keepingCapacity: true) }
-            let next = (counts[nonce] ?? 0) &+ 1
-            counts[nonce] = next
+            counts.clock += 1
+            if counts.table[nonce] == nil, counts.table.count >= Self.capacity {
+                let oldest = counts.table.sorted { $0.value.used < $1.value.used }.prefix(Self.capacity / 4)
+                for (forgotten, _) in oldest { counts.table[forgotten] = nil }
+            }
+            let next = (counts.table[nonce]?.count ?? 0) &+ 1
+            counts.table[nonce] = (next, counts.clock)
             return next
         }
     }

@@ -155,6 +155,14 @@ struct DigestUnitTests {
         #expect(counts.next(for: "a") == 1)
         #expect(counts.next(for: "a") == 2)
         #expect(counts.next(for: "b") == 1)
+        // Full, the least recently used are forgotten, not every count (a nonce in use restarted
+        // at 1, which a server checking `nc` against replays refuses).
+        for index in 0..<DigestNonceCounts.capacity {
+            _ = counts.next(for: "n\(index)")
+            _ = counts.next(for: "a")
+        }
+        #expect(counts.next(for: "a") == 3 + UInt32(DigestNonceCounts.capacity))
+        #expect(counts.next(for: "b") == 1)
         #expect(DigestChallenge.nonceCountText(0x1a) == "0000001a")
         #expect(DigestChallenge.requestURI(URL(string: "http://h:1")!) == "/")
         #expect(DigestChallenge.requestURI(URL(string: "http://h/a%20b?x=%2F&y")!) == "/a%20b?x=%2F&y")
