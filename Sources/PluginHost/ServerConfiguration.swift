@@ -33,7 +33,7 @@ public final class ServerConfiguration: Sendable {
 
     /// Why an environment switch was refused.
     public enum ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-        /// No environment of that name is configured.
+        /// No environment of that name is configured; `known` lists the configured names, sorted.
         case unknownEnvironment(String, known: [String])
 
         /// A sentence naming the environment and the known ones.
@@ -90,15 +90,19 @@ public final class ServerConfiguration: Sendable {
         set { state.withLock { $0.timeout = newValue } }
     }
 
-    /// Sets or (with `nil`) removes one default header.
+    /// Sets or (with `nil`) removes one default header. Names are compared without case, as
+    /// HTTP compares them: the field of any spelling of `name` is replaced or removed.
     public func setHeader(_ name: String, _ value: String?) {
-        state.withLock { $0.headers[name] = value }
+        state.withLock { state in
+            for key in state.headers.keys where HTTPHeader.namesEqual(key, name) { state.headers[key] = nil }
+            state.headers[name] = value
+        }
     }
 
     /// Switches the base URL to a named environment.
     public func use(environment name: String) throws(ConfigurationError) {
         guard let url = environments[name] else {
-            throw .unknownEnvironment(name, known: Array(environments.keys))
+            throw .unknownEnvironment(name, known: environments.keys.sorted())
         }
         state.withLock {
             $0.baseURL = url

@@ -41,6 +41,27 @@ struct ServerConfigurationTests {
                 == "unknown environment \"staging\"; known: dev")
     }
 
+    /// `setHeader` compares names without case: removing `authorization` removes `Authorization`
+    /// (the old token stayed on every request), and setting it replaces it (both spellings went
+    /// on, one chosen by dictionary order).
+    @Test func setHeaderMatchesNamesWithoutCase() {
+        let server = ServerConfiguration(baseURL: URL(string: "https://api.example.invalid")!, headers: ["Authorization": "Bearer old"])
+        server.setHeader("authorization", nil)
+        #expect(server.headers.isEmpty)
+        server.setHeader("Authorization", "Bearer old")
+        server.setHeader("AUTHORIZATION", "Bearer new")
+        #expect(server.headers == ["AUTHORIZATION": "Bearer new"])
+    }
+
+    /// The known names of an unknown environment are sorted, so the error compares equal run to run.
+    @Test func anUnknownEnvironmentListsTheKnownSorted() {
+        let url = URL(string: "https://h.invalid")!
+        let server = ServerConfiguration(baseURL: url, environments: ["dev": url, "prod": url, "qa": url, "stage": url])
+        #expect(throws: ServerConfiguration.ConfigurationError.unknownEnvironment("x", known: ["dev", "prod", "qa", "stage"])) {
+            try server.use(environment: "x")
+        }
+    }
+
     @Test func defaultHeadersAndParametersMergeAndTargetWins() async throws {
         let server = ServerConfiguration(
             baseURL: try TestServer.url(),
