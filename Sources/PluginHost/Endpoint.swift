@@ -251,19 +251,30 @@ extension Endpoint {
 
 extension Endpoint: Equatable, Hashable {
     /// Two endpoints are equal when they make the same `URLRequest` (URL, method, header fields,
-    /// body), as Moya compares them; endpoints whose request cannot be made compare by URL and method.
+    /// body) and upload the same file, as Moya compares them; endpoints whose request cannot be
+    /// made compare by URL and method, and never equal one whose request can be made.
     public static func == (lhs: Endpoint, rhs: Endpoint) -> Bool {
+        guard lhs.uploadedFile == rhs.uploadedFile else { return false }
         switch (try? lhs.comparedRequest(), try? rhs.comparedRequest()) {
         case (let left?, let right?):
             return left.url == right.url && left.httpMethod == right.httpMethod && left.allHTTPHeaderFields == right.allHTTPHeaderFields
                 && left.httpBody == right.httpBody
-        default:
+        case (nil, nil):
             return lhs.url == rhs.url && lhs.method == rhs.method
+        default:
+            return false
         }
+    }
+
+    /// The file an `uploadFile` task sends (the request made carries no body for it).
+    private var uploadedFile: URL? {
+        if case .uploadFile(let file) = task { return file }
+        return nil
     }
 
     /// Hashes what ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) {
+        hasher.combine(uploadedFile)
         if let request = try? comparedRequest() {
             hasher.combine(request.url)
             hasher.combine(request.httpMethod)

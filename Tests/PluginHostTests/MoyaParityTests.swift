@@ -207,6 +207,20 @@ struct MoyaParityAdditionsTests {
             httpHeaderFields: headers)
     }
 
+    /// An endpoint whose request cannot be made never equals one whose request can (equal values
+    /// hashed apart, which breaks sets); two file uploads compare by their files, as in Moya.
+    @Test func endpointsThatCannotBeMadeOrUploadOtherFilesDiffer() {
+        let good = Self.endpoint(.requestPlain)
+        let bad = Self.endpoint(.requestParameters(parameters: ["n": Double.nan], encoding: JSONEncoding.default))
+        #expect(good != bad)
+        #expect(Set([good, bad]).count == 2)
+        let a = Self.endpoint(.uploadFile(URL(fileURLWithPath: "/tmp/a.bin")))
+        let b = Self.endpoint(.uploadFile(URL(fileURLWithPath: "/tmp/b.bin")))
+        #expect(a != b)
+        #expect(a == Self.endpoint(.uploadFile(URL(fileURLWithPath: "/tmp/a.bin"))))
+        #expect(a.hashValue == Self.endpoint(.uploadFile(URL(fileURLWithPath: "/tmp/a.bin"))).hashValue)
+    }
+
     @Test func endpointsCompareAndHashByTheirRequest() {
         let a = Self.endpoint(.requestParameters(parameters: ["q": "x"], encoding: JSONEncoding.default))
         let same = Self.endpoint(.requestParameters(parameters: ["q": "x"], encoding: JSONEncoding.default))
