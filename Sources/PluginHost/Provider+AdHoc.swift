@@ -60,10 +60,37 @@ extension Provider {
         return pipeline(method: method, info: info, validation: .none, limits: limits ?? self.limits, stub: { .never }, endpoint: { endpoint })
     }
 
-    private func resolve(_ url: String) -> String {
-        guard let server, !URLParts.isAbsoluteHTTP(url), !url.contains("://") else { return url }
-        let base = server.baseURL.absoluteString
-        let trimmedBase = base.hasSuffix("/") ? String(base.dropLast()) : base
-        return url.hasPrefix("/") ? trimmedBase + url : trimmedBase + "/" + url
+    /// `url` against the server layer's base URL, unless it is absolute (`scheme://…`): the
+    /// path after the base's path, the base's query before the URL's own (`/users` on
+    /// `https://h/v1?key=K` is `https://h/v1/users?key=K`, as a target's URL is).
+    func resolve(_ url: String) -> String {
+        guard let server, !URLParts.isAbsoluteHTTP(url), !Self.startsWithScheme(url) else { return url }
+        func split(_ text: String) -> (head: Substring, query: Substring?, fragment: Substring?) {
+            let fragmentStart = text.firstIndex(of: "#")
+            let beforeFragment = text[..<(fragmentStart ?? text.endIndex)]
+            let queryStart = beforeFragment.firstIndex(of: "?")
+            return (
+                beforeFragment[..<(queryStart ?? beforeFragment.endIndex)], queryStart.map { beforeFragment[beforeFragment.index(after: $0)...] },
+                fragmentStart.map { text[text.index(after: $0)...] }
+            )
+        }
+        let base = split(server.baseURL.absoluteString)
+        let relative = split(url)
+        var joined = base.head.hasSuffix("/") ? String(base.head.dropLast()) : String(base.head)
+        joined += relative.head.hasPrefix("/") ? relative.head : "/" + relative.head
+        let queries = [base.query, relative.query].compactMap { $0 }.filter { !$0.isEmpty }
+        if !queries.isEmpty { joined += "?" + queries.joined(separator: "&") }
+        if let fragment = relative.fragment { joined += "#" + fragment }
+        return joined
+    }
+
+    /// Whether `url` starts with a scheme and `://` (RFC 3986 §3.1: a letter, then letters,
+    /// digits, `+`, `-`, `.`): an absolute URL, whatever its scheme. A `://` later (in a query,
+    /// `?next=https://…`) is not one.
+    static func startsWithScheme(_ url: String) -> Bool {
+        guard let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://"), let first = url.first, first.isASCII, first.isLetter else {
+            return false
+        }
+        return url[..<colon].allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == ".") }
     }
 }

@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
-import PluginHost
 import PluginSDK
 import Testing
+
+@testable import PluginHost
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -31,6 +32,20 @@ struct ProviderTests {
         let base = try TestServer.url().absoluteString
         #expect(e.url == base + "/anything/rel")
         #expect(e.header("X-Server") == "1")
+    }
+
+    /// A relative ad-hoc URL is joined as a target's is: after the base's path, the base's query
+    /// first; a `://` in its query does not make it absolute (it was sent unresolved and failed).
+    @Test func adHocRelativeURLsJoinTheBaseAsTargetsDo() {
+        let provider = Provider<MultiTarget>(server: ServerConfiguration(baseURL: URL(string: "https://api.example.invalid/v1?api_key=K")!))
+        #expect(provider.resolve("/users") == "https://api.example.invalid/v1/users?api_key=K")
+        #expect(provider.resolve("users?page=2#top") == "https://api.example.invalid/v1/users?api_key=K&page=2#top")
+        #expect(
+            provider.resolve("/login?next=https://app.example/cb") == "https://api.example.invalid/v1/login?api_key=K&next=https://app.example/cb")
+        #expect(provider.resolve("https://other.example/x") == "https://other.example/x")
+        #expect(provider.resolve("ftp://files.example/x") == "ftp://files.example/x")
+        let plain = Provider<MultiTarget>(server: ServerConfiguration(baseURL: URL(string: "https://api.example.invalid/")!))
+        #expect(plain.resolve("/users") == "https://api.example.invalid/users")
     }
 
     @Test func multiTargetServesSeveralTargetTypes() async throws {
