@@ -25,6 +25,41 @@ struct MigrationGuideTests {
         Provider<Bin>(stubClosure: Provider<Bin>.immediatelyStub(_:), callbackQueue: callbackQueue, interceptors: interceptors)
     }
 
+    /// `mapJSON()` is a `JSONValue`, read by subscript, not a Foundation dictionary.
+    @Test func mapJSONIsAJSONValue() throws {
+        let json = try Response(statusCode: 200, data: Data(#"{"login":"octocat","ids":[1,2]}"#.utf8)).mapJSON()
+        #expect(json["login"]?.stringValue == "octocat")
+        #expect(json["ids"]?[1]?.intValue == 2)
+        #expect((json as Any) as? [String: Any] == nil)
+    }
+
+    /// Ad-hoc calls are never stubbed: on a stubbing provider they go to the network (here a
+    /// closed port, which refuses).
+    @Test func adHocCallsAreNeverStubbed() async throws {
+        let provider = Provider<Bin>(
+            stubClosure: Provider<Bin>.immediatelyStub(_:), server: ServerConfiguration(baseURL: closedPortURL()))
+        let result = await provider.get("/x").result
+        guard case .failure(.underlying(let failure, _)) = result else {
+            Issue.record("not sent: \(result)")
+            return
+        }
+        #expect(failure.kind == .cannotConnect)
+    }
+
+    /// A stubbed `uploadFile` target reads no file: its fixture path need not exist.
+    @Test func aStubbedUploadNeedsNoFile() async throws {
+        let missing = URL(fileURLWithPath: "/nonexistent/pluginhost-fixture.bin")
+        let target = try Bin("upload", method: .post, task: .uploadFile(missing))
+        let response = try await Self.stubbed().request(target).value
+        #expect(response.statusCode == 200)
+        let sent = await Provider<Bin>().request(target).result
+        guard case .failure(.fileAccess(let path, _)) = sent else {
+            Issue.record("a missing file was sent: \(sent)")
+            return
+        }
+        #expect(path == missing.path)
+    }
+
     @Test func completionsRunOnAGlobalQueueUnlessACallbackQueueIsGiven() async throws {
         let target = try Bin("get")
         let onMain: Bool = await withCheckedContinuation { continuation in
