@@ -252,7 +252,8 @@ struct ph_host_api {
     /* From process only: send the request again after `delay` seconds; when `refresh_key` is
      * not empty the host first refreshes that credential (rejected value: `stale_value`,
      * `has_stale` non-zero when known). PH_OK; PH_INVALID outside process, for a negative or
-     * non-finite delay, or when `refresh_key` (or a known `stale_value`) is no buffer. */
+     * non-finite delay, or when `refresh_key` (or a known `stale_value`) is no buffer. A process
+     * that calls both result_replace and result_retry retries (the replacement is dropped). */
     ph_status (*result_retry)(ph_result *result, double delay, ph_bytes refresh_key, ph_bytes stale_value, int32_t has_stale);
 
     /* Added in ABI 1.1 (a plugin built against 1.0 never reads past result_retry; a 1.1 plugin
@@ -291,7 +292,9 @@ struct ph_host_api {
      * stale-while-revalidate). At most one per plugin and exchange: an attempt after a retry
      * that asks again is answered PH_OK, and nothing more is sent. PH_OK; PH_INVALID outside
      * prepare, from a background exchange, when this plugin already asked in this attempt, or
-     * when `option` is no buffer. */
+     * when `option` is no buffer. Asked and answered PH_OK, nothing is sent either for a request
+     * whose body is a stream (read once, by the exchange that asked) or for an exchange
+     * cancelled before its prepare phase ended. */
     ph_status (*request_background)(const ph_host_api *host, ph_request *request, ph_bytes option);
 
     /* Added in ABI 1.3 (a plugin checks host->abi_minor >= 3 before calling these). */
@@ -303,7 +306,10 @@ struct ph_host_api {
      * hook returns or a setter of this result is called. */
     size_t (*result_headers)(ph_result *result, ph_bytes *names, ph_bytes *values, size_t capacity);
     /* The header fields of the request this response answers, as the request phase left them
-     * (after every will_send; what a prepare that answered saw), in the same way: a plugin that
+     * (after every will_send that ran: for a request a prepare answered, the will_send of the
+     * plugins before that one, which run after the answer), with the Authorization the host
+     * sent answering the origin's challenge (a credential hook's answer to a 401), in the same
+     * way: a plugin that
      * needs the request as sent only when the response comes (a cache's Vary, credentials
      * added after its lookup) can then leave will_send out. After a redirect to another
      * origin (on the way, even if later ones came back) they are the last hop's: without

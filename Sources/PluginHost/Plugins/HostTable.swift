@@ -396,9 +396,10 @@ final class HostTable: @unchecked Sendable {
         }
         api.now = { _ in Date().timeIntervalSince1970 }
         api.monotonic_ns = { _ in DispatchTime.now().uptimeNanoseconds }
-        api.random_bytes = { _, out, count in
-            // Nothing for a count past `Int.max` (negative here): no buffer is that large.
-            RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: out == nil || count < 0 ? 0 : count))
+        api.random_bytes = { host, out, count in
+            // Nothing for a count past `Int.max` (negative here): no buffer is that large; nothing
+            // through a NULL host table either (the header's rule for every call).
+            RandomBytes.fill(UnsafeMutableBufferPointer(start: out, count: host == nil || out == nil || count < 0 ? 0 : count))
         }
 
         api.request_method = { request in RequestHandle.with(request, or: ph_bytes()) { $0.cMethod } }

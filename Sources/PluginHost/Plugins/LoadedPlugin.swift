@@ -171,10 +171,13 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
         var password = [UInt8](repeating: 0, count: capacity)
         var userLength = 0
         var passwordLength = 0
-        let answer = withContext(context) { ctx in
-            user.withUnsafeMutableBufferPointer { u in
-                password.withUnsafeMutableBufferPointer { p in
-                    hook(instance, &c, ctx, u.baseAddress, &userLength, p.baseAddress, &passwordLength, capacity)
+        // The arena owns the challenge's bytes: kept alive across the call, whatever the optimiser sees.
+        let answer = withExtendedLifetime(arena) {
+            withContext(context) { ctx in
+                user.withUnsafeMutableBufferPointer { u in
+                    password.withUnsafeMutableBufferPointer { p in
+                        hook(instance, &c, ctx, u.baseAddress, &userLength, p.baseAddress, &passwordLength, capacity)
+                    }
                 }
             }
         }

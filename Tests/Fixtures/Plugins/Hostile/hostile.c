@@ -162,6 +162,12 @@ static int32_t null_handles(const ph_host_api *host, ph_request *request, ph_err
              (int)got.len, (const char *)got.data);
     /* A NULL host table with a real request: refused too. */
     if (host->request_background(NULL, request, value) != PH_INVALID) return fail_with(error, "background with no host table");
+    /* Nothing is written through an out-parameter for a NULL host table. */
+    uint8_t sentinel[8] = {0};
+    host->random_bytes(NULL, sentinel, sizeof sentinel);
+    for (size_t i = 0; i < sizeof sentinel; i++) {
+        if (sentinel[i] != 0) return fail_with(error, "random_bytes wrote through a NULL host table");
+    }
     ph_bytes header = {(const uint8_t *)"X-Findings", 10}, text = {(const uint8_t *)findings, strlen(findings)};
     return host->request_respond(request, 200, &header, &text, 1, empty) == PH_OK ? PH_OK : fail_with(error, "respond refused");
 }
