@@ -35,6 +35,34 @@ struct HostilePluginTests {
         #expect(message.hasPrefix("ABCDEFGHIJKLMNOPQRSTUVWXYZABC"))
     }
 
+    /// A hook's message stays its own when the app's code, run inside the hook (a log handler),
+    /// loads a plugin whose `create` fails on the same thread: the nested call wrote into the
+    /// same thread's buffer, and the outer hook failed with the other plugin's message.
+    @Test func aNestedHookCallLeavesTheOuterHooksMessage() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("HostileTestPlugin")
+        let refusing = try f.manifest([["name": "hostile", "config": ["mode": "refuse-create"]]], file: "refusing.json")
+        let nestedError = LockedBox<String?>(nil)
+        let services = PluginServices()
+        services.setLogHandler { _, _, message in
+            guard message == "nest" else { return }
+            do {
+                _ = try Provider<Bin>(manifest: refusing)
+            } catch {
+                nestedError.set("\(error)")
+            }
+        }
+        let provider = try Provider<Bin>(
+            manifest: try f.manifest([["name": "hostile", "config": ["mode": "log-then-fail"]]], file: "outer.json"), services: services)
+        guard case .interceptor("hostile", .prepare, let message) = try await failure(provider) else {
+            Issue.record("not an interceptor error")
+            return
+        }
+        #expect(nestedError.get()?.contains("refused by create") == true, "\(nestedError.get() ?? "no nested error")")
+        #expect(message == "the outer hook's own message")
+    }
+
     @Test func anErrorWithoutAMessageIsStillNamed() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

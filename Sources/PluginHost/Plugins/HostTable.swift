@@ -1,3 +1,4 @@
+import CCurlShim
 import CPluginABI
 import Dispatch
 import Foundation
@@ -357,6 +358,10 @@ final class HostTable: @unchecked Sendable {
         api.abi_major = UInt16(PH_ABI_MAJOR)
         api.abi_minor = UInt16(PH_ABI_MINOR)
         api.log = { api, level, message in
+            // The app's handler runs inside the hook: a hook call it makes (a plugin loaded)
+            // writes into an error buffer of its own, not the calling hook's.
+            ph_thread_error_nest()
+            defer { ph_thread_error_unnest() }
             HostTable.with(api) { $0.services.log(LogLevel(abiCode: level), CBytes.string(message)) }
         }
         api.kv_get = { api, key, out, capacity in
@@ -392,6 +397,9 @@ final class HostTable: @unchecked Sendable {
                 // A count past `Int.max` (`size_t` arrives as `Int`) is negative here: no fields.
                 for index in 0..<max(0, count) { fields[CBytes.string(keys[index])] = CBytes.string(values[index]) }
             }
+            // As for `log`: the subscribers' code runs inside the hook.
+            ph_thread_error_nest()
+            defer { ph_thread_error_unnest() }
             HostTable.with(api) { $0.services.emit(CBytes.string(name), fields: fields) }
         }
         api.now = { _ in Date().timeIntervalSince1970 }

@@ -243,7 +243,8 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     /// Runs `body` with a host-provided error buffer and returns its result with the message
     /// written, clamped to the buffer. The buffer is this thread's own, in thread-local storage
     /// (`ph_thread.h`): a 4 KiB temporary per hook call would be a heap allocation (or a
-    /// stack-bounds check) each time, and hook calls never nest on one thread.
+    /// stack-bounds check) each time. A hook call nested in another on one thread (through the
+    /// app's log or event handler) gets the next buffer (`HostTable`'s `log` and `emit`).
     private static func withErrorBuffer<R>(_ body: (UnsafeMutablePointer<ph_error_buf>) -> R) -> (R, String) {
         var error = ph_error_buf(data: ph_thread_error_buffer(), capacity: errorCapacity, len: 0)
         let result = body(&error)

@@ -20,7 +20,9 @@
  *                 change nothing), then to INFINITY (none), and answers with what it read back
  *   null-handles  prepare calls every accessor with a NULL request, result or host table (each
  *                 is none: nothing read, nothing changed, no crash) and answers with what each
- *                 returned */
+ *                 returned
+ *   log-then-fail prepare writes "the outer hook's own message", logs "nest", and fails
+ *   refuse-create create writes "refused by create" and returns no instance */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +52,14 @@ static void *create(ph_bytes config, const ph_host_api *host, ph_error_buf *erro
     instance_t *instance = calloc(1, sizeof *instance);
     instance->host = host;
     copy_mode(config, instance->mode, sizeof instance->mode);
-    (void)error;
+    if (strcmp(instance->mode, "refuse-create") == 0) {
+        const char *message = "refused by create";
+        size_t n = strlen(message) < error->capacity ? strlen(message) : error->capacity;
+        memcpy(error->data, message, n);
+        error->len = n;
+        free(instance);
+        return NULL;
+    }
     if (host->abi_minor >= 1) {
         if (strcmp(instance->mode, "declare-extra") == 0) host->declare_hooks(host, PH_HOOK_PREPARE | PH_HOOK_PROCESS);
         if (strcmp(instance->mode, "declare-none") == 0) host->declare_hooks(host, 0);
@@ -218,6 +227,15 @@ static int32_t prepare(void *opaque, ph_request *request, const ph_context *cont
     if (strcmp(self->mode, "unbuffered") == 0) return unbuffered(host, request, error);
     if (strcmp(self->mode, "timeouts") == 0) return timeouts(host, request, error);
     if (strcmp(self->mode, "null-handles") == 0) return null_handles(host, request, error);
+    if (strcmp(self->mode, "log-then-fail") == 0) {
+        const char *message = "the outer hook's own message";
+        size_t n = strlen(message) < error->capacity ? strlen(message) : error->capacity;
+        memcpy(error->data, message, n);
+        error->len = n;
+        const ph_bytes nest = {(const uint8_t *)"nest", 4};
+        host->log(host, PH_LOG_ERROR, nest);
+        return PH_ERROR;
+    }
     if (strcmp(self->mode, "bad-url") == 0) {
         ph_bytes url = {(const uint8_t *)"not a url", 9};
         if (host->request_set_url(request, url) != PH_OK) return fail_with(error, "the host refused an invalid URL");
