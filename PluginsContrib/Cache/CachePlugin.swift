@@ -169,26 +169,16 @@ public struct CachePlugin: ExportablePlugin {
     /// never hold (it names the partition instead: ``withUserinfo(_:of:)``).
     static func getKey(_ url: String) -> String {
         var url = url
-        if let userinfo = userinfo(of: url) { url.removeSubrange(userinfo.lowerBound...userinfo.upperBound) }
+        if let userinfo = URLParts.userInfoRange(of: url) { url.removeSubrange(userinfo.lowerBound...userinfo.upperBound) }
         if url.utf8.allSatisfy({ $0 < 0x80 }) { return "GET " + url }
         return "GET " + RFC3986.escape(url) { $0 < 0x80 }
-    }
-
-    /// Where the user information of `url` is (`user:password` in `http://user:password@host/`;
-    /// the range's upper bound is the `@`), or nil when it has none.
-    static func userinfo(of url: String) -> Range<String.Index>? {
-        // Most URLs have no `@` at all.
-        guard url.utf8.contains(UInt8(ascii: "@")), let scheme = url.range(of: "://") else { return nil }
-        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard let at = authority.lastIndex(of: "@") else { return nil }
-        return scheme.upperBound..<at
     }
 
     /// The credentials message `credentials` of a request to `url`, with the URL's user
     /// information when it has some (the transport sends it as `Authorization`, which no hook
     /// sees): a response to such a URL goes to the partition of its user, as any with credentials.
     static func withUserinfo(_ credentials: String, of url: String) -> String {
-        guard let userinfo = userinfo(of: url) else { return credentials }
+        guard let userinfo = URLParts.userInfoRange(of: url) else { return credentials }
         return credentials + "userinfo\u{0}" + url[userinfo] + "\n"
     }
 

@@ -242,7 +242,7 @@ public struct LoggerPlugin: ExportablePlugin {
     /// query and in the fragment (an OAuth implicit grant puts `access_token` there).
     func redact(url: String) -> String {
         var url = url
-        if let info = Self.userInfoRange(of: url), let colon = url[info].firstIndex(of: ":"), url.index(after: colon) < info.upperBound {
+        if let info = URLParts.userInfoRange(of: url), let colon = url[info].firstIndex(of: ":"), url.index(after: colon) < info.upperBound {
             // From the first colon: the password is everything after it (it may hold colons).
             url.replaceSubrange(url.index(after: colon)..<info.upperBound, with: "<redacted>")
         }
@@ -279,27 +279,10 @@ public struct LoggerPlugin: ExportablePlugin {
         return head + "=" + value[...mark] + redact(pair: value[value.index(after: mark)...])
     }
 
-    /// Where a URL's user information is (`user:password`, before the authority's last `@`), if
-    /// it has any.
-    static func userInfoRange(of url: String) -> Range<String.Index>? {
-        // After `scheme://`, or at the start of a scheme-relative URL (`//user:password@host/`, as
-        // a `Location` may be written).
-        let start: String.Index
-        if url.hasPrefix("//") {
-            start = url.index(url.startIndex, offsetBy: 2)
-        } else if let scheme = url.range(of: "://") {
-            start = scheme.upperBound
-        } else {
-            return nil
-        }
-        let authority = url[start...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return authority.lastIndex(of: "@").map { start..<$0 }
-    }
-
     /// The user and password of a URL (`user:password@host`), as written (percent-encoded); nil
     /// without a password.
     static func userInfo(of url: String) -> (user: String, password: String)? {
-        guard let range = userInfoRange(of: url) else { return nil }
+        guard let range = URLParts.userInfoRange(of: url) else { return nil }
         let info = url[range]
         guard let colon = info.firstIndex(of: ":") else { return nil }
         return (String(info[..<colon]), String(info[info.index(after: colon)...]))

@@ -153,6 +153,24 @@ public struct URLParts: Sendable {
     /// The port a URL of `scheme` uses when it names none: 443 for `https` (any case), else 80.
     public static func defaultPort(forScheme scheme: String?) -> Int { scheme?.lowercased() == "https" ? 443 : 80 }
 
+    /// Where a URL's user information is (`user:password` in `http://user:password@host/`, before
+    /// the authority's last `@`), or nil when it has none. A scheme-relative URL
+    /// (`//user:password@host/`, as a `Location` may be written) has its authority at the start.
+    public static func userInfoRange(of url: String) -> Range<String.Index>? {
+        // Most URLs have no `@` at all.
+        guard url.utf8.contains(UInt8(ascii: "@")) else { return nil }
+        let start: String.Index
+        if url.hasPrefix("//") {
+            start = url.index(url.startIndex, offsetBy: 2)
+        } else if let scheme = url.range(of: "://") {
+            start = scheme.upperBound
+        } else {
+            return nil
+        }
+        let authority = url[start...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return authority.lastIndex(of: "@").map { start..<$0 }
+    }
+
     /// Whether the string is an absolute http or https URL with a host.
     public static func isAbsoluteHTTP(_ string: String) -> Bool {
         guard let components = URLComponents(string: string),
