@@ -787,18 +787,28 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// resolved against the URL redirected from (RFC 3986); a `HEAD` stays a `HEAD`, and a `POST`
     /// becomes a `GET` after a `301`, `302` or `303`.
     static func hop(_ response: HTTPURLResponse, proposed: URLRequest, from current: URLRequest?) -> URLRequest? {
-        guard [301, 302, 303, 307, 308].contains(response.statusCode),
-            let location = response.allHeaderFields.first(where: { ($0.key as? String)?.lowercased() == "location" })?.value as? String,
-            let next = URL(string: location, relativeTo: response.url ?? current?.url)?.absoluteURL,
+        let location = response.allHeaderFields.first(where: { ($0.key as? String)?.lowercased() == "location" })?.value as? String
+        let before = current?.httpMethod?.uppercased() ?? "GET"
+        guard let next = redirect(status: response.statusCode, location: location, from: response.url ?? current?.url, method: before) else {
+            return nil
+        }
+        var request = proposed
+        request.url = next.url
+        if request.httpMethod?.uppercased() ?? "GET" != next.method { request.httpMethod = next.method }
+        return request
+    }
+
+    /// Where a redirect leads, as both transports follow one: only a `301`, `302`, `303`, `307`
+    /// or `308` with a `location`, resolved against `url` (RFC 3986), to `http` or `https`; nil
+    /// when the `3xx` is delivered instead. `becomesGET`: a `303` turns any method but `HEAD`
+    /// into `GET`, a `301` or `302` a `POST` (the body and its fields are left behind).
+    static func redirect(status: Int, location: String?, from url: URL?, method: String) -> (url: URL, method: String, becomesGET: Bool)? {
+        guard [301, 302, 303, 307, 308].contains(status), let location,
+            let next = URL(string: location, relativeTo: url)?.absoluteURL,
             let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
         else { return nil }
-        var request = proposed
-        request.url = next
-        let before = current?.httpMethod?.uppercased() ?? "GET"
-        let status = response.statusCode
-        let method = (status == 303 && before != "HEAD") || ((status == 301 || status == 302) && before == "POST") ? "GET" : before
-        if request.httpMethod?.uppercased() ?? "GET" != method { request.httpMethod = method }
-        return request
+        let becomesGET = (status == 303 && method != "HEAD") || ((status == 301 || status == 302) && method == "POST")
+        return (next, becomesGET ? "GET" : method, becomesGET)
     }
 
     /// The request's fields a redirect to another origin leaves behind (the credentials and

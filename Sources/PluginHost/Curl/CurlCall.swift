@@ -707,13 +707,12 @@ final class CurlCall: @unchecked Sendable {
             jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
         }
         let policy = request.redirects ?? settings.configuration.redirects
-        if [301, 302, 303, 307, 308].contains(status), redirectCount < policy.maxRedirects,
-            let location = responseHeaders.first(where: { $0.name.lowercased() == "location" })?.value,
-            let next = URL(string: location, relativeTo: url)?.absoluteURL,
-            let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        if redirectCount < policy.maxRedirects,
+            let (next, _, becomesGET) = SessionRouter.redirect(
+                status: status, location: responseHeaders.first(where: { $0.name.lowercased() == "location" })?.value, from: url, method: method)
         {
             redirectCount += 1
-            if (status == 303 && method != "HEAD") || ((status == 301 || status == 302) && method == "POST") {
+            if becomesGET {
                 method = "GET"
                 body = nil
                 bodyFile = nil
