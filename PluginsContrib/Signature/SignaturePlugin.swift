@@ -44,6 +44,10 @@ public struct SignaturePlugin: ExportablePlugin {
     let secretFile: String?
 
     static let queryNames = (signature: "x-signature", timestamp: "x-timestamp", nonce: "x-nonce", keyID: "x-key-id")
+    /// The four, as `placement: query` adds them (and leaves them out of the canonical query).
+    static let addedQueryNames = [queryNames.signature, queryNames.timestamp, queryNames.nonce, queryNames.keyID]
+    /// ``addedQueryNames`` as a set, for lookups.
+    static let addedQueryNameSet = Set(addedQueryNames)
 
     /// The last secret seen and its prepared HMAC key (the secret is read per request, so a
     /// rotated secret is used at once; its pads are hashed once per secret, not per request).
@@ -196,11 +200,11 @@ public struct SignaturePlugin: ExportablePlugin {
         let names = Self.queryNames
         if inQuery {
             // The names the placement adds: a request's own would go out twice, and be signed over neither.
-            let added = [names.signature, names.timestamp, names.nonce, names.keyID]
-            if let own = URLParts(request.url).escapedQueryItems.first(where: { added.contains($0.name) }) {
+            if let own = URLParts(request.url).escapedQueryItems.first(where: { Self.addedQueryNameSet.contains($0.name) }) {
                 throw Failure(
                     description: "signature: the request has its own parameter \(own.name.debugDescription) in its query, "
-                        + "a name placement query adds (\(added.joined(separator: ", "))): rename it, or place the signature in headers")
+                        + "a name placement query adds (\(Self.addedQueryNames.joined(separator: ", "))): rename it, or place the signature in headers"
+                )
             }
             let extra = [(names.timestamp, timestamp), (names.nonce, nonce), (names.keyID, keyID)]
             try request.setURL(Self.appending(extra, to: request.url))
@@ -208,7 +212,7 @@ public struct SignaturePlugin: ExportablePlugin {
         var mac = HMACSHA256.Authenticator(key: hmacKey(secret))
         Self.writeCanonical(
             method: request.method, url: request.url, body: request.body, timestamp: timestamp,
-            nonce: nonce, excluding: inQuery ? [names.signature, names.timestamp, names.nonce, names.keyID] : []
+            nonce: nonce, excluding: inQuery ? Self.addedQueryNameSet : []
         ) { mac.update($0) }
         let signature = mac.finalizeHex()
         if inQuery {
