@@ -37,6 +37,52 @@ struct PluginLoaderTests {
         #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "last,beta,alpha,first")
     }
 
+    /// An app that wraps a loaded plugin in an interceptor of its own and hands it a response of
+    /// its own making (a `ResponseBackend` of its own) gets a refusal naming why, as for such a
+    /// request: the plugin read it as status 0 without fields, and its edit went nowhere.
+    @Test func aResponseTheHostDidNotMakeIsRefusedByName() throws {
+        final class AppResponse: ResponseBackend {
+            var statusCode = 203
+            var headers = [HTTPHeader(name: "X-Response-Order", value: "app")]
+            var body: [UInt8] = Array("kept".utf8)
+            func setStatusCode(_ code: Int) throws { statusCode = code }
+            func header(named name: String, index: Int) -> String? {
+                let values = headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+                return index < values.count ? values[index] : nil
+            }
+            func setHeader(named name: String, value: String?) throws {
+                headers.removeAll { $0.name.lowercased() == name.lowercased() }
+                if let value { headers.append(HTTPHeader(name: name, value: value)) }
+            }
+            func addHeader(named name: String, value: String) throws { headers.append(HTTPHeader(name: name, value: value)) }
+            func setBody(_ body: [UInt8]) { self.body = body }
+        }
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let plugins = try PluginLoader.load(manifest: try f.manifest([["name": "alpha"]]), services: PluginServices())
+        let alpha = try #require(plugins.first)
+        let context = InterceptorContext(
+            target: TargetInfo(method: "GET", baseURL: "http://app.test", path: "/"), requestID: 1, attempt: 1,
+            services: PluginServices().hostServices(for: "alpha"))
+        let backend = AppResponse()
+        for hook in [InterceptorHook.didReceive, .process] {
+            let error = #expect(throws: InterceptorError.self) {
+                if hook == .didReceive {
+                    try alpha.didReceive(.response(InterceptorResponse(backend: backend)), context: context)
+                } else {
+                    _ = try alpha.process(.response(InterceptorResponse(backend: backend)), context: context)
+                }
+            }
+            #expect(error == .failed("a loaded plugin can only work on responses made by the host"))
+        }
+        #expect(backend.statusCode == 203 && backend.headers == [HTTPHeader(name: "X-Response-Order", value: "app")])
+        // A failure is the host's to describe whoever made it: the plugin's hook runs.
+        #expect(throws: Never.self) {
+            _ = try alpha.process(.failure(TransportFailure(kind: .timedOut, message: "app")), context: context)
+        }
+    }
+
     @Test func aManifestProviderTakesTheSameParametersAsTheMainOne() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -105,14 +105,14 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     /// Calls the library's `did_receive`.
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         guard activeHooks & PH_HOOK_DID_RECEIVE != 0 else { return }
-        let handle = Self.resultHandle(result)
+        let handle = try Self.checkedResultHandle(result)
         try withContext(context) { try didReceive(handle, $0) }
     }
 
     /// Calls the library's `process`: a replacement or a retry comes back as the action.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard activeHooks & PH_HOOK_PROCESS != 0 else { return .proceed }
-        let handle = Self.resultHandle(result)
+        let handle = try Self.checkedResultHandle(result)
         return try withContext(context) { try process(handle, $0) }
     }
 
@@ -207,6 +207,17 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
             throw InterceptorError.failed("a loaded plugin can only work on requests made by the host")
         }
         return state.handle
+    }
+
+    /// The handle of a result an app hands a loaded plugin (wrapped in an interceptor of its own):
+    /// as ``resultHandle(_:)``, but a response the host did not make (an app's own
+    /// `ResponseBackend`) is refused, as such a request is: the plugin would read it as status 0
+    /// with no fields, and its edits would go nowhere.
+    static func checkedResultHandle(_ result: InterceptorResult) throws -> ResultHandle {
+        if let response = result.response, exactly(response.backend, ResponseState.self) == nil {
+            throw InterceptorError.failed("a loaded plugin can only work on responses made by the host")
+        }
+        return resultHandle(result)
     }
 
     /// The handle of a result: the response state's own (shared like a request's), or a new one
