@@ -111,6 +111,26 @@ struct CookieJarTests {
         #expect(sent(address, to: "http://127.0.0.1/") == "plain=1; itself=3")
     }
 
+    /// RFC 6265 §5.3 step 5, by the public suffix list (the system's libpsl, which Debian's
+    /// libcurl links): a site cannot set a cookie for a suffix others share (`co.uk`, and the
+    /// private `github.io`); a host that is a suffix itself gets a host-only cookie. They were
+    /// stored and sent to every site below the suffix (two labels were the only rule).
+    @Test func aPublicSuffixIsNoCookieDomain() throws {
+        #expect(CookieJar.isPublicSuffix("co.uk") == true, "libpsl.so.5 (apt-get install libpsl5) answers")
+        #expect(CookieJar.isPublicSuffix("github.io") == true && CookieJar.isPublicSuffix("example.co.uk") == false)
+        let cookies = jar(
+            ["suffix=1; Domain=co.uk", "site=2; Domain=example.co.uk", "host=3"], from: "https://www.example.co.uk/")
+        #expect(sent(cookies, to: "https://bank.co.uk/") == nil)
+        #expect(sent(cookies, to: "https://shop.example.co.uk/") == "site=2")
+        #expect(sent(cookies, to: "https://www.example.co.uk/") == "site=2; host=3")
+        let pages = jar(["wide=1; Domain=github.io"], from: "https://attacker.github.io/")
+        #expect(sent(pages, to: "https://victim.github.io/") == nil && pages.all(at: now).isEmpty)
+        let itself = jar(["own=1; Domain=github.io"], from: "https://github.io/")
+        #expect(sent(itself, to: "https://github.io/") == "own=1")
+        #expect(sent(itself, to: "https://victim.github.io/") == nil, "host-only")
+        #expect(try #require(itself.all(at: now).first).hostOnly)
+    }
+
     /// RFC 6265bis §5.7: `Secure` is set over https only, and a response over http neither
     /// replaces nor shadows a secure cookie of the same name (session fixation).
     @Test func plainHTTPCannotSetOrOverwriteASecureCookie() {

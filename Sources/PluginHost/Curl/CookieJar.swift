@@ -1,3 +1,4 @@
+import CCurlShim
 import Foundation
 import PluginSDK
 
@@ -10,6 +11,10 @@ import PluginSDK
 ///   whole segments, on the path as sent (percent-encoded, its trailing slash kept).
 /// - A `Domain` must be the host or one above it, with two labels at least; an empty `Domain`
 ///   is no attribute (a host-only cookie); a host given as an IP address takes no other domain.
+///   A `Domain` that is a public suffix (`co.uk`, `github.io`: the system's libpsl, as curl asks
+///   it) sets nothing, unless it is the host itself, which then gets a host-only cookie (§5.3
+///   step 5): `evil.co.uk` cannot set a cookie every `*.co.uk` site would be sent. Without libpsl
+///   (it ships with libcurl on Debian and Ubuntu) only the two-label rule stands.
 /// - `Secure` cookies are set over https only, and a response over http can neither set one nor
 ///   replace (shadow) one of the same name.
 /// - RFC 6265bis §5.6: a `Set-Cookie` value with a control character (other than a tab) sets
@@ -122,6 +127,16 @@ final class CookieJar: Sendable {
         return !isAddress && domain.contains(".") && host.hasSuffix("." + domain)
     }
 
+    /// Whether `domain` (lower case) is a public suffix, by the system's libpsl; nil when libpsl
+    /// is not there.
+    static func isPublicSuffix(_ domain: String) -> Bool? {
+        switch ph_psl_is_public_suffix(domain) {
+        case PH_PSL_SUFFIX: return true
+        case PH_PSL_NOT_SUFFIX: return false
+        default: return nil
+        }
+    }
+
     /// Whether `requestPath` path-matches `cookiePath` (§5.1.4): the same, or below it on a
     /// segment boundary.
     static func path(_ requestPath: String, matches cookiePath: String) -> Bool {
@@ -215,14 +230,21 @@ final class CookieJar: Sendable {
         if lowerName.hasPrefix("__secure-"), !secure { return nil }
         if lowerName.hasPrefix("__host-"), !secure || domainAttribute != nil || path != "/" { return nil }
         let domain: String
+        var hostOnly = true
         if let domainAttribute {
             guard self.domain(domainAttribute, isFor: host) else { return nil }
+            // §5.3 step 5: a public suffix is shared by sites that are not one another's.
+            if isPublicSuffix(domainAttribute) == true {
+                guard domainAttribute == host else { return nil }
+            } else {
+                hostOnly = false
+            }
             domain = domainAttribute
         } else {
             domain = host
         }
         return Cookie(
-            name: name, value: value, domain: domain, hostOnly: domainAttribute == nil, path: path ?? defaultPath(requestPath), secure: secure,
+            name: name, value: value, domain: domain, hostOnly: hostOnly, path: path ?? defaultPath(requestPath), secure: secure,
             expires: (maxAge ?? expires).map { min($0, now.addingTimeInterval(maxLifetime)) }, created: 0, updated: 0)
     }
 
