@@ -190,8 +190,14 @@ final class RequestRegistry: Sendable {
     /// Cancels every running request, and every one between its sends (see ``cancellations``);
     /// each caller gets ``NetworkError/cancelled``.
     func cancelAll() {
-        cancellations.add(1)
-        let signals = state.withLock { Array($0.inline.values) + $0.shared.values.map(\.signal) + $0.backoffs.values }
+        // Counted under the lock: a caller that takes it before finds the count unchanged and
+        // its entry in the table (cancelled below); one after finds the count changed. Counted
+        // before the lock, a caller in between replaced a running entry with a fresh one, which
+        // `shared` no longer held: the running one went on, and the fresh one was cancelled.
+        let signals = state.withLock { state in
+            cancellations.add(1)
+            return Array(state.inline.values) + state.shared.values.map(\.signal) + state.backoffs.values
+        }
         for signal in signals { signal.cancel() }
     }
 
