@@ -174,6 +174,8 @@ public final class Provider<Target: TargetType>: Sendable {
             // A `cancelAll()` from here on, while the request closure runs too, cancels this
             // request when it is registered (`registry.run`): what the closure made is not sent.
             let epoch = registry.cancellations.value
+            // A caller cancelled already runs neither the endpoint nor the request closure.
+            if Task.isCancelled { throw .cancelled }
             var made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
             made.limits = limits
             made.deadline = ExchangeDeadline.current
@@ -254,9 +256,10 @@ public final class Provider<Target: TargetType>: Sendable {
     }
 
     /// What two calls must have in common to share one exchange: the request (method, URL, fields,
-    /// body, timeout), and everything else that shapes its outcome: the target as interceptors see
-    /// it (its options pick a token, a cache policy, a signature), the validation, the redirect
-    /// policy and the limits.
+    /// body, timeout, and what URL loading reads of it: cookie handling, cache policy, cellular
+    /// access, service type), and everything else that shapes its outcome: the target as
+    /// interceptors see it (its options pick a token, a cache policy, a signature), the
+    /// validation, the redirect policy and the limits.
     private static func sharingKey(_ plan: CallPlan) -> String {
         let request = plan.request
         let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key.lowercased() < $1.key.lowercased() }
@@ -266,6 +269,7 @@ public final class Provider<Target: TargetType>: Sendable {
         let shape = [
             "\(plan.target.method) \(plan.target.baseURL.debugDescription) \(plan.target.path.debugDescription)", options.joined(separator: ","),
             "\(plan.validation)", "\(plan.redirects.map { "\($0)" } ?? "-")", "\(plan.limits)", "\(request.timeoutInterval)",
+            "\(request.httpShouldHandleCookies) \(request.cachePolicy.rawValue) \(request.allowsCellularAccess) \(request.networkServiceType.rawValue)",
         ]
         return "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")\n\(headers)\n\(body)\n\(shape.joined(separator: "\n"))"
     }

@@ -280,8 +280,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                     if let deadline = ExchangeDeadline.current, DispatchTime.now() >= deadline.instant { throw error }
                     reason = why
                 }
-                // Cancelled meanwhile (or out of time): no retry for observers to hear of.
-                if Task.isCancelled { throw .cancelled }
+                // Cancelled meanwhile (the caller's task, or the provider's `cancelAll()`): no
+                // retry for observers to hear of.
+                if Task.isCancelled || registry.map({ $0.cancellations.value != epoch }) == true { throw .cancelled }
                 retries += 1
                 let delay = policy.delay(beforeRetry: retries)
                 policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))

@@ -109,6 +109,55 @@ struct CancellationTests {
         #expect(counting.count == 1, "the request the closure made was not sent")
     }
 
+    /// A `cancelAll()` after an attempt ended and before its retry is announced: the consumption
+    /// ends cancelled and `onRetry` hears of no retry (it announced one, then found the
+    /// cancellation in the backoff).
+    @Test func aRetryCancelledByCancelAllIsNotAnnounced() async throws {
+        let counting = CountingTransport(TransportKind.curl.make())
+        let provider = Provider<Bin>(transport: counting)
+        let retries = LockedCounter()
+        let pipeline = provider.request(try Bin("status/503"))
+            .map { response in
+                provider.cancelAll()
+                return response
+            }
+            .filterSuccessfulStatusCodes()
+            .retry(RetryPolicy(exponentialBackoffScale: 0.001) { _ in retries.increment() })
+        guard case .failure(.cancelled) = await pipeline.result else {
+            Issue.record("not cancelled")
+            return
+        }
+        #expect(retries.value == 0)
+        #expect(counting.count == 1)
+    }
+
+    /// A consumption whose task is cancelled before it starts runs neither the endpoint closure
+    /// nor the request closure (with no deadline set; with one, it never did).
+    @Test(arguments: [nil, 30.0]) func aCancelledCallerRunsNoClosure(_ deadline: Double?) async throws {
+        let endpoints = LockedCounter()
+        let closures = LockedCounter()
+        let counting = CountingTransport(TransportKind.curl.make())
+        let provider = Provider<Bin>(
+            endpointClosure: { target in
+                endpoints.increment()
+                return Provider<Bin>.defaultEndpointMapping(for: target)
+            },
+            requestClosure: { _, request in
+                closures.increment()
+                return request
+            }, transport: counting, limits: RequestLimits(deadline: deadline))
+        let target = try Bin("get")
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await provider.request(target).result
+        }
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not cancelled")
+            return
+        }
+        #expect(endpoints.value == 0 && closures.value == 0 && counting.count == 0)
+    }
+
     /// A token cancelled after the request ended, while its completion waits for the queue,
     /// delivers `.cancelled` as it promises (it delivered the value).
     @Test func aTokenCancelledBeforeItsCompletionRanDeliversCancelled() async throws {

@@ -170,6 +170,27 @@ struct ProviderTests {
         #expect(transport.count == before + 1)
     }
 
+    /// Calls whose requests differ only in what URL loading reads of them (here: one request
+    /// closure turns cookie handling off for the first call) each send: the cookie-free call
+    /// joined the other's exchange, and got the answer to a request that carried the session's cookies.
+    @Test func inflightSharingNeedsTheSameURLLoadingProperties() async throws {
+        let transport = CountingTransport()
+        let calls = LockedCounter()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                if calls.increment() == 1 { request.httpShouldHandleCookies = false }
+                return request
+            }, transport: transport, trackInflights: true)
+        let target = try Bin("delay/1")
+        let codes = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<2 { group.addTask { try await provider.request(target).value.statusCode } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(codes == [200, 200])
+        #expect(transport.count == 2)
+    }
+
     /// Each caller of a shared exchange has its own deadline: the first one's ends its wait, and
     /// the exchange goes on for a caller that joined later, within that one's. The exchange ran
     /// within the first caller's deadline, and the later caller failed with it.
