@@ -41,6 +41,7 @@ public struct LoggerPlugin: ExportablePlugin {
     /// The body fields redacted unless `redactFields` says otherwise.
     static let defaultRedactedFields = [
         "password", "passwd", "secret", "client_secret", "token", "access_token", "refresh_token", "id_token", "api_key", "apikey",
+        "private_key",
     ]
 
     let level: Level
@@ -81,7 +82,7 @@ public struct LoggerPlugin: ExportablePlugin {
         default: level = .basic
         }
         let output = try configuration.oneOf("output", ["stderr", "file", "host"], default: "stderr")
-        if output != "file", configuration.values["file"] != nil {
+        if output != "file", try configuration.string("file") != nil {
             throw configuration.error("file is used only with output: file (output is \(output))")
         }
         switch output {
@@ -100,7 +101,12 @@ public struct LoggerPlugin: ExportablePlugin {
             sink = Sink(descriptor: nil)
         }
         curl = try configuration.bool("curl", default: false)
-        redactedHeaders = Self.alwaysRedacted.union(try configuration.strings("redactHeaders").map { $0.lowercased() })
+        let headers = try configuration.strings("redactHeaders")
+        // A name that is no field name (`"X-Api-Key "`, `"X-Api-Key:"`) would match nothing.
+        if let bad = headers.firstIndex(where: { !HeaderValidation.isValidName($0) }) {
+            throw configuration.error("redactHeaders[\(bad)] \(headers[bad].debugDescription) is not a header field name")
+        }
+        redactedHeaders = Self.alwaysRedacted.union(headers.map { $0.lowercased() })
         redactedQuery = Set(
             try configuration.strings(
                 "redactQuery",
@@ -163,10 +169,12 @@ public struct LoggerPlugin: ExportablePlugin {
             secrets.append(item.value)
             secrets.append(RFC3986.escape(item.value))
         }
-        // A password in the URL goes as Basic credentials (libcurl makes the field itself).
+        // A password in the URL goes as Basic credentials (libcurl makes the field itself); a
+        // user without one (`https://key@api…`, `https://key:@api…`) is the credential itself.
         if let (user, password) = Self.userInfo(of: request.url) {
             let plain = (password.removingPercentEncoding ?? password, user.removingPercentEncoding ?? user)
-            secrets += [password, plain.0, Data("\(plain.1):\(plain.0)".utf8).base64EncodedString()]
+            secrets += [Data("\(plain.1):\(plain.0)".utf8).base64EncodedString()]
+            secrets += password.isEmpty ? [user, plain.1] : [password, plain.0]
         }
         // A body's redacted fields: shown as `<redacted>`, and their values scrubbed from the rest
         // (a server that echoes the form back).
@@ -175,7 +183,8 @@ public struct LoggerPlugin: ExportablePlugin {
         if level == .body, let bytes = request.body, !bytes.isEmpty {
             let contentType = headers.first { HTTPHeader.namesEqual($0.name, "Content-Type") }?.value
             let shown = Array(bytes.prefix(maxBodyBytes))
-            let text = redactedText(shown: shown, count: bytes.count, contentType: contentType, found: &secrets)
+            var text = redactedText(shown: shown, count: bytes.count, contentType: contentType, found: &secrets)
+            if shown.count < bytes.count { text = text.map { Self.redactingCutSecret($0, secrets: secrets) } }
             body = Self.describe(text, shown: shown.count, count: bytes.count)
             // Whole and text: the cURL form sends it (redacted once, for both).
             if curl, shown.count == bytes.count { curlBody = text }
@@ -212,7 +221,11 @@ public struct LoggerPlugin: ExportablePlugin {
                 let fields = response.headers
                 contentType = fields.first { HTTPHeader.namesEqual($0.name, "Content-Type") }?.value
                 // The response's own secrets (a `Set-Cookie` value) are scrubbed from its body too.
-                let own = fields.filter { redactedHeaders.contains($0.name.lowercased()) }.flatMap { Self.secrets(in: $0) }
+                var own = fields.filter { redactedHeaders.contains($0.name.lowercased()) }.flatMap { Self.secrets(in: $0) }
+                // And a redacted parameter of the URL it points to (a body that repeats it).
+                for field in fields where HTTPHeader.namesEqual(field.name, "Location") || HTTPHeader.namesEqual(field.name, "Content-Location") {
+                    _ = redact(url: field.value, found: &own)
+                }
                 if !own.isEmpty { secrets = Self.ordered(secrets + own) }
                 if level.rawValue >= Level.headers.rawValue { lines += fields.map { "  \($0.name): \(redact(header: $0))" } }
             }
@@ -220,7 +233,8 @@ public struct LoggerPlugin: ExportablePlugin {
                 // The response's own field values are redacted where they are (scrubbing them from
                 // every line again would cost a pass over the body per value, and spare nothing).
                 var found: [String] = []
-                let text = redactedText(shown: body.bytes, count: body.count, contentType: contentType, found: &found)
+                var text = redactedText(shown: body.bytes, count: body.count, contentType: contentType, found: &found)
+                if body.bytes.count < body.count { text = text.map { Self.redactingCutSecret($0, secrets: secrets) } }
                 lines.append("  " + Self.describe(text, shown: body.bytes.count, count: body.count))
             }
             write(lines, secrets: secrets)
@@ -241,50 +255,67 @@ public struct LoggerPlugin: ExportablePlugin {
     /// The URL with its password and the values of redacted query parameters replaced, in the
     /// query and in the fragment (an OAuth implicit grant puts `access_token` there).
     func redact(url: String) -> String {
+        var found: [String] = []
+        return redact(url: url, found: &found)
+    }
+
+    /// ``redact(url:)``, appending the values of the redacted parameters to `found` (as written
+    /// and decoded: a response's `Location` may be repeated in its body).
+    func redact(url: String, found: inout [String]) -> String {
         var url = url
-        if let info = URLParts.userInfoRange(of: url), let colon = url[info].firstIndex(of: ":"), url.index(after: colon) < info.upperBound {
-            // From the first colon: the password is everything after it (it may hold colons).
-            url.replaceSubrange(url.index(after: colon)..<info.upperBound, with: "<redacted>")
+        if let info = URLParts.userInfoRange(of: url), !info.isEmpty {
+            if let colon = url[info].firstIndex(of: ":"), url.index(after: colon) < info.upperBound {
+                // From the first colon: the password is everything after it (it may hold colons).
+                url.replaceSubrange(url.index(after: colon)..<info.upperBound, with: "<redacted>")
+            } else {
+                // A user without a password is an API key or a token (`https://key@api…`).
+                url.replaceSubrange(info, with: "<redacted>")
+            }
         }
         let fragmentStart = url.firstIndex(of: "#")
         let fragment = fragmentStart.map { url[url.index(after: $0)...] }
         let beforeFragment = fragmentStart.map { url[..<$0] } ?? url[...]
         var result: String
         if let questionMark = beforeFragment.firstIndex(of: "?") {
-            result = beforeFragment[..<questionMark] + "?" + redact(parameters: beforeFragment[beforeFragment.index(after: questionMark)...])
+            result =
+                beforeFragment[..<questionMark] + "?"
+                + redact(parameters: beforeFragment[beforeFragment.index(after: questionMark)...], found: &found)
         } else {
             result = String(beforeFragment)
         }
-        if let fragment { result += "#" + redact(parameters: fragment) }
+        if let fragment { result += "#" + redact(parameters: fragment, found: &found) }
         return result
     }
 
     /// `name=value&…` with the values of redacted names replaced.
-    func redact(parameters: Substring) -> String {
-        parameters.split(separator: "&", omittingEmptySubsequences: false).map(redact(pair:)).joined(separator: "&")
+    func redact(parameters: Substring, found: inout [String]) -> String {
+        parameters.split(separator: "&", omittingEmptySubsequences: false).map { redact(pair: $0, found: &found) }.joined(separator: "&")
     }
 
     /// One `name=value`, its value replaced when the name is redacted. A route may come before
     /// the name (a fragment's `/callback?access_token=…`): the name starts after its last `?`. A
     /// value may hold a URL with a query (`next=/home?access_token=…`): its parameter is looked at
     /// too. (A `?` in a value hid every parameter before it.)
-    func redact(pair: Substring) -> String {
+    func redact(pair: Substring, found: inout [String]) -> String {
         guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
         let head = pair[..<equals]
         let nameStart = head.lastIndex(of: "?").map { head.index(after: $0) } ?? head.startIndex
         let name = String(head[nameStart...])
-        if redactedQuery.contains((name.removingPercentEncoding ?? name).lowercased()) { return head + "=<redacted>" }
         let value = pair[pair.index(after: equals)...]
+        if redactedQuery.contains((name.removingPercentEncoding ?? name).lowercased()) {
+            found += [String(value), value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(value)]
+            return head + "=<redacted>"
+        }
         guard let mark = value.firstIndex(of: "?") else { return String(pair) }
-        return head + "=" + value[...mark] + redact(pair: value[value.index(after: mark)...])
+        return head + "=" + value[...mark] + redact(pair: value[value.index(after: mark)...], found: &found)
     }
 
-    /// The user and password of a URL (`user:password@host`), as written (percent-encoded); nil
-    /// without a password.
+    /// The user and password of a URL (`user:password@host`), as written (percent-encoded); the
+    /// password empty without one (`key@host`); nil without user information.
     static func userInfo(of url: String) -> (user: String, password: String)? {
-        guard let range = URLParts.userInfoRange(of: url) else { return nil }
+        guard let range = URLParts.userInfoRange(of: url), !range.isEmpty else { return nil }
         let info = url[range]
-        guard let colon = info.firstIndex(of: ":") else { return nil }
+        guard let colon = info.firstIndex(of: ":") else { return (String(info), "") }
         return (String(info[..<colon]), String(info[info.index(after: colon)...]))
     }
 
@@ -501,6 +532,22 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     /// `text` with every secret replaced by `<redacted>` (longest first: `ordered`).
+    /// `text`, a body cut at ``maxBodyBytes``, with its end redacted when it is the start of a
+    /// secret (4 characters or more of it): the cut left the secret whole nowhere, and scrubbing,
+    /// which replaces whole secrets, would have shown its start.
+    static func redactingCutSecret(_ text: String, secrets: [String]) -> String {
+        var longest = 0
+        for secret in secrets where secret.count > 4 {
+            for length in stride(from: min(secret.count - 1, text.count), through: max(4, longest + 1), by: -1)
+            where text.hasSuffix(secret.prefix(length)) {
+                longest = length
+                break
+            }
+        }
+        guard longest > 0 else { return text }
+        return text.dropLast(longest) + "<redacted>"
+    }
+
     static func scrub(_ text: String, secrets: [String]) -> String {
         var text = text
         for secret in secrets { text = text.replacingOccurrences(of: secret, with: "<redacted>") }
@@ -554,7 +601,7 @@ enum FieldNames {
     /// or two words (`new_password`, `currentPassword`, `AuthenticationResult`'s `IdToken`), or,
     /// for a form's nested name, its last bracketed part (`user[password]`).
     static func matches(_ name: String, _ names: Set<String>) -> Bool {
-        if names.contains(normalized(name)) { return true }
+        if names.contains(unnumbered(normalized(name))) { return true }
         var name = Substring(name)
         if name.hasSuffix("]"), let open = name.lastIndex(of: "[") {
             name = name[name.index(after: open)..<name.index(before: name.endIndex)]
@@ -585,8 +632,24 @@ enum FieldNames {
         }
         if !word.isEmpty { words.append(word) }
         guard words.count > 1 else { return false }
-        let last = normalized(words[words.count - 1])
-        return names.contains(last) || names.contains(normalized(words[words.count - 2]) + last)
+        let last = unnumbered(normalized(words[words.count - 1]))
+        if names.contains(last) || names.contains(normalized(words[words.count - 2]) + last) { return true }
+        // A word that names nothing but a secret, wherever it stands (`SecretAccessKey`, `secret_key`,
+        // `password_hash`), when it is one of `names`.
+        return words.contains { word in
+            let word = unnumbered(normalized(word))
+            return secretWords.contains(word) && names.contains(word)
+        }
+    }
+
+    /// The words that make any field name they are part of a secret's, when they are redacted.
+    static let secretWords: Set<String> = ["password", "passwd", "secret"]
+
+    /// `name` without the digits it ends with: `password1` and `password2` (a sign-up form's
+    /// repeat) are `password`.
+    static func unnumbered(_ name: String) -> String {
+        let trimmed = name.reversed().drop { $0.isASCII && $0.isNumber }
+        return trimmed.isEmpty ? name : String(trimmed.reversed())
     }
 
     /// `value` as JSON writes it with every character past ASCII escaped (`\u00e4`), as many

@@ -103,9 +103,11 @@ public struct PluginConfiguration: Sendable {
     public func strings(_ key: String, default defaultValue: [String] = []) throws -> [String] {
         guard let value = member(key) else { return defaultValue }
         guard let array = value.arrayValue else { throw error("\(key) must be a list of strings") }
-        let strings = array.compactMap(\.stringValue)
-        guard strings.count == array.count else { throw error("\(key) must be a list of strings") }
-        return strings
+        // The first entry that is not a string is named: `redactHeaders[1] must be a string, not 7`.
+        if let bad = array.firstIndex(where: { $0.stringValue == nil }) {
+            throw error("\(key)[\(bad)] must be a string, not \(array[bad])")
+        }
+        return array.compactMap(\.stringValue)
     }
 
     /// An object of string values, or `defaultValue` when absent.

@@ -38,6 +38,9 @@ struct ContribConfigTests {
         ("logger", #"{"level": "verbose"}"#, "logger: level must be one of off, basic, headers, body"),
         ("logger", #"{"output": "file"}"#, "logger: file must name a file when output is file"),
         ("logger", #"{"level": "body", "file": "/var/log/app/http.log"}"#, "logger: file is used only with output: file (output is stderr)"),
+        ("logger", #"{"redactHeaders": ["X-Api-Key", 7]}"#, "logger: redactHeaders[1] must be a string, not 7"),
+        ("logger", #"{"redactHeaders": ["X-Api-Key "]}"#, #"logger: redactHeaders[0] "X-Api-Key " is not a header field name"#),
+        ("logger", #"{"redactHeaders": ["X-Token:"]}"#, #"logger: redactHeaders[0] "X-Token:" is not a header field name"#),
         ("access-token", #"{"origins": []}"#, "access-token: origins must list at least one origin (leave it out for https and loopback)"),
         (
             "credentials", #"{"credentials": [{"host": "https://api.example.com", "user": "u", "password": "p"}]}"#,
@@ -85,6 +88,16 @@ struct ContribConfigTests {
         #expect(error?.kind == .createFailed)
         #expect(error?.plugin == plugin)
         #expect(error?.reason == message)
+    }
+}
+
+extension ContribConfigTests {
+    /// `null` is an absent key for the logger's `file` too, as for every other key: it was
+    /// refused as a file named with another output.
+    @Test func theLoggersNullFileIsNoFile() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        #expect(throws: Never.self) { _ = try f.provider([("logger", ["output": "stderr", "file": NSNull()])]) as Provider<Bin> }
     }
 }
 

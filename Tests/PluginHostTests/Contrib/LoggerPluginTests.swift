@@ -179,6 +179,79 @@ struct LoggerPluginTests {
         #expect(text.contains("  Content-Location: https://app.test/#/callback?state=2&access_token=<redacted>"))
     }
 
+    /// Found by a review, each leaked into the log: a user without a password in the URL (an API
+    /// key, as `https://key@api…` or `https://key:@api…` send it), and its Basic form echoed; a
+    /// `Location`'s redacted parameter repeated in the body; the start of a secret a body's cut at
+    /// `maxBodyBytes` left (scrubbing replaces whole secrets only).
+    @Test func userOnlyURLsLocationsInBodiesAndCutSecrets() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "curl": true])])
+        for password in [nil, ""] {
+            var withKey = try #require(URLComponents(url: try TestServer.url(), resolvingAgainstBaseURL: false))
+            withKey.user = "key-secret-7"
+            withKey.password = password
+            let response = try await provider.request(try Bin("anything", base: try #require(withKey.url))).value
+            let echoed = try #require(try response.mapJSON()["headers"]?["Authorization"]?.stringValue)
+            #expect(echoed == "Basic " + Data("key-secret-7:".utf8).base64EncodedString())
+        }
+        let location = "myapp://cb#access_token=loc-secret-9"
+        _ = try await provider.request(
+            try Bin(
+                "fixture/respond",
+                task: .requestParameters(
+                    parameters: [
+                        "rot13": "1", "status": "302", "type": "text/html", "h_Location": Self.rot13(location),
+                        "body": Self.rot13("Redirecting to " + location),
+                    ], encoding: URLEncoding.queryString))
+        ).value
+        let token = "tok-0123456789abcdef"
+        let cut = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/cut.log", "maxBodyBytes": 15])])
+        cut.services.setValue(token, forKey: "access_token")
+        _ = try await cut.request(
+            try Bin(
+                "fixture/respond",
+                task: .requestParameters(parameters: ["body": "xxxx " + token, "type": "text/plain"], encoding: URLEncoding.queryString))
+        ).value
+        let text = log(f)
+        for secret in ["key-secret-7", Data("key-secret-7:".utf8).base64EncodedString(), "loc-secret-9"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(text.contains("//<redacted>@127.0.0.1"))
+        #expect(text.contains("  Location: myapp://cb#access_token=<redacted>"))
+        #expect(text.contains("  Redirecting to myapp://cb#access_token=<redacted>"))
+        let cutText = (try? String(contentsOfFile: f.root + "/cut.log", encoding: .utf8)) ?? ""
+        #expect(!cutText.contains("tok-0"), "\(cutText)")
+        #expect(cutText.contains("  xxxx <redacted>… (truncated, 25 bytes in all)"), "\(cutText)")
+    }
+
+    /// Field names as cloud and sign-up APIs spell them: the secret word first (`SecretAccessKey`,
+    /// `secret_key`), numbered (`password1`, `password2`), `private_key`; each printed in full.
+    /// Words that only contain a secret word (`secretary`) and `token_type` stay.
+    @Test func secretWordsAnywhereInANameAndNumberedNames() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 100_000])
+        ])
+        let json =
+            #"{"AccessKeyId": "AK", "SecretAccessKey": "sk-12345678", "secret_key": "sk2-12345678", "private_key": "pk-12345678", "#
+            + #""secretary": "Ann", "token_type": "Bearer"}"#
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(json.utf8)), headers: ["Content-Type": "application/json"])
+        ).value
+        let form = "username=ann&password1=pw-12345678&new_password2=pw2-12345678"
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(form.utf8)), headers: ["Content-Type": "application/x-www-form-urlencoded"])
+        ).value
+        let text = log(f)
+        for secret in ["sk-12345678", "sk2-12345678", "pk-12345678", "pw-12345678", "pw2-12345678"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(text.contains(#""AccessKeyId": "AK""#) && text.contains(#""secretary": "Ann""#) && text.contains(#""token_type": "Bearer""#))
+        #expect(text.contains("\n  username=ann&password1=<redacted>&new_password2=<redacted>\n"))
+    }
+
     /// A `?` in a parameter's value (`next=/home?tab=1`, legal unescaped) hid the parameters
     /// before it: a response's `Location` and a fragment were logged with their tokens. A URL in
     /// a value has its own parameters redacted too.
