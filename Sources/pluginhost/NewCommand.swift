@@ -71,7 +71,14 @@ enum NewCommand {
             guard isDirectory.boolValue else {
                 throw Refusal(message: "\(output.path) exists and is not a directory", code: .cannotWrite)
             }
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: output.path)) ?? []
+            // A directory that cannot be listed is not taken for an empty one (its files would be
+            // written over).
+            let entries: [String]
+            do {
+                entries = try FileManager.default.contentsOfDirectory(atPath: output.path)
+            } catch {
+                throw Refusal(message: "\(output.path) cannot be listed (\(Self.reason(error))); choose another --out", code: .cannotWrite)
+            }
             guard entries.isEmpty else {
                 throw Refusal(
                     message:
@@ -93,7 +100,60 @@ enum NewCommand {
             }
             sdk = found
         }
+        if language == "c", !FileManager.default.isReadableFile(atPath: sdk.appendingPathComponent(abiHeaderPath).path) {
+            throw Refusal(message: "the SDK at \(sdk.path) has no readable \(abiHeaderPath) (a C plugin copies it)", code: .usage)
+        }
+        // The module a Swift plugin is (`<Type>Plugin`) must be none the SDK's package declares
+        // (SwiftPM refuses two modules of one name in a build), nor a type of PluginSDK itself.
+        let module = typeName(name) + "Plugin"
+        if let taken = takenNames(in: sdk)[module] {
+            throw Refusal(
+                message: "\(name.debugDescription) would make the module \(module), which the SDK already has (\(taken)); choose another name",
+                code: .usage)
+        }
         return Plan(name: name, language: language, output: output, sdk: sdk)
+    }
+
+    /// Where the C ABI's header is in an SDK checkout.
+    static let abiHeaderPath = "Sources/CPluginABI/include/pluginhost.h"
+
+    /// The names a plugin's module may not take, with where each is taken: the targets the SDK's
+    /// `Package.swift` declares (`name: "…"`), and the public types of its PluginSDK sources.
+    static func takenNames(in sdk: URL) -> [String: String] {
+        var taken: [String: String] = [:]
+        func collect(_ text: String, _ pattern: String, _ place: String) {
+            guard let expression = try? NSRegularExpression(pattern: pattern) else { return }
+            for match in expression.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                if let range = Range(match.range(at: 1), in: text), taken[String(text[range])] == nil { taken[String(text[range])] = place }
+            }
+        }
+        if let package = try? String(contentsOf: sdk.appendingPathComponent("Package.swift"), encoding: .utf8) {
+            collect(package, #"\bname:\s*"([A-Za-z0-9_]+)""#, "a module of its Package.swift")
+        }
+        // The modules its Package.swift names by folder: `Sources/<M>`, the contrib plugins'
+        // `PluginsContrib/<D>` (`<D>Plugin`, `<D>PluginEntry`), the fixtures' `<D>TestPlugin`.
+        let folders: [(String, [String], String)] = [
+            ("Sources", [""], "a module of its Sources"), ("PluginsContrib", ["Plugin", "PluginEntry"], "a contrib plugin's module"),
+            ("Tests/Fixtures/Plugins", ["TestPlugin"], "a test plugin's module"),
+        ]
+        for (folder, suffixes, place) in folders {
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: sdk.appendingPathComponent(folder).path)) ?? [] {
+                for suffix in suffixes where taken[entry + suffix] == nil { taken[entry + suffix] = place }
+            }
+        }
+        let sources = sdk.appendingPathComponent("Sources/PluginSDK")
+        for file in (try? FileManager.default.contentsOfDirectory(atPath: sources.path)) ?? [] where file.hasSuffix(".swift") {
+            guard let text = try? String(contentsOf: sources.appendingPathComponent(file), encoding: .utf8) else { continue }
+            collect(text, #"\bpublic\s+(?:final\s+)?(?:protocol|struct|enum|class|actor|typealias)\s+([A-Za-z0-9_]+)"#, "a type of PluginSDK")
+        }
+        return taken
+    }
+
+    /// A file system error's reason, without Foundation's wrapping.
+    static func reason(_ error: any Error) -> String {
+        let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+        if let underlying, underlying.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(underlying.code))) }
+        return (error as NSError).localizedDescription
     }
 
     /// `[a-z][a-z0-9-]*`, at most 64 characters.
@@ -142,10 +202,20 @@ enum NewCommand {
 
     static func write(_ plan: Plan) throws {
         let files = plan.language == "c" ? try cFiles(plan) : swiftFiles(plan)
+        // Modes set, not left to the umask: the loader refuses a manifest that group or others may
+        // write, or one in a directory they may (a umask of 002, common for users, made both).
+        try FileManager.default.createDirectory(at: plan.output, withIntermediateDirectories: true)
+        chmod(plan.output.path, 0o755)
         for (path, contents) in files {
             let url = plan.output.appendingPathComponent(path)
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            var directory = plan.output
+            for component in path.split(separator: "/").dropLast() {
+                directory.appendPathComponent(String(component))
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                chmod(directory.path, 0o755)
+            }
             try contents.write(to: url, atomically: true, encoding: .utf8)
+            chmod(url.path, 0o644)
         }
     }
 
@@ -296,7 +366,7 @@ enum NewCommand {
     static func cFiles(_ plan: Plan) throws -> [(String, String)] {
         let symbol = plan.name.replacingOccurrences(of: "-", with: "_")
         let header = "X-\(typeName(plan.name))"
-        let abiHeader = try String(contentsOf: plan.sdk.appendingPathComponent("Sources/CPluginABI/include/pluginhost.h"), encoding: .utf8)
+        let abiHeader = try String(contentsOf: plan.sdk.appendingPathComponent(abiHeaderPath), encoding: .utf8)
         let build = "cc -std=c11 -O2 -shared -fPIC -I. -o lib\(symbol).\(librarySuffix) \(symbol).c"
         let source = """
             /* The \(plan.name) plugin, in C against pluginhost.h (the ABI, copied here).

@@ -53,14 +53,25 @@ struct CLI {
 
     /// Runs the CLI on a Dispatch thread, so the wait never blocks Swift's cooperative pool.
     @discardableResult
-    static func run(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil) async throws -> Output {
-        try await offThePool { try runBlocking(arguments, environment: environment, in: directory) }
+    /// - Parameter umask: the file mode creation mask of the CLI's process (through `sh`), else
+    ///   the test process's (which tests running meanwhile share: it is never changed here).
+    static func run(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil, umask: String? = nil) async throws
+        -> Output
+    {
+        try await offThePool { try runBlocking(arguments, environment: environment, in: directory, umask: umask) }
     }
 
-    static func runBlocking(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil) throws -> Output {
+    static func runBlocking(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil, umask: String? = nil) throws
+        -> Output
+    {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binDirectory + "/pluginhost")
-        process.arguments = arguments
+        if let umask {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binDirectory + "/pluginhost"] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: binDirectory + "/pluginhost")
+            process.arguments = arguments
+        }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }

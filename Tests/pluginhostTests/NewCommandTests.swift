@@ -91,6 +91,49 @@ struct NewCommandTests {
         #expect(try await CLI.run(["new", "stamp", "--out", dir + "/empty", "--sdk", CLI.root]).status == 0)
     }
 
+    /// A name whose module (`<Type>Plugin`) the SDK's package has already (a contrib plugin's, a
+    /// test fixture's) or that is a type of PluginSDK: the generated package did not build
+    /// (SwiftPM refuses two modules of one name; `ExportablePlugin: ExportablePlugin`).
+    @Test(arguments: [
+        ("logger", "LoggerPlugin", "a contrib plugin's module"), ("noop-test", "NoopTestPlugin", "a module of its Package.swift"),
+        ("alpha-test", "AlphaTestPlugin", "a test plugin's module"),
+        ("exportable", "ExportablePlugin", "a type of PluginSDK"),
+    ])
+    func refusesANameTheSDKHasTaken(name: String, module: String, place: String) async throws {
+        let dir = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for language in ["swift", "c"] {
+            let output = try await CLI.run(["new", name, "--lang", language, "--out", dir + "/p", "--sdk", CLI.root])
+            #expect(output.status == 1)
+            #expect(
+                output.stderr
+                    == "pluginhost: \(name.debugDescription) would make the module \(module), which the SDK already has (\(place)); choose another name\n"
+            )
+            #expect(!FileManager.default.fileExists(atPath: dir + "/p"))
+        }
+    }
+
+    /// The project's directories and files get modes the loader accepts whatever the umask (002,
+    /// common for users, made a manifest `pluginhost test` refused); a C plugin needs the SDK's header (its absence failed as a write error, exit 6).
+    @Test func modesAreSetAndAHeaderlessSDKIsRefusedForC() async throws {
+        let dir = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let made = try await CLI.run(["new", "stamp", "--out", dir + "/p", "--sdk", CLI.root], umask: "002")
+        #expect(made.status == 0)
+        for (path, mode) in [("", 0o755), ("/Sources", 0o755), ("/Sources/StampPlugin", 0o755), ("/manifest.json", 0o644), ("/Package.swift", 0o644)]
+        {
+            var info = stat()
+            #expect(stat(dir + "/p" + path, &info) == 0)
+            #expect(info.st_mode & 0o777 == mode, "\(path): \(String(info.st_mode & 0o777, radix: 8))")
+        }
+        let sdk = dir + "/sdk"
+        try FileManager.default.createDirectory(atPath: sdk + "/Sources/PluginSDK", withIntermediateDirectories: true)
+        try "// swift-tools-version:6.0\n".write(toFile: sdk + "/Package.swift", atomically: true, encoding: .utf8)
+        let headerless = try await CLI.run(["new", "stamp", "--lang", "c", "--out", dir + "/c", "--sdk", sdk])
+        #expect(headerless.status == 1)
+        #expect(headerless.stderr == "pluginhost: the SDK at \(sdk) has no readable Sources/CPluginABI/include/pluginhost.h (a C plugin copies it)\n")
+    }
+
     @Test func refusesAnSDKPathWithoutPluginSDKAndAnUnknownLanguage() async throws {
         let dir = try scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
