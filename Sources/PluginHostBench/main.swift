@@ -624,6 +624,8 @@ func runBench(_ options: Options) async throws {
         default: _ = await throughput(total: count, workers: 64) { _ = await rawCurl.get(small) }
         }
         print("\(profile): \(count) requests, \(fmt(Double(count) / (Double(now() - started) / 1e9), 0)) requests/s")
+        // `exit` runs no `defer`: nginx (a child, not a daemon) would go on listening.
+        nginx.stop()
         end(0)
     }
 

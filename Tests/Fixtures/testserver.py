@@ -21,6 +21,7 @@ import base64
 import hashlib
 import os
 import shutil
+import shlex
 import signal
 import ssl
 import socket
@@ -188,8 +189,9 @@ def start(venv, state):
                     tls_exports, tls_pids = start_tls_servers(venv, state, log, env)
                     with open(os.path.join(state, "pid"), "w") as f:
                         f.write(" ".join(str(pid) for pid in [proc.pid, fault.pid, *tls_pids]))
+                    # Quoted for the shell that evals them (a checkout path with a space).
                     for name, value in tls_exports.items():
-                        print(f"export {name}={value}")
+                        print(f"export {name}={shlex.quote(str(value))}")
                     print(f"export HTTPBIN_URL=http://127.0.0.1:{ports[0]}")
                     print(f"export HTTPBIN_URL_2=http://127.0.0.1:{ports[1]}")
                     print(f"export FAULT_URL=http://127.0.0.1:{fault_port}")
