@@ -226,6 +226,11 @@ public struct LoggerPlugin: ExportablePlugin {
                 for field in fields where HTTPHeader.namesEqual(field.name, "Location") || HTTPHeader.namesEqual(field.name, "Content-Location") {
                     _ = redact(url: field.value, found: &own)
                 }
+                // And what the request carried that no hook saw (the transport's cookie jar's
+                // `Cookie`, the host's answer to a challenge): a server may echo it back.
+                if level == .body, let sent = response.requestHeaders {
+                    for field in sent where redactedHeaders.contains(field.name.lowercased()) { own += Self.secrets(in: field) }
+                }
                 if !own.isEmpty { secrets = Self.ordered(secrets + own) }
                 if level.rawValue >= Level.headers.rawValue { lines += fields.map { "  \($0.name): \(redact(header: $0))" } }
             }

@@ -476,6 +476,7 @@ final class InterceptorChain: Sendable {
                 outcome.response?.sentRequest = replaced?.sentRequest
                 outcome.response?.credentialsLeftBehind = replaced?.credentialsLeftBehind ?? false
                 outcome.response?.challengeAnswer = replaced?.challengeAnswer
+                outcome.response?.jarCookie = replaced?.jarCookie
                 view = nil
                 handle.end()
             case .retry(let delay, let refresh):

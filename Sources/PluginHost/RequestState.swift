@@ -395,7 +395,16 @@ final class ResponseState: ResultHandle, ResponseBackend {
             sent.removeAll { HTTPHeader.namesEqual($0.name, challengeAnswer.name) }
             sent.append(challengeAnswer)
         }
+        if let jarCookie, !sent.contains(where: { HTTPHeader.namesEqual($0.name, "Cookie") }) {
+            sent.append(HTTPHeader(name: "Cookie", value: jarCookie))
+        }
         return sent
+    }
+
+    /// The `Cookie` the transport's jar added to the request this response answers
+    /// (``TransportResponse/jarCookie``): part of ``requestHeaders``.
+    var jarCookie: String? {
+        didSet { cLastHopHeaders = nil }
     }
 
     /// The answer to the origin's challenge the host sent with the request this response answers
@@ -410,7 +419,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
     /// ``requestHeaders`` as C bytes, for loaded plugins (ABI 1.3 `result_request_headers`).
     var cRequestHeaders: CBytePairs? {
         guard let sentRequest else { return nil }
-        guard credentialsLeftBehind || challengeAnswer != nil else { return sentRequest.cHeaders }
+        guard credentialsLeftBehind || challengeAnswer != nil || jarCookie != nil else { return sentRequest.cHeaders }
         if let cLastHopHeaders { return cLastHopHeaders }
         let view = CBytePairs.make(requestHeaders ?? [])
         cLastHopHeaders = view
@@ -430,6 +439,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
         url = response.url
         isRedirected = response.redirected
         credentialsLeftBehind = response.credentialsLeftBehind
+        jarCookie = response.jarCookie
         super.init(response: nil, failure: nil, mayDecide: false)
         self.response = self
     }

@@ -282,6 +282,10 @@ public struct TransportResponse: Sendable {
     /// tunnel's target (`host:port`): the challenge is the `CONNECT`'s, and a Digest answer
     /// covers that method and target, not the request's.
     var tunnelTarget: String?
+    /// The `Cookie` field ``CurlTransport``'s cookie jar added to the last request sent (which had
+    /// none of its own): no hook saw it, and the response's request fields include it (a cache
+    /// must not take the answer to a session's request for an anonymous one; a logger scrubs it).
+    var jarCookie: String?
 
     /// Creates a transport response.
     public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil, redirected: Bool = false) {

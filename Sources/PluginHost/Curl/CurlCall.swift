@@ -31,6 +31,8 @@ struct CurlResponse: Sendable {
     var credentialsLeftBehind = false
     /// For a proxy's `407` to a tunnel's `CONNECT`, its target (``TransportResponse/tunnelTarget``).
     var tunnelTarget: String?
+    /// The `Cookie` the jar added to the last request sent (``TransportResponse/jarCookie``).
+    var jarCookie: String?
 
     /// The fields as a dictionary, repeated names joined with ", " (the first spelling kept).
     static func fold(_ headers: [(name: String, value: String)]) -> [String: String] {
@@ -70,6 +72,7 @@ struct CurlResponse: Sendable {
         made.finalMethod = redirected ? method : nil
         made.credentialsLeftBehind = credentialsLeftBehind
         made.tunnelTarget = tunnelTarget
+        made.jarCookie = jarCookie
         return made
     }
 }
@@ -109,6 +112,8 @@ final class CurlCall: @unchecked Sendable {
     private var redirectCount = 0
     /// Whether a redirect followed went to another origin (its credentials were left behind).
     private var credentialsLeftBehind = false
+    /// The `Cookie` field the jar added to this hop's request (it had none of its own).
+    private var jarCookie: String?
     private var headerList: OpaquePointer?
     /// The fields only a proxy gets (`Proxy-Authorization`), never the origin.
     private var proxyHeaderList: OpaquePointer?
@@ -408,8 +413,9 @@ final class CurlCall: @unchecked Sendable {
         }
         // A file or stream body goes as it is; libcurl would label it a form.
         if !hasContentType, bodyFile != nil || spooledBody != nil { list = ph_curl_slist_append(list, "Content-Type:") }
-        if !hasCookie, let cookie = settings.cookieJar?.header(for: url) {
-            list = "Cookie: \(cookie)".withCString { ph_curl_slist_append(list, $0) }
+        jarCookie = hasCookie ? nil : settings.cookieJar?.header(for: url)
+        if let jarCookie {
+            list = "Cookie: \(jarCookie)".withCString { ph_curl_slist_append(list, $0) }
         }
         headerList = list
         if let list { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_HTTPHEADER, UnsafeRawPointer(list)) }
@@ -754,6 +760,7 @@ final class CurlCall: @unchecked Sendable {
             status: status, url: url, httpVersion: httpVersion, headers: responseHeaders, data: data,
             downloadPath: downloaded, redirected: redirectCount > 0, method: method)
         response.credentialsLeftBehind = credentialsLeftBehind
+        response.jarCookie = jarCookie
         responseHeaders = []
         data = Data()
         return .finished(.success(response))

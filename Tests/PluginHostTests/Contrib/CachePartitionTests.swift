@@ -206,6 +206,23 @@ struct CachePartitionTests {
         #expect(try await serverHits(key) == 2)
     }
 
+    /// The transport's cookie jar adds `Cookie` after every hook: the answer to a request it
+    /// carried the session's cookie on is the session's, not stored shared (it was, and served to
+    /// every request after, the session gone or not).
+    @Test func aCookieTheTransportsJarSentIsACredential() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        let provider = try f.provider([("cache", [:])], transport: try CurlTransport(configuration: configuration))
+        _ = try await provider.request(try Bin("cookies/set/sid/jar-session-1")).value
+        let key = counterKey()
+        let first = try await get(provider, try target(key, "max-age=60", token: nil))
+        let second = try await get(provider, try target(key, "max-age=60", token: nil))
+        #expect(first.cache == "miss" && second.cache == "miss")
+        #expect(try await serverHits(key) == 2)
+    }
+
     @Test func concurrentRequestsUnderTwoTokensNeverCross() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -252,6 +252,27 @@ struct LoggerPluginTests {
         #expect(text.contains("\n  username=ann&password1=<redacted>&new_password2=<redacted>\n"))
     }
 
+    /// The transport's cookie jar adds `Cookie` after every hook: the logger learns it from the
+    /// response's request fields, and scrubs it from the echo (httpbin's `/cookies`; it was printed).
+    @Test func aCookieTheTransportsJarSentIsScrubbed() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        let provider = try f.provider(
+            [("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log"])],
+            transport: try CurlTransport(configuration: configuration))
+        let setting = ["rot13": "1", "h_Set-Cookie": Self.rot13("sid=jar-secret-12345; Path=/")]
+        _ = try await provider.request(
+            try Bin("fixture/respond", task: .requestParameters(parameters: setting, encoding: URLEncoding.queryString))
+        ).value
+        let response = try await provider.request(try Bin("cookies")).value
+        #expect(try response.mapJSON()["cookies"]?["sid"]?.stringValue == "jar-secret-12345")
+        let text = log(f)
+        #expect(!text.contains("jar-secret-12345"), "\(text)")
+        #expect(text.contains(#""sid": "<redacted>""#), "\(text)")
+    }
+
     /// A `?` in a parameter's value (`next=/home?tab=1`, legal unescaped) hid the parameters
     /// before it: a response's `Location` and a fragment were logged with their tokens. A URL in
     /// a value has its own parameters redacted too.
