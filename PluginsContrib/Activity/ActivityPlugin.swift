@@ -41,15 +41,17 @@ public struct ActivityPlugin: ExportablePlugin {
     static let scopeKey = "activity.scope"
 
     /// This services' scope: the one its id names, or a new one (and a new id).
+    /// The store is read and written under the scopes' lock: two instances made at once on one
+    /// services each found no id, and each made a scope of its own (their counts apart).
     static func scope(_ host: any HostServices) -> Scope {
-        let id: String
-        if let known = host.value(forKey: scopeKey) {
-            id = known
-        } else {
-            id = SHA256.hex(host.randomBytes(16))
-            host.setValue(id, forKey: scopeKey)
-        }
-        return scopes.withLock { scopes in
+        scopes.withLock { scopes in
+            let id: String
+            if let known = host.value(forKey: scopeKey) {
+                id = known
+            } else {
+                id = SHA256.hex(host.randomBytes(16))
+                host.setValue(id, forKey: scopeKey)
+            }
             if let scope = scopes[id]?.scope { return scope }
             let scope = Scope(Shared())
             scopes = scopes.filter { $0.value.scope != nil }
