@@ -67,7 +67,11 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// not stop when cancelled (a request closure waiting on a Dispatch queue) keeps its own task,
     /// not the caller, past the deadline; what it reports after is dropped.
     func execute(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
-        guard ExchangeDeadline.current == nil, case (let instant, let seconds)? = ExchangeDeadline.starting(deadline) else {
+        // Within another consumption (a request closure that makes a request of its own, say),
+        // the earlier of the two deadlines holds: the inner one's own was ignored.
+        guard case (let instant, let seconds)? = ExchangeDeadline.starting(deadline),
+            ExchangeDeadline.current.map({ instant < $0.instant }) ?? true
+        else {
             return try await body(progress)
         }
         let body = self.body

@@ -48,6 +48,28 @@ struct DeadlineScopeTests {
         #expect(seconds < 15, "the caller waited \(seconds) s for the request closure")
     }
 
+    /// A consumption within another (an outer provider's request closure asks an inner provider
+    /// first) keeps its own deadline when it is the earlier: it ran within the outer one's.
+    @Test func anInnerConsumptionKeepsItsOwnEarlierDeadline() async throws {
+        let inner = Provider<Bin>(limits: RequestLimits(deadline: 0.5))
+        let innerResult = LockedBox<Result<Response, NetworkError>?>(nil)
+        let target = try Bin("delay/3")
+        let outer = Provider<Bin>(
+            requestClosure: { _, request in
+                innerResult.set(await inner.request(target).result)
+                return request
+            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 30))
+        let started = DispatchTime.now()
+        _ = await outer.request(try Bin("get")).result
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        guard case .failure(.underlying(let failure, _))? = innerResult.get() else {
+            Issue.record("got \(String(describing: innerResult.get()))")
+            return
+        }
+        #expect(failure.kind == .timedOut)
+        #expect(seconds < 2.5, "the inner request ran \(seconds) s, as long as its server took")
+    }
+
     /// The exchange callers share runs without the first caller's deadline (each caller's own
     /// ends its wait): it had it in scope, task-local, and the requests made within it took it.
     @Test func aSharedExchangeRunsWithoutTheFirstCallersDeadline() async throws {
