@@ -160,7 +160,8 @@ public final class Provider<Target: TargetType>: Sendable {
         registry.cancelAll()
     }
 
-    /// How many distinct requests are in flight.
+    /// How many distinct requests are in flight: being sent (identical ones shared count once),
+    /// or waiting out a ``RetryPolicy`` backoff before they are sent again.
     public var inflightCount: Int { registry.runningCount }
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls.

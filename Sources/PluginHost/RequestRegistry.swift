@@ -62,9 +62,10 @@ final class RequestRegistry: Sendable {
     }
 
     /// How many distinct requests are running: a shared one a fresh one replaced after a
-    /// `cancelAll()` too, while it has callers.
+    /// `cancelAll()` too, while it has callers; and the consumptions waiting out a retry's
+    /// backoff (they send again when it ends; `cancelAll()` reaches them too).
     var runningCount: Int {
-        state.withLock { state in Set(state.joined.values.map(ObjectIdentifier.init)).count + state.inline.count }
+        state.withLock { state in Set(state.joined.values.map(ObjectIdentifier.init)).count + state.inline.count + state.backoffs.count }
     }
 
     /// A fresh identifier, unique within this registry, for a waiter or an entry (request ids

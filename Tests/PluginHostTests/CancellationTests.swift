@@ -158,6 +158,25 @@ struct CancellationTests {
         #expect(endpoints.value == 0 && closures.value == 0 && counting.count == 0)
     }
 
+    /// A consumption waiting out a retry's backoff is in flight: it sends again when the backoff
+    /// ends (`inflightCount` read 0, and a shutdown that waited for 0 went on before the retry).
+    @Test func aRequestInItsBackoffIsInFlight() async throws {
+        let provider = Provider<Bin>(transport: TransportKind.curl.make())
+        let retried = LockedCounter()
+        let pipeline = provider.request(try Bin("status/503")).filterSuccessfulStatusCodes()
+            .retry(RetryPolicy(retryLimit: 1, exponentialBackoffScale: 30) { _ in retried.increment() })
+        let task = Task { await pipeline.result }
+        #expect(await eventually(10) { retried.value == 1 })
+        // `onRetry` is told before the backoff begins.
+        #expect(await eventually(5) { provider.inflightCount == 1 })
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not cancelled")
+            return
+        }
+        #expect(provider.inflightCount == 0)
+    }
+
     /// A token cancelled after the request ended, while its completion waits for the queue,
     /// delivers `.cancelled` as it promises (it delivered the value).
     @Test func aTokenCancelledBeforeItsCompletionRanDeliversCancelled() async throws {
