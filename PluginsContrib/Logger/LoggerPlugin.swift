@@ -430,8 +430,8 @@ public struct LoggerPlugin: ExportablePlugin {
 
     /// JSON text (or its first part: a string cut short runs to the end) with the values of the
     /// members named in `names` (case-insensitive, at any depth) as `"<redacted>"`: a string's
-    /// or a number's, `true`, `false`, `null`; an object or array value is left, its own members
-    /// redacted by name in turn.
+    /// or a number's, `true`, `false`, `null`, and an object or an array whole; the members of
+    /// other objects are looked at by name in turn.
     static func redactJSONMembers(in text: String, names: Set<String>, found: inout [String]) -> String {
         let bytes = Array(text.utf8)
         let quote = UInt8(ascii: "\"")
@@ -485,9 +485,38 @@ public struct LoggerPlugin: ExportablePlugin {
                 next += 1
             }
             index = next
-            guard FieldNames.matches(name, names), next < count, bytes[next] != UInt8(ascii: "{"), bytes[next] != UInt8(ascii: "[") else { continue }
+            guard FieldNames.matches(name, names), next < count else { continue }
             var valueEnd = next
-            if bytes[next] == quote {
+            if bytes[next] == UInt8(ascii: "{") || bytes[next] == UInt8(ascii: "[") {
+                // An object or an array under a secret's name (`"password": {"old": …, "new": …}`,
+                // `"password": ["…"]`) is the secret's: redacted whole, its strings scrubbed elsewhere.
+                var depth = 0
+                var strings: [String] = []
+                while valueEnd < count {
+                    let byte = bytes[valueEnd]
+                    if byte == quote {
+                        let string = stringEnd(valueEnd)
+                        var after = string.end
+                        while after < count, isSpace(bytes[after]) { after += 1 }
+                        // A value, not a member's name (names are no secrets: scrubbed, they maim the log).
+                        if string.closed, after == count || bytes[after] != UInt8(ascii: ":") {
+                            let raw = bytes[(valueEnd + 1)..<(string.end - 1)]
+                            let value = decoded(raw)
+                            strings += [String(decoding: raw, as: UTF8.self), value, FieldNames.asciiJSON(value)]
+                        }
+                        valueEnd = string.end
+                        continue
+                    }
+                    valueEnd += 1
+                    if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") { depth += 1 }
+                    if byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") {
+                        depth -= 1
+                        if depth == 0 { break }
+                    }
+                }
+                // Cut short (the shown part ends inside it): redacted to the end, nothing scrubbed.
+                if depth == 0 { found += strings }
+            } else if bytes[next] == quote {
                 let string = stringEnd(next)
                 valueEnd = string.end
                 // Only a whole string is a value to scrub elsewhere: a number, `true`, `false` or
@@ -536,7 +565,6 @@ public struct LoggerPlugin: ExportablePlugin {
         return parts.joined(separator: " ")
     }
 
-    /// `text` with every secret replaced by `<redacted>` (longest first: `ordered`).
     /// `text`, a body cut at ``maxBodyBytes``, with its end redacted when it is the start of a
     /// secret (4 characters or more of it): the cut left the secret whole nowhere, and scrubbing,
     /// which replaces whole secrets, would have shown its start.
@@ -553,6 +581,7 @@ public struct LoggerPlugin: ExportablePlugin {
         return text.dropLast(longest) + "<redacted>"
     }
 
+    /// `text` with every secret replaced by `<redacted>` (longest first: `ordered`).
     static func scrub(_ text: String, secrets: [String]) -> String {
         var text = text
         for secret in secrets { text = text.replacingOccurrences(of: secret, with: "<redacted>") }

@@ -249,6 +249,18 @@ struct LoggerPluginTests {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
         }
         #expect(text.contains(#""AccessKeyId": "AK""#) && text.contains(#""secretary": "Ann""#) && text.contains(#""token_type": "Bearer""#))
+        // An array or an object under a secret's name is the secret's, and so are its strings.
+        let composite = #"{"password": ["pa-12345678"], "secret": {"old": "so-12345678", "new": [1, "sn-12345678"]}, "user": "ann"}"#
+        _ = try await provider.request(
+            try Bin("anything", method: .post, task: .requestData(Data(composite.utf8)), headers: ["Content-Type": "application/json"])
+        ).value
+        let again = log(f)
+        for secret in ["pa-12345678", "so-12345678", "sn-12345678"] {
+            #expect(!again.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(again.contains("\n  " + #"{"password": "<redacted>", "secret": "<redacted>", "user": "ann"}"# + "\n"))
+        // The echo's member names stay (`old`, `new`): names are no secrets.
+        #expect(again.contains(#"\"old\": \"<redacted>\""#), "\(again)")
         #expect(text.contains("\n  username=ann&password1=<redacted>&new_password2=<redacted>\n"))
     }
 
