@@ -64,6 +64,8 @@ public struct ActivityPlugin: ExportablePlugin {
         var inFlight = 0
         /// The attempts in flight, each with whether its `began` went out.
         var open: [Key: Bool] = [:]
+        /// The last event's number: counted with `inFlight`, under the same lock.
+        var sequence: UInt64 = 0
     }
 
     struct Key: Hashable {
@@ -87,10 +89,10 @@ public struct ActivityPlugin: ExportablePlugin {
         }
     }
 
-    func fields(_ context: InterceptorContext, inFlight: Int) -> [String: String] {
+    func fields(_ context: InterceptorContext, inFlight: Int, sequence: UInt64) -> [String: String] {
         [
             "requestID": String(context.requestID), "attempt": String(context.attempt), "method": context.target.method,
-            "path": context.target.path, "inFlight": String(inFlight), "activity": visibility(context),
+            "path": context.target.path, "inFlight": String(inFlight), "activity": visibility(context), "sequence": String(sequence),
         ]
     }
 
@@ -100,27 +102,29 @@ public struct ActivityPlugin: ExportablePlugin {
         // The count is kept either way; the event is built only when someone listens, and
         // `ended` goes only after a `began` that went out.
         let listening = context.services.hasSubscribers
-        let (inserted, count) = state.withLock { state -> (Bool, Int) in
-            guard state.open[key] == nil else { return (false, state.inFlight) }
+        let (inserted, count, sequence) = state.withLock { state -> (Bool, Int, UInt64) in
+            guard state.open[key] == nil else { return (false, state.inFlight, 0) }
             state.open[key] = listening
             state.inFlight += 1
-            return (true, state.inFlight)
+            state.sequence += 1
+            return (true, state.inFlight, state.sequence)
         }
-        if inserted, listening { context.services.emit("began", fields: fields(context, inFlight: count)) }
+        if inserted, listening { context.services.emit("began", fields: fields(context, inFlight: count, sequence: sequence)) }
     }
 
     /// Counts the attempt out (once, whatever its outcome); emits `ended` with the outcome when
     /// someone subscribes.
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
-        let (began, count) = state.withLock { state -> (Bool, Int) in
-            guard let began = state.open.removeValue(forKey: key) else { return (false, state.inFlight) }
+        let (began, count, sequence) = state.withLock { state -> (Bool, Int, UInt64) in
+            guard let began = state.open.removeValue(forKey: key) else { return (false, state.inFlight, 0) }
             state.inFlight = max(0, state.inFlight - 1)
-            return (began, state.inFlight)
+            state.sequence += 1
+            return (began, state.inFlight, state.sequence)
         }
         // No `ended` without its `began`: a subscriber that came in between got one unpaired.
         guard began, context.services.hasSubscribers else { return }
-        var fields = fields(context, inFlight: count)
+        var fields = fields(context, inFlight: count, sequence: sequence)
         switch result {
         case .response(let response): fields["outcome"] = String(response.statusCode)
         case .failure(let failure): fields["outcome"] = failure.kind.rawValue

@@ -83,6 +83,36 @@ struct ActivityPluginTests {
         #expect(events.log == ["began delay/3 1", "began get 2", "ended get 1", "ended delay/3 0"])
     }
 
+    /// Events of concurrent requests may reach a subscriber out of order (each hook sends its
+    /// own after counting); `sequence`, counted with `inFlight`, orders them: replayed by it,
+    /// every `inFlight` is the count of the events before, and the last one says 0. Without it a
+    /// late `ended` with 0 hid an indicator while another request ran.
+    @Test func eventsReplayedBySequenceCountInFlight() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("activity", [:])])
+        let events = Locked<[(sequence: UInt64, began: Bool, inFlight: Int)]>([])
+        let subscription = provider.services.subscribe { event in
+            let entry = (UInt64(event.fields["sequence"] ?? "") ?? 0, event.name == "began", Int(event.fields["inFlight"]!)!)
+            events.withLock { $0.append(entry) }
+        }
+        defer { subscription.cancel() }
+        let target = try Bin("get")
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<64 { group.addTask { _ = await provider.request(target).result } }
+        }
+        let sorted = events.withLock { $0 }.sorted { $0.sequence < $1.sequence }
+        #expect(sorted.count == 128)
+        #expect(Set(sorted.map(\.sequence)).count == 128 && sorted.first?.sequence ?? 0 > 0, "every event has a number of its own")
+        var count = 0
+        var wrong = 0
+        for event in sorted {
+            count += event.began ? 1 : -1
+            if event.inFlight != count { wrong += 1 }
+        }
+        #expect(wrong == 0 && sorted.last?.inFlight == 0)
+    }
+
     @Test func inFlightReturnsToZeroAfterABurstWithCancellations() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
