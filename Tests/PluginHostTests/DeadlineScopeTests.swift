@@ -49,25 +49,24 @@ struct DeadlineScopeTests {
     }
 
     /// A consumption within another (an outer provider's request closure asks an inner provider
-    /// first) keeps its own deadline when it is the earlier: it ran within the outer one's.
+    /// first) keeps its own deadline when it is the earlier: it ran within the outer one's, and
+    /// got the server's answer after 10 s. (The outcome tells, not the time: a loaded machine
+    /// delays a deadline's timer by seconds.)
     @Test func anInnerConsumptionKeepsItsOwnEarlierDeadline() async throws {
         let inner = Provider<Bin>(limits: RequestLimits(deadline: 0.5))
         let innerResult = LockedBox<Result<Response, NetworkError>?>(nil)
-        let target = try Bin("delay/3")
+        let target = try Bin("delay/10")
         let outer = Provider<Bin>(
             requestClosure: { _, request in
                 innerResult.set(await inner.request(target).result)
                 return request
-            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 30))
-        let started = DispatchTime.now()
+            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 60))
         _ = await outer.request(try Bin("get")).result
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         guard case .failure(.underlying(let failure, _))? = innerResult.get() else {
             Issue.record("got \(String(describing: innerResult.get()))")
             return
         }
-        #expect(failure.kind == .timedOut)
-        #expect(seconds < 2.5, "the inner request ran \(seconds) s, as long as its server took")
+        #expect(failure == TransportFailure(kind: .timedOut, message: "the request's deadline of 0.5 s passed (RequestLimits.deadline)"))
     }
 
     /// The exchange callers share runs without the first caller's deadline (each caller's own
