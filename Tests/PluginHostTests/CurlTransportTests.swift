@@ -839,6 +839,31 @@ struct CurlTransportTests {
         #expect(description.hasPrefix("libcurl \(expected) ("), "\(description)")
     }
 
+    /// Once its loop has ended, a transport's loop finishes what reaches it as released, and a
+    /// second shutdown (the transport's own, at release) returns at once: the multi handle is
+    /// gone, and no late submission or cancellation may wake it (before, the call below waited
+    /// for ever, and so did the release).
+    @Test func whatReachesAnEndedLoopIsReleasedNotQueued() async throws {
+        let transport = try CurlTransport()
+        transport.loop.shutdown()
+        let request = TransportRequest(urlRequest: URLRequest(url: try TestServer.url().appendingPathComponent("get")))
+        let outcome = Locked<Result<Int, TransportFailure>?>(nil)
+        let task = Task {
+            do throws(TransportFailure) {
+                let response = try await transport.send(request)
+                outcome.withLock { $0 = .success(response.response.statusCode) }
+            } catch {
+                outcome.withLock { $0 = .failure(error) }
+            }
+        }
+        #expect(await eventually(60) { outcome.withLock { $0 } != nil }, "the call never finished")
+        #expect(outcome.withLock { $0 } == .failure(TransportFailure(kind: .cancelled, message: "the transport was released")))
+        #expect(transport.activeTransferCount == 0)
+        if outcome.withLock({ $0 }) != nil { await task.value }
+        transport.loop.cancel(CurlCall(request: request, loop: transport.loop, spooledBody: nil))
+        transport.loop.shutdown()
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"

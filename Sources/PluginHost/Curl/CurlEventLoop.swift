@@ -12,7 +12,10 @@ import Darwin
 /// The thread that drives one libcurl multi handle.
 ///
 /// Other threads only submit and cancel (through a locked inbox, then `curl_multi_wakeup`);
-/// every libcurl call on the multi and easy handles happens on the loop's own thread.
+/// every other libcurl call on the multi and easy handles happens on the loop's own thread.
+/// The wakeup is made under the inbox's lock, and the loop marks the inbox closed under that
+/// lock before it cleans the multi handle up, so no late `cancel` (a cancellation handler that
+/// fired as its call finished and the transport was released) wakes a multi handle that is gone.
 /// Safe as `@unchecked Sendable`: its mutable state other than `inbox` and `count` is touched
 /// only by the loop thread.
 final class CurlEventLoop: @unchecked Sendable {
@@ -20,6 +23,8 @@ final class CurlEventLoop: @unchecked Sendable {
         var submissions: [CurlCall] = []
         var cancellations: [CurlCall] = []
         var stopping = false
+        /// The loop has ended: the multi handle is gone, and nothing may wake it.
+        var closed = false
     }
 
     let settings: CurlSettings
@@ -58,17 +63,30 @@ final class CurlEventLoop: @unchecked Sendable {
     /// Calls submitted and not yet finished.
     var callCount: Int { count.withLock { $0 } }
 
-    /// Queues `call` to start on the loop thread.
+    /// Queues `call` to start on the loop thread; once the loop has ended, finishes it as
+    /// released instead.
     func submit(_ call: CurlCall) {
         count.withLock { $0 += 1 }
-        inbox.withLock { $0.submissions.append(call) }
-        ph_curl_multi_wakeup(multi)
+        let queued = inbox.withLock { inbox -> Bool in
+            guard !inbox.closed else { return false }
+            inbox.submissions.append(call)
+            ph_curl_multi_wakeup(multi)
+            return true
+        }
+        if !queued {
+            call.abandonTransfer()
+            call.finish(.failure(Self.released))
+        }
     }
 
-    /// Asks the loop to stop `call`'s transfer (it then finishes as cancelled).
+    /// Asks the loop to stop `call`'s transfer (it then finishes as cancelled); nothing once the
+    /// loop has ended (it finished every call it had).
     func cancel(_ call: CurlCall) {
-        inbox.withLock { $0.cancellations.append(call) }
-        ph_curl_multi_wakeup(multi)
+        inbox.withLock { inbox in
+            guard !inbox.closed else { return }
+            inbox.cancellations.append(call)
+            ph_curl_multi_wakeup(multi)
+        }
     }
 
     /// A call finished: it no longer counts.
@@ -76,13 +94,22 @@ final class CurlEventLoop: @unchecked Sendable {
         count.withLock { $0 -= 1 }
     }
 
-    /// Stops the loop and waits for it to release every handle and connection.
+    /// Stops the loop and waits for it to release every handle and connection (at once when it
+    /// has already).
     func shutdown() {
-        inbox.withLock { $0.stopping = true }
-        ph_curl_multi_wakeup(multi)
+        let closed = inbox.withLock { inbox -> Bool in
+            guard !inbox.closed else { return true }
+            inbox.stopping = true
+            ph_curl_multi_wakeup(multi)
+            return false
+        }
+        if closed { return }
         if let thread = threadID.withLock({ $0 }), pthread_equal(thread, pthread_self()) != 0 { return }
         finished.wait()
+        finished.signal()
     }
+
+    private static let released = TransportFailure(kind: .cancelled, message: "the transport was released")
 
     private func run() {
         threadID.withLock { $0 = pthread_self() }
@@ -111,8 +138,18 @@ final class CurlEventLoop: @unchecked Sendable {
             let wait = checkIdleTimeouts()
             ph_curl_multi_poll(multi, wait, nil)
         }
+        // Closed under the lock the wakeups are made under: none is under way, none comes after.
+        let late = inbox.withLock { inbox in
+            inbox.closed = true
+            defer { inbox.submissions.removeAll() }
+            return inbox.submissions
+        }
+        for call in late {
+            call.abandonTransfer()
+            call.finish(.failure(Self.released))
+        }
         for (easy, call) in active {
-            end(call, easy: easy, with: .failure(TransportFailure(kind: .cancelled, message: "the transport was released")))
+            end(call, easy: easy, with: .failure(Self.released))
         }
         for easy in idleHandles { ph_curl_easy_cleanup(easy) }
         idleHandles.removeAll()
