@@ -91,6 +91,7 @@ public struct Endpoint: Sendable {
     /// Builds the `URLRequest`: URL, method, headers, then the task's parameters or body.
     ///
     /// Throws ``NetworkError/requestMapping(_:)`` when ``url`` is not an absolute http(s) URL,
+    /// ``NetworkError/invalidHeader(name:reason:)`` for a header field that cannot be sent,
     /// ``NetworkError/parameterEncoding(_:)`` and ``NetworkError/encodableMapping(_:)`` when
     /// the task cannot be encoded, and ``NetworkError/fileAccess(path:reason:)`` for an
     /// unreadable multipart file.
@@ -101,8 +102,10 @@ public struct Endpoint: Sendable {
     /// The request, with `defaultHeaders` added where the endpoint has no field of that name.
     ///
     /// The fields are set in one assignment (setting them one by one re-validates and
-    /// re-capitalises every field each time: the most expensive step of a small request); a
-    /// value with CR, LF or NUL is left out, as `setValue(_:forHTTPHeaderField:)` leaves it out.
+    /// re-capitalises every field each time: the most expensive step of a small request). A
+    /// field whose name is no token, or whose value holds CR, LF or NUL, is refused
+    /// (``NetworkError/invalidHeader(name:reason:)``): `setValue(_:forHTTPHeaderField:)` would
+    /// drop such a value silently, and a default field of the same name would take its place.
     func urlRequest(defaultHeaders: [String: String]) throws(NetworkError) -> URLRequest {
         // The host as written: its percent-decoded form, made anew on every read, is needed only
         // when it has an escape (one that does not decode, such as `%FF`, leaves no host). The
@@ -124,7 +127,9 @@ public struct Endpoint: Sendable {
         } else {
             var fields: [String: String] = [:]
             var names = Set<String>()
-            for (name, value) in own where HeaderValidation.isValidValue(value) {
+            for (name, value) in own {
+                guard HeaderValidation.isValidName(name) else { throw .invalidHeader(name: name, reason: "is not a token (RFC 9110)") }
+                guard HeaderValidation.isValidValue(value) else { throw .invalidHeader(name: name, reason: "has a value holding CR, LF or NUL") }
                 let lowered = name.lowercased()
                 if names.contains(lowered), let earlier = fields.keys.first(where: { $0.lowercased() == lowered }) {
                     fields.removeValue(forKey: earlier)

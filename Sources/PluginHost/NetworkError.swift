@@ -44,6 +44,10 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
     /// catch NetworkError.server(let error as APIError, let response) { … }
     /// ```
     case server(any Error, Response)
+    /// A header field of the endpoint (a target's `headers`, a server configuration's defaults,
+    /// ``Endpoint/adding(newHTTPHeaderFields:)``) cannot be sent: its name is not an RFC 9110
+    /// token, or its value holds CR, LF or NUL (which would add fields of its own to the request).
+    case invalidHeader(name: String, reason: String)
 
     /// The response the error carries, if any.
     public var response: Response? {
@@ -106,6 +110,8 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
             return "a pipeline step failed: \(error)"
         case .server(let error, let response):
             return "the server answered \(response.requestLine) with an error (status \(response.statusCode)): \(error)"
+        case .invalidHeader(let name, let reason):
+            return "cannot make a request: header \(name.debugDescription) \(reason)"
         }
     }
 
@@ -117,7 +123,7 @@ extension NetworkError: CustomNSError {
     /// `PluginHost.NetworkError`.
     public static var errorDomain: String { "PluginHost.NetworkError" }
 
-    /// A stable code per case (1…16, in declaration order), for logging and Objective-C callers.
+    /// A stable code per case (1…17, in declaration order), for logging and Objective-C callers.
     public var errorCode: Int {
         switch self {
         case .requestMapping: return 1
@@ -136,6 +142,7 @@ extension NetworkError: CustomNSError {
         case .filtered: return 14
         case .custom: return 15
         case .server: return 16
+        case .invalidHeader: return 17
         }
     }
 

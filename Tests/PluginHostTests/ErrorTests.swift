@@ -129,6 +129,7 @@ struct ErrorTests {
             (.credentialRefresh(key: "access_token", message: "denied"), "refreshing credential \"access_token\" failed: denied"),
             (.filtered("42"), "a filter step rejected 42"),
             (.custom(Inner()), "a pipeline step failed: inner"),
+            (.invalidHeader(name: "X-A", reason: "is not a token (RFC 9110)"), "cannot make a request: header \"X-A\" is not a token (RFC 9110)"),
         ]
         for (error, text) in cases {
             #expect(error.description == text)
@@ -136,6 +137,7 @@ struct ErrorTests {
         }
         #expect(NetworkError.statusCode(response).response == response)
         #expect(NetworkError.cancelled.response == nil)
+        #expect(NetworkError.invalidHeader(name: "X-A", reason: "").errorCode == 17)
     }
 }
 

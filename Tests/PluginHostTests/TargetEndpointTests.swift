@@ -88,6 +88,39 @@ struct TargetEndpointTests {
         }
     }
 
+    /// A field of the endpoint that cannot be sent is refused by name (it was dropped silently,
+    /// as `setValue(_:forHTTPHeaderField:)` drops it, and a default field of the same name, the
+    /// provider's `User-Agent`, went in its place).
+    @Test(arguments: [
+        ("User-Agent", "app/1\r\nX-Evil: 1", "has a value holding CR, LF or NUL"),
+        ("X-Note", "a\nb", "has a value holding CR, LF or NUL"),
+        ("X-Note", "a\u{0}b", "has a value holding CR, LF or NUL"),
+        ("X Note", "a", "is not a token (RFC 9110)"),
+        ("", "a", "is not a token (RFC 9110)"),
+        ("X-Note:", "a", "is not a token (RFC 9110)"),
+    ])
+    func aFieldThatCannotBeSentIsRefusedByName(name: String, value: String, reason: String) async throws {
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .get,
+            task: .requestPlain, httpHeaderFields: ["Accept": "text/plain", name: value])
+        #expect {
+            _ = try endpoint.urlRequest()
+        } throws: { error in
+            guard case .invalidHeader(let reported, let why) = error as? NetworkError else { return false }
+            return reported == name && why == reason
+                && (error as? NetworkError)?.description == "cannot make a request: header \(name.debugDescription) \(reason)"
+        }
+        // Through a provider: no request reaches the transport, and the error says which field.
+        let counting = CountingTransport(StubTransport { _ in .networkResponse(200, Data()) })
+        let result = await Provider<Bin>(transport: counting).request(try Bin("get", headers: [name: value])).result
+        guard case .failure(.invalidHeader(let reported, let why)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(reported == name && why == reason)
+        #expect(counting.count == 0)
+    }
+
     @Test func badBaseURLFailsThePipelineWithRequestMapping() async throws {
         let provider = Provider<MultiTarget>()
         let result = await provider.get("http://exa mple.com:99999/x").result
