@@ -46,6 +46,23 @@ struct MigrationGuideTests {
         #expect(failure.kind == .cannotConnect)
     }
 
+    /// A header field added by an endpoint closure that cannot be sent fails the request by name
+    /// before any hook runs; it is not dropped, and the provider's own `User-Agent` does not take
+    /// its place.
+    @Test func aHeaderFieldThatCannotBeSentFailsTheRequest() async throws {
+        let log = LockedCounter()
+        let provider = Provider<Bin>(
+            endpointClosure: { Provider.defaultEndpointMapping(for: $0).adding(newHTTPHeaderFields: ["User-Agent": "app\u{0}1"]) },
+            stubClosure: Provider<Bin>.immediatelyStub(_:), interceptors: [Recorder("r", log: log)])
+        let result = await provider.request(try Bin("get")).result
+        guard case .failure(.invalidHeader(let name, let reason)) = result else {
+            Issue.record("sent: \(result)")
+            return
+        }
+        #expect(name == "User-Agent" && reason == "has a value holding CR, LF or NUL")
+        #expect(log.log.isEmpty)
+    }
+
     /// A stubbed `uploadFile` target reads no file: its fixture path need not exist.
     @Test func aStubbedUploadNeedsNoFile() async throws {
         let missing = URL(fileURLWithPath: "/nonexistent/pluginhost-fixture.bin")
