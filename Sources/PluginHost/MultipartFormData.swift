@@ -100,12 +100,14 @@ public enum MultipartFormData {
 
     /// Escapes a quoted-string parameter: quotes, CR and LF percent-encoded, as browsers do, and
     /// a backslash too (a server that reads quoted-string escapes would take `name="a\"` as
-    /// an unclosed string, and lose the field or its file name).
+    /// an unclosed string, and lose the field or its file name), and NUL (a C parser ends the
+    /// name there: `avatar\0.php` read as `avatar`).
     static func quoted(_ value: String) -> String {
         value.replacingOccurrences(of: "\\", with: "%5C")
             .replacingOccurrences(of: "\"", with: "%22")
             .replacingOccurrences(of: "\r", with: "%0D")
             .replacingOccurrences(of: "\n", with: "%0A")
+            .replacingOccurrences(of: "\u{0}", with: "%00")
     }
 }
 
