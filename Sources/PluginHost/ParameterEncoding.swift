@@ -123,6 +123,7 @@ public struct URLEncoding: ParameterEncoding {
     }
 
     private func components(key: String, value: Any, into pairs: inout [(String, String)]) {
+        let value = OptionalParameter.unwrapped(value)
         switch value {
         case let dictionary as [String: Any]:
             for nested in dictionary.keys.sorted() {
@@ -175,9 +176,9 @@ public struct JSONEncoding: ParameterEncoding {
     public func encode(_ request: URLRequest, with parameters: Parameters?) throws -> URLRequest {
         guard let parameters else { return request }
         var request = request
-        try Self.checkJSON(parameters, path: "$")
+        let object = try Self.jsonObject(parameters, path: "$")
         do {
-            request.httpBody = try JSONSerialization.data(withJSONObject: parameters as [String: Any], options: options.union(.sortedKeys))
+            request.httpBody = try JSONSerialization.data(withJSONObject: object, options: options.union(.sortedKeys))
         } catch {
             throw ParameterEncodingError.jsonSerializationFailed(String(describing: error))
         }
@@ -187,22 +188,52 @@ public struct JSONEncoding: ParameterEncoding {
         return request
     }
 
-    /// Throws ``ParameterEncodingError/invalidJSONValue(keyPath:type:)`` at the first value JSON cannot hold.
-    static func checkJSON(_ value: Any, path: String) throws {
+    /// `value` as `JSONSerialization` takes it: an optional's value, or `NSNull` for nil (as
+    /// Darwin's bridging writes `null`), at any depth. Throws
+    /// ``ParameterEncodingError/invalidJSONValue(keyPath:type:)`` at the first value JSON cannot hold.
+    static func jsonObject(_ value: Any, path: String) throws -> Any {
+        let value = OptionalParameter.unwrapped(value)
         switch value {
         case let dictionary as [String: Any]:
-            for (key, nested) in dictionary { try checkJSON(nested, path: "\(path).\(key)") }
+            var object: [String: Any] = [:]
+            object.reserveCapacity(dictionary.count)
+            for (key, nested) in dictionary { object[key] = try jsonObject(nested, path: "\(path).\(key)") }
+            return object
         case let array as [Any]:
-            for (index, nested) in array.enumerated() { try checkJSON(nested, path: "\(path)[\(index)]") }
+            return try array.enumerated().map { index, nested in try jsonObject(nested, path: "\(path)[\(index)]") }
         case let double as Double where !double.isFinite:
             throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Double (\(double))")
         case let float as Float where !float.isFinite:
             throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Float (\(float))")
         case is String, is Bool, is Int, is Int8, is Int16, is Int32, is Int64, is UInt, is UInt8, is UInt16,
             is UInt32, is UInt64, is Double, is Float, is NSNull, is NSNumber:
-            return
+            return value
         default:
             throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: String(describing: type(of: value)))
         }
     }
+}
+
+/// An optional among `Parameters` (`["name": user.nickname]` with a `String?`): both encodings
+/// take what it holds, and nil as `NSNull` (`null` in JSON, `key=` in a query), where a bare
+/// `"\(value)"` wrote `Optional("…")` and JSON refused the type.
+enum OptionalParameter {
+    /// What `value` holds through any number of optionals; `NSNull` for nil.
+    static func unwrapped(_ value: Any) -> Any {
+        var value = value
+        while let optional = value as? any HoldsOptional {
+            guard let held = optional.held else { return NSNull() }
+            value = held
+        }
+        return value
+    }
+}
+
+/// `Optional`, seen through `Any`.
+private protocol HoldsOptional {
+    var held: Any? { get }
+}
+
+extension Optional: HoldsOptional {
+    fileprivate var held: Any? { map { $0 as Any } }
 }

@@ -88,6 +88,11 @@ struct MoyaParityTests {
         #expect(
             String(decoding: body, as: UTF8.self)
                 == "--b\r\nContent-Disposition: form-data; name=\"comment%5C\"; filename=\"report%5C%22x.pdf\"\r\n\r\nv\r\n--b--\r\n")
+        let nul = try MultipartFormData.encode(
+            [MultipartFormBodyPart(source: .data(Data("v".utf8)), name: "a\u{0}b\r\n", fileName: "shell.php\u{0}.png")], boundary: "b")
+        #expect(
+            String(decoding: nul, as: UTF8.self)
+                == "--b\r\nContent-Disposition: form-data; name=\"a%00b%0D%0A\"; filename=\"shell.php%00.png\"\r\n\r\nv\r\n--b--\r\n")
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-part-\(UUID().uuidString).txt")
         try Data("contents".utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
@@ -106,6 +111,28 @@ struct MoyaParityTests {
         #expect(URLEncoding(boolEncoding: .literal).query(parameters) == "count=1&flag=true&off=false&ratio=1.5&zero=0")
         #expect(URLEncoding.default.query(parameters) == "count=1&flag=1&off=0&ratio=1.5&zero=0")
         #expect(URLEncoding(boolEncoding: .literal).query(["t": true, "n": 1, "d": 0.0]) == "d=0.0&n=1&t=true")
+    }
+
+    /// An optional among the parameters is what it holds, and nil is JSON's `null` (as Darwin's
+    /// bridging writes it for Moya) and an empty query value: JSON refused the type, and a
+    /// query carried `Optional("…")`.
+    @Test func optionalParametersAreWhatTheyHold() throws {
+        let nickname: String? = nil
+        let parameters: Parameters = [
+            "name": String?("ada"), "nickname": nickname, "deep": String??.some(nil),
+            "nested": ["age": Int?(36), "team": String?.none] as [String: any Sendable], "list": [Int?.none, 1],
+        ]
+        let request = try JSONEncoding.default.encode(URLRequest(url: URL(string: "http://127.0.0.1/x")!), with: parameters)
+        #expect(
+            String(decoding: try #require(request.httpBody), as: UTF8.self)
+                == #"{"deep":null,"list":[null,1],"name":"ada","nested":{"age":36,"team":null},"nickname":null}"#)
+        #expect(
+            URLEncoding.default.query(parameters)
+                == "deep=&list%5B%5D=&list%5B%5D=1&name=ada&nested%5Bage%5D=36&nested%5Bteam%5D=&nickname=")
+        #expect(throws: ParameterEncodingError.invalidJSONValue(keyPath: "$.nested.when", type: "Date")) {
+            try JSONEncoding.default.encode(
+                URLRequest(url: URL(string: "http://127.0.0.1/x")!), with: ["nested": ["when": Date?(Date())] as [String: any Sendable]])
+        }
     }
 
     /// An empty list of codes validates nothing, as in Moya.
