@@ -201,7 +201,10 @@ ph_decoder *ph_decoder_new(int coding, char *error, size_t error_size) {
         made = (decoder->state = zstd.create()) != NULL;
         /* RFC 9659: a zstd content coding's window is at most 8 MiB (ZSTD_d_windowLogMax, 100,
          * set to 23): a frame that asks for more is refused rather than given the memory. */
-        if (made && zstd.set_parameter != NULL) made = !zstd.is_error(zstd.set_parameter(decoder->state, 100, 23));
+        if (made && zstd.set_parameter != NULL && zstd.is_error(zstd.set_parameter(decoder->state, 100, 23))) {
+            zstd.free(decoder->state); /* refused (a zstd without the parameter): nothing kept */
+            made = 0;
+        }
         break;
     case PH_CODING_DEFLATE: made = 1; break; /* started once its first two bytes are in */
     default: made = start_zlib(decoder); break;
