@@ -128,7 +128,8 @@ final class CurlEventLoop: @unchecked Sendable {
                 end(call, easy: easy, with: .failure(TransportFailure(kind: .cancelled, message: "cancelled")))
             }
             if stopping { break }
-            ph_curl_multi_perform(multi, &running)
+            let performed = ph_curl_multi_perform(multi, &running)
+            if performed > 0 { multiFailed("curl_multi_perform", status: performed) }
             var easy: UnsafeMutableRawPointer?
             var code: Int32 = 0
             while ph_curl_multi_info_read_done(multi, &easy, &code) != 0 {
@@ -136,7 +137,13 @@ final class CurlEventLoop: @unchecked Sendable {
                 completed(call, easy: easy, code: code)
             }
             let wait = checkIdleTimeouts()
-            ph_curl_multi_poll(multi, wait, nil)
+            let polled = ph_curl_multi_poll(multi, wait, nil)
+            if polled != 0 {
+                multiFailed("curl_multi_poll", status: polled)
+                // A failure that lasts (CURLM_UNRECOVERABLE_POLL: poll() itself failed) would
+                // otherwise spin the loop: it tries again after a pause.
+                usleep(UInt32(min(wait, 100)) * 1000)
+            }
         }
         // Closed under the lock the wakeups are made under: none is under way, none comes after.
         let late = inbox.withLock { inbox in
@@ -155,6 +162,14 @@ final class CurlEventLoop: @unchecked Sendable {
         idleHandles.removeAll()
         ph_curl_multi_cleanup(multi)
         finished.signal()
+    }
+
+    /// libcurl failed the multi handle itself: no transfer on it can go on, and each ends with
+    /// libcurl's reason (rather than waiting for its idle timeout, or for ever without one).
+    private func multiFailed(_ function: String, status: Int32) {
+        let message = ph_curl_multi_strerror(status).map { String(cString: $0) } ?? "error \(status)"
+        let failure = TransportFailure(kind: .other, message: "\(function): \(message)")
+        for (easy, call) in active { end(call, easy: easy, with: .failure(failure)) }
     }
 
     /// Configures a handle for `call` and adds it to the multi handle.
