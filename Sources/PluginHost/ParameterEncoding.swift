@@ -88,12 +88,14 @@ public struct URLEncoding: ParameterEncoding {
         self.boolEncoding = boolEncoding
     }
 
-    /// Encodes into the query string or the body, per ``destination``.
+    /// Encodes into the query string or the body, per ``destination``. Empty parameters leave
+    /// the query as it is, and make an empty form body (with its `Content-Type`, as Alamofire's).
     public func encode(_ request: URLRequest, with parameters: Parameters?) throws -> URLRequest {
-        guard let parameters, !parameters.isEmpty else { return request }
+        guard let parameters else { return request }
         var request = request
         let method = (request.httpMethod ?? "GET").uppercased()
         if encodesInQuery(method: method) {
+            guard !parameters.isEmpty else { return request }
             guard let url = request.url else { throw ParameterEncodingError.missingURL }
             request.url = Self.appendingQuery(query(parameters), to: url)
         } else {

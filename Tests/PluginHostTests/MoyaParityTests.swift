@@ -135,6 +135,23 @@ struct MoyaParityTests {
         }
     }
 
+    /// Empty parameters in the body are an empty form with its type, as Alamofire's `URLEncoding`
+    /// (and `JSONEncoding`'s `{}`); in the query they change nothing.
+    @Test func emptyParametersInTheBodyAreAnEmptyForm() throws {
+        var post = URLRequest(url: URL(string: "http://127.0.0.1/x?a=1")!)
+        post.httpMethod = "POST"
+        let form = try URLEncoding.default.encode(post, with: [:])
+        #expect(form.value(forHTTPHeaderField: "Content-Type") == "application/x-www-form-urlencoded; charset=utf-8")
+        #expect(form.httpBody == Data())
+        #expect(form.url?.absoluteString == "http://127.0.0.1/x?a=1")
+        let json = try JSONEncoding.default.encode(post, with: [:])
+        #expect(json.value(forHTTPHeaderField: "Content-Type") == "application/json" && json.httpBody == Data("{}".utf8))
+        let get = try URLEncoding.default.encode(URLRequest(url: URL(string: "http://127.0.0.1/x?a=1")!), with: [:])
+        #expect(get.url?.absoluteString == "http://127.0.0.1/x?a=1" && get.httpBody == nil)
+        #expect(get.value(forHTTPHeaderField: "Content-Type") == nil)
+        #expect(try URLEncoding.default.encode(post, with: nil).httpBody == nil)
+    }
+
     /// An empty list of codes validates nothing, as in Moya.
     @Test func customCodesWithNoCodesAcceptEveryCode() {
         #expect(ValidationType.customCodes([]).accepts(500))
