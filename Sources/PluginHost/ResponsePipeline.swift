@@ -169,12 +169,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         }
         let onQueue = progressOnQueue
         let task = Task {
-            let result: Result<Value, NetworkError>
-            do throws(NetworkError) {
-                result = .success(try await execute(onQueue))
-            } catch {
-                result = .failure(error)
-            }
+            let result = await asOwnCaller { () async throws(NetworkError) in try await execute(onQueue) }
             queue.async {
                 let cancelled = state.withLock { state -> Bool in
                     state.delivered = true
@@ -189,17 +184,30 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         }
     }
 
+    /// `consume`'s outcome, run as a caller of its own: a consumption started (``start(on:progress:completion:)``,
+    /// ``events()``) from within another, in a task that inherits task-locals, does not take
+    /// that one's deadline (it ran out when the request that started it ended).
+    private func asOwnCaller(_ consume: () async throws(NetworkError) -> Value) async -> Result<Value, NetworkError> {
+        await ExchangeDeadline.$current.withValue(nil) {
+            do throws(NetworkError) {
+                return .success(try await consume())
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
     /// Progress events followed by one ``PipelineEvent/completed(_:)`` with the value.
     ///
     /// The stream throws ``NetworkError`` on failure. Stopping the iteration cancels the request.
     public func events() -> AsyncThrowingStream<PipelineEvent<Value>, any Error> {
         AsyncThrowingStream { continuation in
             let task = Task {
-                do {
-                    let value = try await execute { continuation.yield(.progress($0)) }
+                switch await asOwnCaller({ () async throws(NetworkError) in try await execute { continuation.yield(.progress($0)) } }) {
+                case .success(let value):
                     continuation.yield(.completed(value))
                     continuation.finish()
-                } catch {
+                case .failure(let error):
                     continuation.finish(throwing: error)
                 }
             }

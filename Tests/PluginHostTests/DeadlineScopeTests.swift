@@ -69,6 +69,26 @@ struct DeadlineScopeTests {
         #expect(failure == TransportFailure(kind: .timedOut, message: "the request's deadline of 0.5 s passed (RequestLimits.deadline)"))
     }
 
+    /// A request started (`start`, `events()`) from within a consumption is a caller of its own:
+    /// it does not take the deadline of the consumption it was started in (an unstructured task
+    /// inherits task-locals, and it ran out when the request that started it ended).
+    @Test func aRequestStartedWithinAConsumptionHasNoDeadlineOfItsOwnThere() async throws {
+        let seen = LockedCounter()
+        let inner = Provider<Bin>(transport: DeadlineWitness(seen: seen))
+        let target = try Bin("get")
+        let outer = Provider<Bin>(
+            requestClosure: { _, request in
+                inner.request(target).start { _ in seen.append("completed") }
+                for try await event in inner.request(target).events() {
+                    if case .completed = event { seen.append("completed") }
+                }
+                return request
+            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 30))
+        #expect(try await outer.request(try Bin("get")).value.statusCode == 200)
+        #expect(await eventually(60) { seen.log.count == 4 })
+        #expect(seen.log.sorted() == ["completed", "completed", "no deadline", "no deadline"])
+    }
+
     /// The exchange callers share runs without the first caller's deadline (each caller's own
     /// ends its wait): it had it in scope, task-local, and the requests made within it took it.
     @Test func aSharedExchangeRunsWithoutTheFirstCallersDeadline() async throws {
