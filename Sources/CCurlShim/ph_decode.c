@@ -202,7 +202,7 @@ ph_decoder *ph_decoder_new(int coding, char *error, size_t error_size) {
         /* RFC 9659: a zstd content coding's window is at most 8 MiB (ZSTD_d_windowLogMax, 100,
          * set to 23): a frame that asks for more is refused rather than given the memory. */
         if (made && zstd.set_parameter != NULL && zstd.is_error(zstd.set_parameter(decoder->state, 100, 23))) {
-            zstd.free(decoder->state); /* refused (a zstd without the parameter): nothing kept */
+            zstd.free(decoder->state); /* the window limit refused: no decoder without it */
             made = 0;
         }
         break;

@@ -99,6 +99,16 @@ public struct Endpoint: Sendable {
         try urlRequest(defaultHeaders: [:])
     }
 
+    /// The refusal of the first field, by name, of `fields` that cannot be sent: a name that is
+    /// no token, or a value holding CR, LF or NUL. Nil when every field can be.
+    static func refusal(of fields: [String: String]) -> NetworkError? {
+        for name in fields.keys.sorted() {
+            if !HeaderValidation.isValidName(name) { return .invalidHeader(name: name, reason: "is not a token (RFC 9110)") }
+            if !HeaderValidation.isValidValue(fields[name]!) { return .invalidHeader(name: name, reason: "has a value holding CR, LF or NUL") }
+        }
+        return nil
+    }
+
     /// The request, with `defaultHeaders` added where the endpoint has no field of that name.
     ///
     /// The fields are set in one assignment (setting them one by one re-validates and
@@ -128,8 +138,10 @@ public struct Endpoint: Sendable {
             var fields: [String: String] = [:]
             var names = Set<String>()
             for (name, value) in own {
-                guard HeaderValidation.isValidName(name) else { throw .invalidHeader(name: name, reason: "is not a token (RFC 9110)") }
-                guard HeaderValidation.isValidValue(value) else { throw .invalidHeader(name: name, reason: "has a value holding CR, LF or NUL") }
+                guard HeaderValidation.isValidName(name), HeaderValidation.isValidValue(value) else {
+                    // The first by name, whatever the dictionary's order.
+                    throw Self.refusal(of: own) ?? .invalidHeader(name: name, reason: "cannot be sent")
+                }
                 let lowered = name.lowercased()
                 if names.contains(lowered), let earlier = fields.keys.first(where: { $0.lowercased() == lowered }) {
                     fields.removeValue(forKey: earlier)

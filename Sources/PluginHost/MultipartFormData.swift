@@ -103,11 +103,11 @@ public enum MultipartFormData {
     /// an unclosed string, and lose the field or its file name), and NUL (a C parser ends the
     /// name there: `avatar\0.php` read as `avatar`).
     static func quoted(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "%5C")
-            .replacingOccurrences(of: "\"", with: "%22")
-            .replacingOccurrences(of: "\r", with: "%0D")
-            .replacingOccurrences(of: "\n", with: "%0A")
-            .replacingOccurrences(of: "\u{0}", with: "%00")
+        value.replacingOccurrences(of: "\\", with: "%5C", options: .literal)
+            .replacingOccurrences(of: "\"", with: "%22", options: .literal)
+            .replacingOccurrences(of: "\r", with: "%0D", options: .literal)
+            .replacingOccurrences(of: "\n", with: "%0A", options: .literal)
+            .replacingOccurrences(of: "\u{0}", with: "%00", options: .literal)
     }
 }
 

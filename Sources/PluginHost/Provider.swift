@@ -46,6 +46,8 @@ public final class Provider<Target: TargetType>: Sendable {
     /// The header fields set on every request before the chain runs, unless already set
     /// (``DefaultHeaders``).
     public let defaultHeaders: [String: String]
+    /// Why a field of ``defaultHeaders`` cannot be sent (checked once): every request fails with it.
+    private let defaultHeadersRefusal: NetworkError?
     /// What a response may cost and how long an exchange may take, unless a target or an
     /// ad-hoc call gives its own (``RequestLimits``).
     public let limits: RequestLimits
@@ -77,7 +79,8 @@ public final class Provider<Target: TargetType>: Sendable {
     ///   - maxInterceptorRetries: how often `process` may ask to retry one request; default 2.
     ///   - defaultHeaders: fields set on every request before the chain runs unless the target,
     ///     the server layer or the request closure set them; nil (the default):
-    ///     ``DefaultHeaders/standard(for:)`` of the transport; `[:]`: none.
+    ///     ``DefaultHeaders/standard(for:)`` of the transport; `[:]`: none. A field that cannot
+    ///     be sent fails every request with ``NetworkError/invalidHeader(name:reason:)``.
     ///   - limits: response size, header and deadline limits (``RequestLimits/default``).
     public init(
         endpointClosure: @escaping EndpointClosure = Provider.defaultEndpointMapping(for:),
@@ -113,6 +116,7 @@ public final class Provider<Target: TargetType>: Sendable {
                 chain: InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries),
                 number: 1, source: nil))
         self.defaultHeaders = defaultHeaders ?? DefaultHeaders.standard(for: self.transport)
+        self.defaultHeadersRefusal = Endpoint.refusal(of: self.defaultHeaders)
         self.limits = limits
     }
 
@@ -208,6 +212,7 @@ public final class Provider<Target: TargetType>: Sendable {
             endpoint = endpoint.merging(defaultHeaders: snapshot.headers, defaultParameters: snapshot.parameters)
             timeout = snapshot.timeout
         }
+        if let defaultHeadersRefusal { throw defaultHeadersRefusal }
         var request = try endpoint.urlRequest(defaultHeaders: defaultHeaders)
         if let timeout { request.timeoutInterval = timeout }
         do {

@@ -121,6 +121,33 @@ struct TargetEndpointTests {
         #expect(counting.count == 0)
     }
 
+    /// A provider's own default field that cannot be sent fails every request with its name (it
+    /// was dropped as a target's was); with two bad fields the first by name is named, whatever
+    /// the dictionary's order.
+    @Test func aDefaultFieldThatCannotBeSentFailsEveryRequest() async throws {
+        let counting = CountingTransport(StubTransport { _ in .networkResponse(200, Data()) })
+        let provider = Provider<Bin>(transport: counting, defaultHeaders: ["Accept": "*/*", "X-Trace": "1\r\n2"])
+        for _ in 0..<2 {
+            let result = await provider.request(try Bin("get")).result
+            guard case .failure(.invalidHeader(let name, let reason)) = result else {
+                Issue.record("got \(result)")
+                return
+            }
+            #expect(name == "X-Trace" && reason == "has a value holding CR, LF or NUL")
+        }
+        #expect(counting.count == 0)
+        let fields = Dictionary(uniqueKeysWithValues: (0..<20).map { ("X-\($0 + 10)", "v\n") } + [("X Bad", "v")])
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .get,
+            task: .requestPlain, httpHeaderFields: fields)
+        #expect {
+            _ = try endpoint.urlRequest()
+        } throws: { error in
+            guard case .invalidHeader(let name, let reason) = error as? NetworkError else { return false }
+            return name == "X Bad" && reason == "is not a token (RFC 9110)"
+        }
+    }
+
     @Test func badBaseURLFailsThePipelineWithRequestMapping() async throws {
         let provider = Provider<MultiTarget>()
         let result = await provider.get("http://exa mple.com:99999/x").result

@@ -73,10 +73,8 @@ final class CurlEventLoop: @unchecked Sendable {
             ph_curl_multi_wakeup(multi)
             return true
         }
-        if !queued {
-            call.abandonTransfer()
-            call.finish(.failure(Self.released))
-        }
+        // Never queued, never started: nothing of a transfer to let go of.
+        if !queued { call.finish(.failure(Self.released)) }
     }
 
     /// Asks the loop to stop `call`'s transfer (it then finishes as cancelled); nothing once the
@@ -95,15 +93,13 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     /// Stops the loop and waits for it to release every handle and connection (at once when it
-    /// has already).
+    /// has already). Each waiter passes the loop's one signal on to the next.
     func shutdown() {
-        let closed = inbox.withLock { inbox -> Bool in
-            guard !inbox.closed else { return true }
+        inbox.withLock { inbox in
+            guard !inbox.closed else { return }
             inbox.stopping = true
             ph_curl_multi_wakeup(multi)
-            return false
         }
-        if closed { return }
         if let thread = threadID.withLock({ $0 }), pthread_equal(thread, pthread_self()) != 0 { return }
         finished.wait()
         finished.signal()
@@ -148,7 +144,11 @@ final class CurlEventLoop: @unchecked Sendable {
         // Closed under the lock the wakeups are made under: none is under way, none comes after.
         let late = inbox.withLock { inbox in
             inbox.closed = true
-            defer { inbox.submissions.removeAll() }
+            // A cancellation that came since is of a call ended below (or already).
+            defer {
+                inbox.submissions.removeAll()
+                inbox.cancellations.removeAll()
+            }
             return inbox.submissions
         }
         for call in late {
