@@ -54,17 +54,43 @@ public enum MultipartFormData {
         return "pluginhost.boundary.\(hex)"
     }
 
-    /// The `Content-Type` header value for `boundary`.
+    /// The `Content-Type` header value for `boundary`: quoted when it is no token (RFC 2046
+    /// allows `'()+,/:=?` and inner spaces in a boundary; `boundary=a:b` would end the value at
+    /// the colon for some parsers).
     public static func contentType(boundary: String) -> String {
-        "multipart/form-data; boundary=\(boundary)"
+        HeaderValidation.isValidName(boundary) ? "multipart/form-data; boundary=\(boundary)" : "multipart/form-data; boundary=\"\(boundary)\""
+    }
+
+    /// Why `boundary` is no RFC 2046 boundary (1 to 70 of `A-Z a-z 0-9 '()+_,-./:=?` and space,
+    /// not ending in a space); nil when it is one.
+    static func boundaryProblem(_ boundary: String) -> String? {
+        let bytes = Array(boundary.utf8)
+        guard (1...70).contains(bytes.count) else { return "must be 1 to 70 characters, not \(bytes.count)" }
+        if let bad = bytes.first(where: { !isBoundaryByte($0) }) {
+            return "holds \(String(decoding: [bad], as: UTF8.self).debugDescription), which RFC 2046 does not allow"
+        }
+        if bytes.last == UInt8(ascii: " ") { return "ends with a space" }
+        return nil
+    }
+
+    private static func isBoundaryByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"): return true
+        default: return "'()+_,-./:=? ".utf8.contains(byte)
+        }
     }
 
     /// Encodes `parts` with `boundary`; throws ``NetworkError/fileAccess(path:reason:)`` for an
-    /// unreadable file, and ``NetworkError/parameterEncoding(_:)`` with ``InvalidMultipartContentType``
+    /// unreadable file, and ``NetworkError/parameterEncoding(_:)`` with ``InvalidMultipartBoundary``
+    /// for a `boundary` RFC 2046 does not allow (one with CR or LF would add fields of its own;
+    /// the provider's own, ``makeBoundary()``, always is one) or with ``InvalidMultipartContentType``
     /// for a `mimeType` holding CR, LF or NUL (it would add header fields to the part). A file
     /// part without a file name or type gets the file's last path component and
     /// `application/octet-stream`.
     public static func encode(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> Data {
+        if let problem = boundaryProblem(boundary) {
+            throw .parameterEncoding(InvalidMultipartBoundary(boundary: boundary, problem: problem))
+        }
         var body = Data()
         for (index, part) in parts.enumerated() {
             var fileName = part.fileName
@@ -132,4 +158,22 @@ public struct InvalidMultipartContentType: Error, Sendable, Equatable, CustomStr
     public var description: String {
         "multipart part \(index) (\(name.debugDescription)): the content type \(mimeType.debugDescription) holds CR, LF or NUL"
     }
+}
+
+/// A multipart boundary RFC 2046 does not allow (§5.1.1), given to
+/// ``MultipartFormData/encode(_:boundary:)``.
+public struct InvalidMultipartBoundary: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The refused boundary.
+    public var boundary: String
+    /// What is wrong with it.
+    public var problem: String
+
+    /// The error for `boundary`, with what is wrong with it.
+    public init(boundary: String, problem: String) {
+        self.boundary = boundary
+        self.problem = problem
+    }
+
+    /// What is wrong.
+    public var description: String { "the multipart boundary \(boundary.debugDescription) \(problem)" }
 }
