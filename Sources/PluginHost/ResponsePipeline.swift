@@ -248,13 +248,13 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
 
     /// Sends the request again, per `policy`, when it fails with a retryable error.
     public func retry(_ policy: RetryPolicy = .default) -> ResponsePipeline<Value> {
-        retrying(policy) { _ in nil }
+        retrying(policy) { _ in nil as RetryCause? }
     }
 
     /// The retry loop; `reasonForValue` can ask to retry a successful value (e.g. a 503 response).
     /// Every attempt runs on the chain the first one used (a provider's reload meanwhile does not
     /// change it: ``ChainPin``).
-    func retrying(_ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> String?) -> ResponsePipeline<Value> {
+    func retrying(_ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> RetryCause?) -> ResponsePipeline<Value> {
         let attempts = retryLoop(policy, reasonForValue: reasonForValue)
         return derived { progress async throws(NetworkError) in
             let outcome: Result<Value, NetworkError> = await ChainPin.$current.withValue(ChainPin.current ?? ChainPin()) {
@@ -269,7 +269,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     }
 
     private func retryLoop(
-        _ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> String?
+        _ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> RetryCause?
     ) -> @Sendable (ProgressHandler?) async throws(NetworkError) -> Value {
         let method = self.method
         let body = self.body
@@ -280,23 +280,27 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             var retries = 0
             while true {
                 let reason: String
+                let delay: Double
                 do throws(NetworkError) {
                     let value = try await body(progress)
+                    // A `Retry-After` past the policy's limit: the answer is the result.
                     guard retries < policy.retryLimit, let why = reasonForValue(value),
-                        method.map(policy.retryableHTTPMethods.contains) ?? true
+                        method.map(policy.retryableHTTPMethods.contains) ?? true,
+                        let wait = policy.delay(beforeRetry: retries + 1, answeredWith: why.response)
                     else { return value }
-                    reason = why
+                    (reason, delay) = (why.reason, wait)
                 } catch {
-                    guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: method) else { throw error }
+                    guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: method),
+                        let wait = policy.delay(beforeRetry: retries + 1, answeredWith: error.response)
+                    else { throw error }
                     // Past the consumption's deadline (the transport reported it first): no retry.
                     if let deadline = ExchangeDeadline.current, DispatchTime.now() >= deadline.instant { throw error }
-                    reason = why
+                    (reason, delay) = (why, wait)
                 }
                 // Cancelled meanwhile (the caller's task, or the provider's `cancelAll()`): no
                 // retry for observers to hear of.
                 if Task.isCancelled || registry.map({ $0.cancellations.value != epoch }) == true { throw .cancelled }
                 retries += 1
-                let delay = policy.delay(beforeRetry: retries)
                 policy.onRetry?(RetryPolicy.Attempt(retry: retries, delay: delay, reason: reason))
                 // Ends early when the caller's task or the provider's `cancelAll()` cancels.
                 if let registry {
@@ -313,6 +317,12 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             }
         }
     }
+}
+
+/// Why a value is retried, and the response that said so (its `Retry-After` counts).
+struct RetryCause: Sendable {
+    let reason: String
+    let response: Response?
 }
 
 /// An element of ``ResponsePipeline/events()``.
@@ -369,7 +379,7 @@ extension ResponsePipeline where Value == Response {
     /// status code the policy retries (so it works before or after a filter step).
     public func retry(_ policy: RetryPolicy = .default) -> ResponsePipeline<Response> {
         retrying(policy) { response in
-            policy.retryableStatusCodes.contains(response.statusCode) ? "status \(response.statusCode)" : nil
+            policy.retryableStatusCodes.contains(response.statusCode) ? RetryCause(reason: "status \(response.statusCode)", response: response) : nil
         }
     }
 

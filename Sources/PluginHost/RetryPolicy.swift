@@ -14,6 +14,17 @@ import FoundationNetworking
 /// is never retried, nor a failure that passed a ``RequestLimits`` limit
 /// (``TransportFailure/limit``: too many or too large header fields, a body too large),
 /// which the same request would pass again.
+///
+/// A retried response's `Retry-After` (RFC 9110 §10.2.3: seconds, or an HTTP date) is honoured
+/// up to ``retryAfterLimit`` (60 s): the retry waits that long when it is longer than the
+/// backoff, and a response that asks for more is not retried (it is the result). A `429 Too
+/// Many Requests` is retried only when its code is added to ``retryableStatusCodes``:
+///
+/// ```swift
+/// var policy = RetryPolicy(retryableStatusCodes: [429, 503])
+/// policy.retryAfterLimit = 30
+/// let user = try await provider.request(.user("octocat")).retry(policy).map(User.self).value
+/// ```
 public struct RetryPolicy: Sendable {
     /// One retry about to happen, for observers.
     public struct Attempt: Sendable, Equatable {
@@ -39,6 +50,9 @@ public struct RetryPolicy: Sendable {
     public var retryableFailureKinds: Set<TransportFailureKind>
     /// Called before each retry (for logs and tests).
     public var onRetry: (@Sendable (Attempt) -> Void)?
+    /// The longest `Retry-After` a retry waits for, in seconds; a response asking for more is not
+    /// retried. Nil: the field is ignored, and the backoff alone decides. Default 60.
+    public var retryAfterLimit: Double? = 60
 
     /// The defaults described above.
     public static let `default` = RetryPolicy()
@@ -65,6 +79,24 @@ public struct RetryPolicy: Sendable {
     /// The wait before retry `n` (1-based).
     public func delay(beforeRetry n: Int) -> Double {
         exponentialBackoffScale * pow(exponentialBackoffBase, Double(n - 1))
+    }
+
+    /// The wait before retry `n` of a request answered with `response`: the backoff, or the
+    /// response's `Retry-After` when it is longer; nil when the `Retry-After` is past
+    /// ``retryAfterLimit`` (no retry). A field that is neither seconds nor an HTTP date is ignored.
+    func delay(beforeRetry n: Int, answeredWith response: Response?, now: Double = Date().timeIntervalSince1970) -> Double? {
+        let backoff = delay(beforeRetry: n)
+        guard let limit = retryAfterLimit, let field = response?.response?.value(forHTTPHeaderField: "Retry-After"),
+            let asked = Self.retryAfter(field, now: now)
+        else { return backoff }
+        return asked <= limit ? max(backoff, asked) : nil
+    }
+
+    /// The seconds a `Retry-After` value asks to wait: `120`, or an HTTP date (a past one is 0).
+    static func retryAfter(_ value: String, now: Double) -> Double? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) { return Double(text) }
+        return HTTPDate.parse(text, now: now).map { max(0, $0 - now) }
     }
 
     /// Why `error` should be retried for `method`, or nil.

@@ -1,0 +1,100 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A retried response's `Retry-After` (RFC 9110 §10.2.3): waited for up to the policy's
+/// `retryAfterLimit`, and past it the answer is the result. The waits are read from `onRetry`,
+/// never timed.
+@Suite("Retry-After")
+struct RetryAfterTests {
+    /// A provider whose every answer is a 503 with `fields`; `count` tells how many were sent.
+    static func unavailable(_ fields: [String: String]) -> (Provider<Bin>, CountingTransport) {
+        let counting = CountingTransport(StubTransport { _ in .networkResponseWithHeaders(503, fields, Data()) })
+        return (Provider<Bin>(transport: counting), counting)
+    }
+
+    static func policy(_ delays: LockedCounter, limit: Double? = 60) -> RetryPolicy {
+        var policy = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01, onRetry: { delays.append(String($0.delay)) })
+        policy.retryAfterLimit = limit
+        return policy
+    }
+
+    /// Seconds longer than the backoff are waited, on both paths: a failure (`filterSuccessfulStatusCodes`)
+    /// and a response retried as a value (`Response` pipelines' `retry`).
+    @Test func secondsLongerThanTheBackoffAreWaited() async throws {
+        let delays = LockedCounter()
+        let (provider, counting) = Self.unavailable(["Retry-After": "1"])
+        let failed = await provider.request(try Bin("get")).filterSuccessfulStatusCodes().retry(Self.policy(delays)).result
+        guard case .failure(.statusCode(let response)) = failed else {
+            Issue.record("got \(failed)")
+            return
+        }
+        #expect(response.statusCode == 503)
+        #expect(try await provider.request(try Bin("get")).retry(Self.policy(delays)).value.statusCode == 503)
+        #expect(delays.log == ["1.0", "1.0"])
+        #expect(counting.count == 4)
+    }
+
+    /// A wait past the limit is not retried: the server's answer is the result, at once.
+    @Test func aWaitPastTheLimitIsNotRetried() async throws {
+        let delays = LockedCounter()
+        let (provider, counting) = Self.unavailable(["Retry-After": "120"])
+        let failed = await provider.request(try Bin("get")).filterSuccessfulStatusCodes().retry(Self.policy(delays)).result
+        guard case .failure(.statusCode(let response)) = failed else {
+            Issue.record("got \(failed)")
+            return
+        }
+        #expect(response.statusCode == 503)
+        #expect(try await provider.request(try Bin("get")).retry(Self.policy(delays)).value.statusCode == 503)
+        #expect(delays.log.isEmpty)
+        #expect(counting.count == 2)
+    }
+
+    /// Without a limit the field is ignored; a field that is neither seconds nor a date, a
+    /// shorter wait and a past date leave the backoff.
+    @Test func theBackoffStandsWhenTheFieldDoesNotCount() async throws {
+        for (field, limit) in [("120", nil), ("soon", 60), ("0", 60), ("-5", 60), ("Sun, 06 Nov 1994 08:49:37 GMT", 60)] as [(String, Double?)] {
+            let delays = LockedCounter()
+            let (provider, counting) = Self.unavailable(["Retry-After": field])
+            #expect(try await provider.request(try Bin("get")).retry(Self.policy(delays, limit: limit)).value.statusCode == 503)
+            #expect(delays.log == ["0.01"], "\(field)")
+            #expect(counting.count == 2, "\(field)")
+        }
+    }
+
+    /// An HTTP date is the wait until it; the parsing reads the RFC's forms.
+    @Test func anHTTPDateIsTheWaitUntilIt() {
+        let now = HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")!
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now) == 30)
+        #expect(RetryPolicy.retryAfter("Sunday, 06-Nov-94 08:49:47 GMT", now: now) == 10)
+        #expect(RetryPolicy.retryAfter(" 42 ", now: now) == 42)
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:49:00 GMT", now: now) == 0)
+        #expect(RetryPolicy.retryAfter("4.5", now: now) == nil)
+        #expect(RetryPolicy.retryAfter("", now: now) == nil)
+        let policy = RetryPolicy(exponentialBackoffScale: 0.5)
+        #expect(policy.delay(beforeRetry: 1, answeredWith: nil) == 0.5)
+    }
+
+    /// Against the test server: a 503 whose `Retry-After` is a date five seconds ahead is retried
+    /// after at most that long (and not at the 0.01 s backoff).
+    @Test func aServersDateIsHonoured() async throws {
+        let key = "retry-after-\(UUID().uuidString)"
+        let date = HTTPDate.format(Date().timeIntervalSince1970 + 5)
+        var components = URLComponents(url: try TestServer.url().appendingPathComponent("fixture/counted"), resolvingAgainstBaseURL: false)!
+        components.queryItems = [
+            URLQueryItem(name: "key", value: key), URLQueryItem(name: "status", value: "503"), URLQueryItem(name: "h_Retry-After", value: date),
+        ]
+        let delays = LockedCounter()
+        let response = try await Provider<MultiTarget>().get(components.url!.absoluteString).retry(Self.policy(delays)).value
+        #expect(response.statusCode == 503)
+        let waited = try #require(delays.log.first.flatMap(Double.init))
+        #expect(waited > 0.01 && waited <= 5, "waited \(waited)")
+        #expect(delays.log.count == 1)
+    }
+}
