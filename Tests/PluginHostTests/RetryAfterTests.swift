@@ -30,28 +30,27 @@ struct RetryAfterTests {
     @Test func secondsLongerThanTheBackoffAreWaited() async throws {
         let delays = LockedCounter()
         let (provider, counting) = Self.unavailable(["Retry-After": "1"])
-        let failed = await provider.request(try Bin("get")).filterSuccessfulStatusCodes().retry(Self.policy(delays)).result
+        try await Self.bothPathsEndWith503(provider, Self.policy(delays))
+        #expect(delays.log == ["1.0", "1.0"])
+        #expect(counting.count == 4)
+    }
+
+    /// Retries a request as a failure and as a value with `policy`; both end with the 503.
+    static func bothPathsEndWith503(_ provider: Provider<Bin>, _ policy: RetryPolicy) async throws {
+        let failed = await provider.request(try Bin("get")).filterSuccessfulStatusCodes().retry(policy).result
         guard case .failure(.statusCode(let response)) = failed else {
             Issue.record("got \(failed)")
             return
         }
         #expect(response.statusCode == 503)
-        #expect(try await provider.request(try Bin("get")).retry(Self.policy(delays)).value.statusCode == 503)
-        #expect(delays.log == ["1.0", "1.0"])
-        #expect(counting.count == 4)
+        #expect(try await provider.request(try Bin("get")).retry(policy).value.statusCode == 503)
     }
 
     /// A wait past the limit is not retried: the server's answer is the result, at once.
     @Test func aWaitPastTheLimitIsNotRetried() async throws {
         let delays = LockedCounter()
         let (provider, counting) = Self.unavailable(["Retry-After": "120"])
-        let failed = await provider.request(try Bin("get")).filterSuccessfulStatusCodes().retry(Self.policy(delays)).result
-        guard case .failure(.statusCode(let response)) = failed else {
-            Issue.record("got \(failed)")
-            return
-        }
-        #expect(response.statusCode == 503)
-        #expect(try await provider.request(try Bin("get")).retry(Self.policy(delays)).value.statusCode == 503)
+        try await Self.bothPathsEndWith503(provider, Self.policy(delays))
         #expect(delays.log.isEmpty)
         #expect(counting.count == 2)
     }
