@@ -21,8 +21,7 @@ import FoundationNetworking
 /// Many Requests` is retried only when its code is added to ``retryableStatusCodes``:
 ///
 /// ```swift
-/// var policy = RetryPolicy(retryableStatusCodes: [429, 503])
-/// policy.retryAfterLimit = 30
+/// let policy = RetryPolicy(retryableStatusCodes: [429, 503], retryAfterLimit: 30)
 /// let user = try await provider.request(.user("octocat")).retry(policy).map(User.self).value
 /// ```
 public struct RetryPolicy: Sendable {
@@ -52,7 +51,7 @@ public struct RetryPolicy: Sendable {
     public var onRetry: (@Sendable (Attempt) -> Void)?
     /// The longest `Retry-After` a retry waits for, in seconds; a response asking for more is not
     /// retried. Nil: the field is ignored, and the backoff alone decides. Default 60.
-    public var retryAfterLimit: Double? = 60
+    public var retryAfterLimit: Double?
 
     /// The defaults described above.
     public static let `default` = RetryPolicy()
@@ -65,8 +64,10 @@ public struct RetryPolicy: Sendable {
         retryableHTTPMethods: Set<HTTPMethod> = [.delete, .get, .head, .options, .put, .trace],
         retryableStatusCodes: Set<Int> = [408, 500, 502, 503, 504],
         retryableFailureKinds: Set<TransportFailureKind> = [.timedOut, .cannotConnect, .connectionLost, .badResponse],
+        retryAfterLimit: Double? = 60,
         onRetry: (@Sendable (Attempt) -> Void)? = nil
     ) {
+        self.retryAfterLimit = retryAfterLimit
         self.retryLimit = retryLimit
         self.exponentialBackoffBase = exponentialBackoffBase
         self.exponentialBackoffScale = exponentialBackoffScale

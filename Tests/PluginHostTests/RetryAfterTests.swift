@@ -20,9 +20,7 @@ struct RetryAfterTests {
     }
 
     static func policy(_ delays: LockedCounter, limit: Double? = 60) -> RetryPolicy {
-        var policy = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01, onRetry: { delays.append(String($0.delay)) })
-        policy.retryAfterLimit = limit
-        return policy
+        RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01, retryAfterLimit: limit, onRetry: { delays.append(String($0.delay)) })
     }
 
     /// Seconds longer than the backoff are waited, on both paths: a failure (`filterSuccessfulStatusCodes`)
