@@ -186,13 +186,16 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
 
     /// `consume`'s outcome, run as a caller of its own: a consumption started (``start(on:progress:completion:)``,
     /// ``events()``) from within another, in a task that inherits task-locals, does not take
-    /// that one's deadline (it ran out when the request that started it ended).
+    /// that one's deadline (it ran out when the request that started it ended) nor its pinned chain.
     private func asOwnCaller(_ consume: () async throws(NetworkError) -> Value) async -> Result<Value, NetworkError> {
         await ExchangeDeadline.$current.withValue(nil) {
-            do throws(NetworkError) {
-                return .success(try await consume())
-            } catch {
-                return .failure(error)
+            // Nor that one's chain: it starts on the provider's chain of now.
+            await ChainPin.$current.withValue(nil) {
+                do throws(NetworkError) {
+                    return .success(try await consume())
+                } catch {
+                    return .failure(error)
+                }
             }
         }
     }
@@ -288,13 +291,16 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                         method.map(policy.retryableHTTPMethods.contains) ?? true,
                         let wait = policy.delay(beforeRetry: retries + 1, answeredWith: why.response)
                     else { return value }
+                    // A wait that would end past the consumption's deadline: this answer is the result.
+                    if Self.waitPassesDeadline(wait) { return value }
                     (reason, delay) = (why.reason, wait)
                 } catch {
                     guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: method),
                         let wait = policy.delay(beforeRetry: retries + 1, answeredWith: error.response)
                     else { throw error }
-                    // Past the consumption's deadline (the transport reported it first): no retry.
-                    if let deadline = ExchangeDeadline.current, DispatchTime.now() >= deadline.instant { throw error }
+                    // Past the consumption's deadline (the transport reported it first), or a wait
+                    // that would end past it: no retry.
+                    if Self.waitPassesDeadline(wait) { throw error }
                     (reason, delay) = (why, wait)
                 }
                 // Cancelled meanwhile (the caller's task, or the provider's `cancelAll()`): no
@@ -316,6 +322,15 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 }
             }
         }
+    }
+}
+
+extension ResponsePipeline {
+    /// Whether waiting `delay` seconds from now reaches the deadline of the consumption that is
+    /// running: its attempt would only time out, and the caller is better served by the answer it has.
+    static func waitPassesDeadline(_ delay: Double) -> Bool {
+        guard let deadline = ExchangeDeadline.current else { return false }
+        return DispatchTime.now() + max(0, delay) >= deadline.instant
     }
 }
 

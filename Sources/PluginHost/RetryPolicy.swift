@@ -16,12 +16,13 @@ import FoundationNetworking
 /// which the same request would pass again.
 ///
 /// A retried response's `Retry-After` (RFC 9110 §10.2.3: seconds, or an HTTP date) is honoured
-/// up to ``retryAfterLimit`` (60 s): the retry waits that long when it is longer than the
-/// backoff, and a response that asks for more is not retried (it is the result). A `429 Too
+/// by default, up to ``retryAfterLimit`` (60 s): the retry waits that long when it is longer than
+/// the backoff, and a response that asks for more, or for a wait that would end past the
+/// consumption's ``RequestLimits/deadline``, is not retried (it is the result). A `429 Too
 /// Many Requests` is retried only when its code is added to ``retryableStatusCodes``:
 ///
 /// ```swift
-/// let policy = RetryPolicy(retryableStatusCodes: [429, 503], retryAfterLimit: 30)
+/// let policy = RetryPolicy(retryableStatusCodes: RetryPolicy.default.retryableStatusCodes.union([429]), retryAfterLimit: 30)
 /// let user = try await provider.request(.user("octocat")).retry(policy).map(User.self).value
 /// ```
 public struct RetryPolicy: Sendable {
@@ -50,7 +51,9 @@ public struct RetryPolicy: Sendable {
     /// Called before each retry (for logs and tests).
     public var onRetry: (@Sendable (Attempt) -> Void)?
     /// The longest `Retry-After` a retry waits for, in seconds; a response asking for more is not
-    /// retried. Nil: the field is ignored, and the backoff alone decides. Default 60.
+    /// retried. Nil (or NaN): the field is ignored, and the backoff alone decides. A negative limit
+    /// is 0. Default 60: a plain `retry()` honours the field. Under a ``RequestLimits/deadline``,
+    /// a wait that would end past the deadline is not taken either (the answer is the result).
     public var retryAfterLimit: Double?
 
     /// The defaults described above.
@@ -87,10 +90,10 @@ public struct RetryPolicy: Sendable {
     /// ``retryAfterLimit`` (no retry). A field that is neither seconds nor an HTTP date is ignored.
     func delay(beforeRetry n: Int, answeredWith response: Response?, now: Double = Date().timeIntervalSince1970) -> Double? {
         let backoff = delay(beforeRetry: n)
-        guard let limit = retryAfterLimit, let field = response?.response?.value(forHTTPHeaderField: "Retry-After"),
+        guard let limit = retryAfterLimit, !limit.isNaN, let field = response?.response?.value(forHTTPHeaderField: "Retry-After"),
             let asked = Self.retryAfter(field, now: now)
         else { return backoff }
-        return asked <= limit ? max(backoff, asked) : nil
+        return asked <= max(0, limit) ? max(backoff, asked) : nil
     }
 
     /// The seconds a `Retry-After` value asks to wait: `120`, or an HTTP date (a past one is 0).

@@ -248,6 +248,38 @@ struct PluginReloadTests {
         #expect(next.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g2-") == true)
     }
 
+    /// A request started (`start`, `events()`) from within a retried consumption is a caller of its
+    /// own: it runs on the provider's chain of when it starts, not on the one the retry pinned.
+    @Test func aRequestStartedWithinARetryTakesTheNewGeneration() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let provider = try Provider<Bin>(manifest: try writeManifest(f, generation: 1))
+        let started = LockedBox<String?>(nil)
+        let streamed = LockedBox<AsyncThrowingStream<PipelineEvent<Response>, any Error>?>(nil)
+        let policy = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.001) { _ in
+            do {
+                _ = try writeManifest(f, generation: 2)
+                try provider.reloadPlugins()
+                _ = provider.request(try Bin("status/200")).start { result in
+                    started.set((try? result.get())?.value(forHTTPHeaderField: "X-Instance") ?? "failed: \(result)")
+                }
+                streamed.set(provider.request(try Bin("status/200")).events())
+            } catch {
+                Issue.record("reload or start failed: \(error)")
+            }
+        }
+        let retried = try await provider.request(try Bin("status/503")).retry(policy).value
+        #expect(retried.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g1-") == true)
+        #expect(await eventually(60) { started.get() != nil }, "the started request did not end")
+        #expect(started.get()?.hasPrefix("g2-") == true, "\(String(describing: started.get()))")
+        var last: Response?
+        for try await event in try #require(streamed.get()) {
+            if case .completed(let response) = event { last = response }
+        }
+        #expect(last?.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g2-") == true)
+    }
+
     /// A reload asked for from within a reload of the same provider (here by a subscriber that
     /// the new plugin's `create` reached) is refused saying why: it waited for itself, for good.
     @Test func aReloadFromWithinAReloadIsRefused() throws {

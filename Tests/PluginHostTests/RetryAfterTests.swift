@@ -14,9 +14,9 @@ import FoundationNetworking
 @Suite("Retry-After")
 struct RetryAfterTests {
     /// A provider whose every answer is a 503 with `fields`; `count` tells how many were sent.
-    static func unavailable(_ fields: [String: String]) -> (Provider<Bin>, CountingTransport) {
+    static func unavailable(_ fields: [String: String], limits: RequestLimits = RequestLimits()) -> (Provider<Bin>, CountingTransport) {
         let counting = CountingTransport(StubTransport { _ in .networkResponseWithHeaders(503, fields, Data()) })
-        return (Provider<Bin>(transport: counting), counting)
+        return (Provider<Bin>(transport: counting, limits: limits), counting)
     }
 
     static func policy(_ delays: LockedCounter, limit: Double? = 60) -> RetryPolicy {
@@ -24,44 +24,75 @@ struct RetryAfterTests {
     }
 
     /// Seconds longer than the backoff are waited, on both paths: a failure (`filterSuccessfulStatusCodes`)
-    /// and a response retried as a value (`Response` pipelines' `retry`).
+    /// and a response retried as a value (`Response` pipelines' `retry`). A wait equal to the
+    /// limit is within it.
     @Test func secondsLongerThanTheBackoffAreWaited() async throws {
         let delays = LockedCounter()
         let (provider, counting) = Self.unavailable(["Retry-After": "1"])
-        try await Self.bothPathsEndWith503(provider, Self.policy(delays))
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await Self.bothPathsEndWith503(provider, Self.policy(delays, limit: 1))
         #expect(delays.log == ["1.0", "1.0"])
         #expect(counting.count == 4)
+        // Slept, not only announced: two waits of a second each (a lower bound, which load cannot break).
+        #expect(clock.now - start >= .milliseconds(1900), "\(clock.now - start)")
     }
 
-    /// Retries a request as a failure and as a value with `policy`; both end with the 503.
-    static func bothPathsEndWith503(_ provider: Provider<Bin>, _ policy: RetryPolicy) async throws {
-        let failed = await provider.request(try Bin("get")).filterSuccessfulStatusCodes().retry(policy).result
+    /// Retries a request (`bin`, a GET by default) as a failure and as a value with `policy`;
+    /// both end with the 503.
+    static func bothPathsEndWith503(_ provider: Provider<Bin>, _ policy: RetryPolicy, bin: Bin? = nil) async throws {
+        let target = try bin ?? Bin("get")
+        let failed = await provider.request(target).filterSuccessfulStatusCodes().retry(policy).result
         guard case .failure(.statusCode(let response)) = failed else {
             Issue.record("got \(failed)")
             return
         }
         #expect(response.statusCode == 503)
-        #expect(try await provider.request(try Bin("get")).retry(policy).value.statusCode == 503)
+        #expect(try await provider.request(target).retry(policy).value.statusCode == 503)
     }
 
-    /// A wait past the limit is not retried: the server's answer is the result, at once.
-    @Test func aWaitPastTheLimitIsNotRetried() async throws {
+    /// A wait past the limit is not retried: the server's answer is the result, at once. So for
+    /// seconds too many for a `Double`'s integers and for a date ten minutes ahead.
+    @Test(arguments: ["120", String(repeating: "9", count: 400), HTTPDate.format(Date().timeIntervalSince1970 + 600)])
+    func aWaitPastTheLimitIsNotRetried(_ field: String) async throws {
         let delays = LockedCounter()
-        let (provider, counting) = Self.unavailable(["Retry-After": "120"])
+        let (provider, counting) = Self.unavailable(["Retry-After": field])
         try await Self.bothPathsEndWith503(provider, Self.policy(delays))
         #expect(delays.log.isEmpty)
         #expect(counting.count == 2)
     }
 
-    /// Without a limit the field is ignored; a field that is neither seconds nor a date, a
-    /// shorter wait and a past date leave the backoff.
+    /// A wait within the limit that would end past the consumption's deadline is not taken: the
+    /// caller gets the server's answer rather than a timeout.
+    @Test func aWaitPastTheDeadlineIsNotTaken() async throws {
+        let delays = LockedCounter()
+        let (provider, counting) = Self.unavailable(["Retry-After": "30"], limits: RequestLimits(deadline: 5))
+        try await Self.bothPathsEndWith503(provider, Self.policy(delays))
+        #expect(delays.log.isEmpty)
+        #expect(counting.count == 2)
+    }
+
+    /// A method that is not idempotent is not retried for its `Retry-After`, on either path.
+    @Test func aPostIsNotRetriedForItsRetryAfter() async throws {
+        let delays = LockedCounter()
+        let (provider, counting) = Self.unavailable(["Retry-After": "1"])
+        try await Self.bothPathsEndWith503(provider, Self.policy(delays), bin: try Bin("post", method: .post))
+        #expect(delays.log.isEmpty)
+        #expect(counting.count == 2)
+    }
+
+    /// Without a limit (or a limit that is not a number) the field is ignored; a field that is
+    /// neither seconds nor a date, a shorter wait and a past date leave the backoff. On both paths.
     @Test func theBackoffStandsWhenTheFieldDoesNotCount() async throws {
-        for (field, limit) in [("120", nil), ("soon", 60), ("0", 60), ("-5", 60), ("Sun, 06 Nov 1994 08:49:37 GMT", 60)] as [(String, Double?)] {
+        let rows: [(String, Double?)] = [
+            ("120", nil), ("120", .nan), ("soon", 60), ("0", 60), ("-5", 60), ("Sun, 06 Nov 1994 08:49:37 GMT", 60),
+        ]
+        for (field, limit) in rows {
             let delays = LockedCounter()
             let (provider, counting) = Self.unavailable(["Retry-After": field])
-            #expect(try await provider.request(try Bin("get")).retry(Self.policy(delays, limit: limit)).value.statusCode == 503)
-            #expect(delays.log == ["0.01"], "\(field)")
-            #expect(counting.count == 2, "\(field)")
+            try await Self.bothPathsEndWith503(provider, Self.policy(delays, limit: limit))
+            #expect(delays.log == ["0.01", "0.01"], "\(field) \(String(describing: limit))")
+            #expect(counting.count == 4, "\(field) \(String(describing: limit))")
         }
     }
 
@@ -101,7 +132,7 @@ struct RetryAfterTests {
             return
         }
         let waited = try #require(delays.log.first.flatMap(Double.init))
-        #expect(waited > 0.01 && waited <= 50, "waited \(waited)")
+        #expect(waited > 30 && waited <= 50, "waited \(waited)")
         let past = try await Provider<MultiTarget>().get(try url(600)).retry(Self.policy(delays)).value
         #expect(past.statusCode == 503)
         #expect(delays.log.count == 1)
