@@ -138,9 +138,10 @@ public struct Endpoint: Sendable {
             var fields: [String: String] = [:]
             var names = Set<String>()
             for (name, value) in own {
-                guard HeaderValidation.isValidName(name), HeaderValidation.isValidValue(value) else {
-                    // The first by name, whatever the dictionary's order.
-                    throw Self.refusal(of: own) ?? .invalidHeader(name: name, reason: "cannot be sent")
+                // The first bad field by name, whatever the dictionary's order (`refusal(of:)`
+                // finds one whenever this check fails).
+                if !HeaderValidation.isValidName(name) || !HeaderValidation.isValidValue(value), let refusal = Self.refusal(of: own) {
+                    throw refusal
                 }
                 let lowered = name.lowercased()
                 if names.contains(lowered), let earlier = fields.keys.first(where: { $0.lowercased() == lowered }) {
@@ -312,6 +313,7 @@ extension Endpoint: Equatable, Hashable {
             let prefix = "multipart/form-data; boundary="
             guard let type = request.value(forHTTPHeaderField: "Content-Type"), type.hasPrefix(prefix), let body = request.httpBody
             else { return request }
+            // The provider's own boundary (`makeBoundary()`), a token: never quoted.
             let boundary = Data(type.dropFirst(prefix.count).utf8)
             request.setValue(prefix + "boundary", forHTTPHeaderField: "Content-Type")
             request.httpBody = body.replacing(boundary, with: Data("boundary".utf8))

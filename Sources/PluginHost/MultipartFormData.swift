@@ -56,20 +56,25 @@ public enum MultipartFormData {
 
     /// The `Content-Type` header value for `boundary`: quoted when it is no token (RFC 2046
     /// allows `'()+,/:=?` and inner spaces in a boundary; `boundary=a:b` would end the value at
-    /// the colon for some parsers).
+    /// the colon for some parsers). Meant for a boundary ``encode(_:boundary:)`` accepts; of any
+    /// other, a quote or backslash is escaped (RFC 9110 quoted-pair), and a CR, LF or NUL makes a
+    /// value the provider refuses to send (``NetworkError/invalidHeader(name:reason:)``).
     public static func contentType(boundary: String) -> String {
-        HeaderValidation.isValidName(boundary) ? "multipart/form-data; boundary=\(boundary)" : "multipart/form-data; boundary=\"\(boundary)\""
+        if HeaderValidation.isValidName(boundary) { return "multipart/form-data; boundary=\(boundary)" }
+        let escaped = boundary.replacingOccurrences(of: "\\", with: "\\\\", options: .literal)
+            .replacingOccurrences(of: "\"", with: "\\\"", options: .literal)
+        return "multipart/form-data; boundary=\"\(escaped)\""
     }
 
     /// Why `boundary` is no RFC 2046 boundary (1 to 70 of `A-Z a-z 0-9 '()+_,-./:=?` and space,
     /// not ending in a space); nil when it is one.
     static func boundaryProblem(_ boundary: String) -> String? {
-        let bytes = Array(boundary.utf8)
-        guard (1...70).contains(bytes.count) else { return "must be 1 to 70 characters, not \(bytes.count)" }
-        if let bad = bytes.first(where: { !isBoundaryByte($0) }) {
-            return "holds \(String(decoding: [bad], as: UTF8.self).debugDescription), which RFC 2046 does not allow"
+        let scalars = boundary.unicodeScalars
+        guard (1...70).contains(scalars.count) else { return "must be 1 to 70 characters, not \(scalars.count)" }
+        if let bad = scalars.first(where: { !$0.isASCII || !isBoundaryByte(UInt8($0.value)) }) {
+            return "holds \(String(bad).debugDescription), which RFC 2046 does not allow"
         }
-        if bytes.last == UInt8(ascii: " ") { return "ends with a space" }
+        if scalars.last == " " { return "ends with a space" }
         return nil
     }
 

@@ -103,8 +103,6 @@ struct MoyaParityTests {
                 + "Content-Type: application/octet-stream\r\n\r\ncontents\r\n--b--\r\n")
     }
 
-    /// Numbers `JSONSerialization` made are numbers, 0 and 1 included (they match `as Bool`
-    /// too); only Booleans are encoded as Booleans.
     /// A boundary given to the public encoder is checked against RFC 2046 (one with CR and LF
     /// wrote fields of its own into every part), and the content type quotes one that is no token.
     @Test func aMultipartBoundaryIsCheckedAndQuotedWhenItMustBe() throws {
@@ -114,6 +112,8 @@ struct MoyaParityTests {
             (String(repeating: "b", count: 71), "must be 1 to 70 characters, not 71"),
             ("b ", "ends with a space"),
             ("b\"", #"holds "\"", which RFC 2046 does not allow"#),
+            ("b\u{E9}", "holds \"\u{E9}\", which RFC 2046 does not allow"),
+            (String(repeating: "\u{E9}", count: 70), "holds \"\u{E9}\", which RFC 2046 does not allow"),
         ]
         for (boundary, problem) in cases {
             #expect {
@@ -128,10 +128,13 @@ struct MoyaParityTests {
         #expect(String(decoding: body, as: UTF8.self).hasPrefix("--gc0p4Jq0M:2Yt08jU534c0p\r\n"))
         #expect(MultipartFormData.contentType(boundary: "gc0p4Jq0M:2Yt08jU534c0p") == #"multipart/form-data; boundary="gc0p4Jq0M:2Yt08jU534c0p""#)
         #expect(MultipartFormData.contentType(boundary: "b-1") == "multipart/form-data; boundary=b-1")
+        #expect(MultipartFormData.contentType(boundary: #"a "b"\c"#) == #"multipart/form-data; boundary="a \"b\"\\c""#)
         // The provider's own boundary is always one.
         _ = try MultipartFormData.encode([.text("x", name: "a")], boundary: MultipartFormData.makeBoundary())
     }
 
+    /// Numbers `JSONSerialization` made are numbers, 0 and 1 included (they match `as Bool`
+    /// too); only Booleans are encoded as Booleans.
     @Test func urlEncodingTellsNumbersFromBooleans() throws {
         let decoded = try JSONSerialization.jsonObject(with: Data(#"{"count":1,"ratio":1.5,"zero":0,"flag":true,"off":false}"#.utf8))
         let parameters = try #require(decoded as? [String: any Sendable])

@@ -315,8 +315,8 @@ final class CurlCall: @unchecked Sendable {
     /// The method and the body; returns whether a body is sent.
     private func configureMethodAndBody(_ easy: UnsafeMutableRawPointer, me: UnsafeMutableRawPointer) throws(TransportFailure) -> Bool {
         // libcurl writes the method into the request line as it is: a space, CR or LF in it
-        // would make another request line or header fields.
-        guard Self.isToken(method) else {
+        // would make another request line or header fields. A method is a token (RFC 9110 §9.1), as a field name is.
+        guard HeaderValidation.isValidName(method) else {
             throw TransportFailure(kind: .other, message: "refused to send a request with an invalid method \(method.debugDescription)")
         }
         if method == "HEAD" {
@@ -363,10 +363,10 @@ final class CurlCall: @unchecked Sendable {
     private func configureHeaders(_ easy: UnsafeMutableRawPointer, settings: CurlSettings, hasBody: Bool) throws(TransportFailure) {
         // Every field checked before any list is made: a refusal leaves nothing to free.
         for (name, value) in headers {
-            guard Self.isToken(name) else {
+            guard HeaderValidation.isValidName(name) else {
                 throw TransportFailure(kind: .other, message: "refused to send a header with an invalid name \"\(name)\"")
             }
-            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+            guard HeaderValidation.isValidValue(value) else {
                 throw TransportFailure(kind: .other, message: "refused to send header \(name): its value contains CR, LF or NUL")
             }
         }
@@ -422,18 +422,6 @@ final class CurlCall: @unchecked Sendable {
         proxyHeaderList = proxyList
         ph_curl_easy_setopt_long(easy, PH_CURLOPT_HEADEROPT, Int(PH_CURLHEADER_SEPARATE))
         if let proxyList { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXYHEADER, UnsafeRawPointer(proxyList)) }
-    }
-
-    private static func isToken(_ name: String) -> Bool {
-        !name.isEmpty
-            && name.utf8.allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                    return true
-                default:
-                    return "!#$%&'*+-.^_`|~".utf8.contains(byte)
-                }
-            }
     }
 
     /// Sets the TLS options. Each one that decides whom the transfer trusts, or what it
