@@ -46,7 +46,7 @@ struct HTTPChallenge: Equatable, Sendable {
                         challenge.token68 = name + String(repeating: "=", count: scanner.position - mark - name.utf8.count)
                         break
                     }
-                    challenge.parameters[name.lowercased()] = scanner.peek == .quote ? scanner.quoted() : scanner.token()
+                    challenge.parameters[name.lowercased()] = scanner.peek == .quote ? scanner.quoted() : scanner.tokenValue()
                     first = false
                     continue
                 }
@@ -83,6 +83,16 @@ struct HTTPChallenge: Equatable, Sendable {
         mutating func token() -> String {
             let start = position
             skip { $0 > 0x20 && $0 < 0x7f && !Self.delimiters.contains($0) }
+            return String(decoding: bytes[start..<position], as: UTF8.self)
+        }
+
+        /// An unquoted parameter value: a token, and the `=` padding that ends a base64 value
+        /// some servers send unquoted (`nonce=abc==`: RFC 9110 asks for quotes there, and without
+        /// this the padding ended the challenge and lost its later parameters).
+        mutating func tokenValue() -> String {
+            let start = position
+            _ = token()
+            skip { $0 == .equals }
             return String(decoding: bytes[start..<position], as: UTF8.self)
         }
 

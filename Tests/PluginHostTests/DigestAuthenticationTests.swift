@@ -74,6 +74,16 @@ struct DigestUnitTests {
             HTTPChallenge.parse("  ,, Digest  REALM = \"r\" ,NONCE=abc") == [
                 HTTPChallenge(scheme: "Digest", parameters: ["realm": "r", "nonce": "abc"])
             ])
+        // A base64 value sent unquoted keeps its padding, and the parameters after it.
+        #expect(
+            HTTPChallenge.parse(#"Digest nonce=abc==, realm="r", qop=auth"#) == [
+                HTTPChallenge(scheme: "Digest", parameters: ["nonce": "abc==", "realm": "r", "qop": "auth"])
+            ])
+        #expect(
+            HTTPChallenge.parse("Digest realm=r, nonce=YWJj=, Basic realm=b") == [
+                HTTPChallenge(scheme: "Digest", parameters: ["realm": "r", "nonce": "YWJj="]),
+                HTTPChallenge(scheme: "Basic", parameters: ["realm": "b"]),
+            ])
         // A comma right after the scheme ends that challenge: the next token is a scheme, not a token68.
         #expect(HTTPChallenge.parse("Negotiate, NTLM") == [HTTPChallenge(scheme: "Negotiate"), HTTPChallenge(scheme: "NTLM")])
         #expect(
