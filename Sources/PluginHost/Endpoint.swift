@@ -270,7 +270,8 @@ extension Endpoint {
 extension Endpoint: Equatable, Hashable {
     /// Two endpoints are equal when they make the same `URLRequest` (URL, method, header fields,
     /// body) and upload the same file, as Moya compares them; endpoints whose request cannot be
-    /// made compare by URL and method, and never equal one whose request can be made.
+    /// made compare by URL, method and their own header fields, and never equal one whose
+    /// request can be made.
     public static func == (lhs: Endpoint, rhs: Endpoint) -> Bool {
         guard lhs.uploadedFile == rhs.uploadedFile else { return false }
         switch (try? lhs.comparedRequest(), try? rhs.comparedRequest()) {
@@ -278,7 +279,7 @@ extension Endpoint: Equatable, Hashable {
             return left.url == right.url && left.httpMethod == right.httpMethod && left.allHTTPHeaderFields == right.allHTTPHeaderFields
                 && left.httpBody == right.httpBody
         case (nil, nil):
-            return lhs.url == rhs.url && lhs.method == rhs.method
+            return lhs.url == rhs.url && lhs.method == rhs.method && lhs.httpHeaderFields == rhs.httpHeaderFields
         default:
             return false
         }

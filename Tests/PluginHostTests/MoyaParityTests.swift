@@ -293,6 +293,12 @@ struct MoyaParityAdditionsTests {
         #expect(a != b)
         #expect(a == Self.endpoint(.uploadFile(URL(fileURLWithPath: "/tmp/a.bin"))))
         #expect(a.hashValue == Self.endpoint(.uploadFile(URL(fileURLWithPath: "/tmp/a.bin"))).hashValue)
+        // Two that cannot be made for a header field each: told apart by their fields.
+        let badName = Self.endpoint(.requestPlain, headers: ["X Bad": "1"])
+        let badValue = Self.endpoint(.requestPlain, headers: ["X-Bad": "1\r\n"])
+        #expect(badName != badValue)
+        #expect(badName == Self.endpoint(.requestPlain, headers: ["X Bad": "1"]))
+        #expect(Set([badName, badValue, good]).count == 3)
     }
 
     @Test func endpointsCompareAndHashByTheirRequest() {
