@@ -103,9 +103,15 @@ public struct Endpoint: Sendable {
     /// no token, or a value holding CR, LF or NUL. Nil when every field can be.
     static func refusal(of fields: [String: String]) -> NetworkError? {
         for name in fields.keys.sorted() {
-            if !HeaderValidation.isValidName(name) { return .invalidHeader(name: name, reason: "is not a token (RFC 9110)") }
-            if !HeaderValidation.isValidValue(fields[name]!) { return .invalidHeader(name: name, reason: "has a value holding CR, LF or NUL") }
+            if let refusal = refusal(name: name, value: fields[name]!) { return refusal }
         }
+        return nil
+    }
+
+    /// The refusal of one field that cannot be sent; nil when it can be.
+    static func refusal(name: String, value: String) -> NetworkError? {
+        if !HeaderValidation.isValidName(name) { return .invalidHeader(name: name, reason: "is not a token (RFC 9110)") }
+        if !HeaderValidation.isValidValue(value) { return .invalidHeader(name: name, reason: "has a value holding CR, LF or NUL") }
         return nil
     }
 
@@ -138,10 +144,10 @@ public struct Endpoint: Sendable {
             var fields: [String: String] = [:]
             var names = Set<String>()
             for (name, value) in own {
-                // The first bad field by name, whatever the dictionary's order (`refusal(of:)`
-                // finds one whenever this check fails).
-                if !HeaderValidation.isValidName(name) || !HeaderValidation.isValidValue(value), let refusal = Self.refusal(of: own) {
-                    throw refusal
+                guard HeaderValidation.isValidName(name), HeaderValidation.isValidValue(value) else {
+                    // The first bad field by name, whatever the dictionary's order (`refusal(of:)`
+                    // finds one whenever this check fails; this one is bad in any case).
+                    throw Self.refusal(of: own) ?? Self.refusal(name: name, value: value)!
                 }
                 let lowered = name.lowercased()
                 if names.contains(lowered), let earlier = fields.keys.first(where: { $0.lowercased() == lowered }) {

@@ -220,14 +220,12 @@ public final class PluginServices: Sendable {
                 // Without the deadline or the pinned chains of the request that started it: the
                 // refresh serves every request waiting for it, and the requests the refresher
                 // makes have their own.
-                let work = ExchangeDeadline.$current.withValue(nil) {
-                    ChainPin.$current.withValue(nil) {
-                        Task { () -> Result<String, NetworkError> in
-                            do {
-                                return .success(try await refresher(staleValue))
-                            } catch {
-                                return .failure(.credentialRefresh(key: key, message: String(describing: error)))
-                            }
+                let work = ConsumptionScope.leavingSynchronously {
+                    Task { () -> Result<String, NetworkError> in
+                        do {
+                            return .success(try await refresher(staleValue))
+                        } catch {
+                            return .failure(.credentialRefresh(key: key, message: String(describing: error)))
                         }
                     }
                 }

@@ -178,7 +178,7 @@ public final class Provider<Target: TargetType>: Sendable {
             [self] progress async throws(NetworkError) -> Response in
             // A `cancelAll()` from here on, while the request closure runs too, cancels this
             // request when it is registered (`registry.run`): what the closure made is not sent.
-            let epoch = registry.cancellations.value
+            let epoch = registry.consumptionEpoch
             // A caller cancelled already runs neither the endpoint nor the request closure.
             if Task.isCancelled { throw .cancelled }
             var made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())

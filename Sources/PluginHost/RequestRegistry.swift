@@ -91,6 +91,19 @@ final class RequestRegistry: Sendable {
     /// registration per request).
     let cancellations = AtomicCount()
 
+    /// The registry and epoch (``cancellations`` at its start) of the retried consumption this
+    /// task runs in, set by ``ResponsePipeline/retry(_:)``: each attempt compares with the
+    /// consumption's epoch, not with one read anew, so a `cancelAll()` between a backoff's end
+    /// and the next attempt's start is not missed.
+    @TaskLocal static var consumption: (registry: ObjectIdentifier, epoch: Int)?
+
+    /// The epoch a consumption of this registry starting now compares with: the retried
+    /// consumption's it runs in, else the count now.
+    var consumptionEpoch: Int {
+        if let consumption = Self.consumption, consumption.registry == ObjectIdentifier(self) { return consumption.epoch }
+        return cancellations.value
+    }
+
     /// Sleeps `nanoseconds` (a retry's backoff); false, early, when the caller's task is
     /// cancelled or ``cancelAll()`` is called, or was since `epoch` (a value of ``cancellations``).
     func sleep(nanoseconds: UInt64, unlessCancelledSince epoch: Int) async -> Bool {
@@ -176,9 +189,7 @@ final class RequestRegistry: Sendable {
                     entry.task = Task { [weak self] in
                         // Without the first caller's deadline (each caller's own ends its wait) or
                         // pinned chains (it serves every caller).
-                        let outcome = await ExchangeDeadline.$current.withValue(nil) {
-                            await ChainPin.$current.withValue(nil) { await work(signal, { entry.report($0) }) }
-                        }
+                        let outcome = await ConsumptionScope.leaving { await work(signal, { entry.report($0) }) }
                         self?.finish(key: key, entry: entry, outcome: outcome)
                     }
                 }
@@ -234,5 +245,29 @@ final class RequestRegistry: Sendable {
             orphaned.task?.cancel()
         }
         waiter?.resume(returning: .failure(.cancelled))
+    }
+}
+
+/// What a consumption passes down to the work it runs, in task-locals: its deadline
+/// (``ExchangeDeadline``), its pinned chains (``ChainPin``) and its cancellation epoch
+/// (``RequestRegistry/consumption``).
+enum ConsumptionScope {
+    /// `body`, run as part of no consumption: for work that serves several (a shared exchange, a
+    /// credential refresh) or is a caller of its own (`start`, `events()`).
+    static func leaving<T>(_ body: () async -> T) async -> T {
+        await ExchangeDeadline.$current.withValue(nil) {
+            await ChainPin.$current.withValue(nil) {
+                await RequestRegistry.$consumption.withValue(nil) { await body() }
+            }
+        }
+    }
+
+    /// The same, for synchronous work (which starts tasks that inherit what it runs with).
+    static func leavingSynchronously<T>(_ body: () -> T) -> T {
+        ExchangeDeadline.$current.withValue(nil) {
+            ChainPin.$current.withValue(nil) {
+                RequestRegistry.$consumption.withValue(nil) { body() }
+            }
+        }
     }
 }

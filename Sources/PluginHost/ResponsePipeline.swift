@@ -186,16 +186,14 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
 
     /// `consume`'s outcome, run as a caller of its own: a consumption started (``start(on:progress:completion:)``,
     /// ``events()``) from within another, in a task that inherits task-locals, does not take
-    /// that one's deadline (it ran out when the request that started it ended) nor its pinned chain.
+    /// that one's deadline (it ran out when the request that started it ended), its pinned chain
+    /// or its cancellation epoch.
     private func asOwnCaller(_ consume: () async throws(NetworkError) -> Value) async -> Result<Value, NetworkError> {
-        await ExchangeDeadline.$current.withValue(nil) {
-            // Nor that one's chain: it starts on the provider's chain of now.
-            await ChainPin.$current.withValue(nil) {
-                do throws(NetworkError) {
-                    return .success(try await consume())
-                } catch {
-                    return .failure(error)
-                }
+        await ConsumptionScope.leaving {
+            do throws(NetworkError) {
+                return .success(try await consume())
+            } catch {
+                return .failure(error)
             }
         }
     }
@@ -249,7 +247,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         }
     }
 
-    /// Sends the request again, per `policy`, when it fails with a retryable error.
+    /// Sends the request again, per `policy`, when it fails with a retryable error. Under a
+    /// ``RequestLimits/deadline``, not when the wait before it would end at or past the deadline:
+    /// the failure is the result, at once.
     public func retry(_ policy: RetryPolicy = .default) -> ResponsePipeline<Value> {
         retrying(policy) { _ in nil as RetryCause? }
     }
@@ -278,14 +278,23 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         let body = self.body
         let registry = self.registry
         return { progress async throws(NetworkError) in
-            // The provider's `cancelAll()` calls so far: one after this ends the backoff.
-            let epoch = registry?.cancellations.value ?? 0
+            // The provider's `cancelAll()` calls so far: one after this ends the backoff, and
+            // cancels an attempt that starts after it (the attempts compare with this epoch).
+            let epoch = registry?.consumptionEpoch ?? 0
+            let scope = registry.map { (registry: ObjectIdentifier($0), epoch: epoch) } ?? RequestRegistry.consumption
             var retries = 0
             while true {
                 let reason: String
                 let delay: Double
                 do throws(NetworkError) {
-                    let value = try await body(progress)
+                    let attempt: Result<Value, NetworkError> = await RequestRegistry.$consumption.withValue(scope) {
+                        do throws(NetworkError) {
+                            return .success(try await body(progress))
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                    let value = try attempt.get()
                     // A `Retry-After` past the policy's limit: the answer is the result.
                     guard retries < policy.retryLimit, let why = reasonForValue(value),
                         method.map(policy.retryableHTTPMethods.contains) ?? true,
@@ -391,7 +400,9 @@ extension ResponsePipeline where Value == Response {
     }
 
     /// Sends the request again, per `policy`, on retryable errors and on responses whose
-    /// status code the policy retries (so it works before or after a filter step).
+    /// status code the policy retries (so it works before or after a filter step). Under a
+    /// ``RequestLimits/deadline``, not when the wait before it would end at or past the deadline:
+    /// the last answer or failure is the result, at once.
     public func retry(_ policy: RetryPolicy = .default) -> ResponsePipeline<Response> {
         retrying(policy) { response in
             policy.retryableStatusCodes.contains(response.statusCode) ? RetryCause(reason: "status \(response.statusCode)", response: response) : nil

@@ -17,9 +17,10 @@ import FoundationNetworking
 ///
 /// A retried response's `Retry-After` (RFC 9110 §10.2.3: seconds, or an HTTP date) is honoured
 /// by default, up to ``retryAfterLimit`` (60 s): the retry waits that long when it is longer than
-/// the backoff, and a response that asks for more, or for a wait that would end past the
-/// consumption's ``RequestLimits/deadline``, is not retried (it is the result). A `429 Too
-/// Many Requests` is retried only when its code is added to ``retryableStatusCodes``:
+/// the backoff, and a response that asks for more is not retried (it is the result). Under a
+/// ``RequestLimits/deadline``, a retry whose wait (backoff or `Retry-After`) would end at or past
+/// it is not taken: the last answer or failure is the result, at once. A `429 Too Many Requests`
+/// is retried only when its code is added to ``retryableStatusCodes``:
 ///
 /// ```swift
 /// let policy = RetryPolicy(retryableStatusCodes: RetryPolicy.default.retryableStatusCodes.union([429]), retryAfterLimit: 30)
@@ -52,8 +53,7 @@ public struct RetryPolicy: Sendable {
     public var onRetry: (@Sendable (Attempt) -> Void)?
     /// The longest `Retry-After` a retry waits for, in seconds; a response asking for more is not
     /// retried. Nil (or NaN): the field is ignored, and the backoff alone decides. A negative limit
-    /// is 0. Default 60: a plain `retry()` honours the field. Under a ``RequestLimits/deadline``,
-    /// a wait that would end past the deadline is not taken either (the answer is the result).
+    /// is 0. Default 60: a plain `retry()` honours the field.
     public var retryAfterLimit: Double?
 
     /// The defaults described above.
