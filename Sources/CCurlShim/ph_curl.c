@@ -1,9 +1,14 @@
 /* ph_curl.c: see include/ph_curl.h. */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include "ph_curl.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* libcurl's own layouts for the two structs we read. */
@@ -56,6 +61,8 @@ static struct {
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded = 0;
+/* The loaded library's file, its links resolved (what a later path is compared with). */
+static char loaded_file[PATH_MAX];
 
 static int resolve(void *library, const char *name, void **slot, char *error, size_t error_size) {
     *slot = dlsym(library, name);
@@ -69,8 +76,17 @@ static int resolve(void *library, const char *name, void **slot, char *error, si
 int ph_curl_load(const char *path, char *error, size_t error_size) {
     pthread_mutex_lock(&load_lock);
     if (loaded) {
+        /* One libcurl serves the process: a path naming another file is refused, never answered
+         * with the library loaded first. */
+        int result = 0;
+        char wanted[PATH_MAX];
+        if (path != NULL && (realpath(path, wanted) == NULL || strcmp(wanted, loaded_file) != 0)) {
+            snprintf(error, error_size, "cannot load libcurl from %s: libcurl is loaded from %s already (one libcurl serves a process)",
+                     path, loaded_file);
+            result = -1;
+        }
         pthread_mutex_unlock(&load_lock);
-        return 0;
+        return result;
     }
 #if defined(__APPLE__)
     static const char *const names[] = {"libcurl.4.dylib", "/usr/lib/libcurl.4.dylib", NULL};
@@ -121,6 +137,10 @@ int ph_curl_load(const char *path, char *error, size_t error_size) {
         snprintf(error, error_size, "curl_global_init failed");
         goto fail;
     }
+    Dl_info info;
+    if (dladdr((void *)api.easy_init, &info) == 0 || info.dli_fname == NULL || realpath(info.dli_fname, loaded_file) == NULL) {
+        snprintf(loaded_file, sizeof loaded_file, "%s", path != NULL ? path : names[0]);
+    }
     loaded = 1;
     pthread_mutex_unlock(&load_lock);
     return 0;
@@ -129,6 +149,13 @@ fail:
     memset(&api, 0, sizeof api);
     pthread_mutex_unlock(&load_lock);
     return -1;
+}
+
+const char *ph_curl_loaded_file(void) {
+    pthread_mutex_lock(&load_lock);
+    const char *file = loaded ? loaded_file : NULL;
+    pthread_mutex_unlock(&load_lock);
+    return file;
 }
 
 ph_curl_version_info ph_curl_version(void) {

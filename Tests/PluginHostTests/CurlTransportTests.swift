@@ -867,6 +867,28 @@ struct CurlTransportTests {
         transport.loop.shutdown()
     }
 
+    /// One libcurl serves the process: a path to the loaded file is that library, and a path to
+    /// another file (here a copy of it) is refused naming both, never answered with the first.
+    @Test func anotherLibcurlThanTheLoadedOneIsRefusedByName() throws {
+        _ = try CurlTransport()
+        let loaded = try #require(CurlLibrary.loadedFile)
+        #expect(loaded.hasPrefix("/") && loaded.contains("libcurl"), "\(loaded)")
+        var same = CurlTransport.Configuration()
+        same.libraryPath = loaded
+        _ = try CurlTransport(configuration: same)
+        let directory = NSTemporaryDirectory() + "pluginhost-libcurl-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let copy = directory + "/libcurl.so.4"
+        try FileManager.default.copyItem(atPath: loaded, toPath: copy)
+        var other = CurlTransport.Configuration()
+        other.libraryPath = copy
+        let message = "cannot load libcurl from \(copy): libcurl is loaded from \(loaded) already (one libcurl serves a process)"
+        #expect(throws: CurlTransportError(.libraryUnavailable, message)) {
+            try CurlTransport(configuration: other)
+        }
+    }
+
     @Test func aMissingLibraryIsATypedError() {
         var configuration = CurlTransport.Configuration()
         configuration.libraryPath = "/nonexistent/libcurl.so.4"

@@ -40,8 +40,11 @@ typedef struct {
 
 /* Loads libcurl from `path` (NULL: the platform's usual names) and resolves every symbol.
  * Returns 0 on success; otherwise -1 with a message in `error`. Safe to call more than once
- * and from several threads: the first successful load wins. */
+ * and from several threads: the first successful load wins, and serves the process; a later
+ * `path` naming another file (links resolved) is refused with -1 and a message naming both. */
 int ph_curl_load(const char *path, char *error, size_t error_size);
+/* The loaded library's file, links resolved (NULL before a load succeeded). */
+const char *ph_curl_loaded_file(void);
 /* The version of the loaded library (ph_curl_load must have succeeded). */
 ph_curl_version_info ph_curl_version(void);
 

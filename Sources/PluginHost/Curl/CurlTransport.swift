@@ -107,7 +107,8 @@ public final class CurlTransport: Transport {
         /// Whether an in-memory cookie jar stores `Set-Cookie` and sends `Cookie`; default false.
         public var cookies = false
         /// A path to load libcurl from instead of the platform's usual names. The first libcurl
-        /// loaded serves the whole process.
+        /// loaded serves the whole process: a later transport whose path names another file
+        /// (links resolved) fails with ``CurlTransportError/Kind/libraryUnavailable``, naming both.
         public var libraryPath: String?
 
         /// A proxy choice.
@@ -213,6 +214,9 @@ struct CurlLibrary: Sendable {
     let encodings: String
 
     private static let loaded = Locked<[String: Result<CurlLibrary, CurlTransportError>]>([:])
+
+    /// The file of the libcurl this process loaded, links resolved; nil before one was.
+    static var loadedFile: String? { ph_curl_loaded_file().map { String(cString: $0) } }
 
     /// Loads libcurl (once per path) and checks its version and features.
     static func load(path: String?) throws(CurlTransportError) -> CurlLibrary {
