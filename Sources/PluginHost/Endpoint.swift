@@ -285,7 +285,7 @@ extension Endpoint: Equatable, Hashable {
             return left.url == right.url && left.httpMethod == right.httpMethod && left.allHTTPHeaderFields == right.allHTTPHeaderFields
                 && left.httpBody == right.httpBody
         case (nil, nil):
-            return lhs.url == rhs.url && lhs.method == rhs.method && lhs.httpHeaderFields == rhs.httpHeaderFields
+            return lhs.url == rhs.url && lhs.method == rhs.method && (lhs.httpHeaderFields ?? [:]) == (rhs.httpHeaderFields ?? [:])
         default:
             return false
         }

@@ -92,7 +92,10 @@ struct HTTPChallenge: Equatable, Sendable {
         mutating func tokenValue() -> String {
             let start = position
             _ = token()
-            skip { $0 == .equals }
+            // Padding only where the value ends (`a=b=c` keeps its `b`, not a `b=`).
+            var end = position
+            while end < bytes.count, bytes[end] == .equals { end += 1 }
+            if end == bytes.count || bytes[end] == .space || bytes[end] == .tab || bytes[end] == .comma { position = end }
             return String(decoding: bytes[start..<position], as: UTF8.self)
         }
 

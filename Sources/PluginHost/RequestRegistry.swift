@@ -95,12 +95,12 @@ final class RequestRegistry: Sendable {
     /// task runs in, set by ``ResponsePipeline/retry(_:)``: each attempt compares with the
     /// consumption's epoch, not with one read anew, so a `cancelAll()` between a backoff's end
     /// and the next attempt's start is not missed.
-    @TaskLocal static var consumption: (registry: ObjectIdentifier, epoch: Int)?
+    @TaskLocal static var consumption: ConsumptionEpoch?
 
     /// The epoch a consumption of this registry starting now compares with: the retried
-    /// consumption's it runs in, else the count now.
+    /// consumption's it runs in (while it runs), else the count now.
     var consumptionEpoch: Int {
-        if let consumption = Self.consumption, consumption.registry == ObjectIdentifier(self) { return consumption.epoch }
+        if let consumption = Self.consumption, consumption.registry === self, consumption.isLive { return consumption.epoch }
         return cancellations.value
     }
 
@@ -270,4 +270,25 @@ enum ConsumptionScope {
             }
         }
     }
+}
+
+/// A retried consumption's cancellation epoch, bound to its attempts (``RequestRegistry/consumption``).
+/// It holds its registry (no other can take its identity) and counts only while the consumption
+/// runs: a task an attempt started, which inherits the binding and outlives the consumption,
+/// compares with the count of its own time again.
+final class ConsumptionEpoch: Sendable {
+    let registry: RequestRegistry
+    let epoch: Int
+    private let live = Locked(true)
+
+    init(registry: RequestRegistry, epoch: Int) {
+        self.registry = registry
+        self.epoch = epoch
+    }
+
+    /// Whether the consumption still runs.
+    var isLive: Bool { live.withLock { $0 } }
+
+    /// The consumption ended.
+    func end() { live.withLock { $0 = false } }
 }

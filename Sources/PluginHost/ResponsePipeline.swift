@@ -281,13 +281,14 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             // The provider's `cancelAll()` calls so far: one after this ends the backoff, and
             // cancels an attempt that starts after it (the attempts compare with this epoch).
             let epoch = registry?.consumptionEpoch ?? 0
-            let scope = registry.map { (registry: ObjectIdentifier($0), epoch: epoch) } ?? RequestRegistry.consumption
+            let scope = registry.map { ConsumptionEpoch(registry: $0, epoch: epoch) }
+            defer { scope?.end() }
             var retries = 0
             while true {
                 let reason: String
                 let delay: Double
                 do throws(NetworkError) {
-                    let attempt: Result<Value, NetworkError> = await RequestRegistry.$consumption.withValue(scope) {
+                    let attempt: Result<Value, NetworkError> = await RequestRegistry.$consumption.withValue(scope ?? RequestRegistry.consumption) {
                         do throws(NetworkError) {
                             return .success(try await body(progress))
                         } catch {

@@ -84,6 +84,10 @@ struct DigestUnitTests {
                 HTTPChallenge(scheme: "Digest", parameters: ["realm": "r", "nonce": "YWJj="]),
                 HTTPChallenge(scheme: "Basic", parameters: ["realm": "b"]),
             ])
+        #expect(
+            HTTPChallenge.parse("Digest realm=r, nonce=YWJj==") == [HTTPChallenge(scheme: "Digest", parameters: ["realm": "r", "nonce": "YWJj=="])])
+        // Not padding: an `=` inside a value is not taken into it.
+        #expect(HTTPChallenge.parse("Digest a=b=c").first?.parameters["a"] == "b")
         // A comma right after the scheme ends that challenge: the next token is a scheme, not a token68.
         #expect(HTTPChallenge.parse("Negotiate, NTLM") == [HTTPChallenge(scheme: "Negotiate"), HTTPChallenge(scheme: "NTLM")])
         #expect(

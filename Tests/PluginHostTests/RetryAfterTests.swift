@@ -150,18 +150,37 @@ struct RetryAfterTests {
 /// a `cancelAll()` between a backoff's end and the next attempt's start is not missed.
 @Suite("retry: cancellation epoch")
 struct RetryEpochTests {
-    /// An attempt started in a consumption whose epoch a `cancelAll()` has passed is cancelled
-    /// before anything is sent (the window between a backoff's end and the next attempt, which no
-    /// test reaches in time, set up here directly); another provider's epoch does not count.
-    @Test func anAttemptComparesWithItsConsumptionsEpoch() async throws {
+    /// A `cancelAll()` made after the backoff and before the second attempt's request starts (a
+    /// pipeline whose body calls it there) cancels that attempt: nothing more is sent.
+    @Test func aCancelAllBeforeTheNextAttemptCancelsIt() async throws {
+        let counting = CountingTransport(StubTransport { _ in .networkResponse(503, Data()) })
+        let provider = Provider<Bin>(transport: counting)
+        let target = try Bin("get")
+        let attempts = LockedCounter()
+        let pipeline = ResponsePipeline<Response>(method: .get, callbackQueue: nil, deadline: nil, registry: provider.registry) {
+            progress async throws(NetworkError) in
+            if attempts.increment() == 2 { provider.cancelAll() }
+            return try await provider.request(target).body(progress)
+        }
+        let result = await pipeline.retry(RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01)).result
+        guard case .failure(.cancelled) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(attempts.value == 2)
+        #expect(counting.count == 1)
+    }
+
+    /// The binding counts for its own registry only, and only while its consumption runs (a task
+    /// an attempt started keeps it after).
+    @Test func anEpochCountsForItsRegistryWhileItsConsumptionRuns() async throws {
         let counting = CountingTransport(StubTransport { _ in .networkResponse(200, Data()) })
         let provider = Provider<Bin>(transport: counting)
         let other = Provider<Bin>(transport: counting)
         let target = try Bin("get")
-        let epoch = provider.registry.cancellations.value
+        let binding = ConsumptionEpoch(registry: provider.registry, epoch: provider.registry.cancellations.value)
         provider.cancelAll()
-        let scope = (registry: ObjectIdentifier(provider.registry), epoch: epoch)
-        let (mine, theirs) = await RequestRegistry.$consumption.withValue(scope) {
+        let (mine, theirs) = await RequestRegistry.$consumption.withValue(binding) {
             (await provider.request(target).result, await other.request(target).result)
         }
         guard case .failure(.cancelled) = mine else {
@@ -169,8 +188,9 @@ struct RetryEpochTests {
             return
         }
         #expect(try theirs.get().statusCode == 200)
-        #expect(counting.count == 1)
-        // Outside the consumption, a request starts afresh.
-        #expect(try await provider.request(target).value.statusCode == 200)
+        binding.end()
+        let later = await RequestRegistry.$consumption.withValue(binding) { await provider.request(target).result }
+        #expect(try later.get().statusCode == 200)
+        #expect(counting.count == 2)
     }
 }
