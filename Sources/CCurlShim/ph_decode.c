@@ -159,7 +159,8 @@ struct ph_decoder {
     int zlib_live;  /* zlib's stream was started (inflateEnd is owed) */
     int raw;        /* deflate without zlib's wrapper */
     size_t after_end;    /* bytes given after the coded stream ended */
-    unsigned char head[2]; /* deflate: its first two bytes, held until they say whether it is wrapped */
+    unsigned char head[2]; /* deflate: its first two bytes, held until they say whether it is wrapped;
+                            * gzip: a next member's magic, held until both bytes are in */
     size_t head_len;
     z_stream_layout z;
     void *state; /* brotli's or zstd's */
@@ -272,6 +273,41 @@ static int step_zlib(ph_decoder *decoder, const unsigned char *in, size_t in_len
     return status;
 }
 
+/* gzip (RFC 1952 §2.2): a body may be several members one after another (`cat a.gz b.gz`),
+ * decoded as one. After a member ends, the next bytes must begin another with its magic (1f 8b,
+ * held until both are in, however the body is split); any other byte is one after the body's
+ * end. Until the next member ends the body is unfinished. */
+static int next_gzip_member(ph_decoder *decoder, const unsigned char *in, size_t in_len, size_t *consumed,
+                            unsigned char *out, size_t out_cap, size_t *produced, char *error, size_t error_size) {
+    static const unsigned char magic[2] = {0x1f, 0x8b};
+    size_t take = 2 - decoder->head_len < in_len ? 2 - decoder->head_len : in_len;
+    for (size_t i = 0; i < take; i++) {
+        if (in[i] != magic[decoder->head_len + i]) {
+            decoder->ended = 1; /* what ended is the body; these bytes follow it */
+            snprintf(error, error_size, "%zu bytes follow the end of the gzip body", decoder->head_len + in_len);
+            return PH_DECODE_ERROR;
+        }
+    }
+    memcpy(decoder->head + decoder->head_len, in, take);
+    decoder->head_len += take;
+    *consumed = take;
+    decoder->ended = 0;
+    if (decoder->head_len < 2) return PH_DECODE_OK;
+    decoder->head_len = 0;
+    zlib.end(&decoder->z);
+    if (!start_zlib(decoder)) {
+        snprintf(error, error_size, "cannot start a gzip decoder for the body's next member");
+        return PH_DECODE_ERROR;
+    }
+    size_t magic_consumed = 0;
+    int status = inflate_into(decoder, magic, 2, &magic_consumed, out, out_cap, produced, error, error_size);
+    if (status != PH_DECODE_ERROR && magic_consumed < 2) {
+        snprintf(error, error_size, "the gzip body's next member was not taken");
+        return PH_DECODE_ERROR;
+    }
+    return status;
+}
+
 static int step_brotli(ph_decoder *decoder, const unsigned char *in, size_t in_len, size_t *consumed,
                        unsigned char *out, size_t out_cap, size_t *produced, char *error, size_t error_size) {
     size_t available_in = in_len, available_out = out_cap;
@@ -316,6 +352,10 @@ int ph_decoder_step(ph_decoder *decoder, const unsigned char *in, size_t in_len,
     *consumed = 0;
     *produced = 0;
     if (decoder->ended && in_len == 0) return PH_DECODE_END;
+    if (decoder->coding == PH_CODING_GZIP && (decoder->ended || decoder->head_len > 0)) {
+        if (in_len == 0) return PH_DECODE_OK; /* a next member's magic half in */
+        return next_gzip_member(decoder, in, in_len, consumed, out, out_cap, produced, error, error_size);
+    }
     if (decoder->ended && decoder->coding != PH_CODING_ZSTD) {
         decoder->after_end += in_len;
         /* Raw deflate has no trailer of its own; some servers still send zlib's 4-byte checksum

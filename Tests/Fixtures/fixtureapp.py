@@ -22,7 +22,9 @@
                                   status=N: that status; comment=N: gzip only, with an N-byte header comment;
                                   chunked=1: no Content-Length (sent chunked); split=1: a Content-Encoding
                                   field per coding; location=L: a Location (with status=302); the coding
-                                  zstd-window-32m: zstd whose frame asks for a 32 MiB window (listed as zstd)
+                                  zstd-window-32m: zstd whose frame asks for a 32 MiB window (listed as zstd);
+                                  members=N: gzip only, the text in N gzip members one after another (the
+                                  last one empty); tail=HEX: those bytes after its end
 
 The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
@@ -31,6 +33,7 @@ workers) under $FIXTURE_STATE_DIR.
 import codecs
 import email.utils
 import fcntl
+import gzip
 import hashlib
 import hmac
 import io
@@ -318,6 +321,13 @@ def app(environ, start_response):
             deflated = zlib.compress(plain, 6, wbits=-15)
             data = (b"\x1f\x8b\x08\x10\x00\x00\x00\x00\x00\xff" + b"c" * int(query["comment"]) + b"\x00" + deflated
                     + zlib.crc32(plain).to_bytes(4, "little") + len(plain).to_bytes(4, "little"))
+        if "members" in query:
+            # `cat a.gz b.gz ...` (RFC 1952 §2.2): N members, the text split among all but the last,
+            # which is empty; each member made by Python's gzip, independently of the decoder.
+            count = int(query["members"])
+            step = -(-len(plain) // max(1, count - 1))
+            parts = [plain[i:i + step] for i in range(0, len(plain), step)][:count - 1] + [b""]
+            data = b"".join(gzip.compress(part, mtime=0) for part in parts)
         if query.get("corrupt") == "1":
             # Damage the middle of the stream (its header is left whole: the decoder starts).
             middle = len(data) // 2
@@ -327,6 +337,7 @@ def app(environ, start_response):
         if query.get("trailing") == "1":
             data += b"trailing garbage"
         data += b"\x00" * int(query.get("trailer", "0"))
+        data += bytes.fromhex(query.get("tail", ""))
         status = {"200": "200 OK", "206": "206 Partial Content", "302": "302 Found"}[query.get("status", "200")]
         headers = [("Content-Type", "text/plain")]
         # split=1: each coding in a field of its own (the fields' values join in order).

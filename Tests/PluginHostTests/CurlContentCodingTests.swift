@@ -43,7 +43,10 @@ struct CurlContentCodingTests {
             "the system's libbrotlidec.so.1 and libzstd.so.1 are missing: apt-get install libbrotli1 libzstd1")
     }
 
-    @Test(arguments: ["gzip", "x-gzip", "deflate", "deflate?raw=1", "br", "zstd", "identity", "gzip,br", "br,gzip,zstd", "identity,deflate"])
+    @Test(arguments: [
+        "gzip", "x-gzip", "deflate", "deflate?raw=1", "br", "zstd", "identity", "gzip,br", "br,gzip,zstd", "identity,deflate",
+        "gzip?members=2", "gzip?members=5",
+    ])
     func eachCodingAndStackIsDecoded(_ pathAndQuery: String) async throws {
         let response = try await get(try CurlTransport(), pathAndQuery)
         #expect(response.response.statusCode == 200)
@@ -173,6 +176,14 @@ struct CurlContentCodingTests {
         ("zstd?truncated=1", "cannot decode the response body: the zstd body ends before its coded stream does (cut short, or corrupt)"),
         ("gzip,br?truncated=1", "cannot decode the response body: the br body ends before its coded stream does (cut short, or corrupt)"),
         ("gzip?trailing=1", "cannot decode the response body: 16 bytes follow the end of the gzip body"),
+        ("gzip?members=3&trailing=1", "cannot decode the response body: 16 bytes follow the end of the gzip body"),
+        // After a gzip member, only another member's magic (1f 8b) may follow.
+        ("gzip?tail=1f00", "cannot decode the response body: 2 bytes follow the end of the gzip body"),
+        ("gzip?members=2&tail=8b1f", "cannot decode the response body: 2 bytes follow the end of the gzip body"),
+        ("gzip?tail=1f", "cannot decode the response body: the gzip body ends before its coded stream does (cut short, or corrupt)"),
+        ("gzip?tail=1f8b", "cannot decode the response body: the gzip body ends before its coded stream does (cut short, or corrupt)"),
+        ("gzip?tail=1f8b08000000", "cannot decode the response body: the gzip body ends before its coded stream does (cut short, or corrupt)"),
+        ("gzip?tail=1f8bff00", "cannot decode the response body: the gzip body is corrupt: "),
         ("br?trailing=1", "cannot decode the response body: "),
         ("zstd?trailing=1", "cannot decode the response body: the zstd body cannot be decoded: "),
         // RFC 9659: at most an 8 MiB window.
@@ -209,6 +220,40 @@ struct CurlContentCodingTests {
                 #expect(going)
             }
             #expect(decoded == Self.text, "\(pathAndQuery) in pieces of \(size): \(decoded.count) bytes")
+        }
+    }
+
+    @Test func gzipMembersOneAfterAnotherAreOneBodyHoweverTheyAreSplit() async throws {
+        // RFC 1952 §2.2: a gzip body may be several members (`cat a.gz b.gz`); a piece may end
+        // between a member's two magic bytes. A body that ends there is unfinished, and a byte
+        // that does not begin a member follows the body's end, counted with the one held.
+        func decode(_ pathAndQuery: String, inPiecesOf size: Int) async throws -> (decoded: Data, unfinished: String?) {
+            let coded = [UInt8](try await get(try CurlTransport(), pathAndQuery, headers: ["Accept-Encoding": "*"]).data)
+            let decoder = try ContentDecoder(codings: ["gzip"])
+            var decoded = Data()
+            for start in stride(from: 0, to: coded.count, by: size) {
+                _ = try coded[start..<min(start + size, coded.count)].withUnsafeBytes { piece in
+                    try decoder.decode(
+                        piece,
+                        into: {
+                            decoded.append(contentsOf: $0)
+                            return true
+                        }, bound: { _ in true })
+                }
+            }
+            return (decoded, decoder.unfinishedCoding)
+        }
+        for size in [1, 2, 3, 7, 4096, 1 << 20] {
+            let whole = try await decode("gzip?members=4", inPiecesOf: size)
+            #expect(whole.decoded == Self.text, "pieces of \(size): \(whole.decoded.count) bytes")
+            #expect(whole.unfinished == nil, "pieces of \(size)")
+            let halfMagic = try await decode("gzip?members=2&tail=1f", inPiecesOf: size)
+            #expect(halfMagic.decoded == Self.text && halfMagic.unfinished == "gzip", "pieces of \(size)")
+            let magicOnly = try await decode("gzip?tail=1f8b", inPiecesOf: size)
+            #expect(magicOnly.decoded == Self.text && magicOnly.unfinished == "gzip", "pieces of \(size)")
+            await #expect(throws: TransportFailure(kind: .badResponse, message: "cannot decode the response body: 2 bytes follow the end of the gzip body")) {
+                _ = try await decode("gzip?tail=1f00", inPiecesOf: size)
+            }
         }
     }
 
