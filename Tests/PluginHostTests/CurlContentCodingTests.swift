@@ -251,7 +251,9 @@ struct CurlContentCodingTests {
             #expect(halfMagic.decoded == Self.text && halfMagic.unfinished == "gzip", "pieces of \(size)")
             let magicOnly = try await decode("gzip?tail=1f8b", inPiecesOf: size)
             #expect(magicOnly.decoded == Self.text && magicOnly.unfinished == "gzip", "pieces of \(size)")
-            await #expect(throws: TransportFailure(kind: .badResponse, message: "cannot decode the response body: 2 bytes follow the end of the gzip body")) {
+            await #expect(
+                throws: TransportFailure(kind: .badResponse, message: "cannot decode the response body: 2 bytes follow the end of the gzip body")
+            ) {
                 _ = try await decode("gzip?tail=1f00", inPiecesOf: size)
             }
         }
