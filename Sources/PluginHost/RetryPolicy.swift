@@ -88,19 +88,24 @@ public struct RetryPolicy: Sendable {
     /// The wait before retry `n` of a request answered with `response`: the backoff, or the
     /// response's `Retry-After` when it is longer; nil when the `Retry-After` is past
     /// ``retryAfterLimit`` (no retry). A field that is neither seconds nor an HTTP date is ignored.
+    /// An HTTP date is read against the response's own `Date` when it has one (the server's clock,
+    /// which may not be this machine's), else against `now`.
     func delay(beforeRetry n: Int, answeredWith response: Response?, now: Double = Date().timeIntervalSince1970) -> Double? {
         let backoff = delay(beforeRetry: n)
-        guard let limit = retryAfterLimit, !limit.isNaN, let field = response?.response?.value(forHTTPHeaderField: "Retry-After"),
-            let asked = Self.retryAfter(field, now: now)
+        let fields = response?.response
+        guard let limit = retryAfterLimit, !limit.isNaN, let field = fields?.value(forHTTPHeaderField: "Retry-After"),
+            let asked = Self.retryAfter(field, now: now, serverDate: fields?.value(forHTTPHeaderField: "Date"))
         else { return backoff }
         return asked <= max(0, limit) ? max(backoff, asked) : nil
     }
 
-    /// The seconds a `Retry-After` value asks to wait: `120`, or an HTTP date (a past one is 0).
-    static func retryAfter(_ value: String, now: Double) -> Double? {
+    /// The seconds a `Retry-After` value asks to wait: `120`, or an HTTP date (a past one is 0),
+    /// measured from `serverDate` (the response's `Date`) when that is an HTTP date, else from `now`.
+    static func retryAfter(_ value: String, now: Double, serverDate: String? = nil) -> Double? {
         let text = value.trimmingCharacters(in: .whitespaces)
         if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) { return Double(text) }
-        return HTTPDate.parse(text, now: now).map { max(0, $0 - now) }
+        guard let until = HTTPDate.parse(text, now: now) else { return nil }
+        return max(0, until - (serverDate.flatMap { HTTPDate.parse($0, now: now) } ?? now))
     }
 
     /// Why `error` should be retried for `method`, or nil.

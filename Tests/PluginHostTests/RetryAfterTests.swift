@@ -116,6 +116,26 @@ struct RetryAfterTests {
         #expect(policy.delay(beforeRetry: 1, answeredWith: nil) == 0.5)
     }
 
+    /// An HTTP date is measured from the response's own `Date` (the server's clock), not this
+    /// machine's: a server an hour ahead asking for a second gets a second (read against this
+    /// clock: an hour, past the limit), one an hour behind asking for ten minutes is past the
+    /// limit (read against this clock: a date gone by, no wait). A `Date` that is not a date
+    /// leaves this machine's clock.
+    @Test(arguments: [(3600.0, 1.0, ["1.0", "1.0"]), (-3600, 600, []), (.nan, 0, ["0.01", "0.01"])])
+    func anHTTPDateIsReadOnTheServersClock(_ serverAhead: Double, _ asked: Double, _ waits: [String]) async throws {
+        let serverNow = Date().timeIntervalSince1970 + (serverAhead.isNaN ? 0 : serverAhead)
+        let date = serverAhead.isNaN ? "yesterday" : HTTPDate.format(serverNow)
+        let delays = LockedCounter()
+        let (provider, counting) = Self.unavailable(["Retry-After": HTTPDate.format(serverNow + asked), "Date": date])
+        try await Self.bothPathsEndWith503(provider, Self.policy(delays))
+        #expect(delays.log == waits)
+        #expect(counting.count == 2 + waits.count)
+        let now = HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")!
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now + 7200, serverDate: "Sun, 06 Nov 1994 08:49:57 GMT") == 10)
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: "Sun, 06 Nov 1994 09:00:00 GMT") == 0)
+        #expect(RetryPolicy.retryAfter("30", now: now, serverDate: "Sun, 06 Nov 1994 09:00:00 GMT") == 30)
+    }
+
     /// Against the test server: a 503 whose `Retry-After` is a date within the limit is retried
     /// after the wait until it (read from `onRetry`, then cancelled: the test waits for nothing),
     /// and one past the limit is the result. (The dates are far enough ahead that a loaded
