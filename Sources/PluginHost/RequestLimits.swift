@@ -136,7 +136,29 @@ enum LimitFailure {
 /// The absolute deadline of the exchange that is running, set by ``ResponsePipeline`` when it
 /// is consumed with a ``RequestLimits/deadline``, read when the transport request is made.
 enum ExchangeDeadline {
-    @TaskLocal static var current: (instant: DispatchTime, seconds: TimeInterval)?
+    /// A consumption's deadline, bound to the work it runs. It counts only while the consumption
+    /// runs: a `Task {}` started within it inherits the binding (task-locals pass to unstructured
+    /// tasks) and may outlive it, and a request that task makes later is not held to a deadline
+    /// that is not its own. (The consumption's own work, cancelled when it ends early, starts
+    /// nothing after: a cancelled caller starts nothing.)
+    final class Binding: Sendable {
+        let instant: DispatchTime
+        let seconds: TimeInterval
+        /// Ended when the consumption returns.
+        let life = ConsumptionLife()
+
+        init(_ deadline: (instant: DispatchTime, seconds: TimeInterval)) {
+            (instant, seconds) = deadline
+        }
+    }
+
+    @TaskLocal static var binding: Binding?
+
+    /// The deadline of the consumption this task runs in, while it runs; else nil.
+    static var current: (instant: DispatchTime, seconds: TimeInterval)? {
+        guard let binding, binding.life.isLive else { return nil }
+        return (binding.instant, binding.seconds)
+    }
 
     /// The deadline `seconds` from now (a negative one is now), or nil for none (`seconds` nil or
     /// not finite).

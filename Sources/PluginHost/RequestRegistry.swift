@@ -100,7 +100,7 @@ final class RequestRegistry: Sendable {
     /// The epoch a consumption of this registry starting now compares with: the retried
     /// consumption's it runs in (while it runs), else the count now.
     var consumptionEpoch: Int {
-        if let consumption = Self.consumption, consumption.registry === self, consumption.isLive { return consumption.epoch }
+        if let consumption = Self.consumption, consumption.registry === self, consumption.life.isLive { return consumption.epoch }
         return cancellations.value
     }
 
@@ -255,7 +255,7 @@ enum ConsumptionScope {
     /// `body`, run as part of no consumption: for work that serves several (a shared exchange, a
     /// credential refresh) or is a caller of its own (`start`, `events()`).
     static func leaving<T>(_ body: () async -> T) async -> T {
-        await ExchangeDeadline.$current.withValue(nil) {
+        await ExchangeDeadline.$binding.withValue(nil) {
             await ChainPin.$current.withValue(nil) {
                 await RequestRegistry.$consumption.withValue(nil) { await body() }
             }
@@ -264,7 +264,7 @@ enum ConsumptionScope {
 
     /// The same, for synchronous work (which starts tasks that inherit what it runs with).
     static func leavingSynchronously<T>(_ body: () -> T) -> T {
-        ExchangeDeadline.$current.withValue(nil) {
+        ExchangeDeadline.$binding.withValue(nil) {
             ChainPin.$current.withValue(nil) {
                 RequestRegistry.$consumption.withValue(nil) { body() }
             }
@@ -279,12 +279,20 @@ enum ConsumptionScope {
 final class ConsumptionEpoch: Sendable {
     let registry: RequestRegistry
     let epoch: Int
-    private let live = Locked(true)
+    /// Ended when the retried consumption returns.
+    let life = ConsumptionLife()
 
     init(registry: RequestRegistry, epoch: Int) {
         self.registry = registry
         self.epoch = epoch
     }
+}
+
+/// Whether the consumption a task-local binding belongs to still runs: what it passes down
+/// (its deadline, its epoch) counts only until it returns, not in the tasks started within it
+/// that outlive it.
+final class ConsumptionLife: Sendable {
+    private let live = Locked(true)
 
     /// Whether the consumption still runs.
     var isLive: Bool { live.withLock { $0 } }

@@ -91,7 +91,11 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         // busy both wait their turn in the same pool, and an answer that came before the deadline
         // is not overtaken by a timer that fired while it waited.
         let first = Once<Result<Value, NetworkError>?>()
-        let work = ExchangeDeadline.$current.withValue((instant, seconds)) {
+        // The deadline counts for what this consumption runs until it returns (not for a task
+        // started within it that outlives it).
+        let binding = ExchangeDeadline.Binding((instant, seconds))
+        defer { binding.life.end() }
+        let work = ExchangeDeadline.$binding.withValue(binding) {
             Task {
                 do throws(NetworkError) {
                     first.resume(.success(try await body(reports)))
@@ -260,7 +264,12 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     func retrying(_ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> RetryCause?) -> ResponsePipeline<Value> {
         let attempts = retryLoop(policy, reasonForValue: reasonForValue)
         return derived { progress async throws(NetworkError) in
-            let outcome: Result<Value, NetworkError> = await ChainPin.$current.withValue(ChainPin.current ?? ChainPin()) {
+            // The pin of an enclosing retried consumption, else one of this consumption's own,
+            // let go when it returns.
+            let enclosing = ChainPin.live
+            let own = enclosing == nil ? ChainPin() : nil
+            defer { own?.end() }
+            let outcome: Result<Value, NetworkError> = await ChainPin.$current.withValue(enclosing ?? own) {
                 do throws(NetworkError) {
                     return .success(try await attempts(progress))
                 } catch {
@@ -282,7 +291,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             // cancels an attempt that starts after it (the attempts compare with this epoch).
             let epoch = registry?.consumptionEpoch ?? 0
             let scope = registry.map { ConsumptionEpoch(registry: $0, epoch: epoch) }
-            defer { scope?.end() }
+            defer { scope?.life.end() }
             var retries = 0
             while true {
                 let reason: String

@@ -89,6 +89,34 @@ struct DeadlineScopeTests {
         #expect(seen.log.sorted() == ["completed", "completed", "no deadline", "no deadline"])
     }
 
+    /// A `Task {}` started within a consumption inherits its task-locals, its deadline's binding
+    /// among them: a request the task makes while the consumption runs keeps that deadline, and
+    /// one it makes after the consumption returned has none of it (it took the deadline, long
+    /// passed, of a request that had ended: `timedOut` at once over a transport).
+    @Test func aTaskStartedWithinAConsumptionHasItsDeadlineOnlyWhileItRuns() async throws {
+        let seen = LockedCounter()
+        let inner = Provider<Bin>(transport: DeadlineWitness(seen: seen))
+        let target = try Bin("get")
+        let outerEnded = LockedBox(false)
+        let later = LockedBox<Int?>(nil)
+        let outer = Provider<Bin>(
+            requestClosure: { _, request in
+                // While the consumption runs (its request closure waits for this request).
+                _ = await Task { await inner.request(target).result }.value
+                // Once it has returned.
+                Task {
+                    _ = await eventually(60) { outerEnded.get() }
+                    later.set((try? await inner.request(target).value)?.statusCode ?? -1)
+                }
+                return request
+            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 30))
+        #expect(try await outer.request(try Bin("get")).value.statusCode == 200)
+        outerEnded.set(true)
+        #expect(await eventually(60) { later.get() != nil })
+        #expect(later.get() == 200)
+        #expect(seen.log == ["a deadline", "no deadline"])
+    }
+
     /// The exchange callers share runs without the first caller's deadline (each caller's own
     /// ends its wait): it had it in scope, task-local, and the requests made within it took it.
     @Test func aSharedExchangeRunsWithoutTheFirstCallersDeadline() async throws {

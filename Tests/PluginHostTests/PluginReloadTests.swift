@@ -280,6 +280,37 @@ struct PluginReloadTests {
         #expect(last?.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g2-") == true)
     }
 
+    /// A `Task {}` started within a retried consumption inherits its pin (task-locals pass to
+    /// unstructured tasks): a request it makes once the consumption has returned runs on the
+    /// provider's chain of that time, not on the one the retry had pinned (it stayed on it for good).
+    @Test func aTaskStartedWithinARetryTakesTheNewGenerationOnceTheRetryEnded() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let provider = try Provider<Bin>(manifest: try writeManifest(f, generation: 1))
+        let retryEnded = LockedBox(false)
+        let later = LockedBox<String?>(nil)
+        let target = try Bin("status/200")
+        let policy = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.001) { _ in
+            do {
+                _ = try writeManifest(f, generation: 2)
+                try provider.reloadPlugins()
+            } catch {
+                Issue.record("reload failed: \(error)")
+            }
+            Task {
+                _ = await eventually(60) { retryEnded.get() }
+                let result = await provider.request(target).result
+                later.set((try? result.get())?.value(forHTTPHeaderField: "X-Instance") ?? "failed: \(result)")
+            }
+        }
+        let retried = try await provider.request(try Bin("status/503")).retry(policy).value
+        #expect(retried.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g1-") == true)
+        retryEnded.set(true)
+        #expect(await eventually(60) { later.get() != nil }, "the task's request did not end")
+        #expect(later.get()?.hasPrefix("g2-") == true, "\(String(describing: later.get()))")
+    }
+
     /// A reload asked for from within a reload of the same provider (here by a subscriber that
     /// the new plugin's `create` reached) is refused saying why: it waited for itself, for good.
     @Test func aReloadFromWithinAReloadIsRefused() throws {

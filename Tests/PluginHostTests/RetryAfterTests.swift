@@ -208,7 +208,7 @@ struct RetryEpochTests {
             return
         }
         #expect(try theirs.get().statusCode == 200)
-        binding.end()
+        binding.life.end()
         let later = await RequestRegistry.$consumption.withValue(binding) { await provider.request(target).result }
         #expect(try later.get().statusCode == 200)
         #expect(counting.count == 2)

@@ -36,14 +36,26 @@ struct LoadedPluginSummary: Sendable, Equatable {
 
 /// Pins a provider's chain for the rest of a pipeline consumption that may send more than once
 /// (``ResponsePipeline/retry(_:)``), so a reload in between does not mix generations in it.
+/// It pins only while the consumption runs: a `Task {}` started within it, which inherits it and
+/// may outlive it, takes the chain of its own time once the consumption has returned.
 final class ChainPin: Sendable {
     @TaskLocal static var current: ChainPin?
     /// Per owner (kept alive here, so its identifier cannot be reused while the pin lives).
     private let pinned = Locked([ObjectIdentifier: (owner: any AnyObject & Sendable, generation: ChainGeneration)]())
+    private let life = ConsumptionLife()
+
+    /// The pin of the consumption this task runs in, while it runs.
+    static var live: ChainPin? { current.flatMap { $0.life.isLive ? $0 : nil } }
+
+    /// The consumption returned: nothing is pinned any more, and the chains pinned are let go.
+    func end() {
+        life.end()
+        pinned.withLock { $0.removeAll() }
+    }
 
     /// The generation `owner` pinned in this consumption, else `make()` (pinned when a pin is active).
     static func generation(for owner: any AnyObject & Sendable, _ make: () -> ChainGeneration) -> ChainGeneration {
-        guard let pin = current else { return make() }
+        guard let pin = live else { return make() }
         return pin.pinned.withLock { table in
             if let entry = table[ObjectIdentifier(owner)] { return entry.generation }
             let generation = make()
