@@ -15,7 +15,7 @@ import Darwin
 /// `Set-Cookie` and of configured headers and query parameters print as `<redacted>`, in
 /// headers, URLs and the cURL form. Every value so redacted (and the values of configured host
 /// store keys, e.g. tokens and signing secrets) is also scrubbed from bodies and anything else
-/// the logger prints. At level `body`, JSON members and form fields named in `redactFields`
+/// the logger prints. At level `body`, JSON members, form fields and multipart parts named in `redactFields`
 /// (passwords, tokens, client secrets by default) show as `<redacted>` too.
 public struct LoggerPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
@@ -390,7 +390,8 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 
     /// `text`, a body (or its first part), with the values of ``redactedFields`` as `<redacted>`:
-    /// the members of a JSON body at any depth, the fields of a form. JSON when the content type
+    /// the members of a JSON body at any depth, the fields of a form, the parts of a
+    /// `multipart/form-data` body (by its content type's boundary). JSON when the content type
     /// says so (`json`, `+json`) or, with none, when the body begins with `{` or `[`; a form when it
     /// says `application/x-www-form-urlencoded` or, with none, when the body is one line with `=`.
     /// Each whole string value redacted (as written, and decoded) is appended to `found`; not
@@ -402,10 +403,103 @@ public struct LoggerPlugin: ExportablePlugin {
         if type?.contains("json") ?? (start == UInt8(ascii: "{") || start == UInt8(ascii: "[")) {
             return Self.redactJSONMembers(in: text, names: redactedFields, found: &found)
         }
+        if let contentType, type?.hasPrefix("multipart/form-data") == true,
+            let boundary = Self.headerParameter("boundary", in: contentType[...]), !boundary.isEmpty
+        {
+            return Self.redactMultipartParts(in: text, boundary: boundary, names: redactedFields, whole: whole, found: &found)
+        }
         let form =
             type.map { $0.hasPrefix("application/x-www-form-urlencoded") }
             ?? (text.contains("=") && !text.contains(where: { $0 == " " || $0 == "\n" || $0 == "\r" }))
         return form ? Self.redactFormFields(in: text, names: redactedFields, whole: whole, found: &found) : text
+    }
+
+    /// A `multipart/form-data` body (RFC 7578) with the contents of the parts `names` names (by
+    /// the `name` of their `Content-Disposition`, matched as a form field's is) as `<redacted>`,
+    /// their header fields and every other part as they were. The part a cut text (`whole`
+    /// false) ends in is redacted to the end of the text, and its value not collected in `found`.
+    static func redactMultipartParts(in text: String, boundary: String, names: Set<String>, whole: Bool, found: inout [String]) -> String {
+        let delimiter = "--" + boundary
+        let pieces = text.components(separatedBy: delimiter)
+        var out = pieces[0]
+        for (index, piece) in pieces.enumerated().dropFirst() {
+            out += delimiter
+            guard let headersEnd = piece.range(of: "\r\n\r\n"), let name = partName(piece[..<headersEnd.lowerBound]),
+                FieldNames.matches(name, names)
+            else {
+                out += piece
+                continue
+            }
+            out += piece[..<headersEnd.upperBound] + "<redacted>"
+            let content = piece[headersEnd.upperBound...]
+            // Cut short: the rest of the text is this part's.
+            if !whole, index == pieces.count - 1 { continue }
+            // The line break before the next delimiter is the delimiter's (RFC 2046 §5.1.1).
+            let lineBreak = content.range(of: "\r\n", options: [.backwards, .anchored])
+            let value = String(content[..<(lineBreak?.lowerBound ?? content.endIndex)])
+            if !value.isEmpty { found.append(value) }
+            if let lineBreak { out += content[lineBreak.lowerBound...] }
+        }
+        return out
+    }
+
+    /// The `name` of a multipart part's `Content-Disposition` (`form-data; name="password"`),
+    /// percent-decoded as browsers encode it; nil when the part has none.
+    static func partName(_ headers: Substring) -> String? {
+        for line in headers.components(separatedBy: "\r\n") {
+            guard let colon = line.firstIndex(of: ":"),
+                line[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "content-disposition",
+                let name = headerParameter("name", in: line[line.index(after: colon)...])
+            else { continue }
+            return name.removingPercentEncoding ?? name
+        }
+        return nil
+    }
+
+    /// The value of the parameter `name` (case-insensitive) of a header field's value
+    /// (`form-data; name="a;b"; filename=x`), its quotes and quoted-pairs undone (RFC 9110
+    /// §5.6.4); nil when it is not there.
+    static func headerParameter(_ name: String, in value: Substring) -> String? {
+        var index = value.startIndex
+        /// Reads up to the next `;` outside quotes; the text read, unquoted.
+        func readItem() -> (key: String, value: String?) {
+            var key = ""
+            var text: String?
+            var quoted = false
+            while index < value.endIndex {
+                let character = value[index]
+                index = value.index(after: index)
+                if quoted {
+                    if character == "\\", index < value.endIndex {
+                        text?.append(value[index])
+                        index = value.index(after: index)
+                    } else if character == "\"" {
+                        quoted = false
+                    } else {
+                        text?.append(character)
+                    }
+                } else if character == ";" {
+                    break
+                } else if text == nil, character == "=" {
+                    text = ""
+                } else if text == nil {
+                    key.append(character)
+                } else if text?.isEmpty == true, character == " " || character == "\t" {
+                    continue  // before the value
+                } else if character == "\"", text?.isEmpty == true {
+                    quoted = true
+                } else {
+                    text?.append(character)
+                }
+            }
+            return (key.trimmingCharacters(in: .whitespaces), text.map { quoted ? $0 : $0.trimmingCharacters(in: .whitespaces) })
+        }
+        _ = readItem()  // the value itself (`multipart/form-data`, `form-data`)
+        while index < value.endIndex {
+            let item = readItem()
+            if item.key.lowercased() == name, let text = item.value { return text }
+        }
+        return nil
     }
 
     /// A form body (`a=1&password=x`) with the values of `names` (decoded, case-insensitive) as

@@ -390,6 +390,58 @@ struct LoggerPluginTests {
         #expect(namedText.contains("\n  user=ann&passwd=a+b%26c-d&note=<redacted>\n"))
     }
 
+    /// A `multipart/form-data` body's password and token parts show as `<redacted>` (by their
+    /// `Content-Disposition` name), their headers and the other parts as they were: the
+    /// provider's own multipart uploads, and a body built with a boundary that must be quoted
+    /// (with a space and a quote). A part a cut ends in is redacted to the cut. They used to be printed whole, and httpbin's echo scrubbed them nowhere.
+    @Test func passwordAndTokenPartsOfMultipartBodiesAreRedacted() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "curl": true, "maxBodyBytes": 100_000])
+        ])
+        let password = "mp-" + UUID().uuidString
+        let token = "tk-" + UUID().uuidString
+        _ = try await provider.request(
+            try Bin(
+                "anything", method: .post,
+                task: .uploadMultipart([
+                    .text("ann", name: "user"), .text(password, name: "password"),
+                    MultipartFormBodyPart(source: .data(Data("file-body-1".utf8)), name: "upload", fileName: "a.txt", mimeType: "text/plain"),
+                    .text("hello", name: "note"),
+                ]))
+        ).value
+        let boundary = "my boundary'(x)"
+        let body = try MultipartFormData.encode(
+            [.text(token, name: "access_token"), .text("keep-me", name: "comment")], boundary: boundary)
+        _ = try await provider.request(
+            try Bin(
+                "anything", method: .post, task: .requestData(body),
+                headers: ["Content-Type": MultipartFormData.contentType(boundary: boundary)])
+        ).value
+        let text = log(f)
+        for secret in [password, token] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        for kept in ["ann", "file-body-1", "hello", "keep-me", #"name="upload"; filename="a.txt""#] {
+            #expect(text.contains(kept), "\(kept) is missing from the log")
+        }
+        #expect(text.components(separatedBy: #"name="password""#).count == 3, "the part's header, in the body and the cURL form")
+        // Each secret part: in the body, its cURL form and httpbin's echo of the form.
+        #expect(text.components(separatedBy: "<redacted>").count == 7, "\(text)")
+
+        let cut = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/cut.log", "maxBodyBytes": 240])])
+        // 240 bytes end 19 bytes into the password's value (after the boundary lines, the user
+        // part and the password part's header).
+        let long = "cut-" + String(repeating: "s", count: 200)
+        _ = try await cut.request(
+            try Bin("anything", method: .post, task: .uploadMultipart([.text("ann", name: "user"), .text(long, name: "password")]))
+        ).value
+        let cutText = (try? String(contentsOfFile: f.root + "/cut.log", encoding: .utf8)) ?? ""
+        #expect(!cutText.contains("cut-s"), "\(cutText)")
+        #expect(cutText.contains("<redacted>… (truncated, "), "\(cutText)")
+    }
+
     /// Field names are matched as apps spell them (`AccessToken`, `new_password`, a form's
     /// `user[password]`); `null`, `true` and numbers are redacted in place only, never scrubbed
     /// from the rest of the log; a value an echo re-escapes (`\u00e4`) is scrubbed in that form too.
