@@ -87,6 +87,48 @@ struct CurlTLSTests {
         #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, clientCertificate: client))) == 200)
     }
 
+    /// An `https://` proxy is verified as an origin is, with the TLS configuration of its host
+    /// (its `tlsOverrides` entry, else `tls`): a private CA, a pinned key, a client certificate.
+    /// libcurl's own CA store was all it was checked against: a proxy with a certificate of a
+    /// private CA failed whatever the configuration trusted. The requests are plain `http://`
+    /// through the proxy (httpbin over TLS plays it, and answers for the origin).
+    @Test func anHTTPSProxyIsVerifiedWithItsHostsTLSConfiguration() async throws {
+        func viaProxy(
+            _ proxy: String, tls: TLSConfiguration = TLSConfiguration(), overrides: [String: TLSConfiguration] = [:]
+        ) async throws -> Result<TransportResponse, TransportFailure> {
+            var configuration = CurlTransport.Configuration()
+            configuration.proxy = .url(proxy)
+            configuration.tls = tls
+            configuration.tlsOverrides = overrides
+            let transport = try CurlTransport(configuration: configuration)
+            let request = TransportRequest(urlRequest: URLRequest(url: try #require(URL(string: "http://origin.example.test/get"))))
+            do {
+                return .success(try await transport.send(request))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let proxy = try Self.env("HTTPBIN_TLS_URL")
+        let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
+        #expect(kind(try await viaProxy(proxy)) == .serverCertificateUntrusted)
+        let trusted = try await viaProxy(proxy, tls: TLSConfiguration(trustRoots: ca))
+        #expect(status(trusted) == 200)
+        let echo = try JSONSerialization.jsonObject(with: try trusted.get().data) as? [String: Any]
+        // httpbin names the scheme it was reached by (TLS), and the origin's host.
+        #expect((echo?["url"] as? String)?.hasSuffix("://origin.example.test/get") == true, "the request went through the proxy")
+        // The proxy host's own entry, the default trusting the system store alone.
+        #expect(status(try await viaProxy(proxy, overrides: ["127.0.0.1": TLSConfiguration(trustRoots: ca)])) == 200)
+        let otherPin = try Self.env("TLS_SELFSIGNED_PIN")
+        #expect(kind(try await viaProxy(proxy, tls: TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [otherPin]))) == .publicKeyPinMismatch)
+        #expect(status(try await viaProxy(proxy, tls: TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [try Self.env("TLS_SERVER_PIN")]))) == 200)
+        // A proxy that asks for a client certificate.
+        let mutual = try Self.env("HTTPBIN_MTLS_URL")
+        #expect(kind(try await viaProxy(mutual, tls: TLSConfiguration(trustRoots: ca))) == .tlsHandshakeFailed)
+        let client = TLSConfiguration.ClientCertificate(
+            certificate: .file(try Self.env("TLS_CLIENT_CERT")), privateKey: .file(try Self.env("TLS_CLIENT_KEY")))
+        #expect(status(try await viaProxy(mutual, tls: TLSConfiguration(trustRoots: ca, clientCertificate: client))) == 200)
+    }
+
     @Test func perHostOverridesReplaceTheDefault() async throws {
         var configuration = CurlTransport.Configuration()
         configuration.tlsOverrides = ["127.0.0.1": TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_CA_PEM"))]))]

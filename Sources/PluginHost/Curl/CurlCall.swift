@@ -302,6 +302,8 @@ final class CurlCall: @unchecked Sendable {
             noProxy.joined(separator: ",").withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_NOPROXY, $0) }
         }
         if scheme == "https" { try Self.apply(settings.tls(for: host), to: easy) }
+        // An HTTPS proxy's connection: the TLS configuration of the proxy's host.
+        if let proxyTLS = settings.proxyTLS { try Self.apply(proxyTLS, to: easy, options: .proxy) }
         if request.download != nil { try openDownloadFile() }
         lastActivity = DispatchTime.now().uptimeNanoseconds
     }
@@ -424,45 +426,75 @@ final class CurlCall: @unchecked Sendable {
         if let proxyList { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROXYHEADER, UnsafeRawPointer(proxyList)) }
     }
 
-    /// Sets the TLS options. Each one that decides whom the transfer trusts, or what it
-    /// presents, must take: libcurl refuses an option its TLS backend lacks (a CA bundle in
-    /// memory, or key pinning, on some builds), and a transfer without it would trust more than
-    /// the configuration says (fails closed, naming the option).
-    private static func apply(_ tls: PreparedTLS, to easy: UnsafeMutableRawPointer) throws(TransportFailure) {
+    /// The libcurl options that set one connection's TLS: the origin's, or an HTTPS proxy's
+    /// (`CURLOPT_PROXY_…`, the same settings for the connection to the proxy).
+    struct TLSOptions {
+        let prefix: String
+        let sslVersion: Int32
+        let caInfo: Int32
+        let caPath: Int32
+        let caInfoBlob: Int32
+        let pinnedPublicKey: Int32
+        let certBlob: Int32
+        let keyBlob: Int32
+        let certType: Int32
+        let keyType: Int32
+        let keyPassword: Int32
+
+        static let origin = TLSOptions(
+            prefix: "CURLOPT_", sslVersion: PH_CURLOPT_SSLVERSION, caInfo: PH_CURLOPT_CAINFO, caPath: PH_CURLOPT_CAPATH,
+            caInfoBlob: PH_CURLOPT_CAINFO_BLOB, pinnedPublicKey: PH_CURLOPT_PINNEDPUBLICKEY, certBlob: PH_CURLOPT_SSLCERT_BLOB,
+            keyBlob: PH_CURLOPT_SSLKEY_BLOB, certType: PH_CURLOPT_SSLCERTTYPE, keyType: PH_CURLOPT_SSLKEYTYPE, keyPassword: PH_CURLOPT_KEYPASSWD)
+        static let proxy = TLSOptions(
+            prefix: "CURLOPT_PROXY_", sslVersion: PH_CURLOPT_PROXY_SSLVERSION, caInfo: PH_CURLOPT_PROXY_CAINFO,
+            caPath: PH_CURLOPT_PROXY_CAPATH, caInfoBlob: PH_CURLOPT_PROXY_CAINFO_BLOB, pinnedPublicKey: PH_CURLOPT_PROXY_PINNEDPUBLICKEY,
+            certBlob: PH_CURLOPT_PROXY_SSLCERT_BLOB, keyBlob: PH_CURLOPT_PROXY_SSLKEY_BLOB, certType: PH_CURLOPT_PROXY_SSLCERTTYPE,
+            keyType: PH_CURLOPT_PROXY_SSLKEYTYPE, keyPassword: PH_CURLOPT_PROXY_KEYPASSWD)
+    }
+
+    /// Sets the TLS options of the origin's connection, or (`options` ``TLSOptions/proxy``) of
+    /// an HTTPS proxy's. Each one that decides whom the transfer trusts, or what it presents,
+    /// must take: libcurl refuses an option its TLS backend lacks (a CA bundle in memory, or key
+    /// pinning, on some builds), and a transfer without it would trust more than the
+    /// configuration says (fails closed, naming the option).
+    private static func apply(
+        _ tls: PreparedTLS, to easy: UnsafeMutableRawPointer, options: TLSOptions = .origin
+    ) throws(TransportFailure) {
         func require(_ code: Int32, _ option: String) throws(TransportFailure) {
             guard code == 0 else {
                 let reason = ph_curl_easy_strerror(code).map { String(cString: $0) } ?? "error \(code)"
                 throw TransportFailure(
-                    kind: .tlsHandshakeFailed, message: "this libcurl cannot apply the TLS configuration: \(option): \(reason) (curl error \(code))")
+                    kind: .tlsHandshakeFailed,
+                    message: "this libcurl cannot apply the TLS configuration: \(options.prefix)\(option): \(reason) (curl error \(code))")
             }
         }
         try require(
             ph_curl_easy_setopt_long(
-                easy, PH_CURLOPT_SSLVERSION, Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2)),
-            "CURLOPT_SSLVERSION")
+                easy, options.sslVersion, Int(tls.minimumVersion == .tls13 ? PH_CURL_SSLVERSION_TLSv1_3 : PH_CURL_SSLVERSION_TLSv1_2)),
+            "SSLVERSION")
         if let file = tls.systemFile {
-            try require(file.withCString { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAINFO, $0) }, "CURLOPT_CAINFO")
+            try require(file.withCString { ph_curl_easy_setopt_ptr(easy, options.caInfo, $0) }, "CAINFO")
         }
         if let bundle = tls.caBundle {
-            let set = bundle.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, PH_CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) }
-            try require(set, "CURLOPT_CAINFO_BLOB")
+            let set = bundle.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, options.caInfoBlob, $0.baseAddress, $0.count) }
+            try require(set, "CAINFO_BLOB")
             if tls.excludeSystemStore {
-                ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAINFO, nil)
-                ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_CAPATH, nil)
+                ph_curl_easy_setopt_ptr(easy, options.caInfo, nil)
+                ph_curl_easy_setopt_ptr(easy, options.caPath, nil)
             }
         }
         if let pins = tls.pins {
-            try require(pins.withCString { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PINNEDPUBLICKEY, $0) }, "CURLOPT_PINNEDPUBLICKEY")
+            try require(pins.withCString { ph_curl_easy_setopt_ptr(easy, options.pinnedPublicKey, $0) }, "PINNEDPUBLICKEY")
         }
         if let certificate = tls.clientCertificate, let key = tls.clientKey {
-            let setCertificate = certificate.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count) }
-            try require(setCertificate, "CURLOPT_SSLCERT_BLOB")
-            let setKey = key.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, PH_CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) }
-            try require(setKey, "CURLOPT_SSLKEY_BLOB")
-            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_SSLCERTTYPE, "PEM")
-            ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_SSLKEYTYPE, "PEM")
+            let setCertificate = certificate.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, options.certBlob, $0.baseAddress, $0.count) }
+            try require(setCertificate, "SSLCERT_BLOB")
+            let setKey = key.withUnsafeBytes { ph_curl_easy_setopt_blob(easy, options.keyBlob, $0.baseAddress, $0.count) }
+            try require(setKey, "SSLKEY_BLOB")
+            ph_curl_easy_setopt_ptr(easy, options.certType, "PEM")
+            ph_curl_easy_setopt_ptr(easy, options.keyType, "PEM")
             if let passphrase = tls.passphrase {
-                try require(passphrase.withCString { ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_KEYPASSWD, $0) }, "CURLOPT_KEYPASSWD")
+                try require(passphrase.withCString { ph_curl_easy_setopt_ptr(easy, options.keyPassword, $0) }, "KEYPASSWD")
             }
         }
     }

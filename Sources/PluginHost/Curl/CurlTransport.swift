@@ -117,7 +117,9 @@ public final class CurlTransport: Transport {
             case environment
             /// No proxy, whatever the environment says.
             case none
-            /// This proxy URL (e.g. `http://proxy.example:3128`), with hosts that bypass it.
+            /// This proxy URL (e.g. `http://proxy.example:3128`), with hosts that bypass it. An
+            /// `https://` proxy is verified with the TLS configuration of its host (its
+            /// ``Configuration/tlsOverrides`` entry, else ``Configuration/tls``).
             case url(String, noProxy: [String] = [])
         }
 
@@ -265,11 +267,22 @@ struct CurlSettings: Sendable {
     /// The same as a set of content codings (with `identity` and `x-gzip`).
     let decodable: Set<String>
     let cookieJar: CookieJar?
+    /// The TLS of the connection to an `https://` proxy URL (``CurlTransport/Configuration/proxy``):
+    /// the configuration of the proxy's host (its ``CurlTransport/Configuration/tlsOverrides``
+    /// entry, else ``CurlTransport/Configuration/tls``); nil for no proxy or a plain one.
+    let proxyTLS: PreparedTLS?
 
     init(configuration: CurlTransport.Configuration, defaultTLS: PreparedTLS, tlsOverrides: [String: PreparedTLS], encodings: String) {
         self.configuration = configuration
         self.defaultTLS = defaultTLS
         self.tlsOverrides = tlsOverrides
+        if case .url(let proxy, _) = configuration.proxy, let url = URLComponents(string: proxy), url.scheme?.lowercased() == "https",
+            let host = url.host
+        {
+            proxyTLS = tlsOverrides[Self.overrideKey(host)] ?? defaultTLS
+        } else {
+            proxyTLS = nil
+        }
         self.encodings = encodings
         var decodable = Set(encodings.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         decodable.insert("identity")
