@@ -160,6 +160,14 @@ enum ExchangeDeadline {
         return (binding.instant, binding.seconds)
     }
 
+    /// Whether waiting `delay` seconds from now reaches the deadline of the consumption that is
+    /// running (a retry's wait: its attempt would only time out, and the caller is better served
+    /// by the answer it has).
+    static func reached(after delay: Double) -> Bool {
+        guard let deadline = current else { return false }
+        return DispatchTime.now() + max(0, delay) >= deadline.instant
+    }
+
     /// The deadline `seconds` from now (a negative one is now), or nil for none (`seconds` nil or
     /// not finite).
     static func starting(_ seconds: TimeInterval?) -> (instant: DispatchTime, seconds: TimeInterval)? {

@@ -311,7 +311,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                         let wait = policy.delay(beforeRetry: retries + 1, answeredWith: why.response)
                     else { return value }
                     // A wait that would end past the consumption's deadline: this answer is the result.
-                    if Self.waitPassesDeadline(wait) { return value }
+                    if ExchangeDeadline.reached(after: wait) { return value }
                     (reason, delay) = (why.reason, wait)
                 } catch {
                     guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: method),
@@ -319,7 +319,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                     else { throw error }
                     // Past the consumption's deadline (the transport reported it first), or a wait
                     // that would end past it: no retry.
-                    if Self.waitPassesDeadline(wait) { throw error }
+                    if ExchangeDeadline.reached(after: wait) { throw error }
                     (reason, delay) = (why, wait)
                 }
                 // Cancelled meanwhile (the caller's task, or the provider's `cancelAll()`): no
@@ -341,15 +341,6 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 }
             }
         }
-    }
-}
-
-extension ResponsePipeline {
-    /// Whether waiting `delay` seconds from now reaches the deadline of the consumption that is
-    /// running: its attempt would only time out, and the caller is better served by the answer it has.
-    static func waitPassesDeadline(_ delay: Double) -> Bool {
-        guard let deadline = ExchangeDeadline.current else { return false }
-        return DispatchTime.now() + max(0, delay) >= deadline.instant
     }
 }
 
