@@ -204,23 +204,31 @@ struct CurlContentCodingTests {
         let coded = try await get(try CurlTransport(), pathAndQuery, headers: ["Accept-Encoding": "*"])
         #expect(coded.data != Self.text)
         let codings = path.split(separator: ",").map(String.init)
-        let bytes = [UInt8](coded.data)
         for size in [1, 7, 4096, 65536] {
-            let decoder = try ContentDecoder(codings: codings)
-            var decoded = Data()
-            for start in stride(from: 0, to: bytes.count, by: size) {
-                let going = try bytes[start..<min(start + size, bytes.count)].withUnsafeBytes { piece in
+            let (decoded, going, _) = try Self.decode([UInt8](coded.data), codings: codings, inPiecesOf: size)
+            #expect(going)
+            #expect(decoded == Self.text, "\(pathAndQuery) in pieces of \(size): \(decoded.count) bytes")
+        }
+    }
+
+    /// `bytes` decoded from `codings` in pieces of `size`: what came out, whether every piece
+    /// said to go on, and the coding left unfinished at the end.
+    static func decode(_ bytes: [UInt8], codings: [String], inPiecesOf size: Int) throws -> (Data, going: Bool, unfinished: String?) {
+        let decoder = try ContentDecoder(codings: codings)
+        var decoded = Data()
+        var going = true
+        for start in stride(from: 0, to: bytes.count, by: size) {
+            going =
+                try bytes[start..<min(start + size, bytes.count)].withUnsafeBytes { piece in
                     try decoder.decode(
                         piece,
                         into: {
                             decoded.append(contentsOf: $0)
                             return true
                         }, bound: { _ in true })
-                }
-                #expect(going)
-            }
-            #expect(decoded == Self.text, "\(pathAndQuery) in pieces of \(size): \(decoded.count) bytes")
+                } && going
         }
+        return (decoded, going, decoder.unfinishedCoding)
     }
 
     @Test func gzipMembersOneAfterAnotherAreOneBodyHoweverTheyAreSplit() async throws {
@@ -229,19 +237,8 @@ struct CurlContentCodingTests {
         // that does not begin a member follows the body's end, counted with the one held.
         func decode(_ pathAndQuery: String, inPiecesOf size: Int) async throws -> (decoded: Data, unfinished: String?) {
             let coded = [UInt8](try await get(try CurlTransport(), pathAndQuery, headers: ["Accept-Encoding": "*"]).data)
-            let decoder = try ContentDecoder(codings: ["gzip"])
-            var decoded = Data()
-            for start in stride(from: 0, to: coded.count, by: size) {
-                _ = try coded[start..<min(start + size, coded.count)].withUnsafeBytes { piece in
-                    try decoder.decode(
-                        piece,
-                        into: {
-                            decoded.append(contentsOf: $0)
-                            return true
-                        }, bound: { _ in true })
-                }
-            }
-            return (decoded, decoder.unfinishedCoding)
+            let (decoded, _, unfinished) = try Self.decode(coded, codings: ["gzip"], inPiecesOf: size)
+            return (decoded, unfinished)
         }
         for size in [1, 2, 3, 7, 4096, 1 << 20] {
             let whole = try await decode("gzip?members=4", inPiecesOf: size)
