@@ -37,6 +37,11 @@ extension Response {
     }
 
     /// The body as UTF-8 text, or the string at `keyPath` (dot-separated) of a JSON body.
+    ///
+    /// A key path's key names an object's member, or an array's element when it is an index
+    /// (`items.0.name`); any other key applied to an array is taken from each element, as Moya's
+    /// key-value coding does (`items.name`: every element's `name`, `null` where one has none).
+    /// A path that is not in the body is ``NetworkError/keyPathNotFound(keyPath:_:)``.
     public func mapString(atKeyPath keyPath: String? = nil) throws(NetworkError) -> String {
         guard let keyPath else {
             guard let string = String(data: data, encoding: .utf8) else { throw .stringMapping(self) }
@@ -46,7 +51,8 @@ extension Response {
         return string
     }
 
-    /// Decodes the body, or the value at `keyPath`, into `type`.
+    /// Decodes the body, or the value at `keyPath` (read as ``mapString(atKeyPath:)`` reads it:
+    /// `items.0.name`, or `items.name` for every element's), into `type`.
     ///
     /// Values at a key path may be fragments (a number, string, Boolean or URL). An empty
     /// body fails with ``NetworkError/objectMapping(_:_:)`` unless `failsOnEmptyData` is
@@ -87,7 +93,11 @@ extension Response {
         }
     }
 
-    /// The Foundation value at a dot-separated key path of the JSON body.
+    /// The Foundation value at a dot-separated key path of the JSON body. A key names an
+    /// object's member, or an array's element when it is an index (`items.0.name`). Any other key
+    /// applied to an array is taken from each of its elements, as Foundation's key-value coding
+    /// (which Moya reads key paths with) does: `items.name` is every element's `name`, `null` for
+    /// an element without it.
     private func value(atKeyPath keyPath: String) throws(NetworkError) -> Any {
         let root: Any
         do {
@@ -95,16 +105,35 @@ extension Response {
         } catch {
             throw .jsonMapping(self)
         }
-        var current: Any = root
-        for key in keyPath.split(separator: ".", omittingEmptySubsequences: false) {
-            if let dictionary = current as? [String: Any], let next = dictionary[String(key)] {
-                current = next
-            } else if let array = current as? [Any], let index = Int(key), array.indices.contains(index) {
-                current = array[index]
-            } else {
-                throw .keyPathNotFound(keyPath: keyPath, self)
-            }
+        let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false)
+        guard let found = Self.value(in: root, at: keys[...], inElement: false) else {
+            throw .keyPathNotFound(keyPath: keyPath, self)
         }
-        return current
+        return found
+    }
+
+    /// The value at `keys` of `value`; nil when it is not there. Within an array's elements
+    /// (`inElement`) a missing member is `null`, as key-value coding has it; a value that has no
+    /// members (a string, a number) is not there in either case.
+    private static func value(in value: Any, at keys: ArraySlice<Substring>, inElement: Bool) -> Any? {
+        guard let key = keys.first else { return value }
+        let rest = keys.dropFirst()
+        if let object = value as? [String: Any] {
+            guard let member = object[String(key)] else { return inElement ? NSNull() : nil }
+            return Self.value(in: member, at: rest, inElement: inElement)
+        }
+        if let array = value as? [Any] {
+            if let index = Int(key) {
+                return array.indices.contains(index) ? Self.value(in: array[index], at: rest, inElement: inElement) : nil
+            }
+            var values: [Any] = []
+            values.reserveCapacity(array.count)
+            for element in array {
+                guard let found = Self.value(in: element, at: keys, inElement: true) else { return nil }
+                values.append(found)
+            }
+            return values
+        }
+        return inElement && value is NSNull ? NSNull() : nil
     }
 }

@@ -196,6 +196,32 @@ struct MoyaParityTests {
         #expect(throws: NetworkError.self) { try empty.map(String?.self, atKeyPath: "user.name") }
     }
 
+    /// A key path through an array, as Moya reads it (Foundation's key-value coding): a key
+    /// that is no index is taken from every element, `null` for an element without it; an index
+    /// picks one element. It was `keyPathNotFound` unless indexed.
+    @Test func aKeyPathThroughAnArrayTakesTheKeyFromEachElement() throws {
+        let body = #"{"items": [{"name": "a", "owner": {"id": 1}}, {"name": "b", "id": 2, "owner": null}, {"name": "c"}], "n": 3}"#
+        let response = Response(statusCode: 200, data: Data(body.utf8))
+        #expect(try response.map([String].self, atKeyPath: "items.name") == ["a", "b", "c"])
+        #expect(try response.map([Int?].self, atKeyPath: "items.id") == [nil, 2, nil])
+        #expect(try response.map([Int?].self, atKeyPath: "items.owner.id") == [1, nil, nil])
+        #expect(try response.map(String.self, atKeyPath: "items.1.name") == "b")
+        #expect(try response.mapString(atKeyPath: "items.2.name") == "c")
+        // A value with no members on the way is no path, in an element or not.
+        for path in ["items.name.first", "n.first", "items.5.name", "missing.name"] {
+            do {
+                _ = try response.map([String?].self, atKeyPath: path)
+                Issue.record("\(path): found")
+            } catch {
+                guard case .keyPathNotFound(let named, _) = error else {
+                    Issue.record("\(path): \(error)")
+                    continue
+                }
+                #expect(named == path)
+            }
+        }
+    }
+
     @Test func anEmptyBodyDecodesAnAllOptionalModelAndAnArray() throws {
         struct Profile: Decodable, Equatable {
             var name: String?
