@@ -164,8 +164,10 @@ public final class Provider<Target: TargetType>: Sendable {
         registry.cancelAll()
     }
 
-    /// How many distinct requests are in flight: being sent (identical ones shared count once),
-    /// or waiting out a ``RetryPolicy`` backoff before they are sent again.
+    /// How many distinct requests are in flight: being prepared (their endpoint and request
+    /// closure running), being sent (identical ones shared count once), or waiting out a
+    /// ``RetryPolicy`` backoff before they are sent again. A request counts from its start to
+    /// its end without a gap, so a shutdown that waits for 0 waits for it.
     public var inflightCount: Int { registry.runningCount }
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls.
@@ -181,7 +183,15 @@ public final class Provider<Target: TargetType>: Sendable {
             let epoch = registry.consumptionEpoch
             // A caller cancelled already runs neither the endpoint nor the request closure.
             if Task.isCancelled { throw .cancelled }
-            var made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
+            // Counted in flight from here (`inflightCount`), while the request closure runs too.
+            registry.beginPreparation()
+            var made: CallPlan
+            do throws(NetworkError) {
+                made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
+            } catch {
+                registry.endPreparation()
+                throw error
+            }
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let sharable = trackInflights && Self.mayShare(made) ? Self.sharingKey(made) : nil
@@ -196,7 +206,7 @@ public final class Provider<Target: TargetType>: Sendable {
             // Shared calls are shared within one generation only.
             let key = sharable.map { "\(generation.number)\n\($0)" }
             let requestID = registry.makeRequestID()
-            return try await registry.run(sharingKey: key, epoch: epoch, progress: progress) { signal, progress in
+            return try await registry.run(sharingKey: key, epoch: epoch, progress: progress, prepared: true) { signal, progress in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal, registry: self.registry)
             }.get()
         }

@@ -46,6 +46,8 @@ final class RequestRegistry: Sendable {
         var nextID: UInt64 = 0
         /// The signals of the retry backoffs being waited out (``sleep(nanoseconds:unlessCancelledSince:)``).
         var backoffs: [UInt64: CancellationSignal] = [:]
+        /// The consumptions preparing their request (``beginPreparation()``).
+        var preparing = 0
     }
 
     private let state = Locked(State())
@@ -62,10 +64,26 @@ final class RequestRegistry: Sendable {
     }
 
     /// How many distinct requests are running: a shared one a fresh one replaced after a
-    /// `cancelAll()` too, while it has callers; and the consumptions waiting out a retry's
-    /// backoff (they send again when it ends; `cancelAll()` reaches them too).
+    /// `cancelAll()` too, while it has callers; the consumptions preparing their request (its
+    /// endpoint and request closure run); and those waiting out a retry's backoff (they send
+    /// again when it ends; `cancelAll()` reaches them too).
     var runningCount: Int {
-        state.withLock { state in Set(state.joined.values.map(ObjectIdentifier.init)).count + state.inline.count + state.backoffs.count }
+        state.withLock { state in
+            Set(state.joined.values.map(ObjectIdentifier.init)).count + state.inline.count + state.backoffs.count + state.preparing
+        }
+    }
+
+    /// A consumption begins preparing its request (its endpoint and request closure run): it is
+    /// counted by ``runningCount`` until its request is registered (``run(sharingKey:epoch:progress:prepared:work:)``
+    /// with `prepared`, in the same step) or ``endPreparation()`` says it made none, so the count
+    /// never reads 0 in between. (A `cancelAll()` meanwhile reaches it by its epoch.)
+    func beginPreparation() {
+        state.withLock { $0.preparing += 1 }
+    }
+
+    /// The preparation begun by ``beginPreparation()`` ended without a request (it failed).
+    func endPreparation() {
+        state.withLock { $0.preparing -= 1 }
     }
 
     /// A fresh identifier, unique within this registry, for a waiter or an entry (request ids
@@ -80,9 +98,12 @@ final class RequestRegistry: Sendable {
     /// Runs `work`, or joins an identical running request when `sharingKey` matches one.
     /// `epoch`: ``cancellations`` when the caller's consumption began; a ``cancelAll()`` since,
     /// which came before this request was registered, cancels it as one after would.
-    func run(sharingKey: String?, epoch: Int? = nil, progress: Progress? = nil, work: @escaping Work) async -> Outcome {
-        guard let sharingKey else { return await runInline(work, epoch: epoch, progress: progress) }
-        return await runShared(key: sharingKey, epoch: epoch, progress: progress, work: work)
+    /// `prepared`: the request ends a preparation (``beginPreparation()``) as it is registered.
+    func run(
+        sharingKey: String?, epoch: Int? = nil, progress: Progress? = nil, prepared: Bool = false, work: @escaping Work
+    ) async -> Outcome {
+        guard let sharingKey else { return await run(reserve(epoch: epoch, prepared: prepared), progress: progress, work: work) }
+        return await runShared(key: sharingKey, epoch: epoch, progress: progress, prepared: prepared, work: work)
     }
 
     /// How many times ``cancelAll()`` was called: a consumption that reads it at its start and
@@ -108,7 +129,7 @@ final class RequestRegistry: Sendable {
     /// cancelled or ``cancelAll()`` is called, or was since `epoch` (a value of ``cancellations``).
     func sleep(nanoseconds: UInt64, unlessCancelledSince epoch: Int) async -> Bool {
         let signal = CancellationSignal()
-        let id = register(signal, in: \.backoffs, epoch: epoch)
+        let id = register(signal, in: \.backoffs, epoch: epoch, prepared: false)
         defer { _ = state.withLock { $0.backoffs.removeValue(forKey: id) } }
         guard !signal.isCancelled else { return false }
         let sleeper = Task { (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
@@ -121,19 +142,18 @@ final class RequestRegistry: Sendable {
 
     /// Puts `signal` in `table`, where ``cancelAll()`` finds it, and returns its key; cancels it
     /// when a `cancelAll()` came since `epoch`. Read once registered: a `cancelAll()` before is
-    /// counted here, one after finds the signal.
-    private func register(_ signal: CancellationSignal, in table: WritableKeyPath<State, [UInt64: CancellationSignal]>, epoch: Int?) -> UInt64 {
+    /// counted here, one after finds the signal. `prepared`: it ends a preparation, in the same step.
+    private func register(
+        _ signal: CancellationSignal, in table: WritableKeyPath<State, [UInt64: CancellationSignal]>, epoch: Int?, prepared: Bool
+    ) -> UInt64 {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             state[keyPath: table][state.nextID] = signal
+            if prepared { state.preparing -= 1 }
             return state.nextID
         }
         if let epoch, cancellations.value != epoch { signal.cancel() }
         return id
-    }
-
-    private func runInline(_ work: Work, epoch: Int?, progress: Progress?) async -> Outcome {
-        await run(reserve(epoch: epoch), progress: progress, work: work)
     }
 
     /// A request registered now and run later (``run(_:progress:work:)``): counted by
@@ -145,9 +165,9 @@ final class RequestRegistry: Sendable {
     }
 
     /// Registers a request that will run: see ``Reservation``.
-    func reserve(epoch: Int?) -> Reservation {
+    func reserve(epoch: Int?, prepared: Bool = false) -> Reservation {
         let signal = CancellationSignal()
-        return Reservation(id: register(signal, in: \.inline, epoch: epoch), signal: signal)
+        return Reservation(id: register(signal, in: \.inline, epoch: epoch, prepared: prepared), signal: signal)
     }
 
     /// Runs the reserved request, unshared, in the caller's task.
@@ -161,11 +181,13 @@ final class RequestRegistry: Sendable {
         }
     }
 
-    private func runShared(key: String, epoch: Int?, progress: Progress?, work: @escaping Work) async -> Outcome {
+    private func runShared(key: String, epoch: Int?, progress: Progress?, prepared: Bool, work: @escaping Work) async -> Outcome {
         let waiterID = makeID()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: Waiter) in
                 state.withLock { state in
+                    // The preparation ends here, whatever follows: a waiter, or an answer at once.
+                    if prepared { state.preparing -= 1 }
                     // Cancelled already (the flag is set before `leave` runs, so a `leave` that
                     // found nothing came before this), or by a `cancelAll()` since the
                     // consumption began (one after this takes the lock finds the entry's signal).

@@ -177,6 +177,39 @@ struct CancellationTests {
         #expect(provider.inflightCount == 0)
     }
 
+    /// A request whose request closure runs is in flight, and counts from its start to its end
+    /// without a gap (`inflightCount` read 0 while the closure waited, and a shutdown that waited
+    /// for 0 went on before the request was sent); so do two identical ones a provider that
+    /// shares exchanges makes, until they share one. A closure that fails leaves nothing counted.
+    @Test(arguments: [false, true]) func aRequestInItsRequestClosureIsInFlight(_ sharing: Bool) async throws {
+        let release = LockedBox(false)
+        let entered = LockedCounter()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                entered.increment()
+                // Until released (at most 10 s), with no thread held.
+                for _ in 0..<400 where !release.get() { try? await Task.sleep(nanoseconds: 25_000_000) }
+                if request.url?.path == "/status/418" { throw NetworkError.requestMapping("refused") }
+                return request
+            }, stubClosure: { _ in .immediate }, trackInflights: sharing)
+        let target = try Bin("get")
+        let tasks = (0..<2).map { _ in Task { await provider.request(target).result } }
+        #expect(await eventually(10) { entered.value == 2 })
+        #expect(provider.inflightCount == 2)
+        release.set(true)
+        for task in tasks { #expect(try await task.value.get().statusCode == 200) }
+        #expect(provider.inflightCount == 0)
+
+        let teapot = try Bin("status/418")
+        let failing = Task { await provider.request(teapot).result }
+        #expect(await eventually(10) { entered.value == 3 })
+        guard case .failure(.requestMapping) = await failing.value else {
+            Issue.record("the failing closure did not fail the request")
+            return
+        }
+        #expect(provider.inflightCount == 0)
+    }
+
     /// A token cancelled after the request ended, while its completion waits for the queue,
     /// delivers `.cancelled` as it promises (it delivered the value).
     @Test func aTokenCancelledBeforeItsCompletionRanDeliversCancelled() async throws {
