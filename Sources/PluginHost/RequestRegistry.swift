@@ -183,6 +183,11 @@ final class RequestRegistry: Sendable {
 
     private func runShared(key: String, epoch: Int?, progress: Progress?, prepared: Bool, work: @escaping Work) async -> Outcome {
         let waiterID = makeID()
+        // Closed before this caller returns: a report the exchange was making to the callers as
+        // this one left (its handler taken from the table already) reaches it no more.
+        let gate = progress.map(ProgressGate.init)
+        defer { gate?.close() }
+        let progress = gate?.handler
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: Waiter) in
                 state.withLock { state in
@@ -267,6 +272,31 @@ final class RequestRegistry: Sendable {
             orphaned.task?.cancel()
         }
         waiter?.resume(returning: .failure(.cancelled))
+    }
+}
+
+/// A caller's progress handler behind a gate its caller closes as it returns. A report is made
+/// holding the gate's lock, so once ``close()`` returns none is being made, and none is made
+/// after: a caller hears of no progress after its call returned.
+final class ProgressGate: Sendable {
+    private let open = Locked(true)
+    private let inner: @Sendable (TransferProgress) -> Void
+
+    init(_ handler: @escaping @Sendable (TransferProgress) -> Void) {
+        inner = handler
+    }
+
+    /// Tells the handler, unless the gate is closed.
+    func report(_ value: TransferProgress) {
+        open.withLock { if $0 { inner(value) } }
+    }
+
+    /// ``report(_:)`` as a handler.
+    var handler: @Sendable (TransferProgress) -> Void { { self.report($0) } }
+
+    /// Closes the gate, after a report being made ends.
+    func close() {
+        open.withLock { $0 = false }
     }
 }
 

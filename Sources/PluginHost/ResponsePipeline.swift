@@ -77,15 +77,10 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         let body = self.body
         // A caller cancelled already starts nothing.
         if Task.isCancelled { throw .cancelled }
-        // Closed when this consumption returns: a stage still running reports to no one. A report
-        // is made holding the lock, so none is still being made once the gate is closed.
-        let open = Locked(true)
-        var gated: ProgressHandler?
-        if let progress {
-            gated = { value in open.withLock { if $0 { progress(value) } } }
-        }
-        let reports = gated
-        defer { open.withLock { $0 = false } }
+        // Closed when this consumption returns: a stage still running reports to no one.
+        let gate = progress.map(ProgressGate.init)
+        let reports = gate?.handler
+        defer { gate?.close() }
         // The first of the body's outcome, the deadline (nil) and the caller's cancellation (nil)
         // resumes the caller. The deadline's timer is a task, as the body is: when the machine is
         // busy both wait their turn in the same pool, and an answer that came before the deadline

@@ -210,6 +210,83 @@ struct CancellationTests {
         #expect(provider.inflightCount == 0)
     }
 
+    /// A caller that leaves a shared exchange hears of no progress after its call returned: a
+    /// report the exchange was making as it left (its handler read from the table before) reached
+    /// it after. Here the first handler a report calls holds the report (on a thread of its own,
+    /// none of the task pool's) until every other caller has left and returned; each of their
+    /// handlers then notes whether its caller had returned.
+    @Test func aCallerThatLeftASharedExchangeHearsNoMoreProgress() async throws {
+        let others = 6
+        let entered = LockedCounter()
+        let go = LockedBox(false)
+        let finish = LockedBox(false)
+        /// Reports once when told to go (from a Dispatch thread), then answers when told to finish
+        /// (at most 20 s each).
+        struct Reporting: Transport {
+            let go: LockedBox<Bool>
+            let finish: LockedBox<Bool>
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                for _ in 0..<400 where !go.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+                let report = request.progress
+                DispatchQueue.global().async { report?(TransferProgress(direction: .download, completedBytes: 1, totalBytes: 2)) }
+                for _ in 0..<400 where !finish.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+                let url = request.urlRequest.url!
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+            }
+        }
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                entered.increment()
+                return request
+            }, transport: Reporting(go: go, finish: finish), trackInflights: true)
+        let target = try Bin("get")
+        let holder = Locked<Int?>(nil)
+        let returned = (0...others).map { _ in LockedBox(false) }
+        let late = LockedCounter()
+        let leftCount = LockedCounter()
+        let tasks = (0...others).map { index in
+            Task {
+                let result: Result<Response, NetworkError>
+                do throws(NetworkError) {
+                    result = .success(
+                        try await provider.request(target).run(progress: { _ in
+                            // The first handler called holds the report until the others have returned.
+                            if holder.withLock({ first in
+                                if first == nil { first = index }
+                                return first == index
+                            }) {
+                                for _ in 0..<2000 where leftCount.value < others { usleep(5000) }
+                            } else if returned[index].get() {
+                                late.append("\(index)")
+                            }
+                        }))
+                } catch {
+                    result = .failure(error)
+                }
+                returned[index].set(true)
+                if holder.withLock({ $0 }) != index { leftCount.increment() }
+                return result
+            }
+        }
+        #expect(await eventually(10) { entered.value == others + 1 })
+        // Every caller waits on the exchange once the closure ran and the request was shared.
+        try await Task.sleep(nanoseconds: 200_000_000)
+        go.set(true)
+        #expect(await eventually(20) { holder.withLock { $0 } != nil })
+        let kept = try #require(holder.withLock { $0 })
+        for (index, task) in tasks.enumerated() where index != kept { task.cancel() }
+        for (index, task) in tasks.enumerated() where index != kept {
+            guard case .failure(.cancelled) = await task.value else {
+                Issue.record("caller \(index) was not cancelled")
+                continue
+            }
+        }
+        finish.set(true)
+        #expect(try await tasks[kept].value.get().statusCode == 200)
+        #expect(late.log.isEmpty, "callers told of progress after they returned: \(late.log)")
+    }
+
     /// A token cancelled after the request ended, while its completion waits for the queue,
     /// delivers `.cancelled` as it promises (it delivered the value).
     @Test func aTokenCancelledBeforeItsCompletionRanDeliversCancelled() async throws {
