@@ -117,9 +117,13 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         return try outcome.get()
     }
 
-    /// Runs the pipeline, reporting progress to `progress`.
+    /// Runs the pipeline, reporting progress to `progress`: never after this returns, whatever
+    /// the transport does (a report it makes later is dropped).
     public func run(progress: ProgressHandler? = nil) async throws(NetworkError) -> Value {
-        try await execute(progress)
+        guard let progress else { return try await execute(nil) }
+        let gate = ProgressGate(progress)
+        defer { gate.close() }
+        return try await execute(gate.handler)
     }
 
     /// Sends the request, runs the steps and returns the value; throws ``NetworkError``.

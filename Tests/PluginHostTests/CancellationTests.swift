@@ -287,6 +287,36 @@ struct CancellationTests {
         #expect(late.log.isEmpty, "callers told of progress after they returned: \(late.log)")
     }
 
+    /// `run(progress:)` reports nothing after it returned, whatever the transport does: this one
+    /// reports once more from another thread after it answered (it reached the caller then).
+    @Test func runReportsNoProgressAfterItReturned() async throws {
+        let reportedLate = LockedBox(false)
+        /// Answers at once, and reports progress 50 ms later.
+        struct LateReporter: Transport {
+            let done: LockedBox<Bool>
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let report = request.progress
+                DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) {
+                    report?(TransferProgress(direction: .download, completedBytes: 1, totalBytes: 1))
+                    done.set(true)
+                }
+                let url = request.urlRequest.url!
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+            }
+        }
+        let provider = Provider<Bin>(transport: LateReporter(done: reportedLate))
+        let returned = LockedBox(false)
+        let afterReturn = LockedCounter()
+        let response = try await provider.request(try Bin("get")).run(progress: { _ in
+            if returned.get() { afterReturn.increment() }
+        })
+        returned.set(true)
+        #expect(response.statusCode == 200)
+        #expect(await eventually(10) { reportedLate.get() })
+        #expect(afterReturn.value == 0)
+    }
+
     /// A token cancelled after the request ended, while its completion waits for the queue,
     /// delivers `.cancelled` as it promises (it delivered the value).
     @Test func aTokenCancelledBeforeItsCompletionRanDeliversCancelled() async throws {
