@@ -136,28 +136,38 @@ enum LimitFailure {
 /// The absolute deadline of the exchange that is running, set by ``ResponsePipeline`` when it
 /// is consumed with a ``RequestLimits/deadline``, read when the transport request is made.
 enum ExchangeDeadline {
-    /// A consumption's deadline, bound to the work it runs. It counts only while the consumption
+    /// A consumption's deadline, bound to the work it runs, with the binding of the consumption
+    /// it runs within (a request closure's request, say). It counts while the consumption's work
     /// runs: a `Task {}` started within it inherits the binding (task-locals pass to unstructured
-    /// tasks) and may outlive it, and a request that task makes later is not held to a deadline
-    /// that is not its own. (The consumption's own work, cancelled when it ends early, starts
-    /// nothing after: a cancelled caller starts nothing.)
+    /// tasks) and may outlive it, and a request that task makes once the work has ended is not
+    /// held to a deadline that is not its own. Work still running after the deadline passed (a
+    /// stage deaf to cancellation, a task it awaits) keeps it: what it starts times out at once.
     final class Binding: Sendable {
         let instant: DispatchTime
         let seconds: TimeInterval
-        /// Ended when the consumption returns.
+        /// The binding of the consumption this one runs within, when there was one.
+        let parent: Binding?
+        /// Ended when the consumption's work ends.
         let life = ConsumptionLife()
 
-        init(_ deadline: (instant: DispatchTime, seconds: TimeInterval)) {
+        init(_ deadline: (instant: DispatchTime, seconds: TimeInterval), parent: Binding?) {
             (instant, seconds) = deadline
+            self.parent = parent
         }
     }
 
     @TaskLocal static var binding: Binding?
 
-    /// The deadline of the consumption this task runs in, while it runs; else nil.
+    /// The earliest deadline of the consumptions this task runs within, of those whose work
+    /// still runs; else nil.
     static var current: (instant: DispatchTime, seconds: TimeInterval)? {
-        guard let binding, binding.life.isLive else { return nil }
-        return (binding.instant, binding.seconds)
+        var earliest: Binding?
+        var next = binding
+        while let node = next {
+            if node.life.isLive, earliest.map({ node.instant < $0.instant }) ?? true { earliest = node }
+            next = node.parent
+        }
+        return earliest.map { ($0.instant, $0.seconds) }
     }
 
     /// Whether waiting `delay` seconds from now reaches the deadline of the consumption that is

@@ -68,10 +68,9 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// not the caller, past the deadline; what it reports after is dropped.
     func execute(_ progress: ProgressHandler?) async throws(NetworkError) -> Value {
         // Within another consumption (a request closure that makes a request of its own, say),
-        // the earlier of the two deadlines holds: the inner one's own was ignored.
-        guard case (let instant, let seconds)? = ExchangeDeadline.starting(deadline),
-            ExchangeDeadline.current.map({ instant < $0.instant }) ?? true
-        else {
+        // the earlier of the two deadlines holds (`ExchangeDeadline.current`), and this one's
+        // own still holds if it outlives the other (started in a `Task {}`).
+        guard case (let instant, let seconds)? = ExchangeDeadline.starting(deadline) else {
             return try await body(progress)
         }
         let body = self.body
@@ -86,17 +85,19 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         // busy both wait their turn in the same pool, and an answer that came before the deadline
         // is not overtaken by a timer that fired while it waited.
         let first = Once<Result<Value, NetworkError>?>()
-        // The deadline counts for what this consumption runs until it returns (not for a task
-        // started within it that outlives it).
-        let binding = ExchangeDeadline.Binding((instant, seconds))
-        defer { binding.life.end() }
+        // The deadline counts for the work until it ends (not for a task started within it that
+        // outlives it); ended before the caller is resumed with its outcome.
+        let binding = ExchangeDeadline.Binding((instant, seconds), parent: ExchangeDeadline.binding)
         let work = ExchangeDeadline.$binding.withValue(binding) {
             Task {
+                let outcome: Result<Value, NetworkError>
                 do throws(NetworkError) {
-                    first.resume(.success(try await body(reports)))
+                    outcome = .success(try await body(reports))
                 } catch {
-                    first.resume(.failure(error))
+                    outcome = .failure(error)
                 }
+                binding.life.end()
+                first.resume(outcome)
             }
         }
         let timer = Task {
@@ -263,12 +264,10 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     func retrying(_ policy: RetryPolicy, reasonForValue: @escaping @Sendable (Value) -> RetryCause?) -> ResponsePipeline<Value> {
         let attempts = retryLoop(policy, reasonForValue: reasonForValue)
         return derived { progress async throws(NetworkError) in
-            // The pin of an enclosing retried consumption, else one of this consumption's own,
-            // let go when it returns.
-            let enclosing = ChainPin.live
-            let own = enclosing == nil ? ChainPin() : nil
-            defer { own?.end() }
-            let outcome: Result<Value, NetworkError> = await ChainPin.$current.withValue(enclosing ?? own) {
+            // This consumption's pin (taking an enclosing one's chains), let go when it returns.
+            let pin = ChainPin(parent: ChainPin.current)
+            defer { pin.end() }
+            let outcome: Result<Value, NetworkError> = await ChainPin.$current.withValue(pin) {
                 do throws(NetworkError) {
                     return .success(try await attempts(progress))
                 } catch {

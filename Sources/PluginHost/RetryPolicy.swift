@@ -89,7 +89,8 @@ public struct RetryPolicy: Sendable {
     /// response's `Retry-After` when it is longer; nil when the `Retry-After` is past
     /// ``retryAfterLimit`` (no retry). A field that is neither seconds nor an HTTP date is ignored.
     /// An HTTP date is read against the response's own `Date` when it has one (the server's clock,
-    /// which may not be this machine's), else against `now`.
+    /// which may not be this machine's), else against `now`; the time the response took to come
+    /// (or its `Age` in a cache) is not taken off.
     func delay(beforeRetry n: Int, answeredWith response: Response?, now: Double = Date().timeIntervalSince1970) -> Double? {
         let backoff = delay(beforeRetry: n)
         let fields = response?.response

@@ -23,8 +23,9 @@
                                   chunked=1: no Content-Length (sent chunked); split=1: a Content-Encoding
                                   field per coding; location=L: a Location (with status=302); the coding
                                   zstd-window-32m: zstd whose frame asks for a 32 MiB window (listed as zstd);
-                                  members=N: gzip only, the text in N gzip members one after another (the
-                                  last one empty); tail=HEX: those bytes after its end
+                                  members=N: gzip alone (the codings listed are not applied), the text in
+                                  N (at least 2) gzip members one after another, the last one empty;
+                                  tail=HEX: those bytes after its end
 
 The signature checks are an independent implementation (Python's hmac and hashlib) of the schemes in
 PluginsContrib/Signature/README.md, with the secret below. Counters live in files (gunicorn runs several
@@ -324,8 +325,8 @@ def app(environ, start_response):
         if "members" in query:
             # `cat a.gz b.gz ...` (RFC 1952 §2.2): N members, the text split among all but the last,
             # which is empty; each member made by Python's gzip, independently of the decoder.
-            count = int(query["members"])
-            step = -(-len(plain) // max(1, count - 1))
+            count = max(2, int(query["members"]))
+            step = -(-len(plain) // (count - 1))
             parts = [plain[i:i + step] for i in range(0, len(plain), step)][:count - 1] + [b""]
             data = b"".join(gzip.compress(part, mtime=0) for part in parts)
         if query.get("corrupt") == "1":

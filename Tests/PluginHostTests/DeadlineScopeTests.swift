@@ -91,8 +91,8 @@ struct DeadlineScopeTests {
 
     /// A `Task {}` started within a consumption inherits its task-locals, its deadline's binding
     /// among them: a request the task makes while the consumption runs keeps that deadline, and
-    /// one it makes after the consumption returned has none of it (it took the deadline, long
-    /// passed, of a request that had ended: `timedOut` at once over a transport).
+    /// one it makes after the consumption returned has none of it (it kept the deadline of a
+    /// request that had ended, which would have timed it out once passed).
     @Test func aTaskStartedWithinAConsumptionHasItsDeadlineOnlyWhileItRuns() async throws {
         let seen = LockedCounter()
         let inner = Provider<Bin>(transport: DeadlineWitness(seen: seen))
@@ -115,6 +115,94 @@ struct DeadlineScopeTests {
         #expect(await eventually(60) { later.get() != nil })
         #expect(later.get() == 200)
         #expect(seen.log == ["a deadline", "no deadline"])
+    }
+
+    /// A consumption with a deadline of its own, started within another whose deadline is earlier
+    /// (in a `Task {}`) and outliving it, keeps its own deadline after the other ended: its sends
+    /// after that had none (it ran under the other's, which ended).
+    @Test func aNestedConsumptionThatOutlivesTheOtherKeepsItsOwnDeadline() async throws {
+        let seen = LockedCounter()
+        let outerEnded = LockedBox(false)
+        /// The first send waits (at most 20 s) until the outer consumption ended, and answers 503;
+        /// the next 200. Each notes whether a deadline was in its plan.
+        struct Witness: Transport {
+            let seen: LockedCounter
+            let outerEnded: LockedBox<Bool>
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let first = seen.log.isEmpty
+                seen.append(request.deadline == nil ? "no deadline" : "a deadline")
+                if first { for _ in 0..<400 where !outerEnded.get() { try? await Task.sleep(nanoseconds: 50_000_000) } }
+                let url = request.urlRequest.url!
+                let status = first ? 503 : 200
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+            }
+        }
+        let inner = Provider<Bin>(transport: Witness(seen: seen, outerEnded: outerEnded), limits: RequestLimits(deadline: 30))
+        let target = try Bin("get")
+        let innerStatus = LockedBox<Int?>(nil)
+        let outer = Provider<Bin>(
+            requestClosure: { _, request in
+                Task {
+                    let result = await inner.request(target).retry(RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01)).result
+                    innerStatus.set((try? result.get())?.statusCode ?? -1)
+                }
+                // Returns once the inner consumption sent its first request, within this one.
+                _ = await eventually(20) { !seen.log.isEmpty }
+                return request
+            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 10))
+        #expect(try await outer.request(target).value.statusCode == 200)
+        outerEnded.set(true)
+        #expect(await eventually(30) { innerStatus.get() != nil })
+        #expect(innerStatus.get() == 200)
+        #expect(seen.log == ["a deadline", "a deadline"])
+    }
+
+    /// A task a consumption's work awaits (not a child: the deadline's cancellation does not reach
+    /// it) runs on after the deadline passed, and keeps the passed deadline: a request it makes
+    /// then is held to it (it had none once the caller got its `timedOut`).
+    @Test func aTaskTheWorkAwaitsKeepsThePassedDeadline() async throws {
+        let seen = LockedCounter()
+        let inner = Provider<Bin>(transport: DeadlineWitness(seen: seen))
+        let target = try Bin("get")
+        let callerReturned = LockedBox(false)
+        let outer = Provider<Bin>(
+            requestClosure: { _, request in
+                _ = await Task {
+                    // Until the caller has its answer (at most 20 s).
+                    _ = await eventually(20) { callerReturned.get() }
+                    return await inner.request(target).result
+                }.value
+                return request
+            }, stubClosure: { _ in .immediate }, limits: RequestLimits(deadline: 0.5))
+        let result = await outer.request(target).result
+        callerReturned.set(true)
+        guard case .failure(.underlying(let failure, _)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(failure.kind == .timedOut)
+        #expect(await eventually(30) { !seen.log.isEmpty })
+        #expect(seen.log == ["a deadline"])
+    }
+
+    /// `ExchangeDeadline.reached(after:)`: a retry's wait that ends at or past the deadline of the
+    /// consumption that runs reaches it; none does once that consumption's work ended, or with no
+    /// deadline.
+    @Test func aWaitReachesTheDeadlineOfTheWorkThatRuns() {
+        #expect(!ExchangeDeadline.reached(after: 1e9))
+        let passed = ExchangeDeadline.Binding((DispatchTime.now(), 0), parent: nil)
+        let later = ExchangeDeadline.Binding(ExchangeDeadline.starting(3600)!, parent: passed)
+        ExchangeDeadline.$binding.withValue(later) {
+            // The earlier of the two, the enclosing one's, counts.
+            #expect(ExchangeDeadline.reached(after: 0))
+            passed.life.end()
+            #expect(!ExchangeDeadline.reached(after: 10))
+            #expect(ExchangeDeadline.reached(after: 3601))
+            later.life.end()
+            #expect(!ExchangeDeadline.reached(after: 1e9))
+            #expect(ExchangeDeadline.current == nil)
+        }
     }
 
     /// The exchange callers share runs without the first caller's deadline (each caller's own

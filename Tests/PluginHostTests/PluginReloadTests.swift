@@ -311,6 +311,44 @@ struct PluginReloadTests {
         #expect(later.get()?.hasPrefix("g2-") == true, "\(String(describing: later.get()))")
     }
 
+    /// A retried consumption started within another (in a `Task {}`), that outlives it, stays on
+    /// the chain it began with: a reload between its attempts after the other ended mixed two
+    /// generations in it (it had taken the other's pin, which ended with it).
+    @Test func aNestedRetryThatOutlivesTheOtherStaysOnItsGeneration() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let providerBox = LockedBox<Provider<Bin>?>(nil)
+        let firstAttemptDone = LockedBox(false)
+        let innerResult = LockedBox<String?>(nil)
+        let innerStarted = LockedBox(false)
+        let inner = try Bin("status/503")
+        let innerPolicy = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 3) { _ in firstAttemptDone.set(true) }
+        let provider = try Provider<Bin>(
+            manifest: try writeManifest(f, generation: 1),
+            requestClosure: { _, request in
+                guard request.url?.path == "/status/200", let provider = providerBox.get(), !innerStarted.get() else { return request }
+                innerStarted.set(true)
+                Task {
+                    let result = await provider.request(inner).retry(innerPolicy).result
+                    innerResult.set((try? result.get())?.value(forHTTPHeaderField: "X-Instance") ?? "failed: \(result)")
+                }
+                // The outer consumption returns once the inner one's first attempt ended within it.
+                _ = await eventually(20) { firstAttemptDone.get() }
+                return request
+            })
+        providerBox.set(provider)
+        let outer = try await provider.request(try Bin("status/200")).retry(RetryPolicy(retryLimit: 1)).value
+        #expect(outer.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g1-") == true)
+        // The outer one ended; the inner one waits out its 3 s backoff. Reloaded meanwhile:
+        _ = try writeManifest(f, generation: 2)
+        try provider.reloadPlugins()
+        #expect(await eventually(30) { innerResult.get() != nil })
+        #expect(innerResult.get()?.hasPrefix("g1-") == true, "\(String(describing: innerResult.get()))")
+        // A request of its own takes the new generation.
+        #expect(try await provider.request(try Bin("status/200")).value.value(forHTTPHeaderField: "X-Instance")?.hasPrefix("g2-") == true)
+    }
+
     /// A reload asked for from within a reload of the same provider (here by a subscriber that
     /// the new plugin's `create` reached) is refused saying why: it waited for itself, for good.
     @Test func aReloadFromWithinAReloadIsRefused() throws {

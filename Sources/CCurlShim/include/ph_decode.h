@@ -28,7 +28,8 @@ extern "C" {
 
 /* ph_decoder_step's results. */
 #define PH_DECODE_OK 0     /* went on: call again while input is left or the output was filled */
-#define PH_DECODE_END 1    /* the coded stream ended (input past its end is an error, next call) */
+#define PH_DECODE_END 1    /* the coded stream ended (input past its end is an error, next call, but
+                            * for another gzip member or zstd frame) */
 #define PH_DECODE_ERROR -1 /* the input is not in the coding; `error` says why */
 
 typedef struct ph_decoder ph_decoder;
@@ -44,11 +45,13 @@ ph_decoder *ph_decoder_new(int coding, char *error, size_t error_size);
 /* Decodes from `in` (`in_len` bytes; NULL with 0 to drain what the decoder holds) into `out`
  * (`out_cap` bytes): sets `*consumed` and `*produced`. Returns PH_DECODE_OK, PH_DECODE_END,
  * or PH_DECODE_ERROR with a reason in `error`. Input after the end of the coded stream is an
- * error (zstd: another frame may follow, as its format allows). */
+ * error (gzip: another member may follow, RFC 1952 §2.2; zstd: another frame, as its format
+ * allows). */
 int ph_decoder_step(ph_decoder *decoder, const unsigned char *in, size_t in_len, size_t *consumed,
                     unsigned char *out, size_t out_cap, size_t *produced, char *error, size_t error_size);
 
-/* 1 when the coded stream ended whole (zstd: its last frame so far); 0 while more is due: a
+/* 1 when the coded stream ended whole (gzip: its last member so far; zstd: its last frame so
+ * far); 0 while more is due (a next member's magic half in, say): a
  * body that ends here was cut short, or is corrupt in a way that reads as a cut. */
 int ph_decoder_ended(const ph_decoder *decoder);
 

@@ -36,30 +36,54 @@ struct LoadedPluginSummary: Sendable, Equatable {
 
 /// Pins a provider's chain for the rest of a pipeline consumption that may send more than once
 /// (``ResponsePipeline/retry(_:)``), so a reload in between does not mix generations in it.
-/// It pins only while the consumption runs: a `Task {}` started within it, which inherits it and
-/// may outlive it, takes the chain of its own time once the consumption has returned.
+/// A retried consumption within another takes the other's pinned chains, and keeps them should
+/// it outlive it (started in a `Task {}`). A pin counts only while its consumption runs: a
+/// `Task {}` started within it, which inherits it and may outlive it, takes the chain of its own
+/// time once the consumption has returned.
 final class ChainPin: Sendable {
     @TaskLocal static var current: ChainPin?
-    /// Per owner (kept alive here, so its identifier cannot be reused while the pin lives).
-    private let pinned = Locked([ObjectIdentifier: (owner: any AnyObject & Sendable, generation: ChainGeneration)]())
-    private let life = ConsumptionLife()
+    /// The pin of the retried consumption this one runs within, when there was one.
+    private let parent: ChainPin?
+    /// Whether the consumption runs, and its chains per owner (kept alive here, so an owner's
+    /// identifier cannot be reused while the pin lives): one lock, so a pin that ended takes no more.
+    private let state = Locked((live: true, pinned: [ObjectIdentifier: (owner: any AnyObject & Sendable, generation: ChainGeneration)]()))
 
-    /// The pin of the consumption this task runs in, while it runs.
-    static var live: ChainPin? { current.flatMap { $0.life.isLive ? $0 : nil } }
+    init(parent: ChainPin?) {
+        self.parent = parent
+    }
 
     /// The consumption returned: nothing is pinned any more, and the chains pinned are let go.
     func end() {
-        life.end()
-        pinned.withLock { $0.removeAll() }
+        state.withLock { state in
+            state.live = false
+            state.pinned.removeAll()
+        }
     }
 
-    /// The generation `owner` pinned in this consumption, else `make()` (pinned when a pin is active).
+    /// The generation `owner` pinned in the consumptions this task runs within (the innermost
+    /// that still runs), else `make()`, pinned in them.
     static func generation(for owner: any AnyObject & Sendable, _ make: () -> ChainGeneration) -> ChainGeneration {
-        guard let pin = live else { return make() }
-        return pin.pinned.withLock { table in
-            if let entry = table[ObjectIdentifier(owner)] { return entry.generation }
-            let generation = make()
-            table[ObjectIdentifier(owner)] = (owner, generation)
+        var next = current
+        while let pin = next {
+            if let generation = pin.pinned(for: owner, make) { return generation }
+            next = pin.parent
+        }
+        return make()
+    }
+
+    /// This pin's generation for `owner` (its parent's, or `make()`, pinned now); nil once ended.
+    private func pinned(for owner: any AnyObject & Sendable, _ make: () -> ChainGeneration) -> ChainGeneration? {
+        state.withLock { state in
+            guard state.live else { return nil }
+            if let entry = state.pinned[ObjectIdentifier(owner)] { return entry.generation }
+            var inherited: ChainGeneration?
+            var next = parent
+            while inherited == nil, let pin = next {
+                inherited = pin.pinned(for: owner, make)
+                next = pin.parent
+            }
+            let generation = inherited ?? make()
+            state.pinned[ObjectIdentifier(owner)] = (owner, generation)
             return generation
         }
     }
