@@ -341,7 +341,7 @@ final class ConsumptionEpoch: Sendable {
 }
 
 /// Whether the consumption a task-local binding belongs to still runs: what it passes down
-/// (its epoch, its pinned chains; its deadline, until its work ends) counts only until then, not
+/// (its epoch; its deadline, until its work ends) counts only until then, not
 /// in the tasks started within it that outlive it.
 final class ConsumptionLife: Sendable {
     private let live = Locked(true)
