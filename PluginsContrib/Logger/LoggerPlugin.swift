@@ -399,54 +399,87 @@ public struct LoggerPlugin: ExportablePlugin {
     func redactFields(in text: String, contentType: String?, whole: Bool, found: inout [String]) -> String {
         guard !redactedFields.isEmpty else { return text }
         let type = contentType?.lowercased()
-        let start = text.utf8.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
-        if type?.contains("json") ?? (start == UInt8(ascii: "{") || start == UInt8(ascii: "[")) {
-            return Self.redactJSONMembers(in: text, names: redactedFields, found: &found)
-        }
-        if let contentType, type?.hasPrefix("multipart/form-data") == true,
+        // Read by its media type (a parameter, such as a boundary, may hold `json`).
+        let mediaType = type.map { String($0.prefix { $0 != ";" }) }
+        if let contentType, mediaType?.hasPrefix("multipart/form-data") == true,
             let boundary = Self.headerParameter("boundary", in: contentType[...]), !boundary.isEmpty
         {
             return Self.redactMultipartParts(in: text, boundary: boundary, names: redactedFields, whole: whole, found: &found)
         }
+        let start = text.utf8.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
+        if mediaType?.contains("json") ?? (start == UInt8(ascii: "{") || start == UInt8(ascii: "[")) {
+            return Self.redactJSONMembers(in: text, names: redactedFields, found: &found)
+        }
         let form =
-            type.map { $0.hasPrefix("application/x-www-form-urlencoded") }
+            mediaType.map { $0.hasPrefix("application/x-www-form-urlencoded") }
             ?? (text.contains("=") && !text.contains(where: { $0 == " " || $0 == "\n" || $0 == "\r" }))
         return form ? Self.redactFormFields(in: text, names: redactedFields, whole: whole, found: &found) : text
     }
 
     /// A `multipart/form-data` body (RFC 7578) with the contents of the parts `names` names (by
     /// the `name` of their `Content-Disposition`, matched as a form field's is) as `<redacted>`,
-    /// their header fields and every other part as they were. The part a cut text (`whole`
-    /// false) ends in is redacted to the end of the text, and its value not collected in `found`.
+    /// their header fields and every other part as they were. A delimiter is `--` and the boundary
+    /// at the start of a line (RFC 2046 §5.1.1: a value holding them elsewhere is no delimiter);
+    /// lines may end in CRLF or, in a body made by hand, LF. The part a cut text (`whole` false)
+    /// ends in is redacted to the end of the text, and its value not collected in `found`. Read as
+    /// bytes: Swift's `Character` takes CRLF as one, which a search for LF would not find.
     static func redactMultipartParts(in text: String, boundary: String, names: Set<String>, whole: Bool, found: inout [String]) -> String {
-        let delimiter = "--" + boundary
-        let pieces = text.components(separatedBy: delimiter)
-        var out = pieces[0]
-        for (index, piece) in pieces.enumerated().dropFirst() {
-            out += delimiter
-            guard let headersEnd = piece.range(of: "\r\n\r\n"), let name = partName(piece[..<headersEnd.lowerBound]),
+        let bytes = Array(text.utf8)
+        let dashBoundary = Array(("--" + boundary).utf8)
+        let lf = UInt8(ascii: "\n")
+        let cr = UInt8(ascii: "\r")
+        func matches(_ pattern: [UInt8], at index: Int) -> Bool {
+            index + pattern.count <= bytes.count && bytes[index..<index + pattern.count].elementsEqual(pattern)
+        }
+        var delimiters: [Int] = []
+        for index in bytes.indices where (index == 0 || bytes[index - 1] == lf) && matches(dashBoundary, at: index) {
+            delimiters.append(index)
+        }
+        var out = Array(bytes[0..<(delimiters.first ?? bytes.count)])
+        for (number, start) in delimiters.enumerated() {
+            let pieceStart = start + dashBoundary.count
+            let end = number + 1 < delimiters.count ? delimiters[number + 1] : bytes.count
+            out += dashBoundary
+            // The part's header fields end at the first empty line.
+            var headersEnd: Int?
+            var index = pieceStart
+            while headersEnd == nil, index < end {
+                if bytes[index] == lf {
+                    if index + 1 < end, bytes[index + 1] == lf {
+                        headersEnd = index + 2
+                    } else if index + 2 < end, bytes[index + 1] == cr, bytes[index + 2] == lf {
+                        headersEnd = index + 3
+                    }
+                }
+                index += 1
+            }
+            guard let headersEnd, let name = partName(String(decoding: bytes[pieceStart..<headersEnd], as: UTF8.self)),
                 FieldNames.matches(name, names)
             else {
-                out += piece
+                out += bytes[pieceStart..<end]
                 continue
             }
-            out += piece[..<headersEnd.upperBound] + "<redacted>"
-            let content = piece[headersEnd.upperBound...]
+            out += bytes[pieceStart..<headersEnd]
+            out += Array("<redacted>".utf8)
             // Cut short: the rest of the text is this part's.
-            if !whole, index == pieces.count - 1 { continue }
-            // The line break before the next delimiter is the delimiter's (RFC 2046 §5.1.1).
-            let lineBreak = content.range(of: "\r\n", options: [.backwards, .anchored])
-            let value = String(content[..<(lineBreak?.lowerBound ?? content.endIndex)])
-            if !value.isEmpty { found.append(value) }
-            if let lineBreak { out += content[lineBreak.lowerBound...] }
+            if !whole, number == delimiters.count - 1 { continue }
+            // The line break before the next delimiter is the delimiter's.
+            var contentEnd = end
+            if contentEnd > headersEnd, bytes[contentEnd - 1] == lf {
+                contentEnd -= 1
+                if contentEnd > headersEnd, bytes[contentEnd - 1] == cr { contentEnd -= 1 }
+            }
+            let value = String(decoding: bytes[headersEnd..<contentEnd], as: UTF8.self)
+            if !value.isEmpty { found += [value, FieldNames.asciiJSON(value)] }
+            out += bytes[contentEnd..<end]
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The `name` of a multipart part's `Content-Disposition` (`form-data; name="password"`),
     /// percent-decoded as browsers encode it; nil when the part has none.
-    static func partName(_ headers: Substring) -> String? {
-        for line in headers.components(separatedBy: "\r\n") {
+    static func partName(_ headers: String) -> String? {
+        for line in headers.components(separatedBy: .newlines) {
             guard let colon = line.firstIndex(of: ":"),
                 line[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "content-disposition",
                 let name = headerParameter("name", in: line[line.index(after: colon)...])

@@ -166,8 +166,9 @@ public final class Provider<Target: TargetType>: Sendable {
 
     /// How many distinct requests are in flight: being prepared (their endpoint and request
     /// closure running), being sent (identical ones shared count once), or waiting out a
-    /// ``RetryPolicy`` backoff before they are sent again. A request counts from its start to
-    /// its end without a gap, so a shutdown that waits for 0 waits for it.
+    /// ``RetryPolicy`` backoff before they are sent again. A request counts from its start, its
+    /// request closure included; between a retried request's attempts it may read 0 for a moment
+    /// before its backoff is counted.
     public var inflightCount: Int { registry.runningCount }
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls.

@@ -40,8 +40,9 @@ extension Response {
     ///
     /// A key path's key names an object's member, or an array's element when it is an index
     /// (`items.0.name`); any other key applied to an array is taken from each element, as Moya's
-    /// key-value coding does (`items.name`: every element's `name`, `null` where one has none).
-    /// A path that is not in the body is ``NetworkError/keyPathNotFound(keyPath:_:)``.
+    /// key-value coding does (`items.name`: every element's `name`, `null` where one has no such
+    /// member). A path that is not in the body is ``NetworkError/keyPathNotFound(keyPath:_:)``:
+    /// a key through a string or a number, an index past an array's end (in any element too).
     public func mapString(atKeyPath keyPath: String? = nil) throws(NetworkError) -> String {
         guard let keyPath else {
             guard let string = String(data: data, encoding: .utf8) else { throw .stringMapping(self) }

@@ -177,13 +177,28 @@ struct CancellationTests {
         #expect(provider.inflightCount == 0)
     }
 
-    /// A request whose request closure runs is in flight, and counts from its start to its end
-    /// without a gap (`inflightCount` read 0 while the closure waited, and a shutdown that waited
-    /// for 0 went on before the request was sent); so do two identical ones a provider that
-    /// shares exchanges makes, until they share one. A closure that fails leaves nothing counted.
+    /// A request whose request closure runs is in flight (`inflightCount` read 0 while the closure
+    /// waited, and a shutdown that waited for 0 went on before the request was sent). Two identical
+    /// ones a provider that shares exchanges makes count as two until they share one; a closure
+    /// that fails leaves nothing counted.
     @Test(arguments: [false, true]) func aRequestInItsRequestClosureIsInFlight(_ sharing: Bool) async throws {
         let release = LockedBox(false)
+        let finish = LockedBox(false)
         let entered = LockedCounter()
+        let sends = LockedCounter()
+        /// Answers once told to finish (at most 20 s): a transport the provider may share (a stub's
+        /// exchanges are never shared).
+        struct Held: Transport {
+            let finish: LockedBox<Bool>
+            let sends: LockedCounter
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                sends.increment()
+                for _ in 0..<400 where !finish.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+                let url = request.urlRequest.url!
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+            }
+        }
         let provider = Provider<Bin>(
             requestClosure: { _, request in
                 entered.increment()
@@ -191,13 +206,18 @@ struct CancellationTests {
                 for _ in 0..<400 where !release.get() { try? await Task.sleep(nanoseconds: 25_000_000) }
                 if request.url?.path == "/status/418" { throw NetworkError.requestMapping("refused") }
                 return request
-            }, stubClosure: { _ in .immediate }, trackInflights: sharing)
+            }, transport: Held(finish: finish, sends: sends), trackInflights: sharing)
         let target = try Bin("get")
         let tasks = (0..<2).map { _ in Task { await provider.request(target).result } }
         #expect(await eventually(10) { entered.value == 2 })
         #expect(provider.inflightCount == 2)
         release.set(true)
+        // Shared: one exchange for both; else two.
+        let expected = sharing ? 1 : 2
+        #expect(await eventually(10) { sends.value == expected && provider.inflightCount == expected }, "\(sends.value) sends")
+        finish.set(true)
         for task in tasks { #expect(try await task.value.get().statusCode == 200) }
+        #expect(sends.value == expected)
         #expect(provider.inflightCount == 0)
 
         let teapot = try Bin("status/418")

@@ -87,11 +87,11 @@ struct CurlTLSTests {
         #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, clientCertificate: client))) == 200)
     }
 
-    /// An `https://` proxy is verified as an origin is, with the TLS configuration of its host
-    /// (its `tlsOverrides` entry, else `tls`): a private CA, a pinned key, a client certificate.
-    /// libcurl's own CA store was all it was checked against: a proxy with a certificate of a
-    /// private CA failed whatever the configuration trusted. The requests are plain `http://`
-    /// through the proxy (httpbin over TLS plays it, and answers for the origin).
+    /// An `https://` proxy is verified with its host's `tlsOverrides` entry (a private CA, a pinned
+    /// key, a client certificate), else against the system's trust store: the default `tls` is the
+    /// origins' (its roots and pins would refuse a proxy they are not meant for). libcurl's own CA
+    /// store was all a proxy was checked against: one with a certificate of a private CA could not
+    /// be used. The requests are plain `http://` through the proxy (httpbin over TLS plays it).
     @Test func anHTTPSProxyIsVerifiedWithItsHostsTLSConfiguration() async throws {
         func viaProxy(
             _ proxy: String, tls: TLSConfiguration = TLSConfiguration(), overrides: [String: TLSConfiguration] = [:]
@@ -111,22 +111,37 @@ struct CurlTLSTests {
         let proxy = try Self.env("HTTPBIN_TLS_URL")
         let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
         #expect(kind(try await viaProxy(proxy)) == .serverCertificateUntrusted)
-        let trusted = try await viaProxy(proxy, tls: TLSConfiguration(trustRoots: ca))
+        let trusted = try await viaProxy(proxy, overrides: ["127.0.0.1": TLSConfiguration(trustRoots: ca)])
         #expect(status(trusted) == 200)
         let echo = try JSONSerialization.jsonObject(with: try trusted.get().data) as? [String: Any]
         // httpbin names the scheme it was reached by (TLS), and the origin's host.
         #expect((echo?["url"] as? String)?.hasSuffix("://origin.example.test/get") == true, "the request went through the proxy")
-        // The proxy host's own entry, the default trusting the system store alone.
-        #expect(status(try await viaProxy(proxy, overrides: ["127.0.0.1": TLSConfiguration(trustRoots: ca)])) == 200)
+        // The default `tls` is the origins': a proxy without an entry is not held to it.
+        #expect(kind(try await viaProxy(proxy, tls: TLSConfiguration(trustRoots: ca))) == .serverCertificateUntrusted)
         let otherPin = try Self.env("TLS_SELFSIGNED_PIN")
-        #expect(kind(try await viaProxy(proxy, tls: TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [otherPin]))) == .publicKeyPinMismatch)
-        #expect(status(try await viaProxy(proxy, tls: TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [try Self.env("TLS_SERVER_PIN")]))) == 200)
+        #expect(
+            kind(try await viaProxy(proxy, overrides: ["127.0.0.1": TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [otherPin])]))
+                == .publicKeyPinMismatch)
+        let pin = try Self.env("TLS_SERVER_PIN")
+        #expect(status(try await viaProxy(proxy, overrides: ["127.0.0.1": TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [pin])])) == 200)
         // A proxy that asks for a client certificate.
         let mutual = try Self.env("HTTPBIN_MTLS_URL")
-        #expect(kind(try await viaProxy(mutual, tls: TLSConfiguration(trustRoots: ca))) == .tlsHandshakeFailed)
+        #expect(kind(try await viaProxy(mutual, overrides: ["127.0.0.1": TLSConfiguration(trustRoots: ca)])) == .tlsHandshakeFailed)
         let client = TLSConfiguration.ClientCertificate(
             certificate: .file(try Self.env("TLS_CLIENT_CERT")), privateKey: .file(try Self.env("TLS_CLIENT_KEY")))
-        #expect(status(try await viaProxy(mutual, tls: TLSConfiguration(trustRoots: ca, clientCertificate: client))) == 200)
+        #expect(status(try await viaProxy(mutual, overrides: ["127.0.0.1": TLSConfiguration(trustRoots: ca, clientCertificate: client)])) == 200)
+    }
+
+    /// The host an `https://` proxy's entry is looked up by, as an origin's is: an IPv6 address
+    /// without its brackets (`URLComponents` kept them, and the entry for `::1` was passed over),
+    /// a user and password left out; no host for a plain proxy or the environment's.
+    @Test func anHTTPSProxysHostIsReadAsAnOriginsIs() {
+        #expect(CurlSettings.httpsProxyHost(.url("https://[::1]:8443")) == "::1")
+        #expect(CurlSettings.httpsProxyHost(.url("https://user:pass@proxy.example:3128")) == "proxy.example")
+        #expect(CurlSettings.httpsProxyHost(.url("HTTPS://Proxy.Example")).map(CurlSettings.overrideKey) == "proxy.example")
+        #expect(CurlSettings.httpsProxyHost(.url("http://proxy.example:3128")) == nil)
+        #expect(CurlSettings.httpsProxyHost(.environment) == nil)
+        #expect(CurlSettings.httpsProxyHost(.none) == nil)
     }
 
     @Test func perHostOverridesReplaceTheDefault() async throws {

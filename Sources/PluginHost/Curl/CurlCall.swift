@@ -302,7 +302,7 @@ final class CurlCall: @unchecked Sendable {
             noProxy.joined(separator: ",").withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_NOPROXY, $0) }
         }
         if scheme == "https" { try Self.apply(settings.tls(for: host), to: easy) }
-        // An HTTPS proxy's connection: the TLS configuration of the proxy's host.
+        // An HTTPS proxy's connection: its host's TLS configuration, else the system's trust.
         if let proxyTLS = settings.proxyTLS { try Self.apply(proxyTLS, to: easy, options: .proxy) }
         if request.download != nil { try openDownloadFile() }
         lastActivity = DispatchTime.now().uptimeNanoseconds

@@ -118,8 +118,9 @@ public final class CurlTransport: Transport {
             /// No proxy, whatever the environment says.
             case none
             /// This proxy URL (e.g. `http://proxy.example:3128`), with hosts that bypass it. An
-            /// `https://` proxy is verified with the TLS configuration of its host (its
-            /// ``Configuration/tlsOverrides`` entry, else ``Configuration/tls``).
+            /// `https://` proxy is verified with its host's ``Configuration/tlsOverrides`` entry
+            /// (trust roots, pins, client certificate), else against the system's trust store
+            /// (``Configuration/tls`` is the origins').
             case url(String, noProxy: [String] = [])
         }
 
@@ -177,11 +178,21 @@ public final class CurlTransport: Transport {
         if case .url(let proxy, _) = configuration.proxy, URL(string: proxy)?.host == nil {
             throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")
         }
+        // An https:// proxy: its host's entry, else the system's trust alone (the default `tls`
+        // is the origins': its pins or private roots would refuse a proxy of a public CA).
+        var proxyTLS: PreparedTLS?
+        if let host = CurlSettings.httpsProxyHost(configuration.proxy) {
+            if let entry = overrides[CurlSettings.overrideKey(host)] {
+                proxyTLS = entry
+            } else {
+                proxyTLS = try PreparedTLS(TLSConfiguration(), context: "tls for the proxy", systemFile: systemFile)
+            }
+        }
         self.configuration = configuration
         self.libraryDescription = library.description
         self.acceptEncoding = library.encodings.isEmpty ? nil : library.encodings
         let settings = CurlSettings(
-            configuration: configuration, defaultTLS: defaultTLS, tlsOverrides: overrides,
+            configuration: configuration, defaultTLS: defaultTLS, tlsOverrides: overrides, proxyTLS: proxyTLS,
             encodings: library.encodings)
         loop = try CurlEventLoop(settings: settings)
     }
@@ -268,21 +279,18 @@ struct CurlSettings: Sendable {
     let decodable: Set<String>
     let cookieJar: CookieJar?
     /// The TLS of the connection to an `https://` proxy URL (``CurlTransport/Configuration/proxy``):
-    /// the configuration of the proxy's host (its ``CurlTransport/Configuration/tlsOverrides``
-    /// entry, else ``CurlTransport/Configuration/tls``); nil for no proxy or a plain one.
+    /// its host's ``CurlTransport/Configuration/tlsOverrides`` entry, else the system's trust;
+    /// nil for no proxy or a plain one.
     let proxyTLS: PreparedTLS?
 
-    init(configuration: CurlTransport.Configuration, defaultTLS: PreparedTLS, tlsOverrides: [String: PreparedTLS], encodings: String) {
+    init(
+        configuration: CurlTransport.Configuration, defaultTLS: PreparedTLS, tlsOverrides: [String: PreparedTLS], proxyTLS: PreparedTLS?,
+        encodings: String
+    ) {
         self.configuration = configuration
         self.defaultTLS = defaultTLS
         self.tlsOverrides = tlsOverrides
-        if case .url(let proxy, _) = configuration.proxy, let url = URLComponents(string: proxy), url.scheme?.lowercased() == "https",
-            let host = url.host
-        {
-            proxyTLS = tlsOverrides[Self.overrideKey(host)] ?? defaultTLS
-        } else {
-            proxyTLS = nil
-        }
+        self.proxyTLS = proxyTLS
         self.encodings = encodings
         var decodable = Set(encodings.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         decodable.insert("identity")
@@ -293,6 +301,13 @@ struct CurlSettings: Sendable {
 
     func tls(for host: String) -> PreparedTLS {
         tlsOverrides.isEmpty ? defaultTLS : tlsOverrides[Self.overrideKey(host)] ?? defaultTLS
+    }
+
+    /// The host of an `https://` proxy URL, as `URL` reads it (an IPv6 address without its
+    /// brackets, as an origin's is looked up); nil for no proxy, the environment's, or a plain one.
+    static func httpsProxyHost(_ proxy: CurlTransport.Configuration.Proxy) -> String? {
+        guard case .url(let text, _) = proxy, let url = URL(string: text), url.scheme?.lowercased() == "https" else { return nil }
+        return url.host
     }
 
     /// A host as ``CurlTransport/Configuration/tlsOverrides`` are looked up: lowercased, without

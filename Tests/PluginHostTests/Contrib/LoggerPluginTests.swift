@@ -430,9 +430,31 @@ struct LoggerPluginTests {
         // Each secret part: in the body, its cURL form and httpbin's echo of the form.
         #expect(text.components(separatedBy: "<redacted>").count == 7, "\(text)")
 
+        // Bodies made by hand: a boundary holding `json` (the body was read as JSON, and printed
+        // whole), lines ending in LF alone, a value holding `--` and the boundary within a line.
+        let handMade: [(boundary: String, body: String, secret: String)] = [
+            ("b-json-1", "--b-json-1\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nhm-secret-1\r\n--b-json-1--\r\n", "hm-secret-1"),
+            ("lf", "--lf\nContent-Disposition: form-data; name=\"password\"\n\nhm-secret-2\n--lf--\n", "hm-secret-2"),
+            ("b", "--b\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nhm--bad-3\r\n--b--\r\n", "hm--bad-3"),
+        ]
+        let handLog = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/hand.log", "maxBodyBytes": 100_000])])
+        for made in handMade {
+            _ = try await handLog.request(
+                try Bin(
+                    "anything", method: .post, task: .requestData(Data(made.body.utf8)),
+                    headers: ["Content-Type": "multipart/form-data; boundary=\(made.boundary)"])
+            ).value
+        }
+        let handText = (try? String(contentsOfFile: f.root + "/hand.log", encoding: .utf8)) ?? ""
+        for made in handMade {
+            #expect(!handText.contains(made.secret), "\(made.secret) leaked into the log")
+        }
+        #expect(!handText.contains("ad-3"), "the part of a value after `--b` leaked")
+        #expect(handText.contains("hm-") == false, "\(handText)")
+
         let cut = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/cut.log", "maxBodyBytes": 240])])
-        // 240 bytes end 19 bytes into the password's value (after the boundary lines, the user
-        // part and the password part's header).
+        // 240 bytes end 25 bytes into the password's value (after the boundary lines, the user
+        // part and the password part's header: 215 bytes).
         let long = "cut-" + String(repeating: "s", count: 200)
         _ = try await cut.request(
             try Bin("anything", method: .post, task: .uploadMultipart([.text("ann", name: "user"), .text(long, name: "password")]))
