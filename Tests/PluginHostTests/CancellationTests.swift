@@ -193,10 +193,8 @@ struct CancellationTests {
             let sends: LockedCounter
             func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
                 sends.increment()
-                for _ in 0..<400 where !finish.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
-                let url = request.urlRequest.url!
-                return TransportResponse(
-                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+                await waitFor(finish)
+                return answer(request)
             }
         }
         let provider = Provider<Bin>(
@@ -246,13 +244,11 @@ struct CancellationTests {
             let go: LockedBox<Bool>
             let finish: LockedBox<Bool>
             func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-                for _ in 0..<400 where !go.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+                await waitFor(go)
                 let report = request.progress
                 DispatchQueue.global().async { report?(TransferProgress(direction: .download, completedBytes: 1, totalBytes: 2)) }
-                for _ in 0..<400 where !finish.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
-                let url = request.urlRequest.url!
-                return TransportResponse(
-                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+                await waitFor(finish)
+                return answer(request)
             }
         }
         let provider = Provider<Bin>(
@@ -320,9 +316,7 @@ struct CancellationTests {
                     report?(TransferProgress(direction: .download, completedBytes: 1, totalBytes: 1))
                     done.set(true)
                 }
-                let url = request.urlRequest.url!
-                return TransportResponse(
-                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+                return answer(request)
             }
         }
         let provider = Provider<Bin>(transport: LateReporter(done: reportedLate))
@@ -375,7 +369,7 @@ struct CancellationTests {
             let sends: LockedCounter
             func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
                 if sends.increment() == 1 {
-                    for _ in 0..<400 where !gate.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+                    await waitFor(gate)
                     throw TransportFailure(kind: .cancelled, message: "cancelled")
                 }
                 return try await inner.send(request)

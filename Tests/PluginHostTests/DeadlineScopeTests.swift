@@ -131,7 +131,7 @@ struct DeadlineScopeTests {
             func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
                 let first = seen.log.isEmpty
                 seen.append(request.deadline == nil ? "no deadline" : "a deadline")
-                if first { for _ in 0..<400 where !outerEnded.get() { try? await Task.sleep(nanoseconds: 50_000_000) } }
+                if first { await waitFor(outerEnded) }
                 let url = request.urlRequest.url!
                 let status = first ? 503 : 200
                 return TransportResponse(

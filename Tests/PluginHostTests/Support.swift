@@ -302,3 +302,15 @@ enum TransportKind: String, CaseIterable, Sendable, CustomTestStringConvertible 
 
     var testDescription: String { rawValue }
 }
+
+/// A response of `status` to `request`, with no fields and no body: what the transports tests make
+/// answer.
+func answer(_ request: TransportRequest, status: Int = 200) -> TransportResponse {
+    let url = request.urlRequest.url!
+    return TransportResponse(response: HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+}
+
+/// Waits until `flag` is set, at most 20 s, polling with no thread held.
+func waitFor(_ flag: LockedBox<Bool>) async {
+    for _ in 0..<400 where !flag.get() { try? await Task.sleep(nanoseconds: 50_000_000) }
+}
