@@ -15,9 +15,7 @@ private struct DeadlineWitness: Transport {
     let seen: LockedCounter
     func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
         seen.append(ExchangeDeadline.current == nil && request.deadline == nil ? "no deadline" : "a deadline")
-        let url = request.urlRequest.url!
-        let status = url.path.hasPrefix("/status/401") ? 401 : 200
-        return TransportResponse(response: HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+        return answer(request, status: request.urlRequest.url!.path.hasPrefix("/status/401") ? 401 : 200)
     }
 }
 
@@ -132,10 +130,7 @@ struct DeadlineScopeTests {
                 let first = seen.log.isEmpty
                 seen.append(request.deadline == nil ? "no deadline" : "a deadline")
                 if first { await waitFor(outerEnded) }
-                let url = request.urlRequest.url!
-                let status = first ? 503 : 200
-                return TransportResponse(
-                    response: HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: [:])!, data: Data())
+                return answer(request, status: first ? 503 : 200)
             }
         }
         let inner = Provider<Bin>(transport: Witness(seen: seen, outerEnded: outerEnded), limits: RequestLimits(deadline: 30))

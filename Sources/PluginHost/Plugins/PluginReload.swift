@@ -63,26 +63,28 @@ final class ChainPin: Sendable {
     /// The generation `owner` pinned in the consumptions this task runs within (the innermost
     /// that still runs), else `make()`, pinned in them.
     static func generation(for owner: any AnyObject & Sendable, _ make: () -> ChainGeneration) -> ChainGeneration {
-        var next = current
+        pinned(from: current, for: owner, make) ?? make()
+    }
+
+    /// The generation `owner` has in the first of `pin` and its parents that still runs (pinned
+    /// there now when it had none); nil when none runs.
+    private static func pinned(
+        from pin: ChainPin?, for owner: any AnyObject & Sendable, _ make: () -> ChainGeneration
+    ) -> ChainGeneration? {
+        var next = pin
         while let pin = next {
             if let generation = pin.pinned(for: owner, make) { return generation }
             next = pin.parent
         }
-        return make()
+        return nil
     }
 
-    /// This pin's generation for `owner` (its parent's, or `make()`, pinned now); nil once ended.
+    /// This pin's generation for `owner` (its parents', or `make()`, pinned now); nil once ended.
     private func pinned(for owner: any AnyObject & Sendable, _ make: () -> ChainGeneration) -> ChainGeneration? {
         state.withLock { state in
             guard state.live else { return nil }
             if let entry = state.pinned[ObjectIdentifier(owner)] { return entry.generation }
-            var inherited: ChainGeneration?
-            var next = parent
-            while inherited == nil, let pin = next {
-                inherited = pin.pinned(for: owner, make)
-                next = pin.parent
-            }
-            let generation = inherited ?? make()
+            let generation = Self.pinned(from: parent, for: owner, make) ?? make()
             state.pinned[ObjectIdentifier(owner)] = (owner, generation)
             return generation
         }
