@@ -89,24 +89,34 @@ public struct RetryPolicy: Sendable {
     /// response's `Retry-After` when it is longer; nil when the `Retry-After` is past
     /// ``retryAfterLimit`` (no retry). A field that is neither seconds nor an HTTP date is ignored.
     /// An HTTP date is read against the response's own `Date` when it has one (the server's clock,
-    /// which may not be this machine's), else against `now`; the time the response took to come
-    /// (or its `Age` in a cache) is not taken off.
+    /// which may not be this machine's) plus its `Age` (the seconds it spent in caches on the way,
+    /// RFC 9111 §5.1), else against `now`; the time the response took to come is not taken off.
     func delay(beforeRetry n: Int, answeredWith response: Response?, now: Double = Date().timeIntervalSince1970) -> Double? {
         let backoff = delay(beforeRetry: n)
         let fields = response?.response
         guard let limit = retryAfterLimit, !limit.isNaN, let field = fields?.value(forHTTPHeaderField: "Retry-After"),
-            let asked = Self.retryAfter(field, now: now, serverDate: fields?.value(forHTTPHeaderField: "Date"))
+            let asked = Self.retryAfter(
+                field, now: now, serverDate: fields?.value(forHTTPHeaderField: "Date"), age: fields?.value(forHTTPHeaderField: "Age"))
         else { return backoff }
         return asked <= max(0, limit) ? max(backoff, asked) : nil
     }
 
     /// The seconds a `Retry-After` value asks to wait: `120`, or an HTTP date (a past one is 0),
-    /// measured from `serverDate` (the response's `Date`) when that is an HTTP date, else from `now`.
-    static func retryAfter(_ value: String, now: Double, serverDate: String? = nil) -> Double? {
+    /// measured from `serverDate` (the response's `Date`) when that is an HTTP date, plus `age`
+    /// (the response's `Age`: delta-seconds, else ignored), else from `now`.
+    static func retryAfter(_ value: String, now: Double, serverDate: String? = nil, age: String? = nil) -> Double? {
         let text = value.trimmingCharacters(in: .whitespaces)
-        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) { return Double(text) }
+        if let seconds = Self.deltaSeconds(text) { return seconds }
         guard let until = HTTPDate.parse(text, now: now) else { return nil }
-        return max(0, until - (serverDate.flatMap { HTTPDate.parse($0, now: now) } ?? now))
+        guard let sent = serverDate.flatMap({ HTTPDate.parse($0, now: now) }) else { return max(0, until - now) }
+        return max(0, until - sent - (age.flatMap { Self.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) } ?? 0))
+    }
+
+    /// A non-negative count of seconds in digits alone (RFC 9110's `delay-seconds`, RFC 9111's
+    /// `delta-seconds`), or nil.
+    private static func deltaSeconds(_ text: String) -> Double? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return Double(text)
     }
 
     /// Why `error` should be retried for `method`, or nil.

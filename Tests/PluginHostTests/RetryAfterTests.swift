@@ -136,6 +136,27 @@ struct RetryAfterTests {
         #expect(RetryPolicy.retryAfter("30", now: now, serverDate: "Sun, 06 Nov 1994 09:00:00 GMT") == 30)
     }
 
+    /// A response's `Age` (seconds it spent in caches) is taken off a date read on the server's
+    /// clock: a date 5 s after a `Date` the response left with 4 s ago is a second's wait. An `Age`
+    /// that is not delta-seconds is ignored, and one past the date leaves no wait (the backoff).
+    @Test(arguments: [("4", ["1.0", "1.0"]), (" 4 ", ["1.0", "1.0"]), ("-4", ["5.0", "5.0"]), ("9", ["0.01", "0.01"])])
+    func anAgeIsTakenOffTheServersDate(_ age: String, _ waits: [String]) async throws {
+        let serverNow = Date().timeIntervalSince1970
+        let delays = LockedCounter()
+        let (provider, counting) = Self.unavailable(["Retry-After": HTTPDate.format(serverNow + 5), "Date": HTTPDate.format(serverNow), "Age": age])
+        try await Self.bothPathsEndWith503(provider, Self.policy(delays))
+        #expect(delays.log == waits)
+        #expect(counting.count == 4)
+        let now = HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")!
+        let date = "Sun, 06 Nov 1994 08:49:57 GMT"
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: date, age: "4") == 6)
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: date, age: "4.5") == 10)
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: date, age: "600") == 0)
+        // Without a `Date`, the date is read on this machine's clock: `Age` does not apply.
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, age: "4") == 30)
+        #expect(RetryPolicy.retryAfter("12", now: now, serverDate: date, age: "4") == 12)
+    }
+
     /// Against the test server: a 503 whose `Retry-After` is a date within the limit is retried
     /// after the wait until it (read from `onRetry`, then cancelled: the test waits for nothing),
     /// and one past the limit is the result. (The dates are far enough ahead that a loaded
