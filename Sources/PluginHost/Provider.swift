@@ -167,8 +167,8 @@ public final class Provider<Target: TargetType>: Sendable {
     /// How many distinct requests are in flight: being prepared (their endpoint and request
     /// closure running), being sent (identical ones shared count once), or waiting out a
     /// ``RetryPolicy`` backoff before they are sent again. A request counts from its start, its
-    /// request closure included; between a retried request's attempts it may read 0 for a moment
-    /// before its backoff is counted.
+    /// request closure included, to its end; a retried one also between its attempts (while the
+    /// retry is decided on, its backoff, the next attempt's start), with no gap.
     public var inflightCount: Int { registry.runningCount }
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls.
@@ -185,12 +185,12 @@ public final class Provider<Target: TargetType>: Sendable {
             // A caller cancelled already runs neither the endpoint nor the request closure.
             if Task.isCancelled { throw .cancelled }
             // Counted in flight from here (`inflightCount`), while the request closure runs too.
-            registry.beginPreparation()
+            let preparation = registry.beginPreparation()
             var made: CallPlan
             do throws(NetworkError) {
                 made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
             } catch {
-                registry.endPreparation()
+                registry.endPreparation(preparation)
                 throw error
             }
             made.limits = limits
@@ -207,7 +207,7 @@ public final class Provider<Target: TargetType>: Sendable {
             // Shared calls are shared within one generation only.
             let key = sharable.map { "\(generation.number)\n\($0)" }
             let requestID = registry.makeRequestID()
-            return try await registry.run(sharingKey: key, epoch: epoch, progress: progress, prepared: true) { signal, progress in
+            return try await registry.run(sharingKey: key, epoch: epoch, progress: progress, prepared: preparation) { signal, progress in
                 await chain.run(plan, requestID: requestID, progress: progress, cancellation: signal, registry: self.registry)
             }.get()
         }

@@ -48,6 +48,25 @@ final class RequestRegistry: Sendable {
         var backoffs: [UInt64: CancellationSignal] = [:]
         /// The consumptions preparing their request (``beginPreparation()``).
         var preparing = 0
+        /// The retried consumptions running (``begin(_:)``), each with how many of its requests
+        /// and of the retried consumptions within it count on their own.
+        var consumptions: [ObjectIdentifier: ConsumptionCount] = [:]
+        /// The retried consumption each waiting caller of a shared request counts for.
+        var waiterConsumptions: [UInt64: ConsumptionEpoch] = [:]
+
+        /// Ends what a request of `consumption` counted (it is counted itself again when none is
+        /// left). Held by reference: no other consumption takes its identity meanwhile.
+        mutating func release(_ consumption: ConsumptionEpoch?) {
+            guard let consumption else { return }
+            consumptions[ObjectIdentifier(consumption)]?.active -= 1
+        }
+    }
+
+    /// A retried consumption's tally: it counts as one request while none of its own counts
+    /// (between its attempts: deciding on a retry, waiting out a backoff, starting the next).
+    struct ConsumptionCount {
+        var active = 0
+        let parent: ConsumptionEpoch?
     }
 
     private let state = Locked(State())
@@ -65,25 +84,64 @@ final class RequestRegistry: Sendable {
 
     /// How many distinct requests are running: a shared one a fresh one replaced after a
     /// `cancelAll()` too, while it has callers; the consumptions preparing their request (its
-    /// endpoint and request closure run); and those waiting out a retry's backoff (they send
-    /// again when it ends; `cancelAll()` reaches them too).
+    /// endpoint and request closure run); and the retried consumptions between their attempts
+    /// (deciding on a retry, waiting out its backoff, starting the next: `cancelAll()` reaches
+    /// them too).
     var runningCount: Int {
         state.withLock { state in
-            Set(state.joined.values.map(ObjectIdentifier.init)).count + state.inline.count + state.backoffs.count + state.preparing
+            Set(state.joined.values.map(ObjectIdentifier.init)).count + state.inline.count + state.preparing
+                + state.consumptions.values.reduce(0) { $0 + ($1.active == 0 ? 1 : 0) }
         }
+    }
+
+    /// A request being prepared (``beginPreparation()``), and the retried consumption it counts for.
+    struct Preparation: Sendable {
+        fileprivate let consumption: ConsumptionEpoch?
     }
 
     /// A consumption begins preparing its request (its endpoint and request closure run): it is
     /// counted by ``runningCount`` until its request is registered (``run(sharingKey:epoch:progress:prepared:work:)``
-    /// with `prepared`, in the same step) or ``endPreparation()`` says it made none, so the count
-    /// never reads 0 in between. (A `cancelAll()` meanwhile reaches it by its epoch.)
-    func beginPreparation() {
-        state.withLock { $0.preparing += 1 }
+    /// with the preparation, in the same step) and then until that ends, or until
+    /// ``endPreparation(_:)`` says it made none, so the count never reads 0 in between. Within a
+    /// retried consumption (``begin(_:)``), that consumption is counted in its stead from the step
+    /// its request ends in. (A `cancelAll()` meanwhile reaches it by its epoch.)
+    func beginPreparation() -> Preparation {
+        let consumption = Self.consumption.flatMap { $0.registry === self ? $0 : nil }
+        return state.withLock { state in
+            state.preparing += 1
+            guard let consumption, state.consumptions[ObjectIdentifier(consumption)] != nil else { return Preparation(consumption: nil) }
+            state.consumptions[ObjectIdentifier(consumption)]!.active += 1
+            return Preparation(consumption: consumption)
+        }
     }
 
     /// The preparation begun by ``beginPreparation()`` ended without a request (it failed).
-    func endPreparation() {
-        state.withLock { $0.preparing -= 1 }
+    func endPreparation(_ preparation: Preparation) {
+        state.withLock { state in
+            state.preparing -= 1
+            state.release(preparation.consumption)
+        }
+    }
+
+    /// A retried consumption of this registry starts (``ResponsePipeline/retry(_:)``): from now
+    /// until ``end(_:)`` it counts as one request whenever none of its own does, so
+    /// ``runningCount`` does not read 0 between its attempts. Within another one, it counts
+    /// for that one as a request would.
+    func begin(_ consumption: ConsumptionEpoch) {
+        let outer = Self.consumption.flatMap { $0.registry === self ? $0 : nil }
+        state.withLock { state in
+            let parent = outer.flatMap { state.consumptions[ObjectIdentifier($0)] != nil ? $0 : nil }
+            state.consumptions[ObjectIdentifier(consumption)] = ConsumptionCount(parent: parent)
+            if let parent { state.consumptions[ObjectIdentifier(parent)]!.active += 1 }
+        }
+    }
+
+    /// The retried consumption begun by ``begin(_:)`` ended (in the same step, the one it runs
+    /// within counts itself again, if nothing else of it does).
+    func end(_ consumption: ConsumptionEpoch) {
+        state.withLock { state in
+            state.release(state.consumptions.removeValue(forKey: ObjectIdentifier(consumption))?.parent)
+        }
     }
 
     /// A fresh identifier, unique within this registry, for a waiter or an entry (request ids
@@ -98,9 +156,9 @@ final class RequestRegistry: Sendable {
     /// Runs `work`, or joins an identical running request when `sharingKey` matches one.
     /// `epoch`: ``cancellations`` when the caller's consumption began; a ``cancelAll()`` since,
     /// which came before this request was registered, cancels it as one after would.
-    /// `prepared`: the request ends a preparation (``beginPreparation()``) as it is registered.
+    /// `prepared`: the preparation (``beginPreparation()``) the request ends as it is registered.
     func run(
-        sharingKey: String?, epoch: Int? = nil, progress: Progress? = nil, prepared: Bool = false, work: @escaping Work
+        sharingKey: String?, epoch: Int? = nil, progress: Progress? = nil, prepared: Preparation? = nil, work: @escaping Work
     ) async -> Outcome {
         guard let sharingKey else { return await run(reserve(epoch: epoch, prepared: prepared), progress: progress, work: work) }
         return await runShared(key: sharingKey, epoch: epoch, progress: progress, prepared: prepared, work: work)
@@ -129,7 +187,7 @@ final class RequestRegistry: Sendable {
     /// cancelled or ``cancelAll()`` is called, or was since `epoch` (a value of ``cancellations``).
     func sleep(nanoseconds: UInt64, unlessCancelledSince epoch: Int) async -> Bool {
         let signal = CancellationSignal()
-        let id = register(signal, in: \.backoffs, epoch: epoch, prepared: false)
+        let id = register(signal, in: \.backoffs, epoch: epoch, prepared: nil)
         defer { _ = state.withLock { $0.backoffs.removeValue(forKey: id) } }
         guard !signal.isCancelled else { return false }
         let sleeper = Task { (try? await Task.sleep(nanoseconds: nanoseconds)) != nil }
@@ -144,12 +202,12 @@ final class RequestRegistry: Sendable {
     /// when a `cancelAll()` came since `epoch`. Read once registered: a `cancelAll()` before is
     /// counted here, one after finds the signal. `prepared`: it ends a preparation, in the same step.
     private func register(
-        _ signal: CancellationSignal, in table: WritableKeyPath<State, [UInt64: CancellationSignal]>, epoch: Int?, prepared: Bool
+        _ signal: CancellationSignal, in table: WritableKeyPath<State, [UInt64: CancellationSignal]>, epoch: Int?, prepared: Preparation?
     ) -> UInt64 {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             state[keyPath: table][state.nextID] = signal
-            if prepared { state.preparing -= 1 }
+            if prepared != nil { state.preparing -= 1 }
             return state.nextID
         }
         if let epoch, cancellations.value != epoch { signal.cancel() }
@@ -162,17 +220,25 @@ final class RequestRegistry: Sendable {
     struct Reservation: Sendable {
         fileprivate let id: UInt64
         fileprivate let signal: CancellationSignal
+        /// The retried consumption it counts for, from its preparation.
+        fileprivate let consumption: ConsumptionEpoch?
     }
 
     /// Registers a request that will run: see ``Reservation``.
-    func reserve(epoch: Int?, prepared: Bool = false) -> Reservation {
+    func reserve(epoch: Int?, prepared: Preparation? = nil) -> Reservation {
         let signal = CancellationSignal()
-        return Reservation(id: register(signal, in: \.inline, epoch: epoch, prepared: prepared), signal: signal)
+        let id = register(signal, in: \.inline, epoch: epoch, prepared: prepared)
+        return Reservation(id: id, signal: signal, consumption: prepared?.consumption)
     }
 
     /// Runs the reserved request, unshared, in the caller's task.
     func run(_ reservation: Reservation, progress: Progress? = nil, work: Work) async -> Outcome {
-        defer { _ = state.withLock { $0.inline.removeValue(forKey: reservation.id) } }
+        defer {
+            state.withLock { state in
+                state.inline.removeValue(forKey: reservation.id)
+                state.release(reservation.consumption)
+            }
+        }
         let signal = reservation.signal
         return await withTaskCancellationHandler {
             await work(signal, progress)
@@ -181,7 +247,7 @@ final class RequestRegistry: Sendable {
         }
     }
 
-    private func runShared(key: String, epoch: Int?, progress: Progress?, prepared: Bool, work: @escaping Work) async -> Outcome {
+    private func runShared(key: String, epoch: Int?, progress: Progress?, prepared: Preparation?, work: @escaping Work) async -> Outcome {
         let waiterID = makeID()
         // Closed before this caller returns: a report the exchange was making to the callers as
         // this one left (its handler taken from the table already) reaches it no more.
@@ -192,11 +258,15 @@ final class RequestRegistry: Sendable {
             await withCheckedContinuation { (continuation: Waiter) in
                 state.withLock { state in
                     // The preparation ends here, whatever follows: a waiter, or an answer at once.
-                    if prepared { state.preparing -= 1 }
+                    if let prepared {
+                        state.preparing -= 1
+                        if let consumption = prepared.consumption { state.waiterConsumptions[waiterID] = consumption }
+                    }
                     // Cancelled already (the flag is set before `leave` runs, so a `leave` that
                     // found nothing came before this), or by a `cancelAll()` since the
                     // consumption began (one after this takes the lock finds the entry's signal).
                     if Task.isCancelled || epoch.map({ cancellations.value != $0 }) == true {
+                        state.release(state.waiterConsumptions.removeValue(forKey: waiterID))
                         continuation.resume(returning: .failure(.cancelled))
                         return
                     }
@@ -244,7 +314,10 @@ final class RequestRegistry: Sendable {
     private func finish(key: String, entry: Entry, outcome: Outcome) {
         let waiters = state.withLock { state -> [Waiter] in
             if state.shared[key] === entry { state.shared[key] = nil }
-            for id in entry.waiters.keys { state.joined[id] = nil }
+            for id in entry.waiters.keys {
+                state.joined[id] = nil
+                state.release(state.waiterConsumptions.removeValue(forKey: id))
+            }
             defer { entry.waiters = [:] }
             return Array(entry.waiters.values)
         }
@@ -259,6 +332,7 @@ final class RequestRegistry: Sendable {
             guard let entry = state.joined.removeValue(forKey: waiterID), let waiter = entry.waiters.removeValue(forKey: waiterID) else {
                 return (nil, nil)
             }
+            state.release(state.waiterConsumptions.removeValue(forKey: waiterID))
             // No progress after the caller's completion: the handler goes before it is resumed.
             entry.progress.withLock { _ = $0.removeValue(forKey: waiterID) }
             if entry.waiters.isEmpty {

@@ -289,7 +289,14 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             // cancels an attempt that starts after it (the attempts compare with this epoch).
             let epoch = registry?.consumptionEpoch ?? 0
             let scope = registry.map { ConsumptionEpoch(registry: $0, epoch: epoch) }
-            defer { scope?.life.end() }
+            // Counted in flight between its attempts too (`inflightCount`), from here to its end.
+            if let scope { scope.registry.begin(scope) }
+            defer {
+                if let scope {
+                    scope.life.end()
+                    scope.registry.end(scope)
+                }
+            }
             var retries = 0
             while true {
                 let reason: String

@@ -177,6 +177,38 @@ struct CancellationTests {
         #expect(provider.inflightCount == 0)
     }
 
+    /// A retried request is in flight between its attempts too, with no gap: after an attempt
+    /// ended (a step of the retried pipeline, `onRetry`) it read 0 until its backoff was counted.
+    /// So for retries within retries (the outer one's `onRetry` comes after the inner one ended),
+    /// and whether the provider shares exchanges or not; 0 at the end.
+    @Test(arguments: [false, true]) func aRetriedRequestIsInFlightBetweenItsAttempts(_ sharing: Bool) async throws {
+        /// 503 for the first three sends, then 200.
+        struct Recovering: Transport {
+            let sends: LockedCounter
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                sends.increment()
+                return answer(request, status: sends.value <= 3 ? 503 : 200)
+            }
+        }
+        let sends = LockedCounter()
+        let provider = Provider<Bin>(transport: Recovering(sends: sends), trackInflights: sharing)
+        let counts = Locked([String]())
+        @Sendable func note(_ place: String) { counts.withLock { $0.append("\(place) \(provider.inflightCount)") } }
+        let inner = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.001) { _ in note("inner") }
+        let outer = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.001) { _ in note("outer") }
+        let response = try await provider.request(try Bin("get"))
+            .map { response in
+                note("step")
+                return response
+            }
+            .filterSuccessfulStatusCodes().retry(inner).retry(outer).value
+        #expect(response.statusCode == 200)
+        #expect(sends.value == 4)
+        #expect(
+            counts.withLock { $0 } == ["step 1", "inner 1", "step 1", "outer 1", "step 1", "inner 1", "step 1"], "\(counts.withLock { $0 })")
+        #expect(provider.inflightCount == 0)
+    }
+
     /// A request whose request closure runs is in flight (`inflightCount` read 0 while the closure
     /// waited, and a shutdown that waited for 0 went on before the request was sent). Two identical
     /// ones a provider that shares exchanges makes count as two until they share one; a closure
