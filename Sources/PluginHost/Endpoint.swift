@@ -230,7 +230,13 @@ public struct Endpoint: Sendable {
     private static func encodeMultipart(_ parts: [MultipartFormBodyPart], into request: URLRequest) throws(NetworkError) -> URLRequest {
         var request = request
         let boundary = MultipartFormData.makeBoundary()
-        request.httpBody = try MultipartFormData.encode(parts, boundary: boundary)
+        switch try MultipartFormData.body(parts, boundary: boundary) {
+        case .data(let data):
+            request.httpBody = data
+        case .stream(let stream, _):
+            // Read as it is sent (the transport spools a body stream and sends it with its length).
+            request.httpBodyStream = stream
+        }
         request.setValue(MultipartFormData.contentType(boundary: boundary), forHTTPHeaderField: "Content-Type")
         return request
     }
@@ -312,18 +318,15 @@ extension Endpoint: Equatable, Hashable {
     }
 
     /// The request as equality sees it: a multipart body's boundary, which each `urlRequest()`
-    /// draws anew, replaced by one fixed string in the body and its `Content-Type`.
+    /// draws anew, one fixed string in the body and its `Content-Type`, and its file parts their
+    /// paths (as an upload file compares by its file; no file is read).
     private func comparedRequest() throws -> URLRequest {
         var request = try urlRequest()
         switch task {
-        case .uploadMultipart, .uploadCompositeMultipart:
-            let prefix = "multipart/form-data; boundary="
-            guard let type = request.value(forHTTPHeaderField: "Content-Type"), type.hasPrefix(prefix), let body = request.httpBody
-            else { return request }
-            // The provider's own boundary (`makeBoundary()`), a token: never quoted.
-            let boundary = Data(type.dropFirst(prefix.count).utf8)
-            request.setValue(prefix + "boundary", forHTTPHeaderField: "Content-Type")
-            request.httpBody = body.replacing(boundary, with: Data("boundary".utf8))
+        case .uploadMultipart(let parts), .uploadCompositeMultipart(let parts, _):
+            request.httpBodyStream = nil
+            request.httpBody = try MultipartFormData.comparable(parts, boundary: "boundary")
+            request.setValue(MultipartFormData.contentType(boundary: "boundary"), forHTTPHeaderField: "Content-Type")
             return request
         default:
             return request

@@ -4,6 +4,11 @@ import PluginSDK
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One part of a `multipart/form-data` body.
 public struct MultipartFormBodyPart: Sendable {
@@ -85,18 +90,97 @@ public enum MultipartFormData {
         }
     }
 
+    /// Bodies larger than this many bytes (their parts' data and files, with the parts' headers)
+    /// are not built in memory: the provider sends them as a stream that reads each file as it
+    /// goes (``body(_:boundary:)``). 10 MB, as Alamofire's `encodingMemoryThreshold`.
+    public static let encodingMemoryThreshold: UInt64 = 10_000_000
+
     /// Encodes `parts` with `boundary`; throws ``NetworkError/fileAccess(path:reason:)`` for an
     /// unreadable file, and ``NetworkError/parameterEncoding(_:)`` with ``InvalidMultipartBoundary``
     /// for a `boundary` RFC 2046 does not allow (one with CR or LF would add fields of its own;
     /// the provider's own, ``makeBoundary()``, always is one) or with ``InvalidMultipartContentType``
     /// for a `mimeType` holding CR, LF or NUL (it would add header fields to the part). A file
     /// part without a file name or type gets the file's last path component and
-    /// `application/octet-stream`.
+    /// `application/octet-stream`. Files are read whole into the body: ``body(_:boundary:)``
+    /// streams a large one.
     public static func encode(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> Data {
+        var body = Data()
+        for piece in try pieces(parts, boundary: boundary) {
+            switch piece {
+            case .bytes(let data):
+                body.append(data)
+            case .file(let url):
+                do {
+                    body.append(try Data(contentsOf: url))
+                } catch {
+                    throw .fileAccess(path: url.path, reason: "cannot read multipart file: \(error.localizedDescription)")
+                }
+            }
+        }
+        return body
+    }
+
+    /// What a request sends for `parts`: the body of ``encode(_:boundary:)`` when it is at most
+    /// ``encodingMemoryThreshold`` bytes, else a stream of the same bytes (each file opened now,
+    /// so an unreadable one fails here, and read as the body is sent, 64 KiB at a time).
+    static func body(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> MultipartBody {
+        let pieces = try pieces(parts, boundary: boundary)
+        var total: UInt64 = 0
+        for piece in pieces {
+            switch piece {
+            case .bytes(let data):
+                total += UInt64(data.count)
+            case .file(let url):
+                var status = stat()
+                // Not found or not a file: the in-memory path says why, as it always did.
+                guard stat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return .data(try encode(parts, boundary: boundary)) }
+                total += UInt64(status.st_size)
+            }
+        }
+        guard total > encodingMemoryThreshold else { return .data(try encode(parts, boundary: boundary)) }
+        for case .file(let url) in pieces {
+            let fd = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            guard fd >= 0 else {
+                throw .fileAccess(path: url.path, reason: "cannot read multipart file: \(String(cString: strerror(errno)))")
+            }
+            close(fd)
+        }
+        return .stream(MultipartBodyStream(pieces), length: total)
+    }
+
+    /// The body for comparing endpoints (``Endpoint/==(_:_:)``): `boundary` as given, a file part
+    /// by its path in place of its contents (no file is read).
+    static func comparable(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> Data {
+        var body = Data()
+        for piece in try pieces(parts, boundary: boundary) {
+            switch piece {
+            case .bytes(let data): body.append(data)
+            case .file(let url): body.append(Data("\u{0}file:\(url.path)\u{0}".utf8))
+            }
+        }
+        return body
+    }
+
+    /// A multipart body as it is sent: in memory, or a stream of `length` bytes.
+    enum MultipartBody {
+        case data(Data)
+        case stream(InputStream, length: UInt64)
+    }
+
+    /// A stretch of a multipart body: bytes (the delimiters and parts' headers, a data part), or
+    /// a file's contents.
+    enum Piece {
+        case bytes(Data)
+        case file(URL)
+    }
+
+    /// `parts` with `boundary` as the stretches of their body, checked (see ``encode(_:boundary:)``).
+    static func pieces(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> [Piece] {
         if let problem = boundaryProblem(boundary) {
             throw .parameterEncoding(InvalidMultipartBoundary(boundary: boundary, problem: problem))
         }
-        var body = Data()
+        var pieces: [Piece] = []
+        var head = Data()
         for (index, part) in parts.enumerated() {
             var fileName = part.fileName
             var mimeType = part.mimeType
@@ -107,26 +191,25 @@ public enum MultipartFormData {
             if let mimeType, !HeaderValidation.isValidValue(mimeType) {
                 throw .parameterEncoding(InvalidMultipartContentType(index: index, name: part.name, mimeType: mimeType))
             }
-            body.append(Data("--\(boundary)\r\n".utf8))
+            head.append(Data("--\(boundary)\r\n".utf8))
             var disposition = "Content-Disposition: form-data; name=\"\(quoted(part.name))\""
             if let fileName { disposition += "; filename=\"\(quoted(fileName))\"" }
-            body.append(Data("\(disposition)\r\n".utf8))
-            if let mimeType { body.append(Data("Content-Type: \(mimeType)\r\n".utf8)) }
-            body.append(Data("\r\n".utf8))
+            head.append(Data("\(disposition)\r\n".utf8))
+            if let mimeType { head.append(Data("Content-Type: \(mimeType)\r\n".utf8)) }
+            head.append(Data("\r\n".utf8))
             switch part.source {
             case .data(let data):
-                body.append(data)
+                head.append(data)
             case .file(let url):
-                do {
-                    body.append(try Data(contentsOf: url))
-                } catch {
-                    throw .fileAccess(path: url.path, reason: "cannot read multipart file: \(error.localizedDescription)")
-                }
+                pieces.append(.bytes(head))
+                pieces.append(.file(url))
+                head = Data()
             }
-            body.append(Data("\r\n".utf8))
+            head.append(Data("\r\n".utf8))
         }
-        body.append(Data("--\(boundary)--\r\n".utf8))
-        return body
+        head.append(Data("--\(boundary)--\r\n".utf8))
+        pieces.append(.bytes(head))
+        return pieces
     }
 
     /// Escapes a quoted-string parameter: quotes, CR and LF percent-encoded, as browsers do, and
@@ -182,3 +265,92 @@ public struct InvalidMultipartBoundary: Error, Sendable, Equatable, CustomString
     /// What is wrong.
     public var description: String { "the multipart boundary \(boundary.debugDescription) \(problem)" }
 }
+
+/// A multipart body read from its stretches as it is sent: bytes in memory, and files opened
+/// when their turn comes (one at a time) and read in the reader's buffer, so a large file is never
+/// held whole. Read once, by one reader at a time (the transport's body-stream reader).
+final class MultipartBodyStream: InputStream {
+    private let pieces: [MultipartFormData.Piece]
+    /// The stretch being read, and how far into it (for bytes; a file keeps its own offset).
+    private var index = 0
+    private var offset = 0
+    private var fd: Int32 = -1
+    private var status: Stream.Status = .notOpen
+    private var failure: (any Error)?
+
+    init(_ pieces: [MultipartFormData.Piece]) {
+        self.pieces = pieces
+        super.init(data: Data())
+    }
+
+    deinit {
+        if fd >= 0 { closeFile(fd) }
+    }
+
+    override func open() {
+        if status == .notOpen { status = .open }
+    }
+
+    override func close() {
+        if fd >= 0 { closeFile(fd) }
+        fd = -1
+        status = .closed
+    }
+
+    override var streamStatus: Stream.Status { status }
+    override var streamError: (any Error)? { failure }
+    override var hasBytesAvailable: Bool { status == .open }
+    override func getBuffer(_ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, length len: UnsafeMutablePointer<Int>) -> Bool { false }
+
+    /// Up to `len` bytes of the body; 0 at its end; -1 when a file cannot be read (``streamError``
+    /// says which and why).
+    override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        guard status == .open else { return status == .atEnd ? 0 : -1 }
+        var written = 0
+        while written < len, index < pieces.count {
+            switch pieces[index] {
+            case .bytes(let data):
+                let count = min(len - written, data.count - offset)
+                if count > 0 {
+                    data.withUnsafeBytes { bytes in
+                        (buffer + written).update(from: bytes.bindMemory(to: UInt8.self).baseAddress! + offset, count: count)
+                    }
+                }
+                offset += count
+                written += count
+                if offset == data.count { (index, offset) = (index + 1, 0) }
+            case .file(let url):
+                if fd < 0 {
+                    fd = openFile(url.path)
+                    if fd < 0 { return fail(url, errno) }
+                }
+                let got = readFile(fd, buffer + written, len - written)
+                if got < 0 {
+                    if errno == EINTR { continue }
+                    return fail(url, errno)
+                }
+                if got == 0 {
+                    closeFile(fd)
+                    fd = -1
+                    index += 1
+                } else {
+                    // What the file gave: the reader comes back for more.
+                    return written + got
+                }
+            }
+        }
+        if written == 0 { status = .atEnd }
+        return written
+    }
+
+    private func fail(_ url: URL, _ code: Int32) -> Int {
+        failure = NetworkError.fileAccess(path: url.path, reason: "cannot read multipart file: \(String(cString: strerror(code)))")
+        status = .error
+        return -1
+    }
+}
+
+// The POSIX calls the stream makes, by names its own methods (`open`, `read`, `close`) do not hide.
+private func openFile(_ path: String) -> Int32 { open(path, O_RDONLY | O_CLOEXEC) }
+private func readFile(_ fd: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ count: Int) -> Int { read(fd, buffer, count) }
+private func closeFile(_ fd: Int32) { _ = close(fd) }

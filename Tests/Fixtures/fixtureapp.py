@@ -32,6 +32,8 @@ PluginsContrib/Signature/README.md, with the secret below. Counters live in file
 workers) under $FIXTURE_STATE_DIR.
 """
 import codecs
+import email.parser
+import email.policy
 import email.utils
 import fcntl
 import gzip
@@ -395,4 +397,27 @@ def app(environ, start_response):
         return [data]
     if path == "/fixture/digest":
         return digest(environ, start_response, query)
+    if path == "/fixture/length":
+        # The body's length and SHA-256, read a piece at a time (a large upload is never held whole).
+        remaining, digest_of_body = int(environ.get("CONTENT_LENGTH") or 0), hashlib.sha256()
+        while remaining > 0:
+            piece = environ["wsgi.input"].read(min(remaining, 1 << 20))
+            if not piece:
+                break
+            digest_of_body.update(piece)
+            remaining -= len(piece)
+        return respond(start_response, "200 OK", {"length": int(environ.get("CONTENT_LENGTH") or 0) - remaining,
+                                                  "sha256": digest_of_body.hexdigest()})
+    if path == "/fixture/multipart":
+        # Each part of a multipart/form-data body, read by Python's email parser (not the client's
+        # code): its name, file name, type, size and SHA-256; and the body's own length.
+        body = read_body(environ)
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            b"Content-Type: " + environ.get("CONTENT_TYPE", "").encode("latin-1") + b"\r\n\r\n" + body)
+        parts = []
+        for part in message.iter_parts():
+            data = part.get_payload(decode=True) or b""
+            parts.append({"name": part.get_param("name", header="content-disposition"), "filename": part.get_filename(),
+                          "type": part.get("Content-Type"), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        return respond(start_response, "200 OK", {"length": len(body), "parts": parts})
     return respond(start_response, "404 Not Found", {"error": "no such fixture"})

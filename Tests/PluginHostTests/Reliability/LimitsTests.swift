@@ -299,6 +299,47 @@ struct LimitsTests {
         return Set(names.filter { $0.hasSuffix(".download") || $0.hasSuffix(".tmp") })
     }
 
+    /// A multipart upload of a 96 MiB file is streamed from it: resident memory grows by far less
+    /// than the file (built in memory, it grew by the body and the file read into it), and the
+    /// server gets every byte (its length and SHA-256 of the body as sent).
+    @Test(arguments: TransportKind.allCases)
+    func aLargeMultipartUploadIsNotHeldInMemory(_ kind: TransportKind) async throws {
+        let size = 96 << 20
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-limits-\(UUID().uuidString).bin")
+        let pattern = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 12) })
+        FileManager.default.createFile(atPath: file.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let handle = try FileHandle(forWritingTo: file)
+        for _ in 0..<(size >> 20) { handle.write(pattern) }
+        try handle.close()
+        let target = try Bin("fixture/length", method: .post, task: .uploadMultipart([.text("Ann", name: "user"), .file(file, name: "f")]))
+        let outcome = try await run(kind, target, limits: RequestLimits())
+        let response = try outcome.result.get()
+        struct Received: Decodable {
+            var length: Int
+            var sha256: String
+        }
+        let received = try JSONDecoder().decode(Received.self, from: response.data)
+        let type = try #require(response.request?.value(forHTTPHeaderField: "Content-Type"))
+        let boundary = String(type.dropFirst("multipart/form-data; boundary=".count))
+        var hasher = SHA256()
+        var length = 0
+        for piece in try MultipartFormData.pieces([.text("Ann", name: "user"), .file(file, name: "f")], boundary: boundary) {
+            switch piece {
+            case .bytes(let data):
+                data.withUnsafeBytes { hasher.update($0) }
+                length += data.count
+            case .file(let url):
+                let bytes = try Data(contentsOf: url)
+                bytes.withUnsafeBytes { hasher.update($0) }
+                length += bytes.count
+            }
+        }
+        #expect(received.length == length)
+        #expect(received.sha256 == SHA256.hex(hasher.finalize()))
+        expectBounded(outcome, kind, limit: 0)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aDownloadOverItsLimitStopsAndLeavesNoFile(_ kind: TransportKind) async throws {
         let directory = NSTemporaryDirectory() + "pluginhost-limits-" + UUID().uuidString

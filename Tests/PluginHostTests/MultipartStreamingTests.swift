@@ -1,0 +1,168 @@
+import Foundation
+import PluginSDK
+import Testing
+
+@testable import PluginHost
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A multipart body larger than `MultipartFormData.encodingMemoryThreshold` is sent as a stream
+/// that reads each file as it goes, never held whole in memory; a smaller one is built in memory.
+@Suite("Multipart bodies streamed from their files")
+struct MultipartStreamingTests {
+    /// A file of `count` bytes of a repeating pattern (no two 64 KiB reads alike), removed by the caller.
+    static func file(_ count: Int) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-multipart-\(UUID().uuidString).bin")
+        try Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 16) }).write(to: url)
+        return url
+    }
+
+    /// Reads `stream` to its end `chunk` bytes at a time.
+    static func readAll(_ stream: InputStream, chunk: Int) -> (Data, Int) {
+        stream.open()
+        defer { stream.close() }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: chunk)
+        while true {
+            let got = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: chunk) }
+            guard got > 0 else { return (data, got) }
+            data.append(contentsOf: buffer[0..<got])
+        }
+    }
+
+    /// The stream gives exactly the bytes `encode` builds in memory, whatever the reader's buffer:
+    /// data parts (an empty one, and a slice of a larger `Data`), files (an empty one), one after another.
+    @Test(arguments: [1, 7, 100, 4096, 65536, 1 << 20]) func theStreamIsTheEncodedBody(_ chunk: Int) throws {
+        let big = try Self.file(200_000)
+        let empty = try Self.file(0)
+        defer {
+            try? FileManager.default.removeItem(at: big)
+            try? FileManager.default.removeItem(at: empty)
+        }
+        let whole = Data("0123456789".utf8)
+        let parts: [MultipartFormBodyPart] = [
+            .text("Ann", name: "user"), .file(big, name: "photo", mimeType: "image/png"),
+            MultipartFormBodyPart(source: .data(Data()), name: "none"), .file(empty, name: "nothing"),
+            MultipartFormBodyPart(source: .data(whole[3..<7]), name: "slice", fileName: "s.txt"), .file(big, name: "again"),
+        ]
+        let expected = try MultipartFormData.encode(parts, boundary: "b0undary")
+        let (streamed, last) = Self.readAll(MultipartBodyStream(try MultipartFormData.pieces(parts, boundary: "b0undary")), chunk: chunk)
+        #expect(last == 0)
+        #expect(streamed.count == expected.count)
+        #expect(streamed == expected)
+    }
+
+    /// The provider's request: a body over the threshold is a stream of its announced length (no
+    /// body in memory); one at most the threshold is data.
+    @Test func overTheThresholdTheRequestCarriesAStream() throws {
+        let threshold = Int(MultipartFormData.encodingMemoryThreshold)
+        let large = try Self.file(threshold)
+        let small = try Self.file(threshold - 1000)
+        defer {
+            try? FileManager.default.removeItem(at: large)
+            try? FileManager.default.removeItem(at: small)
+        }
+        let streamed = try Bin("post", method: .post, task: .uploadMultipart([.file(large, name: "f")]))
+        let request = try Provider<Bin>.defaultEndpointMapping(for: streamed).urlRequest()
+        #expect(request.httpBody == nil)
+        let stream = try #require(request.httpBodyStream)
+        #expect(stream is MultipartBodyStream)
+        let (body, _) = Self.readAll(stream, chunk: 65536)
+        let parts = [MultipartFormBodyPart.file(large, name: "f")]
+        let type = try #require(request.value(forHTTPHeaderField: "Content-Type"))
+        let boundary = String(type.dropFirst("multipart/form-data; boundary=".count))
+        #expect(body == (try MultipartFormData.encode(parts, boundary: boundary)))
+
+        let inMemory = try Bin("post", method: .post, task: .uploadMultipart([.file(small, name: "f")]))
+        let made = try Provider<Bin>.defaultEndpointMapping(for: inMemory).urlRequest()
+        #expect(made.httpBodyStream == nil)
+        #expect(made.httpBody?.count ?? 0 > threshold - 1000)
+    }
+
+    /// Sent over both transports: the server (Python's email parser) reads every part whole, the
+    /// 12 MB file's bytes and the fields around it.
+    @Test(arguments: TransportKind.allCases) func aLargeBodyArrivesWhole(_ transport: TransportKind) async throws {
+        let large = try Self.file(12_000_000)
+        defer { try? FileManager.default.removeItem(at: large) }
+        let parts: [MultipartFormBodyPart] = [
+            .text("Ann", name: "user"), .file(large, name: "video", fileName: "clip.bin", mimeType: "video/mp4"),
+            MultipartFormBodyPart(source: .data(Data("{\"a\":1}".utf8)), name: "meta", mimeType: "application/json"),
+        ]
+        let response = try await transport.provider().request(try Bin("fixture/multipart", method: .post, task: .uploadMultipart(parts)))
+            .filterSuccessfulStatusCodes().value
+        struct Part: Decodable, Equatable {
+            var name: String?
+            var filename: String?
+            var type: String?
+            var size: Int
+            var sha256: String
+        }
+        struct Parsed: Decodable {
+            var length: Int
+            var parts: [Part]
+        }
+        let parsed = try JSONDecoder().decode(Parsed.self, from: response.data)
+        let bytes = try Data(contentsOf: large)
+        #expect(
+            parsed.parts == [
+                Part(name: "user", filename: nil, type: nil, size: 3, sha256: SHA256.hex(SHA256.hash(Data("Ann".utf8)))),
+                Part(name: "video", filename: "clip.bin", type: "video/mp4", size: bytes.count, sha256: SHA256.hex(SHA256.hash(bytes))),
+                Part(name: "meta", filename: nil, type: "application/json", size: 7, sha256: SHA256.hex(SHA256.hash(Data("{\"a\":1}".utf8)))),
+            ])
+        #expect(parsed.length > 12_000_000)
+    }
+
+    /// A file that cannot be opened when the request is made fails it at once, naming the file;
+    /// one removed before the body is read fails the read, saying which and why.
+    @Test func anUnreadableFileIsAFileAccessError() throws {
+        let large = try Self.file(Int(MultipartFormData.encodingMemoryThreshold) + 1)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-multipart-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(at: large)
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let parts = [MultipartFormBodyPart.file(large, name: "f")]
+        guard case .stream(let stream, let length) = try MultipartFormData.body(parts, boundary: "b") else {
+            Issue.record("not streamed")
+            return
+        }
+        #expect(length > MultipartFormData.encodingMemoryThreshold)
+        try FileManager.default.removeItem(at: large)
+        let (_, last) = Self.readAll(stream, chunk: 65536)
+        #expect(last == -1)
+        let error = try #require(stream.streamError as? NetworkError)
+        guard case .fileAccess(let path, let reason) = error else {
+            Issue.record("got \(error)")
+            return
+        }
+        #expect(path == large.path)
+        #expect(reason == "cannot read multipart file: No such file or directory")
+
+        // A directory where a file should be: refused when the request is made.
+        #expect(throws: NetworkError.self) { try MultipartFormData.body([.file(directory, name: "d")], boundary: "b") }
+    }
+
+    /// Endpoints with a large multipart body compare by their parts' files, none of them read: the
+    /// same file is the same endpoint (and hash), another path with the same bytes is another.
+    @Test func largeMultipartEndpointsCompareByTheirFiles() throws {
+        let large = try Self.file(Int(MultipartFormData.encodingMemoryThreshold) + 1)
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-multipart-\(UUID().uuidString).bin")
+        try FileManager.default.copyItem(at: large, to: copy)
+        defer {
+            try? FileManager.default.removeItem(at: large)
+            try? FileManager.default.removeItem(at: copy)
+        }
+        func endpoint(_ file: URL) -> Endpoint {
+            Endpoint(
+                url: "https://api.example.invalid/upload", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .post,
+                task: .uploadMultipart([.text("x", name: "t"), .file(file, name: "f")]), httpHeaderFields: nil)
+        }
+        #expect(endpoint(large) == endpoint(large))
+        #expect(endpoint(large).hashValue == endpoint(large).hashValue)
+        #expect(endpoint(large) != endpoint(copy))
+        #expect(Set([endpoint(large), endpoint(large), endpoint(copy)]).count == 2)
+    }
+}
