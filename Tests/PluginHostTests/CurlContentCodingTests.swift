@@ -74,6 +74,20 @@ struct CurlContentCodingTests {
                     kind: .badResponse, message: "cannot decode the response body: it lists 6 content codings, and at most 5 are undone"))
     }
 
+    /// A `br` or `zstd` coding listed twice is refused (each stage holds a window the server
+    /// sizes); one of each, with others around them, is decoded.
+    @Test func brAndZstdAreUndoneOncePerBody() async throws {
+        let mixed = try await get(try CurlTransport(), "br,gzip,zstd,gzip")
+        #expect(mixed.data == Self.text)
+        for (codings, message) in [
+            ("br,br", "it lists br 2 times, and br is undone once per body"),
+            ("zstd,gzip,zstd,zstd", "it lists zstd 3 times, and zstd is undone once per body"),
+        ] {
+            let failure = await failure(try CurlTransport(), codings)
+            #expect(failure == TransportFailure(kind: .badResponse, message: "cannot decode the response body: " + message), "\(codings)")
+        }
+    }
+
     @Test func aPartOfACodedBodyIsDeliveredAsItCame() async throws {
         // A range of a coded body does not decode alone: a 206 goes as it came, byte for byte.
         let transport = try CurlTransport()

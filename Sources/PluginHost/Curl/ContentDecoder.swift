@@ -25,6 +25,10 @@ final class ContentDecoder {
     /// window and a buffer, and a server lists them for free.
     static let maxCodings = 5
 
+    /// The codings whose decoder keeps a window the server sizes (`br` up to 16 MiB, `zstd` up to
+    /// 8 MiB): each is undone at most once per body.
+    static let windowed = ["br", "zstd"]
+
     /// The codings this process decodes, in the order a request lists them: `gzip` and
     /// `deflate` where zlib loads, `br` and `zstd` where their libraries do.
     static let available = ["gzip", "deflate", "br", "zstd"].filter { ph_decode_available(number(of: $0)!) != 0 }

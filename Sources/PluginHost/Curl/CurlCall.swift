@@ -669,7 +669,8 @@ final class CurlCall: @unchecked Sendable {
     /// came): those bodies go as they came, `Content-Encoding` included. None where no body
     /// comes (`HEAD`, `204`, `304`).
     ///
-    /// - Throws: `badResponse` past ``ContentDecoder/maxCodings`` codings.
+    /// - Throws: `badResponse` past ``ContentDecoder/maxCodings`` codings, or with one of
+    /// ``ContentDecoder/windowed`` listed twice.
     private func makeDecoder(status: Int) throws(TransportFailure) {
         decoder = nil
         guard !decoding.isEmpty, status != 206, status != 204, !(300..<400).contains(status), method != "HEAD" else { return }
@@ -683,6 +684,16 @@ final class CurlCall: @unchecked Sendable {
             throw TransportFailure(
                 kind: .badResponse,
                 message: "cannot decode the response body: it lists \(applied) content codings, and at most \(ContentDecoder.maxCodings) are undone")
+        }
+        // A `br` or `zstd` stage holds a window of its own (up to 16 and 8 MiB), which the server
+        // sizes: stacked, a few bytes of body would cost the window that many times over.
+        for coding in ContentDecoder.windowed {
+            let times = codings.count { $0 == coding }
+            guard times <= 1 else {
+                throw TransportFailure(
+                    kind: .badResponse,
+                    message: "cannot decode the response body: it lists \(coding) \(times) times, and \(coding) is undone once per body")
+            }
         }
         if applied > 0 { decoder = try ContentDecoder(codings: codings) }
     }
