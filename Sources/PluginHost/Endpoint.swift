@@ -233,8 +233,8 @@ public struct Endpoint: Sendable {
         switch try MultipartFormData.body(parts, boundary: boundary) {
         case .data(let data):
             request.httpBody = data
-        case .stream(let stream, _):
-            // Read as it is sent (the transport spools a body stream and sends it with its length).
+        case .stream(let stream):
+            // The transport reads it into a temporary file, 64 KiB at a time, and sends that.
             request.httpBodyStream = stream
         }
         request.setValue(MultipartFormData.contentType(boundary: boundary), forHTTPHeaderField: "Content-Type")
@@ -281,15 +281,16 @@ extension Endpoint {
 
 extension Endpoint: Equatable, Hashable {
     /// Two endpoints are equal when they make the same `URLRequest` (URL, method, header fields,
-    /// body) and upload the same file, as Moya compares them; endpoints whose request cannot be
-    /// made compare by URL, method and their own header fields, and never equal one whose
-    /// request can be made.
+    /// body) and upload the same file, as Moya compares them; a multipart body compares by its
+    /// parts, a file part by its path (whatever boundary each request draws; no file is read);
+    /// endpoints whose request cannot be made compare by URL, method and their own header fields,
+    /// and never equal one whose request can be made.
     public static func == (lhs: Endpoint, rhs: Endpoint) -> Bool {
         guard lhs.uploadedFile == rhs.uploadedFile else { return false }
         switch (try? lhs.comparedRequest(), try? rhs.comparedRequest()) {
-        case (let left?, let right?):
+        case (let (left, leftParts)?, let (right, rightParts)?):
             return left.url == right.url && left.httpMethod == right.httpMethod && left.allHTTPHeaderFields == right.allHTTPHeaderFields
-                && left.httpBody == right.httpBody
+                && left.httpBody == right.httpBody && leftParts == rightParts
         case (nil, nil):
             return lhs.url == rhs.url && lhs.method == rhs.method && (lhs.httpHeaderFields ?? [:]) == (rhs.httpHeaderFields ?? [:])
         default:
@@ -306,31 +307,35 @@ extension Endpoint: Equatable, Hashable {
     /// Hashes what ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(uploadedFile)
-        if let request = try? comparedRequest() {
+        if let (request, parts) = try? comparedRequest() {
             hasher.combine(request.url)
             hasher.combine(request.httpMethod)
             hasher.combine(request.allHTTPHeaderFields)
             hasher.combine(request.httpBody)
+            hasher.combine(parts)
         } else {
             hasher.combine(url)
             hasher.combine(method)
         }
     }
 
-    /// The request as equality sees it: a multipart body's boundary, which each `urlRequest()`
-    /// draws anew, one fixed string in the body and its `Content-Type`, and its file parts their
-    /// paths (as an upload file compares by its file; no file is read).
-    private func comparedRequest() throws -> URLRequest {
-        var request = try urlRequest()
+    /// The request as equality sees it: for a multipart body, the request without it (its query
+    /// made), its `Content-Type` with one fixed boundary, and the body's stretches with that
+    /// boundary, each file part by its path (as an upload file compares by its file): no file is
+    /// read, and none need exist.
+    private func comparedRequest() throws -> (request: URLRequest, multipart: [MultipartFormData.Piece]?) {
+        let parts: [MultipartFormBodyPart]
+        var bare: Endpoint
         switch task {
-        case .uploadMultipart(let parts), .uploadCompositeMultipart(let parts, _):
-            request.httpBodyStream = nil
-            request.httpBody = try MultipartFormData.comparable(parts, boundary: "boundary")
-            request.setValue(MultipartFormData.contentType(boundary: "boundary"), forHTTPHeaderField: "Content-Type")
-            return request
+        case .uploadMultipart(let own):
+            (parts, bare) = (own, replacing(task: .requestPlain))
+        case .uploadCompositeMultipart(let own, let urlParameters):
+            (parts, bare) = (own, replacing(task: .requestParameters(parameters: urlParameters, encoding: URLEncoding.queryString)))
         default:
-            return request
+            return (try urlRequest(), nil)
         }
+        bare = bare.adding(newHTTPHeaderFields: ["Content-Type": MultipartFormData.contentType(boundary: "boundary")])
+        return (try bare.urlRequest(), try MultipartFormData.pieces(parts, boundary: "boundary"))
     }
 }
 

@@ -90,9 +90,10 @@ public enum MultipartFormData {
         }
     }
 
-    /// Bodies larger than this many bytes (their parts' data and files, with the parts' headers)
-    /// are not built in memory: the provider sends them as a stream that reads each file as it
-    /// goes (``body(_:boundary:)``). 10 MB, as Alamofire's `encodingMemoryThreshold`.
+    /// Bodies with file parts larger than this many bytes in all (the parts' data and files, with
+    /// the parts' headers) are not built in memory on Linux: the provider sends them as a stream
+    /// that reads each file as its turn comes, 64 KiB at a time. 10 MB, as Alamofire's
+    /// `encodingMemoryThreshold`.
     public static let encodingMemoryThreshold: UInt64 = 10_000_000
 
     /// Encodes `parts` with `boundary`; throws ``NetworkError/fileAccess(path:reason:)`` for an
@@ -104,8 +105,13 @@ public enum MultipartFormData {
     /// `application/octet-stream`. Files are read whole into the body: ``body(_:boundary:)``
     /// streams a large one.
     public static func encode(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> Data {
+        try assemble(try pieces(parts, boundary: boundary))
+    }
+
+    /// The body `pieces` make, files read whole.
+    private static func assemble(_ pieces: [Piece]) throws(NetworkError) -> Data {
         var body = Data()
-        for piece in try pieces(parts, boundary: boundary) {
+        for piece in pieces {
             switch piece {
             case .bytes(let data):
                 body.append(data)
@@ -120,56 +126,57 @@ public enum MultipartFormData {
         return body
     }
 
-    /// What a request sends for `parts`: the body of ``encode(_:boundary:)`` when it is at most
-    /// ``encodingMemoryThreshold`` bytes, else a stream of the same bytes (each file opened now,
-    /// so an unreadable one fails here, and read as the body is sent, 64 KiB at a time).
+    /// What a request sends for `parts`: the body of ``encode(_:boundary:)``, or on Linux, when
+    /// it has files and is larger than ``encodingMemoryThreshold`` in all, a stream of the same
+    /// bytes (each file opened now, so an unreadable one fails here, and read when its turn comes).
+    /// On Darwin the body is always built in memory: a stream of this package's own is no stream
+    /// CFNetwork can schedule, and `Endpoint.urlRequest()` is the app's to send as it likes.
     static func body(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> MultipartBody {
         let pieces = try pieces(parts, boundary: boundary)
+        #if canImport(FoundationNetworking)
+        if let stream = try stream(pieces) { return .stream(stream) }
+        #endif
+        return .data(try assemble(pieces))
+    }
+
+    /// A stream of `pieces`, when they hold files and are larger than ``encodingMemoryThreshold``
+    /// in all; nil otherwise, and when a file is not found or is no regular file (the in-memory
+    /// path says why, as it always did).
+    private static func stream(_ pieces: [Piece]) throws(NetworkError) -> MultipartBodyStream? {
         var total: UInt64 = 0
+        var files: [URL] = []
         for piece in pieces {
             switch piece {
             case .bytes(let data):
                 total += UInt64(data.count)
             case .file(let url):
                 var status = stat()
-                // Not found or not a file: the in-memory path says why, as it always did.
-                guard stat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return .data(try encode(parts, boundary: boundary)) }
+                guard stat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
                 total += UInt64(status.st_size)
+                files.append(url)
             }
         }
-        guard total > encodingMemoryThreshold else { return .data(try encode(parts, boundary: boundary)) }
-        for case .file(let url) in pieces {
+        // Only bytes in memory: a stream of them would save nothing.
+        guard !files.isEmpty, total > encodingMemoryThreshold else { return nil }
+        for url in files {
             let fd = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard fd >= 0 else {
                 throw .fileAccess(path: url.path, reason: "cannot read multipart file: \(String(cString: strerror(errno)))")
             }
             close(fd)
         }
-        return .stream(MultipartBodyStream(pieces), length: total)
+        return MultipartBodyStream(pieces)
     }
 
-    /// The body for comparing endpoints (``Endpoint/==(_:_:)``): `boundary` as given, a file part
-    /// by its path in place of its contents (no file is read).
-    static func comparable(_ parts: [MultipartFormBodyPart], boundary: String) throws(NetworkError) -> Data {
-        var body = Data()
-        for piece in try pieces(parts, boundary: boundary) {
-            switch piece {
-            case .bytes(let data): body.append(data)
-            case .file(let url): body.append(Data("\u{0}file:\(url.path)\u{0}".utf8))
-            }
-        }
-        return body
-    }
-
-    /// A multipart body as it is sent: in memory, or a stream of `length` bytes.
+    /// A multipart body as a request carries it: in memory, or a stream.
     enum MultipartBody {
         case data(Data)
-        case stream(InputStream, length: UInt64)
+        case stream(MultipartBodyStream)
     }
 
     /// A stretch of a multipart body: bytes (the delimiters and parts' headers, a data part), or
-    /// a file's contents.
-    enum Piece {
+    /// a file's contents. Endpoints compare their multipart bodies as these (a file by its path).
+    enum Piece: Hashable {
         case bytes(Data)
         case file(URL)
     }
@@ -266,9 +273,10 @@ public struct InvalidMultipartBoundary: Error, Sendable, Equatable, CustomString
     public var description: String { "the multipart boundary \(boundary.debugDescription) \(problem)" }
 }
 
-/// A multipart body read from its stretches as it is sent: bytes in memory, and files opened
-/// when their turn comes (one at a time) and read in the reader's buffer, so a large file is never
-/// held whole. Read once, by one reader at a time (the transport's body-stream reader).
+/// A multipart body read from its stretches: bytes in memory, and files opened when their turn
+/// comes (one at a time) and read in the reader's buffer, so a large file is never held whole in
+/// memory. Read once, by one reader at a time (the transports read a request's body stream into
+/// a temporary file, and send that). Not `Sendable`, as no `InputStream` is.
 final class MultipartBodyStream: InputStream {
     private let pieces: [MultipartFormData.Piece]
     /// The stretch being read, and how far into it (for bytes; a file keeps its own offset).
@@ -306,6 +314,8 @@ final class MultipartBodyStream: InputStream {
     /// says which and why).
     override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
         guard status == .open else { return status == .atEnd ? 0 : -1 }
+        // Asked for nothing: nothing given, and the body does not end here.
+        guard len > 0 else { return 0 }
         var written = 0
         while written < len, index < pieces.count {
             switch pieces[index] {

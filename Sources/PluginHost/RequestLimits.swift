@@ -50,6 +50,8 @@ public struct RequestLimits: Sendable, Equatable {
     /// limit. A stream that goes on past it (a runaway producer) fails the request with
     /// ``TransportFailureKind/other`` (``TransportFailure/limit`` and
     /// ``TransportFailure/observedBytes`` set) before anything is sent, and its file is removed.
+    /// A multipart body the provider streams from its files (over
+    /// ``MultipartFormData/encodingMemoryThreshold``) is an upload of files, not held to it.
     public var maxStreamedBodyBytes: Int64?
 
     /// The defaults.

@@ -8,15 +8,35 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// A multipart body larger than `MultipartFormData.encodingMemoryThreshold` is sent as a stream
-/// that reads each file as it goes, never held whole in memory; a smaller one is built in memory.
+/// A multipart body with files, larger than `MultipartFormData.encodingMemoryThreshold`, is sent
+/// as a stream that reads each file when its turn comes, never held whole in memory; a smaller
+/// one, or one of data parts alone, is built in memory.
 @Suite("Multipart bodies streamed from their files")
 struct MultipartStreamingTests {
-    /// A file of `count` bytes of a repeating pattern (no two 64 KiB reads alike), removed by the caller.
+    /// 1 MiB of a pattern in which no two 64 KiB reads are alike.
+    static let pattern = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 16) })
+
+    /// A file of `count` bytes of ``pattern`` over and over, removed by the caller (written a MiB at
+    /// a time: no test holds a cooperative thread making bytes one by one).
     static func file(_ count: Int) throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-multipart-\(UUID().uuidString).bin")
-        try Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 16) }).write(to: url)
+        FileManager.default.createFile(atPath: url.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: url)
+        defer { try? handle.close() }
+        var left = count
+        while left > 0 {
+            let piece = min(left, pattern.count)
+            handle.write(pattern.prefix(piece))
+            left -= piece
+        }
         return url
+    }
+
+    /// The SHA-256 of `data`, in hex (hashed from its buffer, not element by element).
+    static func sha256(_ data: Data) -> String {
+        var hasher = SHA256()
+        data.withUnsafeBytes { hasher.update($0) }
+        return SHA256.hex(hasher.finalize())
     }
 
     /// Reads `stream` to its end `chunk` bytes at a time.
@@ -33,9 +53,10 @@ struct MultipartStreamingTests {
     }
 
     /// The stream gives exactly the bytes `encode` builds in memory, whatever the reader's buffer:
-    /// data parts (an empty one, and a slice of a larger `Data`), files (an empty one), one after another.
+    /// data parts (an empty one), files (an empty one, one read twice), one after another.
     @Test(arguments: [1, 7, 100, 4096, 65536, 1 << 20]) func theStreamIsTheEncodedBody(_ chunk: Int) throws {
-        let big = try Self.file(200_000)
+        // More than one 64 KiB read.
+        let big = try Self.file(70_000)
         let empty = try Self.file(0)
         defer {
             try? FileManager.default.removeItem(at: big)
@@ -54,8 +75,28 @@ struct MultipartStreamingTests {
         #expect(streamed == expected)
     }
 
-    /// The provider's request: a body over the threshold is a stream of its announced length (no
-    /// body in memory); one at most the threshold is data.
+    /// Stretches read as they are, whatever the buffer: a slice of a larger `Data` (its indices not
+    /// from 0), empty stretches before, between and after, and a read of 0 bytes, which neither
+    /// gives anything nor ends the body.
+    @Test(arguments: [1, 3, 64]) func stretchesAreReadAsTheyAre(_ chunk: Int) throws {
+        let small = try Self.file(10)
+        defer { try? FileManager.default.removeItem(at: small) }
+        let whole = Data("0123456789".utf8)
+        let stream = MultipartBodyStream([.bytes(Data()), .bytes(whole[3..<7]), .bytes(Data()), .file(small), .bytes(Data("!".utf8)), .bytes(Data())])
+        stream.open()
+        var zero: UInt8 = 0
+        #expect(stream.read(&zero, maxLength: 0) == 0)
+        #expect(stream.streamStatus == .open)
+        stream.close()
+        let again = MultipartBodyStream([.bytes(Data()), .bytes(whole[3..<7]), .bytes(Data()), .file(small), .bytes(Data("!".utf8)), .bytes(Data())])
+        let (read, last) = Self.readAll(again, chunk: chunk)
+        #expect(last == 0)
+        #expect(read == Data("3456".utf8) + Self.pattern.prefix(10) + Data("!".utf8))
+    }
+
+    /// The provider's request: a body with a file, over the threshold, is a stream (no body in
+    /// memory); one at most the threshold is data, and so is one over it of data parts alone (a
+    /// stream of bytes in memory would save nothing).
     @Test func overTheThresholdTheRequestCarriesAStream() throws {
         let threshold = Int(MultipartFormData.encodingMemoryThreshold)
         let large = try Self.file(threshold)
@@ -79,10 +120,17 @@ struct MultipartStreamingTests {
         let made = try Provider<Bin>.defaultEndpointMapping(for: inMemory).urlRequest()
         #expect(made.httpBodyStream == nil)
         #expect(made.httpBody?.count ?? 0 > threshold - 1000)
+
+        let data = try Bin(
+            "post", method: .post, task: .uploadMultipart([MultipartFormBodyPart(source: .data(Data(count: threshold + 1)), name: "d")]))
+        let dataOnly = try Provider<Bin>.defaultEndpointMapping(for: data).urlRequest()
+        #expect(dataOnly.httpBodyStream == nil)
+        #expect(dataOnly.httpBody?.count ?? 0 > threshold)
     }
 
     /// Sent over both transports: the server (Python's email parser) reads every part whole, the
-    /// 12 MB file's bytes and the fields around it.
+    /// 12 MB file's bytes and the fields around it. A `maxStreamedBodyBytes` (a bound for the
+    /// streams a request closure sets) does not hold back an upload of files.
     @Test(arguments: TransportKind.allCases) func aLargeBodyArrivesWhole(_ transport: TransportKind) async throws {
         let large = try Self.file(12_000_000)
         defer { try? FileManager.default.removeItem(at: large) }
@@ -90,7 +138,8 @@ struct MultipartStreamingTests {
             .text("Ann", name: "user"), .file(large, name: "video", fileName: "clip.bin", mimeType: "video/mp4"),
             MultipartFormBodyPart(source: .data(Data("{\"a\":1}".utf8)), name: "meta", mimeType: "application/json"),
         ]
-        let response = try await transport.provider().request(try Bin("fixture/multipart", method: .post, task: .uploadMultipart(parts)))
+        let provider = Provider<Bin>(transport: transport.make(), limits: RequestLimits(maxStreamedBodyBytes: 1 << 20))
+        let response = try await provider.request(try Bin("fixture/multipart", method: .post, task: .uploadMultipart(parts)))
             .filterSuccessfulStatusCodes().value
         struct Part: Decodable, Equatable {
             var name: String?
@@ -107,9 +156,9 @@ struct MultipartStreamingTests {
         let bytes = try Data(contentsOf: large)
         #expect(
             parsed.parts == [
-                Part(name: "user", filename: nil, type: nil, size: 3, sha256: SHA256.hex(SHA256.hash(Data("Ann".utf8)))),
-                Part(name: "video", filename: "clip.bin", type: "video/mp4", size: bytes.count, sha256: SHA256.hex(SHA256.hash(bytes))),
-                Part(name: "meta", filename: nil, type: "application/json", size: 7, sha256: SHA256.hex(SHA256.hash(Data("{\"a\":1}".utf8)))),
+                Part(name: "user", filename: nil, type: nil, size: 3, sha256: Self.sha256(Data("Ann".utf8))),
+                Part(name: "video", filename: "clip.bin", type: "video/mp4", size: bytes.count, sha256: Self.sha256(bytes)),
+                Part(name: "meta", filename: nil, type: "application/json", size: 7, sha256: Self.sha256(Data("{\"a\":1}".utf8))),
             ])
         #expect(parsed.length > 12_000_000)
     }
@@ -125,11 +174,10 @@ struct MultipartStreamingTests {
             try? FileManager.default.removeItem(at: directory)
         }
         let parts = [MultipartFormBodyPart.file(large, name: "f")]
-        guard case .stream(let stream, let length) = try MultipartFormData.body(parts, boundary: "b") else {
+        guard case .stream(let stream) = try MultipartFormData.body(parts, boundary: "b") else {
             Issue.record("not streamed")
             return
         }
-        #expect(length > MultipartFormData.encodingMemoryThreshold)
         try FileManager.default.removeItem(at: large)
         let (_, last) = Self.readAll(stream, chunk: 65536)
         #expect(last == -1)
@@ -141,13 +189,15 @@ struct MultipartStreamingTests {
         #expect(path == large.path)
         #expect(reason == "cannot read multipart file: No such file or directory")
 
-        // A directory where a file should be: refused when the request is made.
+        // A directory where a file should be: refused when the request is made, as a body in memory is.
         #expect(throws: NetworkError.self) { try MultipartFormData.body([.file(directory, name: "d")], boundary: "b") }
     }
 
-    /// Endpoints with a large multipart body compare by their parts' files, none of them read: the
-    /// same file is the same endpoint (and hash), another path with the same bytes is another.
-    @Test func largeMultipartEndpointsCompareByTheirFiles() throws {
+    /// Endpoints with a multipart body compare by their parts' files, none of them read: the
+    /// same file is the same endpoint (and hash), another path with the same bytes is another;
+    /// files that do not exist (none is read) compare by their paths too. (Made by reading the
+    /// files, two endpoints with missing files compared as requests that cannot be made: equal.)
+    @Test func multipartEndpointsCompareByTheirFiles() throws {
         let large = try Self.file(Int(MultipartFormData.encodingMemoryThreshold) + 1)
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent("pluginhost-multipart-\(UUID().uuidString).bin")
         try FileManager.default.copyItem(at: large, to: copy)
@@ -164,5 +214,17 @@ struct MultipartStreamingTests {
         #expect(endpoint(large).hashValue == endpoint(large).hashValue)
         #expect(endpoint(large) != endpoint(copy))
         #expect(Set([endpoint(large), endpoint(large), endpoint(copy)]).count == 2)
+        let missing = URL(fileURLWithPath: "/nonexistent/a.bin")
+        #expect(endpoint(missing) == endpoint(missing))
+        #expect(endpoint(missing).hashValue == endpoint(missing).hashValue)
+        #expect(endpoint(missing) != endpoint(URL(fileURLWithPath: "/nonexistent/b.bin")))
+        // A data part and a file part with the same headers are other parts.
+        let asData = Endpoint(
+            url: "https://api.example.invalid/upload", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .post,
+            task: .uploadMultipart([
+                .text("x", name: "t"),
+                MultipartFormBodyPart(source: .data(Data()), name: "f", fileName: "a.bin", mimeType: "application/octet-stream"),
+            ]), httpHeaderFields: nil)
+        #expect(asData != endpoint(missing))
     }
 }
