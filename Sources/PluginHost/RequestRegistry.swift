@@ -60,6 +60,16 @@ final class RequestRegistry: Sendable {
             guard let consumption else { return }
             consumptions[ObjectIdentifier(consumption)]?.active -= 1
         }
+
+        /// The consumption `claim`'s attempt belongs to, counting what claims it from now, when
+        /// the attempt is not claimed yet and the consumption runs; nil otherwise (what asked counts
+        /// on its own: a request of a task the attempt started, say).
+        mutating func claim(_ claim: AttemptClaim?) -> ConsumptionEpoch? {
+            guard let claim, !claim.claimed, consumptions[ObjectIdentifier(claim.consumption)] != nil else { return nil }
+            claim.claimed = true
+            consumptions[ObjectIdentifier(claim.consumption)]!.active += 1
+            return claim.consumption
+        }
     }
 
     /// A retried consumption's tally: it counts as one request while none of its own counts
@@ -102,16 +112,15 @@ final class RequestRegistry: Sendable {
     /// A consumption begins preparing its request (its endpoint and request closure run): it is
     /// counted by ``runningCount`` until its request is registered (``run(sharingKey:epoch:progress:prepared:work:)``
     /// with the preparation, in the same step) and then until that ends, or until
-    /// ``endPreparation(_:)`` says it made none, so the count never reads 0 in between. Within a
-    /// retried consumption (``begin(_:)``), that consumption is counted in its stead from the step
-    /// its request ends in. (A `cancelAll()` meanwhile reaches it by its epoch.)
+    /// ``endPreparation(_:)`` says it made none, so the count never reads 0 in between. The
+    /// request of an attempt of a retried consumption (``begin(_:)``, ``AttemptClaim``) counts for
+    /// it: the consumption is counted in its stead from the step the request ends in. (A
+    /// `cancelAll()` meanwhile reaches it by its epoch.)
     func beginPreparation() -> Preparation {
-        let consumption = Self.consumption.flatMap { $0.registry === self ? $0 : nil }
+        let claim = Self.attempt.flatMap { $0.consumption.registry === self ? $0 : nil }
         return state.withLock { state in
             state.preparing += 1
-            guard let consumption, state.consumptions[ObjectIdentifier(consumption)] != nil else { return Preparation(consumption: nil) }
-            state.consumptions[ObjectIdentifier(consumption)]!.active += 1
-            return Preparation(consumption: consumption)
+            return Preparation(consumption: state.claim(claim))
         }
     }
 
@@ -124,15 +133,15 @@ final class RequestRegistry: Sendable {
     }
 
     /// A retried consumption of this registry starts (``ResponsePipeline/retry(_:)``): from now
-    /// until ``end(_:)`` it counts as one request whenever none of its own does, so
-    /// ``runningCount`` does not read 0 between its attempts. Within another one, it counts
-    /// for that one as a request would.
+    /// until ``end(_:)`` it counts as one request whenever nothing of its own does, so
+    /// ``runningCount`` does not read 0 between its attempts. Run as an attempt of another one
+    /// (its pipeline retried within the other's), it counts for that one as the attempt's
+    /// request would.
     func begin(_ consumption: ConsumptionEpoch) {
-        let outer = Self.consumption.flatMap { $0.registry === self ? $0 : nil }
+        let claim = Self.attempt.flatMap { $0.consumption.registry === self ? $0 : nil }
         state.withLock { state in
-            let parent = outer.flatMap { state.consumptions[ObjectIdentifier($0)] != nil ? $0 : nil }
+            let parent = state.claim(claim)
             state.consumptions[ObjectIdentifier(consumption)] = ConsumptionCount(parent: parent)
-            if let parent { state.consumptions[ObjectIdentifier(parent)]!.active += 1 }
         }
     }
 
@@ -175,6 +184,10 @@ final class RequestRegistry: Sendable {
     /// consumption's epoch, not with one read anew, so a `cancelAll()` between a backoff's end
     /// and the next attempt's start is not missed.
     @TaskLocal static var consumption: ConsumptionEpoch?
+
+    /// The attempt of a retried consumption this task runs (``ResponsePipeline/retry(_:)``, one
+    /// per attempt): its request is the first one prepared in it (see ``beginPreparation()``).
+    @TaskLocal static var attempt: AttemptClaim?
 
     /// The epoch a consumption of this registry starting now compares with: the retried
     /// consumption's it runs in (while it runs), else the count now.
@@ -383,7 +396,9 @@ enum ConsumptionScope {
     static func leaving<T>(_ body: () async -> T) async -> T {
         await ExchangeDeadline.$binding.withValue(nil) {
             await ChainPin.$current.withValue(nil) {
-                await RequestRegistry.$consumption.withValue(nil) { await body() }
+                await RequestRegistry.$consumption.withValue(nil) {
+                    await RequestRegistry.$attempt.withValue(nil) { await body() }
+                }
             }
         }
     }
@@ -392,7 +407,9 @@ enum ConsumptionScope {
     static func leavingSynchronously<T>(_ body: () -> T) -> T {
         ExchangeDeadline.$binding.withValue(nil) {
             ChainPin.$current.withValue(nil) {
-                RequestRegistry.$consumption.withValue(nil) { body() }
+                RequestRegistry.$consumption.withValue(nil) {
+                    RequestRegistry.$attempt.withValue(nil) { body() }
+                }
             }
         }
     }
@@ -411,6 +428,20 @@ final class ConsumptionEpoch: Sendable {
     init(registry: RequestRegistry, epoch: Int) {
         self.registry = registry
         self.epoch = epoch
+    }
+}
+
+/// One attempt of a retried consumption (``RequestRegistry/attempt``). The first request prepared
+/// in it (its pipeline's own: the provider prepares it before the request's closures run), or the
+/// first retried consumption begun in it, claims it and counts for the consumption; a request a
+/// task started within the attempt makes later finds it claimed, and counts on its own.
+// Safe as @unchecked Sendable: `claimed` is read and set only under the registry's lock.
+final class AttemptClaim: @unchecked Sendable {
+    let consumption: ConsumptionEpoch
+    var claimed = false
+
+    init(_ consumption: ConsumptionEpoch) {
+        self.consumption = consumption
     }
 }
 

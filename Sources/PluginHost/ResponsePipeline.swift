@@ -302,11 +302,14 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 let reason: String
                 let delay: Double
                 do throws(NetworkError) {
+                    let claim = scope.map(AttemptClaim.init) ?? RequestRegistry.attempt
                     let attempt: Result<Value, NetworkError> = await RequestRegistry.$consumption.withValue(scope ?? RequestRegistry.consumption) {
-                        do throws(NetworkError) {
-                            return .success(try await body(progress))
-                        } catch {
-                            return .failure(error)
+                        await RequestRegistry.$attempt.withValue(claim) {
+                            do throws(NetworkError) {
+                                return .success(try await body(progress))
+                            } catch {
+                                return .failure(error)
+                            }
                         }
                     }
                     let value = try attempt.get()

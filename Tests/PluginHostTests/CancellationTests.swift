@@ -209,6 +209,51 @@ struct CancellationTests {
         #expect(provider.inflightCount == 0)
     }
 
+    /// A request a task started within an attempt makes counts on its own, beside the retried
+    /// request that waits out its backoff: 2 (it took the retried request's place, and read 1).
+    @Test func aRequestStartedWithinAnAttemptCountsBesideTheRetriedOne() async throws {
+        let held = LockedBox(false)
+        let entered = LockedCounter()
+        /// `held` answers once released (at most 20 s); anything else, 503.
+        struct Transport503: Transport {
+            let held: LockedBox<Bool>
+            let entered: LockedCounter
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                guard request.urlRequest.url?.path == "/held" else { return answer(request, status: 503) }
+                entered.increment()
+                await waitFor(held)
+                return answer(request)
+            }
+        }
+        let provider = Provider<Bin>(transport: Transport503(held: held, entered: entered))
+        let started = LockedCounter()
+        let retried = LockedCounter()
+        let side = Locked<Task<Result<Response, NetworkError>, Never>?>(nil)
+        let pipeline = provider.request(try Bin("get"))
+            .map { response in
+                if started.increment() == 1 {
+                    let task = Task { await provider.request(try! Bin("held")).result }
+                    side.withLock { $0 = task }
+                }
+                return response
+            }
+            .filterSuccessfulStatusCodes()
+            .retry(RetryPolicy(retryLimit: 1, exponentialBackoffScale: 30) { _ in retried.increment() })
+        let task = Task { await pipeline.result }
+        #expect(await eventually(10) { retried.value == 1 && entered.value == 1 })
+        #expect(provider.inflightCount == 2)
+        task.cancel()
+        guard case .failure(.cancelled) = await task.value else {
+            Issue.record("not cancelled")
+            return
+        }
+        #expect(provider.inflightCount == 1)
+        held.set(true)
+        let sideTask = try #require(side.withLock { $0 })
+        #expect(try await sideTask.value.get().statusCode == 200)
+        #expect(provider.inflightCount == 0)
+    }
+
     /// A request whose request closure runs is in flight (`inflightCount` read 0 while the closure
     /// waited, and a shutdown that waited for 0 went on before the request was sent). Two identical
     /// ones a provider that shares exchanges makes count as two until they share one; a closure
