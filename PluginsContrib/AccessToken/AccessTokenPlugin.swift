@@ -113,10 +113,11 @@ public struct AccessTokenPlugin: ExportablePlugin {
 
         /// Reads `"https://api.example.com"`, `"http://127.0.0.1:8080"` or
         /// `"https://*.example.com"`; nil for anything else (a user, a path other than `/`, a
-        /// query, a fragment, another scheme, a port out of range).
+        /// query, a fragment, another scheme, a port out of range). A host past ASCII is kept in
+        /// the form DNS is asked for (IDNA: `bücher.example` and `xn--bcher-kva.example` are one).
         init?(_ text: String) {
             guard let parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                var host = parts.percentEncodedHost?.lowercased(), !host.isEmpty, !host.contains("%"),
+                var host = AccessTokenPlugin.asciiHost(parts), !host.isEmpty, !host.contains("%"),
                 parts.user == nil, parts.password == nil, parts.path.isEmpty || parts.path == "/", parts.query == nil, parts.fragment == nil
             else { return nil }
             let port = parts.port ?? URLParts.defaultPort(forScheme: scheme)
@@ -185,8 +186,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
         else { return origins == nil ? .refuse("access-token: the token is not sent to a URL whose host cannot be read") : .skip }
         let port = parts.port ?? URLParts.defaultPort(forScheme: scheme)
         if let origins {
-            let decoded = host.removingPercentEncoding ?? host
-            return origins.contains { $0.admits(scheme: scheme, host: decoded, port: port) } ? .send : .skip
+            let ascii = asciiHost(parts) ?? host
+            return origins.contains { $0.admits(scheme: scheme, host: ascii, port: port) } ? .send : .skip
         }
         if scheme == "https" || (scheme == "http" && isLoopback(host)) { return .send }
         guard scheme == "http" else { return .refuse("access-token: the token is not sent over \(scheme): only http and https requests carry it") }
@@ -194,6 +195,20 @@ public struct AccessTokenPlugin: ExportablePlugin {
         return .refuse(
             "access-token: the token is not sent over \(scheme) to \(named) (without origins, it goes to https and to loopback hosts only; "
                 + "list \"\(named)\" in origins to send it there)")
+    }
+
+    /// The host of `parts` in lower case as DNS is asked for it: IDNA's ASCII form for a name past
+    /// ASCII (`xn--…`, which a URL's own host already is), and a host percent-encoded in the URL
+    /// decoded when it decodes to a name (no delimiter, space or control character); one that
+    /// does not stays as written, and matches no origin. (`percentEncodedHost` reads an `xn--`
+    /// label back as percent-encoded UTF-8.)
+    static func asciiHost(_ parts: URLComponents) -> String? {
+        guard let host = parts.encodedHost?.lowercased(), !host.isEmpty else { return nil }
+        guard host.contains("%"), !host.hasPrefix("["), let decoded = host.removingPercentEncoding, !decoded.isEmpty,
+            !decoded.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || "/?#@:[]\\%".unicodeScalars.contains($0) }),
+            let again = URLComponents(string: "https://" + decoded)?.encodedHost?.lowercased(), !again.contains("%")
+        else { return host }
+        return again
     }
 
     /// Whether `host` (in lower case, as written in a URL) is a loopback host as libcurl reaches

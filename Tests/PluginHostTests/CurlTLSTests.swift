@@ -171,6 +171,26 @@ struct CurlTLSTests {
         ) { try CurlTransport(configuration: configuration) }
     }
 
+    /// A host past ASCII gets its override whichever form the entry and the URL are written in
+    /// (IDNA: `bücher.example` is `xn--bcher-kva.example`, as a URL's host reads): an entry in
+    /// the name's own form was never found, and its pin was skipped. Both forms are one host.
+    @Test func anInternationalHostGetsItsOverrideInEitherForm() throws {
+        var configuration = CurlTransport.Configuration()
+        let pin = "sha256//" + Data(count: 32).base64EncodedString()
+        configuration.tlsOverrides = ["BÜCHER.example": TLSConfiguration(pinnedPublicKeys: [pin])]
+        let settings = try CurlTransport(configuration: configuration).loop.settings
+        let url = try #require(URL(string: "https://bücher.example/x"))
+        for host in ["xn--bcher-kva.example", "bücher.example", "XN--BCHER-KVA.example.", try #require(url.host)] {
+            #expect(settings.tls(for: host).pins == pin, "\(host)")
+        }
+        #expect(settings.tls(for: "bucher.example").pins == nil)
+        configuration.tlsOverrides["xn--bcher-kva.example"] = TLSConfiguration()
+        #expect(
+            throws: CurlTransportError(
+                .invalidConfiguration, "tlsOverrides name the host xn--bcher-kva.example twice (xn--bcher-kva.example is one of them)")
+        ) { try CurlTransport(configuration: configuration) }
+    }
+
     @Test func http2ByALPNMultiplexesConcurrentRequests() async throws {
         var configuration = CurlTransport.Configuration()
         configuration.tls = TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_CA_PEM"))]))

@@ -214,23 +214,26 @@ struct CurlTransportTests {
 
     /// A Digest answer to the tunnel's `407` covers what was challenged: `CONNECT` and its
     /// target (`origin.test:443`), no body. It covered the request's method and path, which a
-    /// proxy refuses.
-    @Test func aProxysDigestChallengeToTheTunnelIsAnsweredForTheConnect() async throws {
+    /// proxy refuses. A host past ASCII is the target as libcurl sends it (IDNA's `xn--` form;
+    /// the answer named it in percent-encoded UTF-8).
+    @Test(arguments: [("https://origin.test", "origin.test:443"), ("https://bücher.example:8443", "xn--bcher-kva.example:8443")])
+    func aProxysDigestChallengeToTheTunnelIsAnsweredForTheConnect(_ base: String, _ tunnel: String) async throws {
         let challenge = #"Digest realm="proxy", nonce="n0", qop="auth", algorithm=SHA-256"#
         let proxy = try RefusingProxy(challenge: challenge)
         let provider = try proxied(through: proxy)
-        let target = try Bin("tunnelled", method: .post, task: .requestData(Data("body".utf8)), base: URL(string: "https://origin.test")!)
+        let target = try Bin("tunnelled", method: .post, task: .requestData(Data("body".utf8)), base: URL(string: base)!)
         #expect(try await provider.request(target).value.statusCode == 407)
         let heads = proxy.heads.withLock { $0 }
         try #require(heads.count == 2)
         let answer = try #require(heads[1].firstMatch(of: /Proxy-Authorization: (Digest [^\r]+)\r\n/)?.1)
         let cnonce = try #require(answer.firstMatch(of: /cnonce="([^"]+)"/)?.1)
         let digest = try #require(ChosenChallenge.choose(from: challenge)?.digest)
-        #expect(answer.contains(#"uri="origin.test:443""#), "\(answer)")
+        #expect(heads[0].hasPrefix("CONNECT \(tunnel) HTTP/1.1\r\n"), "\(heads[0])")
+        #expect(answer.contains("uri=\"\(tunnel)\""), "\(answer)")
         #expect(
             String(answer)
                 == digest.authorization(
-                    user: "u", password: "p", request: .init(method: "CONNECT", uri: "origin.test:443", body: .bytes([])), cnonce: String(cnonce),
+                    user: "u", password: "p", request: .init(method: "CONNECT", uri: tunnel, body: .bytes([])), cnonce: String(cnonce),
                     nonceCount: 1))
     }
 

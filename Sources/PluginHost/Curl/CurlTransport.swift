@@ -98,7 +98,9 @@ public final class CurlTransport: Transport {
         public var tls = TLSConfiguration()
         /// TLS per host name (as in the URL, lowercased), replacing ``tls`` for that host. A
         /// fully qualified name's trailing dot is no part of it: `api.example.com.` in a URL (or a
-        /// redirect) gets the override of `api.example.com`, as libcurl checks its certificate.
+        /// redirect) gets the override of `api.example.com`, as libcurl checks its certificate. A
+        /// name past ASCII may be written in its own form or IDNA's (`bücher.example` or
+        /// `xn--bcher-kva.example`): both are the one host.
         public var tlsOverrides: [String: TLSConfiguration] = [:]
         /// Which proxy to use.
         public var proxy: Proxy = .environment
@@ -312,9 +314,17 @@ struct CurlSettings: Sendable {
 
     /// A host as ``CurlTransport/Configuration/tlsOverrides`` are looked up: lowercased, without
     /// a trailing dot (libcurl matches a certificate to `api.example.com.` as to
-    /// `api.example.com`, so a pin of the one must hold for the other).
+    /// `api.example.com`, so a pin of the one must hold for the other), and a name past ASCII in
+    /// IDNA's form, the one a URL's host is read in (`bücher.example` is `xn--bcher-kva.example`:
+    /// an entry written the one way was never found for a request, and its pin was skipped).
     static func overrideKey(_ host: String) -> String {
-        let lower = host.lowercased()
+        var lower = host.lowercased()
+        if !lower.utf8.allSatisfy({ $0 < 0x80 }),
+            !lower.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || "/?#@:[]\\%".unicodeScalars.contains($0) }),
+            let ascii = URLComponents(string: "https://" + lower)?.encodedHost?.lowercased(), !ascii.isEmpty
+        {
+            lower = ascii
+        }
         return lower.hasSuffix(".") ? String(lower.dropLast()) : lower
     }
 }

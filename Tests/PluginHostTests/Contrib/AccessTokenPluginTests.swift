@@ -377,6 +377,34 @@ struct AccessTokenPluginTests {
         }
     }
 
+    /// A host past ASCII is listed in either form (IDNA's `xn--` one, which DNS is asked for, or
+    /// its own, in any case), and a request to it matches in either form, percent-encoded too;
+    /// a `*.` origin so covers the hosts under it. Both forms were refused as no origin (the `xn--`
+    /// one read back as percent-encoded UTF-8).
+    @Test(arguments: ["https://bücher.example", "https://xn--bcher-kva.example", "https://BÜCHER.example"])
+    func anInternationalHostIsListedInEitherForm(_ listed: String) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let stub = StubTransport { request in .networkResponse(200, Data((request.value(forHTTPHeaderField: "Authorization") ?? "none").utf8)) }
+        let provider = try f.provider([("access-token", ["origins": [listed, "https://*.münchen.example"]])], transport: stub)
+        provider.services.setValue("t0k3n", forKey: "access_token")
+        func authorization(_ base: String) async throws -> String {
+            let response = try await provider.request(try Bin("x", base: try #require(URL(string: base)))).value
+            return String(decoding: response.data, as: UTF8.self)
+        }
+        for base in [
+            "https://bücher.example", "https://xn--bcher-kva.example", "https://b%C3%BCcher.example", "https://a.münchen.example",
+            "https://a.xn--mnchen-3ya.example",
+        ] {
+            #expect(try await authorization(base) == "Bearer t0k3n", "\(base)")
+        }
+        for base in [
+            "https://bucher.example", "https://xn--bcher-kva.example.test", "https://münchen.example", "https://b%C3%BCcher.example%2F.test",
+        ] {
+            #expect(try await authorization(base) == "none", "\(base)")
+        }
+    }
+
     /// Against two servers: the listed origin gets the token and its `401` is refreshed; the
     /// other origin gets no token, and a `401` there to the app's own `Authorization` refreshes
     /// nothing.
