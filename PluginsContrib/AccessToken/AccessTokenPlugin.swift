@@ -117,7 +117,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
         /// the form DNS is asked for (IDNA: `bücher.example` and `xn--bcher-kva.example` are one).
         init?(_ text: String) {
             guard let parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                var host = AccessTokenPlugin.asciiHost(parts), !host.isEmpty, !host.contains("%"),
+                var host = parts.encodedHost?.lowercased(), !host.isEmpty, !host.contains("%"),
                 parts.user == nil, parts.password == nil, parts.path.isEmpty || parts.path == "/", parts.query == nil, parts.fragment == nil
             else { return nil }
             let port = parts.port ?? URLParts.defaultPort(forScheme: scheme)
@@ -186,7 +186,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
         else { return origins == nil ? .refuse("access-token: the token is not sent to a URL whose host cannot be read") : .skip }
         let port = parts.port ?? URLParts.defaultPort(forScheme: scheme)
         if let origins {
-            let ascii = asciiHost(parts) ?? host
+            // A host that does not read as a name (a percent-encoded delimiter) goes to no origin.
+            guard let ascii = asciiHost(parts), !ascii.contains("%") else { return .skip }
             return origins.contains { $0.admits(scheme: scheme, host: ascii, port: port) } ? .send : .skip
         }
         if scheme == "https" || (scheme == "http" && isLoopback(host)) { return .send }
@@ -200,8 +201,8 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// The host of `parts` in lower case as DNS is asked for it: IDNA's ASCII form for a name past
     /// ASCII (`xn--…`, which a URL's own host already is), and a host percent-encoded in the URL
     /// decoded when it decodes to a name (no delimiter, space or control character); one that
-    /// does not stays as written, and matches no origin. (`percentEncodedHost` reads an `xn--`
-    /// label back as percent-encoded UTF-8.)
+    /// does not stays as written, `%` and all (which no origin holds). (`percentEncodedHost`
+    /// reads an `xn--` label back as percent-encoded UTF-8.)
     static func asciiHost(_ parts: URLComponents) -> String? {
         guard let host = parts.encodedHost?.lowercased(), !host.isEmpty else { return nil }
         guard host.contains("%"), !host.hasPrefix("["), let decoded = host.removingPercentEncoding, !decoded.isEmpty,

@@ -282,9 +282,10 @@ extension Endpoint {
 extension Endpoint: Equatable, Hashable {
     /// Two endpoints are equal when they make the same `URLRequest` (URL, method, header fields,
     /// body) and upload the same file, as Moya compares them; a multipart body compares by its
-    /// parts, a file part by its path (whatever boundary each request draws; no file is read);
-    /// endpoints whose request cannot be made compare by URL, method and their own header fields,
-    /// and never equal one whose request can be made.
+    /// parts, a file part by its path (whatever boundary each request draws; no file is read, so
+    /// one that is missing compares by its path too); endpoints whose request cannot be made
+    /// compare by URL, method and their own header fields, and never equal one whose request can
+    /// be made.
     public static func == (lhs: Endpoint, rhs: Endpoint) -> Bool {
         guard lhs.uploadedFile == rhs.uploadedFile else { return false }
         switch (try? lhs.comparedRequest(), try? rhs.comparedRequest()) {
@@ -334,6 +335,8 @@ extension Endpoint: Equatable, Hashable {
         default:
             return (try urlRequest(), nil)
         }
+        // The endpoint's own fields are checked as they are (its `Content-Type` is replaced).
+        if let refusal = Self.refusal(of: httpHeaderFields ?? [:]) { throw refusal }
         bare = bare.adding(newHTTPHeaderFields: ["Content-Type": MultipartFormData.contentType(boundary: "boundary")])
         return (try bare.urlRequest(), try MultipartFormData.pieces(parts, boundary: "boundary"))
     }

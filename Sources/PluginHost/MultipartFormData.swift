@@ -158,14 +158,11 @@ public enum MultipartFormData {
         }
         // Only bytes in memory: a stream of them would save nothing.
         guard !files.isEmpty, total > encodingMemoryThreshold else { return nil }
+        var identities: [String: MultipartBodyStream.FileIdentity] = [:]
         for url in files {
-            let fd = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-            guard fd >= 0 else {
-                throw .fileAccess(path: url.path, reason: "cannot read multipart file: \(String(cString: strerror(errno)))")
-            }
-            close(fd)
+            identities[url.path] = try MultipartBodyStream.FileIdentity(opening: url)
         }
-        return MultipartBodyStream(pieces)
+        return MultipartBodyStream(pieces, files: identities)
     }
 
     /// A multipart body as a request carries it: in memory, or a stream.
@@ -278,16 +275,52 @@ public struct InvalidMultipartBoundary: Error, Sendable, Equatable, CustomString
 /// memory. Read once, by one reader at a time (the transports read a request's body stream into
 /// a temporary file, and send that). Not `Sendable`, as no `InputStream` is.
 final class MultipartBodyStream: InputStream {
+    /// A file as the request was made: its size, and which file it is. The body sends that many
+    /// of its bytes, from that file, or fails: a file that grows (a log being written) or was
+    /// replaced (by a link to `/dev/zero`, a pipe) is no body of a known length.
+    struct FileIdentity {
+        let size: Int64
+        let device: UInt64
+        let inode: UInt64
+
+        /// The identity of the regular file at `url`, opened (and closed) to know it can be read.
+        init(opening url: URL) throws(NetworkError) {
+            let fd = openFile(url.path)
+            guard fd >= 0 else { throw .fileAccess(path: url.path, reason: "cannot read multipart file: \(String(cString: strerror(errno)))") }
+            defer { closeFile(fd) }
+            guard let identity = FileIdentity(fd) else {
+                throw .fileAccess(path: url.path, reason: "cannot read multipart file: it is no regular file")
+            }
+            self = identity
+        }
+
+        /// The identity of the regular file open as `fd`; nil for anything else.
+        init?(_ fd: Int32) {
+            var status = stat()
+            guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+            size = Int64(status.st_size)
+            device = UInt64(truncatingIfNeeded: status.st_dev)
+            inode = UInt64(truncatingIfNeeded: status.st_ino)
+        }
+
+        func isSameFile(as other: FileIdentity) -> Bool { device == other.device && inode == other.inode }
+    }
+
     private let pieces: [MultipartFormData.Piece]
-    /// The stretch being read, and how far into it (for bytes; a file keeps its own offset).
+    /// Each file's identity when the request was made, by path.
+    private let files: [String: FileIdentity]
+    /// The stretch being read, and how far into it (bytes of data, or of the open file).
     private var index = 0
     private var offset = 0
     private var fd: Int32 = -1
     private var status: Stream.Status = .notOpen
     private var failure: (any Error)?
 
-    init(_ pieces: [MultipartFormData.Piece]) {
+    /// A stream of `pieces`, each file of which `files` holds as the request was made (a file
+    /// it does not hold is sent as it is found).
+    init(_ pieces: [MultipartFormData.Piece], files: [String: FileIdentity] = [:]) {
         self.pieces = pieces
+        self.files = files
         super.init(data: Data())
     }
 
@@ -330,21 +363,34 @@ final class MultipartBodyStream: InputStream {
                 written += count
                 if offset == data.count { (index, offset) = (index + 1, 0) }
             case .file(let url):
+                let expected = files[url.path]
                 if fd < 0 {
                     fd = openFile(url.path)
-                    if fd < 0 { return fail(url, errno) }
+                    if fd < 0 { return fail(url, "cannot read multipart file: \(String(cString: strerror(errno)))") }
+                    if let expected, FileIdentity(fd).map(expected.isSameFile) != true {
+                        return fail(url, "the multipart file changed after the request was made: it is another file now")
+                    }
                 }
-                let got = readFile(fd, buffer + written, len - written)
+                // No more than its size when the request was made; then one byte more, to know it holds none.
+                let room = expected.map { Int(min(Int64(len - written), $0.size - Int64(offset))) } ?? len - written
+                var probe: UInt8 = 0
+                let got = room > 0 ? readFile(fd, buffer + written, room) : readFile(fd, &probe, 1)
                 if got < 0 {
                     if errno == EINTR { continue }
-                    return fail(url, errno)
+                    return fail(url, "cannot read multipart file: \(String(cString: strerror(errno)))")
+                }
+                if let expected, room == 0, got > 0 {
+                    return fail(url, "the multipart file changed after the request was made: it holds more than its \(expected.size) bytes")
+                }
+                if let expected, room > 0, got == 0 {
+                    return fail(url, "the multipart file changed after the request was made: it ended after \(offset) of its \(expected.size) bytes")
                 }
                 if got == 0 {
                     closeFile(fd)
-                    fd = -1
-                    index += 1
+                    (fd, index, offset) = (-1, index + 1, 0)
                 } else {
                     // What the file gave: the reader comes back for more.
+                    offset += got
                     return written + got
                 }
             }
@@ -353,14 +399,14 @@ final class MultipartBodyStream: InputStream {
         return written
     }
 
-    private func fail(_ url: URL, _ code: Int32) -> Int {
-        failure = NetworkError.fileAccess(path: url.path, reason: "cannot read multipart file: \(String(cString: strerror(code)))")
+    private func fail(_ url: URL, _ reason: String) -> Int {
+        failure = NetworkError.fileAccess(path: url.path, reason: reason)
         status = .error
         return -1
     }
 }
 
 // The POSIX calls the stream makes, by names its own methods (`open`, `read`, `close`) do not hide.
-private func openFile(_ path: String) -> Int32 { open(path, O_RDONLY | O_CLOEXEC) }
+private func openFile(_ path: String) -> Int32 { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
 private func readFile(_ fd: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ count: Int) -> Int { read(fd, buffer, count) }
 private func closeFile(_ fd: Int32) { _ = close(fd) }

@@ -302,7 +302,8 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 let reason: String
                 let delay: Double
                 do throws(NetworkError) {
-                    let claim = scope.map(AttemptClaim.init) ?? RequestRegistry.attempt
+                    // Without a registry of its own, each attempt is one of the enclosing consumption's.
+                    let claim = scope.map(AttemptClaim.init) ?? RequestRegistry.attempt.map { AttemptClaim($0.consumption) }
                     let attempt: Result<Value, NetworkError> = await RequestRegistry.$consumption.withValue(scope ?? RequestRegistry.consumption) {
                         await RequestRegistry.$attempt.withValue(claim) {
                             do throws(NetworkError) {

@@ -78,8 +78,8 @@ final class SpooledBody: @unchecked Sendable {
         defer { request.cancellation?.removeHandler(forwarded) }
         let timer = request.deadline.map { stop.cancel(at: $0.instant) }
         defer { timer?.cancel() }
-        // A runaway producer's bound; a multipart body of files (``MultipartBodyStream``) has the
-        // files' length, and is an upload as a file is.
+        // A runaway producer's bound; a multipart body of files (``MultipartBodyStream``) sends
+        // each file's size when the request was made, or fails, and is an upload as a file is.
         let limit = stream is MultipartBodyStream ? nil : request.limits.maxStreamedBodyBytes
         // This task waits for the reader's thread without holding a thread of the pool.
         let reading = Task<Result<SpooledBody, TransportFailure>, Never> {

@@ -193,6 +193,44 @@ struct MultipartStreamingTests {
         #expect(throws: NetworkError.self) { try MultipartFormData.body([.file(directory, name: "d")], boundary: "b") }
     }
 
+    /// A file that changed after the request was made fails it, saying how: one that grew (the body
+    /// is no longer of a known length: a log being written), shrank, or is another file now (a
+    /// path replaced, by a link to `/dev/zero` say). Each was sent as it was found.
+    @Test(arguments: ["grew", "shrank", "replaced"]) func aFileThatChangedAfterTheRequestWasMadeFailsIt(_ change: String) throws {
+        let size = Int(MultipartFormData.encodingMemoryThreshold) + 1
+        let file = try Self.file(size)
+        defer { try? FileManager.default.removeItem(at: file) }
+        guard case .stream(let stream) = try MultipartFormData.body([.text("x", name: "t"), .file(file, name: "f")], boundary: "b") else {
+            Issue.record("not streamed")
+            return
+        }
+        let reason: String
+        switch change {
+        case "grew":
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.seekToEnd()
+            handle.write(Data("more".utf8))
+            try handle.close()
+            reason = "it holds more than its \(size) bytes"
+        case "shrank":
+            #expect(truncate(file.path, 100) == 0)
+            reason = "it ended after 100 of its \(size) bytes"
+        default:
+            // Made beside it, then renamed over it: another file (inode) of the same size.
+            let other = try Self.file(size)
+            #expect(rename(other.path, file.path) == 0)
+            reason = "it is another file now"
+        }
+        let (_, last) = Self.readAll(stream, chunk: 65536)
+        #expect(last == -1)
+        guard case .fileAccess(let path, let said) = stream.streamError as? NetworkError else {
+            Issue.record("got \(String(describing: stream.streamError))")
+            return
+        }
+        #expect(path == file.path)
+        #expect(said == "the multipart file changed after the request was made: " + reason)
+    }
+
     /// Endpoints with a multipart body compare by their parts' files, none of them read: the
     /// same file is the same endpoint (and hash), another path with the same bytes is another;
     /// files that do not exist (none is read) compare by their paths too. (Made by reading the
@@ -226,5 +264,11 @@ struct MultipartStreamingTests {
                 MultipartFormBodyPart(source: .data(Data()), name: "f", fileName: "a.bin", mimeType: "application/octet-stream"),
             ]), httpHeaderFields: nil)
         #expect(asData != endpoint(missing))
+        // The endpoint's own fields count as they are: a `Content-Type` that cannot be sent (the
+        // body's replaces it) makes an endpoint whose request cannot be made.
+        let badType = Endpoint(
+            url: "https://api.example.invalid/upload", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .post,
+            task: .uploadMultipart([.text("x", name: "t"), .file(missing, name: "f")]), httpHeaderFields: ["Content-Type": "a\r\nb"])
+        #expect(badType != endpoint(missing))
     }
 }

@@ -372,6 +372,8 @@ struct AccessTokenPluginTests {
         for base in [
             "http://api.example.test", "https://api.example.test:8080", "https://example.test", "http://a.example.test", "https://127.0.0.1",
             "http://localhost",
+            // A host that does not read as a name (a percent-encoded `/`) is under no origin.
+            "https://evil%2F.example.test",
         ] {
             #expect(try await authorization(listed, base).get() == "none", "\(base)")
         }

@@ -20,6 +20,12 @@ struct ContribConfigTests {
                 + "such as \"https://api.example.com\" or \"https://*.example.com:8443\" (no user, path, query or fragment)"
         ),
         (
+            // Percent-encoded: `%2A` is no wildcard, nor an escape of a name.
+            "access-token", #"{"origins": ["https://%2A.example.com"]}"#,
+            "access-token: origins[0]: \"https://%2A.example.com\" is not an origin: write scheme (http or https), host and an optional port, "
+                + "such as \"https://api.example.com\" or \"https://*.example.com:8443\" (no user, path, query or fragment)"
+        ),
+        (
             "access-token", #"{"origins": ["ftp://files.example.com"]}"#,
             "access-token: origins[0]: \"ftp://files.example.com\" is not an origin: write scheme (http or https), host and an optional port, "
                 + "such as \"https://api.example.com\" or \"https://*.example.com:8443\" (no user, path, query or fragment)"
