@@ -22,6 +22,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .credential] }
 
     struct Entry {
+        /// In lower case, a name past ASCII in IDNA's form (``URLParts/lookupHost(_:)``).
         let host: String
         let port: Int?
         let scheme: String?
@@ -41,9 +42,10 @@ public struct CredentialsPlugin: ExportablePlugin {
             return nil
         }
 
-        /// Whether the entry is for `scheme://host:port`.
+        /// Whether the entry is for `scheme://host:port` (a name past ASCII in either form:
+        /// `bücher.example` is `xn--bcher-kva.example`, the form a URL's host reads in).
         func matches(host: String, port: Int, scheme: String) -> Bool {
-            self.host.lowercased() == host.lowercased() && (self.port == nil || self.port == port)
+            self.host == URLParts.lookupHost(host) && (self.port == nil || self.port == port)
                 && (self.scheme == nil || self.scheme == scheme.lowercased())
         }
 
@@ -114,7 +116,7 @@ public struct CredentialsPlugin: ExportablePlugin {
                 throw configuration.error("credentials[\(index)].realm must not be empty: leave it out to answer any realm")
             }
             return Entry(
-                host: host, port: port, scheme: scheme, realm: realm, user: user,
+                host: URLParts.lookupHost(host), port: port, scheme: scheme, realm: realm, user: user,
                 password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
                 preemptive: try field { try entry.bool("preemptive", default: false) },
                 proxy: try field { try entry.bool("proxy", default: false) })

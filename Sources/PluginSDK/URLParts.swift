@@ -153,6 +153,20 @@ public struct URLParts: Sendable {
     /// The port a URL of `scheme` uses when it names none: 443 for `https` (any case), else 80.
     public static func defaultPort(forScheme scheme: String?) -> Int { scheme?.lowercased() == "https" ? 443 : 80 }
 
+    /// `host` (a name as configured, or a URL's host as `URL` or `URLComponents` reads it) in lower
+    /// case, a name past ASCII in IDNA's form (`bücher.example` is `xn--bcher-kva.example`, the
+    /// name DNS is asked for and the form a URL holds), so that a name configured in either form
+    /// matches a request's host however it was read. A host holding a delimiter, a space or a
+    /// control character, or that IDNA cannot convert, is only lower-cased.
+    package static func lookupHost(_ host: String) -> String {
+        let lower = host.lowercased()
+        guard !lower.utf8.allSatisfy({ $0 < 0x80 }),
+            !lower.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || "/?#@:[]\\%".unicodeScalars.contains($0) }),
+            let ascii = URLComponents(string: "https://" + lower)?.encodedHost?.lowercased(), !ascii.isEmpty
+        else { return lower }
+        return ascii
+    }
+
     /// Where a URL's user information is (`user:password` in `http://user:password@host/`, before
     /// the authority's last `@`), or nil when it has none. A scheme-relative URL
     /// (`//user:password@host/`, as a `Location` may be written) has its authority at the start.

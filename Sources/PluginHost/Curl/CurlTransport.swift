@@ -318,13 +318,7 @@ struct CurlSettings: Sendable {
     /// IDNA's form, the one a URL's host is read in (`bücher.example` is `xn--bcher-kva.example`:
     /// an entry written the one way was never found for a request, and its pin was skipped).
     static func overrideKey(_ host: String) -> String {
-        var lower = host.lowercased()
-        if !lower.utf8.allSatisfy({ $0 < 0x80 }),
-            !lower.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || "/?#@:[]\\%".unicodeScalars.contains($0) }),
-            let ascii = URLComponents(string: "https://" + lower)?.encodedHost?.lowercased(), !ascii.isEmpty
-        {
-            lower = ascii
-        }
-        return lower.hasSuffix(".") ? String(lower.dropLast()) : lower
+        let key = URLParts.lookupHost(host)
+        return key.hasSuffix(".") ? String(key.dropLast()) : key
     }
 }

@@ -111,6 +111,29 @@ struct CredentialsPluginTests {
         #expect(try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value.statusCode == 200)
     }
 
+    /// A host past ASCII is listed in either form (its own, any case, or IDNA's `xn--`), and both
+    /// a challenge (its host read as the URL holds it, `xn--`) and a preemptive answer (the host
+    /// read back from the URL's string, decoded) find it: the one form matched one path only.
+    @Test(arguments: ["bücher.example", "BÜCHER.example", "xn--bcher-kva.example"])
+    func anInternationalHostIsListedInEitherForm(_ listed: String) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let challenged = ScriptedChallenges([(401, ["WWW-Authenticate": #"Basic realm="API""#])])
+        let provider = try f.provider([("credentials", ["credentials": [["host": listed, "user": "u", "password": "p"]]])], transport: challenged)
+        for base in ["https://bücher.example", "https://xn--bcher-kva.example"] {
+            let response = try await provider.request(try Bin("x", base: try #require(URL(string: base)))).value
+            #expect(response.statusCode == 200, "\(base)")
+        }
+        #expect(challenged.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Authorization") } } == [nil, "Basic dTpw", nil])
+        let eager = ScriptedChallenges([])
+        let preemptive = try f.provider(
+            [("credentials", ["credentials": [["host": listed, "user": "u", "password": "p", "preemptive": true]]])], transport: eager)
+        for base in ["https://bücher.example", "https://xn--bcher-kva.example", "https://bucher.example"] {
+            _ = try await preemptive.request(try Bin("x", base: try #require(URL(string: base)))).value
+        }
+        #expect(eager.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Authorization") } } == ["Basic dTpw", "Basic dTpw", nil])
+    }
+
     @Test func neverAnswersForAnUnlistedHostOrPort() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
