@@ -89,8 +89,10 @@ public struct CredentialsPlugin: ExportablePlugin {
                 throw configuration.error("credentials[\(index)].host must name a host")
             }
             // A URL, a port or a trailing dot never matches a challenge's host: refused, not kept
-            // as an entry that never answers. (Two colons or more: an IPv6 address.)
-            if host.contains("/") || host.hasSuffix(".") || host.contains(where: \.isWhitespace) || host.filter({ $0 == ":" }).count == 1 {
+            // as an entry that never answers. (Two colons or more: an IPv6 address. A full stop of
+            // another script, `。`, is IDNA's dot: read in IDNA's form.)
+            let lookedUp = URLParts.lookupHost(host)
+            if host.contains("/") || lookedUp.hasSuffix(".") || host.contains(where: \.isWhitespace) || host.filter({ $0 == ":" }).count == 1 {
                 throw configuration.error(
                     "credentials[\(index)].host \(host.debugDescription) is not a host name: write the host alone (no scheme, port, path "
                         + "or trailing dot); the port goes in port")
@@ -116,7 +118,7 @@ public struct CredentialsPlugin: ExportablePlugin {
                 throw configuration.error("credentials[\(index)].realm must not be empty: leave it out to answer any realm")
             }
             return Entry(
-                host: URLParts.lookupHost(host), port: port, scheme: scheme, realm: realm, user: user,
+                host: lookedUp, port: port, scheme: scheme, realm: realm, user: user,
                 password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
                 preemptive: try field { try entry.bool("preemptive", default: false) },
                 proxy: try field { try entry.bool("proxy", default: false) })

@@ -289,21 +289,21 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             // cancels an attempt that starts after it (the attempts compare with this epoch).
             let epoch = registry?.consumptionEpoch ?? 0
             let scope = registry.map { ConsumptionEpoch(registry: $0, epoch: epoch) }
-            // Counted in flight between its attempts too (`inflightCount`), from here to its end.
-            if let scope { scope.registry.begin(scope) }
+            // Counted in flight between its attempts too (`inflightCount`), from here to its end;
+            // without a registry of its own, in the one of the attempt it runs within, if any
+            // (as a retried consumption within it: its epoch stays that one's).
+            let tally = scope ?? RequestRegistry.attempt.map { ConsumptionEpoch(registry: $0.consumption.registry, epoch: $0.consumption.epoch) }
+            if let tally { tally.registry.begin(tally) }
             defer {
-                if let scope {
-                    scope.life.end()
-                    scope.registry.end(scope)
-                }
+                scope?.life.end()
+                if let tally { tally.registry.end(tally) }
             }
             var retries = 0
             while true {
                 let reason: String
                 let delay: Double
                 do throws(NetworkError) {
-                    // Without a registry of its own, each attempt is one of the enclosing consumption's.
-                    let claim = scope.map(AttemptClaim.init) ?? RequestRegistry.attempt.map { AttemptClaim($0.consumption) }
+                    let claim = tally.map(AttemptClaim.init)
                     let attempt: Result<Value, NetworkError> = await RequestRegistry.$consumption.withValue(scope ?? RequestRegistry.consumption) {
                         await RequestRegistry.$attempt.withValue(claim) {
                             do throws(NetworkError) {

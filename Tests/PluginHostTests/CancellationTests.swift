@@ -210,8 +210,9 @@ struct CancellationTests {
     }
 
     /// A request a task started within an attempt makes counts on its own, beside the retried
-    /// request that waits out its backoff: 2 (it took the retried request's place, and read 1).
-    @Test func aRequestStartedWithinAnAttemptCountsBesideTheRetriedOne() async throws {
+    /// request that waits out its backoff: 2 (it took the retried request's place, and read 1). So
+    /// too when the task's request is retried by a pipeline of its own, without a provider's registry.
+    @Test(arguments: [false, true]) func aRequestStartedWithinAnAttemptCountsBesideTheRetriedOne(_ retriedAlone: Bool) async throws {
         let held = LockedBox(false)
         let entered = LockedCounter()
         /// `held` answers once released (at most 20 s); anything else, 503.
@@ -232,7 +233,13 @@ struct CancellationTests {
         let pipeline = provider.request(try Bin("get"))
             .map { response in
                 if started.increment() == 1 {
-                    let task = Task { await provider.request(try! Bin("held")).result }
+                    let held = try! Bin("held")
+                    let task = Task {
+                        guard retriedAlone else { return await provider.request(held).result }
+                        // A pipeline of the app's own (no registry), retried.
+                        return await ResponsePipeline<Response> { _ async throws(NetworkError) in try await provider.request(held).value }
+                            .retry(RetryPolicy(retryLimit: 1)).result
+                    }
                     side.withLock { $0 = task }
                 }
                 return response

@@ -69,7 +69,13 @@ struct MultipartStreamingTests {
             MultipartFormBodyPart(source: .data(whole[3..<7]), name: "slice", fileName: "s.txt"), .file(big, name: "again"),
         ]
         let expected = try MultipartFormData.encode(parts, boundary: "b0undary")
-        let (streamed, last) = Self.readAll(MultipartBodyStream(try MultipartFormData.pieces(parts, boundary: "b0undary")), chunk: chunk)
+        // Each file held to its size (as a request's stream is), and not.
+        let files = [big.path: try MultipartBodyStream.FileIdentity(opening: big), empty.path: try MultipartBodyStream.FileIdentity(opening: empty)]
+        let pieces = try MultipartFormData.pieces(parts, boundary: "b0undary")
+        let (held, heldLast) = Self.readAll(MultipartBodyStream(pieces, files: files), chunk: chunk)
+        #expect(heldLast == 0)
+        #expect(held == expected)
+        let (streamed, last) = Self.readAll(MultipartBodyStream(pieces), chunk: chunk)
         #expect(last == 0)
         #expect(streamed.count == expected.count)
         #expect(streamed == expected)
@@ -88,7 +94,9 @@ struct MultipartStreamingTests {
         #expect(stream.read(&zero, maxLength: 0) == 0)
         #expect(stream.streamStatus == .open)
         stream.close()
-        let again = MultipartBodyStream([.bytes(Data()), .bytes(whole[3..<7]), .bytes(Data()), .file(small), .bytes(Data("!".utf8)), .bytes(Data())])
+        let again = MultipartBodyStream(
+            [.bytes(Data()), .bytes(whole[3..<7]), .bytes(Data()), .file(small), .bytes(Data("!".utf8)), .bytes(Data())],
+            files: [small.path: try MultipartBodyStream.FileIdentity(opening: small)])
         let (read, last) = Self.readAll(again, chunk: chunk)
         #expect(last == 0)
         #expect(read == Data("3456".utf8) + Self.pattern.prefix(10) + Data("!".utf8))

@@ -59,6 +59,12 @@ struct ContribConfigTests {
                 + "or trailing dot); the port goes in port"
         ),
         (
+            // An ideographic full stop is IDNA's dot: a trailing one too.
+            "credentials", #"{"credentials": [{"host": "bücher.example。", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"bücher.example。\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
+        (
             "credentials", #"{"credentials": [{"host": "api.example.com.", "user": "u", "password": "p"}]}"#,
             "credentials: credentials[0].host \"api.example.com.\" is not a host name: write the host alone (no scheme, port, path "
                 + "or trailing dot); the port goes in port"
