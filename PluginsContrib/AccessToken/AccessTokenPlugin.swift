@@ -201,15 +201,15 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// The host of `parts` in lower case as DNS is asked for it: IDNA's ASCII form for a name past
     /// ASCII (`xn--…`, which a URL's own host already is), and a host percent-encoded in the URL
     /// decoded when it decodes to a name (no delimiter, space or control character); one that
-    /// does not stays as written, `%` and all (which no origin holds). (`percentEncodedHost`
-    /// reads an `xn--` label back as percent-encoded UTF-8.)
+    /// does not stays as written, `%` and all, and one IDNA cannot convert stays in its own form:
+    /// neither is any origin's. (`percentEncodedHost` reads an `xn--` label back as
+    /// percent-encoded UTF-8.)
     static func asciiHost(_ parts: URLComponents) -> String? {
         guard let host = parts.encodedHost?.lowercased(), !host.isEmpty else { return nil }
         guard host.contains("%"), !host.hasPrefix("["), let decoded = host.removingPercentEncoding, !decoded.isEmpty,
-            !decoded.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || "/?#@:[]\\%".unicodeScalars.contains($0) }),
-            let again = URLComponents(string: "https://" + decoded)?.encodedHost?.lowercased(), !again.contains("%")
+            URLParts.holdsNoDelimiter(decoded)
         else { return host }
-        return again
+        return URLParts.lookupHost(decoded)
     }
 
     /// Whether `host` (in lower case, as written in a URL) is a loopback host as libcurl reaches

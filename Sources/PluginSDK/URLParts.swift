@@ -160,11 +160,16 @@ public struct URLParts: Sendable {
     /// control character, or that IDNA cannot convert, is only lower-cased.
     package static func lookupHost(_ host: String) -> String {
         let lower = host.lowercased()
-        guard !lower.utf8.allSatisfy({ $0 < 0x80 }),
-            !lower.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || "/?#@:[]\\%".unicodeScalars.contains($0) }),
+        guard !lower.utf8.allSatisfy({ $0 < 0x80 }), holdsNoDelimiter(lower),
             let ascii = URLComponents(string: "https://" + lower)?.encodedHost?.lowercased(), !ascii.isEmpty
         else { return lower }
         return ascii
+    }
+
+    /// Whether `text` holds none of a URL's delimiters (`/ ? # @ : [ ] \ %`), no space and no
+    /// control character: whether, read as a host, it can only be a name.
+    package static func holdsNoDelimiter(_ text: String) -> Bool {
+        !text.unicodeScalars.contains { $0.value <= 0x20 || $0.value == 0x7F || "/?#@:[]\\%".unicodeScalars.contains($0) }
     }
 
     /// Where a URL's user information is (`user:password` in `http://user:password@host/`, before
