@@ -191,6 +191,67 @@ struct CurlTLSTests {
         ) { try CurlTransport(configuration: configuration) }
     }
 
+    /// A host written percent-encoded goes out in the form its override is looked up by: libcurl
+    /// decodes such a host and converts it with its own IDNA library, which reads
+    /// `local%E2%80%8Dhost` as `localhost` (a name Foundation's IDNA refuses), and the request
+    /// reached the pinned host with the default TLS. A host that reads as no name is refused, as
+    /// is an `https://` proxy whose host is written so.
+    @Test func aPercentEncodedHostGetsTheOverrideOfTheHostItReaches() async throws {
+        let port = try #require(URL(string: try Self.env("HTTPBIN_TLS_URL"))?.port)
+        let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
+        func transport(pin: String) throws -> CurlTransport {
+            var configuration = CurlTransport.Configuration()
+            configuration.tls = TLSConfiguration(trustRoots: ca)
+            configuration.tlsOverrides = ["localhost": TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [pin])]
+            return try CurlTransport(configuration: configuration)
+        }
+        func send(_ host: String, _ transport: CurlTransport) async throws -> Result<TransportResponse, TransportFailure> {
+            let url = try #require(URL(string: "https://\(host):\(port)/get"))
+            do {
+                return .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let wrongPin = try transport(pin: try Self.env("TLS_SELFSIGNED_PIN"))
+        // The control: the pin holds for the name, and a host without an entry gets the default.
+        #expect(kind(try await send("localhost", wrongPin)) == .publicKeyPinMismatch)
+        #expect(status(try await send("127.0.0.1", wrongPin)) == 200)
+        for host in ["%6Cocalhost", "LOCAL%48OST", "%EF%BD%8Cocalhost"] {
+            #expect(kind(try await send(host, wrongPin)) == .publicKeyPinMismatch, "\(host)")
+        }
+        let refused = try await send("local%E2%80%8Dhost", wrongPin)
+        guard case .failure(let failure) = refused else {
+            Issue.record("local%E2%80%8Dhost was sent: \(refused)")
+            return
+        }
+        #expect(failure.kind == .other)
+        #expect(
+            failure.message
+                == "cannot send https://local%E2%80%8Dhost:\(port)/get: its host \"local\u{200D}host\" (written percent-encoded) is no name IDNA converts"
+        )
+        let delimiter = try await send("local%2Fhost", wrongPin)
+        guard case .failure(let slash) = delimiter else {
+            Issue.record("local%2Fhost was sent: \(delimiter)")
+            return
+        }
+        #expect(
+            slash.message
+                == "cannot send https://local%2Fhost:\(port)/get: its host \"local/host\" (written percent-encoded) is no name IDNA converts")
+        // Sent, the URL names the host reached.
+        let rightPin = try transport(pin: try Self.env("TLS_SERVER_PIN"))
+        let reached = try await send("%EF%BD%8Cocalhost", rightPin)
+        #expect(status(reached) == 200)
+        #expect((try? reached.get())?.response.url?.absoluteString == "https://localhost:\(port)/get")
+        var configuration = CurlTransport.Configuration()
+        configuration.proxy = .url("https://local%E2%80%8Dhost:\(port)")
+        #expect(
+            throws: CurlTransportError(
+                .invalidConfiguration,
+                "proxy \"https://local%E2%80%8Dhost:\(port)\": its host local%E2%80%8Dhost is written percent-encoded; write the name itself")
+        ) { try CurlTransport(configuration: configuration) }
+    }
+
     @Test func http2ByALPNMultiplexesConcurrentRequests() async throws {
         var configuration = CurlTransport.Configuration()
         configuration.tls = TLSConfiguration(trustRoots: .only([.file(try Self.env("TLS_CA_PEM"))]))

@@ -215,8 +215,12 @@ struct CurlTransportTests {
     /// A Digest answer to the tunnel's `407` covers what was challenged: `CONNECT` and its
     /// target (`origin.test:443`), no body. It covered the request's method and path, which a
     /// proxy refuses. A host past ASCII is the target as libcurl sends it (IDNA's `xn--` form;
-    /// the answer named it in percent-encoded UTF-8).
-    @Test(arguments: [("https://origin.test", "origin.test:443"), ("https://bücher.example:8443", "xn--bcher-kva.example:8443")])
+    /// the answer named it in percent-encoded UTF-8); a host written percent-encoded goes out
+    /// decoded, in that form too (the answer named it as written).
+    @Test(arguments: [
+        ("https://origin.test", "origin.test:443"), ("https://bücher.example:8443", "xn--bcher-kva.example:8443"),
+        ("https://api%2Eexample.test", "api.example.test:443"), ("https://b%C3%BCcher.example", "xn--bcher-kva.example:443"),
+    ])
     func aProxysDigestChallengeToTheTunnelIsAnsweredForTheConnect(_ base: String, _ tunnel: String) async throws {
         let challenge = #"Digest realm="proxy", nonce="n0", qop="auth", algorithm=SHA-256"#
         let proxy = try RefusingProxy(challenge: challenge)

@@ -249,6 +249,7 @@ final class CurlCall: @unchecked Sendable {
         headerBytes = 0
         headerFields = 0
         absoluteDeadline = request.deadline?.instant.uptimeNanoseconds ?? 0
+        url = try Self.withHostAsRead(url)
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty else {
             throw TransportFailure(kind: .other, message: "cannot send \(url.absoluteString): only http and https URLs with a host are supported")
         }
@@ -306,6 +307,37 @@ final class CurlCall: @unchecked Sendable {
         if let proxyTLS = settings.proxyTLS { try Self.apply(proxyTLS, to: easy, options: .proxy) }
         if request.download != nil { try openDownloadFile() }
         lastActivity = DispatchTime.now().uptimeNanoseconds
+    }
+
+    /// `url` with a host written percent-encoded (`b%C3%BCcher.example`, `api%2Eexample.com`)
+    /// rewritten in the form this transport reads it in (`xn--bcher-kva.example`,
+    /// `api.example.com`), the form its ``CurlTransport/Configuration/tlsOverrides`` entry is
+    /// looked up by: libcurl decodes such a host and converts it with its own IDNA library, which
+    /// may read a name otherwise (`local%E2%80%8Dhost` is `localhost` to it, a name Foundation's
+    /// IDNA refuses), and the request went to a pinned host with the default TLS. A host that
+    /// does not read as a name in IDNA's form is refused. Any other URL is returned as it is.
+    static func withHostAsRead(_ url: URL) throws(TransportFailure) -> URL {
+        // Most URLs have neither a `%` nor a byte past ASCII in their authority: they are not parsed again.
+        let text = url.absoluteString.utf8
+        guard let slashes = text.firstRange(of: "://".utf8),
+            text[slashes.upperBound...].prefix(while: { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") })
+                .contains(where: { $0 == UInt8(ascii: "%") || $0 >= 0x80 }),
+            var parts = URLComponents(url: url, resolvingAgainstBaseURL: false), let written = parts.encodedHost,
+            !written.hasPrefix("["), written.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 >= 0x80 })
+        else { return url }
+        let name = URLParts.lookupHost(parts.host ?? "")
+        guard !name.isEmpty, name.utf8.allSatisfy({ $0 < 0x80 }), URLParts.holdsNoDelimiter(name) else {
+            throw TransportFailure(
+                kind: .other,
+                message:
+                    "cannot send \(url.absoluteString): its host \((parts.host ?? written).debugDescription) (written percent-encoded) is no name IDNA converts"
+            )
+        }
+        parts.encodedHost = name
+        guard let rewritten = parts.url else {
+            throw TransportFailure(kind: .other, message: "cannot send \(url.absoluteString): its host does not read back as \(name)")
+        }
+        return rewritten
     }
 
     /// Methods whose requests carry content (RFC 9110 §9.3): sent with a `Content-Length`,

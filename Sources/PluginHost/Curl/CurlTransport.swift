@@ -100,7 +100,10 @@ public final class CurlTransport: Transport {
         /// fully qualified name's trailing dot is no part of it: `api.example.com.` in a URL (or a
         /// redirect) gets the override of `api.example.com`, as libcurl checks its certificate. A
         /// name past ASCII may be written in its own form or IDNA's (`bücher.example` or
-        /// `xn--bcher-kva.example`): both are the one host.
+        /// `xn--bcher-kva.example`): both are the one host. A URL whose host is written
+        /// percent-encoded (`b%C3%BCcher.example`) is sent to the host it decodes to, in IDNA's
+        /// form, and gets that host's entry; one that decodes to no such name fails the request
+        /// (libcurl's own IDNA may read it as another host), and a proxy URL written so is refused.
         public var tlsOverrides: [String: TLSConfiguration] = [:]
         /// Which proxy to use.
         public var proxy: Proxy = .environment
@@ -177,8 +180,18 @@ public final class CurlTransport: Transport {
             }
             overrides[key] = try PreparedTLS(tls, context: "tls for \(host)", systemBundle: systemBundle, systemFile: systemFile)
         }
-        if case .url(let proxy, _) = configuration.proxy, URL(string: proxy)?.host == nil {
-            throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")
+        if case .url(let proxy, _) = configuration.proxy {
+            guard let url = URL(string: proxy), url.host != nil else {
+                throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")
+            }
+            // libcurl decodes such a host with its own IDNA library, and the entry looked up for
+            // its TLS could be another host's.
+            if let written = URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost, !written.hasPrefix("["),
+                written.contains("%")
+            {
+                throw CurlTransportError(
+                    .invalidConfiguration, "proxy \"\(proxy)\": its host \(written) is written percent-encoded; write the name itself")
+            }
         }
         // An https:// proxy: its host's entry, else the system's trust alone (the default `tls`
         // is the origins': its pins or private roots would refuse a proxy of a public CA).
