@@ -815,9 +815,13 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// cookies set for the first); the chain tells hooks the last hop went without them.
     static let fieldsLeftOnAnotherOrigin = ["Authorization", "Cookie"]
 
+    /// Whether `a` and `b` have one scheme, host and port. A host is compared as
+    /// ``URLParts/lookupHost(_:)`` reads it (without case, a name past ASCII in IDNA's form,
+    /// however the URL wrote it: `b%C3%BCcher.example` is `xn--bcher-kva.example`, the host the
+    /// libcurl transport sends it to); addresses and trailing dots as written.
     static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
         func port(_ url: URL) -> Int { url.port ?? URLParts.defaultPort(forScheme: url.scheme) }
-        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
+        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host.map(URLParts.lookupHost) == b.host.map(URLParts.lookupHost)
             && port(a) == port(b)
     }
 }

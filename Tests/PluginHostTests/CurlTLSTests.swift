@@ -228,7 +228,7 @@ struct CurlTLSTests {
         #expect(failure.kind == .other)
         #expect(
             failure.message
-                == "cannot send https://local%E2%80%8Dhost:\(port)/get: its host \"local\u{200D}host\" (written percent-encoded) is no name IDNA converts"
+                == "cannot send https://local%E2%80%8Dhost:\(port)/get: its host \"local\u{200D}host\" (written percent-encoded) does not decode to a host name"
         )
         let delimiter = try await send("local%2Fhost", wrongPin)
         guard case .failure(let slash) = delimiter else {
@@ -237,7 +237,7 @@ struct CurlTLSTests {
         }
         #expect(
             slash.message
-                == "cannot send https://local%2Fhost:\(port)/get: its host \"local/host\" (written percent-encoded) is no name IDNA converts")
+                == "cannot send https://local%2Fhost:\(port)/get: its host \"local/host\" (written percent-encoded) does not decode to a host name")
         // Sent, the URL names the host reached.
         let rightPin = try transport(pin: try Self.env("TLS_SERVER_PIN"))
         let reached = try await send("%EF%BD%8Cocalhost", rightPin)
@@ -249,6 +249,113 @@ struct CurlTLSTests {
             throws: CurlTransportError(
                 .invalidConfiguration,
                 "proxy \"https://local%E2%80%8Dhost:\(port)\": its host local%E2%80%8Dhost is written percent-encoded; write the name itself")
+        ) { try CurlTransport(configuration: configuration) }
+        configuration.proxy = .url("https://bücher.example:\(port)")
+        #expect(
+            throws: CurlTransportError(
+                .invalidConfiguration, "proxy \"https://bücher.example:\(port)\": write it in ASCII, its host in IDNA's form (xn--bcher-kva.example)")
+        ) { try CurlTransport(configuration: configuration) }
+    }
+
+    /// `withHostAsRead` rewrites a host written percent-encoded, and only that: a `%` in the user,
+    /// path or query, an IPv6 zone and a plain host leave the URL as it is; a host holding a
+    /// character `URLComponents` refuses in a host (`<`, from `%3C`) is a failure, not a trap
+    /// (a redirect's `Location` is the server's to write).
+    @Test func onlyAHostWrittenPercentEncodedIsRewritten() throws {
+        let unchanged = [
+            "https://api.example.test/a%20b?q=%C3%BC#%41", "https://u%40:p%3A@api.example.test:8443/", "https://[fe80::1%25eth0]:8443/x",
+            "https://xn--bcher-kva.example/", "http://127.0.0.1:8080/%2F",
+        ]
+        for text in unchanged {
+            let url = try #require(URL(string: text))
+            #expect(try CurlCall.withHostAsRead(url).absoluteString == text)
+        }
+        let rewritten = [
+            ("https://u%40:p%3A@b%C3%BCcher.example:8443/a%20b?q=%C3%BC", "https://u%40:p%3A@xn--bcher-kva.example:8443/a%20b?q=%C3%BC"),
+            ("https://%31%32%37.0.0.1:8080/", "https://127.0.0.1:8080/"), ("https://API%2Eexample.test/", "https://api.example.test/"),
+        ]
+        for (text, expected) in rewritten {
+            #expect(try CurlCall.withHostAsRead(try #require(URL(string: text))).absoluteString == expected)
+        }
+        let relative = try #require(URL(string: "//b%C3%BCcher.example/x", relativeTo: URL(string: "https://base.example/")))
+        #expect(try CurlCall.withHostAsRead(relative).absoluteString == "https://xn--bcher-kva.example/x")
+        for (host, decoded) in [("a%3Cb.example", "a<b.example"), ("a%7Cb", "a|b"), ("a%22b", "a\"b"), ("a%2Ab", "a*b"), ("%20", " ")] {
+            let url = try #require(URL(string: "https://user:secret@\(host):8443/x"))
+            #expect(
+                throws: TransportFailure(
+                    kind: .other,
+                    message:
+                        "cannot send https://\(host):8443/x: its host \(decoded.debugDescription) (written percent-encoded) does not decode to a host name"
+                )
+            ) { try CurlCall.withHostAsRead(url) }
+        }
+    }
+
+    /// A redirect to a host written so that `URLComponents` could not hold it decoded fails the
+    /// request (it trapped the process); one to a host written percent-encoded gets that host's
+    /// override on its hop.
+    @Test func aRedirectToAPercentEncodedHostIsReadAsTheFirstRequestIs() async throws {
+        let base = try Self.env("HTTPBIN_TLS_URL")
+        let port = try #require(URL(string: base)?.port)
+        let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
+        var configuration = CurlTransport.Configuration()
+        configuration.tls = TLSConfiguration(trustRoots: ca)
+        configuration.tlsOverrides = ["localhost": TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [try Self.env("TLS_SELFSIGNED_PIN")])]
+        let transport = try CurlTransport(configuration: configuration)
+        func redirect(to location: String) async throws -> Result<TransportResponse, TransportFailure> {
+            var query = URLComponents()
+            query.queryItems = [URLQueryItem(name: "url", value: location)]
+            let url = try #require(URL(string: base + "/redirect-to?" + (query.percentEncodedQuery ?? "")))
+            do {
+                return .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let trap = try await redirect(to: "https://a%3Cb.example:\(port)/get")
+        guard case .failure(let failure) = trap else {
+            Issue.record("the redirect was followed: \(trap)")
+            return
+        }
+        #expect(
+            failure.message
+                == "cannot send https://a%3Cb.example:\(port)/get: its host \"a<b.example\" (written percent-encoded) does not decode to a host name")
+        #expect(kind(try await redirect(to: "https://%6Cocalhost:\(port)/get")) == .publicKeyPinMismatch)
+        #expect(status(try await redirect(to: "https://127.0.0.1:\(port)/get")) == 200)
+    }
+
+    /// An address gets its override in any form libcurl reads it in: `127.1`, `2130706433` and
+    /// `0x7f.0.0.1` are `127.0.0.1` to libcurl, and an entry for that address was passed over for
+    /// them (its pin skipped); an IPv6 address in any spelling, with or without brackets or a
+    /// zone. Two entries for one address are refused.
+    @Test func anAddressGetsItsOverrideInAnyFormItIsWritten() async throws {
+        let port = try #require(URL(string: try Self.env("HTTPBIN_TLS_URL"))?.port)
+        let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
+        var configuration = CurlTransport.Configuration()
+        configuration.tls = TLSConfiguration(trustRoots: ca)
+        let pin = try Self.env("TLS_SELFSIGNED_PIN")
+        configuration.tlsOverrides = [
+            "127.0.0.1": TLSConfiguration(trustRoots: ca, pinnedPublicKeys: [pin]), "[::1]": TLSConfiguration(pinnedPublicKeys: [pin]),
+        ]
+        let transport = try CurlTransport(configuration: configuration)
+        for host in ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1", "::1", "[::1]", "0:0::1", "0000::0001", "::1%lo", "[::1%25lo]"] {
+            #expect(transport.loop.settings.tls(for: host).pins == pin, "\(host)")
+        }
+        #expect(transport.loop.settings.tls(for: "127.0.0.2").pins == nil)
+        #expect(transport.loop.settings.tls(for: "::2").pins == nil)
+        for host in ["127.1", "2130706433", "0x7f.0.0.1"] {
+            let url = try #require(URL(string: "https://\(host):\(port)/get"))
+            let result: Result<TransportResponse, TransportFailure>
+            do {
+                result = .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
+            } catch {
+                result = .failure(error)
+            }
+            #expect(kind(result) == .publicKeyPinMismatch, "\(host): \(result)")
+        }
+        configuration.tlsOverrides["127.1"] = TLSConfiguration()
+        #expect(
+            throws: CurlTransportError(.invalidConfiguration, "tlsOverrides name the host 127.0.0.1 twice (127.1 is one of them)")
         ) { try CurlTransport(configuration: configuration) }
     }
 

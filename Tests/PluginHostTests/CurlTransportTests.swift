@@ -276,6 +276,27 @@ struct CurlTransportTests {
         #expect(!CurlCall.keepsProxy(from: a, to: b, proxy: .none))
     }
 
+    /// One origin whichever way its host is written: a name past ASCII in its own form, IDNA's or
+    /// percent-encoded, in any case (the libcurl transport sends all three to one host, and a
+    /// redirect between two of them was taken for one to another origin, its credentials dropped
+    /// and the response's hooks told so). Another scheme, port or host, an address written
+    /// otherwise, or a trailing dot is another origin.
+    @Test func anOriginIsOneWhicheverWayItsHostIsWritten() throws {
+        func url(_ text: String) throws -> URL { try #require(URL(string: text)) }
+        let same = [
+            "https://xn--bcher-kva.example/a", "https://b%C3%BCcher.example/b", "https://BÜCHER.example:443/c", "https://B%C3%9CCHER.example/",
+        ]
+        for a in same {
+            for b in same { #expect(SessionRouter.sameOrigin(try url(a), try url(b)), "\(a) \(b)") }
+        }
+        let other = [
+            "http://xn--bcher-kva.example/", "https://xn--bcher-kva.example:8443/", "https://bucher.example/", "https://xn--bcher-kva.example./",
+            "https://b%C3%BCcher.example.evil.test/",
+        ]
+        for b in other { #expect(!SessionRouter.sameOrigin(try url(same[1]), try url(b)), "\(b)") }
+        #expect(!SessionRouter.sameOrigin(try url("https://127.0.0.1/"), try url("https://127.1/")))
+    }
+
     @Test func aURLLibcurlRefusesIsATypedFailure() async throws {
         let transport = try CurlTransport()
         let refused = await failure { () throws(TransportFailure) in

@@ -315,29 +315,45 @@ final class CurlCall: @unchecked Sendable {
     /// looked up by: libcurl decodes such a host and converts it with its own IDNA library, which
     /// may read a name otherwise (`local%E2%80%8Dhost` is `localhost` to it, a name Foundation's
     /// IDNA refuses), and the request went to a pinned host with the default TLS. A host that
-    /// does not read as a name in IDNA's form is refused. Any other URL is returned as it is.
+    /// does not decode to a host name (letters, digits, `-`, `.`, `_`, `~` once in IDNA's form)
+    /// is refused. Any other URL is returned as it is.
     static func withHostAsRead(_ url: URL) throws(TransportFailure) -> URL {
         // Most URLs have neither a `%` nor a byte past ASCII in their authority: they are not parsed again.
         let text = url.absoluteString.utf8
         guard let slashes = text.firstRange(of: "://".utf8),
             text[slashes.upperBound...].prefix(while: { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") })
                 .contains(where: { $0 == UInt8(ascii: "%") || $0 >= 0x80 }),
-            var parts = URLComponents(url: url, resolvingAgainstBaseURL: false), let written = parts.encodedHost,
+            var parts = URLComponents(url: url, resolvingAgainstBaseURL: true), let written = parts.encodedHost,
             !written.hasPrefix("["), written.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 >= 0x80 })
         else { return url }
-        let name = URLParts.lookupHost(parts.host ?? "")
-        guard !name.isEmpty, name.utf8.allSatisfy({ $0 < 0x80 }), URLParts.holdsNoDelimiter(name) else {
+        let decoded = parts.host ?? written
+        let name = URLParts.lookupHost(decoded)
+        // Only RFC 3986's unreserved characters: `URLComponents` traps on a host holding one it
+        // does not allow (`a%3Cb.example` is `a<b.example`), and a redirect's `Location` is the
+        // server's to write.
+        guard !name.isEmpty, name.utf8.allSatisfy(Self.isHostNameByte) else {
             throw TransportFailure(
                 kind: .other,
                 message:
-                    "cannot send \(url.absoluteString): its host \((parts.host ?? written).debugDescription) (written percent-encoded) is no name IDNA converts"
+                    "cannot send \(url.withoutUserInfo.absoluteString): its host \(decoded.debugDescription) (written percent-encoded) does not decode to a host name"
             )
         }
         parts.encodedHost = name
         guard let rewritten = parts.url else {
-            throw TransportFailure(kind: .other, message: "cannot send \(url.absoluteString): its host does not read back as \(name)")
+            throw TransportFailure(kind: .other, message: "cannot send \(url.withoutUserInfo.absoluteString): its host does not read back as \(name)")
         }
         return rewritten
+    }
+
+    /// Whether `byte` is one of RFC 3986's unreserved characters: letters, digits, `-`, `.`, `_`, `~`.
+    private static func isHostNameByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
     }
 
     /// Methods whose requests carry content (RFC 9110 §9.3): sent with a `Content-Length`,

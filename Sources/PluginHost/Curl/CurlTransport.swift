@@ -102,8 +102,10 @@ public final class CurlTransport: Transport {
         /// name past ASCII may be written in its own form or IDNA's (`bücher.example` or
         /// `xn--bcher-kva.example`): both are the one host. A URL whose host is written
         /// percent-encoded (`b%C3%BCcher.example`) is sent to the host it decodes to, in IDNA's
-        /// form, and gets that host's entry; one that decodes to no such name fails the request
-        /// (libcurl's own IDNA may read it as another host), and a proxy URL written so is refused.
+        /// form, and gets that host's entry; one that decodes to no host name fails the request
+        /// (libcurl's own IDNA may read it as another host), and a proxy URL written so, or past
+        /// ASCII, is refused. An IP address is one entry however it is written (`127.1` and
+        /// `2130706433` are `127.0.0.1`, as libcurl reads them; `[0:0::1]` and `::1%lo` are `::1`).
         public var tlsOverrides: [String: TLSConfiguration] = [:]
         /// Which proxy to use.
         public var proxy: Proxy = .environment
@@ -186,11 +188,16 @@ public final class CurlTransport: Transport {
             }
             // libcurl decodes such a host with its own IDNA library, and the entry looked up for
             // its TLS could be another host's.
-            if let written = URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost, !written.hasPrefix("["),
-                written.contains("%")
-            {
-                throw CurlTransportError(
-                    .invalidConfiguration, "proxy \"\(proxy)\": its host \(written) is written percent-encoded; write the name itself")
+            if let written = URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost, !written.hasPrefix("[") {
+                if written.contains("%") {
+                    throw CurlTransportError(
+                        .invalidConfiguration, "proxy \"\(proxy)\": its host \(written) is written percent-encoded; write the name itself")
+                }
+                // libcurl is given the text as it is, and converts a name past ASCII itself, if at all.
+                if proxy.utf8.contains(where: { $0 >= 0x80 }) {
+                    throw CurlTransportError(
+                        .invalidConfiguration, "proxy \"\(proxy)\": write it in ASCII, its host in IDNA's form (\(written))")
+                }
             }
         }
         // An https:// proxy: its host's entry, else the system's trust alone (the default `tls`
@@ -330,7 +337,24 @@ struct CurlSettings: Sendable {
     /// `api.example.com`, so a pin of the one must hold for the other), and a name past ASCII in
     /// IDNA's form, the one a URL's host is read in (`bücher.example` is `xn--bcher-kva.example`:
     /// an entry written the one way was never found for a request, and its pin was skipped).
+    ///
+    /// An IP address is looked up in one form: IPv4 dotted (libcurl reads `127.1`, `2130706433`
+    /// and `0x7f.0.0.1` as `127.0.0.1`, and an entry for that address was passed over for them),
+    /// IPv6 as `inet_ntop` writes it, brackets and zone left out (`[0:0::1]` and `::1%lo` are `::1`).
     static func overrideKey(_ host: String) -> String {
+        var text = Substring(host)
+        if text.hasPrefix("["), text.hasSuffix("]") { text = text.dropFirst().dropLast() }
+        if text.contains(":") {
+            let address = text.prefix { $0 != "%" }
+            var bytes = [UInt8](repeating: 0, count: 16)
+            var written = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            if bytes.withUnsafeMutableBytes({ inet_pton(AF_INET6, String(address), $0.baseAddress) }) == 1,
+                bytes.withUnsafeBytes({ inet_ntop(AF_INET6, $0.baseAddress, &written, socklen_t(written.count)) }) != nil
+            {
+                return String(decoding: written.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+        }
+        if let address = SessionProxy.normalizedIPv4(text) { return address }
         let key = URLParts.lookupHost(host)
         return key.hasSuffix(".") ? String(key.dropLast()) : key
     }
