@@ -14,7 +14,9 @@ import Darwin
 /// truncated, corrupted (checked by a SHA-256 of its contents) or unreadable is a miss and is
 /// removed. Memory and disk are bounded; eviction takes the least recently used *partition*
 /// first (a partition nobody has used since a logout or a token change goes before anything a
-/// current user still reads), and within it the least recently used entry.
+/// current user still reads), and within it the least recently used entry. Stores of processes
+/// sharing the directory read each other's entries and, listing it every ``rescanInterval``
+/// seconds, hold it to its bound together.
 ///
 /// A key is `GET <url>` (shared) or `<partition> GET <url>`, where the partition is a keyed
 /// hash of the request's credentials (``CachePlugin``): never the credentials themselves.
@@ -42,6 +44,9 @@ final class CacheStore: Sendable {
         var memory: [String: Resident] = [:]
         var memoryBytes = 0
         var clock: UInt64 = 0
+        /// Entry files by name: their size, and when last used (``wallNanoseconds()``: a file
+        /// another process wrote, when it was modified), so that stores sharing the directory
+        /// evict in one order.
         var disk: [String: (size: Int, used: UInt64)] = [:]
         var diskBytes = 0
         /// When each partition was last used.
@@ -53,6 +58,17 @@ final class CacheStore: Sendable {
         var openFiles: [String: OpenFile] = [:]
         /// The metadata of the entry file read last and its entry, without a body (``decode(_:last:)``).
         var lastDecoded: (metadata: [UInt8], entry: CacheEntry)?
+        /// When the directory was last listed (monotonic nanoseconds): ``rescanInterval``.
+        var lastScan: UInt64 = 0
+        /// The last ``diskTime()`` given.
+        var lastDiskTime: UInt64 = 0
+
+        /// Now, for an entry file's last use: ``wallNanoseconds()``, later than any given before
+        /// (two uses are never at one time, and a clock set back does not reorder them).
+        mutating func diskTime() -> UInt64 {
+            lastDiskTime = max(lastDiskTime &+ 1, CacheStore.wallNanoseconds())
+            return lastDiskTime
+        }
 
         /// The file name of `key`.
         mutating func name(of key: String) -> String {
@@ -112,6 +128,10 @@ final class CacheStore: Sendable {
 
     /// Seconds between checks by name of a kept entry file (``OpenFile``); 0: every read.
     let nameCheckInterval: Double
+    /// Seconds between listings of the directory by a store that writes to it (0: at every
+    /// write): the files other processes sharing it wrote or removed since are counted in or out
+    /// of `maxDiskBytes`, and the least recently used evicted, whoever wrote them.
+    let rescanInterval: Double
 
     private let state = Locked(State())
     private let maxMemoryEntries: Int
@@ -146,40 +166,86 @@ final class CacheStore: Sendable {
         }
     }
 
-    init(maxMemoryEntries: Int, maxMemoryBytes: Int, directory: String?, maxDiskBytes: Int, nameCheckInterval: Double = 1) throws {
+    init(
+        maxMemoryEntries: Int, maxMemoryBytes: Int, directory: String?, maxDiskBytes: Int, nameCheckInterval: Double = 1,
+        rescanInterval: Double = 10
+    ) throws {
         self.nameCheckInterval = nameCheckInterval
+        self.rescanInterval = rescanInterval
         self.maxMemoryEntries = maxMemoryEntries
         self.maxMemoryBytes = maxMemoryBytes
         self.directory = directory
         self.maxDiskBytes = maxDiskBytes
         guard let directory else { return }
         try Self.prepareDirectory(directory)
+        state.withLock { state in
+            rescan(directory, &state)
+            evictDisk(&state)
+        }
+    }
+
+    /// The entry files in `directory` (name and size), the least recently modified first; removes
+    /// the temporary files of writers that stopped (``abandonedAfter``).
+    static func entryFiles(in directory: String) -> [(name: String, size: Int, modified: UInt64)] {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        var found: [(String, Int, Double)] = []
+        let now = wallNanoseconds()
+        var found: [(name: String, size: Int, modified: UInt64)] = []
         for name in files {
             let path = directory + "/" + name
+            var status = stat()
+            guard lstat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { continue }
+            #if canImport(Darwin)
+            let time = status.st_mtimespec
+            #else
+            let time = status.st_mtim
+            #endif
+            let modified = UInt64(max(0, time.tv_sec)) &* 1_000_000_000 &+ UInt64(max(0, time.tv_nsec))
             if name.contains(".tmp-") {
                 // Left by a writer that stopped (a crash): one still writing, another process
                 // sharing the directory, renames or links its file within moments.
-                let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
-                if let modified, -modified.timeIntervalSinceNow > Self.abandonedAfter { unlink(path) }
+                if Double(now &- min(now, modified)) / 1e9 > abandonedAfter { unlink(path) }
                 continue
             }
-            guard name.hasSuffix(".entry"), name.contains("-"), let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
-                continue
-            }
-            let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
-            let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-            found.append((name, size, modified))
+            guard name.hasSuffix(".entry"), name.contains("-") else { continue }
+            found.append((name, Int(status.st_size), modified))
         }
-        state.withLock { state in
-            for (name, size, _) in found.sorted(by: { $0.2 < $1.2 }) {
-                state.clock += 1
-                state.disk[name] = (size, state.clock)
+        return found.sorted { $0.modified < $1.modified }
+    }
+
+    /// The time of day in nanoseconds since 1970, as file modification times are read.
+    static func wallNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(max(0, now.tv_sec)) &* 1_000_000_000 &+ UInt64(max(0, now.tv_nsec))
+    }
+
+    /// Brings the table of entry files to what `directory` holds: a file another process wrote
+    /// (or one this store found when it opened the directory) is counted, as last used when it
+    /// was modified, and its partition, if this store has not used it, as used now (the least
+    /// recently modified first); one another process removed is forgotten; one it replaced is
+    /// counted at its size.
+    private func rescan(_ directory: String, _ state: inout State) {
+        state.lastScan = DispatchTime.now().uptimeNanoseconds
+        var present: [String: Int] = [:]
+        for (name, size, modified) in Self.entryFiles(in: directory) {
+            present[name] = size
+            if let known = state.disk[name] {
+                guard known.size != size else { continue }
+                state.diskBytes += size - known.size
+                state.disk[name] = (size, known.used)
+            } else {
+                state.disk[name] = (size, modified)
                 state.diskBytes += size
-                state.partitionUse.set(Self.partition(ofFile: name), state.clock)
+                let partition = Self.partition(ofFile: name)
+                if state.partitionUse[partition] == 0 {
+                    state.clock += 1
+                    state.partitionUse.set(partition, state.clock)
+                }
             }
-            evictDisk(&state)
+        }
+        for name in state.disk.keys where present[name] == nil {
+            closeFile(name, &state)
+            if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
         }
     }
 
@@ -198,7 +264,7 @@ final class CacheStore: Sendable {
             }
             guard let directory else { return nil }
             let name = state.name(of: key)
-            guard let index = state.disk.index(forKey: name) else { return nil }
+            guard let index = state.disk.index(forKey: name) else { return adopt(name, key: key, in: directory, &state) }
             guard let bytes = bytes(ofFile: name, in: directory, &state), let entry = Self.decode(bytes, last: &state.lastDecoded), entry.key == key
             else {
                 removeDisk(name, &state)
@@ -206,10 +272,27 @@ final class CacheStore: Sendable {
             }
             // Reading the file changes only the kept descriptors, not this table: the index found
             // above is still the file's (one hash of the name per hit).
-            state.disk.values[index].used = state.clock
+            state.disk.values[index].used = state.diskTime()
             putMemory(entry, &state)
             return entry
         }
+    }
+
+    /// The entry for `key` from its file `name`, which this store does not know: another process
+    /// sharing the directory wrote it since this store listed the directory. Counted from now on;
+    /// nil when there is no such file (one failed `open`), and a file that is not the key's
+    /// entry is removed, as a known one is.
+    private func adopt(_ name: String, key: String, in directory: String, _ state: inout State) -> CacheEntry? {
+        guard let bytes = bytes(ofFile: name, in: directory, &state) else { return nil }
+        guard let entry = Self.decode(bytes, last: &state.lastDecoded), entry.key == key else {
+            removeDisk(name, &state)
+            return nil
+        }
+        state.disk[name] = (bytes.count, state.diskTime())
+        state.diskBytes += bytes.count
+        putMemory(entry, &state)
+        evictDisk(&state)
+        return entry
     }
 
     /// Stores `entry` in memory and on disk.
@@ -242,8 +325,9 @@ final class CacheStore: Sendable {
                 return
             }
             if let old = state.disk[name] { state.diskBytes -= old.size }
-            state.disk[name] = (data.count, state.clock)
+            state.disk[name] = (data.count, state.diskTime())
             state.diskBytes += data.count
+            if Double(DispatchTime.now().uptimeNanoseconds &- state.lastScan) >= rescanInterval * 1e9 { rescan(directory, &state) }
             evictDisk(&state)
         }
     }
