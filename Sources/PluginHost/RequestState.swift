@@ -364,6 +364,8 @@ final class ResponseState: ResultHandle, ResponseBackend {
     let fileURL: URL?
     /// The protocol of the transport's response, when known.
     let httpVersion: String?
+    /// How the transport's exchange went, when it measured it (none for a response a hook made).
+    let metrics: TransferMetrics?
     private let url: URL?
     /// Whether the transport followed a redirect to get it (``InterceptorResponse/isRedirected``).
     let isRedirected: Bool
@@ -436,6 +438,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
         data = response.data
         fileURL = response.fileURL
         httpVersion = response.httpVersion
+        metrics = response.metrics
         url = response.url
         isRedirected = response.redirected
         credentialsLeftBehind = response.credentialsLeftBehind
@@ -451,6 +454,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
         data = Data(synthetic.body)
         fileURL = nil
         httpVersion = nil
+        metrics = nil
         isRedirected = false
         self.url = url
         super.init(response: nil, failure: nil, mayDecide: false)
@@ -546,7 +550,8 @@ final class ResponseState: ResultHandle, ResponseBackend {
         } else {
             source = .given(nil)
         }
-        return Response(statusCode: statusCode, data: data, sent: request.sent, response: source, fileURL: fileURL, httpVersion: httpVersion)
+        return Response(
+            statusCode: statusCode, data: data, sent: request.sent, response: source, fileURL: fileURL, httpVersion: httpVersion, metrics: metrics)
     }
 }
 

@@ -29,6 +29,11 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     /// The protocol the response came over (`HTTP/1.1`, `HTTP/2`), when the transport reports it
     /// (``CurlTransport`` does; URLSession and stubs do not).
     public let httpVersion: String?
+    /// How the exchange that produced this response went (``TransferMetrics``: when each stage
+    /// ended, redirects, the connection, bytes), when the transport measured it: ``CurlTransport``
+    /// does; URLSession, the stubs and a response an interceptor made or replaced (a cache hit)
+    /// have none. Not compared by `==`.
+    public let metrics: TransferMetrics?
     /// Why a ``ResponsePipeline/mapServerError(_:when:atKeyPath:using:envelope:)`` step could not
     /// decode this response's body as the server's error type; set on the response of the
     /// ``NetworkError/statusCode(_:)`` error the step then keeps, and said in its description.
@@ -37,7 +42,7 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     /// Creates a response.
     public init(
         statusCode: Int, data: Data, request: URLRequest? = nil, response: HTTPURLResponse? = nil, fileURL: URL? = nil,
-        httpVersion: String? = nil
+        httpVersion: String? = nil, metrics: TransferMetrics? = nil
     ) {
         self.statusCode = statusCode
         self.data = data
@@ -45,16 +50,21 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
         self.source = .given(response)
         self.fileURL = fileURL
         self.httpVersion = httpVersion
+        self.metrics = metrics
     }
 
     /// A response whose `HTTPURLResponse` is made from `deferred` when first read, or given.
-    init(statusCode: Int, data: Data, sent: SentRequest, response: ResponseSource, fileURL: URL?, httpVersion: String?) {
+    init(
+        statusCode: Int, data: Data, sent: SentRequest, response: ResponseSource, fileURL: URL?, httpVersion: String?,
+        metrics: TransferMetrics? = nil
+    ) {
         self.statusCode = statusCode
         self.data = data
         self.sent = sent
         self.source = response
         self.fileURL = fileURL
         self.httpVersion = httpVersion
+        self.metrics = metrics
     }
 
     /// The value of a response header (case-insensitive; repeated fields joined with ", ").

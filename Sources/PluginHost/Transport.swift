@@ -286,6 +286,9 @@ public struct TransportResponse: Sendable {
     /// none of its own): no hook saw it, and the response's request fields include it (a cache
     /// must not take the answer to a session's request for an anonymous one; a logger scrubs it).
     var jarCookie: String?
+    /// How the exchange went (``TransferMetrics``), when the transport measured it:
+    /// ``CurlTransport`` does. A transport of your own may set it.
+    public var metrics: TransferMetrics?
 
     /// Creates a transport response.
     public init(response: HTTPURLResponse, data: Data, fileURL: URL? = nil, httpVersion: String? = nil, redirected: Bool = false) {

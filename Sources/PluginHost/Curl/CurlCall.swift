@@ -33,6 +33,8 @@ struct CurlResponse: Sendable {
     var tunnelTarget: String?
     /// The `Cookie` the jar added to the last request sent (``TransportResponse/jarCookie``).
     var jarCookie: String?
+    /// How the exchange went (``TransportResponse/metrics``).
+    var metrics: TransferMetrics?
 
     /// The fields as a dictionary, repeated names joined with ", " (the first spelling kept).
     static func fold(_ headers: [(name: String, value: String)]) -> [String: String] {
@@ -73,6 +75,7 @@ struct CurlResponse: Sendable {
         made.credentialsLeftBehind = credentialsLeftBehind
         made.tunnelTarget = tunnelTarget
         made.jarCookie = jarCookie
+        made.metrics = metrics
         return made
     }
 }
@@ -110,6 +113,9 @@ final class CurlCall: @unchecked Sendable {
     /// The body read from the request's stream, sent like a file.
     private var spooledBody: SpooledBody?
     private var redirectCount = 0
+    /// When the first hop and the current one were configured (uptime nanoseconds): the metrics' `redirectTime`.
+    private var firstHopStart: UInt64 = 0
+    private var hopStart: UInt64 = 0
     /// Whether a redirect followed went to another origin (its credentials were left behind).
     private var credentialsLeftBehind = false
     /// The `Cookie` field the jar added to this hop's request (it had none of its own).
@@ -307,6 +313,40 @@ final class CurlCall: @unchecked Sendable {
         if let proxyTLS = settings.proxyTLS { try Self.apply(proxyTLS, to: easy, options: .proxy) }
         if request.download != nil { try openDownloadFile() }
         lastActivity = DispatchTime.now().uptimeNanoseconds
+        hopStart = lastActivity
+        if redirectCount == 0 { firstHopStart = hopStart }
+    }
+
+    /// What libcurl measured of the transfer that just ended on `easy` (the last hop), with the
+    /// redirects before it.
+    private func metrics(_ easy: UnsafeMutableRawPointer) -> TransferMetrics {
+        func seconds(_ info: Int32) -> TimeInterval {
+            var microseconds: ph_curl_off_t = 0
+            ph_curl_easy_getinfo_off(easy, info, &microseconds)
+            return TimeInterval(max(0, microseconds)) / 1e6
+        }
+        func bytes(_ info: Int32) -> Int64 {
+            var count: ph_curl_off_t = 0
+            ph_curl_easy_getinfo_off(easy, info, &count)
+            return Int64(max(0, count))
+        }
+        var connects = 0
+        ph_curl_easy_getinfo_long(easy, PH_CURLINFO_NUM_CONNECTS, &connects)
+        var port = 0
+        ph_curl_easy_getinfo_long(easy, PH_CURLINFO_PRIMARY_PORT, &port)
+        var address: UnsafePointer<CChar>?
+        ph_curl_easy_getinfo_string(easy, PH_CURLINFO_PRIMARY_IP, &address)
+        // Over a connection kept alive nothing was looked up or connected (libcurl still counts
+        // the time it took to find the connection as a name lookup).
+        let reused = connects == 0
+        let handshake = reused ? 0 : seconds(PH_CURLINFO_APPCONNECT_TIME_T)
+        return TransferMetrics(
+            nameLookup: reused ? 0 : seconds(PH_CURLINFO_NAMELOOKUP_TIME_T), connect: reused ? 0 : seconds(PH_CURLINFO_CONNECT_TIME_T),
+            tlsHandshake: handshake > 0 ? handshake : nil, requestStart: seconds(PH_CURLINFO_PRETRANSFER_TIME_T),
+            firstByte: seconds(PH_CURLINFO_STARTTRANSFER_TIME_T), total: seconds(PH_CURLINFO_TOTAL_TIME_T), redirectCount: redirectCount,
+            redirectTime: TimeInterval(hopStart &- min(hopStart, firstHopStart)) / 1e9, reusedConnection: reused,
+            remoteAddress: address.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }, remotePort: port > 0 ? port : nil,
+            requestBodyBytes: bytes(PH_CURLINFO_SIZE_UPLOAD_T), responseBodyBytes: bytes(PH_CURLINFO_SIZE_DOWNLOAD_T))
     }
 
     /// `url` with a host written percent-encoded (`b%C3%BCcher.example`, `api%2Eexample.com`)
@@ -840,6 +880,7 @@ final class CurlCall: @unchecked Sendable {
             downloadPath: downloaded, redirected: redirectCount > 0, method: method)
         response.credentialsLeftBehind = credentialsLeftBehind
         response.jarCookie = jarCookie
+        response.metrics = metrics(easy)
         responseHeaders = []
         data = Data()
         return .finished(.success(response))

@@ -1,0 +1,81 @@
+import Foundation
+
+/// How the exchange that produced a response went, as the transport measured it: when each
+/// stage of the last hop ended, in seconds from that hop's start (as libcurl's
+/// `CURLINFO_*_TIME_T` and URLSession's task metrics count them), how many redirects came before
+/// it and how long they took, the connection, and the body bytes.
+///
+/// ``CurlTransport`` reports them (``Response/metrics``, ``TransportResponse/metrics``);
+/// `URLSessionTransport`, the stubs and a response an interceptor made or replaced (a cache hit,
+/// say) have none. A response a hook only edited (status, header fields) keeps its metrics.
+///
+/// ```swift
+/// let response = try await provider.request(.user("octocat")).value
+/// if let metrics = response.metrics {
+///     print("first byte after \(metrics.firstByte * 1000) ms, reused connection: \(metrics.reusedConnection)")
+/// }
+/// ```
+public struct TransferMetrics: Sendable, Equatable, CustomStringConvertible {
+    /// When the host name was resolved (0 for an address, or a reused connection).
+    public var nameLookup: TimeInterval
+    /// When the connection (TCP; to the proxy, through one) was made (0 for a reused connection).
+    public var connect: TimeInterval
+    /// When the TLS handshake ended; nil for plain `http` and for a reused connection.
+    public var tlsHandshake: TimeInterval?
+    /// When the request was about to be sent: every stage before it done.
+    public var requestStart: TimeInterval
+    /// When the first byte of the response arrived.
+    public var firstByte: TimeInterval
+    /// When the hop ended, its body read whole.
+    public var total: TimeInterval
+    /// How many redirects the transport followed before the last hop.
+    public var redirectCount: Int
+    /// How long those redirects took, from the first hop's start to the last one's.
+    public var redirectTime: TimeInterval
+    /// Whether the last hop went over a connection an earlier exchange had made.
+    public var reusedConnection: Bool
+    /// The address the last hop was connected to (the proxy's, through one), e.g. `127.0.0.1`.
+    public var remoteAddress: String?
+    /// The port the last hop was connected to.
+    public var remotePort: Int?
+    /// The request body bytes the last hop sent.
+    public var requestBodyBytes: Int64
+    /// The response body bytes the last hop received, as they came (in their content coding).
+    public var responseBodyBytes: Int64
+
+    /// Metrics with these values.
+    public init(
+        nameLookup: TimeInterval, connect: TimeInterval, tlsHandshake: TimeInterval?, requestStart: TimeInterval, firstByte: TimeInterval,
+        total: TimeInterval, redirectCount: Int = 0, redirectTime: TimeInterval = 0, reusedConnection: Bool, remoteAddress: String? = nil,
+        remotePort: Int? = nil, requestBodyBytes: Int64 = 0, responseBodyBytes: Int64 = 0
+    ) {
+        self.nameLookup = nameLookup
+        self.connect = connect
+        self.tlsHandshake = tlsHandshake
+        self.requestStart = requestStart
+        self.firstByte = firstByte
+        self.total = total
+        self.redirectCount = redirectCount
+        self.redirectTime = redirectTime
+        self.reusedConnection = reusedConnection
+        self.remoteAddress = remoteAddress
+        self.remotePort = remotePort
+        self.requestBodyBytes = requestBodyBytes
+        self.responseBodyBytes = responseBodyBytes
+    }
+
+    /// One line, times in milliseconds: `total 1.92 ms (connect 0.21, tls 1.10, first byte 1.80), reused no, 127.0.0.1:8443`.
+    public var description: String {
+        func ms(_ seconds: TimeInterval) -> String { String(format: "%.2f", seconds * 1000) }
+        var stages = ["connect \(ms(connect))"]
+        if nameLookup > 0 { stages.insert("name lookup \(ms(nameLookup))", at: 0) }
+        if let tlsHandshake { stages.append("tls \(ms(tlsHandshake))") }
+        stages.append("first byte \(ms(firstByte))")
+        var text = "total \(ms(total)) ms (\(stages.joined(separator: ", "))), reused \(reusedConnection ? "yes" : "no")"
+        if redirectCount > 0 { text += ", \(redirectCount) redirect\(redirectCount == 1 ? "" : "s") in \(ms(redirectTime)) ms" }
+        if let remoteAddress {
+            text += ", " + (remoteAddress.contains(":") ? "[\(remoteAddress)]" : remoteAddress) + (remotePort.map { ":\($0)" } ?? "")
+        }
+        return text
+    }
+}
