@@ -60,6 +60,9 @@ final class CacheStore: Sendable {
         var lastDecoded: (metadata: [UInt8], entry: CacheEntry)?
         /// When the directory was last listed (monotonic nanoseconds): ``rescanInterval``.
         var lastScan: UInt64 = 0
+        /// While a listing of the directory runs (outside the lock): the entry files this store
+        /// wrote, read or removed since it began, which the listing may show as they were before.
+        var touchedDuringScan: Set<String>?
         /// The last ``diskTime()`` given.
         var lastDiskTime: UInt64 = 0
 
@@ -178,16 +181,19 @@ final class CacheStore: Sendable {
         self.maxDiskBytes = maxDiskBytes
         guard let directory else { return }
         try Self.prepareDirectory(directory)
+        let files = Self.entryFiles(in: directory) ?? []
         state.withLock { state in
-            rescan(directory, &state)
+            state.lastScan = DispatchTime.now().uptimeNanoseconds
+            reconcile(files, &state)
             evictDisk(&state)
         }
     }
 
-    /// The entry files in `directory` (name and size), the least recently modified first; removes
-    /// the temporary files of writers that stopped (``abandonedAfter``).
-    static func entryFiles(in directory: String) -> [(name: String, size: Int, modified: UInt64)] {
-        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    /// The entry files in `directory` (name, size, modification time), the least recently
+    /// modified first; nil when the directory cannot be listed. Removes the temporary files of
+    /// writers that stopped (``abandonedAfter``).
+    static func entryFiles(in directory: String) -> [(name: String, size: Int, modified: UInt64)]? {
+        guard let files = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
         let now = wallNanoseconds()
         var found: [(name: String, size: Int, modified: UInt64)] = []
         for name in files {
@@ -219,33 +225,58 @@ final class CacheStore: Sendable {
         return UInt64(max(0, now.tv_sec)) &* 1_000_000_000 &+ UInt64(max(0, now.tv_nsec))
     }
 
-    /// Brings the table of entry files to what `directory` holds: a file another process wrote
-    /// (or one this store found when it opened the directory) is counted, as last used when it
-    /// was modified, and its partition, if this store has not used it, as used now (the least
-    /// recently modified first); one another process removed is forgotten; one it replaced is
-    /// counted at its size.
-    private func rescan(_ directory: String, _ state: inout State) {
-        state.lastScan = DispatchTime.now().uptimeNanoseconds
-        var present: [String: Int] = [:]
-        for (name, size, modified) in Self.entryFiles(in: directory) {
-            present[name] = size
+    /// Brings the table of entry files to what a listing of the directory found (`files`, the
+    /// least recently modified first), but for the files this store touched while it ran: a file
+    /// another process wrote (or one this store found when it opened the directory) is counted,
+    /// as last used when it was modified, and its partition, unless this store used it, as used
+    /// in the same order (a partition ranks by its newest file); a file another process rewrote
+    /// is counted at its size and ranks by the later of this store's use and the rewrite; one
+    /// another process removed is forgotten.
+    private func reconcile(_ files: [(name: String, size: Int, modified: UInt64)], _ state: inout State) {
+        let touched = state.touchedDuringScan ?? []
+        var present = Set<String>()
+        var ranked = Set<String>()
+        for (name, size, modified) in files where !touched.contains(name) {
+            present.insert(name)
             if let known = state.disk[name] {
-                guard known.size != size else { continue }
                 state.diskBytes += size - known.size
-                state.disk[name] = (size, known.used)
+                state.disk[name] = (size, max(known.used, modified))
             } else {
                 state.disk[name] = (size, modified)
                 state.diskBytes += size
                 let partition = Self.partition(ofFile: name)
-                if state.partitionUse[partition] == 0 {
+                if ranked.contains(partition) || state.partitionUse[partition] == 0 {
+                    ranked.insert(partition)
                     state.clock += 1
                     state.partitionUse.set(partition, state.clock)
                 }
             }
         }
-        for name in state.disk.keys where present[name] == nil {
+        var gone: [String] = []
+        for name in state.disk.keys where !present.contains(name) && !touched.contains(name) { gone.append(name) }
+        for name in gone {
             closeFile(name, &state)
             if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
+        }
+    }
+
+    /// Lists the directory (outside the lock: a large one takes a while) and reconciles the
+    /// table with it, when no other listing runs; called by a write every ``rescanInterval``.
+    private func rescan(_ directory: String) {
+        let due = state.withLock { state -> Bool in
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard state.touchedDuringScan == nil, Double(now &- state.lastScan) >= rescanInterval * 1e9 else { return false }
+            state.lastScan = now
+            state.touchedDuringScan = []
+            return true
+        }
+        guard due else { return }
+        let files = Self.entryFiles(in: directory)
+        state.withLock { state in
+            // A directory that cannot be listed now (out of descriptors, say) changes nothing.
+            if let files { reconcile(files, &state) }
+            state.touchedDuringScan = nil
+            evictDisk(&state)
         }
     }
 
@@ -271,8 +302,14 @@ final class CacheStore: Sendable {
                 return nil
             }
             // Reading the file changes only the kept descriptors, not this table: the index found
-            // above is still the file's (one hash of the name per hit).
+            // above is still the file's (one hash of the name per hit). Another process may have
+            // replaced it at another size.
             state.disk.values[index].used = state.diskTime()
+            if bytes.count != state.disk.values[index].size {
+                state.diskBytes += bytes.count - state.disk.values[index].size
+                state.disk.values[index].size = bytes.count
+                state.touchedDuringScan?.insert(name)
+            }
             putMemory(entry, &state)
             return entry
         }
@@ -280,14 +317,17 @@ final class CacheStore: Sendable {
 
     /// The entry for `key` from its file `name`, which this store does not know: another process
     /// sharing the directory wrote it since this store listed the directory. Counted from now on;
-    /// nil when there is no such file (one failed `open`), and a file that is not the key's
-    /// entry is removed, as a known one is.
+    /// nil when there is no such file (one failed `open`) or it is larger than the disk may hold.
+    /// A file of this format that is not the key's entry is removed, as a known one is; one of
+    /// another format (another version's, sharing the directory) is left to its writer.
     private func adopt(_ name: String, key: String, in directory: String, _ state: inout State) -> CacheEntry? {
-        guard let bytes = bytes(ofFile: name, in: directory, &state) else { return nil }
+        guard let bytes = bytes(ofFile: name, in: directory, limit: maxDiskBytes, &state) else { return nil }
+        guard bytes.starts(with: Self.magic) else { return nil }
         guard let entry = Self.decode(bytes, last: &state.lastDecoded), entry.key == key else {
             removeDisk(name, &state)
             return nil
         }
+        state.touchedDuringScan?.insert(name)
         state.disk[name] = (bytes.count, state.diskTime())
         state.diskBytes += bytes.count
         putMemory(entry, &state)
@@ -327,9 +367,10 @@ final class CacheStore: Sendable {
             if let old = state.disk[name] { state.diskBytes -= old.size }
             state.disk[name] = (data.count, state.diskTime())
             state.diskBytes += data.count
-            if Double(DispatchTime.now().uptimeNanoseconds &- state.lastScan) >= rescanInterval * 1e9 { rescan(directory, &state) }
+            state.touchedDuringScan?.insert(name)
             evictDisk(&state)
         }
+        if let directory { rescan(directory) }
     }
 
     /// Removes the entry for `key` everywhere.
@@ -341,13 +382,17 @@ final class CacheStore: Sendable {
     }
 
     /// Removes every entry of `partition` (nil: the shared entries), in memory and on disk.
+    /// On disk that is every file of the partition in the directory, other processes' too (read
+    /// by this one, they would bring the partition back); copies in other processes' memory stay.
     func removePartition(_ partition: String?) {
         let name = partition ?? Self.shared
+        let listed = directory.flatMap(Self.entryFiles(in:))?.filter { PartitionUse.file($0.name, isIn: name) } ?? []
         state.withLock { state in
             for key in state.memory.keys where Self.partition(ofKey: key) == name {
                 if let old = state.memory.removeValue(forKey: key) { state.memoryBytes -= old.size }
             }
             for file in state.disk.keys where Self.partition(ofFile: file) == name { removeDisk(file, &state) }
+            for file in listed { removeDisk(file.name, &state) }
             state.partitionUse.set(name, nil)
         }
     }
@@ -432,6 +477,7 @@ final class CacheStore: Sendable {
 
     private func removeDisk(_ name: String, _ state: inout State) {
         guard let directory else { return }
+        state.touchedDuringScan?.insert(name)
         closeFile(name, &state)
         unlink(directory + "/" + name)
         if let old = state.disk.removeValue(forKey: name) { state.diskBytes -= old.size }
@@ -440,7 +486,7 @@ final class CacheStore: Sendable {
     /// The bytes of the entry file `name` in `directory`: through its open descriptor while that file is
     /// still the entry, unchanged (checked as ``OpenFile`` says), else opened anew and kept open (the
     /// least recently read one closed beyond ``maxOpenFiles``).
-    private func bytes(ofFile name: String, in directory: String, _ state: inout State) -> [UInt8]? {
+    private func bytes(ofFile name: String, in directory: String, limit: Int = Int(Int32.max), _ state: inout State) -> [UInt8]? {
         let now = DispatchTime.now().uptimeNanoseconds
         // The path is made only to check the name or to open the file (not for a read through a
         // kept descriptor), and the kept file is found by one hash of its name.
@@ -456,7 +502,7 @@ final class CacheStore: Sendable {
             }
             closeFile(name, &state)
         }
-        guard let (fd, status) = FileDescriptor.openRegularFile(directory + "/" + name, limit: Int(Int32.max)) else { return nil }
+        guard let (fd, status) = FileDescriptor.openRegularFile(directory + "/" + name, limit: limit) else { return nil }
         guard let bytes = FileDescriptor.read(fd, size: Int(status.st_size)) else {
             close(fd)
             return nil

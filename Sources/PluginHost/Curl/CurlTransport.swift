@@ -338,9 +338,11 @@ struct CurlSettings: Sendable {
     /// IDNA's form, the one a URL's host is read in (`bücher.example` is `xn--bcher-kva.example`:
     /// an entry written the one way was never found for a request, and its pin was skipped).
     ///
-    /// An IP address is looked up in one form: IPv4 dotted (libcurl reads `127.1`, `2130706433`
-    /// and `0x7f.0.0.1` as `127.0.0.1`, and an entry for that address was passed over for them),
-    /// IPv6 as `inet_ntop` writes it, brackets and zone left out (`[0:0::1]` and `::1%lo` are `::1`).
+    /// An IP address is looked up in one form: IPv4 dotted (libcurl reads `127.1`, `2130706433`,
+    /// `0x7f.0.0.1` and `127.1.` as `127.0.0.1`, and an entry for that address was passed over for
+    /// them; an IPv4-mapped IPv6 address, `::ffff:127.0.0.1`, is that IPv4 address too), IPv6 as
+    /// `inet_ntop` writes it, brackets and zone left out (`[0:0::1]` and `::1%lo` are `::1`: an
+    /// entry holds for the address on every link).
     static func overrideKey(_ host: String) -> String {
         var text = Substring(host)
         if text.hasPrefix("["), text.hasSuffix("]") { text = text.dropFirst().dropLast() }
@@ -348,13 +350,16 @@ struct CurlSettings: Sendable {
             let address = text.prefix { $0 != "%" }
             var bytes = [UInt8](repeating: 0, count: 16)
             var written = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-            if bytes.withUnsafeMutableBytes({ inet_pton(AF_INET6, String(address), $0.baseAddress) }) == 1,
-                bytes.withUnsafeBytes({ inet_ntop(AF_INET6, $0.baseAddress, &written, socklen_t(written.count)) }) != nil
-            {
-                return String(decoding: written.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if bytes.withUnsafeMutableBytes({ inet_pton(AF_INET6, String(address), $0.baseAddress) }) == 1 {
+                if bytes[..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+                    return bytes[12...].map(String.init).joined(separator: ".")
+                }
+                if bytes.withUnsafeBytes({ inet_ntop(AF_INET6, $0.baseAddress, &written, socklen_t(written.count)) }) != nil {
+                    return String(decoding: written.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                }
             }
         }
-        if let address = SessionProxy.normalizedIPv4(text) { return address }
+        if let address = SessionProxy.normalizedIPv4(text.hasSuffix(".") ? text.dropLast() : text) { return address }
         let key = URLParts.lookupHost(host)
         return key.hasSuffix(".") ? String(key.dropLast()) : key
     }

@@ -32,8 +32,9 @@ struct CacheSharedDirectoryTests {
     }
 
     /// An entry another process wrote after this store opened the directory is read (it was a
-    /// miss until this store opened the directory again) and counted from then on; a file that is
-    /// not the key's entry is removed.
+    /// miss until this store opened the directory again) and counted from then on. A file of this
+    /// format under the key's name that is not its entry is removed; one of another format
+    /// (another version's, sharing the directory) is a miss and is left.
     @Test func anEntryAnotherProcessWroteIsRead() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let reader = try store()
@@ -43,18 +44,22 @@ struct CacheSharedDirectoryTests {
         #expect(reader.get("GET http://a.test/shared")?.body.count == 300)
         #expect(reader.counts.disk == 1)
         #expect(reader.get("GET http://a.test/missing") == nil)
-        // A file under the key's name that is no entry of it: a miss, and removed.
-        let name = CacheStore.fileName("GET http://a.test/garbage")
-        try Data("not an entry".utf8).write(to: URL(fileURLWithPath: directory + "/" + name))
-        #expect(reader.get("GET http://a.test/garbage") == nil)
-        #expect(!FileManager.default.fileExists(atPath: directory + "/" + name))
+        let corrupt = CacheStore.fileName("GET http://a.test/corrupt")
+        try Data(CacheStore.magic + Array("not an entry".utf8)).write(to: URL(fileURLWithPath: directory + "/" + corrupt))
+        #expect(reader.get("GET http://a.test/corrupt") == nil)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/" + corrupt))
+        let other = CacheStore.fileName("GET http://a.test/other-version")
+        try Data("PHC9 another version's entry".utf8).write(to: URL(fileURLWithPath: directory + "/" + other))
+        #expect(reader.get("GET http://a.test/other-version") == nil)
+        #expect(FileManager.default.fileExists(atPath: directory + "/" + other))
         #expect(reader.counts.disk == 1)
     }
 
     /// Two stores that each write three entries into a directory bounded to about three: the
     /// directory stays within `maxDiskBytes` (each counted only its own files, and the directory
-    /// held twice the bound), the files evicted are the least recently used, whoever wrote them,
-    /// and a file the other store removed is no longer counted.
+    /// held twice the bound). The files evicted are the least recently used: by this store's use
+    /// where it used them (a file the other store wrote first, but this one read, outlives this
+    /// one's own older file), else by when they were written.
     @Test func storesSharingADirectoryStayWithinItsBoundTogether() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let size = try {
@@ -67,35 +72,68 @@ struct CacheSharedDirectoryTests {
         let first = try store(maxDiskBytes: bound, rescanInterval: 0)
         let second = try store(maxDiskBytes: bound, rescanInterval: 0)
         for index in 1...3 { first.put(entry("GET http://a.test/first/\(index)")) }
-        for index in 1...3 { second.put(entry("GET http://a.test/second/\(index)")) }
+        second.put(entry("GET http://a.test/second/1"))
+        second.put(entry("GET http://a.test/second/2"))
+        #expect(second.get("GET http://a.test/first/3") != nil)
+        second.put(entry("GET http://a.test/second/3"))
         let disk = try filesOnDisk()
         #expect(disk.count == 3)
         #expect(disk.bytes <= bound)
         #expect(second.counts.diskBytes == disk.bytes)
-        // The first store's files went first: the second store saw them as older than its own.
-        for index in 1...3 {
-            #expect(second.get("GET http://a.test/second/\(index)") != nil)
-            #expect(first.get("GET http://a.test/first/\(index)") == nil)
+        for (key, kept) in [("first/1", false), ("first/2", false), ("second/1", false), ("first/3", true), ("second/2", true), ("second/3", true)] {
+            #expect(FileManager.default.fileExists(atPath: directory + "/" + CacheStore.fileName("GET http://a.test/" + key)) == kept, "\(key)")
         }
-        // The first store's next write counts what the directory holds, its own removed files out.
+        // The first store's next write counts what the directory holds, the files removed by
+        // the other counted out (it did not look them up since).
+        #expect(first.counts.disk == 3)
         first.put(entry("GET http://a.test/first/4"))
         #expect(try filesOnDisk().bytes <= bound)
         #expect(first.counts.diskBytes == (try filesOnDisk().bytes))
         #expect(first.counts.disk == 3)
     }
 
-    /// Between listings (every `rescanInterval` seconds), a store counts its own writes only; at
-    /// the next listing it counts the others' too.
-    @Test func theDirectoryIsListedAtMostOncePerInterval() throws {
+    /// A listing counts a file another process rewrote at its new size; between listings (every
+    /// `rescanInterval` seconds) a store counts only its own writes, and once the interval has
+    /// passed its next write lists the directory again.
+    @Test func theDirectoryIsListedOncePerInterval() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let first = try store(rescanInterval: 3600)
-        let second = try store(rescanInterval: 0)
-        second.put(entry("GET http://a.test/second"))
-        first.put(entry("GET http://a.test/first"))
-        #expect(first.counts.disk == 1)
-        let relisting = try store(rescanInterval: 3600)
-        #expect(relisting.counts.disk == 2)
-        second.put(entry("GET http://a.test/second/2"))
-        #expect(second.counts.disk == 3)
+        let watcher = try store(rescanInterval: 0.05)
+        let other = try store(rescanInterval: 3600)
+        other.put(entry("GET http://a.test/other", bytes: 100))
+        watcher.put(entry("GET http://a.test/watcher", bytes: 100))
+        let small = watcher.counts.diskBytes
+        #expect(watcher.counts.disk == 1)
+        try await Task.sleep(for: .milliseconds(200))
+        watcher.put(entry("GET http://a.test/watcher/2", bytes: 100))
+        #expect(watcher.counts.disk == 3)
+        // Rewritten larger by the other store: counted at its size at the next listing.
+        other.put(entry("GET http://a.test/other", bytes: 5000))
+        try await Task.sleep(for: .milliseconds(200))
+        watcher.put(entry("GET http://a.test/watcher/3", bytes: 100))
+        #expect(watcher.counts.diskBytes == (try filesOnDisk().bytes))
+        #expect(watcher.counts.diskBytes > 3 * small)
+        // Removed by the other store: counted out.
+        other.remove("GET http://a.test/other")
+        try await Task.sleep(for: .milliseconds(200))
+        watcher.put(entry("GET http://a.test/watcher/4", bytes: 100))
+        #expect(watcher.counts.disk == 4)
+        #expect(watcher.counts.diskBytes == (try filesOnDisk().bytes))
+        // The other store, whose interval has not passed, counts only its own.
+        #expect(other.counts.disk == 0)
+    }
+
+    /// A purge of a partition removes its files other processes wrote too: read by this store
+    /// afterwards, they brought the purged responses back.
+    @Test func aPurgedPartitionLeavesNoFileOfIt() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let purging = try store()
+        let writer = try store()
+        let partition = String(repeating: "b", count: 32)
+        writer.put(entry(partition + " GET http://a.test/private"))
+        writer.put(entry("GET http://a.test/public"))
+        purging.removePartition(partition)
+        #expect(purging.get(partition + " GET http://a.test/private") == nil)
+        #expect(try filesOnDisk().count == 1)
+        #expect(purging.get("GET http://a.test/public") != nil)
     }
 }
