@@ -305,10 +305,10 @@ final class CacheStore: Sendable {
             // above is still the file's (one hash of the name per hit). Another process may have
             // replaced it at another size.
             state.disk.values[index].used = state.diskTime()
+            state.touchedDuringScan?.insert(name)
             if bytes.count != state.disk.values[index].size {
                 state.diskBytes += bytes.count - state.disk.values[index].size
                 state.disk.values[index].size = bytes.count
-                state.touchedDuringScan?.insert(name)
             }
             putMemory(entry, &state)
             return entry
@@ -318,11 +318,10 @@ final class CacheStore: Sendable {
     /// The entry for `key` from its file `name`, which this store does not know: another process
     /// sharing the directory wrote it since this store listed the directory. Counted from now on;
     /// nil when there is no such file (one failed `open`) or it is larger than the disk may hold.
-    /// A file of this format that is not the key's entry is removed, as a known one is; one of
-    /// another format (another version's, sharing the directory) is left to its writer.
+    /// A file that is not the key's entry (corrupt, or of another format) is removed, as a known
+    /// one is.
     private func adopt(_ name: String, key: String, in directory: String, _ state: inout State) -> CacheEntry? {
         guard let bytes = bytes(ofFile: name, in: directory, limit: maxDiskBytes, &state) else { return nil }
-        guard bytes.starts(with: Self.magic) else { return nil }
         guard let entry = Self.decode(bytes, last: &state.lastDecoded), entry.key == key else {
             removeDisk(name, &state)
             return nil

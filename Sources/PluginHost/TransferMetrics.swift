@@ -2,12 +2,15 @@ import Foundation
 
 /// How the exchange that produced a response went, as the transport measured it: when each
 /// stage of the last hop ended, in seconds from that hop's start (as libcurl's
-/// `CURLINFO_*_TIME_T` and URLSession's task metrics count them), how many redirects came before
-/// it and how long they took, the connection, and the body bytes.
+/// `CURLINFO_*_TIME_T` count them), how many redirects the transport followed before it and how
+/// long they took, the connection, and the body bytes. They are of the last request the
+/// transport sent: where the chain sent the request again (an answer to an authentication
+/// challenge, an interceptor's retry), of that one.
 ///
 /// ``CurlTransport`` reports them (``Response/metrics``, ``TransportResponse/metrics``);
 /// `URLSessionTransport`, the stubs and a response an interceptor made or replaced (a cache hit,
-/// say) have none. A response a hook only edited (status, header fields) keeps its metrics.
+/// a stored response a `304` revalidated) have none. A response a hook only edited (status,
+/// header fields) keeps its metrics.
 ///
 /// ```swift
 /// let response = try await provider.request(.user("octocat")).value
@@ -16,7 +19,7 @@ import Foundation
 /// }
 /// ```
 public struct TransferMetrics: Sendable, Equatable, CustomStringConvertible {
-    /// When the host name was resolved (0 for an address, or a reused connection).
+    /// When the host name was resolved (0 for a reused connection; an address takes microseconds).
     public var nameLookup: TimeInterval
     /// When the connection (TCP; to the proxy, through one) was made (0 for a reused connection).
     public var connect: TimeInterval
@@ -32,7 +35,8 @@ public struct TransferMetrics: Sendable, Equatable, CustomStringConvertible {
     public var redirectCount: Int
     /// How long those redirects took, from the first hop's start to the last one's.
     public var redirectTime: TimeInterval
-    /// Whether the last hop went over a connection an earlier exchange had made.
+    /// Whether the last hop went over a connection another exchange had made (an earlier one, or
+    /// with HTTP/2 one running beside it).
     public var reusedConnection: Bool
     /// The address the last hop was connected to (the proxy's, through one), e.g. `127.0.0.1`.
     public var remoteAddress: String?

@@ -899,6 +899,7 @@ final class CurlCall: @unchecked Sendable {
             status: 407, url: url, httpVersion: "HTTP/1.1", headers: responseHeaders, data: Data(), downloadPath: nil,
             redirected: redirectCount > 0, method: method)
         response.credentialsLeftBehind = credentialsLeftBehind
+        response.metrics = metrics(easy)
         // What libcurl sent: `CONNECT host:port` (an IPv6 host in brackets, a name past ASCII in
         // IDNA's form, as the URL holds it: `percentEncodedHost` reads it back as percent-encoded UTF-8).
         if let host = URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost {
