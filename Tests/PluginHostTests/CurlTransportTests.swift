@@ -203,6 +203,8 @@ struct CurlTransportTests {
         let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration), interceptors: [credentials])
         let response = try await provider.request(try Bin("tunnelled", base: URL(string: "https://origin.test")!)).value
         #expect(response.statusCode == 407)
+        // The proxy's answer to the CONNECT is a transfer's too, measured to the proxy.
+        #expect(response.metrics?.remotePort == Int(proxy.port))
         #expect(response.value(forHTTPHeaderField: "Proxy-Authenticate") == #"Basic realm="proxy""#)
         #expect(credentials.asked.log == ["true Basic proxy 0", "true Basic proxy 1"])
         let heads = proxy.heads.withLock { $0 }
