@@ -371,7 +371,7 @@ final class CurlCall: @unchecked Sendable {
         // Only RFC 3986's unreserved characters: `URLComponents` traps on a host holding one it
         // does not allow (`a%3Cb.example` is `a<b.example`), and a redirect's `Location` is the
         // server's to write.
-        guard !name.isEmpty, name.utf8.allSatisfy(Self.isHostNameByte) else {
+        guard !name.isEmpty, name.utf8.allSatisfy(RFC3986.isUnreserved) else {
             throw TransportFailure(
                 kind: .other,
                 message:
@@ -383,17 +383,6 @@ final class CurlCall: @unchecked Sendable {
             throw TransportFailure(kind: .other, message: "cannot send \(url.withoutUserInfo.absoluteString): its host does not read back as \(name)")
         }
         return rewritten
-    }
-
-    /// Whether `byte` is one of RFC 3986's unreserved characters: letters, digits, `-`, `.`, `_`, `~`.
-    private static func isHostNameByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-            return true
-        default:
-            return false
-        }
     }
 
     /// Methods whose requests carry content (RFC 9110 §9.3): sent with a `Content-Length`,
