@@ -286,7 +286,9 @@ enum TestCommand {
             let headers = (request?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
             report.request = .init(
                 method: request?.httpMethod ?? "?", url: request?.url?.absoluteString ?? report.chainURL, headers: headers.map(Traced.show))
-            report.response = .init(status: response.statusCode, bytes: response.data.count, xCache: response.value(forHTTPHeaderField: "X-Cache"))
+            report.response = .init(
+                status: response.statusCode, bytes: response.data.count, xCache: response.value(forHTTPHeaderField: "X-Cache"),
+                metrics: response.metrics)
         case .failure(let error):
             report.requestError = error.description
             report.worsen(.requestFailed)
@@ -355,6 +357,23 @@ struct TestReport {
     struct Received {
         let status: Int, bytes: Int
         let xCache: String?
+        /// How the exchange went, for a request sent with `--url` (none from the stub or a cache hit).
+        let metrics: TransferMetrics?
+
+        /// ``metrics`` as the JSON form gives them: seconds, counts, the peer.
+        var metricsJSON: [String: Any]? {
+            guard let metrics else { return nil }
+            var fields: [String: Any] = [
+                "nameLookup": metrics.nameLookup, "connect": metrics.connect, "requestStart": metrics.requestStart,
+                "firstByte": metrics.firstByte, "total": metrics.total, "redirectCount": metrics.redirectCount,
+                "redirectTime": metrics.redirectTime, "reusedConnection": metrics.reusedConnection,
+                "requestBodyBytes": metrics.requestBodyBytes, "responseBodyBytes": metrics.responseBodyBytes,
+            ]
+            if let handshake = metrics.tlsHandshake { fields["tlsHandshake"] = handshake }
+            if let address = metrics.remoteAddress { fields["remoteAddress"] = address }
+            if let port = metrics.remotePort { fields["remotePort"] = port }
+            return fields
+        }
     }
     struct Bench {
         let requests: Int
@@ -412,6 +431,7 @@ struct TestReport {
             Terminal.out("request  \(request.method) \(request.url)")
             for header in request.headers { Terminal.out("  \(header)") }
             Terminal.out("response  \(response.status) (\(response.bytes) bytes)" + (response.xCache.map { ", X-Cache: \($0)" } ?? ""))
+            if let metrics = response.metrics { Terminal.out("timing  \(metrics)") }
         }
         if let requestError { Terminal.out("request failed: " + Terminal.red(requestError)) }
         if let bench {
@@ -443,7 +463,9 @@ struct TestReport {
         document["chain"] = steps.enumerated().map { ["position": $0 + 1, "name": $1.name, "did": $1.did, "microseconds": $1.microseconds] }
         if let request, let response {
             document["request"] = ["method": request.method, "url": request.url, "headers": request.headers]
-            document["response"] = ["status": response.status, "bytes": response.bytes]
+            var received: [String: Any] = ["status": response.status, "bytes": response.bytes]
+            if let metrics = response.metricsJSON { received["metrics"] = metrics }
+            document["response"] = received
         }
         if let requestError { document["requestError"] = requestError }
         if let bench {

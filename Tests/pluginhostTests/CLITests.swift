@@ -596,5 +596,19 @@ struct CLITests {
         #expect(output.stdout.contains("chain  POST \(base)/anything\n"))
         #expect(output.stdout.contains("response  200"))
         #expect(output.stdout.contains("  X-Demo: 1"))
+        // How the exchange went (CurlTransport measures it): one line, and in the JSON form.
+        let port = try #require(URL(string: base)?.port)
+        #expect(output.stdout.contains("\ntiming  total "), "\(output.stdout)")
+        #expect(output.stdout.contains(", 127.0.0.1:\(port)\n"), "\(output.stdout)")
+        let json = try await CLI.run([
+            "test", "--manifest", manifest, "--url", base + "/anything", "--json", "--store", "signing_secret=s", "--store", "access_token=t",
+        ])
+        #expect(json.status == 0)
+        try expectSchema(json.stdout, "test.schema.json")
+        let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        let metrics = try #require((document?["response"] as? [String: Any])?["metrics"] as? [String: Any])
+        #expect((metrics["total"] as? Double ?? 0) > 0)
+        #expect(metrics["remotePort"] as? Int == port)
+        #expect(metrics["remoteAddress"] as? String == "127.0.0.1")
     }
 }
