@@ -347,6 +347,14 @@ struct CurlTLSTests {
         #expect(transport.loop.settings.tls(for: "127.0.0.2").pins == nil)
         #expect(transport.loop.settings.tls(for: "::2").pins == nil)
         #expect(transport.loop.settings.tls(for: "127.1..").pins == nil)
+        // An address on one link is another host on each: its own entry, else the address's.
+        let link = "sha256//" + Data(count: 32).base64EncodedString()
+        configuration.tlsOverrides["fe80::1"] = TLSConfiguration(pinnedPublicKeys: [pin])
+        configuration.tlsOverrides["[fe80:0::1%25eth0]"] = TLSConfiguration(pinnedPublicKeys: [link])
+        let zoned = try CurlTransport(configuration: configuration).loop.settings
+        for (host, expected) in [("fe80::1%eth0", link), ("[fe80::1%25eth0]", link), ("fe80::1%eth1", pin), ("fe80::1", pin), ("fe80::0:1", pin)] {
+            #expect(zoned.tls(for: host).pins == expected, "\(host)")
+        }
         #expect(transport.loop.settings.tls(for: "::127.0.0.1").pins == nil)
         for host in ["127.1", "2130706433", "0x7f.0.0.1"] {
             let url = try #require(URL(string: "https://\(host):\(port)/get"))

@@ -105,7 +105,8 @@ public final class CurlTransport: Transport {
         /// form, and gets that host's entry; one that decodes to no host name fails the request
         /// (libcurl's own IDNA may read it as another host), and a proxy URL written so, or past
         /// ASCII, is refused. An IP address is one entry however it is written (`127.1` and
-        /// `2130706433` are `127.0.0.1`, as libcurl reads them; `[0:0::1]` and `::1%lo` are `::1`).
+        /// `2130706433` are `127.0.0.1`, as libcurl reads them; `[0:0::1]` is `::1`); an IPv6
+        /// address on one link (`fe80::1%eth0`) gets its own entry, else the address's.
         public var tlsOverrides: [String: TLSConfiguration] = [:]
         /// Which proxy to use.
         public var proxy: Proxy = .environment
@@ -322,7 +323,12 @@ struct CurlSettings: Sendable {
     }
 
     func tls(for host: String) -> PreparedTLS {
-        tlsOverrides.isEmpty ? defaultTLS : tlsOverrides[Self.overrideKey(host)] ?? defaultTLS
+        guard !tlsOverrides.isEmpty else { return defaultTLS }
+        let key = Self.overrideKey(host)
+        if let entry = tlsOverrides[key] { return entry }
+        // An IPv6 address on one link (`fe80::1%eth0`) without an entry of its own: the address's.
+        if let zone = key.firstIndex(of: "%"), let entry = tlsOverrides[String(key[..<zone])] { return entry }
+        return defaultTLS
     }
 
     /// The host of an `https://` proxy URL, as `URL` reads it (an IPv6 address without its
@@ -341,13 +347,17 @@ struct CurlSettings: Sendable {
     /// An IP address is looked up in one form: IPv4 dotted (libcurl reads `127.1`, `2130706433`,
     /// `0x7f.0.0.1` and `127.1.` as `127.0.0.1`, and an entry for that address was passed over for
     /// them; an IPv4-mapped IPv6 address, `::ffff:127.0.0.1`, is that IPv4 address too), IPv6 as
-    /// `inet_ntop` writes it, brackets and zone left out (`[0:0::1]` and `::1%lo` are `::1`: an
-    /// entry holds for the address on every link).
+    /// `inet_ntop` writes it, without brackets, its zone kept (`[0:0::1]` is `::1`, `[fe80::1%25eth0]`
+    /// is `fe80::1%eth0`: `fe80::1` is another host on each link; ``tls(for:)`` gives an address on
+    /// a link without an entry of its own the address's).
     static func overrideKey(_ host: String) -> String {
         var text = Substring(host)
         if text.hasPrefix("["), text.hasSuffix("]") { text = text.dropFirst().dropLast() }
         if text.contains(":") {
             let address = text.prefix { $0 != "%" }
+            // The zone as a URL writes it (`%25eth0`) or as it is (`%eth0`).
+            let rest = text.dropFirst(address.count)
+            let zone = rest.hasPrefix("%25") ? "%" + rest.dropFirst(3) : String(rest)
             var bytes = [UInt8](repeating: 0, count: 16)
             var written = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
             if bytes.withUnsafeMutableBytes({ inet_pton(AF_INET6, String(address), $0.baseAddress) }) == 1 {
@@ -355,7 +365,7 @@ struct CurlSettings: Sendable {
                     return bytes[12...].map(String.init).joined(separator: ".")
                 }
                 if bytes.withUnsafeBytes({ inet_ntop(AF_INET6, $0.baseAddress, &written, socklen_t(written.count)) }) != nil {
-                    return String(decoding: written.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                    return String(decoding: written.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + zone
                 }
             }
         }
