@@ -10,7 +10,8 @@ import Foundation
 /// ``CurlTransport`` reports them (``Response/metrics``, ``TransportResponse/metrics``);
 /// `URLSessionTransport`, the stubs and a response an interceptor made or replaced (a cache hit,
 /// a stored response a `304` revalidated) have none. A response a hook only edited (status,
-/// header fields) keeps its metrics.
+/// header fields) keeps its metrics. A stage the exchange never reached is 0 (a proxy's `407` to
+/// the tunnel's `CONNECT` has no first byte of the origin's).
 ///
 /// ```swift
 /// let response = try await provider.request(.user("octocat")).value
@@ -68,7 +69,8 @@ public struct TransferMetrics: Sendable, Equatable, CustomStringConvertible {
         self.responseBodyBytes = responseBodyBytes
     }
 
-    /// One line, times in milliseconds: `total 1.92 ms (connect 0.21, tls 1.10, first byte 1.80), reused no, 127.0.0.1:8443`.
+    /// One line, times in milliseconds (the name lookup when it took any time):
+    /// `total 1.92 ms (name lookup 0.02, connect 0.21, tls 1.10, first byte 1.80), reused no, 127.0.0.1:8443`.
     public var description: String {
         func ms(_ seconds: TimeInterval) -> String { String(format: "%.2f", seconds * 1000) }
         var stages = ["connect \(ms(connect))"]
