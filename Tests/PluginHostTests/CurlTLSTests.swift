@@ -29,6 +29,15 @@ struct CurlTLSTests {
         }
     }
 
+    /// What `transport` makes of a GET of `url`: the response, or the failure.
+    func outcome(_ transport: CurlTransport, _ url: URL) async -> Result<TransportResponse, TransportFailure> {
+        do {
+            return .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     func kind(_ result: Result<TransportResponse, TransportFailure>) -> TransportFailureKind? {
         guard case .failure(let failure) = result else { return nil }
         return failure.kind
@@ -206,12 +215,7 @@ struct CurlTLSTests {
             return try CurlTransport(configuration: configuration)
         }
         func send(_ host: String, _ transport: CurlTransport) async throws -> Result<TransportResponse, TransportFailure> {
-            let url = try #require(URL(string: "https://\(host):\(port)/get"))
-            do {
-                return .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
-            } catch {
-                return .failure(error)
-            }
+            return await outcome(transport, try #require(URL(string: "https://\(host):\(port)/get")))
         }
         let wrongPin = try transport(pin: try Self.env("TLS_SELFSIGNED_PIN"))
         // The control: the pin holds for the name, and a host without an entry gets the default.
@@ -305,12 +309,7 @@ struct CurlTLSTests {
         func redirect(to location: String) async throws -> Result<TransportResponse, TransportFailure> {
             var query = URLComponents()
             query.queryItems = [URLQueryItem(name: "url", value: location)]
-            let url = try #require(URL(string: base + "/redirect-to?" + (query.percentEncodedQuery ?? "")))
-            do {
-                return .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
-            } catch {
-                return .failure(error)
-            }
+            return await outcome(transport, try #require(URL(string: base + "/redirect-to?" + (query.percentEncodedQuery ?? ""))))
         }
         let trap = try await redirect(to: "https://a%3Cb.example:\(port)/get")
         guard case .failure(let failure) = trap else {
@@ -357,13 +356,7 @@ struct CurlTLSTests {
         }
         #expect(transport.loop.settings.tls(for: "::127.0.0.1").pins == nil)
         for host in ["127.1", "2130706433", "0x7f.0.0.1"] {
-            let url = try #require(URL(string: "https://\(host):\(port)/get"))
-            let result: Result<TransportResponse, TransportFailure>
-            do {
-                result = .success(try await transport.send(TransportRequest(urlRequest: URLRequest(url: url))))
-            } catch {
-                result = .failure(error)
-            }
+            let result = await outcome(transport, try #require(URL(string: "https://\(host):\(port)/get")))
             #expect(kind(result) == .publicKeyPinMismatch, "\(host): \(result)")
         }
         configuration.tlsOverrides["127.1"] = TLSConfiguration()
