@@ -346,6 +346,13 @@ struct CurlTLSTests {
         for (host, expected) in [("fe80::1%eth0", link), ("[fe80::1%25eth0]", link), ("fe80::1%eth1", pin), ("fe80::1", pin), ("fe80::0:1", pin)] {
             #expect(zoned.tls(for: host).pins == expected, "\(host)")
         }
+        // A proxy's entry is found the same way.
+        for (proxy, expected) in [
+            ("https://[fe80::1%25eth1]:3128", pin), ("https://[fe80::1%25eth0]:3128", link), ("https://[::ffff:7f00:1]:3128", pin),
+        ] {
+            configuration.proxy = .url(proxy)
+            #expect(try CurlTransport(configuration: configuration).loop.settings.proxyTLS?.pins == expected, "\(proxy)")
+        }
         #expect(transport.loop.settings.tls(for: "::127.0.0.1").pins == nil)
         for host in ["127.1", "2130706433", "0x7f.0.0.1"] {
             let result = await outcome(transport, try #require(URL(string: "https://\(host):\(port)/get")))

@@ -205,7 +205,7 @@ public final class CurlTransport: Transport {
         // is the origins': its pins or private roots would refuse a proxy of a public CA).
         var proxyTLS: PreparedTLS?
         if let host = CurlSettings.httpsProxyHost(configuration.proxy) {
-            if let entry = overrides[CurlSettings.overrideKey(host)] {
+            if let entry = CurlSettings.entry(for: host, in: overrides) {
                 proxyTLS = entry
             } else {
                 proxyTLS = try PreparedTLS(TLSConfiguration(), context: "tls for the proxy", systemFile: systemFile)
@@ -323,12 +323,16 @@ struct CurlSettings: Sendable {
     }
 
     func tls(for host: String) -> PreparedTLS {
-        guard !tlsOverrides.isEmpty else { return defaultTLS }
-        let key = Self.overrideKey(host)
-        if let entry = tlsOverrides[key] { return entry }
-        // An IPv6 address on one link (`fe80::1%eth0`) without an entry of its own: the address's.
-        if let zone = key.firstIndex(of: "%"), let entry = tlsOverrides[String(key[..<zone])] { return entry }
-        return defaultTLS
+        tlsOverrides.isEmpty ? defaultTLS : Self.entry(for: host, in: tlsOverrides) ?? defaultTLS
+    }
+
+    /// The entry of `overrides` (by ``overrideKey(_:)``) for `host`, an origin's or a proxy's; an
+    /// IPv6 address on one link (`fe80::1%eth0`) without an entry of its own gets the address's.
+    static func entry(for host: String, in overrides: [String: PreparedTLS]) -> PreparedTLS? {
+        let key = overrideKey(host)
+        if let entry = overrides[key] { return entry }
+        if let zone = key.firstIndex(of: "%") { return overrides[String(key[..<zone])] }
+        return nil
     }
 
     /// The host of an `https://` proxy URL, as `URL` reads it (an IPv6 address without its
