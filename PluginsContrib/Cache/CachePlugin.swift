@@ -717,7 +717,7 @@ public struct CachePlugin: ExportablePlugin {
                 var keys = [state.key]
                 let target = String(state.key.dropFirst(4))
                 for name in ["Location", "Content-Location"] {
-                    if let value = response.header(name), let url = Self.sameOrigin(value, as: target) { keys.append(Self.getKey(url)) }
+                    if let value = response.header(name) { keys += Self.sameOrigin(value, as: target).map(Self.getKey) }
                 }
                 for key in keys {
                     removeAll(key)
@@ -820,21 +820,27 @@ public struct CachePlugin: ExportablePlugin {
         statusCode: 504, headers: [HTTPHeader(name: "X-Cache", value: "miss"), HTTPHeader(name: "Content-Length", value: "0")])
 
     /// `value` resolved against `target`, when it has the same scheme, host and port (a default
-    /// port written out or not), spelled without a default port.
-    static func sameOrigin(_ value: String, as target: String) -> String? {
+    /// port written out or not; a host in any case, or written percent-encoded or past ASCII: it
+    /// is one host in IDNA's form), spelled without a default port: as written, and with its host
+    /// as requests' URLs hold it (lower case, IDNA's form), when that differs. Empty for another
+    /// origin.
+    static func sameOrigin(_ value: String, as target: String) -> [String] {
         // A scheme's default port written out is the same origin (`https://h:443` is `https://h`).
         func defaultPort(_ url: URL) -> Int { URLParts.defaultPort(forScheme: url.scheme) }
         func port(_ url: URL) -> Int { url.port ?? defaultPort(url) }
         guard let base = URL(string: target), let url = URL(string: value, relativeTo: base)?.absoluteURL,
-            url.scheme?.lowercased() == base.scheme?.lowercased(), url.host?.lowercased() == base.host?.lowercased(), port(url) == port(base)
-        else { return nil }
+            url.scheme?.lowercased() == base.scheme?.lowercased(), let host = url.host,
+            URLParts.lookupHost(host) == base.host.map(URLParts.lookupHost), port(url) == port(base),
+            var parts = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        else { return [] }
         // The key is the URL as requests spell it: without a default port written out (any
         // other port stays).
-        if url.port != nil, url.port == defaultPort(url), var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) {
-            parts.port = nil
-            return parts.url?.absoluteString ?? url.absoluteString
-        }
-        return url.absoluteString
+        if url.port != nil, url.port == defaultPort(url) { parts.port = nil }
+        guard let written = parts.url?.absoluteString else { return [url.absoluteString] }
+        let name = URLParts.lookupHost(host)
+        guard parts.encodedHost != name, name.utf8.allSatisfy(RFC3986.isUnreserved) else { return [written] }
+        parts.encodedHost = name
+        return [written] + (parts.url.map { [$0.absoluteString] } ?? [])
     }
 
     /// Whether an entry of `age` and freshness `lifetime` is within what the request's

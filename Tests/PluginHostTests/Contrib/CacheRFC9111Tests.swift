@@ -395,7 +395,7 @@ struct CacheRFC9111Tests {
         #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss")
         // The same path on the default port is another origin's, and stays.
         #expect(try await provider.request(unported).value.value(forHTTPHeaderField: "X-Cache") == "hit")
-        #expect(CachePlugin.sameOrigin(location, as: "http://cache.test:8080/q") == "http://cache.test:8080/p")
+        #expect(CachePlugin.sameOrigin(location, as: "http://cache.test:8080/q") == ["http://cache.test:8080/p"])
     }
 
     /// Invalidation (§4.4) by a `Location` of the same origin, its default port written out.
@@ -411,6 +411,25 @@ struct CacheRFC9111Tests {
         _ = try await provider.request(try Bin("q", method: .post, base: secure)).value
         #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss")
         #expect(transport.calls.log == ["GET /p", "POST /q", "GET /p"])
+    }
+
+    /// Invalidation (§4.4) by a `Location` that names the origin's host in another form (case,
+    /// percent-encoded, past ASCII): the same host, whose cached URL (as requests spell it, in
+    /// IDNA's form) goes. It was taken for another origin, or kept its own spelling, and the stored
+    /// response stayed.
+    @Test(arguments: ["https://B%C3%9CCHER.example/p", "https://bücher.example:443/p", "https://XN--BCHER-KVA.example/p"])
+    func aLocationNamingTheHostInAnotherFormIsTheSameOrigin(_ location: String) async throws {
+        let transport = ScriptedTransport(["GET /p": (200, ["Cache-Control": "max-age=60"]), "POST /q": (201, ["Location": location])])
+        let provider = try provider(transport)
+        let origin = URL(string: "https://bücher.example")!
+        let page = try Bin("p", base: origin)
+        _ = try await provider.request(page).value
+        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "hit")
+        _ = try await provider.request(try Bin("q", method: .post, base: origin)).value
+        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(CachePlugin.sameOrigin(location, as: "https://xn--bcher-kva.example/q").last == "https://xn--bcher-kva.example/p")
+        #expect(CachePlugin.sameOrigin(location, as: "https://bucher.example/q").isEmpty)
+        #expect(CachePlugin.sameOrigin("https://a%3Cb.example/p", as: "https://a%3Cb.example/q") == ["https://a%3Cb.example/p"])
     }
 
     // MARK: §4.3.2 the client's own conditional requests
