@@ -830,9 +830,9 @@ public struct CachePlugin: ExportablePlugin {
         func port(_ url: URL) -> Int { url.port ?? defaultPort(url) }
         guard let base = URL(string: target), let url = URL(string: value, relativeTo: base)?.absoluteURL,
             url.scheme?.lowercased() == base.scheme?.lowercased(), let host = url.host,
-            URLParts.lookupHost(host) == base.host.map(URLParts.lookupHost), port(url) == port(base),
-            var parts = URLComponents(url: url, resolvingAgainstBaseURL: false)
+            URLParts.lookupHost(host) == base.host.map(URLParts.lookupHost), port(url) == port(base)
         else { return [] }
+        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return [url.absoluteString] }
         // The key is the URL as requests spell it: without a default port written out (any
         // other port stays).
         if url.port != nil, url.port == defaultPort(url) { parts.port = nil }

@@ -180,6 +180,8 @@ struct CurlTLSTests {
         }
         #expect(settings.tls(for: "other.example.test").pins == nil)
         #expect(settings.tls(for: "api.example.test..").pins == nil)
+        // Only an IPv6 address on a link falls back to the address's entry, never a name with a `%`.
+        #expect(settings.tls(for: "api.example.test%eth0").pins == nil)
         configuration.tlsOverrides["api.example.test."] = TLSConfiguration()
         #expect(
             throws: CurlTransportError(.invalidConfiguration, "tlsOverrides name the host api.example.test twice (api.example.test. is one of them)")

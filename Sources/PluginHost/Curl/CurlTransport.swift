@@ -331,7 +331,7 @@ struct CurlSettings: Sendable {
     static func entry(for host: String, in overrides: [String: PreparedTLS]) -> PreparedTLS? {
         let key = overrideKey(host)
         if let entry = overrides[key] { return entry }
-        if let zone = key.firstIndex(of: "%") { return overrides[String(key[..<zone])] }
+        if key.contains(":"), let zone = key.firstIndex(of: "%") { return overrides[String(key[..<zone])] }
         return nil
     }
 
