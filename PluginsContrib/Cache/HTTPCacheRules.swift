@@ -118,30 +118,6 @@ struct CacheDirectives {
     }
 }
 
-/// delta-seconds (RFC 9111 §1.2.2) and the `Age` field (§5.1).
-enum DeltaSeconds {
-    /// The most a delta-seconds value counts for.
-    static let cap: Double = 2_147_483_648
-
-    /// 1*DIGIT, capped; nil for anything else (`7200.0`, `-1`, `1e3`, empty).
-    static func parse(_ text: String) -> Double? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
-        var value: Double = 0
-        for byte in text.utf8 {
-            value = value * 10 + Double(byte - UInt8(ascii: "0"))
-            if value >= cap { return cap }
-        }
-        return value
-    }
-
-    /// The `Age` of a response: the first member of the first field line (a list keeps its
-    /// first member, §5.1); nil (ignored) when that member is not delta-seconds.
-    static func age(_ values: [String]) -> Double? {
-        guard let first = values.first?.split(separator: ",", omittingEmptySubsequences: false).first else { return nil }
-        return parse(first.trimmingCharacters(in: .whitespaces))
-    }
-}
-
 /// One stored response.
 ///
 /// Its parts live in one immutable storage shared by its copies, and a change makes a new one: a

@@ -106,17 +106,10 @@ public struct RetryPolicy: Sendable {
     /// (the response's `Age`: delta-seconds, else ignored), else from `now`.
     static func retryAfter(_ value: String, now: Double, serverDate: String? = nil, age: String? = nil) -> Double? {
         let text = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Self.deltaSeconds(text) { return seconds }
+        if let seconds = DeltaSeconds.parse(text) { return seconds }
         guard let until = HTTPDate.parse(text, now: now) else { return nil }
         guard let sent = serverDate.flatMap({ HTTPDate.parse($0, now: now) }) else { return max(0, until - now) }
-        return max(0, until - sent - (age.flatMap { Self.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) } ?? 0))
-    }
-
-    /// A non-negative count of seconds in digits alone (RFC 9110's `delay-seconds`, RFC 9111's
-    /// `delta-seconds`), or nil.
-    private static func deltaSeconds(_ text: String) -> Double? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
-        return Double(text)
+        return max(0, until - sent - (age.flatMap { DeltaSeconds.parse($0.trimmingCharacters(in: .whitespaces)) } ?? 0))
     }
 
     /// Why `error` should be retried for `method`, or nil.
