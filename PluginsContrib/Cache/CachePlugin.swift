@@ -837,8 +837,7 @@ public struct CachePlugin: ExportablePlugin {
         // other port stays).
         if url.port != nil, url.port == defaultPort(url) { parts.port = nil }
         guard let written = parts.url?.absoluteString else { return [url.absoluteString] }
-        let name = URLParts.lookupHost(host)
-        guard parts.encodedHost != name, name.utf8.allSatisfy(RFC3986.isUnreserved) else { return [written] }
+        guard let name = URLParts.hostName(host), parts.encodedHost != name else { return [written] }
         parts.encodedHost = name
         return [written] + (parts.url.map { [$0.absoluteString] } ?? [])
     }

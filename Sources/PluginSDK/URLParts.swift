@@ -166,6 +166,14 @@ public struct URLParts: Sendable {
         return ascii
     }
 
+    /// `host` as ``lookupHost(_:)`` reads it, when that is a host name of RFC 3986's unreserved
+    /// characters alone (`URLComponents` traps on a host set to one holding a character it does
+    /// not allow in a host, such as `<` from `%3C`); nil otherwise.
+    package static func hostName(_ host: String) -> String? {
+        let name = lookupHost(host)
+        return !name.isEmpty && name.utf8.allSatisfy(RFC3986.isUnreserved) ? name : nil
+    }
+
     /// Whether `text` holds none of a URL's delimiters (`/ ? # @ : [ ] \ %`), no space and no
     /// control character: whether, read as a host, it can only be a name.
     package static func holdsNoDelimiter(_ text: String) -> Bool {

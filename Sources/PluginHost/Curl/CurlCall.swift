@@ -367,11 +367,9 @@ final class CurlCall: @unchecked Sendable {
             !written.hasPrefix("["), written.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 >= 0x80 })
         else { return url }
         let decoded = parts.host ?? written
-        let name = URLParts.lookupHost(decoded)
-        // Only RFC 3986's unreserved characters: `URLComponents` traps on a host holding one it
-        // does not allow (`a%3Cb.example` is `a<b.example`), and a redirect's `Location` is the
-        // server's to write.
-        guard !name.isEmpty, name.utf8.allSatisfy(RFC3986.isUnreserved) else {
+        // Only a host name: `URLComponents` traps on a host holding a character it does not allow
+        // (`a%3Cb.example` is `a<b.example`), and a redirect's `Location` is the server's to write.
+        guard let name = URLParts.hostName(decoded) else {
             throw TransportFailure(
                 kind: .other,
                 message:
