@@ -398,18 +398,22 @@ struct CacheRFC9111Tests {
         #expect(CachePlugin.sameOrigin(location, as: "http://cache.test:8080/q") == ["http://cache.test:8080/p"])
     }
 
-    /// Invalidation (§4.4) by a `Location` of the same origin, its default port written out.
-    @Test func aLocationWithTheDefaultPortWrittenOutIsTheSameOrigin() async throws {
-        let transport = ScriptedTransport([
-            "GET /p": (200, ["Cache-Control": "max-age=60"]), "POST /q": (201, ["Location": "https://cache.test:443/p"]),
-        ])
+    /// Stores `GET /p` of `origin`, then sends `POST /q`, answered `201` with `location`, and
+    /// expects `/p` to be asked for again (invalidated); returns the transport.
+    func expectInvalidation(of origin: URL, byLocation location: String) async throws -> ScriptedTransport {
+        let transport = ScriptedTransport(["GET /p": (200, ["Cache-Control": "max-age=60"]), "POST /q": (201, ["Location": location])])
         let provider = try provider(transport)
-        let secure = URL(string: "https://cache.test")!
-        let page = try Bin("p", base: secure)
+        let page = try Bin("p", base: origin)
         _ = try await provider.request(page).value
         #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "hit")
-        _ = try await provider.request(try Bin("q", method: .post, base: secure)).value
-        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss")
+        _ = try await provider.request(try Bin("q", method: .post, base: origin)).value
+        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss", "\(location)")
+        return transport
+    }
+
+    /// Invalidation (§4.4) by a `Location` of the same origin, its default port written out.
+    @Test func aLocationWithTheDefaultPortWrittenOutIsTheSameOrigin() async throws {
+        let transport = try await expectInvalidation(of: URL(string: "https://cache.test")!, byLocation: "https://cache.test:443/p")
         #expect(transport.calls.log == ["GET /p", "POST /q", "GET /p"])
     }
 
@@ -419,14 +423,7 @@ struct CacheRFC9111Tests {
     /// response stayed.
     @Test(arguments: ["https://B%C3%9CCHER.example/p", "https://bücher.example:443/p", "https://XN--BCHER-KVA.example/p"])
     func aLocationNamingTheHostInAnotherFormIsTheSameOrigin(_ location: String) async throws {
-        let transport = ScriptedTransport(["GET /p": (200, ["Cache-Control": "max-age=60"]), "POST /q": (201, ["Location": location])])
-        let provider = try provider(transport)
-        let origin = URL(string: "https://bücher.example")!
-        let page = try Bin("p", base: origin)
-        _ = try await provider.request(page).value
-        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "hit")
-        _ = try await provider.request(try Bin("q", method: .post, base: origin)).value
-        #expect(try await provider.request(page).value.value(forHTTPHeaderField: "X-Cache") == "miss")
+        _ = try await expectInvalidation(of: URL(string: "https://bücher.example")!, byLocation: location)
         #expect(CachePlugin.sameOrigin(location, as: "https://xn--bcher-kva.example/q").last == "https://xn--bcher-kva.example/p")
         #expect(CachePlugin.sameOrigin(location, as: "https://bucher.example/q").isEmpty)
         #expect(CachePlugin.sameOrigin("https://a%3Cb.example/p", as: "https://a%3Cb.example/q") == ["https://a%3Cb.example/p"])
