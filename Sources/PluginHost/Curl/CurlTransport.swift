@@ -362,12 +362,11 @@ struct CurlSettings: Sendable {
             // The zone as a URL writes it (`%25eth0`) or as it is (`%eth0`).
             let rest = text.dropFirst(address.count)
             let zone = rest.hasPrefix("%25") ? "%" + rest.dropFirst(3) : String(rest)
-            var bytes = [UInt8](repeating: 0, count: 16)
-            var written = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-            if bytes.withUnsafeMutableBytes({ inet_pton(AF_INET6, String(address), $0.baseAddress) }) == 1 {
+            if let bytes = SessionProxy.IPAddress.parse(String(address)), bytes.count == 16 {
                 if bytes[..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
                     return bytes[12...].map(String.init).joined(separator: ".")
                 }
+                var written = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
                 if bytes.withUnsafeBytes({ inet_ntop(AF_INET6, $0.baseAddress, &written, socklen_t(written.count)) }) != nil {
                     return String(decoding: written.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + zone
                 }
