@@ -159,13 +159,26 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
     /// With ``limit``, in bytes: the bytes received (or declared by `Content-Length`, or read
     /// from a body stream) when the transfer was stopped.
     public var observedBytes: Int64?
+    /// How far the attempt got before it failed (``TransferMetrics``: a stage it never reached is
+    /// 0), when the transport measured it: the host's `CurlTransport` does for an attempt it had
+    /// started (not for a request it refused to send). Nil across the plugin ABI, and left out
+    /// of `==`: two failures are the same failure however long they took.
+    public var metrics: TransferMetrics?
 
     /// Creates a failure.
-    public init(kind: TransportFailureKind, message: String, limit: Int64? = nil, observedBytes: Int64? = nil) {
+    public init(
+        kind: TransportFailureKind, message: String, limit: Int64? = nil, observedBytes: Int64? = nil, metrics: TransferMetrics? = nil
+    ) {
         self.kind = kind
         self.message = message
         self.limit = limit
         self.observedBytes = observedBytes
+        self.metrics = metrics
+    }
+
+    /// Whether two failures are the same: kind, message, limit and bytes (not ``metrics``).
+    public static func == (lhs: TransportFailure, rhs: TransportFailure) -> Bool {
+        lhs.kind == rhs.kind && lhs.message == rhs.message && lhs.limit == rhs.limit && lhs.observedBytes == rhs.observedBytes
     }
 
     /// `kind: message`.

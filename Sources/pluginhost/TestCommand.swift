@@ -291,6 +291,7 @@ enum TestCommand {
                 metrics: response.metrics)
         case .failure(let error):
             report.requestError = error.description
+            report.requestErrorMetrics = error.metrics
             report.worsen(.requestFailed)
         }
 
@@ -359,21 +360,6 @@ struct TestReport {
         let xCache: String?
         /// How the exchange went, for a request sent with `--url` (none from the stub or a cache hit).
         let metrics: TransferMetrics?
-
-        /// ``metrics`` as the JSON form gives them: seconds, counts, the peer.
-        var metricsJSON: [String: Any]? {
-            guard let metrics else { return nil }
-            var fields: [String: Any] = [
-                "nameLookup": metrics.nameLookup, "connect": metrics.connect, "requestStart": metrics.requestStart,
-                "firstByte": metrics.firstByte, "total": metrics.total, "redirectCount": metrics.redirectCount,
-                "redirectTime": metrics.redirectTime, "reusedConnection": metrics.reusedConnection,
-                "requestBodyBytes": metrics.requestBodyBytes, "responseBodyBytes": metrics.responseBodyBytes,
-            ]
-            if let handshake = metrics.tlsHandshake { fields["tlsHandshake"] = handshake }
-            if let address = metrics.remoteAddress { fields["remoteAddress"] = address }
-            if let port = metrics.remotePort { fields["remotePort"] = port }
-            return fields
-        }
     }
     struct Bench {
         let requests: Int
@@ -393,11 +379,27 @@ struct TestReport {
     var request: SentRequest?
     var response: Received?
     var requestError: String?
+    /// How far the failed request got, when the transport measured it (`--url` over libcurl).
+    var requestErrorMetrics: TransferMetrics?
     var bench: Bench?
     var exitCode = ExitCode.ok
     private(set) var worst = ExitCode.ok
 
     init(manifest: String) { self.manifest = manifest }
+
+    /// `metrics` as the JSON form gives them: seconds, counts, the peer.
+    static func json(_ metrics: TransferMetrics) -> [String: Any] {
+        var fields: [String: Any] = [
+            "nameLookup": metrics.nameLookup, "connect": metrics.connect, "requestStart": metrics.requestStart,
+            "firstByte": metrics.firstByte, "total": metrics.total, "redirectCount": metrics.redirectCount,
+            "redirectTime": metrics.redirectTime, "reusedConnection": metrics.reusedConnection,
+            "requestBodyBytes": metrics.requestBodyBytes, "responseBodyBytes": metrics.responseBodyBytes,
+        ]
+        if let handshake = metrics.tlsHandshake { fields["tlsHandshake"] = handshake }
+        if let address = metrics.remoteAddress { fields["remoteAddress"] = address }
+        if let port = metrics.remotePort { fields["remotePort"] = port }
+        return fields
+    }
 
     /// Keeps the worst outcome seen (crashed > refused > request failed > ok).
     mutating func worsen(_ code: ExitCode) {
@@ -433,7 +435,10 @@ struct TestReport {
             Terminal.out("response  \(response.status) (\(response.bytes) bytes)" + (response.xCache.map { ", X-Cache: \($0)" } ?? ""))
             if let metrics = response.metrics { Terminal.out("timing  \(metrics)") }
         }
-        if let requestError { Terminal.out("request failed: " + Terminal.red(requestError)) }
+        if let requestError {
+            Terminal.out("request failed: " + Terminal.red(requestError))
+            if let requestErrorMetrics { Terminal.out("timing  \(requestErrorMetrics)") }
+        }
         if let bench {
             Terminal.out("bench  \(bench.requests) requests on the stub transport (µs per request)")
             for row in bench.plugins {
@@ -464,10 +469,11 @@ struct TestReport {
         if let request, let response {
             document["request"] = ["method": request.method, "url": request.url, "headers": request.headers]
             var received: [String: Any] = ["status": response.status, "bytes": response.bytes]
-            if let metrics = response.metricsJSON { received["metrics"] = metrics }
+            if let metrics = response.metrics { received["metrics"] = Self.json(metrics) }
             document["response"] = received
         }
         if let requestError { document["requestError"] = requestError }
+        if let requestErrorMetrics { document["requestErrorMetrics"] = Self.json(requestErrorMetrics) }
         if let bench {
             document["bench"] = [
                 "requests": bench.requests, "plugins": bench.plugins.map { ["name": $0.name, "p50": $0.p50, "p99": $0.p99] },

@@ -105,4 +105,105 @@ struct TransferMetricsTests {
             metrics.description
                 == "total 1.92 ms (name lookup 0.10, connect 0.20, tls 1.10, first byte 1.80), reused no, 1 redirect in 4.00 ms, [::1]:8443")
     }
+
+    // MARK: Failures
+
+    /// A provider over libcurl whose requests time out after `seconds` without a byte.
+    func timingOut(after seconds: TimeInterval) throws -> Provider<Bin> {
+        Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.timeoutInterval = seconds
+                return request
+            }, transport: try CurlTransport())
+    }
+
+    /// The error `target` fails with (nil, and an issue recorded, when it does not).
+    func error(of target: Bin, through provider: Provider<Bin>) async -> NetworkError? {
+        do {
+            let response = try await provider.request(target).value
+            Issue.record("expected a failure, got status \(response.statusCode)")
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A timeout says how far the exchange got: connected and sent, no byte of an answer.
+    @Test func aTimeoutSaysWhichStageItReached() async throws {
+        let base = try TestServer.url()
+        let provider = try timingOut(after: 0.3)
+        let fresh = await error(of: try Bin("delay/2"), through: provider)
+        #expect(fresh?.isTimeout == true, "\(String(describing: fresh))")
+        let metrics = try #require(fresh?.metrics, "a transfer that started and failed is measured")
+        #expect(!metrics.reusedConnection)
+        #expect(metrics.connect > 0 && metrics.connect <= metrics.requestStart, "\(metrics)")
+        #expect(metrics.firstByte == 0 && metrics.responseBodyBytes == 0, "\(metrics)")
+        #expect(metrics.total >= 0.3, "\(metrics)")
+        #expect(metrics.remoteAddress == "127.0.0.1" && metrics.remotePort == base.port)
+        #expect(metrics.description.contains("first byte 0.00"), "\(metrics)")
+        // Over a connection the request before it made: nothing connected, the request sent.
+        #expect(try await provider.request(try Bin("get")).value.statusCode == 200)
+        let overKeptConnection = try #require(await error(of: try Bin("delay/2"), through: provider)?.metrics)
+        #expect(overKeptConnection.reusedConnection, "\(overKeptConnection)")
+        #expect(overKeptConnection.connect == 0 && overKeptConnection.requestStart > 0 && overKeptConnection.firstByte == 0)
+    }
+
+    /// A connection refused: no connection and nothing sent, reused or not.
+    @Test func aRefusedConnectionSaysNothingWasConnected() async throws {
+        let provider = Provider<Bin>(transport: try CurlTransport())
+        let failed = await error(of: try Bin("get", base: closedPortURL()), through: provider)
+        guard case .underlying(let failure, nil)? = failed else {
+            Issue.record("expected a transport failure, got \(String(describing: failed))")
+            return
+        }
+        #expect(failure.kind == .cannotConnect)
+        let metrics = try #require(failure.metrics)
+        #expect(failed?.metrics == metrics)
+        #expect(!metrics.reusedConnection)
+        #expect(metrics.connect == 0 && metrics.requestStart == 0 && metrics.firstByte == 0, "\(metrics)")
+        #expect(metrics.total > 0, "\(metrics)")
+    }
+
+    /// A response stopped by a limit: its first bytes came.
+    @Test func aResponseStoppedByALimitSaysItsFirstByteCame() async throws {
+        var target = try Bin("bytes/20000")
+        target.limits = RequestLimits(maxResponseBytes: 100)
+        let failed = await error(of: target, through: Provider<Bin>(transport: try CurlTransport()))
+        guard case .underlying(let failure, nil)? = failed else {
+            Issue.record("expected a transport failure, got \(String(describing: failed))")
+            return
+        }
+        #expect(failure.kind == .responseTooLarge && failure.limit == 100)
+        let metrics = try #require(failure.metrics)
+        #expect(metrics.firstByte > 0 && metrics.firstByte <= metrics.total, "\(metrics)")
+        #expect(stagesInOrder(metrics), "\(metrics)")
+    }
+
+    /// A request refused before it is sent was not measured; a status validation refuses
+    /// carries the response's metrics; two failures are equal whatever their metrics.
+    @Test func whatWasNotSentHasNoMetrics() async throws {
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("get"))
+        request.httpMethod = "GET /"
+        let transport = try CurlTransport()
+        do throws(TransportFailure) {
+            _ = try await transport.send(TransportRequest(urlRequest: request))
+            Issue.record("a method that is no token was sent")
+        } catch {
+            #expect(error.message.hasPrefix("refused to send a request with an invalid method"), "\(error)")
+            #expect(error.metrics == nil)
+        }
+        let provider = Provider<Bin>(transport: try CurlTransport())
+        let refused = await error(of: try Bin("status/404", validation: .successCodes), through: provider)
+        guard case .statusCode(let response)? = refused else {
+            Issue.record("expected a status code error, got \(String(describing: refused))")
+            return
+        }
+        #expect(refused?.metrics != nil && refused?.metrics == response.metrics)
+        let metrics = TransferMetrics(
+            nameLookup: 0, connect: 0.1, tlsHandshake: nil, requestStart: 0.1, firstByte: 0, total: 5, reusedConnection: false)
+        #expect(TransportFailure(kind: .timedOut, message: "m", metrics: metrics) == TransportFailure(kind: .timedOut, message: "m"))
+        #expect(
+            TransportFailure(kind: .timedOut, message: "m", metrics: metrics) != TransportFailure(kind: .timedOut, message: "n", metrics: metrics))
+    }
 }

@@ -511,6 +511,19 @@ struct CLITests {
         let output = try await CLI.run(["test", "--manifest", manifest, "--url", "http://127.0.0.1:9/nothing"])
         #expect(output.status == 5)
         #expect(output.stdout.contains("request failed: transport failed (cannotConnect)"))
+        // How far it got, where the transport measures it (CurlTransport, the Linux default):
+        // nothing connected, nothing sent.
+        #if os(Linux)
+        #expect(output.stdout.contains("\ntiming  total "), "\(output.stdout)")
+        let json = try await CLI.run(["test", "--manifest", manifest, "--url", "http://127.0.0.1:9/nothing", "--json"])
+        #expect(json.status == 5)
+        try expectSchema(json.stdout, "test.schema.json")
+        let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        let metrics = try #require(document?["requestErrorMetrics"] as? [String: Any], "\(json.stdout)")
+        #expect(metrics["connect"] as? Double == 0 && metrics["firstByte"] as? Double == 0)
+        #expect(metrics["reusedConnection"] as? Bool == false)
+        #expect((metrics["total"] as? Double ?? 0) > 0)
+        #endif
     }
 
     @Test func bundleRefusesALibraryWithoutADescriptor() async throws {

@@ -255,6 +255,7 @@ final class CurlCall: @unchecked Sendable {
         headerBytes = 0
         headerFields = 0
         absoluteDeadline = request.deadline?.instant.uptimeNanoseconds ?? 0
+        hopStart = 0
         url = try Self.withHostAsRead(url)
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty else {
             throw TransportFailure(kind: .other, message: "cannot send \(url.absoluteString): only http and https URLs with a host are supported")
@@ -318,8 +319,8 @@ final class CurlCall: @unchecked Sendable {
     }
 
     /// What libcurl measured of the transfer that just ended on `easy` (the last hop), with the
-    /// redirects before it.
-    private func metrics(_ easy: UnsafeMutableRawPointer) -> TransferMetrics {
+    /// redirects before it; `failed`: it ended before its response did.
+    private func metrics(_ easy: UnsafeMutableRawPointer, failed: Bool = false) -> TransferMetrics {
         func seconds(_ info: Int32) -> TimeInterval {
             var microseconds: ph_curl_off_t = 0
             ph_curl_easy_getinfo_off(easy, info, &microseconds)
@@ -337,8 +338,9 @@ final class CurlCall: @unchecked Sendable {
         var address: UnsafePointer<CChar>?
         ph_curl_easy_getinfo_string(easy, PH_CURLINFO_PRIMARY_IP, &address)
         // Over a connection kept alive nothing was looked up or connected (libcurl still counts
-        // the time it took to find the connection as a name lookup).
-        let reused = connects == 0
+        // the time it took to find the connection as a name lookup). A transfer that failed
+        // without a connection of its own reused one only if it got as far as sending.
+        let reused = connects == 0 && (!failed || seconds(PH_CURLINFO_PRETRANSFER_TIME_T) > 0)
         let handshake = reused ? 0 : seconds(PH_CURLINFO_APPCONNECT_TIME_T)
         return TransferMetrics(
             nameLookup: reused ? 0 : seconds(PH_CURLINFO_NAMELOOKUP_TIME_T), connect: reused ? 0 : seconds(PH_CURLINFO_CONNECT_TIME_T),
@@ -797,8 +799,29 @@ final class CurlCall: @unchecked Sendable {
 
     // MARK: Completion (event-loop thread)
 
-    /// What the finished transfer means: a result, or a redirect to follow.
+    /// What the finished transfer means: a result, or a redirect to follow. A failure carries
+    /// the transfer's metrics.
     func outcome(code: Int32, settings: CurlSettings) -> Outcome {
+        let outcome = transferOutcome(code: code, settings: settings)
+        guard case .finished(.failure(let failure)) = outcome, let easy else { return outcome }
+        return .finished(.failure(measured(failure, on: easy)))
+    }
+
+    /// `failure` with the metrics of the transfer it ended on `easy` (libcurl keeps the times of
+    /// the stages reached; the total, which libcurl updates as it goes, is at least the time since
+    /// the hop started), when that transfer had started: a request refused before it is sent, as
+    /// it was.
+    func measured(_ failure: TransportFailure, on easy: UnsafeMutableRawPointer) -> TransportFailure {
+        guard hopStart != 0, failure.metrics == nil else { return failure }
+        var measured = failure
+        var metrics = metrics(easy, failed: true)
+        let now = DispatchTime.now().uptimeNanoseconds
+        metrics.total = max(metrics.total, TimeInterval(now &- min(hopStart, now)) / 1e9)
+        measured.metrics = metrics
+        return measured
+    }
+
+    private func transferOutcome(code: Int32, settings: CurlSettings) -> Outcome {
         guard let easy else { return .finished(.failure(TransportFailure(kind: .other, message: "no transfer"))) }
         if code != PH_CURLE_OK {
             removeDownload()

@@ -222,8 +222,9 @@ final class CurlEventLoop: @unchecked Sendable {
         active[easy] = nil
         ph_curl_multi_remove_handle(multi, easy)
         call.abandonTransfer()
+        let measured = result.mapError { call.measured($0, on: easy) }
         recycle(easy)
-        call.finish(result)
+        call.finish(measured)
     }
 
     private func recycle(_ easy: UnsafeMutableRawPointer) {
