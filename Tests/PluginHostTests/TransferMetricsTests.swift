@@ -165,6 +165,26 @@ struct TransferMetricsTests {
         #expect(metrics.total > 0, "\(metrics)")
     }
 
+    /// A certificate the client does not trust: no handshake done, nothing sent. (Whether the
+    /// TCP connection counts as made depends on libcurl: 8 says when it was, 7.88 counts an https
+    /// connection only once its handshake is done.)
+    @Test func anUntrustedCertificateSaysTheConnectionWasMadeAndNothingSent() async throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.tls = TLSConfiguration(trustRoots: .only([.file(try CurlTLSTests.env("TLS_OTHER_CA_PEM"))]))
+        let base = try #require(URL(string: try CurlTLSTests.env("HTTPBIN_TLS_URL")))
+        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration))
+        let failed = await error(of: try Bin("get", base: base), through: provider)
+        guard case .underlying(let failure, nil)? = failed else {
+            Issue.record("expected a transport failure, got \(String(describing: failed))")
+            return
+        }
+        #expect(failure.kind == .serverCertificateUntrusted)
+        let metrics = try #require(failure.metrics)
+        #expect(!metrics.reusedConnection, "\(metrics)")
+        #expect(metrics.tlsHandshake == nil && metrics.requestStart == 0 && metrics.firstByte == 0, "\(metrics)")
+        #expect(metrics.requestBodyBytes == 0 && metrics.remotePort == base.port, "\(metrics)")
+    }
+
     /// A response stopped by a limit: its first bytes came.
     @Test func aResponseStoppedByALimitSaysItsFirstByteCame() async throws {
         var target = try Bin("bytes/20000")

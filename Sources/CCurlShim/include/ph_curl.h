@@ -213,6 +213,7 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 #define PH_CURLINFO_STARTTRANSFER_TIME_T 0x600036
 #define PH_CURLINFO_APPCONNECT_TIME_T 0x600038
 #define PH_CURLINFO_NUM_CONNECTS 0x20001A
+#define PH_CURLINFO_REQUEST_SIZE 0x20000C
 #define PH_CURLINFO_PRIMARY_IP 0x100020
 #define PH_CURLINFO_PRIMARY_PORT 0x200028
 

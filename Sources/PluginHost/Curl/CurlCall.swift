@@ -144,6 +144,8 @@ final class CurlCall: @unchecked Sendable {
     private var encodedReceived: Int64 = 0
     /// Set when a limit (or a download that cannot be written) stopped the transfer: the failure reported instead of libcurl's.
     private var limitFailure: TransportFailure?
+    /// Whether any byte of an answer (a status line: the origin's, or a proxy's) came this hop.
+    private var answered = false
     /// Header bytes and fields of the response being read.
     private var headerBytes = 0
     private var headerFields = 0
@@ -254,6 +256,7 @@ final class CurlCall: @unchecked Sendable {
         inHeaders = true
         headerBytes = 0
         headerFields = 0
+        answered = false
         absoluteDeadline = request.deadline?.instant.uptimeNanoseconds ?? 0
         hopStart = 0
         url = try Self.withHostAsRead(url)
@@ -337,15 +340,25 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_PRIMARY_PORT, &port)
         var address: UnsafePointer<CChar>?
         ph_curl_easy_getinfo_string(easy, PH_CURLINFO_PRIMARY_IP, &address)
+        // A failed transfer: libcurl 8 sets the request's start and first byte to the time it
+        // gave up when it never got that far, so they count only if a byte of the request went
+        // out and one of an answer came.
+        var sent = true
+        if failed {
+            var requestBytes = 0
+            ph_curl_easy_getinfo_long(easy, PH_CURLINFO_REQUEST_SIZE, &requestBytes)
+            sent = requestBytes > 0
+        }
+        let firstByte = !failed || answered ? seconds(PH_CURLINFO_STARTTRANSFER_TIME_T) : 0
         // Over a connection kept alive nothing was looked up or connected (libcurl still counts
         // the time it took to find the connection as a name lookup). A transfer that failed
         // without a connection of its own reused one only if it got as far as sending.
-        let reused = connects == 0 && (!failed || seconds(PH_CURLINFO_PRETRANSFER_TIME_T) > 0)
+        let reused = connects == 0 && sent
         let handshake = reused ? 0 : seconds(PH_CURLINFO_APPCONNECT_TIME_T)
         return TransferMetrics(
             nameLookup: reused ? 0 : seconds(PH_CURLINFO_NAMELOOKUP_TIME_T), connect: reused ? 0 : seconds(PH_CURLINFO_CONNECT_TIME_T),
-            tlsHandshake: handshake > 0 ? handshake : nil, requestStart: seconds(PH_CURLINFO_PRETRANSFER_TIME_T),
-            firstByte: seconds(PH_CURLINFO_STARTTRANSFER_TIME_T), total: seconds(PH_CURLINFO_TOTAL_TIME_T), redirectCount: redirectCount,
+            tlsHandshake: handshake > 0 ? handshake : nil, requestStart: sent ? seconds(PH_CURLINFO_PRETRANSFER_TIME_T) : 0,
+            firstByte: firstByte, total: seconds(PH_CURLINFO_TOTAL_TIME_T), redirectCount: redirectCount,
             redirectTime: TimeInterval(hopStart &- min(hopStart, firstHopStart)) / 1e9, reusedConnection: reused,
             remoteAddress: address.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }, remotePort: port > 0 ? port : nil,
             requestBodyBytes: bytes(PH_CURLINFO_SIZE_UPLOAD_T), responseBodyBytes: bytes(PH_CURLINFO_SIZE_DOWNLOAD_T))
@@ -672,6 +685,7 @@ final class CurlCall: @unchecked Sendable {
 
     func receiveHeader(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         lastActivity = DispatchTime.now().uptimeNanoseconds
+        answered = true
         let line = UnsafeRawBufferPointer(start: bytes, count: count)
         var end = count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
