@@ -57,7 +57,7 @@ struct CurlResponse: Sendable {
         guard var made = TransportResponse.made(url: url, statusCode: status, httpVersion: httpVersion, fields: Self.fold(headers), data: data)
         else {
             if let downloadPath { unlink(downloadPath) }
-            throw TransportFailure(kind: .badResponse, message: "status \(status) is not an HTTP response")
+            throw TransportFailure(kind: .badResponse, message: "status \(status) is not an HTTP response", metrics: metrics)
         }
         var fileURL: URL?
         if let downloadPath, let destination = request.download {
@@ -65,7 +65,7 @@ struct CurlResponse: Sendable {
                 fileURL = try destination.place(URL(fileURLWithPath: downloadPath), response: made.response)
             } catch {
                 unlink(downloadPath)
-                throw TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)")
+                throw TransportFailure(kind: .other, message: "cannot save the download: \(error.localizedDescription)", metrics: metrics)
             }
         }
         made.fileURL = fileURL

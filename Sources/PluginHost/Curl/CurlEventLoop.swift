@@ -198,7 +198,7 @@ final class CurlEventLoop: @unchecked Sendable {
         let status = ph_curl_multi_add_handle(multi, easy)
         if status != 0 {
             let message = ph_curl_multi_strerror(status).map { String(cString: $0) } ?? "error \(status)"
-            end(call, easy: easy, with: .failure(TransportFailure(kind: .other, message: "curl_multi_add_handle: \(message)")))
+            end(call, easy: easy, with: .failure(TransportFailure(kind: .other, message: "curl_multi_add_handle: \(message)")), measured: false)
         }
     }
 
@@ -217,14 +217,17 @@ final class CurlEventLoop: @unchecked Sendable {
         }
     }
 
-    /// Stops `call`'s transfer and finishes it with `result`.
-    private func end(_ call: CurlCall, easy: UnsafeMutableRawPointer, with result: Result<CurlResponse, TransportFailure>) {
+    /// Stops `call`'s transfer and finishes it with `result`, a failure with the transfer's
+    /// metrics when it ran (`measured`).
+    private func end(
+        _ call: CurlCall, easy: UnsafeMutableRawPointer, with result: Result<CurlResponse, TransportFailure>, measured: Bool = true
+    ) {
         active[easy] = nil
         ph_curl_multi_remove_handle(multi, easy)
+        let result = measured ? result.mapError { call.measured($0, on: easy) } : result
         call.abandonTransfer()
-        let measured = result.mapError { call.measured($0, on: easy) }
         recycle(easy)
-        call.finish(measured)
+        call.finish(result)
     }
 
     private func recycle(_ easy: UnsafeMutableRawPointer) {
