@@ -16,7 +16,9 @@ import Darwin
 /// headers, URLs and the cURL form. Every value so redacted (and the values of configured host
 /// store keys, e.g. tokens and signing secrets) is also scrubbed from bodies and anything else
 /// the logger prints. At level `body`, JSON members, form fields and multipart parts named in `redactFields`
-/// (passwords, tokens, client secrets by default) show as `<redacted>` too.
+/// (passwords, tokens, client secrets by default) show as `<redacted>` too, and so do such
+/// members and `name: value` arguments inside a JSON string value (a stringified payload, a
+/// GraphQL query).
 public struct LoggerPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "logger" }
@@ -595,15 +597,22 @@ public struct LoggerPlugin: ExportablePlugin {
                 index += 1
                 continue
             }
-            let end = stringEnd(index).end
-            out += bytes[index..<end]
+            let (end, closed) = stringEnd(index)
             var next = end
             while next < count, isSpace(bytes[next]) { next += 1 }
             guard next < count, bytes[next] == UInt8(ascii: ":"), end - index >= 2 else {
+                // A value: one that holds a JSON document (an envelope's stringified payload) or
+                // `name: "value"` arguments (a GraphQL query's) has their secrets redacted too.
+                if closed, end - index > 2, let embedded = redactEmbedded(decoded(bytes[(index + 1)..<(end - 1)]), names: names, found: &found) {
+                    out += Array(("\"" + FieldNames.asciiJSON(embedded) + "\"").utf8)
+                } else {
+                    out += bytes[index..<end]
+                }
                 index = end
                 continue
             }
             // A member's name: is its value redacted?
+            out += bytes[index..<end]
             let name = decoded(bytes[(index + 1)..<(end - 1)])
             out += bytes[end...next]
             next += 1
@@ -661,6 +670,84 @@ public struct LoggerPlugin: ExportablePlugin {
                     valueEnd += 1
                 }
             }
+            out += Array("\"<redacted>\"".utf8)
+            index = valueEnd
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// A JSON string value's text with its secrets redacted, nil when it holds none: a JSON
+    /// document in it (`"{\"password\": \"…\"}"`) as a body's (``redactJSONMembers(in:names:found:)``,
+    /// at any depth of such nesting), else `name: value` arguments (a GraphQL query's
+    /// `login(password: "…")`, ``redactArguments(in:names:found:)``). Only a text with a `:` is looked at.
+    static func redactEmbedded(_ text: String, names: Set<String>, found: inout [String]) -> String? {
+        guard text.utf8.contains(UInt8(ascii: ":")) else { return nil }
+        var inner: [String] = []
+        let first = text.utf8.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
+        let redacted =
+            first == UInt8(ascii: "{") || first == UInt8(ascii: "[")
+            ? redactJSONMembers(in: text, names: names, found: &inner) : redactArguments(in: text, names: names, found: &inner)
+        guard redacted != text else { return nil }
+        found += inner
+        return redacted
+    }
+
+    /// `text` (not JSON: a GraphQL query, a line of a log) with the value after each `name:`
+    /// whose name is one of `names` as `"<redacted>"`: a quoted string (appended to `found`, as
+    /// written and with `\"` resolved; one never closed is redacted to the end), or a bare
+    /// number or word (`pin: 1234`). A variable (`password: $pw`) is no value and stays.
+    static func redactArguments(in text: String, names: Set<String>, found: inout [String]) -> String {
+        let bytes = Array(text.utf8)
+        let count = bytes.count
+        let quote = UInt8(ascii: "\"")
+        func isNameByte(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        var out: [UInt8] = []
+        out.reserveCapacity(count)
+        var index = 0
+        while index < count {
+            guard isNameByte(bytes[index]) else {
+                out.append(bytes[index])
+                index += 1
+                continue
+            }
+            var nameEnd = index
+            while nameEnd < count, isNameByte(bytes[nameEnd]) { nameEnd += 1 }
+            out += bytes[index..<nameEnd]
+            var valueStart = nameEnd
+            while valueStart < count, isSpace(bytes[valueStart]) { valueStart += 1 }
+            guard valueStart < count, bytes[valueStart] == UInt8(ascii: ":"),
+                FieldNames.matches(String(decoding: bytes[index..<nameEnd], as: UTF8.self), names)
+            else {
+                index = nameEnd
+                continue
+            }
+            valueStart += 1
+            while valueStart < count, isSpace(bytes[valueStart]) { valueStart += 1 }
+            var valueEnd = valueStart
+            if valueStart < count, bytes[valueStart] == quote {
+                valueEnd += 1
+                while valueEnd < count, bytes[valueEnd] != quote { valueEnd += bytes[valueEnd] == UInt8(ascii: "\\") ? 2 : 1 }
+                if valueEnd < count {
+                    let raw = String(decoding: bytes[(valueStart + 1)..<valueEnd], as: UTF8.self)
+                    if !raw.isEmpty { found += [raw, raw.replacingOccurrences(of: "\\\"", with: "\"")] }
+                    valueEnd += 1
+                }
+                valueEnd = min(valueEnd, count)
+            } else {
+                while valueEnd < count, isNameByte(bytes[valueEnd]) || bytes[valueEnd] == UInt8(ascii: ".") || bytes[valueEnd] == UInt8(ascii: "+") {
+                    valueEnd += 1
+                }
+            }
+            // Nothing to redact: no value (a variable's `$`, an object's `{`), or the text's end.
+            guard valueEnd > valueStart else {
+                index = nameEnd
+                continue
+            }
+            out += bytes[nameEnd..<valueStart]
             out += Array("\"<redacted>\"".utf8)
             index = valueEnd
         }
