@@ -163,7 +163,19 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
     /// 0), when the transport measured it: the host's `CurlTransport` does for an attempt it had
     /// started (not for a request it refused to send). Nil across the plugin ABI, and left out
     /// of `==`: two failures are the same failure however long they took.
-    public var metrics: TransferMetrics?
+    public var metrics: TransferMetrics? {
+        get { measured?.metrics }
+        set { measured = newValue.map(Measured.init) }
+    }
+    /// The metrics, boxed: a failure is part of every attempt's outcome, which the chain copies
+    /// from hook to hook, and metrics held inline made each copy a hundred bytes longer.
+    private var measured: Measured?
+
+    /// Metrics in a box of their own (immutable: copies share it).
+    private final class Measured: Sendable {
+        let metrics: TransferMetrics
+        init(_ metrics: TransferMetrics) { self.metrics = metrics }
+    }
 
     /// Creates a failure.
     public init(
@@ -173,7 +185,7 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
         self.message = message
         self.limit = limit
         self.observedBytes = observedBytes
-        self.metrics = metrics
+        self.measured = metrics.map(Measured.init)
     }
 
     /// Whether two failures are the same: kind, message, limit and bytes (not ``metrics``).
