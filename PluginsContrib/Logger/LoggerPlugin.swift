@@ -410,7 +410,10 @@ public struct LoggerPlugin: ExportablePlugin {
         }
         let start = text.utf8.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
         if mediaType?.contains("json") ?? (start == UInt8(ascii: "{") || start == UInt8(ascii: "[")) {
-            return Self.redactJSONMembers(in: text, names: redactedFields, found: &found)
+            // A GraphQL request's (or its echo's) variables passed as secrets are secrets by any name.
+            let names =
+                text.utf8.contains(UInt8(ascii: "$")) ? redactedFields.union(Self.secretVariables(in: text, names: redactedFields)) : redactedFields
+            return Self.redactJSONMembers(in: text, names: names, found: &found)
         }
         let form =
             mediaType.map { $0.hasPrefix("application/x-www-form-urlencoded") }
@@ -561,7 +564,7 @@ public struct LoggerPlugin: ExportablePlugin {
     /// members named in `names` (case-insensitive, at any depth) as `"<redacted>"`: a string's
     /// or a number's, `true`, `false`, `null`, and an object or an array whole; the members of
     /// other objects are looked at by name in turn.
-    static func redactJSONMembers(in text: String, names: Set<String>, found: inout [String]) -> String {
+    static func redactJSONMembers(in text: String, names: Set<String>, found: inout [String], depth: Int = 0) -> String {
         let bytes = Array(text.utf8)
         let quote = UInt8(ascii: "\"")
         let count = bytes.count
@@ -588,6 +591,16 @@ public struct LoggerPlugin: ExportablePlugin {
             let quoted = Data(([quote] + raw + [quote]))
             return (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String ?? text
         }
+        /// The contents of a string the text's end cuts: without the escape the cut split (`\`,
+        /// `\u00`), when that is what stops it from decoding.
+        func decodedCut(_ raw: ArraySlice<UInt8>) -> String {
+            guard raw.contains(UInt8(ascii: "\\")) else { return String(decoding: raw, as: UTF8.self) }
+            for dropped in 0...5 where dropped < raw.count {
+                let quoted = Data(([quote] + raw.dropLast(dropped) + [quote]))
+                if let text = (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String { return text }
+            }
+            return String(decoding: raw, as: UTF8.self)
+        }
         var out: [UInt8] = []
         out.reserveCapacity(count)
         var index = 0
@@ -602,9 +615,11 @@ public struct LoggerPlugin: ExportablePlugin {
             while next < count, isSpace(bytes[next]) { next += 1 }
             guard next < count, bytes[next] == UInt8(ascii: ":"), end - index >= 2 else {
                 // A value: one that holds a JSON document (an envelope's stringified payload) or
-                // `name: "value"` arguments (a GraphQL query's) has their secrets redacted too.
-                if closed, end - index > 2, let embedded = redactEmbedded(decoded(bytes[(index + 1)..<(end - 1)]), names: names, found: &found) {
-                    out += Array(("\"" + FieldNames.asciiJSON(embedded) + "\"").utf8)
+                // `name: value` arguments (a GraphQL query's) has their secrets redacted too, a
+                // string the text's end cuts as far as it goes.
+                let contents = closed ? decoded(bytes[(index + 1)..<(end - 1)]) : decodedCut(bytes[(index + 1)..<end])
+                if end - index > (closed ? 2 : 1), let embedded = redactEmbedded(contents, names: names, found: &found, depth: depth + 1) {
+                    out += Array(("\"" + FieldNames.asciiJSON(embedded) + (closed ? "\"" : "")).utf8)
                 } else {
                     out += bytes[index..<end]
                 }
@@ -676,35 +691,80 @@ public struct LoggerPlugin: ExportablePlugin {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// How deep strings holding JSON are looked into (a string in a string in a body is 2): a
+    /// string deeper than this that holds a `:` is redacted whole (each level is decoded anew,
+    /// and a body can nest hundreds).
+    static let maxEmbeddingDepth = 8
+
     /// A JSON string value's text with its secrets redacted, nil when it holds none: a JSON
-    /// document in it (`"{\"password\": \"…\"}"`) as a body's (``redactJSONMembers(in:names:found:)``,
-    /// at any depth of such nesting), else `name: value` arguments (a GraphQL query's
-    /// `login(password: "…")`, ``redactArguments(in:names:found:)``). Only a text with a `:` is looked at.
-    static func redactEmbedded(_ text: String, names: Set<String>, found: inout [String]) -> String? {
+    /// document in it (`"{\"password\": \"…\"}"`) as a body's (``redactJSONMembers(in:names:found:depth:)``,
+    /// at any depth of such nesting up to ``maxEmbeddingDepth``), and `name: value` arguments
+    /// in it or around such a document (a GraphQL query's `login(password: "…")`, a shorthand
+    /// query `{ me(token: "…") { id } }`: ``redactArguments(in:names:found:)``). Only a text with a
+    /// `:` is looked at.
+    static func redactEmbedded(_ text: String, names: Set<String>, found: inout [String], depth: Int) -> String? {
         guard text.utf8.contains(UInt8(ascii: ":")) else { return nil }
+        guard depth <= maxEmbeddingDepth else { return "<redacted>" }
         var inner: [String] = []
         let first = text.utf8.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }
-        let redacted =
-            first == UInt8(ascii: "{") || first == UInt8(ascii: "[")
-            ? redactJSONMembers(in: text, names: names, found: &inner) : redactArguments(in: text, names: names, found: &inner)
+        var redacted = text
+        if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
+            redacted = redactJSONMembers(in: text, names: names, found: &inner, depth: depth)
+        }
+        redacted = redactArguments(in: redacted, names: names, found: &inner)
         guard redacted != text else { return nil }
         found += inner
         return redacted
     }
 
     /// `text` (not JSON: a GraphQL query, a line of a log) with the value after each `name:`
-    /// whose name is one of `names` as `"<redacted>"`: a quoted string (appended to `found`, as
-    /// written and with `\"` resolved; one never closed is redacted to the end), or a bare
-    /// number or word (`pin: 1234`). A variable (`password: $pw`) is no value and stays.
+    /// whose name is one of `names` as `"<redacted>"` (not a `$variable`'s definition): a quoted
+    /// string (`"…"`, `"""…"""`, `'…'`: one never closed is redacted to the end), an object or a
+    /// list whole (`{old: "…", new: "…"}`), or a bare value up to a space or `,`, `)`, `}`, `]`
+    /// (`pin: 1234`, `token: ab12/CD+e==`). A variable (`password: $pw`) is no value and stays; an
+    /// escaped quote (`\"`: the text is still JSON-escaped) is left alone. Each whole quoted
+    /// string is appended to `found` as written, decoded, and with every character past ASCII
+    /// escaped (as a JSON echo writes it).
     static func redactArguments(in text: String, names: Set<String>, found: inout [String]) -> String {
         let bytes = Array(text.utf8)
         let count = bytes.count
         let quote = UInt8(ascii: "\"")
+        let apostrophe = UInt8(ascii: "'")
+        let backslash = UInt8(ascii: "\\")
         func isNameByte(_ byte: UInt8) -> Bool {
             (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                 || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
         }
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        /// The index past the string quoted by `mark` that begins at `start`, and whether it closed.
+        func stringEnd(_ start: Int, _ mark: UInt8) -> (end: Int, closed: Bool) {
+            if mark == quote, start + 2 < count, bytes[start + 1] == quote, bytes[start + 2] == quote {
+                // A block string: to the next `"""` not escaped (`\"""`).
+                var index = start + 3
+                while index + 2 < count {
+                    if bytes[index] == backslash {
+                        index += bytes[index + 1] == quote ? 4 : 1
+                    } else if bytes[index] == quote, bytes[index + 1] == quote, bytes[index + 2] == quote {
+                        return (index + 3, true)
+                    } else {
+                        index += 1
+                    }
+                }
+                return (count, false)
+            }
+            var index = start + 1
+            while index < count, bytes[index] != mark { index += bytes[index] == backslash ? 2 : 1 }
+            return index < count ? (index + 1, true) : (count, false)
+        }
+        func addFound(_ raw: ArraySlice<UInt8>) {
+            let written = String(decoding: raw, as: UTF8.self)
+            guard !written.isEmpty else { return }
+            let quoted = Data(([quote] + raw + [quote]))
+            let value =
+                (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String
+                ?? written.replacingOccurrences(of: "\\\"", with: "\"")
+            found += [written, value, FieldNames.asciiJSON(value)]
+        }
         var out: [UInt8] = []
         out.reserveCapacity(count)
         var index = 0
@@ -719,7 +779,7 @@ public struct LoggerPlugin: ExportablePlugin {
             out += bytes[index..<nameEnd]
             var valueStart = nameEnd
             while valueStart < count, isSpace(bytes[valueStart]) { valueStart += 1 }
-            guard valueStart < count, bytes[valueStart] == UInt8(ascii: ":"),
+            guard valueStart < count, bytes[valueStart] == UInt8(ascii: ":"), index == 0 || bytes[index - 1] != UInt8(ascii: "$"),
                 FieldNames.matches(String(decoding: bytes[index..<nameEnd], as: UTF8.self), names)
             else {
                 index = nameEnd
@@ -727,22 +787,42 @@ public struct LoggerPlugin: ExportablePlugin {
             }
             valueStart += 1
             while valueStart < count, isSpace(bytes[valueStart]) { valueStart += 1 }
-            var valueEnd = valueStart
-            if valueStart < count, bytes[valueStart] == quote {
-                valueEnd += 1
-                while valueEnd < count, bytes[valueEnd] != quote { valueEnd += bytes[valueEnd] == UInt8(ascii: "\\") ? 2 : 1 }
-                if valueEnd < count {
-                    let raw = String(decoding: bytes[(valueStart + 1)..<valueEnd], as: UTF8.self)
-                    if !raw.isEmpty { found += [raw, raw.replacingOccurrences(of: "\\\"", with: "\"")] }
-                    valueEnd += 1
-                }
-                valueEnd = min(valueEnd, count)
-            } else {
-                while valueEnd < count, isNameByte(bytes[valueEnd]) || bytes[valueEnd] == UInt8(ascii: ".") || bytes[valueEnd] == UInt8(ascii: "+") {
-                    valueEnd += 1
-                }
+            guard valueStart < count, bytes[valueStart] != UInt8(ascii: "$"), bytes[valueStart] != backslash else {
+                index = nameEnd
+                continue
             }
-            // Nothing to redact: no value (a variable's `$`, an object's `{`), or the text's end.
+            var valueEnd = valueStart
+            let first = bytes[valueStart]
+            if first == quote || first == apostrophe {
+                let string = stringEnd(valueStart, first)
+                valueEnd = string.end
+                if string.closed {
+                    let block = first == quote && valueEnd - valueStart >= 6 && bytes[valueStart + 1] == quote && bytes[valueStart + 2] == quote
+                    addFound(block ? bytes[(valueStart + 3)..<(valueEnd - 3)] : bytes[(valueStart + 1)..<(valueEnd - 1)])
+                }
+            } else if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
+                // An object or a list under a secret's name is the secret's, and so are its strings.
+                var depth = 0
+                while valueEnd < count {
+                    let byte = bytes[valueEnd]
+                    if byte == quote || byte == apostrophe {
+                        let string = stringEnd(valueEnd, byte)
+                        if string.closed { addFound(bytes[(valueEnd + 1)..<(string.end - 1)]) }
+                        valueEnd = string.end
+                        continue
+                    }
+                    valueEnd += 1
+                    if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") { depth += 1 }
+                    if byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") {
+                        depth -= 1
+                        if depth == 0 { break }
+                    }
+                }
+            } else {
+                let ends: [UInt8] = [UInt8(ascii: ","), UInt8(ascii: ")"), UInt8(ascii: "}"), UInt8(ascii: "]")]
+                while valueEnd < count, !isSpace(bytes[valueEnd]), !ends.contains(bytes[valueEnd]) { valueEnd += 1 }
+            }
+            // Nothing to redact: the value is a closing bracket or the text's end.
             guard valueEnd > valueStart else {
                 index = nameEnd
                 continue
@@ -752,6 +832,39 @@ public struct LoggerPlugin: ExportablePlugin {
             index = valueEnd
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The names of the variables a GraphQL document in `text` passes as secrets
+    /// (`login(password: $pw)` names `pw`), normalized: their values under `variables` are
+    /// secrets too, whatever they are called.
+    static func secretVariables(in text: String, names: Set<String>) -> Set<String> {
+        let bytes = Array(text.utf8)
+        var variables: Set<String> = []
+        var index = 0
+        while let dollar = bytes[index...].firstIndex(of: UInt8(ascii: "$")) {
+            index = dollar + 1
+            // Back over spaces to the `:`, then over spaces to the argument's name.
+            var colon = dollar - 1
+            while colon >= 0, bytes[colon] == 0x20 || bytes[colon] == 0x09 || bytes[colon] == 0x0A { colon -= 1 }
+            guard colon > 0, bytes[colon] == UInt8(ascii: ":") else { continue }
+            var nameEnd = colon
+            while nameEnd > 0, bytes[nameEnd - 1] == 0x20 || bytes[nameEnd - 1] == 0x09 { nameEnd -= 1 }
+            var nameStart = nameEnd
+            func isNameByte(_ byte: UInt8) -> Bool {
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || byte == UInt8(ascii: "_")
+            }
+            while nameStart > 0, isNameByte(bytes[nameStart - 1]) { nameStart -= 1 }
+            guard nameStart < nameEnd, nameStart == 0 || bytes[nameStart - 1] != UInt8(ascii: "$"),
+                FieldNames.matches(String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self), names)
+            else { continue }
+            var variableEnd = dollar + 1
+            while variableEnd < bytes.count, isNameByte(bytes[variableEnd]) { variableEnd += 1 }
+            if variableEnd > dollar + 1 {
+                variables.insert(FieldNames.normalized(String(decoding: bytes[(dollar + 1)..<variableEnd], as: UTF8.self)))
+            }
+        }
+        return variables
     }
 
     /// The request as a cURL command that sends the same bytes: secrets scrubbed before the

@@ -260,7 +260,7 @@ struct LoggerPluginTests {
         }
         #expect(again.contains("\n  " + #"{"password": "<redacted>", "secret": "<redacted>", "user": "ann"}"# + "\n"))
         // httpbin's echo of the body as a string (`data`) is redacted as the body is (its copy of
-        // the secret's object whole; the names in it are no secrets: the next test shows them kept).
+        // the secret's object whole; the names in it are no secrets: `secretsInsideJSONStringsAreRedacted` shows them kept).
         #expect(again.contains(#""data": "{\"password\": \"<redacted>\", \"secret\": \"<redacted>\", \"user\": \"ann\"}""#), "\(again)")
         #expect(text.contains("\n  username=ann&password1=<redacted>&new_password2=<redacted>\n"))
     }
@@ -403,8 +403,11 @@ struct LoggerPluginTests {
         let bodies = [
             #"{"query": "mutation { login(user: \"ann\", password: \"gql-secret-1\") { token } }", "variables": {"pin": 1234}}"#,
             #"{"payload": "{\"password\": \"env-secret-2\", \"user\": \"ann\"}", "id": 7}"#,
-            #"{"query": "mutation($pw: String!) { login(password: $pw, apiKey: 4321) }", "variables": {"pw": "x"}}"#,
+            #"{"query": "mutation($pw: String!) { login(password: $pw, apiKey: 4321) }", "variables": {"pw": "var-secret-8"}}"#,
             #"{"payload": "{\"secret\": {\"old\": \"so-secret-3\"}}", "old": "kept"}"#,
+            #"{"query": "{ me(token: \"tok-secret-4\") { id } }"}"#,
+            #"{"query": "mutation { login(password: \"\"\"blk-secret-5\"\"\") }"}"#,
+            #"{"query": "mutation { rotate(secret: {old: \"s1-secret-6\", new: \"s2-secret-7\"}) }"}"#,
         ]
         for body in bodies {
             _ = try await provider.request(
@@ -412,17 +415,35 @@ struct LoggerPluginTests {
             ).value
         }
         let text = log(f)
-        for secret in ["gql-secret-1", "env-secret-2", "4321", "so-secret-3"] {
+        for secret in [
+            "gql-secret-1", "env-secret-2", "4321", "so-secret-3", "tok-secret-4", "blk-secret-5", "s1-secret-6", "s2-secret-7", "var-secret-8",
+        ] {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
         }
         let shown = [
             #"{"query": "mutation { login(user: \"ann\", password: \"<redacted>\") { token } }", "variables": {"pin": 1234}}"#,
             #"{"payload": "{\"password\": \"<redacted>\", \"user\": \"ann\"}", "id": 7}"#,
-            #"{"query": "mutation($pw: String!) { login(password: $pw, apiKey: \"<redacted>\") }", "variables": {"pw": "x"}}"#,
+            // A variable passed as a secret: its value under `variables` is one, whatever its name.
+            #"{"query": "mutation($pw: String!) { login(password: $pw, apiKey: \"<redacted>\") }", "variables": {"pw": "<redacted>"}}"#,
             // The secret's object whole; a member name in it is no secret to scrub elsewhere.
             #"{"payload": "{\"secret\": \"<redacted>\"}", "old": "kept"}"#,
+            // A shorthand query (not JSON, though it begins with `{`), a block string, an input object.
+            #"{"query": "{ me(token: \"<redacted>\") { id } }"}"#,
+            #"{"query": "mutation { login(password: \"<redacted>\") }"}"#,
+            #"{"query": "mutation { rotate(secret: \"<redacted>\") }"}"#,
         ]
         for body in shown { #expect(text.contains("\n  " + body + "\n"), "the request's body: \(body)") }
+
+        // A query the body's cut (`maxBodyBytes`) ends in: redacted as far as it goes.
+        let cut = try f.provider([("logger", ["level": "body", "output": "file", "file": f.root + "/cut.log", "maxBodyBytes": 90])])
+        let long =
+            #"{"query": "mutation { login(user: \"ann\", password: \"cut-secret-9\") { token "# + String(repeating: "x ", count: 100) + #"} }"}"#
+        _ = try await cut.request(
+            try Bin("anything", method: .post, task: .requestData(Data(long.utf8)), headers: ["Content-Type": "application/json"])
+        ).value
+        let cutText = (try? String(contentsOfFile: f.root + "/cut.log", encoding: .utf8)) ?? ""
+        #expect(!cutText.contains("cut-secret-9"), "\(cutText)")
+        #expect(cutText.contains("\n  " + #"{"query": "mutation { login(user: \"ann\", password: \"<redacted>\") { token x x"#), "\(cutText)")
     }
 
     /// A `multipart/form-data` body's password and token parts show as `<redacted>` (by their
