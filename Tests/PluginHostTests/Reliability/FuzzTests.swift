@@ -3,6 +3,7 @@ import Foundation
 import PluginSDK
 import Testing
 
+@testable import LoggerPlugin
 @testable import PluginHost
 
 #if canImport(FoundationNetworking)
@@ -130,6 +131,49 @@ struct FuzzTests {
     @Test func headersAndURLsAcrossTheABI() async throws {
         let failures = try await offThePool { try Self.headersAndURLsAcrossTheABIBody() }
         #expect(failures.isEmpty, "\(failures.count) failures, first: \(failures.prefix(3))")
+    }
+
+    /// Bodies a server may send, as the logger's redaction scans them (JSON with secrets inside
+    /// string values, GraphQL arguments), mutated and cut anywhere: nothing traps or hangs, a
+    /// body comes out unchanged or with a `<redacted>` in it, and a secret of an unmutated seed
+    /// never shows.
+    @Test func loggerRedactionOfBodies() async throws {
+        let failures = try await offThePool { Self.loggerRedactionBody() }
+        #expect(failures.isEmpty, "\(failures.count) failures, first: \(failures.prefix(3))")
+    }
+
+    static func loggerRedactionBody() -> [String] {
+        var failures: [String] = []
+        func check(_ ok: Bool, _ message: @autoclosure () -> String = "") { if !ok { failures.append(message()) } }
+        var fuzz = Mutator(seed: 0x5EED_0005)
+        let names: Set<String> = ["password", "token", "secret"]
+        let seeds: [[UInt8]] = [
+            #"{"query": "mutation($pw: String!) { login(user: \"ann\", password: $pw, token: \"\"\"t-1\"\"\") { id } }", "variables": {"pw": "v-1"}}"#,
+            #"{"payload": "{\"password\": \"p-1\", \"nested\": \"{\\\"secret\\\": [\\\"s-1\\\"]}\"}", "n": [1, true, null, "a:b"]}"#,
+            #"[{"note": "token: 'q-1', next: x", "password": {"old": "o-1", "new": ["n-1"]}}, "\u00e9:\u0000"]"#,
+        ].map { Array($0.utf8) }
+        let count = 20_000 * Self.scale
+        var changed = 0
+        for index in 0..<count {
+            let input = index < seeds.count ? seeds[index] : fuzz.mutate(seeds[index % seeds.count], other: seeds[(index + 1) % seeds.count])
+            let text = String(decoding: input, as: UTF8.self)
+            var found: [String] = []
+            // As the logger reads a JSON body: a variable passed as a secret is one by its name too.
+            let bodyNames = names.union(LoggerPlugin.secretVariables(in: text, names: names))
+            let shown = LoggerPlugin.redactJSONMembers(in: text, names: bodyNames, found: &found)
+            check(shown == text || shown.contains("<redacted>"), "changed without a redaction: \(text.debugDescription) → \(shown.debugDescription)")
+            if shown != text { changed += 1 }
+            if index < seeds.count {
+                for secret in ["t-1", "v-1", "p-1", "s-1", "q-1", "o-1", "n-1"] where text.contains(secret) {
+                    check(!shown.contains(secret), "seed \(index) shows \(secret): \(shown)")
+                }
+            }
+            let arguments = LoggerPlugin.redactArguments(in: text, names: names, found: &found)
+            check(arguments == text || arguments.contains("<redacted>"), "arguments changed without a redaction: \(text.debugDescription)")
+        }
+        check(changed > count / 2)
+        print("fuzz: logger redaction, \(count) bodies, \(changed) with a redaction")
+        return failures
     }
 
     @Test func batchedHeaderEditsAcrossTheABI() async throws {
