@@ -586,20 +586,8 @@ public struct LoggerPlugin: ExportablePlugin {
         }
         /// A string's contents, escapes resolved where they can be.
         func decoded(_ raw: ArraySlice<UInt8>) -> String {
-            let text = String(decoding: raw, as: UTF8.self)
-            guard raw.contains(UInt8(ascii: "\\")) else { return text }
-            let quoted = Data(([quote] + raw + [quote]))
-            return (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String ?? text
-        }
-        /// The contents of a string the text's end cuts: without the escape the cut split (`\`,
-        /// `\u00`), when that is what stops it from decoding.
-        func decodedCut(_ raw: ArraySlice<UInt8>) -> String {
             guard raw.contains(UInt8(ascii: "\\")) else { return String(decoding: raw, as: UTF8.self) }
-            for dropped in 0...5 where dropped < raw.count {
-                let quoted = Data(([quote] + raw.dropLast(dropped) + [quote]))
-                if let text = (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String { return text }
-            }
-            return String(decoding: raw, as: UTF8.self)
+            return FieldNames.unescapedJSON(raw)
         }
         var out: [UInt8] = []
         out.reserveCapacity(count)
@@ -617,9 +605,12 @@ public struct LoggerPlugin: ExportablePlugin {
                 // A value: one that holds a JSON document (an envelope's stringified payload) or
                 // `name: value` arguments (a GraphQL query's) has their secrets redacted too, a
                 // string the text's end cuts as far as it goes.
-                let contents = closed ? decoded(bytes[(index + 1)..<(end - 1)]) : decodedCut(bytes[(index + 1)..<end])
+                let contents = decoded(bytes[(index + 1)..<(closed ? end - 1 : end)])
                 if end - index > (closed ? 2 : 1), let embedded = redactEmbedded(contents, names: names, found: &found, depth: depth + 1) {
-                    out += Array(("\"" + FieldNames.asciiJSON(embedded) + (closed ? "\"" : "")).utf8)
+                    // Re-escaped, a redacted string grows by its quotes' escapes, at each level of
+                    // nesting again: one that would more than double is redacted whole.
+                    let written = "\"" + FieldNames.escapedJSON(embedded) + (closed ? "\"" : "")
+                    out += Array((written.utf8.count <= 2 * (end - index) + 64 ? written : (closed ? "\"<redacted>\"" : "\"<redacted>")).utf8)
                 } else {
                     out += bytes[index..<end]
                 }
@@ -844,24 +835,41 @@ public struct LoggerPlugin: ExportablePlugin {
         while let dollar = bytes[index...].firstIndex(of: UInt8(ascii: "$")) {
             index = dollar + 1
             // Back over spaces to the `:`, then over spaces to the argument's name.
-            var colon = dollar - 1
-            while colon >= 0, bytes[colon] == 0x20 || bytes[colon] == 0x09 || bytes[colon] == 0x0A { colon -= 1 }
+            // (The text may still be JSON-escaped: `\n` and `\t` are spaces too.)
+            func spaceEnding(at end: Int) -> Int {
+                if end >= 1, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 || bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { return 1 }
+                if end >= 2, bytes[end - 2] == UInt8(ascii: "\\"), [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[end - 1])
+                {
+                    return 2
+                }
+                return 0
+            }
+            var colon = dollar
+            while case let width = spaceEnding(at: colon), width > 0 { colon -= width }
+            colon -= 1
             guard colon > 0, bytes[colon] == UInt8(ascii: ":") else { continue }
             var nameEnd = colon
-            while nameEnd > 0, bytes[nameEnd - 1] == 0x20 || bytes[nameEnd - 1] == 0x09 { nameEnd -= 1 }
+            while case let width = spaceEnding(at: nameEnd), width > 0 { nameEnd -= width }
             var nameStart = nameEnd
             func isNameByte(_ byte: UInt8) -> Bool {
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                     || byte == UInt8(ascii: "_")
             }
             while nameStart > 0, isNameByte(bytes[nameStart - 1]) { nameStart -= 1 }
+            // A name right after an escape (`\n\tpassword`): the escape's letter is not its.
+            if nameStart > 0, bytes[nameStart - 1] == UInt8(ascii: "\\"), nameStart < nameEnd,
+                [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[nameStart])
+            {
+                nameStart += 1
+            }
             guard nameStart < nameEnd, nameStart == 0 || bytes[nameStart - 1] != UInt8(ascii: "$"),
                 FieldNames.matches(String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self), names)
             else { continue }
             var variableEnd = dollar + 1
             while variableEnd < bytes.count, isNameByte(bytes[variableEnd]) { variableEnd += 1 }
             if variableEnd > dollar + 1 {
-                variables.insert(FieldNames.normalized(String(decoding: bytes[(dollar + 1)..<variableEnd], as: UTF8.self)))
+                // As `FieldNames.matches` reads a member's name: normalized, without the digits it ends with.
+                variables.insert(FieldNames.unnumbered(FieldNames.normalized(String(decoding: bytes[(dollar + 1)..<variableEnd], as: UTF8.self))))
             }
         }
         return variables
@@ -1011,6 +1019,75 @@ enum FieldNames {
     static func unnumbered(_ name: String) -> String {
         let trimmed = name.reversed().drop { $0.isASCII && $0.isNumber }
         return trimmed.isEmpty ? name : String(trimmed.reversed())
+    }
+
+    /// `value` as a JSON string's contents with only what JSON requires escaped (`"`, `\`, C0
+    /// controls): how a redacted string nested in a body is written back.
+    static func escapedJSON(_ value: String) -> String {
+        var out = ""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// A JSON string's contents (without its quotes) decoded whatever they hold: a lone
+    /// surrogate (`\ud83d`, as a string cut inside an emoji carries) as U+FFFD, an unknown escape
+    /// as it is written, an escape cut by the text's end left out. (Foundation's decoder refuses
+    /// the first two, and a text scanned undecoded hid its secrets behind `\"`.)
+    static func unescapedJSON(_ raw: ArraySlice<UInt8>) -> String {
+        var units: [UInt16] = []
+        var bytes: [UInt8] = []
+        func flushBytes() {
+            units += String(decoding: bytes, as: UTF8.self).utf16
+            bytes.removeAll(keepingCapacity: true)
+        }
+        var index = raw.startIndex
+        while index < raw.endIndex {
+            let byte = raw[index]
+            guard byte == UInt8(ascii: "\\") else {
+                bytes.append(byte)
+                index += 1
+                continue
+            }
+            guard index + 1 < raw.endIndex else { break }
+            let escape = raw[index + 1]
+            switch escape {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): bytes.append(escape)
+            case UInt8(ascii: "n"): bytes.append(0x0A)
+            case UInt8(ascii: "r"): bytes.append(0x0D)
+            case UInt8(ascii: "t"): bytes.append(0x09)
+            case UInt8(ascii: "b"): bytes.append(0x08)
+            case UInt8(ascii: "f"): bytes.append(0x0C)
+            case UInt8(ascii: "u"):
+                guard index + 6 <= raw.endIndex else {
+                    index = raw.endIndex
+                    continue
+                }
+                guard let digits = String(bytes: raw[(index + 2)..<(index + 6)], encoding: .ascii), let unit = UInt16(digits, radix: 16) else {
+                    bytes += raw[index..<(index + 2)]
+                    index += 2
+                    continue
+                }
+                flushBytes()
+                units.append(unit)
+                index += 6
+                continue
+            default: bytes += raw[index..<(index + 2)]
+            }
+            index += 2
+        }
+        flushBytes()
+        // A pair decodes; a lone surrogate becomes U+FFFD.
+        return String(decoding: units, as: UTF16.self)
     }
 
     /// `value` as JSON writes it with every character past ASCII escaped (`\u00e4`), as many

@@ -24,7 +24,26 @@ struct LoggerEmbeddedRedactionTests {
         #expect(shallow.contains("password: "), "\(shallow)")
         let deep = LoggerPlugin.redactJSONMembers(in: nested(LoggerPlugin.maxEmbeddingDepth + 4), names: names, found: &found)
         #expect(!deep.contains("deep-secret"), "\(deep)")
-        #expect(deep.contains("<redacted>"), "\(deep)")
+        // Past the limit the string holding the arguments is redacted whole, its name with it.
+        #expect(!deep.contains("password") && deep.contains("<redacted>"), "\(deep)")
+        // Many redactions eight levels deep: each level's escapes double, and a string that would
+        // more than double is redacted whole, so the text stays within a bound of its size.
+        let many = (1..<LoggerPlugin.maxEmbeddingDepth).reduce(String(repeating: "token:1 é ", count: 500)) { inner, _ in
+            #"{"p": "# + quoted(inner) + "}"
+        }
+        let bounded = LoggerPlugin.redactJSONMembers(in: many, names: names, found: &found)
+        #expect(bounded.utf8.count <= 2 * many.utf8.count + 1024, "\(many.utf8.count) bytes became \(bounded.utf8.count)")
+        #expect(!bounded.contains("token:1"), "\(bounded.prefix(300))")
+    }
+
+    /// A string Foundation's decoder refuses (a lone surrogate: a string cut inside an emoji)
+    /// is read all the same, its secrets found.
+    @Test func aStringWithALoneSurrogateIsReadAllTheSame() {
+        var found: [String] = []
+        let body = #"{"query": "mutation { login(password: \"lone-secret\") } \ud83d", "n": "\ud83d\ude00:x"}"#
+        let shown = LoggerPlugin.redactJSONMembers(in: body, names: names, found: &found)
+        #expect(shown == #"{"query": "mutation { login(password: \"<redacted>\") } \#u{FFFD}", "n": "\ud83d\ude00:x"}"#, "\(shown)")
+        #expect(found.contains("lone-secret"))
     }
 
     @Test func aStringCutInsideAnEscapeIsRedactedAsFarAsItGoes() {
@@ -57,5 +76,8 @@ struct LoggerEmbeddedRedactionTests {
         _ = LoggerPlugin.redactArguments(in: #"f(password: "p\u00e4ss \"q\"")"#, names: names, found: &found)
         #expect(found == [#"p\u00e4ss \"q\""#, "päss \"q\"", #"p\u00e4ss \"q\""#], "as written, decoded, and as a JSON echo writes it")
         #expect(LoggerPlugin.secretVariables(in: #"mutation($pw: String!, $u: String) { f(password: $pw, user: $u) }"#, names: names) == ["pw"])
+        // Still JSON-escaped, indented with `\n` and `\t`; a name ending in digits, as names are read.
+        #expect(LoggerPlugin.secretVariables(in: #"{"query": "mutation {\n\tf(\n\t\tpassword: $pw\n\t)\n}"}"#, names: names) == ["pw"])
+        #expect(LoggerPlugin.secretVariables(in: #"f(password: $v1)"#, names: names) == ["v"])
     }
 }
