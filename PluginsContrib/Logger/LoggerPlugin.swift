@@ -750,10 +750,7 @@ public struct LoggerPlugin: ExportablePlugin {
         func addFound(_ raw: ArraySlice<UInt8>) {
             let written = String(decoding: raw, as: UTF8.self)
             guard !written.isEmpty else { return }
-            let quoted = Data(([quote] + raw + [quote]))
-            let value =
-                (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String
-                ?? written.replacingOccurrences(of: "\\\"", with: "\"")
+            let value = FieldNames.unescapedJSON(raw)
             found += [written, value, FieldNames.asciiJSON(value)]
         }
         var out: [UInt8] = []
