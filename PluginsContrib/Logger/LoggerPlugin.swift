@@ -708,12 +708,22 @@ public struct LoggerPlugin: ExportablePlugin {
         return redacted
     }
 
+    /// The HTTP authentication schemes (RFC 9110 §11, and the registered ones) a secret's bare
+    /// value may start with: the words after the scheme are the secret.
+    static let authenticationSchemes: Set<String> = [
+        "basic", "bearer", "digest", "dpop", "hoba", "mutual", "negotiate", "ntlm", "token", "mac", "aws4-hmac-sha256", "gnap", "privatetoken",
+        "scram-sha-1", "scram-sha-256", "vapid", "concealed",
+    ]
+
     /// `text` (not JSON: a GraphQL query, a line of a log) with the value after each `name:`
     /// whose name is one of `names` as `"<redacted>"` (not a `$variable`'s definition): a quoted
     /// string (`"…"`, `"""…"""`, `'…'`: one never closed is redacted to the end), an object or a
     /// list whole (`{old: "…", new: "…"}`), or a bare value up to a space or `,`, `)`, `}`, `]`
-    /// (`pin: 1234`, `token: ab12/CD+e==`). A variable (`password: $pw`) is no value and stays; an
-    /// escaped quote (`\"`: the text is still JSON-escaped) is left alone. Each whole quoted
+    /// (`pin: 1234`, `token: ab12/CD+e==`), with the credentials after an authentication scheme
+    /// (`token: Bearer eyJ…`, `Digest username="ann", response="…"`). A variable
+    /// (`password: $pw`) is no value and stays, though a `$` that starts no GraphQL name
+    /// (`password: $3cr3t`) does; an escaped quote (`\"`: the text is still JSON-escaped) is
+    /// left alone. Each whole quoted
     /// string is appended to `found` as written, decoded, and with every character past ASCII
     /// escaped (as a JSON echo writes it).
     static func redactArguments(in text: String, names: Set<String>, found: inout [String]) -> String {
@@ -747,6 +757,37 @@ public struct LoggerPlugin: ExportablePlugin {
             while index < count, bytes[index] != mark { index += bytes[index] == backslash ? 2 : 1 }
             return index < count ? (index + 1, true) : (count, false)
         }
+        /// The index past a bare value that begins at `start`: up to a space or `,`, `)`, `}`, `]`;
+        /// a quoted string in it (`response="a b"`, or `\"a b\"` while still JSON-escaped) is whole.
+        func bareEnd(_ start: Int) -> Int {
+            var index = start
+            while index < count, !isSpace(bytes[index]) {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: ",") || byte == UInt8(ascii: ")") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") { break }
+                if byte == quote {
+                    index = stringEnd(index, quote).end
+                } else if byte == backslash, index + 1 < count, bytes[index + 1] == quote {
+                    // To the next escaped quote, past it.
+                    index += 2
+                    while index + 1 < count, !(bytes[index] == backslash && bytes[index + 1] == quote) { index += 1 }
+                    index = min(index + 2, count)
+                } else {
+                    index += 1
+                }
+            }
+            return index
+        }
+        /// Whether a GraphQL variable (`$pw`: `$`, then a letter or `_`, letters, digits and `_`)
+        /// begins at `start` and ends where a value can (`$3cr3t` or `$ecret!x` is a value).
+        func isVariable(_ start: Int) -> Bool {
+            guard bytes[start] == UInt8(ascii: "$"), start + 1 < count else { return false }
+            func isLetter(_ byte: UInt8) -> Bool { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || byte == UInt8(ascii: "_") }
+            guard isLetter(bytes[start + 1]) else { return false }
+            var end = start + 2
+            while end < count, isLetter(bytes[end]) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[end]) { end += 1 }
+            return end == count || isSpace(bytes[end]) || bytes[end] == backslash
+                || [UInt8(ascii: ","), UInt8(ascii: ")"), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[end])
+        }
         func addFound(_ raw: ArraySlice<UInt8>) {
             let written = String(decoding: raw, as: UTF8.self)
             guard !written.isEmpty else { return }
@@ -775,7 +816,7 @@ public struct LoggerPlugin: ExportablePlugin {
             }
             valueStart += 1
             while valueStart < count, isSpace(bytes[valueStart]) { valueStart += 1 }
-            guard valueStart < count, bytes[valueStart] != UInt8(ascii: "$"), bytes[valueStart] != backslash else {
+            guard valueStart < count, !isVariable(valueStart), bytes[valueStart] != backslash else {
                 index = nameEnd
                 continue
             }
@@ -807,8 +848,26 @@ public struct LoggerPlugin: ExportablePlugin {
                     }
                 }
             } else {
-                let ends: [UInt8] = [UInt8(ascii: ","), UInt8(ascii: ")"), UInt8(ascii: "}"), UInt8(ascii: "]")]
-                while valueEnd < count, !isSpace(bytes[valueEnd]), !ends.contains(bytes[valueEnd]) { valueEnd += 1 }
+                valueEnd = bareEnd(valueStart)
+                // An authentication scheme (`token: Bearer eyJ…`, `password: Basic dXNlcg==`) is
+                // no secret: the credentials after it are, and so are a scheme's parameters that
+                // follow (`Digest username="ann", response="6629…"`).
+                if Self.authenticationSchemes.contains(String(decoding: bytes[valueStart..<valueEnd], as: UTF8.self).lowercased()) {
+                    var next = valueEnd
+                    while next < count, bytes[next] == 0x20 || bytes[next] == 0x09 { next += 1 }
+                    var credentials = true
+                    while next < count, case let end = bareEnd(next), end > next {
+                        if !credentials {
+                            var nameEnd = next
+                            while nameEnd < end, isNameByte(bytes[nameEnd]) { nameEnd += 1 }
+                            guard nameEnd > next, nameEnd < end, bytes[nameEnd] == UInt8(ascii: "=") else { break }
+                        }
+                        valueEnd = end
+                        credentials = false
+                        next = end
+                        while next < count, isSpace(bytes[next]) || bytes[next] == UInt8(ascii: ",") { next += 1 }
+                    }
+                }
             }
             // Nothing to redact: the value is a closing bracket or the text's end.
             guard valueEnd > valueStart else {
@@ -831,8 +890,8 @@ public struct LoggerPlugin: ExportablePlugin {
         var index = 0
         while let dollar = bytes[index...].firstIndex(of: UInt8(ascii: "$")) {
             index = dollar + 1
-            // Back over spaces to the `:`, then over spaces to the argument's name.
-            // (The text may still be JSON-escaped: `\n` and `\t` are spaces too.)
+            // The width of the space that ends at `end`: the text may still be JSON-escaped, so
+            // `\n` and `\t` are spaces too.
             func spaceEnding(at end: Int) -> Int {
                 if end >= 1, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 || bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { return 1 }
                 if end >= 2, bytes[end - 2] == UInt8(ascii: "\\"), [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[end - 1])
@@ -841,27 +900,62 @@ public struct LoggerPlugin: ExportablePlugin {
                 }
                 return 0
             }
-            var colon = dollar
-            while case let width = spaceEnding(at: colon), width > 0 { colon -= width }
-            colon -= 1
-            guard colon > 0, bytes[colon] == UInt8(ascii: ":") else { continue }
-            var nameEnd = colon
-            while case let width = spaceEnding(at: nameEnd), width > 0 { nameEnd -= width }
-            var nameStart = nameEnd
             func isNameByte(_ byte: UInt8) -> Bool {
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                     || byte == UInt8(ascii: "_")
             }
-            while nameStart > 0, isNameByte(bytes[nameStart - 1]) { nameStart -= 1 }
-            // A name right after an escape (`\n\tpassword`): the escape's letter is not its.
-            if nameStart > 0, bytes[nameStart - 1] == UInt8(ascii: "\\"), nameStart < nameEnd,
-                [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[nameStart])
-            {
-                nameStart += 1
+            // Out from the variable to the name it is the value of, and on out of the lists and
+            // input objects it stands in (`password: [$a, $b]`, `password: {old: $a, new: $b}`),
+            // until a secret's name, an argument list's `(`, or 1 KiB.
+            let floor = max(0, dollar - 1024)
+            var position = dollar
+            var secret = false
+            walk: while position > floor {
+                var before = position
+                while case let width = spaceEnding(at: before), width > 0 { before -= width }
+                guard before > floor else { break }
+                switch bytes[before - 1] {
+                case UInt8(ascii: ":"):
+                    var nameEnd = before - 1
+                    while case let width = spaceEnding(at: nameEnd), width > 0 { nameEnd -= width }
+                    var nameStart = nameEnd
+                    while nameStart > 0, isNameByte(bytes[nameStart - 1]) { nameStart -= 1 }
+                    // A name right after an escape (`\n\tpassword`): the escape's letter is not its.
+                    if nameStart > 0, bytes[nameStart - 1] == UInt8(ascii: "\\"), nameStart < nameEnd,
+                        [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[nameStart])
+                    {
+                        nameStart += 1
+                    }
+                    // No name, or a variable's definition (`$password: String!`).
+                    guard nameStart < nameEnd, nameStart == 0 || bytes[nameStart - 1] != UInt8(ascii: "$") else { break walk }
+                    if FieldNames.matches(String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self), names) {
+                        secret = true
+                        break walk
+                    }
+                    position = nameStart
+                case UInt8(ascii: "["), UInt8(ascii: "{"):
+                    position = before - 1
+                case UInt8(ascii: ","):
+                    // Back to the bracket that opens the list or object this member is in.
+                    var depth = 0
+                    var at = before - 1
+                    var opening: Int?
+                    while at > floor, opening == nil {
+                        at -= 1
+                        switch bytes[at] {
+                        case UInt8(ascii: "]"), UInt8(ascii: "}"), UInt8(ascii: ")"): depth += 1
+                        case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "("):
+                            if depth == 0 { opening = at } else { depth -= 1 }
+                        default: break
+                        }
+                    }
+                    guard let opening, bytes[opening] != UInt8(ascii: "(") else { break walk }
+                    position = opening
+                default:
+                    break walk
+                }
             }
-            guard nameStart < nameEnd, nameStart == 0 || bytes[nameStart - 1] != UInt8(ascii: "$"),
-                FieldNames.matches(String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self), names)
-            else { continue }
+            guard secret else { continue }
             var variableEnd = dollar + 1
             while variableEnd < bytes.count, isNameByte(bytes[variableEnd]) { variableEnd += 1 }
             if variableEnd > dollar + 1 {

@@ -62,6 +62,15 @@ struct LoggerEmbeddedRedactionTests {
             (#"f(apiKey: 4321)"#, #"f(apiKey: "<redacted>")"#),
             (#"f(password: "unclosed"#, #"f(password: "<redacted>""#),
             (#"f(password: ["a-1", "b-2"]) { id }"#, #"f(password: "<redacted>") { id }"#),
+            // The credentials after an authentication scheme, and a scheme's parameters.
+            (#"error: invalid token: Bearer eyJhbGci.eyJzdWIi.c2ln expired"#, #"error: invalid token: "<redacted>" expired"#),
+            (#"f(password: Basic dXNlcjpwYXNz)"#, #"f(password: "<redacted>")"#),
+            (#"token: Digest username="ann lee", realm="x", response="6629fae4", opaque=5ccc then"#, #"token: "<redacted>" then"#),
+            (#"token: digest username=\"ann lee\", response=\"6629fae4\""#, #"token: "<redacted>""#),
+            (#"token: Bearer"#, #"token: "<redacted>""#),
+            // A `$` that starts no GraphQL name is a value.
+            (#"password: $3cr3t, user: ann"#, #"password: "<redacted>", user: ann"#),
+            (#"password: $pw!x"#, #"password: "<redacted>""#),
             // A variable, its definition, and a name that is no secret stay.
             (
                 #"mutation($password: String!) { f(password: $password, user: "ann") }"#,
@@ -79,5 +88,9 @@ struct LoggerEmbeddedRedactionTests {
         // Still JSON-escaped, indented with `\n` and `\t`; a name ending in digits, as names are read.
         #expect(LoggerPlugin.secretVariables(in: #"{"query": "mutation {\n\tf(\n\t\tpassword: $pw\n\t)\n}"}"#, names: names) == ["pw"])
         #expect(LoggerPlugin.secretVariables(in: #"f(password: $v1)"#, names: names) == ["v"])
+        // In a secret's list or input object; not beside it, nor in a definition.
+        #expect(LoggerPlugin.secretVariables(in: #"f(password: [$a, $b], user: $u)"#, names: names) == ["a", "b"])
+        #expect(LoggerPlugin.secretVariables(in: #"f(password: {old: $o, new: [$n]}, user: $u)"#, names: names) == ["o", "n"])
+        #expect(LoggerPlugin.secretVariables(in: #"query Q($a: Int, $pw: String) { f(user: $u, password: $p) { g(a: $a) } }"#, names: names) == ["p"])
     }
 }

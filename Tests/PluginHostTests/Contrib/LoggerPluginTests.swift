@@ -408,6 +408,9 @@ struct LoggerPluginTests {
             #"{"query": "{ me(token: \"tok-secret-4\") { id } }"}"#,
             #"{"query": "mutation { login(password: \"\"\"blk-secret-5\"\"\") }"}"#,
             #"{"query": "mutation { rotate(secret: {old: \"s1-secret-6\", new: \"s2-secret-7\"}) }"}"#,
+            #"{"error": "refresh failed, token: Bearer brr-secret-10 expired"}"#,
+            #"{"query": "mutation($a: String!, $b: String!) { set(password: [$a, $b]) }", "variables": {"a": "lst-secret-11", "b": "lst-secret-12"}}"#,
+            #"{"note": "password: $3cr3t-13 was set"}"#,
         ]
         for body in bodies {
             _ = try await provider.request(
@@ -417,6 +420,7 @@ struct LoggerPluginTests {
         let text = log(f)
         for secret in [
             "gql-secret-1", "env-secret-2", "43219876", "so-secret-3", "tok-secret-4", "blk-secret-5", "s1-secret-6", "s2-secret-7", "var-secret-8",
+            "brr-secret-10", "lst-secret-11", "lst-secret-12", "3cr3t-13",
         ] {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
         }
@@ -431,6 +435,12 @@ struct LoggerPluginTests {
             #"{"query": "{ me(token: \"<redacted>\") { id } }"}"#,
             #"{"query": "mutation { login(password: \"<redacted>\") }"}"#,
             #"{"query": "mutation { rotate(secret: \"<redacted>\") }"}"#,
+            // The credentials after an authentication scheme, not the scheme alone.
+            #"{"error": "refresh failed, token: \"<redacted>\" expired"}"#,
+            // Variables in a secret's list (the list redacted whole, as any list under a secret's
+            // name is) and their values; a `$` that starts no variable's name is a value.
+            #"{"query": "mutation($a: String!, $b: String!) { set(password: \"<redacted>\") }", "variables": {"a": "<redacted>", "b": "<redacted>"}}"#,
+            #"{"note": "password: \"<redacted>\" was set"}"#,
         ]
         for body in shown { #expect(text.contains("\n  " + body + "\n"), "the request's body: \(body)") }
 

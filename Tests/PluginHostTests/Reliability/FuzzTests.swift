@@ -151,6 +151,7 @@ struct FuzzTests {
             #"{"query": "mutation($pw: String!) { login(user: \"ann\", password: $pw, token: \"\"\"t-1\"\"\") { id } }", "variables": {"pw": "v-1"}}"#,
             #"{"payload": "{\"password\": \"p-1\", \"nested\": \"{\\\"secret\\\": [\\\"s-1\\\"]}\"}", "n": [1, true, null, "a:b"]}"#,
             #"[{"note": "token: 'q-1', next: x", "password": {"old": "o-1", "new": ["n-1"]}}, "\u00e9:\u0000"]"#,
+            #"{"error": "token: Bearer b-1 expired; secret: Digest username=\"u\", response=\"d-1\"", "q": "f(password: [$a]) $3c"}"#,
         ].map { Array($0.utf8) }
         let count = 20_000 * Self.scale
         var changed = 0
@@ -164,7 +165,7 @@ struct FuzzTests {
             check(shown == text || shown.contains("<redacted>"), "changed without a redaction: \(text.debugDescription) → \(shown.debugDescription)")
             if shown != text { changed += 1 }
             if index < seeds.count {
-                for secret in ["t-1", "v-1", "p-1", "s-1", "q-1", "o-1", "n-1"] where text.contains(secret) {
+                for secret in ["t-1", "v-1", "p-1", "s-1", "q-1", "o-1", "n-1", "b-1", "d-1"] where text.contains(secret) {
                     check(!shown.contains(secret), "seed \(index) shows \(secret): \(shown)")
                 }
             }
