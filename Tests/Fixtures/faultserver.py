@@ -19,6 +19,9 @@
   /big-header?kb=K           200 with one header field of K KiB
   /slow-upload?rate=R        reads the request's body (its Content-Length) at about R bytes a second,
                              then 200 {"received":N}
+  /early-answer?mode=M       413 with a JSON body and Connection: close before the request's body is read;
+                             then closes at once (the unread body makes that a reset), or with mode=linger
+                             stops writing and reads the body away for up to 3 s, as nginx does
   /trailers                  200, chunked, body "ok", then the trailer fields X-Checksum and Set-Cookie
   /trailer-status-line       200, chunked, body "ok", then trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
   /folded-encoding           200, "Content-Encoding: identity," folded onto " gzip", a gzip body ("folded and decoded")
@@ -181,6 +184,23 @@ class Handler(socketserver.BaseRequestHandler):
                     time.sleep(len(chunk) / rate)
                 body = json.dumps({"received": got}).encode()
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                sock.close()
+            elif path == "/early-answer":
+                # A 413 before the request's body is read, as a server with a body limit answers.
+                body = b'{"error":"too large"}'
+                sock.sendall(b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+                if query.get("mode") == "linger":
+                    # As nginx does: no more writing, and the rest of the body read and dropped a while.
+                    sock.shutdown(socket.SHUT_WR)
+                    end = time.time() + 3
+                    sock.settimeout(0.5)
+                    while time.time() < end:
+                        try:
+                            if not sock.recv(1 << 20):
+                                break
+                        except socket.timeout:
+                            continue
                 sock.close()
             elif path == "/trailers":
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"

@@ -81,6 +81,28 @@ struct FaultInjectionTests {
         #expect(try response.mapJSON()["received"]?.intValue == size)
     }
 
+    /// A server that answers a large upload before reading it (a 413, as a body limit does) and
+    /// then reads the rest away: the answer is the result, not a failure to send.
+    /// The body inline, or streamed from a file (the server closes at once).
+    @Test(arguments: TransportKind.allCases) func anEarlyAnswerToAnUploadIsTheResult(_ transport: TransportKind) async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("early-\(UUID().uuidString).bin")
+        try Data(count: 32 << 20).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for mode in ["linger", "close", "file"] {
+            var target = try Self.fault("early-answer")
+            target.method = .post
+            target.task =
+                mode == "file" ? .uploadFile(file) : .requestCompositeData(bodyData: Data(count: 32 << 20), urlParameters: ["mode": mode])
+            let result = await timeout(10, transport).request(target).result
+            guard case .success(let response) = result else {
+                Issue.record("\(mode): got \(result)")
+                continue
+            }
+            #expect(response.statusCode == 413, "\(mode)")
+            #expect(response.data == Data(#"{"error":"too large"}"#.utf8), "\(mode)")
+        }
+    }
+
     @Test func a503BurstThenSuccessHonoursTheRetryPolicy() async throws {
         let attempts = LockedCounter()
         let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.05) { attempts.append("\($0.retry) \($0.delay) \($0.reason)") }
