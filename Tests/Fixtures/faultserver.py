@@ -20,8 +20,8 @@
   /slow-upload?rate=R        reads the request's body (its Content-Length) at about R bytes a second,
                              then 200 {"received":N}
   /early-answer?mode=M       413 with a JSON body and Connection: close before the request's body is read;
-                             then closes at once (the unread body makes that a reset), or with mode=linger
-                             stops writing and reads the body away for up to 3 s, as nginx does
+                             then stops writing and reads the body away for up to 3 s, as nginx does, or
+                             with mode=close closes at once (the unread body makes that a reset)
   /trailers                  200, chunked, body "ok", then the trailer fields X-Checksum and Set-Cookie
   /trailer-status-line       200, chunked, body "ok", then trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
   /folded-encoding           200, "Content-Encoding: identity," folded onto " gzip", a gzip body ("folded and decoded")
@@ -190,7 +190,7 @@ class Handler(socketserver.BaseRequestHandler):
                 body = b'{"error":"too large"}'
                 sock.sendall(b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
-                if query.get("mode") == "linger":
+                if query.get("mode") != "close":
                     # As nginx does: no more writing, and the rest of the body read and dropped a while.
                     sock.shutdown(socket.SHUT_WR)
                     end = time.time() + 3

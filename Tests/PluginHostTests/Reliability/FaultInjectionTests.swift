@@ -82,17 +82,17 @@ struct FaultInjectionTests {
     }
 
     /// A server that answers a large upload before reading it (a 413, as a body limit does) and
-    /// then reads the rest away: the answer is the result, not a failure to send.
-    /// The body inline, or streamed from a file (the server closes at once).
+    /// then reads the rest away, as nginx does: the answer is the result, not a failure to send;
+    /// the body inline or streamed from a file. (A server that closes at once instead, `mode=close`,
+    /// may make it a broken pipe: README, "a server may answer before it reads".)
     @Test(arguments: TransportKind.allCases) func anEarlyAnswerToAnUploadIsTheResult(_ transport: TransportKind) async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("early-\(UUID().uuidString).bin")
         try Data(count: 32 << 20).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        for mode in ["linger", "close", "file"] {
+        for mode in ["inline", "file"] {
             var target = try Self.fault("early-answer")
             target.method = .post
-            target.task =
-                mode == "file" ? .uploadFile(file) : .requestCompositeData(bodyData: Data(count: 32 << 20), urlParameters: ["mode": mode])
+            target.task = mode == "file" ? .uploadFile(file) : .requestData(Data(count: 32 << 20))
             let result = await timeout(10, transport).request(target).result
             guard case .success(let response) = result else {
                 Issue.record("\(mode): got \(result)")
