@@ -708,10 +708,11 @@ public struct LoggerPlugin: ExportablePlugin {
         return redacted
     }
 
-    /// The HTTP authentication schemes (RFC 9110 §11, and the registered ones) a secret's bare
-    /// value may start with: the words after the scheme are the secret.
+    /// The HTTP authentication schemes a secret's bare value may start with (IANA's registry,
+    /// and NTLM, MAC, Token and AWS's in common use): the words after the scheme are the secret.
     static let authenticationSchemes: Set<String> = [
-        "basic", "bearer", "digest", "dpop", "hoba", "mutual", "negotiate", "ntlm", "token", "mac", "aws4-hmac-sha256", "gnap", "privatetoken",
+        "basic", "bearer", "digest", "dpop", "hoba", "mutual", "negotiate", "ntlm", "oauth", "token", "mac", "aws4-hmac-sha256", "gnap",
+        "privatetoken",
         "scram-sha-1", "scram-sha-256", "vapid", "concealed",
     ]
 
@@ -720,10 +721,11 @@ public struct LoggerPlugin: ExportablePlugin {
     /// string (`"…"`, `"""…"""`, `'…'`: one never closed is redacted to the end), an object or a
     /// list whole (`{old: "…", new: "…"}`), or a bare value up to a space or `,`, `)`, `}`, `]`
     /// (`pin: 1234`, `token: ab12/CD+e==`), with the credentials after an authentication scheme
-    /// (`token: Bearer eyJ…`, `Digest username="ann", response="…"`). A variable
-    /// (`password: $pw`) is no value and stays, though a `$` that starts no GraphQL name
-    /// (`password: $3cr3t`) does; an escaped quote (`\"`: the text is still JSON-escaped) is
-    /// left alone. Each whole quoted
+    /// (`token: Bearer eyJ…`) and each `name=value` parameter after a `,` (`Digest
+    /// username="ann", response="…"`). A variable the text defines (`password: $pw` beside
+    /// `$pw: String!`) is no value and stays; a `$` before no name (`$3cr3t`), before more than
+    /// a name (`$pw!x`), or before one not defined (prose's `password: $Hunter2`) is a value. An
+    /// escaped quote (`\"`: the text is still JSON-escaped) is left alone. Each whole quoted
     /// string is appended to `found` as written, decoded, and with every character past ASCII
     /// escaped (as a JSON echo writes it).
     static func redactArguments(in text: String, names: Set<String>, found: inout [String]) -> String {
@@ -758,15 +760,18 @@ public struct LoggerPlugin: ExportablePlugin {
             return index < count ? (index + 1, true) : (count, false)
         }
         /// The index past a bare value that begins at `start`: up to a space or `,`, `)`, `}`, `]`;
-        /// a quoted string in it (`response="a b"`, or `\"a b\"` while still JSON-escaped) is whole.
+        /// a quoted string right after a `=` in it (a scheme's parameter, `response="a b"`, or
+        /// `response=\"a b\"` while still JSON-escaped) is whole. (A quote elsewhere is a byte
+        /// like another: one left unpaired would take the value to the text's end.)
         func bareEnd(_ start: Int) -> Int {
             var index = start
             while index < count, !isSpace(bytes[index]) {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: ",") || byte == UInt8(ascii: ")") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") { break }
-                if byte == quote {
+                let afterEquals = index > start && bytes[index - 1] == UInt8(ascii: "=")
+                if byte == quote, afterEquals {
                     index = stringEnd(index, quote).end
-                } else if byte == backslash, index + 1 < count, bytes[index + 1] == quote {
+                } else if byte == backslash, afterEquals, index + 1 < count, bytes[index + 1] == quote {
                     // To the next escaped quote, past it.
                     index += 2
                     while index + 1 < count, !(bytes[index] == backslash && bytes[index + 1] == quote) { index += 1 }
@@ -777,14 +782,33 @@ public struct LoggerPlugin: ExportablePlugin {
             }
             return index
         }
-        /// Whether a GraphQL variable (`$pw`: `$`, then a letter or `_`, letters, digits and `_`)
-        /// begins at `start` and ends where a value can (`$3cr3t` or `$ecret!x` is a value).
-        func isVariable(_ start: Int) -> Bool {
-            guard bytes[start] == UInt8(ascii: "$"), start + 1 < count else { return false }
+        /// The end of the GraphQL name (a letter or `_`, then letters, digits and `_`) after the
+        /// `$` at `dollar`, or nil when none follows it.
+        func variableNameEnd(_ dollar: Int) -> Int? {
             func isLetter(_ byte: UInt8) -> Bool { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || byte == UInt8(ascii: "_") }
-            guard isLetter(bytes[start + 1]) else { return false }
-            var end = start + 2
+            guard dollar + 1 < count, isLetter(bytes[dollar + 1]) else { return nil }
+            var end = dollar + 2
             while end < count, isLetter(bytes[end]) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[end]) { end += 1 }
+            return end
+        }
+        /// The variables the text defines (`($pw: String!)`): one pass, before the scan.
+        var defined: Set<ArraySlice<UInt8>> = []
+        var search = 0
+        while let dollar = bytes[search...].firstIndex(of: UInt8(ascii: "$")) {
+            search = dollar + 1
+            guard let end = variableNameEnd(dollar) else { continue }
+            var colon = end
+            while colon < count, isSpace(bytes[colon]) { colon += 1 }
+            if colon < count, bytes[colon] == UInt8(ascii: ":") { defined.insert(bytes[(dollar + 1)..<end]) }
+            search = end
+        }
+        /// Whether a variable the text defines (`$pw`) begins at `start` and ends where a value
+        /// can: a `$` before no name (`$3cr3t`), one before more than a name (`$pw!x`), or one the
+        /// document does not define (prose's `password: $Hunter2`), is a value.
+        func isVariable(_ start: Int) -> Bool {
+            guard bytes[start] == UInt8(ascii: "$"), let end = variableNameEnd(start), defined.contains(bytes[(start + 1)..<end]) else {
+                return false
+            }
             return end == count || isSpace(bytes[end]) || bytes[end] == backslash
                 || [UInt8(ascii: ","), UInt8(ascii: ")"), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[end])
         }
@@ -856,7 +880,9 @@ public struct LoggerPlugin: ExportablePlugin {
                     var next = valueEnd
                     while next < count, bytes[next] == 0x20 || bytes[next] == 0x09 { next += 1 }
                     var credentials = true
-                    while next < count, case let end = bareEnd(next), end > next {
+                    // The credentials, then each `name=value` after a `,` (a space alone ends them:
+                    // `Bearer abc status=200`), not a next argument (`user: "ann"`).
+                    while next < count, case let end = bareEnd(next), end > next, bytes[end - 1] != UInt8(ascii: ":") {
                         if !credentials {
                             var nameEnd = next
                             while nameEnd < end, isNameByte(bytes[nameEnd]) { nameEnd += 1 }
@@ -864,8 +890,24 @@ public struct LoggerPlugin: ExportablePlugin {
                         }
                         valueEnd = end
                         credentials = false
+                        // Spaces (`\n` and `\t` too, while still JSON-escaped) around one `,`.
+                        var comma = false
                         next = end
-                        while next < count, isSpace(bytes[next]) || bytes[next] == UInt8(ascii: ",") { next += 1 }
+                        while next < count {
+                            if isSpace(bytes[next]) {
+                                next += 1
+                            } else if bytes[next] == backslash, next + 1 < count,
+                                [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[next + 1])
+                            {
+                                next += 2
+                            } else if bytes[next] == UInt8(ascii: ","), !comma {
+                                comma = true
+                                next += 1
+                            } else {
+                                break
+                            }
+                        }
+                        guard comma else { break }
                     }
                 }
             }
@@ -881,86 +923,111 @@ public struct LoggerPlugin: ExportablePlugin {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// The names of the variables a GraphQL document in `text` passes as secrets
-    /// (`login(password: $pw)` names `pw`), normalized: their values under `variables` are
-    /// secrets too, whatever they are called.
+    /// The names of the variables a GraphQL document in `text` (a JSON body, its query still
+    /// JSON-escaped) passes as secrets, normalized: their values under `variables` are secrets
+    /// too, whatever they are called. A variable passed as a secret's value (`login(password:
+    /// $pw)` names `pw`), or standing anywhere in a list or input object that is one
+    /// (`password: [$a $b]`, `password: {old: $o, new: $n}`); not one defined (`$pw: String!`).
+    /// One pass, with a stack of the open brackets; a GraphQL string (`\"…\"`) is skipped whole.
     static func secretVariables(in text: String, names: Set<String>) -> Set<String> {
         let bytes = Array(text.utf8)
+        let count = bytes.count
+        let backslash = UInt8(ascii: "\\")
+        let quote = UInt8(ascii: "\"")
+        func isNameByte(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: "_")
+        }
+        /// The width of the space at `index`: the text is JSON-escaped, so `\n` and `\t` are spaces too.
+        func spaceWidth(at index: Int) -> Int {
+            let byte = bytes[index]
+            if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { return 1 }
+            if byte == backslash, index + 1 < count, [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[index + 1]) {
+                return 2
+            }
+            return 0
+        }
+        func skippingSpaces(from index: Int) -> Int {
+            var index = index
+            while index < count, case let width = spaceWidth(at: index), width > 0 { index += width }
+            return index
+        }
+        /// The index past the GraphQL string whose `\"` begins at `start`: to the next `\"` the
+        /// string's own escape (`\\\"`, a `\"` in GraphQL) does not take, or to the JSON string's end.
+        func graphQLStringEnd(_ start: Int) -> Int {
+            var index = start + 2
+            var escaped = false
+            while index < count {
+                if bytes[index] == quote { return index }
+                guard bytes[index] == backslash, index + 1 < count else {
+                    escaped = false
+                    index += 1
+                    continue
+                }
+                let next = bytes[index + 1]
+                index += 2
+                if next == quote, !escaped { return index }
+                escaped = next == backslash ? !escaped : false
+            }
+            return count
+        }
         var variables: Set<String> = []
+        // Per open bracket: whether what it holds is a secret's (a list or an input object under a
+        // secret's name, or inside one); an argument list's `(` never is.
+        var open: [Bool] = []
+        // Whether the value about to come is a secret name's: set by `name:`, taken by the next value.
+        var secretValue = false
         var index = 0
-        while let dollar = bytes[index...].firstIndex(of: UInt8(ascii: "$")) {
-            index = dollar + 1
-            // The width of the space that ends at `end`: the text may still be JSON-escaped, so
-            // `\n` and `\t` are spaces too.
-            func spaceEnding(at end: Int) -> Int {
-                if end >= 1, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 || bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { return 1 }
-                if end >= 2, bytes[end - 2] == UInt8(ascii: "\\"), [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[end - 1])
-                {
-                    return 2
+        while index < count {
+            if case let width = spaceWidth(at: index), width > 0 {
+                index += width
+                continue
+            }
+            let byte = bytes[index]
+            let inSecret = open.last ?? false
+            switch byte {
+            case UInt8(ascii: "$"):
+                var end = index + 1
+                while end < count, isNameByte(bytes[end]) { end += 1 }
+                let after = skippingSpaces(from: end)
+                let definition = after < count && bytes[after] == UInt8(ascii: ":")
+                if end > index + 1, !definition, secretValue || inSecret {
+                    // As `FieldNames.matches` reads a member's name: normalized, without the digits it ends with.
+                    variables.insert(FieldNames.unnumbered(FieldNames.normalized(String(decoding: bytes[(index + 1)..<end], as: UTF8.self))))
                 }
-                return 0
-            }
-            func isNameByte(_ byte: UInt8) -> Bool {
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                    || byte == UInt8(ascii: "_")
-            }
-            // Out from the variable to the name it is the value of, and on out of the lists and
-            // input objects it stands in (`password: [$a, $b]`, `password: {old: $a, new: $b}`),
-            // until a secret's name, an argument list's `(`, or 1 KiB.
-            let floor = max(0, dollar - 1024)
-            var position = dollar
-            var secret = false
-            walk: while position > floor {
-                var before = position
-                while case let width = spaceEnding(at: before), width > 0 { before -= width }
-                guard before > floor else { break }
-                switch bytes[before - 1] {
-                case UInt8(ascii: ":"):
-                    var nameEnd = before - 1
-                    while case let width = spaceEnding(at: nameEnd), width > 0 { nameEnd -= width }
-                    var nameStart = nameEnd
-                    while nameStart > 0, isNameByte(bytes[nameStart - 1]) { nameStart -= 1 }
-                    // A name right after an escape (`\n\tpassword`): the escape's letter is not its.
-                    if nameStart > 0, bytes[nameStart - 1] == UInt8(ascii: "\\"), nameStart < nameEnd,
-                        [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[nameStart])
-                    {
-                        nameStart += 1
-                    }
-                    // No name, or a variable's definition (`$password: String!`).
-                    guard nameStart < nameEnd, nameStart == 0 || bytes[nameStart - 1] != UInt8(ascii: "$") else { break walk }
-                    if FieldNames.matches(String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self), names) {
-                        secret = true
-                        break walk
-                    }
-                    position = nameStart
-                case UInt8(ascii: "["), UInt8(ascii: "{"):
-                    position = before - 1
-                case UInt8(ascii: ","):
-                    // Back to the bracket that opens the list or object this member is in.
-                    var depth = 0
-                    var at = before - 1
-                    var opening: Int?
-                    while at > floor, opening == nil {
-                        at -= 1
-                        switch bytes[at] {
-                        case UInt8(ascii: "]"), UInt8(ascii: "}"), UInt8(ascii: ")"): depth += 1
-                        case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: "("):
-                            if depth == 0 { opening = at } else { depth -= 1 }
-                        default: break
-                        }
-                    }
-                    guard let opening, bytes[opening] != UInt8(ascii: "(") else { break walk }
-                    position = opening
-                default:
-                    break walk
+                secretValue = false
+                index = definition ? after + 1 : end
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                open.append(secretValue || inSecret)
+                secretValue = false
+                index += 1
+            case UInt8(ascii: "("):
+                open.append(false)
+                secretValue = false
+                index += 1
+            case UInt8(ascii: "]"), UInt8(ascii: "}"), UInt8(ascii: ")"):
+                if !open.isEmpty { open.removeLast() }
+                secretValue = false
+                index += 1
+            case backslash where index + 1 < count && bytes[index + 1] == quote:
+                index = graphQLStringEnd(index)
+                secretValue = false
+            case _ where isNameByte(byte):
+                var end = index
+                while end < count, isNameByte(bytes[end]) { end += 1 }
+                let after = skippingSpaces(from: end)
+                if after < count, bytes[after] == UInt8(ascii: ":") {
+                    secretValue = FieldNames.matches(String(decoding: bytes[index..<end], as: UTF8.self), names)
+                    index = after + 1
+                } else {
+                    secretValue = false
+                    index = end
                 }
-            }
-            guard secret else { continue }
-            var variableEnd = dollar + 1
-            while variableEnd < bytes.count, isNameByte(bytes[variableEnd]) { variableEnd += 1 }
-            if variableEnd > dollar + 1 {
-                // As `FieldNames.matches` reads a member's name: normalized, without the digits it ends with.
-                variables.insert(FieldNames.unnumbered(FieldNames.normalized(String(decoding: bytes[(dollar + 1)..<variableEnd], as: UTF8.self))))
+            default:
+                // A JSON string's quote, a `,`, an escape: no value of a name.
+                if byte == backslash { index += 1 }
+                secretValue = false
+                index += 1
             }
         }
         return variables
