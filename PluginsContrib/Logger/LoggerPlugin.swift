@@ -759,7 +759,8 @@ public struct LoggerPlugin: ExportablePlugin {
             while index < count, bytes[index] != mark { index += bytes[index] == backslash ? 2 : 1 }
             return index < count ? (index + 1, true) : (count, false)
         }
-        /// The index past a bare value that begins at `start`: up to a space or `,`, `)`, `}`, `]`;
+        /// The index past a bare value that begins at `start`: up to a space (`\n`, `\t` too) or
+        /// `,`, `)`, `}`, `]`;
         /// a quoted string right after a `=` in it (a scheme's parameter, `response="a b"`, or
         /// `response=\"a b\"` while still JSON-escaped) is whole. (A quote elsewhere is a byte
         /// like another: one left unpaired would take the value to the text's end.)
@@ -768,6 +769,10 @@ public struct LoggerPlugin: ExportablePlugin {
             while index < count, !isSpace(bytes[index]) {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: ",") || byte == UInt8(ascii: ")") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") { break }
+                // A space while still JSON-escaped.
+                if byte == backslash, index + 1 < count, [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[index + 1]) {
+                    break
+                }
                 let afterEquals = index > start && bytes[index - 1] == UInt8(ascii: "=")
                 if byte == quote, afterEquals {
                     index = stringEnd(index, quote).end
@@ -877,22 +882,10 @@ public struct LoggerPlugin: ExportablePlugin {
                 // no secret: the credentials after it are, and so are a scheme's parameters that
                 // follow (`Digest username="ann", response="6629…"`).
                 if Self.authenticationSchemes.contains(String(decoding: bytes[valueStart..<valueEnd], as: UTF8.self).lowercased()) {
-                    var next = valueEnd
-                    while next < count, bytes[next] == 0x20 || bytes[next] == 0x09 { next += 1 }
-                    var credentials = true
-                    // The credentials, then each `name=value` after a `,` (a space alone ends them:
-                    // `Bearer abc status=200`), not a next argument (`user: "ann"`).
-                    while next < count, case let end = bareEnd(next), end > next, bytes[end - 1] != UInt8(ascii: ":") {
-                        if !credentials {
-                            var nameEnd = next
-                            while nameEnd < end, isNameByte(bytes[nameEnd]) { nameEnd += 1 }
-                            guard nameEnd > next, nameEnd < end, bytes[nameEnd] == UInt8(ascii: "=") else { break }
-                        }
-                        valueEnd = end
-                        credentials = false
-                        // Spaces (`\n` and `\t` too, while still JSON-escaped) around one `,`.
+                    // Spaces (`\n` and `\t` too, while still JSON-escaped), and at most one `,`.
+                    func separator(from start: Int) -> (end: Int, comma: Bool) {
+                        var next = start
                         var comma = false
-                        next = end
                         while next < count {
                             if isSpace(bytes[next]) {
                                 next += 1
@@ -907,6 +900,21 @@ public struct LoggerPlugin: ExportablePlugin {
                                 break
                             }
                         }
+                        return (next, comma)
+                    }
+                    var (next, comma) = separator(from: valueEnd)
+                    var credentials = true
+                    // The credentials, then each `name=value` after a `,` (a space alone ends them:
+                    // `Bearer abc status=200`), not a next argument (`user: "ann"`).
+                    while next < count, case let end = bareEnd(next), end > next, bytes[end - 1] != UInt8(ascii: ":") {
+                        if !credentials {
+                            var nameEnd = next
+                            while nameEnd < end, isNameByte(bytes[nameEnd]) { nameEnd += 1 }
+                            guard nameEnd > next, nameEnd < end, bytes[nameEnd] == UInt8(ascii: "=") else { break }
+                        }
+                        valueEnd = end
+                        credentials = false
+                        (next, comma) = separator(from: end)
                         guard comma else { break }
                     }
                 }
@@ -928,7 +936,8 @@ public struct LoggerPlugin: ExportablePlugin {
     /// too, whatever they are called. A variable passed as a secret's value (`login(password:
     /// $pw)` names `pw`), or standing anywhere in a list or input object that is one
     /// (`password: [$a $b]`, `password: {old: $o, new: $n}`); not one defined (`$pw: String!`).
-    /// One pass, with a stack of the open brackets; a GraphQL string (`\"…\"`) is skipped whole.
+    /// One pass, with a stack of the open brackets; a GraphQL string (`\"…\"`, `\"\"\"…\"\"\"`)
+    /// and a comment (`# …`) are skipped whole.
     static func secretVariables(in text: String, names: Set<String>) -> Set<String> {
         let bytes = Array(text.utf8)
         let count = bytes.count
@@ -955,6 +964,21 @@ public struct LoggerPlugin: ExportablePlugin {
         /// The index past the GraphQL string whose `\"` begins at `start`: to the next `\"` the
         /// string's own escape (`\\\"`, a `\"` in GraphQL) does not take, or to the JSON string's end.
         func graphQLStringEnd(_ start: Int) -> Int {
+            let blockQuotes: [UInt8] = [backslash, quote, backslash, quote, backslash, quote]
+            if start + 6 <= count, bytes[start..<(start + 6)].elementsEqual(blockQuotes) {
+                // A block string: to the next `\"\"\"` its own escape (`\\\"\"\"`) does not take.
+                var index = start + 6
+                while index < count, bytes[index] != quote {
+                    if index + 6 <= count, bytes[index..<(index + 6)].elementsEqual(blockQuotes) {
+                        let escaped = index >= 2 && bytes[index - 2] == backslash && bytes[index - 1] == backslash
+                        if !escaped { return index + 6 }
+                        index += 6
+                    } else {
+                        index += bytes[index] == backslash ? 2 : 1
+                    }
+                }
+                return min(index, count)
+            }
             var index = start + 2
             var escaped = false
             while index < count {
@@ -1012,6 +1036,13 @@ public struct LoggerPlugin: ExportablePlugin {
             case backslash where index + 1 < count && bytes[index + 1] == quote:
                 index = graphQLStringEnd(index)
                 secretValue = false
+            case UInt8(ascii: "#"):
+                // A comment (`# a 5" screen`): to the line's end, or the JSON string's.
+                while index < count, bytes[index] != quote, bytes[index] != 0x0A, bytes[index] != 0x0D,
+                    !(bytes[index] == backslash && index + 1 < count && [UInt8(ascii: "n"), UInt8(ascii: "r")].contains(bytes[index + 1]))
+                {
+                    index += bytes[index] == backslash ? 2 : 1
+                }
             case _ where isNameByte(byte):
                 var end = index
                 while end < count, isNameByte(bytes[end]) { end += 1 }

@@ -70,6 +70,7 @@ struct LoggerEmbeddedRedactionTests {
             (#"token: Bearer"#, #"token: "<redacted>""#),
             (#"token: OAuth oauth_token="t-1", oauth_signature="s-1""#, #"token: "<redacted>""#),
             (#"token: Digest username=\"ann\",\nresponse=\"d-1\""#, #"token: "<redacted>""#),
+            (#"token: Digest\nusername=\"ann\", response=\"d-2\""#, #"token: "<redacted>""#),
             // Not past the credentials: a space alone ends them, and a next argument is no parameter.
             (#"token: Bearer abc status=200 path=/x"#, #"token: "<redacted>" status=200 path=/x"#),
             (#"login(token: Basic user: "ann")"#, #"login(token: "<redacted>" user: "ann")"#),
@@ -106,6 +107,11 @@ struct LoggerEmbeddedRedactionTests {
         #expect(LoggerPlugin.secretVariables(in: #"{"query": "f(password: [$a $b]\n  user: $u)"}"#, names: names) == ["a", "b"])
         #expect(LoggerPlugin.secretVariables(in: #"{"query": "f(password: {old: $o\n  new: $n})"}"#, names: names) == ["o", "n"])
         #expect(LoggerPlugin.secretVariables(in: #"{"query": "f(password: [\"x]\", $b], note: \"a \\\" ]\", user: $u)"}"#, names: names) == ["b"])
+        // Past a comment with a quote in it, and a block string holding one.
+        let commented = #"{"query": "mutation($p: String!) { # a 5\" screen\n login(password: $p) }", "variables": {"p": "s"}}"#
+        #expect(LoggerPlugin.secretVariables(in: commented, names: names) == ["p"])
+        let block = #"{"query": "mutation($p: String!) { f(note: \"\"\"a 5\" screen\"\"\") login(password: $p) }"}"#
+        #expect(LoggerPlugin.secretVariables(in: block, names: names) == ["p"])
         // One pass: 4 MiB of variables in a secret's list, and of commas and dollars (a walk back
         // from each `$`, as before, took 37 s over these in a debug build; the pass, under 2 s).
         let list = #"{"query": "f(password: ["# + String(repeating: "$a, ", count: 1 << 20) + #"])"}"#
