@@ -4,12 +4,16 @@
 #endif
 #include "ph_curl.h"
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* libcurl's own layouts for the two structs we read. */
 typedef struct {
@@ -192,6 +196,46 @@ int ph_curl_easy_setopt_xferinfo_callback(ph_curl_easy *easy, int option, ph_cur
 int ph_curl_easy_setopt_seek_callback(ph_curl_easy *easy, int option, ph_curl_seek_callback callback) {
     return api.easy_setopt(easy, option, callback);
 }
+/* libcurl's struct curl_sockaddr: `addr` holds `addrlen` bytes (an IPv6 address fits). */
+struct ph_curl_sockaddr {
+    int family;
+    int socktype;
+    int protocol;
+    unsigned int addrlen;
+    struct sockaddr addr;
+};
+
+static int ph_open_socket(void *clientp, int purpose, struct ph_curl_sockaddr *address) {
+    (void)purpose;
+    ph_curl_peer *peer = clientp;
+#if defined(SOCK_CLOEXEC)
+    int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+#else
+    int fd = socket(address->family, address->socktype, address->protocol);
+    if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+#endif
+    if (fd < 0 || peer == NULL) return fd;
+    peer->address[0] = 0;
+    peer->port = 0;
+    if (address->family == AF_INET && address->addrlen >= sizeof(struct sockaddr_in)) {
+        struct sockaddr_in in;
+        memcpy(&in, &address->addr, sizeof in);
+        if (inet_ntop(AF_INET, &in.sin_addr, peer->address, sizeof peer->address)) peer->port = ntohs(in.sin_port);
+    } else if (address->family == AF_INET6 && address->addrlen >= sizeof(struct sockaddr_in6)) {
+        struct sockaddr_in6 in6;
+        memcpy(&in6, &address->addr, sizeof in6);
+        if (inet_ntop(AF_INET6, &in6.sin6_addr, peer->address, sizeof peer->address)) peer->port = ntohs(in6.sin6_port);
+    }
+    if (peer->port == 0) peer->address[0] = 0;
+    return fd;
+}
+
+int ph_curl_easy_record_peer(ph_curl_easy *easy, ph_curl_peer *peer) {
+    int code = api.easy_setopt(easy, 20163 /* CURLOPT_OPENSOCKETFUNCTION */, ph_open_socket);
+    if (code != 0) return code;
+    return api.easy_setopt(easy, 10164 /* CURLOPT_OPENSOCKETDATA */, peer);
+}
+
 int ph_curl_easy_setopt_blob(ph_curl_easy *easy, int option, const void *data, size_t length) {
     struct curl_blob_layout blob = {(void *)data, length, 1 /* CURL_BLOB_COPY */};
     return api.easy_setopt(easy, option, &blob);

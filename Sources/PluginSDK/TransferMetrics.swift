@@ -41,7 +41,9 @@ public struct TransferMetrics: Sendable, Equatable, CustomStringConvertible {
     /// Whether the last hop went over a connection another exchange had made (an earlier one, or
     /// with HTTP/2 one running beside it).
     public var reusedConnection: Bool
-    /// The address the last hop was connected to (the proxy's, through one), e.g. `127.0.0.1`.
+    /// The address the last hop was connected to (the proxy's, through one), e.g. `127.0.0.1`;
+    /// for a connection that failed before it was complete (its TLS handshake, a proxy tunnel),
+    /// the address its socket went to.
     public var remoteAddress: String?
     /// The port the last hop was connected to.
     public var remotePort: Int?

@@ -182,6 +182,48 @@ struct CurlTransportTests {
         #expect(try received(proxied)?["Host"] == "origin.test")
     }
 
+    /// The transport's sockets are close-on-exec: a process the app starts (`Process`, `posix_spawn`)
+    /// inherits none of its connections. Checked while the request waits for its answer: the
+    /// socket connected to this test's own server (no other test knows its port), found by its
+    /// inode in `/proc/net/tcp`, has `FD_CLOEXEC`. (libcurl's own `socket()` sets no such flag.)
+    #if os(Linux)
+    @Test func connectionsAreNotInheritedByChildProcesses() async throws {
+        let port = Locked(0)
+        let seen = Locked([String]())
+        let server = try RefusingProxy { _ in
+            let checked = Self.closeOnExec(ofSocketTo: port.withLock { $0 })
+            seen.withLock { $0.append(checked) }
+            return "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        }
+        port.withLock { $0 = server.port }
+        let response = try await send(try CurlTransport(), "x", base: URL(string: "http://127.0.0.1:\(server.port)")!)
+        #expect(response.response.statusCode == 204)
+        #expect(seen.withLock { $0 } == ["cloexec"])
+    }
+
+    /// `cloexec` or `inherited` for each descriptor of this process connected to 127.0.0.1:`port`,
+    /// or why there is none.
+    static func closeOnExec(ofSocketTo port: Int) -> String {
+        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return "no /proc/net/tcp" }
+        let remote = String(format: "0100007F:%04X", port)
+        // sl, local address, remote address, state, queues, timer, retransmits, uid, timeout, inode.
+        let inodes = table.split(separator: "\n").dropFirst().compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            return fields.count > 9 && fields[2] == remote ? "socket:[\(fields[9])]" : nil
+        }
+        guard !inodes.isEmpty else { return "no socket connected to port \(port)" }
+        var found: [String] = []
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            guard let fd = Int32(name), let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+                inodes.contains(link)
+            else { continue }
+            let flags = fcntl(fd, F_GETFD)
+            found.append(flags >= 0 && flags & FD_CLOEXEC != 0 ? "cloexec" : "inherited")
+        }
+        return found.isEmpty ? "no descriptor connected to port \(port)" : found.joined(separator: ",")
+    }
+    #endif
+
     /// A proxy's `407` to the tunnel's `CONNECT` (an https URL) reaches the chain as a `407`
     /// response, not a transport error: the credential hooks are asked (a proxy challenge), and
     /// the answer goes to the proxy in the next `CONNECT`. This proxy refuses every tunnel, so the

@@ -134,6 +134,9 @@ final class CurlCall: @unchecked Sendable {
     private var idleTimeout: UInt64 = 0
     private var lastActivity: UInt64 = 0
     private var errorBuffer: UnsafeMutablePointer<CChar>?
+    /// Where the last socket this call's hop opened went (the shim's record), for the metrics of
+    /// a connection libcurl never completed and so names nowhere.
+    private var peer: UnsafeMutablePointer<ph_curl_peer>?
     /// The content codings this transfer asked for and decodes (empty: the caller asked for
     /// its own, and gets the body as it came).
     private var decoding: Set<String> = []
@@ -170,6 +173,7 @@ final class CurlCall: @unchecked Sendable {
 
     deinit {
         errorBuffer?.deallocate()
+        peer?.deallocate()
     }
 
     // MARK: - Any thread
@@ -268,6 +272,11 @@ final class CurlCall: @unchecked Sendable {
 
         ph_curl_easy_setopt_long(easy, PH_CURLOPT_NOSIGNAL, 1)
         ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_ERRORBUFFER, errorBuffer)
+        if peer == nil { peer = .allocate(capacity: 1) }
+        if let peer {
+            peer.initialize(to: ph_curl_peer())
+            ph_curl_easy_record_peer(easy, peer)
+        }
         url.absoluteString.withCString { _ = ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_URL, $0) }
         ph_curl_easy_setopt_ptr(easy, PH_CURLOPT_PROTOCOLS_STR, "http,https")
         ph_curl_easy_setopt_data_callback(easy, PH_CURLOPT_WRITEFUNCTION, curlWriteCallback)
@@ -338,8 +347,15 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_NUM_CONNECTS, &connects)
         var port = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_PRIMARY_PORT, &port)
-        var address: UnsafePointer<CChar>?
-        ph_curl_easy_getinfo_string(easy, PH_CURLINFO_PRIMARY_IP, &address)
+        var primary: UnsafePointer<CChar>?
+        ph_curl_easy_getinfo_string(easy, PH_CURLINFO_PRIMARY_IP, &primary)
+        var address = primary.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        // A connection libcurl did not complete (a failed TLS handshake or proxy tunnel: some
+        // libcurl 8 releases then name none) went where this hop's last socket went.
+        if port <= 0 || address == nil, let peer, peer.pointee.port > 0 {
+            port = peer.pointee.port
+            address = withUnsafeBytes(of: peer.pointee.address) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
         // A failed transfer: libcurl 8 sets the request's start and first byte to the time it
         // gave up when it never got that far, so they count only if a byte of the request went
         // out and one of an answer came.
@@ -360,7 +376,7 @@ final class CurlCall: @unchecked Sendable {
             tlsHandshake: handshake > 0 ? handshake : nil, requestStart: sent ? seconds(PH_CURLINFO_PRETRANSFER_TIME_T) : 0,
             firstByte: firstByte, total: seconds(PH_CURLINFO_TOTAL_TIME_T), redirectCount: redirectCount,
             redirectTime: TimeInterval(hopStart &- min(hopStart, firstHopStart)) / 1e9, reusedConnection: reused,
-            remoteAddress: address.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }, remotePort: port > 0 ? port : nil,
+            remoteAddress: address, remotePort: port > 0 ? port : nil,
             requestBodyBytes: bytes(PH_CURLINFO_SIZE_UPLOAD_T), responseBodyBytes: bytes(PH_CURLINFO_SIZE_DOWNLOAD_T))
     }
 
