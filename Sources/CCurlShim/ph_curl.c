@@ -214,19 +214,28 @@ static int ph_open_socket(void *clientp, int purpose, struct ph_curl_sockaddr *a
     int fd = socket(address->family, address->socktype, address->protocol);
     if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
 #endif
-    if (fd < 0 || peer == NULL) return fd;
-    peer->address[0] = 0;
-    peer->port = 0;
-    if (address->family == AF_INET && address->addrlen >= sizeof(struct sockaddr_in)) {
+    if (peer == NULL || peer->ambiguous) return fd;
+    char text[64] = {0};
+    long port = 0;
+    if (fd >= 0 && address->family == AF_INET && address->addrlen >= sizeof(struct sockaddr_in)) {
         struct sockaddr_in in;
         memcpy(&in, &address->addr, sizeof in);
-        if (inet_ntop(AF_INET, &in.sin_addr, peer->address, sizeof peer->address)) peer->port = ntohs(in.sin_port);
-    } else if (address->family == AF_INET6 && address->addrlen >= sizeof(struct sockaddr_in6)) {
+        if (inet_ntop(AF_INET, &in.sin_addr, text, sizeof text)) port = ntohs(in.sin_port);
+    } else if (fd >= 0 && address->family == AF_INET6 && address->addrlen >= sizeof(struct sockaddr_in6)) {
         struct sockaddr_in6 in6;
         memcpy(&in6, &address->addr, sizeof in6);
-        if (inet_ntop(AF_INET6, &in6.sin6_addr, peer->address, sizeof peer->address)) peer->port = ntohs(in6.sin6_port);
+        if (inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof text)) port = ntohs(in6.sin6_port);
     }
-    if (peer->port == 0) peer->address[0] = 0;
+    /* A second peer (another address of the host, tried beside the first) leaves it unknown
+     * which one the connection was made to; so does a socket that could not be made or named. */
+    if (port == 0 || (peer->port != 0 && (peer->port != port || strcmp(peer->address, text) != 0))) {
+        peer->ambiguous = 1;
+        peer->address[0] = 0;
+        peer->port = 0;
+        return fd;
+    }
+    memcpy(peer->address, text, sizeof text);
+    peer->port = port;
     return fd;
 }
 

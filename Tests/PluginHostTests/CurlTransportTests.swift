@@ -185,7 +185,8 @@ struct CurlTransportTests {
     /// The transport's sockets are close-on-exec: a process the app starts (`Process`, `posix_spawn`)
     /// inherits none of its connections. Checked while the request waits for its answer: the
     /// socket connected to this test's own server (no other test knows its port), found by its
-    /// inode in `/proc/net/tcp`, has `FD_CLOEXEC`. (libcurl's own `socket()` sets no such flag.)
+    /// inode in `/proc/net/tcp`, has `FD_CLOEXEC`. (libcurl 7.88's and 8.12's own `socket()`
+    /// set no such flag.)
     #if os(Linux)
     @Test func connectionsAreNotInheritedByChildProcesses() async throws {
         let port = Locked(0)
@@ -204,7 +205,15 @@ struct CurlTransportTests {
     /// `cloexec` or `inherited` for each descriptor of this process connected to 127.0.0.1:`port`,
     /// or why there is none.
     static func closeOnExec(ofSocketTo port: Int) -> String {
-        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return "no /proc/net/tcp" }
+        // Read to its end with read(2): Foundation reads a file `stat` calls empty, as /proc's
+        // are, one page deep, and this table is longer when other tests hold connections.
+        let fd = open("/proc/net/tcp", O_RDONLY)
+        guard fd >= 0 else { return "no /proc/net/tcp" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while case let got = read(fd, &chunk, chunk.count), got > 0 { bytes += chunk[0..<got] }
+        let table = String(decoding: bytes, as: UTF8.self)
         let remote = String(format: "0100007F:%04X", port)
         // sl, local address, remote address, state, queues, timer, retransmits, uid, timeout, inode.
         let inodes = table.split(separator: "\n").dropFirst().compactMap { line -> String? in

@@ -180,6 +180,8 @@ struct TransferMetricsTests {
         #expect(!metrics.reusedConnection)
         #expect(metrics.connect == 0 && metrics.requestStart == 0 && metrics.firstByte == 0, "\(metrics)")
         #expect(metrics.total > 0, "\(metrics)")
+        // Connected nowhere: no address, though a socket was opened to one.
+        #expect(metrics.remoteAddress == nil && metrics.remotePort == nil, "\(metrics)")
     }
 
     /// A certificate the client does not trust: no handshake done, nothing sent. (Whether the

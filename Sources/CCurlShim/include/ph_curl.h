@@ -62,8 +62,9 @@ int ph_curl_easy_setopt_seek_callback(ph_curl_easy *easy, int option, ph_curl_se
  * libcurl's CURLINFO_PRIMARY_IP/PORT name only a connection it completed, and some libcurl 8
  * releases complete none whose TLS handshake or proxy tunnel failed: this says where it went. */
 typedef struct {
-    char address[64]; /* empty: no socket opened since the last reset */
+    char address[64]; /* empty: no socket opened since the last reset, or sockets to more than one peer */
     long port;
+    int ambiguous; /* set once sockets went to two peers (happy eyeballs): none is named */
 } ph_curl_peer;
 /* Opens the handle's sockets (close-on-exec) through a callback that records each one's peer in
  * `peer`, which must outlive the transfer (CURLOPT_OPENSOCKETFUNCTION and _DATA). */

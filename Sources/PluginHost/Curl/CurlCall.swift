@@ -351,8 +351,9 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_string(easy, PH_CURLINFO_PRIMARY_IP, &primary)
         var address = primary.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
         // A connection libcurl did not complete (a failed TLS handshake or proxy tunnel: some
-        // libcurl 8 releases then name none) went where this hop's last socket went.
-        if port <= 0 || address == nil, let peer, peer.pointee.port > 0 {
+        // libcurl 8 releases then name none) went where this hop's sockets went, if it was made
+        // (a refused one names nothing, as libcurl does not) and they all went to one peer.
+        if port <= 0 || address == nil, let peer, peer.pointee.port > 0, seconds(PH_CURLINFO_CONNECT_TIME_T) > 0 {
             port = peer.pointee.port
             address = withUnsafeBytes(of: peer.pointee.address) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }

@@ -81,7 +81,7 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
 /// - **Cookies**: none are stored unless ``Configuration/cookies`` is on; then an in-memory jar
 ///   (RFC 6265, with RFC 6265bis's rules for `Secure` and curl's bounds) keeps them.
 /// - `Expect: 100-continue` is never sent (the body goes at once); `SIGPIPE` is ignored; its
-///   sockets are close-on-exec (a process the app starts inherits no connection).
+///   connections' sockets are close-on-exec (a process the app starts inherits none of them).
 public final class CurlTransport: Transport {
     /// Settings of a transport.
     public struct Configuration: Sendable {
