@@ -63,6 +63,34 @@ public enum FileDescriptor {
         return read(fd, size: Int(status.st_size))
     }
 
+    /// The bytes of the file at `path` read to its end, whatever its size says: a file of `/proc`
+    /// says 0 and gives a page or so a `read` (Foundation's readers stop at the first, and
+    /// `/proc/self/maps` came back cut). Nil when it cannot be opened or read, or passes `limit` bytes.
+    package static func readToEnd(_ path: String, limit: Int) -> [UInt8]? {
+        #if canImport(Glibc)
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        #else
+        let fd = Darwin.open(path, O_RDONLY | O_CLOEXEC)
+        #endif
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let got = chunk.withUnsafeMutableBytes { buffer in
+                #if canImport(Glibc)
+                Glibc.read(fd, buffer.baseAddress, buffer.count)
+                #else
+                Darwin.read(fd, buffer.baseAddress, buffer.count)
+                #endif
+            }
+            if got < 0, errno == EINTR { continue }
+            if got < 0 || bytes.count + got > limit { return nil }
+            if got == 0 { return bytes }
+            bytes += chunk[0..<got]
+        }
+    }
+
     /// Opens the regular file at `path` for reading (a symbolic link is not followed), and returns
     /// its descriptor and status; nil when it cannot be opened, is not a regular file, or is
     /// larger than `limit` bytes. The caller closes the descriptor. Opened without blocking: a

@@ -909,6 +909,26 @@ struct LibraryDependencyTests {
         #expect(FileSecurity.DependencyWalk.image(holding: 0) == nil)
     }
 
+    /// So is one mapped past the first page of `/proc/self/maps` (the last library listed here,
+    /// as PluginHost in a shared library an app loads would be): Foundation read that file one
+    /// page deep, and such a caller's `RPATH` went unchecked.
+    @Test func anImageMappedPastTheFirstPageOfTheMapsIsFound() throws {
+        let maps = try #require(FileDescriptor.readToEnd("/proc/self/maps", limit: 64 << 20))
+        var offset = 0
+        var last: (offset: Int, start: UInt, path: String)?
+        for line in maps.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            defer { offset += line.count + 1 }
+            let fields = String(decoding: line, as: UTF8.self).split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 6, fields[1].hasPrefix("r-x"), fields[5].hasSuffix(".so") || fields[5].contains(".so."),
+                let start = UInt(fields[0].split(separator: "-")[0], radix: 16)
+            else { continue }
+            last = (offset, start, String(fields[5]))
+        }
+        let library = try #require(last)
+        #expect(library.offset > 8192, "the last library's line is at byte \(library.offset): this test needs one past the first page")
+        #expect(FileSecurity.DependencyWalk.image(holding: library.start) == FileSecurity.realPath(library.path))
+    }
+
     /// A library of the name found only in a hardware-specific subdirectory may be for another
     /// processor (the loader would go on searching): the cache is asked too. A path the cache
     /// gives that does not exist is judged by its directory (whoever may write there may make it).

@@ -576,7 +576,10 @@ enum FileSecurity {
 
         /// The file mapped at `address` in this process, from `/proc/self/maps`.
         static func image(holding address: UInt) -> String? {
-            guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return nil }
+            // Read to its end: Foundation's readers gave its first page only, where a library
+            // mapped after the program's first few dozen mappings is not.
+            guard let bytes = FileDescriptor.readToEnd("/proc/self/maps", limit: 64 << 20) else { return nil }
+            let maps = String(decoding: bytes, as: UTF8.self)
             for line in maps.split(separator: "\n") {
                 // start-end perms offset device inode path
                 let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)

@@ -87,12 +87,12 @@ struct FaultInjectionTests {
     /// may make it a broken pipe: README, "a server may answer before it reads".)
     @Test(arguments: TransportKind.allCases) func anEarlyAnswerToAnUploadIsTheResult(_ transport: TransportKind) async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("early-\(UUID().uuidString).bin")
-        try Data(count: 32 << 20).write(to: file)
+        try Data(count: 8 << 20).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         for mode in ["inline", "file"] {
             var target = try Self.fault("early-answer")
             target.method = .post
-            target.task = mode == "file" ? .uploadFile(file) : .requestData(Data(count: 32 << 20))
+            target.task = mode == "file" ? .uploadFile(file) : .requestData(Data(count: 8 << 20))
             let result = await timeout(10, transport).request(target).result
             guard case .success(let response) = result else {
                 Issue.record("\(mode): got \(result)")
