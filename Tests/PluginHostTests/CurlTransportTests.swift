@@ -205,14 +205,9 @@ struct CurlTransportTests {
     /// `cloexec` or `inherited` for each descriptor of this process connected to 127.0.0.1:`port`,
     /// or why there is none.
     static func closeOnExec(ofSocketTo port: Int) -> String {
-        // Read to its end with read(2): Foundation reads a file `stat` calls empty, as /proc's
-        // are, one page deep, and this table is longer when other tests hold connections.
-        let fd = open("/proc/net/tcp", O_RDONLY)
-        guard fd >= 0 else { return "no /proc/net/tcp" }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while case let got = read(fd, &chunk, chunk.count), got > 0 { bytes += chunk[0..<got] }
+        // To its end: Foundation reads a /proc file one page deep, and this table is longer when
+        // other tests hold connections.
+        guard let bytes = FileDescriptor.readToEnd("/proc/net/tcp", limit: 64 << 20) else { return "no /proc/net/tcp" }
         let table = String(decoding: bytes, as: UTF8.self)
         let remote = String(format: "0100007F:%04X", port)
         // sl, local address, remote address, state, queues, timer, retransmits, uid, timeout, inode.
