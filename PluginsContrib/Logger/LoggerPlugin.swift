@@ -760,10 +760,9 @@ public struct LoggerPlugin: ExportablePlugin {
             return index < count ? (index + 1, true) : (count, false)
         }
         /// The index past a bare value that begins at `start`: up to a space (`\n`, `\t` too) or
-        /// `,`, `)`, `}`, `]`;
-        /// a quoted string right after a `=` in it (a scheme's parameter, `response="a b"`, or
-        /// `response=\"a b\"` while still JSON-escaped) is whole. (A quote elsewhere is a byte
-        /// like another: one left unpaired would take the value to the text's end.)
+        /// `,`, `)`, `}`, `]`; a quoted string right after a `=` in it (a scheme's parameter,
+        /// `response="a b"`, or `response=\"a b\"` while still JSON-escaped) is whole. (A quote
+        /// elsewhere is a byte like another: one left unpaired would take the value to the end.)
         func bareEnd(_ start: Int) -> Int {
             var index = start
             while index < count, !isSpace(bytes[index]) {

@@ -58,7 +58,7 @@ int ph_curl_easy_setopt_off(ph_curl_easy *easy, int option, ph_curl_off_t value)
 int ph_curl_easy_setopt_data_callback(ph_curl_easy *easy, int option, ph_curl_data_callback callback);
 int ph_curl_easy_setopt_xferinfo_callback(ph_curl_easy *easy, int option, ph_curl_xferinfo_callback callback);
 int ph_curl_easy_setopt_seek_callback(ph_curl_easy *easy, int option, ph_curl_seek_callback callback);
-/* Where the last socket libcurl opened for a handle goes: its peer's numeric address and port.
+/* The peer a handle's sockets went to since the last reset: its numeric address and port.
  * libcurl's CURLINFO_PRIMARY_IP/PORT name only a connection it completed, and some libcurl 8
  * releases complete none whose TLS handshake or proxy tunnel failed: this says where it went. */
 typedef struct {
@@ -66,8 +66,9 @@ typedef struct {
     long port;
     int ambiguous; /* set once sockets went to two peers (happy eyeballs): none is named */
 } ph_curl_peer;
-/* Opens the handle's sockets (close-on-exec) through a callback that records each one's peer in
- * `peer`, which must outlive the transfer (CURLOPT_OPENSOCKETFUNCTION and _DATA). */
+/* Opens the handle's sockets (close-on-exec) through a callback that records their peer in
+ * `peer` (zeroed by the caller first), which must outlive the transfer (CURLOPT_OPENSOCKETFUNCTION
+ * and _DATA). */
 int ph_curl_easy_record_peer(ph_curl_easy *easy, ph_curl_peer *peer);
 /* A blob option (CURLOPT_*_BLOB): libcurl copies the bytes. */
 int ph_curl_easy_setopt_blob(ph_curl_easy *easy, int option, const void *data, size_t length);

@@ -134,8 +134,8 @@ final class CurlCall: @unchecked Sendable {
     private var idleTimeout: UInt64 = 0
     private var lastActivity: UInt64 = 0
     private var errorBuffer: UnsafeMutablePointer<CChar>?
-    /// Where the last socket this call's hop opened went (the shim's record), for the metrics of
-    /// a connection libcurl never completed and so names nowhere.
+    /// The peer this call's hop opened its sockets to (the shim's record; none when they went to
+    /// two), for the metrics of a connection libcurl never completed and so names nowhere.
     private var peer: UnsafeMutablePointer<ph_curl_peer>?
     /// The content codings this transfer asked for and decodes (empty: the caller asked for
     /// its own, and gets the body as it came).
