@@ -708,6 +708,19 @@ public struct LoggerPlugin: ExportablePlugin {
         return redacted
     }
 
+    /// The width of the space at `index` of `bytes`: 1 for a space, tab or line break, 2 for
+    /// `\n`, `\t` or `\r` (a text still JSON-escaped), 0 for anything else.
+    static func spaceWidth(in bytes: [UInt8], at index: Int) -> Int {
+        let byte = bytes[index]
+        if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { return 1 }
+        if byte == UInt8(ascii: "\\"), index + 1 < bytes.count,
+            [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[index + 1])
+        {
+            return 2
+        }
+        return 0
+    }
+
     /// The HTTP authentication schemes a secret's bare value may start with (IANA's registry,
     /// and NTLM, MAC, Token and AWS's in common use): the words after the scheme are the secret.
     static let authenticationSchemes: Set<String> = [
@@ -765,13 +778,9 @@ public struct LoggerPlugin: ExportablePlugin {
         /// elsewhere is a byte like another: one left unpaired would take the value to the end.)
         func bareEnd(_ start: Int) -> Int {
             var index = start
-            while index < count, !isSpace(bytes[index]) {
+            while index < count, Self.spaceWidth(in: bytes, at: index) == 0 {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: ",") || byte == UInt8(ascii: ")") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") { break }
-                // A space while still JSON-escaped.
-                if byte == backslash, index + 1 < count, [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[index + 1]) {
-                    break
-                }
                 let afterEquals = index > start && bytes[index - 1] == UInt8(ascii: "=")
                 if byte == quote, afterEquals {
                     index = stringEnd(index, quote).end
@@ -886,12 +895,8 @@ public struct LoggerPlugin: ExportablePlugin {
                         var next = start
                         var comma = false
                         while next < count {
-                            if isSpace(bytes[next]) {
-                                next += 1
-                            } else if bytes[next] == backslash, next + 1 < count,
-                                [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[next + 1])
-                            {
-                                next += 2
+                            if case let width = Self.spaceWidth(in: bytes, at: next), width > 0 {
+                                next += width
                             } else if bytes[next] == UInt8(ascii: ","), !comma {
                                 comma = true
                                 next += 1
@@ -946,15 +951,8 @@ public struct LoggerPlugin: ExportablePlugin {
             (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                 || byte == UInt8(ascii: "_")
         }
-        /// The width of the space at `index`: the text is JSON-escaped, so `\n` and `\t` are spaces too.
-        func spaceWidth(at index: Int) -> Int {
-            let byte = bytes[index]
-            if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { return 1 }
-            if byte == backslash, index + 1 < count, [UInt8(ascii: "n"), UInt8(ascii: "t"), UInt8(ascii: "r")].contains(bytes[index + 1]) {
-                return 2
-            }
-            return 0
-        }
+        // The text is JSON-escaped: `\n` and `\t` are spaces too.
+        func spaceWidth(at index: Int) -> Int { Self.spaceWidth(in: bytes, at: index) }
         func skippingSpaces(from index: Int) -> Int {
             var index = index
             while index < count, case let width = spaceWidth(at: index), width > 0 { index += width }
