@@ -1029,6 +1029,9 @@ final class RefusingProxy: Sendable {
     }
 
     /// A proxy that answers each request head (up to 8) with what `answer` makes of it, then closes.
+    /// It stops listening after 60 s without a connection: a test's next request may wait that
+    /// long for a thread while the suite starts hundreds of tests at once (10 s was too short
+    /// there: the request found the port closed).
     init(answer: @escaping @Sendable (String) -> String) throws {
         guard let (fd, port) = boundLoopbackSocket() else {
             throw TransportFailure(kind: .other, message: "the test proxy cannot bind a port of 127.0.0.1")
@@ -1043,7 +1046,7 @@ final class RefusingProxy: Sendable {
             defer { close(fd) }
             for _ in 0..<8 {
                 var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&waiting, 1, 10_000) > 0 else { return }
+                guard poll(&waiting, 1, 60_000) > 0 else { return }
                 let client = accept(fd, nil, nil)
                 guard client >= 0 else { return }
                 var head: [UInt8] = []
