@@ -177,7 +177,8 @@ public final class Provider<Target: TargetType>: Sendable {
         stub: @escaping @Sendable () -> StubBehavior,
         endpoint: @escaping @Sendable () -> Endpoint
     ) -> ResponsePipeline<Response> {
-        ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
+        let origin = PipelineOrigin()
+        return ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry, origin: origin) {
             [self] progress async throws(NetworkError) -> Response in
             // A `cancelAll()` from here on, while the request closure runs too, cancels this
             // request when it is registered (`registry.run`): what the closure made is not sent.
@@ -192,6 +193,10 @@ public final class Provider<Target: TargetType>: Sendable {
             } catch {
                 registry.endPreparation(preparation)
                 throw error
+            }
+            // What a retry decides on: the method the closures left, not the target's.
+            if SentMethod.current != nil {
+                SentMethod.report(made.request.httpMethod.map(HTTPMethod.init(rawValue:)) ?? method, from: origin)
             }
             made.limits = limits
             made.deadline = ExchangeDeadline.current

@@ -103,13 +103,14 @@ public struct RetryPolicy: Sendable {
 
     /// The seconds a `Retry-After` value asks to wait: `120`, or an HTTP date (a past one is 0),
     /// measured from `serverDate` (the response's `Date`) when that is an HTTP date, plus `age`
-    /// (the response's `Age`: delta-seconds, else ignored), else from `now`.
+    /// (the response's `Age`: delta-seconds, the first of a list, else ignored), else from `now`.
     static func retryAfter(_ value: String, now: Double, serverDate: String? = nil, age: String? = nil) -> Double? {
         let text = value.trimmingCharacters(in: .whitespaces)
         if let seconds = DeltaSeconds.parse(text) { return seconds }
         guard let until = HTTPDate.parse(text, now: now) else { return nil }
         guard let sent = serverDate.flatMap({ HTTPDate.parse($0, now: now) }) else { return max(0, until - now) }
-        return max(0, until - sent - (age.flatMap { DeltaSeconds.parse($0.trimmingCharacters(in: .whitespaces)) } ?? 0))
+        // Two `Age` fields arrive joined (`20, 20`): the first counts (RFC 9111 §5.1).
+        return max(0, until - sent - (age.flatMap { DeltaSeconds.age([$0]) } ?? 0))
     }
 
     /// Why `error` should be retried for `method`, or nil.

@@ -114,6 +114,45 @@ struct PipelineTests {
         #expect(transport.count == 2)
     }
 
+    /// A retry decides on the method the request was sent with, not on the target's: a `GET`
+    /// target that the endpoint closure, the request closure or an interceptor made a `POST` is
+    /// sent once, whether it was answered with a retryable status (the response names the request
+    /// it answers) or failed in the transport (no response: the closures' method counts); a `POST`
+    /// target made a `GET` is retried. Each was decided on the target's method before.
+    @Test(arguments: ["endpoint", "request closure", "interceptor"], [true, false])
+    func retryDecidesOnTheMethodSent(_ changedIn: String, _ answered: Bool) async throws {
+        for (target, sentAs, sends) in [(HTTPMethod.get, HTTPMethod.post, 1), (.post, .get, 3)] {
+            let transport = CountingTransport(
+                StubTransport { _ in
+                    answered ? .networkResponse(503, Data()) : .networkError(TransportFailure(kind: .timedOut, message: "no answer"))
+                })
+            let provider = Provider<Bin>(
+                endpointClosure: { target in
+                    let made = Provider.defaultEndpointMapping(for: target)
+                    guard changedIn == "endpoint" else { return made }
+                    return Endpoint(
+                        url: made.url, sampleResponseClosure: made.sampleResponseClosure, method: sentAs, task: made.task,
+                        httpHeaderFields: made.httpHeaderFields)
+                },
+                requestClosure: { _, request in
+                    var request = request
+                    if changedIn == "request closure" { request.httpMethod = sentAs.rawValue }
+                    return request
+                },
+                transport: transport,
+                interceptors: changedIn == "interceptor" ? [MethodSetter(method: sentAs.rawValue)] : [])
+            let result = await provider.request(try Bin("status/503", method: target)).filterSuccessfulStatusCodes()
+                .retry(RetryPolicy(exponentialBackoffScale: 0.001)).result
+            guard case .failure = result else {
+                Issue.record("got \(result)")
+                continue
+            }
+            // An interceptor's method is known from the response only (a transport failure has none).
+            let expected = changedIn == "interceptor" && !answered ? (target == .get ? 3 : 1) : sends
+            #expect(transport.count == expected, "\(target.rawValue) sent as \(sentAs.rawValue), changed in the \(changedIn)")
+        }
+    }
+
     @Test func retryRetriesTransportFailures() async throws {
         let transport = CountingTransport()
         let provider = Provider<Bin>(transport: transport)
@@ -150,5 +189,15 @@ struct PipelineTests {
         #expect(try result.get().statusCode == 200)
         try await Task.sleep(nanoseconds: 100_000_000)
         #expect(calls.value == 1)
+    }
+}
+
+/// Sets the request's method in `prepare`.
+private struct MethodSetter: Interceptor {
+    let method: String
+
+    func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+        try request.setMethod(method)
+        return .proceed
     }
 }

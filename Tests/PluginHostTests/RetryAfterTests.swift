@@ -137,9 +137,10 @@ struct RetryAfterTests {
     }
 
     /// A response's `Age` (seconds it spent in caches) is taken off a date read on the server's
-    /// clock: a date 2 s after a `Date` the response left with 1 s ago is a second's wait. An `Age`
-    /// that is not delta-seconds is ignored, and one past the date leaves no wait (the backoff).
-    @Test(arguments: [("1", ["1.0", "1.0"]), (" 1 ", ["1.0", "1.0"]), ("-1", ["2.0", "2.0"]), ("5", ["0.01", "0.01"])])
+    /// clock: a date 2 s after a `Date` the response left with 1 s ago is a second's wait (two
+    /// `Age` fields, joined, count as the first). An `Age` that is not delta-seconds is ignored,
+    /// and one past the date leaves no wait (the backoff).
+    @Test(arguments: [("1", ["1.0", "1.0"]), (" 1 ", ["1.0", "1.0"]), ("1, 1", ["1.0", "1.0"]), ("-1", ["2.0", "2.0"]), ("5", ["0.01", "0.01"])])
     func anAgeIsTakenOffTheServersDate(_ age: String, _ waits: [String]) async throws {
         let serverNow = Date().timeIntervalSince1970
         let delays = LockedCounter()
@@ -152,6 +153,8 @@ struct RetryAfterTests {
         #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: date, age: "4") == 6)
         #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: date, age: "4.5") == 10)
         #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: date, age: "600") == 0)
+        // Two `Age` fields, joined: the first counts (RFC 9111 §5.1).
+        #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, serverDate: date, age: "4, 4") == 6)
         // Without a `Date`, the date is read on this machine's clock: `Age` does not apply.
         #expect(RetryPolicy.retryAfter("Sun, 06 Nov 1994 08:50:07 GMT", now: now, age: "4") == 30)
         #expect(RetryPolicy.retryAfter("12", now: now, serverDate: date, age: "4") == 12)
