@@ -146,7 +146,7 @@ extension TransportRequest {
             }
         }
         if let from, !SessionRouter.sameOrigin(from, url) {
-            for name in SessionRouter.fieldsLeftOnAnotherOrigin { request.setValue(nil, forHTTPHeaderField: name) }
+            for name in SessionRouter.fieldsOfTheFirstOrigin { request.setValue(nil, forHTTPHeaderField: name) }
             request.url = url.withoutUserInfo
         }
         next.urlRequest = request

@@ -738,7 +738,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         }
         var next = hop
         if let from = task.originalRequest?.url, let to = hop.url, !Self.sameOrigin(from, to) {
-            for name in Self.fieldsLeftOnAnotherOrigin { next.setValue(nil, forHTTPHeaderField: name) }
+            for name in Self.fieldsOfTheFirstOrigin { next.setValue(nil, forHTTPHeaderField: name) }
             call?.leaveCredentials()
             // URL loading keeps the user of the URL redirected from when `Location` names
             // another host only (`//host/path`).
@@ -814,6 +814,10 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// The request's fields a redirect to another origin leaves behind (the credentials and
     /// cookies set for the first); the chain tells hooks the last hop went without them.
     static let fieldsLeftOnAnotherOrigin = ["Authorization", "Cookie"]
+    /// The fields a hop to another origin goes without: the credentials and cookies
+    /// (``fieldsLeftOnAnotherOrigin``), and a `Host` the caller set, which names the first origin
+    /// (libcurl, following a redirect itself, sends a custom `Host` to the first host only).
+    static let fieldsOfTheFirstOrigin = fieldsLeftOnAnotherOrigin + ["Host"]
 
     /// Whether `a` and `b` have one scheme, host and port. A host is compared as
     /// ``URLParts/lookupHost(_:)`` reads it (without case, a name past ASCII in IDNA's form,

@@ -104,6 +104,13 @@ struct CurlContentCodingTests {
         }
         #expect(try await sent([:]) == "gzip, deflate, br, zstd")
         #expect(try await sent(["Range": "bytes=0-99"]) == nil)
+        // Nor through a provider, whose default fields carry the transport's list (it was sent,
+        // and not decoded); a list of the caller's own is sent.
+        let provider = Provider<Bin>(transport: transport)
+        #expect(try echo(try await provider.request(try Bin("anything")).value).header("Accept-Encoding") == "gzip, deflate, br, zstd")
+        #expect(try echo(try await provider.request(try Bin("anything", headers: ["Range": "bytes=0-99"])).value).header("Accept-Encoding") == nil)
+        let own = try Bin("anything", headers: ["Range": "bytes=0-99", "Accept-Encoding": "gzip"])
+        #expect(try echo(try await provider.request(own).value).header("Accept-Encoding") == "gzip")
     }
 
     @Test func aRedirectsCodedBodyIsLeftBehind() async throws {

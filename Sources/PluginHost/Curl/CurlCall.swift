@@ -483,7 +483,8 @@ final class CurlCall: @unchecked Sendable {
         var proxyList: OpaquePointer?
         var hasAcceptEncoding = false
         var hasTransportsAcceptEncoding = false
-        var hasRange = false
+        // Known before the fields are listed: the transport's own list is not sent with a range.
+        let hasRange = headers.contains { HTTPHeader.namesEqual($0.name, "Range") }
         var hasExpect = false
         var hasCookie = false
         var hasContentType = false
@@ -493,9 +494,11 @@ final class CurlCall: @unchecked Sendable {
                 continue  // libcurl writes these itself
             case "accept-encoding":
                 // The transport's own list (a provider's default) is decoded; any other is the caller's.
+                // Not with a range, which is not decoded: a server that ignores the range would
+                // send the whole body coded, to a caller who did not ask for it.
                 if value != settings.encodings { hasAcceptEncoding = true } else { hasTransportsAcceptEncoding = true }
+                if value == settings.encodings, hasRange { continue }
             case "expect": hasExpect = true
-            case "range": hasRange = true
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true
             case "proxy-authorization":
@@ -888,7 +891,7 @@ final class CurlCall: @unchecked Sendable {
             if !SessionRouter.sameOrigin(url, next) {
                 let sameProxy = Self.keepsProxy(from: url, to: next, proxy: settings.configuration.proxy)
                 headers.removeAll { header in
-                    SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, header.name) }
+                    SessionRouter.fieldsOfTheFirstOrigin.contains { HTTPHeader.namesEqual($0, header.name) }
                         || (!sameProxy && HTTPHeader.namesEqual(header.name, "Proxy-Authorization"))
                 }
                 credentialsLeftBehind = true
