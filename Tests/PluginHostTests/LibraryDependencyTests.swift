@@ -139,6 +139,32 @@ struct LibraryDependencyTests {
                         + "(the RUNPATH entry \(open.debugDescription) of the library \(library))"))
     }
 
+    /// A `RUNPATH` whose bytes are not UTF-8 text is refused. Read with a replacement character,
+    /// it named a directory that does not exist, judged by the trusted one above it, and passed,
+    /// while the loader searches the bytes as they are: here a directory others may write to.
+    @Test func aRunpathThatIsNotUTF8IsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try ScratchDirectories(0o755)[0]
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        // `<trusted>/\xFF`, mode 0777 (made with the raw byte: no Swift string names it).
+        let open = Array(trusted.utf8) + [UInt8(ascii: "/"), 0xFF]
+        #expect((open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o777) } } == 0)
+        defer { _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { rmdir($0.baseAddress!) } } }
+        _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { chmod($0.baseAddress!, 0o777) } }
+        var bytes = try variant(runpath: trusted + "/X")
+        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+        bytes[entry.offset + open.count - 1] = 0xFF
+        let library = f.root + "/libnotutf8.so"
+        try install(bytes, at: library)
+        #expect(
+            refusal(library)
+                == PluginLoadError(
+                    .notSharedObject, file: library,
+                    reason: "malformed ELF dynamic section: the RUNPATH string at offset \(entry.offset) is not UTF-8 text, "
+                        + "so the path the loader would take cannot be checked"))
+    }
+
     /// A directory that does not exist is judged by the one above it: who may write there may
     /// make it. A symbolic link to nothing is refused (whoever may make its target decides).
     @Test func aMissingRunpathDirectoryIsJudgedByTheOneAboveIt() throws {
