@@ -161,7 +161,8 @@ struct ELFDependencies: Equatable {
             // Bytes that are not UTF-8 would be read with replacement characters: a path that is
             // not the one the loader searches (it takes the bytes as they are), checked in its stead.
             guard let value = String(validating: bytes[(start + offset)..<end], as: UTF8.self) else {
-                throw Malformed(reason: "the \(name) string at offset \(offset) is not UTF-8 text, so the path the loader would take cannot be checked")
+                throw Malformed(
+                    reason: "the \(name) string at offset \(offset) is not UTF-8 text, so the path the loader would take cannot be checked")
             }
             let item = Entry(tag: name, value: value, offset: offset)
             if tag == 15 || tag == 29 { found.searchPaths.append(item) } else { found.needed.append(item) }
