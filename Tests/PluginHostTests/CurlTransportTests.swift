@@ -33,6 +33,21 @@ struct CurlTransportTests {
         }
     }
 
+    /// A field whose value is empty, or only spaces and tabs (which are not part of a value, RFC
+    /// 9110 §5.5), is sent with an empty value: libcurl left out a field with nothing after its
+    /// colon, and for `Accept` its own `*/*` as well.
+    @Test func aFieldOfOnlySpacesIsSentEmpty() async throws {
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
+        request.setValue(" ", forHTTPHeaderField: "X-Blank")
+        request.setValue("\t", forHTTPHeaderField: "Accept")
+        request.setValue("", forHTTPHeaderField: "X-Empty")
+        let response = try await CurlTransport().send(TransportRequest(urlRequest: request))
+        let headers = (try JSONSerialization.jsonObject(with: response.data) as? [String: Any])?["headers"] as? [String: String]
+        #expect(headers?["X-Blank"] == "")
+        #expect(headers?["Accept"] == "")
+        #expect(headers?["X-Empty"] == "")
+    }
+
     @Test func redirectsCanBeTurnedOffPerTransportAndPerRequest() async throws {
         var configuration = CurlTransport.Configuration()
         configuration.redirects = .doNotFollow
