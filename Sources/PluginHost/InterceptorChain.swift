@@ -250,7 +250,7 @@ final class InterceptorChain: Sendable {
             // A cancelled request ends cancelled, whatever its `process` hooks made of the
             // cancellation (a cache's stale answer for a failure, say): its caller asked for nothing more.
             if cancellation.isCancelled || Task.isCancelled { return .failure(.cancelled) }
-            return Self.finish(outcome, request: sentRequest, validation: plan.validation)
+            return Self.finish(outcome, request: sentRequest, method: state.method, validation: plan.validation)
         }
     }
 
@@ -715,12 +715,17 @@ final class InterceptorChain: Sendable {
         return (answerField, chosen)
     }
 
-    private static func finish(_ outcome: Outcome, request: TransportRequest, validation: ValidationType) -> Result<Response, NetworkError> {
+    /// The call's result: `outcome`, answering `request` (the last hop's), for a request the chain
+    /// sent with `method` (after its interceptors, before a redirect or an authentication round).
+    private static func finish(_ outcome: Outcome, request: TransportRequest, method: String, validation: ValidationType)
+        -> Result<Response, NetworkError>
+    {
         switch outcome {
         case .failure(let failure):
             return .failure(failure.kind == .cancelled ? .cancelled : .underlying(failure, nil))
         case .response(let state):
-            let response = state.makeResponse(request: request)
+            var response = state.makeResponse(request: request)
+            response.attemptMethod = method
             guard validation.accepts(state.statusCode) else { return .failure(.statusCode(response)) }
             return .success(response)
         }

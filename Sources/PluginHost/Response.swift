@@ -38,6 +38,10 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
     /// decode this response's body as the server's error type; set on the response of the
     /// ``NetworkError/statusCode(_:)`` error the step then keeps, and said in its description.
     public internal(set) var serverErrorDecodingFailure: String?
+    /// The method the chain sent the request with (after its interceptors, before a redirect or
+    /// an authentication round changed it): what a retry sends again. Nil for a response no chain
+    /// made. Not compared by `==`.
+    var attemptMethod: String?
 
     /// Creates a response.
     public init(

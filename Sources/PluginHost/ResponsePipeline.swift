@@ -23,10 +23,11 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// Receives transfer progress.
     public typealias ProgressHandler = @Sendable (TransferProgress) -> Void
 
-    /// The target's method. ``retry(_:)`` decides on the method each attempt sent instead, when
-    /// the pipeline is a provider's: the method after the endpoint closure, the request closure
-    /// and the interceptors (a target's `GET` an endpoint closure made a `POST` is not retried);
-    /// on this one for a pipeline made from a closure.
+    /// The target's method. ``retry(_:)`` decides on the method each attempt sent instead, when it
+    /// knows it: for a response a provider's chain made, the method after the endpoint closure, the
+    /// request closure and the interceptors (a target's `GET` an endpoint closure made a `POST` is
+    /// not retried); for a failure with no response, the closures' method in a provider's
+    /// pipeline; this one otherwise.
     public let method: HTTPMethod?
     /// Where ``start(on:progress:completion:)`` calls back when no queue is given.
     public let callbackQueue: DispatchQueue?
@@ -50,7 +51,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     }
 
     init(
-        method: HTTPMethod?, callbackQueue: DispatchQueue?, deadline: TimeInterval?, registry: RequestRegistry?, origin: PipelineOrigin? = nil,
+        method: HTTPMethod?, callbackQueue: DispatchQueue?, deadline: TimeInterval?, registry: RequestRegistry?, origin: PipelineOrigin?,
         _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
     ) {
         self.method = method
@@ -312,10 +313,11 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 let delay: Double
                 // The method this attempt sends, as its provider pipeline reports it.
                 let sent = origin.map { SentMethod(origin: $0, parent: SentMethod.current) }
-                /// The method the attempt sent: the request a response answered, else what the
-                /// attempt reported, else the target's.
+                /// The method the attempt sent: the chain's, for a response (a redirect or an
+                /// authentication round may have sent the last hop with another), else what the
+                /// attempt's provider pipeline reported, else the target's.
                 func sentMethod(_ response: Response?) -> HTTPMethod? {
-                    response?.request?.httpMethod.map(HTTPMethod.init(rawValue:)) ?? sent?.method ?? method
+                    response?.attemptMethod.map(HTTPMethod.init(rawValue:)) ?? sent?.method ?? method
                 }
                 do throws(NetworkError) {
                     let claim = tally.map(AttemptClaim.init)

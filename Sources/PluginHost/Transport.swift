@@ -125,8 +125,9 @@ extension TransportRequest {
     /// This request as a transport that followed redirects to `url` sent it last, with
     /// `method` when a redirect changed it: the request a challenge of the redirected response
     /// answers, or the redirect ``URLSessionTransport`` follows itself. A method turned into
-    /// `GET` or `HEAD` leaves the body and its fields behind; another origin, the credentials and
-    /// cookies set for the first (as both transports do on the redirects they follow), but not
+    /// `GET` or `HEAD` leaves the body and its fields behind; another origin, the credentials,
+    /// cookies and a `Host` field set for the first (as both transports do on the redirects they
+    /// follow), but not
     /// `Proxy-Authorization`: it goes to the proxy alone (``CurlTransport`` keeps it too on the
     /// redirects it follows through one proxy; ``URLSessionTransport`` drops it on a change of
     /// scheme, which may change the environment's proxy).

@@ -283,7 +283,9 @@ def digest(environ, start_response, query):
         location = environ.get("PATH_INFO", "") + "?" + environ.get("QUERY_STRING", "") + "&moved=1"
         start_response("301 Moved Permanently", [("Location", location), ("Content-Length", "0")])
         return [b""]
-    return respond(start_response, "200 OK", {
+    # answered_status=N: the answered request gets N (a retryable 503, say) instead of 200.
+    answered = query.get("answered_status")
+    return respond(start_response, f"{answered} X" if answered else "200 OK", {
         "count": count, "scheme": "Digest", "algorithm": chosen, "qop": answered_qop, "nc": p.get("nc"),
         "cnonce": p.get("cnonce"), "userhash": userhash, "username": p.get("username"), "authorization": auth,
         "bodySha256": hashlib.sha256(read_body(environ)).hexdigest()})

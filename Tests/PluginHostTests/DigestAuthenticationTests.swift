@@ -583,6 +583,33 @@ struct DigestLiveTests {
         #expect(redirects.seen.withLock { $0 } == [true, true, true])
     }
 
+    /// A `POST` that a `303` turned into a `GET`, challenged and answered there, and answered
+    /// `503`: a pipeline's retry decides on the method the chain sent (`POST`), not on the last
+    /// hop's request that the response names (`GET`), and does not send it again. (Deciding on
+    /// the response's request, it was sent three times.)
+    @Test func aPostRedirectedAndAnsweredIsNotRetried() async throws {
+        let provider = Provider<Bin>(transport: TransportKind.curl.isolated(), interceptors: [CountingCredentials()])
+        let key = counterKey()
+        var last = try #require(URLComponents(url: try digestURL(key: key), resolvingAgainstBaseURL: false))
+        last.queryItems?.append(URLQueryItem(name: "answered_status", value: "503"))
+        let target = try Bin(
+            "redirect-to", method: .post,
+            task: .requestParameters(
+                parameters: ["url": try #require(last.url).absoluteString, "status_code": 303], encoding: URLEncoding.queryString))
+        let retries = LockedCounter()
+        let result = await provider.request(target).filterSuccessfulStatusCodes()
+            .retry(RetryPolicy(exponentialBackoffScale: 0.001) { _ in retries.increment() }).result
+        guard case .failure(.statusCode(let response)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(response.statusCode == 503)
+        #expect(response.request?.httpMethod == "GET")
+        #expect(retries.value == 0)
+        // The challenge and the answer, once.
+        #expect(try await serverHits(key) == 2)
+    }
+
     /// Another origin's challenge, after a redirect, is asked for with that origin's host, and the
     /// answer goes to it.
     @Test(arguments: TransportKind.allCases)

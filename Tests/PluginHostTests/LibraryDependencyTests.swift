@@ -165,6 +165,27 @@ struct LibraryDependencyTests {
                         + "so the path the loader would take cannot be checked"))
     }
 
+    /// A program or library that loads plugins (a caller) whose `RPATH` is not UTF-8 text is
+    /// refused too: passed over, every entry of its `RPATH` went unchecked.
+    @Test func aCallersRpathThatIsNotUTF8IsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let trusted = try ScratchDirectories(0o755)[0]
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        var bytes = try variant(runpath: trusted + "/X", rpath: true)
+        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+        bytes[entry.offset + trusted.utf8.count + 1] = 0xFF
+        let caller = f.root + "/libcaller.so"
+        try install(bytes, at: caller)
+        let plugin = try patched(f, runpath: trusted)
+        #expect(
+            try refusal(of: plugin, callers: [caller])
+                == PluginLoadError(
+                    .notSharedObject, file: caller,
+                    reason: "malformed ELF dynamic section: the RPATH string at offset \(entry.offset) is not UTF-8 text, "
+                        + "so the path the loader would take cannot be checked (of \(caller), which loads plugins)"))
+    }
+
     /// A directory that does not exist is judged by the one above it: who may write there may
     /// make it. A symbolic link to nothing is refused (whoever may make its target decides).
     @Test func aMissingRunpathDirectoryIsJudgedByTheOneAboveIt() throws {

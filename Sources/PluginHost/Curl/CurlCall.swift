@@ -512,7 +512,7 @@ final class CurlCall: @unchecked Sendable {
             // An empty value (spaces and tabs around a value are not part of it, RFC 9110 §5.5) is
             // written `Name;`: libcurl leaves out a field with nothing after its colon (and for
             // `Accept`, its own `*/*` too).
-            let line = value.allSatisfy { $0 == " " || $0 == "\t" } ? "\(name);" : "\(name): \(value)"
+            let line = value.utf8.allSatisfy { $0 == 0x20 || $0 == 0x09 } ? "\(name);" : "\(name): \(value)"
             list = line.withCString { ph_curl_slist_append(list, $0) }
         }
         if !hasExpect, hasBody { list = ph_curl_slist_append(list, "Expect:") }

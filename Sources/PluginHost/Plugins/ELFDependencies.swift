@@ -160,7 +160,9 @@ struct ELFDependencies: Equatable {
                 }
             // Bytes that are not UTF-8 would be read with replacement characters: a path that is
             // not the one the loader searches (it takes the bytes as they are), checked in its stead.
-            guard let value = String(validating: bytes[(start + offset)..<end], as: UTF8.self) else {
+            let raw = bytes[(start + offset)..<end]
+            let value = String(decoding: raw, as: UTF8.self)
+            guard value.utf8.elementsEqual(raw) else {
                 throw Malformed(
                     reason: "the \(name) string at offset \(offset) is not UTF-8 text, so the path the loader would take cannot be checked")
             }

@@ -622,9 +622,18 @@ enum FileSecurity {
         mutating func callerRPATHs(_ callers: [String]) throws(PluginLoadError) -> [Searched] {
             var found: [Searched] = []
             for caller in callers {
-                guard let image = LibraryImage.map(caller) ?? (try? Data(contentsOf: URL(fileURLWithPath: caller), options: .alwaysMapped)),
-                    let entries = try? ELFDependencies.read(image)
+                guard let image = LibraryImage.map(caller) ?? (try? Data(contentsOf: URL(fileURLWithPath: caller), options: .alwaysMapped))
                 else { continue }
+                // A caller whose search paths cannot be read is refused, not passed over: its
+                // `RPATH` would go unchecked, every entry of it.
+                let read: ELFDependencies?
+                do {
+                    read = try ELFDependencies.read(image)
+                } catch {
+                    throw PluginLoadError(
+                        .notSharedObject, file: caller, reason: "malformed ELF dynamic section: \(error.reason) (of \(caller), which loads plugins)")
+                }
+                guard let entries = read else { continue }
                 found += try searchPaths(
                     entries, path: caller, library: "\(caller) (which loads plugins)", origin: parent(of: caller)
                 ).rpath
