@@ -381,7 +381,8 @@ final class ResponseState: ResultHandle, ResponseBackend {
     var sentRequest: RequestState?
 
     /// Whether a redirect led to another origin than the request's, on the way or at the end:
-    /// the transports left the request's credentials (`Authorization`, `Cookie`) behind, and the
+    /// the transports left the request's credentials (`Authorization`, `Cookie`) and a `Host` field
+    /// of the caller's behind, and the
     /// last hop, which this response answers, went without them (the transport says so; the
     /// chain also compares the request's URL with the last).
     var credentialsLeftBehind = false
@@ -391,7 +392,7 @@ final class ResponseState: ResultHandle, ResponseBackend {
     var requestHeaders: [HTTPHeader]? {
         guard var sent = sentRequest?.headers else { return nil }
         if credentialsLeftBehind {
-            sent.removeAll { field in SessionRouter.fieldsLeftOnAnotherOrigin.contains { HTTPHeader.namesEqual($0, field.name) } }
+            sent.removeAll { field in SessionRouter.fieldsOfTheFirstOrigin.contains { HTTPHeader.namesEqual($0, field.name) } }
         }
         if let challengeAnswer {
             sent.removeAll { HTTPHeader.namesEqual($0.name, challengeAnswer.name) }

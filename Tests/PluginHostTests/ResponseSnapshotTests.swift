@@ -88,6 +88,25 @@ struct ResponseSnapshotTests {
         }
     }
 
+    /// After a redirect to another origin, the hooks read the request as the last hop got it:
+    /// without the credentials and without a `Host` field the caller set for the first origin
+    /// (the hooks were told that `Host` was sent there).
+    @Test(arguments: TransportKind.allCases)
+    func theRequestAsSentLeavesWhatAnotherOriginDidNotGet(_ transport: TransportKind) async throws {
+        let seen = LockedBox<[String]>([])
+        let provider = Provider<Bin>(transport: transport.make(), interceptors: [SentReader(seen: seen, prefix: "")])
+        let (first, second) = (try TestServer.url(), try TestServer.second())
+        let target = try Bin(
+            "redirect-to",
+            task: .requestParameters(parameters: ["url": second.appendingPathComponent("get").absoluteString], encoding: URLEncoding.queryString),
+            headers: ["Authorization": "Bearer secret", "Host": "\(first.host ?? ""):\(first.port ?? 0)", "X-Kept": "yes"])
+        #expect(try await provider.request(target).value.statusCode == 200)
+        let names = seen.get().map { $0.prefix { $0 != "=" }.lowercased() }
+        #expect(names.contains("x-kept"))
+        #expect(!names.contains("authorization"))
+        #expect(!names.contains("host"), "\(names)")
+    }
+
     @Test func theChainHandsEachResponseItsRequestAsSentReplacementsToo() async throws {
         let seen = LockedBox<[String]>([])
         let provider = Provider<Bin>(
@@ -104,10 +123,12 @@ struct ResponseSnapshotTests {
 private struct SentReader: Interceptor {
     var name: String { "sent-reader" }
     let seen: LockedBox<[String]>
+    /// The fields kept: those whose names begin so.
+    var prefix = "X-"
     func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
         guard case .response(let response) = result else { return .proceed }
         let fields = response.requestHeaders ?? []
-        seen.set(fields.filter { $0.name.hasPrefix("X-") }.map { "\($0.name)=\($0.value)" }.sorted())
+        seen.set(fields.filter { $0.name.hasPrefix(prefix) }.map { "\($0.name)=\($0.value)" }.sorted())
         return .proceed
     }
 }
