@@ -152,17 +152,8 @@ struct LibraryDependencyTests {
         #expect((open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o777) } } == 0)
         defer { _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { rmdir($0.baseAddress!) } } }
         _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { chmod($0.baseAddress!, 0o777) } }
-        var bytes = try variant(runpath: trusted + "/X")
-        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
-        bytes[entry.offset + open.count - 1] = 0xFF
-        let library = f.root + "/libnotutf8.so"
-        try install(bytes, at: library)
-        #expect(
-            refusal(library)
-                == PluginLoadError(
-                    .notSharedObject, file: library,
-                    reason: "malformed ELF dynamic section: the RUNPATH string at offset \(entry.offset) is not UTF-8 text, "
-                        + "so the path the loader would take cannot be checked"))
+        let (library, offset) = try notUTF8(f, under: trusted, rpath: false)
+        #expect(refusal(library) == PluginLoadError(.notSharedObject, file: library, reason: Self.notUTF8("RUNPATH", at: offset)))
     }
 
     /// A program or library that loads plugins (a caller) whose `RPATH` is not UTF-8 text is
@@ -172,18 +163,28 @@ struct LibraryDependencyTests {
         defer { f.remove() }
         let trusted = try ScratchDirectories(0o755)[0]
         defer { try? FileManager.default.removeItem(atPath: trusted) }
-        var bytes = try variant(runpath: trusted + "/X", rpath: true)
-        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
-        bytes[entry.offset + trusted.utf8.count + 1] = 0xFF
-        let caller = f.root + "/libcaller.so"
-        try install(bytes, at: caller)
+        let (caller, offset) = try notUTF8(f, under: trusted, rpath: true)
         let plugin = try patched(f, runpath: trusted)
         #expect(
             try refusal(of: plugin, callers: [caller])
-                == PluginLoadError(
-                    .notSharedObject, file: caller,
-                    reason: "malformed ELF dynamic section: the RPATH string at offset \(entry.offset) is not UTF-8 text, "
-                        + "so the path the loader would take cannot be checked (of \(caller), which loads plugins)"))
+                == PluginLoadError(.notSharedObject, file: caller, reason: Self.notUTF8("RPATH", at: offset) + " (of \(caller), which loads plugins)")
+        )
+    }
+
+    /// The fixture library with its search path `<directory>/\xFF` (a `RUNPATH`, or an `RPATH`),
+    /// installed in `f.root`, and the string's offset.
+    func notUTF8(_ f: PluginFixtures, under directory: String, rpath: Bool) throws -> (path: String, offset: Int) {
+        var bytes = try variant(runpath: directory + "/X", rpath: rpath)
+        let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+        bytes[entry.offset + directory.utf8.count + 1] = 0xFF
+        let path = f.root + "/libnotutf8-\(rpath ? "rpath" : "runpath").so"
+        try install(bytes, at: path)
+        return (path, entry.offset)
+    }
+
+    /// The refusal of a `tag` string at `offset` that is not UTF-8.
+    static func notUTF8(_ tag: String, at offset: Int) -> String {
+        "malformed ELF dynamic section: the \(tag) string at offset \(offset) is not UTF-8 text, so the path the loader would take cannot be checked"
     }
 
     /// A directory that does not exist is judged by the one above it: who may write there may
