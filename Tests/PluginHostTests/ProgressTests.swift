@@ -69,6 +69,23 @@ struct ProgressTests {
         }
     }
 
+    /// The body of a redirect the transport follows is left behind with no progress told of it:
+    /// progress goes one way, to the last body's length. (The curl transport told the `302`'s own
+    /// body, `completed` and all, then began again from nothing for the next.)
+    @Test(arguments: TransportKind.allCases) func aFollowedRedirectsBodyTellsNoProgress(_ transport: TransportKind) async throws {
+        let provider = transport.provider()
+        let seen = Locked([TransferProgress]())
+        let response = try await provider.request(try Bin("redirect/1")).run { p in
+            if p.direction == .download { seen.withLock { $0.append(p) } }
+        }
+        #expect(response.statusCode == 200)
+        #expect(response.response?.url?.path == "/get")
+        let progress = seen.withLock { $0 }
+        #expect(progress.map(\.completedBytes) == progress.map(\.completedBytes).sorted(), "progress went backwards: \(progress)")
+        #expect(progress.dropLast().allSatisfy { !$0.completed }, "completed before the last event: \(progress)")
+        #expect(progress.last?.completedBytes == Int64(response.data.count))
+    }
+
     /// Every caller of a shared exchange (`trackInflights`) gets its progress, and a caller that
     /// leaves (cancelled) gets none after its completion. The exchange reported to the first
     /// caller alone, after it had left too.

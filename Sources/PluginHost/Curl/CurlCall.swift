@@ -113,6 +113,11 @@ final class CurlCall: @unchecked Sendable {
     /// The body read from the request's stream, sent like a file.
     private var spooledBody: SpooledBody?
     private var redirectCount = 0
+    /// How many redirects the call follows (the request's policy, else the transport's).
+    private var redirectLimit = 0
+    /// Whether this hop's response is a redirect the call follows: its body is left behind, and
+    /// no progress is told of it (the next hop's body is the response's).
+    private var leavingBody = false
     /// When the first hop and the current one were configured (uptime nanoseconds): the metrics' `redirectTime`.
     private var firstHopStart: UInt64 = 0
     private var hopStart: UInt64 = 0
@@ -249,6 +254,8 @@ final class CurlCall: @unchecked Sendable {
     func configure(_ easy: UnsafeMutableRawPointer, settings: CurlSettings) throws(TransportFailure) {
         self.easy = easy
         let me = Unmanaged.passUnretained(self).toOpaque()
+        redirectLimit = (request.redirects ?? settings.configuration.redirects).maxRedirects
+        leavingBody = false
         responseHeaders.removeAll(keepingCapacity: true)
         data = Data()
         expected = -1
@@ -701,8 +708,11 @@ final class CurlCall: @unchecked Sendable {
             data.append(piece.baseAddress!.assumingMemoryBound(to: UInt8.self), count: piece.count)
         }
         received = total
-        // A decoded body's progress is told in coded bytes, once per read (`receiveBody`).
-        if decoder == nil { request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected)) }
+        // A decoded body's progress is told in coded bytes, once per read (`receiveBody`); a
+        // redirect's that is followed, not at all.
+        if decoder == nil, !leavingBody {
+            request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
+        }
         return true
     }
 
@@ -768,6 +778,7 @@ final class CurlCall: @unchecked Sendable {
             } catch {
                 return stop(error)
             }
+            leavingBody = followedRedirect(status: status) != nil
         }
         guard expected >= 0, method != "HEAD" else { return count }
         if status < 200 || (300..<400).contains(status) { return count }
@@ -858,6 +869,14 @@ final class CurlCall: @unchecked Sendable {
         return measured
     }
 
+    /// Where this hop's response, of `status`, redirects the call, when the call follows it
+    /// (within its redirect limit, to an `http` or `https` URL).
+    private func followedRedirect(status: Int) -> (url: URL, method: String, becomesGET: Bool)? {
+        guard redirectCount < redirectLimit else { return nil }
+        return SessionRouter.redirect(
+            status: status, location: responseHeaders.first(where: { HTTPHeader.namesEqual($0.name, "Location") })?.value, from: url, method: method)
+    }
+
     private func transferOutcome(code: Int32, settings: CurlSettings) -> Outcome {
         guard let easy else { return .finished(.failure(TransportFailure(kind: .other, message: "no transfer"))) }
         if code != PH_CURLE_OK {
@@ -878,11 +897,7 @@ final class CurlCall: @unchecked Sendable {
         if let jar = settings.cookieJar {
             jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
         }
-        let policy = request.redirects ?? settings.configuration.redirects
-        if redirectCount < policy.maxRedirects,
-            let (next, _, becomesGET) = SessionRouter.redirect(
-                status: status, location: responseHeaders.first(where: { $0.name.lowercased() == "location" })?.value, from: url, method: method)
-        {
+        if let (next, _, becomesGET) = followedRedirect(status: status) {
             redirectCount += 1
             if becomesGET {
                 method = "GET"
