@@ -776,11 +776,15 @@ public struct LoggerPlugin: ExportablePlugin {
         /// `,`, `)`, `}`, `]`; a quoted string right after a `=` in it (a scheme's parameter,
         /// `response="a b"`, or `response=\"a b\"` while still JSON-escaped) is whole. (A quote
         /// elsewhere is a byte like another: one left unpaired would take the value to the end.)
+        /// Whether `byte` ends a bare value (besides a space).
+        func endsValue(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: ",") || byte == UInt8(ascii: ")") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]")
+        }
         func bareEnd(_ start: Int) -> Int {
             var index = start
             while index < count, Self.spaceWidth(in: bytes, at: index) == 0 {
                 let byte = bytes[index]
-                if byte == UInt8(ascii: ",") || byte == UInt8(ascii: ")") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") { break }
+                if endsValue(byte) { break }
                 let afterEquals = index > start && bytes[index - 1] == UInt8(ascii: "=")
                 if byte == quote, afterEquals {
                     index = stringEnd(index, quote).end
@@ -822,8 +826,7 @@ public struct LoggerPlugin: ExportablePlugin {
             guard bytes[start] == UInt8(ascii: "$"), let end = variableNameEnd(start), defined.contains(bytes[(start + 1)..<end]) else {
                 return false
             }
-            return end == count || isSpace(bytes[end]) || bytes[end] == backslash
-                || [UInt8(ascii: ","), UInt8(ascii: ")"), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[end])
+            return end == count || isSpace(bytes[end]) || bytes[end] == backslash || endsValue(bytes[end])
         }
         func addFound(_ raw: ArraySlice<UInt8>) {
             let written = String(decoding: raw, as: UTF8.self)

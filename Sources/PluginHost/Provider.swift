@@ -195,9 +195,7 @@ public final class Provider<Target: TargetType>: Sendable {
                 throw error
             }
             // What a retry decides on: the method the closures left, not the target's.
-            if SentMethod.current != nil {
-                SentMethod.report(made.request.httpMethod.map(HTTPMethod.init(rawValue:)) ?? method, from: origin)
-            }
+            SentMethod.report(made.request.httpMethod.map(HTTPMethod.init(rawValue:)) ?? method, from: origin)
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let sharable = trackInflights && Self.mayShare(made) ? Self.sharingKey(made) : nil

@@ -404,11 +404,12 @@ final class SentMethod: Sendable {
     /// The method reported last, if any.
     var method: HTTPMethod? { reported.withLock { $0 } }
 
-    /// Reports `method` to each retry loop of `origin` around the running attempt.
-    static func report(_ method: HTTPMethod, from origin: PipelineOrigin) {
+    /// Reports `method` to each retry loop of `origin` around the running attempt (made only
+    /// when one runs).
+    static func report(_ method: @autoclosure () -> HTTPMethod, from origin: PipelineOrigin) {
         var loop = current
         while let each = loop {
-            if each.origin === origin { each.reported.withLock { $0 = method } }
+            if each.origin === origin { each.reported.withLock { $0 = method() } }
             loop = each.parent
         }
     }

@@ -503,8 +503,12 @@ final class CurlCall: @unchecked Sendable {
                 // The transport's own list (a provider's default) is decoded; any other is the caller's.
                 // Not with a range, which is not decoded: a server that ignores the range would
                 // send the whole body coded, to a caller who did not ask for it.
-                if value != settings.encodings { hasAcceptEncoding = true } else { hasTransportsAcceptEncoding = true }
-                if value == settings.encodings, hasRange { continue }
+                if value != settings.encodings {
+                    hasAcceptEncoding = true
+                } else {
+                    hasTransportsAcceptEncoding = true
+                    if hasRange { continue }
+                }
             case "expect": hasExpect = true
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true

@@ -512,7 +512,7 @@ enum FileSecurity {
         loaderCache: String = LoaderCache.path, defaultDirectories: [String] = LoaderCache.defaultDirectories,
         callers: [String] = DependencyWalk.callers, memo: inout CheckMemo
     ) throws(PluginLoadError) {
-        guard let found = try dependencies(in: bytes, path: path, neededBy: nil) else { return }
+        guard let found = try dependencies(in: bytes, path: path, role: nil) else { return }
         // The walk works on a copy: what it found to pass is kept only when all of it passes.
         var walk = DependencyWalk(
             libraryPath: environment["LD_LIBRARY_PATH"], cachePath: loaderCache, defaultDirectories: defaultDirectories, memo: memo)
@@ -528,21 +528,21 @@ enum FileSecurity {
             else { continue }
             // Mapped, not read: only the headers and the dynamic section are touched.
             guard let mapped = LibraryImage.map(next.path),
-                let found = try dependencies(in: mapped, path: next.path, neededBy: next.neededBy)
+                let found = try dependencies(in: mapped, path: next.path, role: "a library that the library \(next.neededBy) needs")
             else { continue }  // no library the loader would take: it passes over it too
             try walk.check(found, path: next.path, origin: origin, neededBy: next.neededBy, inherited: next.inherited)
         }
         memo = walk.memo
     }
 
-    /// The dependencies of `bytes`, the library at `path` (which `neededBy` needs, unless it is
+    /// The dependencies of `bytes`, the library at `path` (what `role` says it is, unless it is
     /// the plugin library itself); a malformed dynamic section is refused.
-    private static func dependencies(in bytes: Data, path: String, neededBy: String?) throws(PluginLoadError) -> ELFDependencies? {
+    private static func dependencies(in bytes: Data, path: String, role: @autoclosure () -> String?) throws(PluginLoadError) -> ELFDependencies? {
         do {
             return try ELFDependencies.read(bytes)
         } catch {
-            let needed = neededBy.map { " (a library that the library \($0) needs)" } ?? ""
-            throw PluginLoadError(.notSharedObject, file: path, reason: "malformed ELF dynamic section: \(error.reason)\(needed)")
+            throw PluginLoadError(
+                .notSharedObject, file: path, reason: "malformed ELF dynamic section: \(error.reason)\(role().map { " (\($0))" } ?? "")")
         }
     }
 
@@ -626,14 +626,9 @@ enum FileSecurity {
                 else { continue }
                 // A caller whose search paths cannot be read is refused, not passed over: its
                 // `RPATH` would go unchecked, every entry of it.
-                let read: ELFDependencies?
-                do {
-                    read = try ELFDependencies.read(image)
-                } catch {
-                    throw PluginLoadError(
-                        .notSharedObject, file: caller, reason: "malformed ELF dynamic section: \(error.reason) (of \(caller), which loads plugins)")
+                guard let entries = try FileSecurity.dependencies(in: image, path: caller, role: "of \(caller), which loads plugins") else {
+                    continue
                 }
-                guard let entries = read else { continue }
                 found += try searchPaths(
                     entries, path: caller, library: "\(caller) (which loads plugins)", origin: parent(of: caller)
                 ).rpath
