@@ -9,7 +9,8 @@ import FoundationNetworking
 ///
 /// Defaults: at most 2 retries; exponential backoff of `0.5 s × 2^(n-1)` before retry n
 /// (0.5 s, then 1 s); only idempotent methods (`DELETE`, `GET`, `HEAD`, `OPTIONS`,
-/// `PUT`, `TRACE`); status codes 408, 500, 502, 503 and 504; transport failures that
+/// `PUT`, `TRACE`); status codes 408, 500, 502, 503 and 504 (refused by a filter step, or a
+/// body a mapping step before the retry could not decode); transport failures that
 /// are timeouts, refused or lost connections and malformed responses. Cancellation
 /// is never retried, nor a failure that passed a ``RequestLimits`` limit
 /// (``TransportFailure/limit``: too many or too large header fields, a body too large),
@@ -117,13 +118,14 @@ public struct RetryPolicy: Sendable {
     func retryReason(for error: NetworkError, method: HTTPMethod?) -> String? {
         if let method, !retryableHTTPMethods.contains(method) { return nil }
         switch error {
-        case .statusCode(let response) where retryableStatusCodes.contains(response.statusCode),
-            .server(_, let response) where retryableStatusCodes.contains(response.statusCode):
-            return "status \(response.statusCode)"
-        case .underlying(let failure, _) where failure.limit == nil && retryableFailureKinds.contains(failure.kind):
-            return failure.kind.rawValue
+        case .underlying(let failure, _):
+            return failure.limit == nil && retryableFailureKinds.contains(failure.kind) ? failure.kind.rawValue : nil
         default:
-            return nil
+            // A status a filter step refused, and as much a body a mapping step (`map`, `mapJSON`,
+            // `mapString`, `mapServerError`) could not decode (a proxy's HTML page for a `503`):
+            // the answer's status decides.
+            guard let status = error.response?.statusCode, retryableStatusCodes.contains(status) else { return nil }
+            return "status \(status)"
         }
     }
 }

@@ -114,6 +114,46 @@ struct PipelineTests {
         #expect(transport.count == 2)
     }
 
+    /// A retry placed after a mapping step retries a retryable answer whose body the step could not
+    /// decode (a proxy's HTML page for a `503`), as it retries a status a filter step refused: the
+    /// answer's status decides, whichever mapping error carries it. A `404` so answered is not
+    /// retried. (A `503` that failed to map was the result at once before.)
+    @Test(arguments: [503, 404])
+    func aRetryAfterAMappingStepLooksAtTheAnswersStatus(_ status: Int) async throws {
+        struct User: Decodable { let login: String }
+        let transport = CountingTransport()
+        let provider = Provider<Bin>(transport: transport)
+        let policy = RetryPolicy(exponentialBackoffScale: 0.001)
+        func answer(_ body: String) throws -> Bin {
+            try Bin(
+                "fixture/respond",
+                task: .requestParameters(parameters: ["status": status, "body": body, "type": "text/html"], encoding: URLEncoding.queryString))
+        }
+        func failure<Value>(_ result: Result<Value, NetworkError>) -> String {
+            guard case .failure(let error) = result else { return "no failure" }
+            switch error {
+            case .objectMapping(_, let response): return "objectMapping \(response.statusCode)"
+            case .keyPathNotFound(let keyPath, let response): return "keyPathNotFound \(keyPath) \(response.statusCode)"
+            case .jsonMapping(let response): return "jsonMapping \(response.statusCode)"
+            case .stringMapping(let response): return "stringMapping \(response.statusCode)"
+            default: return "\(error)"
+            }
+        }
+        let page = "<html>busy</html>"
+        let outcomes = [
+            failure(await provider.request(try answer(page)).map(User.self).retry(policy).result),
+            failure(await provider.request(try answer(#"{"other": 1}"#)).map(User.self, atKeyPath: "user").retry(policy).result),
+            failure(await provider.request(try answer(page)).mapJSON().retry(policy).result),
+            failure(await provider.request(try answer(#"{"user": 1}"#)).mapString(atKeyPath: "user").retry(policy).result),
+        ]
+        #expect(
+            outcomes == [
+                "objectMapping \(status)", "keyPathNotFound user \(status)", "jsonMapping \(status)", "stringMapping \(status)",
+            ])
+        // Each sent three times (two retries) when retryable, once otherwise.
+        #expect(transport.count == (status == 503 ? 12 : 4))
+    }
+
     /// A retry decides on the method the request was sent with, not on the target's: a `GET`
     /// target that the endpoint closure, the request closure or an interceptor made a `POST` is
     /// sent once, whether it was answered with a retryable status (the response names the request
