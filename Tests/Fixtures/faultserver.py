@@ -11,6 +11,7 @@
                              closes (at most 4 GiB or 60 s)
   /endless-chunked           200, chunked, zeros until the client closes (same bounds)
   /sized?n=N                 200 with a body of exactly N bytes
+                             (/endless and /sized: status=S answers S instead, location=U adds Location: U)
   /gzip-bomb                 200, Content-Encoding: gzip, a gzip stream of zeros that inflates to
                              10 GiB (about 10 MiB on the wire), sent until the client closes
   /nested-bomb               200, "Content-Encoding: deflate, gzip": a gzip body (about 30 KB) of a deflate
@@ -56,6 +57,14 @@ def nested_bomb():
 
 counts = {}
 lock = threading.Lock()
+
+
+def status_head(query):
+    """The status line (status=S, default 200) and a Location field when location=U is asked."""
+    head = b"HTTP/1.1 %d X\r\n" % int(query.get("status", "200"))
+    if "location" in query:
+        head += b"Location: " + query["location"].encode() + b"\r\n"
+    return head
 
 
 def reset(sock):
@@ -116,7 +125,7 @@ class Handler(socketserver.BaseRequestHandler):
                 sock.close()
             elif path in ("/endless", "/endless-chunked"):
                 chunked = path == "/endless-chunked"
-                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n"
+                head = status_head(query) + b"Content-Type: application/octet-stream\r\nConnection: close\r\n"
                 if chunked:
                     head += b"Transfer-Encoding: chunked\r\n"
                 elif "declare" in query:
@@ -131,7 +140,7 @@ class Handler(socketserver.BaseRequestHandler):
                 sock.close()
             elif path == "/sized":
                 n = int(query.get("n", "0"))
-                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % n)
+                sock.sendall(status_head(query) + b"Content-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n" % n)
                 remaining = n
                 while remaining > 0:
                     step = min(remaining, 1 << 20)

@@ -118,6 +118,16 @@ final class CurlCall: @unchecked Sendable {
     /// Whether this hop's response is a redirect the call follows: its body is left behind, and
     /// no progress is told of it (the next hop's body is the response's).
     private var leavingBody = false
+    /// How many bytes of the body left behind were read (and dropped): they count against no
+    /// limit of the response's, and past ``leftBodyAllowance`` the hop's connection is closed.
+    private var leftBytes: Int64 = 0
+    /// Whether the body left behind was cut (past ``leftBodyAllowance``): the transfer's write
+    /// error means the redirect is followed, not a failure.
+    private var cutLeftBody = false
+    /// The most bytes of a followed redirect's body read to keep its connection for the next hop;
+    /// a longer one (or one that never ends) is cut, closing the connection, and the redirect
+    /// followed.
+    static let leftBodyAllowance: Int64 = 64 << 10
     /// When the first hop and the current one were configured (uptime nanoseconds): the metrics' `redirectTime`.
     private var firstHopStart: UInt64 = 0
     private var hopStart: UInt64 = 0
@@ -256,6 +266,8 @@ final class CurlCall: @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         redirectLimit = (request.redirects ?? settings.configuration.redirects).maxRedirects
         leavingBody = false
+        leftBytes = 0
+        cutLeftBody = false
         responseHeaders.removeAll(keepingCapacity: true)
         data = Data()
         expected = -1
@@ -680,6 +692,16 @@ final class CurlCall: @unchecked Sendable {
 
     func receiveBody(_ bytes: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         lastActivity = DispatchTime.now().uptimeNanoseconds
+        // A redirect's body that is followed is not the response's: read to keep the connection,
+        // dropped, and cut once it is long.
+        if leavingBody {
+            leftBytes += Int64(count)
+            guard leftBytes <= Self.leftBodyAllowance else {
+                cutLeftBody = true
+                return 0
+            }
+            return count
+        }
         let raw = UnsafeRawBufferPointer(start: bytes, count: count)
         guard let decoder else { return deliver(raw) ? count : 0 }
         encodedReceived += Int64(count)
@@ -713,8 +735,8 @@ final class CurlCall: @unchecked Sendable {
         }
         received = total
         // A decoded body's progress is told in coded bytes, once per read (`receiveBody`); a
-        // redirect's that is followed, not at all.
-        if decoder == nil, !leavingBody {
+        // redirect's that is followed never comes here.
+        if decoder == nil {
             request.progress?(TransferProgress(direction: .download, completedBytes: received, totalBytes: expected))
         }
         return true
@@ -883,7 +905,7 @@ final class CurlCall: @unchecked Sendable {
 
     private func transferOutcome(code: Int32, settings: CurlSettings) -> Outcome {
         guard let easy else { return .finished(.failure(TransportFailure(kind: .other, message: "no transfer"))) }
-        if code != PH_CURLE_OK {
+        if code != PH_CURLE_OK, !cutLeftBody {
             removeDownload()
             if let limitFailure { return .finished(.failure(limitFailure)) }
             if let challenged = proxyChallenge(easy) { return .finished(.success(challenged)) }

@@ -3,6 +3,10 @@ import PluginHost
 import PluginSDK
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// A misbehaving server (Tests/Fixtures/faultserver.py): exactly one completion per request,
 /// with the right error case, and no hang.
 @Suite("Fault injection")
@@ -25,6 +29,36 @@ struct FaultInjectionTests {
         try await Task.sleep(nanoseconds: 200_000_000)
         #expect(calls.value == 1)
         return result
+    }
+
+    /// A redirect the transport follows is not the response: its body counts against no limit of
+    /// the response's (a `302` with 200 KB of body, under a 10 KB `maxResponseBytes`, lands), and
+    /// one that never ends is cut, its connection closed, and the redirect followed. A redirect
+    /// that is not followed is the response, and its body is held to the limit. (`CurlTransport`:
+    /// URL loading on Linux reads a redirect's body whole, out of a delegate's sight, see README.)
+    @Test func aFollowedRedirectsBodyCountsAgainstNoLimit() async throws {
+        let transport = TransportKind.curl.make()
+        let fault = try Self.fault("").baseURL
+        let landing = try TestServer.url().appendingPathComponent("get")
+        func send(_ path: String, _ query: [URLQueryItem] = [], redirects: RedirectPolicy? = nil) async throws -> TransportResponse {
+            var parts = URLComponents(url: fault.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+            parts.queryItems = query + [URLQueryItem(name: "status", value: "302"), URLQueryItem(name: "location", value: landing.absoluteString)]
+            var request = URLRequest(url: parts.url!)
+            request.timeoutInterval = 20
+            return try await transport.send(
+                TransportRequest(urlRequest: request, redirects: redirects, limits: RequestLimits(maxResponseBytes: 10_000)))
+        }
+        for (path, query) in [("sized", [URLQueryItem(name: "n", value: "200000")]), ("endless", []), ("endless-chunked", [])] {
+            let landed = try await send(path, query)
+            #expect(landed.response.statusCode == 200 && landed.redirected, "\(path)")
+            #expect(landed.response.url?.path == "/get", "\(path)")
+        }
+        do {
+            let kept = try await send("sized", [URLQueryItem(name: "n", value: "200000")], redirects: .doNotFollow)
+            Issue.record("a 302 with 200000 bytes of body, not followed, passed a limit of 10000: \(kept.response.statusCode)")
+        } catch let failure as TransportFailure {
+            #expect(failure.limit == 10_000, "\(failure)")
+        }
     }
 
     func timeout(_ seconds: Double, _ transport: TransportKind = .curl) -> Provider<Bin> {
