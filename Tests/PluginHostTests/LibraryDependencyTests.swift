@@ -125,6 +125,32 @@ struct LibraryDependencyTests {
                         + "(the LD_LIBRARY_PATH entry \(open.debugDescription), searched for the libraries \(path) needs,)"))
     }
 
+    /// An `LD_LIBRARY_PATH` entry whose bytes are not UTF-8 text is refused. Read with a
+    /// replacement character, it named a directory that does not exist, and passed, while the
+    /// loader searches the bytes as they are: here a directory others may write to.
+    @Test func aLibraryPathEntryThatIsNotUTF8IsRefused() throws {
+        let path = try PluginFixtures.library("CPluginTestPlugin")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        let trusted = try ScratchDirectories(0o755)[0]
+        defer { try? FileManager.default.removeItem(atPath: trusted) }
+        // `<trusted>/\xFF`, mode 0777 (made with the raw byte: no Swift string names it).
+        let open = Array(trusted.utf8) + [UInt8(ascii: "/"), 0xFF]
+        #expect((open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o777) } } == 0)
+        defer { _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { rmdir($0.baseAddress!) } } }
+        _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { chmod($0.baseAddress!, 0o777) } }
+        // The environment block as the process would have started with it.
+        let environment = LoaderEnvironment.parse(Array("LD_LIBRARY_PATH=/usr/lib:".utf8) + open + [0])
+        let entry = try #require(environment["LD_LIBRARY_PATH"]?.split(separator: ":").last.map(String.init))
+        #expect(
+            throws: PluginLoadError(
+                .insecurePermissions, file: path,
+                reason: "the LD_LIBRARY_PATH entry \(entry.debugDescription), searched for the libraries \(path) needs, is not UTF-8 text "
+                    + "(or names U+FFFD), so the directory the loader would search cannot be checked; name it in UTF-8")
+        ) {
+            try FileSecurity.checkDependencies(of: bytes, path: path, environment: environment)
+        }
+    }
+
     @Test func aRunpathDirectoryOthersMayWriteToIsRefused() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

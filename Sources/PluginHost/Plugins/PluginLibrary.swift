@@ -689,6 +689,11 @@ enum FileSecurity {
                 let named = "the LD_LIBRARY_PATH entry \(directory.debugDescription), searched for \(needs),"
                 func refuse(_ why: String) -> PluginLoadError { PluginLoadError(.insecurePermissions, file: path, reason: "\(named) \(why)") }
                 guard !directory.contains("$") else { throw refuse("holds a token; name the directory itself") }
+                // Bytes that are not UTF-8 were read as U+FFFD (``LoaderEnvironment``): the string
+                // names another directory than the bytes the loader searches.
+                guard !directory.unicodeScalars.contains("\u{FFFD}") else {
+                    throw refuse("is not UTF-8 text (or names U+FFFD), so the directory the loader would search cannot be checked; name it in UTF-8")
+                }
                 guard directory.hasPrefix("/") else {
                     throw refuse(
                         "is relative (empty: the working directory): it would be searched in whatever directory the app runs in; make it absolute")
