@@ -721,8 +721,10 @@ final class InterceptorChain: Sendable {
         -> Result<Response, NetworkError>
     {
         switch outcome {
-        case .failure(let failure):
-            return .failure(failure.kind == .cancelled ? .cancelled : .underlying(failure, nil))
+        case .failure(var failure):
+            if failure.kind == .cancelled { return .failure(.cancelled) }
+            failure.attemptMethod = method
+            return .failure(.underlying(failure, nil))
         case .response(let state):
             var response = state.makeResponse(request: request)
             response.attemptMethod = method

@@ -62,6 +62,12 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
         }
     }
 
+    /// The transport's failure of ``underlying(_:_:)``, else nil.
+    var underlyingFailure: TransportFailure? {
+        if case .underlying(let failure, _) = self { return failure }
+        return nil
+    }
+
     /// How the exchange went as far as it went (``TransferMetrics``), when the transport measured
     /// it: a transport failure's (``TransportFailure/metrics``: which stage a timeout reached),
     /// else the response's the error carries (a status code validation refused). Nil for an

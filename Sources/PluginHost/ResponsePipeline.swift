@@ -26,8 +26,8 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// The target's method. ``retry(_:)`` decides on the method each attempt sent instead, when it
     /// knows it: for a response a provider's chain made, the method after the endpoint closure, the
     /// request closure and the interceptors (a target's `GET` an endpoint closure made a `POST` is
-    /// not retried); for a failure with no response, the closures' method in a provider's
-    /// pipeline; this one otherwise.
+    /// not retried), and as much for a transport failure the chain reported; for a failure before
+    /// the chain ran, the closures' method in a provider's pipeline; this one otherwise.
     public let method: HTTPMethod?
     /// Where ``start(on:progress:completion:)`` calls back when no queue is given.
     public let callbackQueue: DispatchQueue?
@@ -314,10 +314,11 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                 // The method this attempt sends, as its provider pipeline reports it.
                 let sent = origin.map { SentMethod(origin: $0, parent: SentMethod.current) }
                 /// The method the attempt sent: the chain's, for a response (a redirect or an
-                /// authentication round may have sent the last hop with another), else what the
-                /// attempt's provider pipeline reported, else the target's.
-                func sentMethod(_ response: Response?) -> HTTPMethod? {
-                    response?.attemptMethod.map(HTTPMethod.init(rawValue:)) ?? sent?.method ?? method
+                /// authentication round may have sent the last hop with another) or a transport
+                /// failure, else what the attempt's provider pipeline reported (a failure before
+                /// the chain), else the target's.
+                func sentMethod(_ response: Response?, failure: TransportFailure? = nil) -> HTTPMethod? {
+                    (response?.attemptMethod ?? failure?.attemptMethod).map(HTTPMethod.init(rawValue:)) ?? sent?.method ?? method
                 }
                 do throws(NetworkError) {
                     let claim = tally.map(AttemptClaim.init)
@@ -342,7 +343,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                     if ExchangeDeadline.reached(after: wait) { return value }
                     (reason, delay) = (why.reason, wait)
                 } catch {
-                    guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: sentMethod(error.response)),
+                    guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: sentMethod(error.response, failure: error.underlyingFailure)),
                         let wait = policy.delay(beforeRetry: retries + 1, answeredWith: error.response)
                     else { throw error }
                     // Past the consumption's deadline (the transport reported it first), or a wait

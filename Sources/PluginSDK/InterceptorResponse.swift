@@ -167,6 +167,9 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
         get { measured?.metrics }
         set { measured = newValue.map(Measured.init) }
     }
+    /// The method the host's chain sent the failed request with (after its interceptors): what a
+    /// retry would send again. Set by the chain that reports the failure; not compared by `==`.
+    package var attemptMethod: String?
     /// The metrics, boxed: a failure is part of every attempt's outcome, which the chain copies
     /// from hook to hook, and metrics held inline made each copy a hundred bytes longer.
     private var measured: Measured?
@@ -188,7 +191,8 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
         self.measured = metrics.map(Measured.init)
     }
 
-    /// Whether two failures are the same: kind, message, limit and bytes (not ``metrics``).
+    /// Whether two failures are the same: kind, message, limit and bytes (not ``metrics``, nor the
+    /// method the request was sent with).
     public static func == (lhs: TransportFailure, rhs: TransportFailure) -> Bool {
         lhs.kind == rhs.kind && lhs.message == rhs.message && lhs.limit == rhs.limit && lhs.observedBytes == rhs.observedBytes
     }
