@@ -177,8 +177,7 @@ public final class Provider<Target: TargetType>: Sendable {
         stub: @escaping @Sendable () -> StubBehavior,
         endpoint: @escaping @Sendable () -> Endpoint
     ) -> ResponsePipeline<Response> {
-        let origin = PipelineOrigin()
-        return ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry, origin: origin) {
+        return ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
             [self] progress async throws(NetworkError) -> Response in
             // A `cancelAll()` from here on, while the request closure runs too, cancels this
             // request when it is registered (`registry.run`): what the closure made is not sent.
@@ -194,8 +193,6 @@ public final class Provider<Target: TargetType>: Sendable {
                 registry.endPreparation(preparation)
                 throw error
             }
-            // What a retry decides on: the method the closures left, not the target's.
-            SentMethod.report(made.request.httpMethod.map(HTTPMethod.init(rawValue:)) ?? method, from: origin)
             made.limits = limits
             made.deadline = ExchangeDeadline.current
             let sharable = trackInflights && Self.mayShare(made) ? Self.sharingKey(made) : nil

@@ -397,7 +397,7 @@ enum ConsumptionScope {
         await ExchangeDeadline.$binding.withValue(nil) {
             await ChainPin.$current.withValue(nil) {
                 await RequestRegistry.$consumption.withValue(nil) {
-                    await RequestRegistry.$attempt.withValue(nil) { await SentMethod.$current.withValue(nil) { await body() } }
+                    await RequestRegistry.$attempt.withValue(nil) { await body() }
                 }
             }
         }

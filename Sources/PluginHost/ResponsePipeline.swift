@@ -26,8 +26,8 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// The target's method. ``retry(_:)`` decides on the method each attempt sent instead, when it
     /// knows it: for a response a provider's chain made, the method after the endpoint closure, the
     /// request closure and the interceptors (a target's `GET` an endpoint closure made a `POST` is
-    /// not retried), and as much for a transport failure the chain reported; for a failure before
-    /// the chain ran, the closures' method in a provider's pipeline; this one otherwise.
+    /// not retried), and as much for a transport failure the chain reported; this one otherwise
+    /// (a pipeline made from a closure, a failure no chain reported).
     public let method: HTTPMethod?
     /// Where ``start(on:progress:completion:)`` calls back when no queue is given.
     public let callbackQueue: DispatchQueue?
@@ -38,33 +38,29 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
     /// The provider's registry, for a pipeline a provider built: its ``Provider/cancelAll()``
     /// ends a retry's backoff.
     let registry: RequestRegistry?
-    /// The provider pipeline this one was built on, whose attempts report the method they sent
-    /// (``SentMethod``); nil for a pipeline made from a closure.
-    let origin: PipelineOrigin?
 
     /// Creates a pipeline from a closure that produces the value.
     public init(
         method: HTTPMethod? = nil, callbackQueue: DispatchQueue? = nil, deadline: TimeInterval? = nil,
         _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
     ) {
-        self.init(method: method, callbackQueue: callbackQueue, deadline: deadline, registry: nil, origin: nil, body)
+        self.init(method: method, callbackQueue: callbackQueue, deadline: deadline, registry: nil, body)
     }
 
     init(
-        method: HTTPMethod?, callbackQueue: DispatchQueue?, deadline: TimeInterval?, registry: RequestRegistry?, origin: PipelineOrigin?,
+        method: HTTPMethod?, callbackQueue: DispatchQueue?, deadline: TimeInterval?, registry: RequestRegistry?,
         _ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> Value
     ) {
         self.method = method
         self.callbackQueue = callbackQueue
         self.deadline = deadline
         self.registry = registry
-        self.origin = origin
         self.body = body
     }
 
-    /// A pipeline with the same method, callback queue, deadline, registry and origin, and a new body.
+    /// A pipeline with the same method, callback queue, deadline and registry, and a new body.
     func derived<T: Sendable>(_ body: @escaping @Sendable (ProgressHandler?) async throws(NetworkError) -> T) -> ResponsePipeline<T> {
-        ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, deadline: deadline, registry: registry, origin: origin, body)
+        ResponsePipeline<T>(method: method, callbackQueue: callbackQueue, deadline: deadline, registry: registry, body)
     }
 
     /// One consumption: the body, within the deadline when there is one. When the deadline
@@ -292,7 +288,6 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         let method = self.method
         let body = self.body
         let registry = self.registry
-        let origin = self.origin
         return { progress async throws(NetworkError) in
             // The provider's `cancelAll()` calls so far: one after this ends the backoff, and
             // cancels an attempt that starts after it (the attempts compare with this epoch).
@@ -311,25 +306,20 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
             while true {
                 let reason: String
                 let delay: Double
-                // The method this attempt sends, as its provider pipeline reports it.
-                let sent = origin.map { SentMethod(origin: $0, parent: SentMethod.current) }
-                /// The method the attempt sent: the chain's, for a response (a redirect or an
-                /// authentication round may have sent the last hop with another) or a transport
-                /// failure, else what the attempt's provider pipeline reported (a failure before
-                /// the chain), else the target's.
+                /// The method the attempt sent, as the chain reported it with its response (a
+                /// redirect or an authentication round may have sent the last hop with another) or
+                /// its transport failure; else (a failure no chain reported) the target's.
                 func sentMethod(_ response: Response?, failure: TransportFailure? = nil) -> HTTPMethod? {
-                    (response?.attemptMethod ?? failure?.attemptMethod).map(HTTPMethod.init(rawValue:)) ?? sent?.method ?? method
+                    (response?.attemptMethod ?? failure?.attemptMethod).map(HTTPMethod.init(rawValue:)) ?? method
                 }
                 do throws(NetworkError) {
                     let claim = tally.map(AttemptClaim.init)
                     let attempt: Result<Value, NetworkError> = await RequestRegistry.$consumption.withValue(scope ?? RequestRegistry.consumption) {
                         await RequestRegistry.$attempt.withValue(claim) {
-                            await SentMethod.$current.withValue(sent ?? SentMethod.current) {
-                                do throws(NetworkError) {
-                                    return .success(try await body(progress))
-                                } catch {
-                                    return .failure(error)
-                                }
+                            do throws(NetworkError) {
+                                return .success(try await body(progress))
+                            } catch {
+                                return .failure(error)
                             }
                         }
                     }
@@ -377,43 +367,6 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
 struct RetryCause: Sendable {
     let reason: String
     let response: Response?
-}
-
-/// The identity of a provider's pipeline, which the steps built on it keep: an attempt of a
-/// retry loop is told the method it sent by the pipeline of that identity only (a request another
-/// pipeline makes within the attempt, in a request closure say, reports to its own loop).
-final class PipelineOrigin: Sendable {}
-
-/// The method an attempt of a retry loop sent: reported by the provider's pipeline once its
-/// endpoint and request closures ran (``ResponsePipeline/retry(_:)`` decides on it, not on the
-/// target's method, when the attempt failed with no response to read it from).
-final class SentMethod: Sendable {
-    /// The innermost retry loop's, around the attempt that runs.
-    @TaskLocal static var current: SentMethod?
-
-    /// The pipeline whose attempts report here.
-    let origin: PipelineOrigin
-    /// The enclosing retry loop's, when loops are nested.
-    let parent: SentMethod?
-    private let reported = Locked<HTTPMethod?>(nil)
-
-    init(origin: PipelineOrigin, parent: SentMethod?) {
-        self.origin = origin
-        self.parent = parent
-    }
-
-    /// The method reported last, if any.
-    var method: HTTPMethod? { reported.withLock { $0 } }
-
-    /// Reports `method` to each retry loop of `origin` around the running attempt (made only
-    /// when one runs).
-    static func report(_ method: @autoclosure () -> HTTPMethod, from origin: PipelineOrigin) {
-        var loop = current
-        while let each = loop {
-            if each.origin === origin { each.reported.withLock { $0 = method() } }
-            loop = each.parent
-        }
-    }
 }
 
 /// An element of ``ResponsePipeline/events()``.

@@ -201,7 +201,7 @@ struct RetryEpochTests {
         let provider = Provider<Bin>(transport: counting)
         let target = try Bin("get")
         let attempts = LockedCounter()
-        let pipeline = ResponsePipeline<Response>(method: .get, callbackQueue: nil, deadline: nil, registry: provider.registry, origin: nil) {
+        let pipeline = ResponsePipeline<Response>(method: .get, callbackQueue: nil, deadline: nil, registry: provider.registry) {
             progress async throws(NetworkError) in
             if attempts.increment() == 2 { provider.cancelAll() }
             return try await provider.request(target).body(progress)
