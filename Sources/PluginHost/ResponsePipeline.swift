@@ -333,7 +333,8 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                     if ExchangeDeadline.reached(after: wait) { return value }
                     (reason, delay) = (why.reason, wait)
                 } catch {
-                    guard retries < policy.retryLimit, let why = policy.retryReason(for: error, method: sentMethod(error.response, failure: error.underlyingFailure)),
+                    guard retries < policy.retryLimit,
+                        let why = policy.retryReason(for: error, method: sentMethod(error.response, failure: error.underlyingFailure)),
                         let wait = policy.delay(beforeRetry: retries + 1, answeredWith: error.response)
                     else { throw error }
                     // Past the consumption's deadline (the transport reported it first), or a wait
