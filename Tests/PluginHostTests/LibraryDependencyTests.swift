@@ -726,6 +726,14 @@ struct LibraryDependencyTests {
         stray[48 + 24 + 8] = 0xFF
         stray[48 + 24 + 9] = 0xFF
         #expect(LoaderCache.read(stray)?.paths == ["libc.so.6": ["/lib/a/libc.so.6"]])
+        // Names are matched as glibc's lookup matches them: runs of digits by value.
+        let numbered = try #require(LoaderCache.read(Self.loaderCache([("libq.so.1", "/lib/q1"), ("libq.so.01", "/lib/q01"), ("libq.so.10", "/lib/q10")])))
+        #expect(numbered.paths(for: "libq.so.1") == ["/lib/q1", "/lib/q01"])
+        #expect(numbered.paths(for: "libq.so.001") == ["/lib/q1", "/lib/q01"])
+        #expect(numbered.paths(for: "libq.so.010") == ["/lib/q10"])
+        #expect(numbered.paths(for: "libq.so.0") == [])
+        #expect(numbered.paths(for: "libq.so.1.0") == [])
+        #expect(numbered.paths(for: "libq.so.") == [])
         // This machine's own cache is read.
         if let system = FileManager.default.contents(atPath: LoaderCache.path) {
             #expect(LoaderCache.read(system)?.paths["libc.so.6"]?.isEmpty == false)
@@ -763,6 +771,15 @@ struct LibraryDependencyTests {
                     cache, mode: "0666",
                     is: "the loader's cache of library "
                         + "paths"))
+        // The loader takes an entry whose name differs in leading zeros only (`libc.so.06`) for it.
+        try Self.loaderCache([("libc.so.06", library)]).write(to: URL(fileURLWithPath: cache))
+        chmod(cache, 0o644)
+        #expect(
+            try check()
+                == Self.writable(
+                    library, mode: "0666",
+                    is: "a library the loader's cache "
+                        + "\(cache) gives for \"libc.so.6\" (for the libraries \(plugin) needs)"))
         // Not in the cache: the default directories.
         try Self.loaderCache([]).write(to: URL(fileURLWithPath: cache))
         chmod(cache, 0o644)

@@ -25,8 +25,37 @@ struct LoaderCache: Equatable {
     #endif
 
     /// The paths the cache gives for each library name this machine's loader would take (several:
-    /// one per hardware level the cache lists).
+    /// one per hardware level the cache lists, or per name the loader takes as the same), by the
+    /// name's ``key(_:)``.
     var paths: [String: [String]] = [:]
+
+    /// The paths the cache gives for `name`, matched as glibc's lookup matches (`_dl_cache_libcmp`):
+    /// runs of digits compare by value, so `libq.so.01` finds the entry of `libq.so.1`.
+    func paths(for name: String) -> [String] { paths[Self.key(name)] ?? [] }
+
+    /// `name` with each run of digits written without its leading zeros: the names glibc's cache
+    /// lookup takes as equal have one key. (glibc adds a run's digits up in an `int`: a run past
+    /// nine digits it may wrap, which this does not follow.)
+    static func key(_ name: String) -> String {
+        var key = ""
+        var digits = ""
+        func flush() {
+            guard !digits.isEmpty else { return }
+            let value = digits.drop { $0 == "0" }
+            key += value.isEmpty ? "0" : value
+            digits = ""
+        }
+        for character in name {
+            if character.isASCII, character.isNumber {
+                digits.append(character)
+            } else {
+                flush()
+                key.append(character)
+            }
+        }
+        flush()
+        return key
+    }
 
     /// The cache in `bytes`; nil when they are not a cache the loader would read (glibc ignores
     /// such a file and goes on to its default directories). An entry whose strings lie outside
@@ -71,7 +100,7 @@ struct LoaderCache: Equatable {
             let entryFlags = UInt32(word(entry))
             if let flags { guard entryFlags == flags else { continue } } else { guard entryFlags & 0xFF == 3 || entryFlags == 1 else { continue } }
             guard let name = string(word(entry + 4)), let path = string(word(entry + 8)) else { continue }
-            cache.paths[name, default: []].append(path)
+            cache.paths[key(name), default: []].append(path)
         }
         return cache
     }

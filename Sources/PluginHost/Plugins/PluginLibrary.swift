@@ -783,7 +783,7 @@ enum FileSecurity {
             // What no search path holds a library of this machine for, the loader takes from
             // its cache, else from its default directories.
             for name in names where !resolved.contains(name) {
-                let listed = try loaderCache()?.paths[name] ?? []
+                let listed = try loaderCache()?.paths(for: name) ?? []
                 var cached: [String] = []
                 for library in listed {
                     let place = "where the loader's cache \(cachePath) says \(name.debugDescription) is (for \(needs))"
