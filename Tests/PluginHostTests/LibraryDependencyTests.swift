@@ -727,7 +727,8 @@ struct LibraryDependencyTests {
         stray[48 + 24 + 9] = 0xFF
         #expect(LoaderCache.read(stray)?.paths == ["libc.so.6": ["/lib/a/libc.so.6"]])
         // Names are matched as glibc's lookup matches them: runs of digits by value.
-        let numbered = try #require(LoaderCache.read(Self.loaderCache([("libq.so.1", "/lib/q1"), ("libq.so.01", "/lib/q01"), ("libq.so.10", "/lib/q10")])))
+        let numbered = try #require(
+            LoaderCache.read(Self.loaderCache([("libq.so.1", "/lib/q1"), ("libq.so.01", "/lib/q01"), ("libq.so.10", "/lib/q10")])))
         #expect(numbered.paths(for: "libq.so.1") == ["/lib/q1", "/lib/q01"])
         #expect(numbered.paths(for: "libq.so.001") == ["/lib/q1", "/lib/q01"])
         #expect(numbered.paths(for: "libq.so.010") == ["/lib/q10"])
