@@ -52,40 +52,40 @@ enum Inventory {
         // A manifest's entries are looked for where the app's load looks: in its own directories
         // (one found only in `--dir` was listed as fine, and the app's load failed).
         let manifestDirectories = manifest?.pluginDirectories ?? []
-        for (offset, entry) in (manifest?.entries ?? []).enumerated() {
+        // Positions in the chain: enabled entries only (a disabled one has none).
+        var position = 0
+        for entry in manifest?.entries ?? [] {
             if forProbes && !entry.enabled { continue }
-            var report = BundleReport(position: offset + 1, name: entry.name, enabled: entry.enabled)
-            if let (bundle, root) = find(entry.name, in: manifestDirectories) {
+            if entry.enabled { position += 1 }
+            var report = BundleReport(position: entry.enabled ? position : nil, name: entry.name, enabled: entry.enabled)
+            if let (bundle, root) = PluginManifest.bundleDirectory(for: entry.name, in: manifestDirectories) {
                 seen.insert(entry.name)
                 inspect(&report, bundle: bundle, root: root, pin: entry.sha256.map { ($0, entry.index) }, load: !forProbes)
                 report.config = PluginLoader.mergedConfig(defaults: report.config, overrides: entry.configJSON)
-            } else {
+            } else if entry.enabled {
+                // The app's load looks for enabled entries only: a disabled one may be absent.
                 report.problems.append("reject: no \(entry.name).plugin in \(manifestDirectories.joined(separator: ", "))")
             }
             reports.append(report)
         }
         for directory in directories where !forProbes {
-            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".plugin") }.sorted()
+            // Bundles as the app's load finds them: a plugin name (one that starts with `.` is
+            // none), a directory (or a link to one) of that name.
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter {
+                $0.hasSuffix(".plugin") && !$0.hasPrefix(".")
+            }.sorted()
             for name in names {
                 let pluginName = String(name.dropLast(".plugin".count))
-                guard !seen.contains(pluginName) else { continue }
+                guard !seen.contains(pluginName), let (bundle, root) = PluginManifest.bundleDirectory(for: pluginName, in: [directory]) else {
+                    continue
+                }
                 seen.insert(pluginName)
                 var report = BundleReport(position: nil, name: pluginName, enabled: false)
-                inspect(&report, bundle: directory + "/" + name, root: directory, pin: nil)
+                inspect(&report, bundle: bundle, root: root, pin: nil)
                 reports.append(report)
             }
         }
         return reports
-    }
-
-    static func find(_ name: String, in directories: [String]) -> (String, String)? {
-        for directory in directories {
-            let candidate = directory + "/" + name + ".plugin"
-            if FileManager.default.fileExists(atPath: candidate) || (try? FileManager.default.destinationOfSymbolicLink(atPath: candidate)) != nil {
-                return (candidate, directory)
-            }
-        }
-        return nil
     }
 
     static func inspect(_ report: inout BundleReport, bundle directory: String, root: String, pin: (String, Int)?, load: Bool = true) {

@@ -19,7 +19,12 @@ enum ListCommand {
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
         let manifestPath = arguments.value("manifest")
-        let directories = arguments.all("dir").map { ($0 as NSString).standardizingPath }
+        // Absolute, as the libraries are printed (a relative one from the working directory).
+        let directories = arguments.all("dir").map { given -> String in
+            let expanded = (given as NSString).expandingTildeInPath
+            let absolute = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
+            return (absolute as NSString).standardizingPath
+        }
         guard manifestPath != nil || !directories.isEmpty else {
             Terminal.error("list needs --manifest FILE or --dir DIR")
             return .usage
@@ -91,7 +96,10 @@ enum BundleCommand {
             FlagSpec(name: "out", value: "DIR", repeatable: false, help: "where to write the bundle (default: the current directory)"),
             FlagSpec(name: "config", value: "FILE", repeatable: false, help: "a JSON object to store as the bundle's defaultConfig"),
         ],
-        details: "Exit codes: 0 written; 1 usage; 3 the library has no valid descriptor (the reason is printed).")
+        details: """
+            Exit codes: 0 written; 1 usage (a --config that is no JSON object, or repeats a key); 3 the library has no
+            valid descriptor (the reason is printed); 6 the bundle cannot be written.
+            """)
 
     static func run(_ arguments: ParsedArguments) -> ExitCode {
         let library = arguments.positionals[0]
@@ -101,21 +109,29 @@ enum BundleCommand {
                 Terminal.error("\(path): cannot read the configuration file")
                 return .usage
             }
-            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-                Terminal.error("\(path): the configuration must be a JSON object")
+            do {
+                config = try PluginBundle.readConfig(data, file: path)
+            } catch {
+                Terminal.error(error.description)
                 return .usage
             }
-            config = object
         }
+        let opened: (library: PluginLibrary, bytes: Data)
         do {
-            let bundle = try PluginBundle.create(
-                fromLibrary: library, in: arguments.value("out") ?? FileManager.default.currentDirectoryPath,
-                defaultConfig: config)
-            Terminal.out("wrote \(bundle)")
-            return .ok
+            opened = try PluginBundle.open(library)
         } catch {
             Terminal.error("refusing \(library): \(error.reason)")
             return .refused
+        }
+        let out = arguments.value("out") ?? FileManager.default.currentDirectoryPath
+        do {
+            let bundle = try PluginBundle.write(opened.library, bytes: opened.bytes, from: library, in: out, defaultConfig: config)
+            Terminal.out("wrote \(bundle)")
+            return .ok
+        } catch {
+            // The library is fine: where it goes is not.
+            Terminal.error("\(error.file): \(error.reason)")
+            return .cannotWrite
         }
     }
 }

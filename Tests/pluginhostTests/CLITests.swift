@@ -359,6 +359,80 @@ struct CLITests {
         #expect(output.stdout.contains("  X-Dashes: --yes"))
     }
 
+    /// `list`'s positions are places in the chain: enabled entries only (a disabled entry came
+    /// first as position 1, and moved the others down), and a disabled entry's bundle need not
+    /// be installed, as the app's load and `test` do not look for it (`list` refused it, exit 3).
+    @Test func aDisabledEntryHasNoPositionAndNeedNotBeInstalled() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity", "Logger"])
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity", "enabled": false}, {"name": "logger"}, "#
+                + #"{"name": "ghost", "enabled": false}]}"#)
+        let list = try await CLI.run(["list", "--manifest", manifest, "--json"])
+        #expect(list.status == 0, "\(list.stdout)\(list.stderr)")
+        try expectSchema(list.stdout, "list.schema.json")
+        let document = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any]
+        let plugins = try #require(document?["plugins"] as? [[String: Any]])
+        #expect(plugins.map { $0["name"] as? String } == ["activity", "logger", "ghost"])
+        #expect(plugins.map { $0["position"] is NSNull ? 0 : $0["position"] as? Int } == [0, 1, 0])
+        #expect(plugins.map { ($0["problems"] as? [String])?.count } == [0, 0, 0])
+        let test = try await CLI.run(["test", "--manifest", manifest])
+        #expect(test.status == 0, "\(test.stdout)\(test.stderr)")
+    }
+
+    /// What a plugin directory holds of a bundle's name that is no bundle is passed over, as the
+    /// app's load passes it: a file `logger.plugin` (it ended the search, and a bundle in the next
+    /// directory was refused as having no `plugin.json`), and `.plugin` (`list` showed a plugin
+    /// with an empty name, which its own schema refuses).
+    @Test func whatIsNoBundleIsPassedOver() async throws {
+        let workspace = try await Workspace.make(bundling: ["Logger"])
+        let first = workspace.root + "/first"
+        try FileManager.default.createDirectory(atPath: first + "/.plugin", withIntermediateDirectories: true)
+        chmod(first, 0o755)
+        chmod(first + "/.plugin", 0o755)
+        #expect(FileManager.default.createFile(atPath: first + "/logger.plugin", contents: Data("not a bundle".utf8)))
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["first", "plugins"], "plugins": [{"name": "logger"}]}"#)
+        let list = try await CLI.run(["list", "--manifest", manifest, "--dir", first, "--json"])
+        #expect(list.status == 0, "\(list.stdout)\(list.stderr)")
+        try expectSchema(list.stdout, "list.schema.json")
+        let document = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any]
+        let plugins = try #require(document?["plugins"] as? [[String: Any]])
+        #expect(plugins.map { $0["name"] as? String } == ["logger"])
+        #expect(plugins.first?["bundle"] as? String == workspace.plugins + "/logger.plugin")
+        let test = try await CLI.run(["test", "--manifest", manifest])
+        #expect(test.status == 0, "\(test.stdout)\(test.stderr)")
+    }
+
+    /// `list --dir` with a relative directory prints absolute paths, as README says (they were
+    /// relative to the working directory).
+    @Test func aRelativeDirectoryIsListedWithAbsolutePaths() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let list = try await CLI.run(["list", "--dir", "plugins", "--json"], in: workspace.root)
+        #expect(list.status == 0, "\(list.stdout)\(list.stderr)")
+        let document = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any]
+        let plugins = try #require(document?["plugins"] as? [[String: Any]])
+        #expect(plugins.first?["library"] as? String == workspace.plugins + "/activity.plugin/libActivityPlugin.\(CLI.librarySuffix)")
+        #expect(plugins.first?["bundle"] as? String == workspace.plugins + "/activity.plugin")
+    }
+
+    /// `bundle --config` reads the file as manifests are read: a repeated key is refused, naming
+    /// it (the last value was stored); and a bundle that cannot be written is said so, with its
+    /// own exit code (6), not as a refused library (3).
+    @Test func bundleReadsItsConfigurationAsManifestsAreReadAndSaysWhatCannotBeWritten() async throws {
+        let workspace = try await Workspace.make(bundling: [])
+        let library = CLI.binDirectory + "/libLoggerPlugin.\(CLI.librarySuffix)"
+        let config = workspace.root + "/config.json"
+        try Data(#"{"level": "basic", "level": "body"}"#.utf8).write(to: URL(fileURLWithPath: config))
+        let repeated = try await CLI.run(["bundle", library, "--out", workspace.plugins, "--config", config])
+        #expect(repeated.status == 1)
+        #expect(repeated.stderr == "pluginhost: \(config): level: duplicate key \"level\"\n", "\(repeated.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: workspace.plugins + "/logger.plugin"))
+        // Where a file stands in the way of the bundle's directory.
+        #expect(FileManager.default.createFile(atPath: workspace.plugins + "/logger.plugin", contents: Data()))
+        let blocked = try await CLI.run(["bundle", library, "--out", workspace.plugins])
+        #expect(blocked.status == 6)
+        #expect(blocked.stderr.hasPrefix("pluginhost: \(workspace.plugins)/logger.plugin: cannot write the bundle: "), "\(blocked.stderr)")
+    }
+
     /// A plugin directory with no bundle in it is still checked, as the app's load checks it:
     /// `list` said `ok` for a manifest the app refuses.
     @Test func listChecksEveryPluginDirectoryAsTheAppDoes() async throws {

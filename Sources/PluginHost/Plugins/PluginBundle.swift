@@ -150,6 +150,28 @@ public struct PluginBundle: Sendable {
         defaultConfig: [String: Any] = [:]
     ) throws(PluginLoadError) -> String {
         let (library, bytes) = try PluginLibrary.openKeepingBytes(path: libraryPath)
+        return try write(library, bytes: bytes, from: libraryPath, in: outputDirectory, defaultConfig: defaultConfig)
+    }
+
+    /// The library `pluginhost bundle` would bundle: opened from `libraryPath`, with the bytes it
+    /// was read from. Refused without a valid descriptor.
+    package static func open(_ libraryPath: String) throws(PluginLoadError) -> (library: PluginLibrary, bytes: Data) {
+        try PluginLibrary.openKeepingBytes(path: libraryPath)
+    }
+
+    /// The configuration file `pluginhost bundle --config` stores as `defaultConfig`, read as
+    /// manifests are (UTF-8, a repeated key refused, naming its path): a JSON object.
+    package static func readConfig(_ data: Data, file: String) throws(PluginLoadError) -> [String: Any] {
+        try JSONReader.parse(data, file: file).configObject()
+    }
+
+    /// Writes `NAME.plugin/` for `library`, opened from `bytes` (read at `libraryPath`), in
+    /// `outputDirectory`; its only failure is one of writing (`unreadable`, "cannot write the
+    /// bundle").
+    @discardableResult
+    package static func write(
+        _ library: PluginLibrary, bytes: Data, from libraryPath: String, in outputDirectory: String, defaultConfig: [String: Any]
+    ) throws(PluginLoadError) -> String {
         let info = library.info
         let bundle = outputDirectory + "/" + info.name + ".plugin"
         let fileName = (libraryPath as NSString).lastPathComponent

@@ -225,17 +225,22 @@ public struct PluginManifest: Sendable {
 
     /// The bundle directory for `name`: the first plugin directory holding `name.plugin`.
     public func bundleDirectory(for name: String) -> (bundle: String, pluginDirectory: String)? {
-        for directory in pluginDirectories {
+        Self.bundleDirectory(for: name, in: pluginDirectories)
+    }
+
+    /// The first of `directories` holding the bundle `name.plugin/`: a directory (or a symbolic
+    /// link to one). A file of the name that is no directory is no bundle, and the search goes on;
+    /// a symbolic link to nothing ends it (refused when read: whoever makes its target decides).
+    package static func bundleDirectory(for name: String, in directories: [String]) -> (bundle: String, pluginDirectory: String)? {
+        for directory in directories {
             let candidate = (directory as NSString).appendingPathComponent(name + ".plugin")
             var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory) || isSymlink(candidate) {
+            if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory) {
+                if isDirectory.boolValue { return (candidate, directory) }
+            } else if (try? FileManager.default.destinationOfSymbolicLink(atPath: candidate)) != nil {
                 return (candidate, directory)
             }
         }
         return nil
-    }
-
-    private func isSymlink(_ path: String) -> Bool {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) != nil
     }
 }
