@@ -188,13 +188,20 @@ public final class PluginServices: Sendable {
     ///
     /// Returns at once when the store holds another value than `staleValue` (someone refreshed
     /// already). A store that holds none refreshes: the stale value came from elsewhere (a
-    /// token from the environment or a file), and the refresher's value goes into the store. Fails with ``NetworkError/credentialRefresh(key:message:)`` when no
+    /// token from the environment or a file), and the refresher's value goes into the store, unless
+    /// the app stored another value (or removed it) while the refresh ran: the app's stays. Fails with ``NetworkError/credentialRefresh(key:message:)`` when no
     /// refresher is registered, the refresher throws, or more than ``maxRefreshes``
     /// refreshes happened within ``refreshWindow`` seconds, or the refresher did not finish within
     /// ``refreshTimeout`` seconds; with ``NetworkError/cancelled`` when
     /// the calling task is cancelled while it waits (the refresh goes on for others).
     public func refresh(key: String, staleValue: String?) async throws(NetworkError) {
         try await refresh(key: key, staleValue: staleValue, cancellation: CancellationSignal())
+    }
+
+    /// Whether two stored values are the same: both absent, or of the same bytes.
+    private static func same(_ a: String?, _ b: String?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return UTF8Bytes.equal(a, b)
     }
 
     /// ``refresh(key:staleValue:)`` for one request: its wait ends, ``NetworkError/cancelled``,
@@ -215,6 +222,9 @@ public final class PluginServices: Sendable {
                     key: key, message: "excessive refresh: \(recent.count) refreshes within \(refreshWindow) s (limit \(maxRefreshes))")
             }
             state.refreshTimes[key] = recent + [now]
+            // The refresher's value replaces this one only: a value stored meanwhile (a logout,
+            // another user's login) is the app's word, and stays.
+            let replaced = state.values[key]
             let timeout = refreshTimeout
             let task = Task { [weak self] () -> Result<String, NetworkError> in
                 // Without the deadline or the pinned chains of the request that started it: the
@@ -239,7 +249,7 @@ public final class PluginServices: Sendable {
                 let result =
                     finished ?? .failure(.credentialRefresh(key: key, message: "the refresher did not finish within \(timeout) s"))
                 self?.state.withLock { state in
-                    if case .success(let value) = result { state.values[key] = value }
+                    if case .success(let value) = result, Self.same(state.values[key], replaced) { state.values[key] = value }
                     state.refreshing[key] = nil
                 }
                 return result

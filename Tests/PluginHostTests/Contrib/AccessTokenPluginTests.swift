@@ -278,6 +278,41 @@ struct AccessTokenPluginTests {
         #expect(provider.services.value(forKey: "access_token") == nil)
     }
 
+    /// A value the app stores while a refresh runs (a logout, another user's login) stays: the
+    /// refresher's token goes into the store only over the value the refresh began with. The
+    /// refresh put its token over it, undoing the logout, or sending the next requests as the
+    /// user who had left.
+    @Test(arguments: ["good-B", nil] as [String?])
+    func aValueStoredDuringARefreshIsKept(_ stored: String?) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", [:])])
+        provider.services.setValue("bad-A", forKey: "access_token")
+        let started = LockedBox(false)
+        let release = LockedBox(false)
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            started.set(true)
+            // Bounded: 20 s at most, then the refresh returns anyway.
+            for _ in 0..<2000 where !release.get() { try await Task.sleep(nanoseconds: 10_000_000) }
+            return "good-A"
+        }
+        let target = try Bin("fixture/token")
+        let request = Task { await provider.request(target).result }
+        #expect(await eventually(30) { started.get() })
+        provider.services.setValue(stored, forKey: "access_token")
+        release.set(true)
+        let result = await request.value
+        #expect(provider.services.value(forKey: "access_token") == stored)
+        let response = try result.get()
+        if let stored {
+            // The retry after the refresh sent what the store holds.
+            #expect(response.statusCode == 200)
+            #expect(try response.mapJSON()["token"]?.stringValue == stored)
+        } else {
+            #expect(response.statusCode == 401)
+        }
+    }
+
     @Test func aRefreshFailureFailsEveryWaitingRequest() async throws {
         struct Denied: Error, CustomStringConvertible { var description: String { "identity provider said no" } }
         let f = try PluginFixtures()
