@@ -162,7 +162,10 @@ public struct PluginBundle: Sendable {
     /// The configuration file `pluginhost bundle --config` stores as `defaultConfig`, read as
     /// manifests are (UTF-8, a repeated key refused, naming its path): a JSON object.
     package static func readConfig(_ data: Data, file: String) throws(PluginLoadError) -> [String: Any] {
-        try JSONReader.parse(data, file: file).configObject()
+        guard let object = try JSONReader.parse(data, file: file).value as? [String: Any] else {
+            throw PluginLoadError(.schema, file: file, reason: "the configuration must be a JSON object")
+        }
+        return object
     }
 
     /// Writes `NAME.plugin/` for `library`, opened from `bytes` (read at `libraryPath`), in
