@@ -630,10 +630,13 @@ public struct CachePlugin: ExportablePlugin {
         if let entry = unserved {
             state.entry = entry
             if fields.value(named: "If-None-Match") == nil && fields.value(named: "If-Modified-Since") == nil {
+                // Both validators the stored response has (§4.3.1: Last-Modified too beside an
+                // entity tag, for an origin that compares dates only).
                 if let etag = entry.header("ETag") {
                     try request.setHeader("If-None-Match", etag)
                     state.revalidating = true
-                } else if let modified = entry.header("Last-Modified") {
+                }
+                if let modified = entry.header("Last-Modified") {
                     try request.setHeader("If-Modified-Since", modified)
                     state.revalidating = true
                 }
@@ -730,7 +733,8 @@ public struct CachePlugin: ExportablePlugin {
             return staleReplacement(state, now: now) ?? .proceed
         }
         let status = response.statusCode
-        if status >= 500, let stale = staleReplacement(state, now: now) { return stale }
+        // The errors stale-if-error covers (RFC 5861 §4): 500, 502, 503 and 504.
+        if Self.staleIfErrorStatus.contains(status), let stale = staleReplacement(state, now: now) { return stale }
         if status == 304, state.revalidating, !response.isRedirected, let original = state.entry, Self.contradicts(response.headers, original) {
             // A `304` whose validator is not the stored response's selects nothing to update
             // (§4.3.4: the stored body would go on under another tag). The client asked for no
@@ -950,6 +954,9 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
+    /// The status codes a stale entry may answer for (RFC 5861 §4), besides a transport failure.
+    static let staleIfErrorStatus: Set<Int> = [500, 502, 503, 504]
+
     static let understoodStatus: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
 
     /// The entry to store for `response` (whose fields are `fields`), or nil when it must not be
@@ -998,10 +1005,15 @@ public struct CachePlugin: ExportablePlugin {
     }
 
     /// The fields of a response that may be stored, or update a stored one (§3.1, §3.2): not
-    /// the hop-by-hop fields, those the Connection field lists, nor those a qualified
-    /// no-cache="…" or private="…" names (§5.2.2.4, §5.2.2.7).
+    /// the hop-by-hop fields, those the Connection field lists, a proxy's authentication fields,
+    /// nor those a qualified no-cache="…" or private="…" names (§5.2.2.4, §5.2.2.7).
     static func storedFields(_ fields: [HTTPHeader], _ directives: CacheDirectives) -> [HTTPHeader] {
-        var omitted: Set<String> = ["x-cache", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade"]
+        // A proxy's authentication fields are the proxy's, never stored (§3.1: this cache's key
+        // holds no proxy).
+        var omitted: Set<String> = [
+            "x-cache", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "proxy-authenticate",
+            "proxy-authentication-info",
+        ]
         for value in fields.values(named: "Connection") {
             for name in value.split(separator: ",") { omitted.insert(name.trimmingCharacters(in: .whitespaces).lowercased()) }
         }
@@ -1018,14 +1030,24 @@ public struct CachePlugin: ExportablePlugin {
     func putUpdated(_ entry: CacheEntry, validated original: CacheEntry) {
         changes.lock()
         defer { changes.unlock() }
-        if entry.directives.has("no-store") {
+        let directives = entry.directives
+        // no-store, unless must-understand for a status this cache understands, which stored
+        // the response in spite of it (§5.2.2.3).
+        if directives.has("no-store") && !(directives.has("must-understand") && Self.understoodStatus.contains(entry.status)) {
             removeAll(entry.key)
             return
         }
         guard let current = store.get(entry.key),
             current.header("ETag") == original.header("ETag") && current.header("Last-Modified") == original.header("Last-Modified")
         else { return }
-        store.put(entry)
+        // Stored fields the update's own directives name (a `304` that adds no-cache="X-A") go
+        // too: they must not be sent again without a validation (§5.2.2.4).
+        let kept = Self.storedFields(entry.headers, directives)
+        guard kept.count != entry.headerNames.count else { return store.put(entry) }
+        var trimmed = entry
+        trimmed.headerNames = kept.map(\.name)
+        trimmed.headerValues = kept.map(\.value)
+        store.put(trimmed)
     }
 
     /// A stale entry to serve after an error, when allowed.

@@ -3,7 +3,8 @@ import PluginSDK
 
 /// Cache-Control directives, parsed (RFC 9111 §5.2).
 ///
-/// A repeated directive keeps its first value (§4.2.1). An argument written with whitespace
+/// A repeated directive keeps its first value (§4.2.1), but for `no-cache` and `private`, whose
+/// lists add up and whose unqualified form anywhere wins. An argument written with whitespace
 /// around `=` is invalid, as is a delta-seconds argument that is not all digits: such a
 /// directive is kept, marked invalid, so that a cache treats the response as stale.
 struct CacheDirectives {
@@ -30,15 +31,25 @@ struct CacheDirectives {
                         if argument.count >= 2, argument.first == UInt8(ascii: "\""), argument.last == UInt8(ascii: "\"") {
                             argument = argument.dropFirst().dropLast()
                         }
-                        guard index(of: name) == nil else { return }
-                        items.append((name, String(decoding: argument, as: UTF8.self), spaced))
+                        let text = String(decoding: argument, as: UTF8.self)
+                        guard let existing = index(of: name) else { return items.append((name, text, spaced)) }
+                        merge(text, into: existing)
                     } else {
                         let name = Self.lowercasedName(item)
-                        if index(of: name) == nil { items.append((name, nil, false)) }
+                        guard let existing = index(of: name) else { return items.append((name, nil, false)) }
+                        merge(nil, into: existing)
                     }
                 }
             }
         }
+    }
+
+    /// A repeat of the directive at `index`: the first value stays (§4.2.1), but for `no-cache`
+    /// and `private`, whose field lists add up and whose unqualified form, written anywhere,
+    /// covers the whole response (§5.2.2.4, §5.2.2.7: `no-cache="X-A", no-cache` is no-cache).
+    private mutating func merge(_ argument: String?, into index: Int) {
+        guard items[index].name == "no-cache" || items[index].name == "private", let kept = items[index].argument else { return }
+        items[index].argument = argument.map { kept + ", " + $0 }
     }
 
     /// A directive's name as a lower-cased string (Foundation's `lowercased()` only when an ASCII

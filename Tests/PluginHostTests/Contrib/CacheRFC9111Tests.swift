@@ -792,3 +792,135 @@ struct CacheRFC9111Tests {
         #expect(try await get(provider, "c").value(forHTTPHeaderField: "X-Cache") == "hit")
     }
 }
+
+/// Answers the requests in turn with the given status and fields (the last answer again once
+/// they run out), recording each request's validators.
+final class SequencedTransport: Transport, Sendable {
+    let answers: [(status: Int, headers: [String: String])]
+    let sent = Locked([String]())
+
+    init(_ answers: [(status: Int, headers: [String: String])]) { self.answers = answers }
+
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        let url = request.urlRequest.url!
+        let fields = request.urlRequest.allHTTPHeaderFields ?? [:]
+        let validators = ["If-None-Match", "If-Modified-Since"].compactMap { name in fields[name].map { "\(name): \($0)" } }
+        let index = sent.withLock { sent in
+            sent.append(validators.isEmpty ? "unconditional" : validators.joined(separator: "; "))
+            return sent.count - 1
+        }
+        let answer = answers[min(index, answers.count - 1)]
+        var headers = answer.headers
+        if headers["Date"] == nil { headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970) }
+        return TransportResponse(
+            response: HTTPURLResponse(url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("body".utf8))
+    }
+}
+
+/// What reviews of the cache against RFC 9111 and RFC 5861 found, each seen failing before.
+@Suite("cache plugin: RFC 9111, reviewed")
+struct CacheRFC9111ReviewedTests {
+    func provider(_ transport: any Transport, _ values: [String: JSONValue] = [:]) throws -> Provider<Bin> {
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: values), host: services.hostServices(for: "cache"))
+        return Provider<Bin>(transport: transport, interceptors: [cache], services: services)
+    }
+
+    func get(_ provider: Provider<Bin>, _ path: String) async throws -> Response {
+        try await provider.request(try Bin(path, base: CacheRFC9111Tests.origin)).value
+    }
+
+    /// A proxy's authentication fields are never stored (§3.1 MUST NOT): a hit replayed them.
+    @Test func aProxysAuthenticationFieldsAreNeverStored() async throws {
+        let transport = ScriptedTransport([
+            "/p": (
+                200,
+                [
+                    "Cache-Control": "max-age=60", "Proxy-Authentication-Info": #"nextnonce="n1""#, "Proxy-Authenticate": #"Basic realm="p""#,
+                    "X-Kept": "1",
+                ]
+            )
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "p")
+        let hit = try await get(provider, "p")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(hit.value(forHTTPHeaderField: "X-Kept") == "1")
+        #expect(hit.value(forHTTPHeaderField: "Proxy-Authentication-Info") == nil)
+        #expect(hit.value(forHTTPHeaderField: "Proxy-Authenticate") == nil)
+    }
+
+    /// An unqualified `no-cache` counts wherever it is written, after a qualified one too (it was
+    /// dropped as a repeat, and the response served fresh without validation); the lists of
+    /// repeated qualified ones add up.
+    @Test func anUnqualifiedNoCacheCountsAfterAQualifiedOne() async throws {
+        #expect(CacheDirectives([#"max-age=60, no-cache="X-A", no-cache"#]).hasUnqualified("no-cache"))
+        #expect(CacheDirectives([#"no-cache="X-A""#, "no-cache"]).hasUnqualified("no-cache"))
+        #expect(CacheDirectives(["no-cache", #"no-cache="X-A""#]).hasUnqualified("no-cache"))
+        #expect(CacheDirectives([#"no-cache="X-A", no-cache="X-B""#]).listedFields("no-cache") == ["x-a", "x-b"])
+        #expect(CacheDirectives([#"private="X-A""#, #"private="X-B""#]).listedFields("private") == ["x-a", "x-b"])
+        #expect(CacheDirectives(["max-age=10, max-age=20"]).seconds("max-age") == 10)
+        let transport = ScriptedTransport(["/n": (200, ["Cache-Control": #"max-age=60, no-cache="X-A", no-cache"#, "ETag": #""v""#])])
+        let provider = try provider(transport)
+        _ = try await get(provider, "n")
+        #expect(try await get(provider, "n").value(forHTTPHeaderField: "X-Cache") != "hit")
+        #expect(transport.calls.log == ["GET /n", "GET /n"])
+    }
+
+    /// A field a `304` names in its own qualified `no-cache` goes from the stored response: a hit
+    /// after it sent the field without validation.
+    @Test func aFieldAnUpdateNamesInNoCacheIsNoLongerServed() async throws {
+        let transport = SequencedTransport([
+            (200, ["Cache-Control": "max-age=0", "ETag": #""v""#, "X-A": "secret", "X-B": "kept"]),
+            (304, ["Cache-Control": #"max-age=60, no-cache="X-A""#, "ETag": #""v""#]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "u")
+        #expect(try await get(provider, "u").value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        let hit = try await get(provider, "u")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(hit.value(forHTTPHeaderField: "X-A") == nil)
+        #expect(hit.value(forHTTPHeaderField: "X-B") == "kept")
+    }
+
+    /// An entry stored under `must-understand` (in spite of its `no-store`) stays when a `304`
+    /// freshens it: the update removed it for its `no-store`, and the next request was a miss
+    /// without a validator.
+    @Test func aMustUnderstandEntryStaysWhenFreshened() async throws {
+        let transport = SequencedTransport([
+            (200, ["Cache-Control": "max-age=0, no-store, must-understand", "ETag": #""v""#]),
+            (304, ["ETag": #""v""#]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "m")
+        #expect(try await get(provider, "m").value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(try await get(provider, "m").value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(transport.sent.withLock { $0 } == ["unconditional", #"If-None-Match: "v""#, #"If-None-Match: "v""#])
+    }
+
+    /// `stale-if-error` answers for 500, 502, 503 and 504 only (RFC 5861 §4), and a transport
+    /// failure: a `501` or `505` is the origin's answer (a stale entry was served for any 5xx).
+    @Test(arguments: [501, 505, 511, 500, 502, 503, 504])
+    func staleIfErrorCoversTheErrorsRFC5861Names(_ status: Int) async throws {
+        let transport = SequencedTransport([(200, ["Cache-Control": "max-age=0", "ETag": #""v""#]), (status, [:])])
+        let provider = try provider(transport, ["staleIfError": 600])
+        _ = try await get(provider, "e")
+        let answer = try await get(provider, "e")
+        let covered = [500, 502, 503, 504].contains(status)
+        #expect(answer.statusCode == (covered ? 200 : status))
+        #expect(answer.value(forHTTPHeaderField: "X-Cache") == (covered ? "stale" : "miss"))
+    }
+
+    /// A revalidation sends both validators the stored response has (§4.3.1): `If-Modified-Since`
+    /// was left out beside an `If-None-Match`.
+    @Test func aRevalidationSendsBothValidators() async throws {
+        let modified = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let transport = SequencedTransport([
+            (200, ["Cache-Control": "max-age=0", "ETag": #""v""#, "Last-Modified": modified]), (304, ["ETag": #""v""#]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "v")
+        #expect(try await get(provider, "v").value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(transport.sent.withLock { $0 } == ["unconditional", #"If-None-Match: "v"; If-Modified-Since: \#(modified)"#])
+    }
+}
