@@ -1,6 +1,12 @@
 import Foundation
 import PluginSDK
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Answers HTTP authentication challenges with a user and password per host (and realm),
 /// and can send Basic credentials preemptively.
 ///
@@ -22,7 +28,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     public static var implementedHooks: Set<InterceptorHook> { [.prepare, .credential] }
 
     struct Entry {
-        /// In lower case, a name past ASCII in IDNA's form (``URLParts/lookupHost(_:)``).
+        /// As ``CredentialsPlugin/comparable(_:)`` gives it.
         let host: String
         let port: Int?
         let scheme: String?
@@ -45,7 +51,7 @@ public struct CredentialsPlugin: ExportablePlugin {
         /// Whether the entry is for `scheme://host:port` (a name past ASCII in either form:
         /// `bücher.example` is `xn--bcher-kva.example`, the form a URL's host reads in).
         func matches(host: String, port: Int, scheme: String) -> Bool {
-            self.host == URLParts.lookupHost(host) && (self.port == nil || self.port == port)
+            self.host == CredentialsPlugin.comparable(host) && (self.port == nil || self.port == port)
                 && (self.scheme == nil || self.scheme == scheme.lowercased())
         }
 
@@ -88,11 +94,15 @@ public struct CredentialsPlugin: ExportablePlugin {
             guard let host = try field({ try entry.string("host") }), !host.isEmpty else {
                 throw configuration.error("credentials[\(index)].host must name a host")
             }
-            // A URL, a port or a trailing dot never matches a challenge's host: refused, not kept
-            // as an entry that never answers. (Two colons or more: an IPv6 address. A full stop of
+            // A URL, a port, user information, a pattern or a trailing dot never matches a
+            // challenge's host: refused, not kept as an entry that never answers. (An IPv6
+            // address, with or without brackets, is one in any of its forms. A full stop of
             // another script, `。`, is IDNA's dot: read in IDNA's form.)
-            let lookedUp = URLParts.lookupHost(host)
-            if host.contains("/") || lookedUp.hasSuffix(".") || host.contains(where: \.isWhitespace) || host.filter({ $0 == ":" }).count == 1 {
+            let lookedUp = Self.comparable(host)
+            let address = lookedUp.contains(":")
+            if host.contains(where: { "/@*?#\\".contains($0) || $0.isWhitespace }) || lookedUp.hasSuffix(".")
+                || (address ? Self.ipv6(lookedUp) == nil : host.contains(where: { "[]".contains($0) }))
+            {
                 throw configuration.error(
                     "credentials[\(index)].host \(host.debugDescription) is not a host name: write the host alone (no scheme, port, path "
                         + "or trailing dot); the port goes in port")
@@ -123,6 +133,26 @@ public struct CredentialsPlugin: ExportablePlugin {
                 preemptive: try field { try entry.bool("preemptive", default: false) },
                 proxy: try field { try entry.bool("proxy", default: false) })
         }
+    }
+
+    /// `host` (an entry's, a request's or a challenge's) as the plugin compares hosts: lower case,
+    /// a name past ASCII in IDNA's form (``URLParts/lookupHost(_:)``), an IPv6 address without
+    /// brackets in its shortest form (`[0:0::1]` is `::1`: a URL's host keeps the brackets, a
+    /// challenge's has none).
+    static func comparable(_ host: String) -> String {
+        var bare = Substring(host)
+        if bare.hasPrefix("["), bare.hasSuffix("]") { bare = bare.dropFirst().dropLast() }
+        guard bare.contains(":") else { return URLParts.lookupHost(String(bare)) }
+        return ipv6(String(bare)) ?? bare.lowercased()
+    }
+
+    /// An IPv6 address in its shortest form (RFC 5952), or nil when `text` is none.
+    static func ipv6(_ text: String) -> String? {
+        var address = in6_addr()
+        guard inet_pton(AF_INET6, text, &address) == 1 else { return nil }
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+        return String(cString: buffer)
     }
 
     /// No credentials: no hook; none preemptive: only challenges are answered.

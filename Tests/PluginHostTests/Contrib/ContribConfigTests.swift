@@ -64,6 +64,28 @@ struct ContribConfigTests {
             "credentials: credentials[0].host \"bücher.example。\" is not a host name: write the host alone (no scheme, port, path "
                 + "or trailing dot); the port goes in port"
         ),
+        // User information, a pattern, brackets round a name, or an IPv6 address that is none:
+        // no request's host is ever any of them (they were kept, and never answered).
+        (
+            "credentials", #"{"credentials": [{"host": "svc@api.example.com", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"svc@api.example.com\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "*.example.com", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"*.example.com\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "[api.example.com]", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"[api.example.com]\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
+        (
+            "credentials", #"{"credentials": [{"host": "1:2:3", "user": "u", "password": "p"}]}"#,
+            "credentials: credentials[0].host \"1:2:3\" is not a host name: write the host alone (no scheme, port, path "
+                + "or trailing dot); the port goes in port"
+        ),
         (
             "credentials", #"{"credentials": [{"host": "api.example.com.", "user": "u", "password": "p"}]}"#,
             "credentials: credentials[0].host \"api.example.com.\" is not a host name: write the host alone (no scheme, port, path "

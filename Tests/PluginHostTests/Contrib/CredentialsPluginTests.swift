@@ -3,6 +3,10 @@ import PluginHost
 import PluginSDK
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 @Suite("credentials plugin (loaded from its bundle)")
 struct CredentialsPluginTests {
     func entry(port: Int? = nil, host: String = "127.0.0.1", preemptive: Bool = false, extra: [String: Any] = [:]) throws -> [String: Any] {
@@ -132,6 +136,42 @@ struct CredentialsPluginTests {
             _ = try await preemptive.request(try Bin("x", base: try #require(URL(string: base)))).value
         }
         #expect(eager.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Authorization") } } == ["Basic dTpw", "Basic dTpw", nil])
+    }
+
+    /// An IPv6 host is one host in each spelling, with or without brackets, in any of its forms,
+    /// for an answer sent up front and for an answer to a challenge alike: a request's URL gives
+    /// the host with brackets (`[::1]`), a challenge without them (`::1`), and each spelling of the
+    /// entry answered one of the two only.
+    @Test(arguments: ["::1", "[::1]", "0:0:0:0:0:0:0:1", "[0::1]"])
+    func anIPv6HostIsOneHostInEachSpelling(_ host: String) async throws {
+        /// Challenges a request without `Basic dTpw` (`u:p`), as a server on [::1] would.
+        final class Challenging: Transport, Sendable {
+            let sent = Locked([String]())
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let url = request.urlRequest.url!
+                let authorization = request.urlRequest.value(forHTTPHeaderField: "Authorization")
+                sent.withLock { $0.append(authorization ?? "none") }
+                let answered = authorization == "Basic dTpw"
+                return TransportResponse(
+                    response: HTTPURLResponse(
+                        url: url, statusCode: answered ? 200 : 401, httpVersion: "HTTP/1.1",
+                        headerFields: answered ? [:] : ["WWW-Authenticate": #"Basic realm="r""#])!, data: Data())
+            }
+        }
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let target = try Bin("private", base: URL(string: "http://[::1]:8080")!)
+        for preemptive in [true, false] {
+            let transport = Challenging()
+            let provider = try f.provider(
+                [("credentials", ["credentials": [["host": host, "user": "u", "password": "p", "preemptive": preemptive]]])], transport: transport)
+            #expect(try await provider.request(target).value.statusCode == 200, "\(host), preemptive \(preemptive)")
+            #expect(transport.sent.withLock { $0 } == (preemptive ? ["Basic dTpw"] : ["none", "Basic dTpw"]), "\(host), preemptive \(preemptive)")
+        }
+        // Another address is another host.
+        let transport = Challenging()
+        let other = try f.provider([("credentials", ["credentials": [["host": host, "user": "u", "password": "p"]]])], transport: transport)
+        #expect(try await other.request(try Bin("private", base: URL(string: "http://[::2]:8080")!)).value.statusCode == 401)
     }
 
     @Test func neverAnswersForAnUnlistedHostOrPort() async throws {
