@@ -11,6 +11,12 @@ struct HTTPChallenge: Equatable, Sendable {
     /// The `token68` form (`Negotiate abc==`), when the challenge has one.
     var token68: String?
 
+    /// Whether `challenge` says `charset=UTF-8` (RFC 7616 §4, RFC 7617 §2.1: the only value
+    /// allowed, compared without regard to case).
+    static func asksForUTF8(_ challenge: HTTPChallenge) -> Bool {
+        challenge.parameters["charset"]?.lowercased() == "utf-8"
+    }
+
     /// Every challenge in a field value. Several fields folded with `, ` read the same as one.
     static func parse(_ value: String) -> [HTTPChallenge] {
         var scanner = Scanner(Array(value.utf8))
@@ -236,6 +242,9 @@ struct DigestChallenge: Equatable, Sendable {
     let stale: Bool
     /// `userhash=true`: the server wants the user name hashed.
     let userhash: Bool
+    /// `charset=UTF-8`: the server expects the user name and password in Unicode's composed form
+    /// (NFC), as RFC 7616 §4 asks (a name typed `a` + U+0308 is sent as `ä`).
+    let composed: Bool
 
     /// The Digest challenge in `challenge`, when it is one the host can answer.
     init?(_ challenge: HTTPChallenge) {
@@ -254,6 +263,7 @@ struct DigestChallenge: Equatable, Sendable {
             .filter { !$0.isEmpty }
         self.stale = challenge.parameters["stale"]?.lowercased() == "true"
         self.userhash = challenge.parameters["userhash"]?.lowercased() == "true"
+        self.composed = HTTPChallenge.asksForUTF8(challenge)
     }
 
     /// What the answer needs from the request.
@@ -297,8 +307,10 @@ struct DigestChallenge: Equatable, Sendable {
     /// `nonceCount` is taken only for an answer made with a `qop` (one that sends `nc`): a
     /// challenge that cannot be answered, or one without `qop`, uses none of the nonce's counts.
     func authorization(
-        user: String, password: String, request: RequestFacts, cnonce: String, nonceCount: @autoclosure () -> UInt32
+        user given: String, password givenPassword: String, request: RequestFacts, cnonce: String, nonceCount: @autoclosure () -> UInt32
     ) -> String? {
+        let user = composed ? given.precomposedStringWithCanonicalMapping : given
+        let password = composed ? givenPassword.precomposedStringWithCanonicalMapping : givenPassword
         let qop: String?
         var bodyHash: String?
         if qops.contains("auth-int") {
@@ -430,6 +442,15 @@ struct ChosenChallenge: Sendable {
     /// in turn when ``digest`` cannot be answered for the request (a `-sess` without `qop`, an
     /// `auth-int` alone over a body that cannot be read again).
     var weakerDigests: [DigestChallenge] = []
+    /// A Basic challenge's `charset=UTF-8` (RFC 7617 §2.1): the user name and password go in
+    /// Unicode's composed form (NFC).
+    var composed = false
+
+    /// A Basic answer: `user:password` in base64, composed first when the challenge asks.
+    func basicAnswer(user: String, password: String) -> String {
+        let pair = composed ? "\(user):\(password)".precomposedStringWithCanonicalMapping : "\(user):\(password)"
+        return "Basic " + Data(pair.utf8).base64EncodedString()
+    }
 
     /// Picks from every challenge in `value`: a supported Digest (strongest algorithm first), then
     /// Basic, then the first challenge (so hooks still see what the server asked for).
@@ -447,7 +468,7 @@ struct ChosenChallenge: Sendable {
             return ChosenChallenge(scheme: best.0.scheme, realm: best.1.realm, digest: best.1, weakerDigests: weaker)
         }
         if let basic = challenges.first(where: { $0.scheme.lowercased() == "basic" }) {
-            return ChosenChallenge(scheme: basic.scheme, realm: basic.parameters["realm"])
+            return ChosenChallenge(scheme: basic.scheme, realm: basic.parameters["realm"], composed: HTTPChallenge.asksForUTF8(basic))
         }
         return challenges.first.map { ChosenChallenge(scheme: $0.scheme, realm: $0.parameters["realm"]) }
     }

@@ -632,7 +632,7 @@ final class InterceptorChain: Sendable {
                 answer(value)
                 digestAnswers[space] = (field, digest.realm, user, password)
             case .useCredential(let user, let password) where HTTPHeader.namesEqual(chosen.scheme, "Basic"):
-                answer("Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
+                answer(chosen.basicAnswer(user: user, password: password))
                 digestAnswers[space] = nil
             case .cancel:
                 return (

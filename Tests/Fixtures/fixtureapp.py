@@ -216,8 +216,10 @@ def digest(environ, start_response, query):
     def challenges(stale=False):
         out = []
         for offer in offers:
+            # charset=1: the challenges say charset=UTF-8 (the user and password are expected in NFC).
+            charset = ', charset="UTF-8"' if query.get("charset") == "1" else ""
             if offer == "Basic":
-                out.append(f'Basic realm="{DIGEST_REALM}"')
+                out.append(f'Basic realm="{DIGEST_REALM}"{charset}')
                 continue
             parts = [f'realm="{DIGEST_REALM}"', f'nonce="{nonce}"', f'opaque="{opaque}"', f"algorithm={offer}"]
             if qop:
@@ -226,6 +228,8 @@ def digest(environ, start_response, query):
                 parts.append("stale=true")
             if query.get("userhash") == "1":
                 parts.append("userhash=true")
+            if charset:
+                parts.append('charset=UTF-8')
             out.append("Digest " + ", ".join(parts))
         return out
 

@@ -366,6 +366,20 @@ struct DigestLiveTests {
         }
     }
 
+    /// A challenge that says `charset=UTF-8` gets the user name and password in Unicode's composed
+    /// form (RFC 7616 §4, RFC 7617 §2.1): a name typed `a` + U+0308 is the server's `ä`. Without
+    /// it, the bytes go as given (and that name is another user). They always went as given.
+    @Test(arguments: ["MD5", "SHA-256", "Basic"], [true, false])
+    func aUTF8ChallengeGetsTheComposedForm(_ offer: String, _ charset: Bool) async throws {
+        let decomposed = "Ja\u{0308}son"
+        let key = counterKey()
+        var options = ["offer": offer, "user": "J\u{00E4}son", "pass": "p\u{00E4}ss"]
+        if charset { options["charset"] = "1" }
+        let provider = Provider<Bin>(interceptors: [CountingCredentials(user: decomposed, password: "pa\u{0308}ss")])
+        let response = try await provider.request(try fixture(key, options)).value
+        #expect(response.statusCode == (charset ? 200 : 401), "\(offer): \(String(decoding: response.data, as: UTF8.self))")
+    }
+
     @Test(arguments: TransportKind.allCases)
     func wrongPasswordDeliversThe401AfterTheConfiguredRounds(_ transport: TransportKind) async throws {
         let f = try PluginFixtures()
