@@ -232,14 +232,19 @@ public struct SignaturePlugin: ExportablePlugin {
         // The query is read as a form too (`+` is a space), as the servers of this scheme read it.
         var parameters = Self.formPairs(fromBody ? body[...] : URLParts(request.url).percentEncodedQueryBytes)
         // The names the scheme adds: a request's own would go out twice, and be signed once.
-        if let own = parameters.first(where: { Self.md5Names.contains($0.0) }) {
+        if let own = parameters.first(where: { pair in Self.md5Names.contains { pair.name.elementsEqual($0.utf8) } }) {
             throw Failure(
-                description: "signature: the request has its own parameter \(own.0.debugDescription) in its \(fromBody ? "form body" : "query"), "
-                    + "a name md5-sorted adds (t, nonce, sign): rename it, or sign with hmac-sha256")
+                description: "signature: the request has its own parameter \(String(decoding: own.name, as: UTF8.self).debugDescription) in its "
+                    + "\(fromBody ? "form body" : "query"), a name md5-sorted adds (t, nonce, sign): rename it, or sign with hmac-sha256")
         }
-        parameters += [("t", timestamp), ("nonce", nonce)]
-        let text = parameters.sorted { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }.map { $0.0 + $0.1 }.joined()
-        let sign = SHA256.hex(MD5.hash(Array(text.utf8) + Array(secret.utf8))).uppercased()
+        parameters += [(Array("t".utf8), Array(timestamp.utf8)), (Array("nonce".utf8), Array(nonce.utf8))]
+        // Sorted and joined as bytes, as the scheme's servers hash them (byte order is code point
+        // order for UTF-8; Swift's `<` on strings would compare them as Unicode's equivalents).
+        let text = parameters.sorted {
+            $0.name != $1.name ? $0.name.lexicographicallyPrecedes($1.name) : $0.value.lexicographicallyPrecedes($1.value)
+        }
+        .flatMap { $0.name + $0.value }
+        let sign = SHA256.hex(MD5.hash(text + Array(secret.utf8))).uppercased()
         let added = [("t", timestamp), ("nonce", nonce), ("sign", sign)]
         if fromBody {
             let suffix = added.map { "\(Self.escape($0.0))=\(Self.escape($0.1))" }.joined(separator: "&")
@@ -252,13 +257,17 @@ public struct SignaturePlugin: ExportablePlugin {
     /// The parameters md5-sorted adds, which a request must not carry itself.
     static let md5Names: Set<String> = ["t", "nonce", "sign"]
 
-    /// `name=value` pairs of a form (`application/x-www-form-urlencoded`): `+` is a space, and
-    /// empty pairs are skipped.
-    static func formPairs(_ body: ArraySlice<UInt8>) -> [(String, String)] {
-        String(decoding: body, as: UTF8.self).split(separator: "&").map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ s: Substring) -> String { String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s) }
-            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+    /// `name=value` pairs of a form (`application/x-www-form-urlencoded`) as bytes: `+` is a
+    /// space, each `%XX` a byte (a malformed escape stays as written), empty pairs are skipped. A
+    /// value that is no UTF-8 (`%FF`, a GBK form's `%D6%D0`) is its bytes, as PHP-style servers read
+    /// it: it was signed as its escaped text, `+` and all.
+    static func formPairs(_ body: ArraySlice<UInt8>) -> [(name: [UInt8], value: [UInt8])] {
+        body.split(separator: UInt8(ascii: "&")).map { pair in
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+                URLParts.decodedBytes(ArraySlice(bytes.map { $0 == UInt8(ascii: "+") ? 0x20 : $0 }))
+            }
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : [])
         }
     }
 

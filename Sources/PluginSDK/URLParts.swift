@@ -245,7 +245,7 @@ public struct URLParts: Sendable {
 
     /// The bytes with each `%XX` escape decoded; a `%` not followed by two hex digits, and `+`,
     /// stay as they are.
-    private static func decodedBytes(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+    package static func decodedBytes(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = bytes.startIndex

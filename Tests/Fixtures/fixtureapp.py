@@ -132,7 +132,11 @@ def verify_hmac(environ):
     headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
     query = raw_query_pairs(environ.get("QUERY_STRING", ""))
     signature_names = {b"x-signature", b"x-timestamp", b"x-nonce", b"x-key-id"}
-    in_query = any(name in signature_names for name, _ in query)
+    # Placed in the query when the signature itself is there: a request signed in headers may carry
+    # any of the other names as parameters of its own, which are then signed.
+    in_query = any(name == b"x-signature" for name, _ in query)
+    if not in_query:
+        signature_names = set()
     if in_query:
         params = dict((n.decode(), v.decode("utf-8", "replace")) for n, v in query if n in signature_names)
         signature, timestamp, nonce = params.get("x-signature", ""), params.get("x-timestamp", ""), params.get("x-nonce", "")
@@ -152,13 +156,15 @@ def verify_hmac(environ):
 
 
 def verify_md5(environ):
-    query = urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+    # Names and values as bytes (latin-1 maps each byte to one character), sorted and hashed as
+    # bytes, as PHP-style servers of this scheme do: a value that is no UTF-8 is its bytes.
+    query = urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True, encoding="latin-1")
     body = read_body(environ)
     form = environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded")
-    params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True) if form and body else query
+    params = urllib.parse.parse_qsl(body.decode("latin-1"), keep_blank_values=True, encoding="latin-1") if form and body else query
     sign = dict(params).get("sign", "")
-    text = "".join(k + v for k, v in sorted(params) if k != "sign") + SIGNING_SECRET.decode()
-    expected = hashlib.md5(text.encode()).hexdigest().upper()
+    text = "".join(k + v for k, v in sorted(params) if k != "sign").encode("latin-1") + SIGNING_SECRET
+    expected = hashlib.md5(text).hexdigest().upper()
     return {"valid": expected == sign, "expected": expected, "sign": sign, "params": sorted(params), "fromBody": form}
 
 

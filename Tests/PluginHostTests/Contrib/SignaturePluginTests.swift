@@ -146,6 +146,38 @@ struct SignaturePluginTests {
         #expect(result["valid"] == .bool(true), "\(result)")
     }
 
+    /// md5-sorted reads names and values as bytes, as its PHP-style servers hash them: a value
+    /// that is no UTF-8 (`%FF`, a GBK form's `%D6%D0`) is signed as its bytes (it was signed as
+    /// its escaped text, `+` and all), and names are sorted by their bytes, not as Unicode's
+    /// equivalents (a decomposed `é` sorted before `f`, and the server refused the signature).
+    @Test(arguments: ["q=a+%FF", "name=%D6%D0&city=x", "%65%CC%81=1&f=2", "%C3%A9=1&e%CC%81=2"])
+    func md5SortedSignsBytes(_ query: String) async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let url = try TestServer.url().absoluteString + "/fixture/verify-md5?" + query
+        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        #expect(result["valid"] == .bool(true), "\(query): \(result)")
+        let pairs = SignaturePlugin.formPairs(ArraySlice("q=a+%FF&%zz=%4".utf8))
+        #expect(pairs.map(\.name) == [Array("q".utf8), Array("%zz".utf8)])
+        #expect(pairs.map(\.value) == [[0x61, 0x20, 0xFF], Array("%4".utf8)])
+    }
+
+    /// Signed in headers, a request may carry `x-key-id` (or another name query placement uses) as
+    /// a parameter of its own, which is signed: the fixture took it for query placement.
+    @Test func hmacInHeadersSignsAnXNameOfTheQuery() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", [:])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let url = try TestServer.url().absoluteString + "/fixture/verify-hmac?x-key-id=tenant"
+        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        #expect(result["valid"] == .bool(true), "\(result)")
+        #expect(result["inQuery"] == .bool(false))
+        #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "x-key-id=tenant")
+    }
+
     /// A request with its own `t`, `nonce` or `sign` is refused by name: the scheme adds them, and
     /// the request went with two of each, signed over one (the server refused the signature).
     @Test func md5SortedRefusesARequestWithItsOwnTNonceOrSign() async throws {
