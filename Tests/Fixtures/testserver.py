@@ -61,6 +61,9 @@ def make_tls(state):
         openssl("req", *ec, "-keyout", f"{name}-key.pem", "-out", f"{name}.csr", "-subj", f"/CN=PluginHost test {name}", cwd=tls)
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
                 "-out", f"{name}.pem", "-days", "3", "-extfile", f"{name}.ext", cwd=tls)
+    # The client key encrypted (passphrase s3cret): PKCS #8, and OpenSSL's traditional form (Proc-Type).
+    openssl("pkey", "-in", "client-key.pem", "-aes256", "-passout", "pass:s3cret", "-out", "client-key-enc.pem", cwd=tls)
+    openssl("ec", "-in", "client-key.pem", "-aes256", "-passout", "pass:s3cret", "-out", "client-key-trad.pem", cwd=tls)
     openssl("req", "-x509", *ec, "-keyout", "selfsigned-key.pem", "-out", "selfsigned.pem", "-days", "3",
             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
             "-addext", "basicConstraints=critical,CA:FALSE", "-addext", "extendedKeyUsage=serverAuth", cwd=tls)
@@ -75,6 +78,7 @@ def make_tls(state):
         "TLS_CA_PEM": path("ca.pem"), "TLS_OTHER_CA_PEM": path("other-ca.pem"),
         "TLS_SERVER_CERT": path("server.pem"), "TLS_SERVER_PIN": pin("server-key.pem"),
         "TLS_CLIENT_CERT": path("client.pem"), "TLS_CLIENT_KEY": path("client-key.pem"),
+        "TLS_CLIENT_KEY_ENCRYPTED": path("client-key-enc.pem"), "TLS_CLIENT_KEY_TRADITIONAL": path("client-key-trad.pem"),
         "TLS_SELFSIGNED_PEM": path("selfsigned.pem"), "TLS_SELFSIGNED_PIN": pin("selfsigned-key.pem"),
     }
 

@@ -102,6 +102,55 @@ struct CurlTLSTests {
         #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, clientCertificate: client))) == 200)
     }
 
+    /// An encrypted client key without its passphrase is refused when the transport is made:
+    /// libcurl before 8.13 crashed the process reading it (a null passphrase handed to OpenSSL).
+    /// With its passphrase it is used; with a wrong one the handshake fails.
+    @Test(arguments: ["TLS_CLIENT_KEY_ENCRYPTED", "TLS_CLIENT_KEY_TRADITIONAL"])
+    func anEncryptedClientKeyNeedsItsPassphrase(_ variable: String) async throws {
+        let base = try Self.env("HTTPBIN_MTLS_URL")
+        let ca = TLSConfiguration.TrustRoots.only([.file(try Self.env("TLS_CA_PEM"))])
+        let key = try Self.env(variable)
+        func client(_ passphrase: String?) throws -> TLSConfiguration.ClientCertificate {
+            TLSConfiguration.ClientCertificate(certificate: .file(try Self.env("TLS_CLIENT_CERT")), privateKey: .file(key), passphrase: passphrase)
+        }
+        var configuration = CurlTransport.Configuration()
+        configuration.tls = TLSConfiguration(trustRoots: ca, clientCertificate: try client(nil))
+        #expect(throws: CurlTransportError(.invalidConfiguration, "tls: client private key \(key): encrypted; give its passphrase")) {
+            try CurlTransport(configuration: configuration)
+        }
+        #expect(status(try await get(base, tls: TLSConfiguration(trustRoots: ca, clientCertificate: try client("s3cret")))) == 200)
+        #expect(kind(try await get(base, tls: TLSConfiguration(trustRoots: ca, clientCertificate: try client("wrong")))) == .tlsHandshakeFailed)
+    }
+
+    /// `.systemAnd([])` adds nothing to the system's store: it is the system's store (an empty
+    /// bundle in memory replaced libcurl's CA file, and every handshake failed). The test server's
+    /// private CA is untrusted, as with `.system`.
+    @Test func theSystemStoreAndNothingIsTheSystemStore() async throws {
+        let base = try Self.env("HTTPBIN_TLS_URL")
+        #expect(kind(try await get(base, tls: TLSConfiguration(trustRoots: .system))) == .serverCertificateUntrusted)
+        #expect(kind(try await get(base, tls: TLSConfiguration(trustRoots: .systemAnd([])))) == .serverCertificateUntrusted)
+    }
+
+    /// A proxy's password never shows in an error: not in a URL without a scheme (read as one of
+    /// scheme `user`, with no host), and a password past ASCII is the user's own (it was refused
+    /// as if the host were written so, quoting it).
+    @Test func aProxysPasswordIsNotInItsErrors() throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.proxy = .url("user:s3cret@proxy.example:3128")
+        #expect(
+            throws: CurlTransportError(.invalidConfiguration, "proxy \"…@proxy.example:3128\": not a URL with a host (write it as http://host:port)")
+        ) { try CurlTransport(configuration: configuration) }
+        configuration.proxy = .url("http://u:p%C3%A4ss@127.0.0.1:3128")
+        _ = try CurlTransport(configuration: configuration)
+        configuration.proxy = .url("http://u:päss@127.0.0.1:3128")
+        _ = try CurlTransport(configuration: configuration)
+        configuration.proxy = .url("http://u:s3cret@bücher.example:3128")
+        #expect(
+            throws: CurlTransportError(
+                .invalidConfiguration, "proxy \"http://…@bücher.example:3128\": write it in ASCII, its host in IDNA's form (xn--bcher-kva.example)")
+        ) { try CurlTransport(configuration: configuration) }
+    }
+
     /// An `https://` proxy is verified with its host's `tlsOverrides` entry (a private CA, a pinned
     /// key, a client certificate), else against the system's trust store: the default `tls` is the
     /// origins' (its roots and pins would refuse a proxy they are not meant for). libcurl's own CA

@@ -150,6 +150,20 @@ public final class CurlTransport: Transport {
     /// The oldest libcurl accepted: 7.77.0 (curl_multi_poll, curl_multi_wakeup, CA blobs).
     public static let minimumLibcurlVersion = "7.77.0"
 
+    /// A proxy URL as errors name it, its user information (a password) replaced by `…` (in a
+    /// URL without a scheme too, `user:password@host:port`), and its host as written.
+    static func proxyAsWritten(_ given: String) -> (shown: String, host: Substring) {
+        let scheme = given.range(of: "://")
+        var authority = given[(scheme?.upperBound ?? given.startIndex)...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        var shown = given
+        if let at = authority.lastIndex(of: "@") {
+            shown.replaceSubrange(authority.startIndex..<at, with: "…")
+            authority = authority[authority.index(after: at)...]
+        }
+        let host = authority.hasPrefix("[") ? authority.prefix { $0 != "]" } : authority.prefix { $0 != ":" }
+        return (shown, host)
+    }
+
     /// Creates a transport with its own event-loop thread.
     ///
     /// - Throws: ``CurlTransportError``: libcurl is missing or too old, or the configuration is
@@ -184,9 +198,10 @@ public final class CurlTransport: Transport {
             }
             overrides[key] = try PreparedTLS(tls, context: "tls for \(host)", systemBundle: systemBundle, systemFile: systemFile)
         }
-        if case .url(let proxy, _) = configuration.proxy {
-            guard let url = URL(string: proxy), url.host != nil else {
-                throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")
+        if case .url(let given, _) = configuration.proxy {
+            let (proxy, writtenHost) = Self.proxyAsWritten(given)
+            guard let url = URL(string: given), url.host != nil else {
+                throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host (write it as http://host:port)")
             }
             // libcurl decodes such a host with its own IDNA library, and the entry looked up for
             // its TLS could be another host's.
@@ -195,8 +210,9 @@ public final class CurlTransport: Transport {
                     throw CurlTransportError(
                         .invalidConfiguration, "proxy \"\(proxy)\": its host \(written) is written percent-encoded; write the name itself")
                 }
-                // libcurl is given the text as it is, and converts a name past ASCII itself, if at all.
-                if proxy.utf8.contains(where: { $0 >= 0x80 }) {
+                // libcurl is given the text as it is, and converts a name past ASCII itself, if at
+                // all. (A password past ASCII is the user's: only the host is looked at.)
+                if writtenHost.utf8.contains(where: { $0 >= 0x80 }) {
                     throw CurlTransportError(
                         .invalidConfiguration, "proxy \"\(proxy)\": write it in ASCII, its host in IDNA's form (\(written))")
                 }

@@ -136,6 +136,12 @@ struct PreparedTLS: Sendable {
             caBundle = nil
             excludeSystemStore = false
             self.systemFile = systemFile
+        case .systemAnd(let sources) where sources.isEmpty:
+            // Nothing added: the system's store as it is (an empty bundle in memory would replace
+            // libcurl's CA file with nothing, and fail every handshake).
+            caBundle = nil
+            excludeSystemStore = false
+            self.systemFile = systemFile
         case .systemAnd(let sources), .only(let sources):
             if case .only = configuration.trustRoots, sources.isEmpty {
                 throw CurlTransportError(.invalidConfiguration, "\(context): trustRoots .only([]) trusts nothing; list at least one certificate")
@@ -168,7 +174,17 @@ struct PreparedTLS: Sendable {
         pins = configuration.pinnedPublicKeys.isEmpty ? nil : configuration.pinnedPublicKeys.joined(separator: ";")
         if let client = configuration.clientCertificate {
             clientCertificate = try read(client.certificate, what: "client certificate", marker: "CERTIFICATE")
-            clientKey = try read(client.privateKey, what: "client private key", marker: "KEY")
+            let key = try read(client.privateKey, what: "client private key", marker: "KEY")
+            // An encrypted key without its passphrase: libcurl before 8.13 crashes reading such a
+            // key from memory (a null passphrase handed to OpenSSL's callback), so it is refused here.
+            if client.passphrase == nil, let text = String(data: key, encoding: .utf8),
+                text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || text.contains("Proc-Type: 4,ENCRYPTED")
+            {
+                let name: String
+                if case .file(let path) = client.privateKey { name = "client private key \(path)" } else { name = "client private key (PEM bytes)" }
+                throw CurlTransportError(.invalidConfiguration, "\(context): \(name): encrypted; give its passphrase")
+            }
+            clientKey = key
             passphrase = client.passphrase
         } else {
             clientCertificate = nil
