@@ -201,7 +201,7 @@ public final class CurlTransport: Transport {
         if case .url(let given, _) = configuration.proxy {
             let (proxy, writtenHost) = Self.proxyAsWritten(given)
             guard let url = URL(string: given), url.host != nil else {
-                throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host (write it as http://host:port)")
+                throw CurlTransportError(.invalidConfiguration, "proxy \"\(proxy)\": not a URL with a host")
             }
             // libcurl decodes such a host with its own IDNA library, and the entry looked up for
             // its TLS could be another host's.
