@@ -243,6 +243,31 @@ public struct Endpoint: Sendable {
 }
 
 extension Endpoint {
+    /// A copy for a stub, which reads no file (as Moya's): a multipart task's file parts go with
+    /// their headers (field name, file name, type) and no content, so a fixture path need not
+    /// exist where tests run, and a large one is not read for nothing.
+    func readingNoFile() -> Endpoint {
+        func emptied(_ parts: [MultipartFormBodyPart]) -> [MultipartFormBodyPart] {
+            parts.map { part in
+                guard case .file(let url) = part.source else { return part }
+                var empty = part
+                empty.source = .data(Data())
+                empty.fileName = part.fileName ?? url.lastPathComponent
+                return empty
+            }
+        }
+        let stubbed: RequestTask
+        switch task {
+        case .uploadMultipart(let parts): stubbed = .uploadMultipart(emptied(parts))
+        case .uploadCompositeMultipart(let parts, let urlParameters):
+            stubbed = .uploadCompositeMultipart(emptied(parts), urlParameters: urlParameters)
+        default: return self
+        }
+        return Endpoint(
+            url: url, sampleResponseClosure: sampleResponseClosure, method: method, task: stubbed, httpHeaderFields: httpHeaderFields,
+            extraQueryParameters: extraQueryParameters, madeURL: madeURL)
+    }
+
     /// A copy with a server's default headers and parameters merged in; the endpoint's own win.
     func merging(defaultHeaders: [String: String], defaultParameters: Parameters) -> Endpoint {
         var headers = defaultHeaders

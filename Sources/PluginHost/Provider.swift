@@ -224,6 +224,8 @@ public final class Provider<Target: TargetType>: Sendable {
             timeout = snapshot.timeout
         }
         if let defaultHeadersRefusal { throw defaultHeadersRefusal }
+        // A stub reads no file (as Moya's): see `uploadFile` below.
+        if stub != .never { endpoint = endpoint.readingNoFile() }
         var request = try endpoint.urlRequest(defaultHeaders: defaultHeaders)
         if let timeout { request.timeoutInterval = timeout }
         do {

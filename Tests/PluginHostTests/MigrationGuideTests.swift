@@ -77,6 +77,33 @@ struct MigrationGuideTests {
         #expect(path == missing.path)
     }
 
+    /// A stubbed multipart upload reads no file either (as Moya's): its file parts go with their
+    /// headers and no content, and a fixture path need not exist. It failed with `fileAccess`
+    /// (the form was encoded, every file read, before the stub was chosen). Sent, a missing file
+    /// fails as before.
+    @Test(arguments: [false, true]) func aStubbedMultipartUploadNeedsNoFile(_ composite: Bool) async throws {
+        let missing = URL(fileURLWithPath: "/nonexistent/avatar.png")
+        let parts: [MultipartFormBodyPart] = [.text("x", name: "a"), .file(missing, name: "f", mimeType: "image/png")]
+        let task: RequestTask = composite ? .uploadCompositeMultipart(parts, urlParameters: ["q": "1"]) : .uploadMultipart(parts)
+        var target = try Bin("anything", method: .post, task: task)
+        target.sample = .networkResponse(201, Data("ok".utf8))
+        for stub in [Provider<Bin>.immediatelyStub, Provider<Bin>.delayedStub(0.01)] {
+            let response = try await Provider<Bin>(stubClosure: stub).request(target).value
+            #expect(response.statusCode == 201)
+            #expect(response.data == Data("ok".utf8))
+            let body = String(decoding: response.request?.httpBody ?? Data(), as: UTF8.self)
+            #expect(body.contains(#"Content-Disposition: form-data; name="f"; filename="avatar.png""#), "\(body)")
+            #expect(body.contains("Content-Type: image/png"))
+            #expect(body.contains(#"name="a""#))
+        }
+        let sent = await Provider<Bin>().request(target).result
+        guard case .failure(.fileAccess(let path, _)) = sent else {
+            Issue.record("a missing file was sent: \(sent)")
+            return
+        }
+        #expect(path == missing.path)
+    }
+
     @Test func completionsRunOnAGlobalQueueUnlessACallbackQueueIsGiven() async throws {
         let target = try Bin("get")
         let onMain: Bool = await withCheckedContinuation { continuation in
