@@ -243,6 +243,27 @@ struct CurlTransportTests {
     }
     #endif
 
+    /// A proxy that refuses the tunnel says so, with its status: a `403` (its policy) is `other`
+    /// and not retried; a `502` (it could not reach the origin) is `cannotConnect`, retried as a
+    /// refused connection is. Both were `connectionLost` ("CONNECT tunnel failed"), the status
+    /// lost, and the `403` sent three times.
+    @Test(arguments: [(403, TransportFailureKind.other, 1), (502, .cannotConnect, 3)])
+    func aProxyRefusingTheTunnelSaysSo(_ status: Int, _ kind: TransportFailureKind, _ connects: Int) async throws {
+        let proxy = try RefusingProxy { _ in "HTTP/1.1 \(status) Refused\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" }
+        var configuration = CurlTransport.Configuration()
+        configuration.proxy = .url("http://127.0.0.1:\(proxy.port)")
+        let provider = Provider<Bin>(transport: try CurlTransport(configuration: configuration))
+        let result = await provider.request(try Bin("tunnelled", base: URL(string: "https://origin.test")!))
+            .retry(RetryPolicy(exponentialBackoffScale: 0.001)).result
+        guard case .failure(.underlying(let failure, _)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(failure.kind == kind)
+        #expect(failure.message == "the proxy refused the tunnel to origin.test:443: its answer to CONNECT was \(status)")
+        #expect(proxy.heads.withLock { $0 }.count == connects)
+    }
+
     /// A proxy's `407` to the tunnel's `CONNECT` (an https URL) reaches the chain as a `407`
     /// response, not a transport error: the credential hooks are asked (a proxy challenge), and
     /// the answer goes to the proxy in the next `CONNECT`. This proxy refuses every tunnel, so the

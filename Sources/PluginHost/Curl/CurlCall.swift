@@ -909,6 +909,7 @@ final class CurlCall: @unchecked Sendable {
             removeDownload()
             if let limitFailure { return .finished(.failure(limitFailure)) }
             if let challenged = proxyChallenge(easy) { return .finished(.success(challenged)) }
+            if let refused = tunnelRefusal(easy) { return .finished(.failure(refused)) }
             // libcurl before 8.6 refuses an over-long header line as out of memory, 8.6 and later as too large.
             if code == PH_CURLE_OUT_OF_MEMORY || code == PH_CURLE_TOO_LARGE, inHeaders {
                 let reason = code == PH_CURLE_TOO_LARGE ? "too large" : "out of memory"
@@ -972,6 +973,22 @@ final class CurlCall: @unchecked Sendable {
         responseHeaders = []
         data = Data()
         return .finished(.success(response))
+    }
+
+    /// A proxy's refusal of the tunnel (a `CONNECT` answered with another status than `2xx` or
+    /// an answered `407`), which libcurl reports as a failure to receive: `cannotConnect` for a
+    /// `5xx` (the proxy could not reach the origin: retried as a refused connection is), `other`
+    /// for the rest (a `403`: the proxy's policy, which sending again does not change), naming
+    /// the status. Nil when the tunnel was made, or no proxy answered.
+    private func tunnelRefusal(_ easy: UnsafeMutableRawPointer) -> TransportFailure? {
+        var connectCode = 0
+        ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_CONNECTCODE, &connectCode)
+        guard connectCode >= 300 else { return nil }
+        let target =
+            "\(URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost ?? "?"):\(url.port ?? URLParts.defaultPort(forScheme: url.scheme))"
+        return TransportFailure(
+            kind: connectCode >= 500 ? .cannotConnect : .other,
+            message: "the proxy refused the tunnel to \(target): its answer to CONNECT was \(connectCode)")
     }
 
     /// The proxy's `407` to the tunnel's `CONNECT` (an https URL through a proxy), with its
