@@ -133,11 +133,8 @@ struct LibraryDependencyTests {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         let trusted = try ScratchDirectories(0o755)[0]
         defer { try? FileManager.default.removeItem(atPath: trusted) }
-        // `<trusted>/\xFF`, mode 0777 (made with the raw byte: no Swift string names it).
-        let open = Array(trusted.utf8) + [UInt8(ascii: "/"), 0xFF]
-        #expect((open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o777) } } == 0)
-        defer { _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { rmdir($0.baseAddress!) } } }
-        _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { chmod($0.baseAddress!, 0o777) } }
+        let open = try Self.directoryNotUTF8(under: trusted)
+        defer { Self.remove(open) }
         // The environment block as the process would have started with it.
         let environment = LoaderEnvironment.parse(Array("LD_LIBRARY_PATH=/usr/lib:".utf8) + open + [0])
         let entry = try #require(environment["LD_LIBRARY_PATH"]?.split(separator: ":").last.map(String.init))
@@ -173,11 +170,8 @@ struct LibraryDependencyTests {
         defer { f.remove() }
         let trusted = try ScratchDirectories(0o755)[0]
         defer { try? FileManager.default.removeItem(atPath: trusted) }
-        // `<trusted>/\xFF`, mode 0777 (made with the raw byte: no Swift string names it).
-        let open = Array(trusted.utf8) + [UInt8(ascii: "/"), 0xFF]
-        #expect((open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o777) } } == 0)
-        defer { _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { rmdir($0.baseAddress!) } } }
-        _ = (open + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { chmod($0.baseAddress!, 0o777) } }
+        let open = try Self.directoryNotUTF8(under: trusted)
+        defer { Self.remove(open) }
         let (library, offset) = try notUTF8(f, under: trusted, rpath: false)
         #expect(refusal(library) == PluginLoadError(.notSharedObject, file: library, reason: Self.notUTF8("RUNPATH", at: offset)))
     }
@@ -195,6 +189,20 @@ struct LibraryDependencyTests {
             try refusal(of: plugin, callers: [caller])
                 == PluginLoadError(.notSharedObject, file: caller, reason: Self.notUTF8("RPATH", at: offset) + " (of \(caller), which loads plugins)")
         )
+    }
+
+    /// Makes `<directory>/\xFF`, mode 0777, with the raw byte (no Swift string names it); its
+    /// path's bytes.
+    static func directoryNotUTF8(under directory: String) throws -> [UInt8] {
+        let path = Array(directory.utf8) + [UInt8(ascii: "/"), 0xFF]
+        try #require((path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o777) } } == 0)
+        _ = (path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { chmod($0.baseAddress!, 0o777) } }
+        return path
+    }
+
+    /// Removes a directory ``directoryNotUTF8(under:)`` made.
+    static func remove(_ path: [UInt8]) {
+        _ = (path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { rmdir($0.baseAddress!) } }
     }
 
     /// The fixture library with its search path `<directory>/\xFF` (a `RUNPATH`, or an `RPATH`),

@@ -117,6 +117,7 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 #define PH_CURLE_OPERATION_TIMEDOUT 28
 #define PH_CURLE_SSL_CONNECT_ERROR 35
 #define PH_CURLE_ABORTED_BY_CALLBACK 42
+#define PH_CURLE_BAD_FUNCTION_ARGUMENT 43
 #define PH_CURLE_TOO_MANY_REDIRECTS 47
 #define PH_CURLE_GOT_NOTHING 52
 #define PH_CURLE_SSL_ENGINE_NOTFOUND 53

@@ -1054,6 +1054,10 @@ final class CurlCall: @unchecked Sendable {
             return TransportFailure(kind: .tlsHandshakeFailed, message: text)
         case PH_CURLE_URL_MALFORMAT, PH_CURLE_UNSUPPORTED_PROTOCOL:
             return TransportFailure(kind: .other, message: "libcurl refused the URL: \(text)")
+        case PH_CURLE_BAD_FUNCTION_ARGUMENT where message.contains("private key") || message.contains("certificate"):
+            // libcurl 8.13 and later: a client key it cannot load from memory (a wrong passphrase)
+            // ("unable to set private key file"); before, `SSL_CERTPROBLEM`.
+            return TransportFailure(kind: .tlsHandshakeFailed, message: text)
         default:
             return TransportFailure(kind: .other, message: text)
         }

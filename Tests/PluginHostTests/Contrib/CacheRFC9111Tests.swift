@@ -21,10 +21,15 @@ final class ScriptedTransport: Transport, Sendable {
         let method = request.urlRequest.httpMethod ?? "GET"
         calls.append("\(method) \(url.path)")
         let answer = answers["\(method) \(url.path)"] ?? answers[url.path] ?? (200, [:])
-        var headers = answer.headers
+        return Self.response(url, answer.status, answer.headers)
+    }
+
+    /// `status` with `headers` (and a `Date` of now unless they have one), body `body`.
+    static func response(_ url: URL, _ status: Int, _ headers: [String: String]) -> TransportResponse {
+        var headers = headers
         if headers["Date"] == nil { headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970) }
         return TransportResponse(
-            response: HTTPURLResponse(url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("body".utf8))
+            response: HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("body".utf8))
     }
 }
 
@@ -810,10 +815,7 @@ final class SequencedTransport: Transport, Sendable {
             return sent.count - 1
         }
         let answer = answers[min(index, answers.count - 1)]
-        var headers = answer.headers
-        if headers["Date"] == nil { headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970) }
-        return TransportResponse(
-            response: HTTPURLResponse(url: url, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data("body".utf8))
+        return ScriptedTransport.response(url, answer.status, answer.headers)
     }
 }
 

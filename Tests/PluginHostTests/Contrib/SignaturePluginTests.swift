@@ -21,6 +21,16 @@ struct SignaturePluginTests {
         try await provider.request(try Bin(path, method: method, task: task, headers: headers)).filterSuccessfulStatusCodes().mapJSON().value
     }
 
+    /// The fixture's verdict on `pathAndQuery` (the query as written) sent through the signature
+    /// plugin configured with `config`.
+    func verdict(_ config: [String: Any], _ pathAndQuery: String) async throws -> JSONValue {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", config)])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        return try await provider.get(try TestServer.url().absoluteString + "/" + pathAndQuery).filterSuccessfulStatusCodes().mapJSON().value
+    }
+
     @Test func hmacInHeadersVerifiesIndependently() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
@@ -78,12 +88,7 @@ struct SignaturePluginTests {
     /// `%EF%BF%BD` of a replacement character): `a=%FF` and `a=%FE` were signed alike, and a
     /// verifier working on bytes refused both.
     @Test func queryBytesThatAreNoUTF8AreSignedAsTheyAre() async throws {
-        let f = try PluginFixtures()
-        defer { f.remove() }
-        let provider = try f.provider([("signature", [:])])
-        provider.services.setValue(Self.secret, forKey: "signing_secret")
-        let url = try TestServer.url().absoluteString + "/fixture/verify-hmac?b=%FE&a=%ff&c=%C3%A9%7e+"
-        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        let result = try await verdict([:], "fixture/verify-hmac?b=%FE&a=%ff&c=%C3%A9%7e+")
         #expect(result["valid"] == .bool(true), "\(result)")
         #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "a=%FF&b=%FE&c=%C3%A9~%2B")
         let items = URLParts("http://h/p?a=%FF&a=%FE&x%2Dy&=%41").escapedQueryItems
@@ -137,12 +142,7 @@ struct SignaturePluginTests {
     /// A query is read as the form its servers read it (`+` a space, as PHP and `parse_qsl` do):
     /// `q=a+b` was signed as `a+b` and refused.
     @Test func md5SortedReadsAPlusInTheQueryAsASpace() async throws {
-        let f = try PluginFixtures()
-        defer { f.remove() }
-        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
-        provider.services.setValue(Self.secret, forKey: "signing_secret")
-        let url = try TestServer.url().absoluteString + "/fixture/verify-md5?q=a+b&r=c%2Bd&&empty="
-        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        let result = try await verdict(["scheme": "md5-sorted"], "fixture/verify-md5?q=a+b&r=c%2Bd&&empty=")
         #expect(result["valid"] == .bool(true), "\(result)")
     }
 
@@ -152,12 +152,7 @@ struct SignaturePluginTests {
     /// equivalents (a decomposed `é` sorted before `f`, and the server refused the signature).
     @Test(arguments: ["q=a+%FF", "name=%D6%D0&city=x", "%65%CC%81=1&f=2", "%C3%A9=1&e%CC%81=2"])
     func md5SortedSignsBytes(_ query: String) async throws {
-        let f = try PluginFixtures()
-        defer { f.remove() }
-        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
-        provider.services.setValue(Self.secret, forKey: "signing_secret")
-        let url = try TestServer.url().absoluteString + "/fixture/verify-md5?" + query
-        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        let result = try await verdict(["scheme": "md5-sorted"], "fixture/verify-md5?" + query)
         #expect(result["valid"] == .bool(true), "\(query): \(result)")
         let pairs = SignaturePlugin.formPairs(ArraySlice("q=a+%FF&%zz=%4".utf8))
         #expect(pairs.map(\.name) == [Array("q".utf8), Array("%zz".utf8)])
@@ -167,12 +162,7 @@ struct SignaturePluginTests {
     /// Signed in headers, a request may carry `x-key-id` (or another name query placement uses) as
     /// a parameter of its own, which is signed: the fixture took it for query placement.
     @Test func hmacInHeadersSignsAnXNameOfTheQuery() async throws {
-        let f = try PluginFixtures()
-        defer { f.remove() }
-        let provider = try f.provider([("signature", [:])])
-        provider.services.setValue(Self.secret, forKey: "signing_secret")
-        let url = try TestServer.url().absoluteString + "/fixture/verify-hmac?x-key-id=tenant"
-        let result = try await provider.get(url).filterSuccessfulStatusCodes().mapJSON().value
+        let result = try await verdict([:], "fixture/verify-hmac?x-key-id=tenant")
         #expect(result["valid"] == .bool(true), "\(result)")
         #expect(result["inQuery"] == .bool(false))
         #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "x-key-id=tenant")
