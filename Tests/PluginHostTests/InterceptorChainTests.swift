@@ -283,7 +283,7 @@ struct InterceptorChainTests {
     /// waiting for it, without waiting for the refresher (this one ignores cancellation); the key
     /// is free again, and the next refresh runs the refresher anew.
     @Test func aHungRefresherFailsAfterTheRefreshTimeout() async throws {
-        let services = PluginServices(refreshTimeout: 1)
+        let services = PluginServices(maxRefreshes: 10, refreshTimeout: 1)
         let calls = LockedCounter()
         // Every refresher call hangs, deaf to cancelling, until the test lets them go (60 s at most).
         let hanging = Locked(true)
@@ -325,11 +325,25 @@ struct InterceptorChainTests {
         #expect(hungFinished.withLock { $0 } == false, "the waiters waited for the refresher")
         #expect(services.value(forKey: "k") == nil)
         // The key is free again: the next refresh runs the refresher anew and stores its value.
+        // (Its 1 s may pass before a saturated pool runs the refresher at all, as in a CI run that
+        // starts a dozen tests at once: a refresh that timed out so is asked again, a few times.)
         hanging.withLock { $0 = false }
         let before = calls.value
-        try await services.refresh(key: "k", staleValue: nil)
+        var refreshes = 0
+        var failure: NetworkError?
+        repeat {
+            refreshes += 1
+            failure = nil
+            do {
+                try await services.refresh(key: "k", staleValue: nil)
+            } catch {
+                failure = error
+            }
+        } while refreshes < 5
+            && failure.map { "\($0)" } == "\(NetworkError.credentialRefresh(key: "k", message: "the refresher did not finish within 1.0 s"))"
+        #expect(failure == nil, "\(String(describing: failure))")
         #expect(services.value(forKey: "k") == "fresh")
-        #expect(calls.value == before + 1)
+        #expect(calls.value > before && calls.value <= before + refreshes)
     }
 
     @Test func credentialHookAnswersBasicChallenges() async throws {
