@@ -953,10 +953,10 @@ public struct CachePlugin: ExportablePlugin {
         putUpdated(entry, validated: original)
     }
 
-    /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
     /// The status codes a stale entry may answer for (RFC 5861 §4), besides a transport failure.
     static let staleIfErrorStatus: Set<Int> = [500, 502, 503, 504]
 
+    /// Status codes whose caching rules this cache implements, for `must-understand` (§5.2.2.3).
     static let understoodStatus: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
 
     /// The entry to store for `response` (whose fields are `fields`), or nil when it must not be

@@ -772,14 +772,14 @@ public struct LoggerPlugin: ExportablePlugin {
             while index < count, bytes[index] != mark { index += bytes[index] == backslash ? 2 : 1 }
             return index < count ? (index + 1, true) : (count, false)
         }
-        /// The index past a bare value that begins at `start`: up to a space (`\n`, `\t` too) or
-        /// `,`, `)`, `}`, `]`; a quoted string right after a `=` in it (a scheme's parameter,
-        /// `response="a b"`, or `response=\"a b\"` while still JSON-escaped) is whole. (A quote
-        /// elsewhere is a byte like another: one left unpaired would take the value to the end.)
         /// Whether `byte` ends a bare value (besides a space).
         func endsValue(_ byte: UInt8) -> Bool {
             byte == UInt8(ascii: ",") || byte == UInt8(ascii: ")") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]")
         }
+        /// The index past a bare value that begins at `start`: up to a space (`\n`, `\t` too) or
+        /// `,`, `)`, `}`, `]`; a quoted string right after a `=` in it (a scheme's parameter,
+        /// `response="a b"`, or `response=\"a b\"` while still JSON-escaped) is whole. (A quote
+        /// elsewhere is a byte like another: one left unpaired would take the value to the end.)
         func bareEnd(_ start: Int) -> Int {
             var index = start
             while index < count, Self.spaceWidth(in: bytes, at: index) == 0 {

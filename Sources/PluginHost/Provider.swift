@@ -177,7 +177,7 @@ public final class Provider<Target: TargetType>: Sendable {
         stub: @escaping @Sendable () -> StubBehavior,
         endpoint: @escaping @Sendable () -> Endpoint
     ) -> ResponsePipeline<Response> {
-        return ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
+        ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
             [self] progress async throws(NetworkError) -> Response in
             // A `cancelAll()` from here on, while the request closure runs too, cancels this
             // request when it is registered (`registry.run`): what the closure made is not sent.

@@ -115,9 +115,11 @@ final class CurlCall: @unchecked Sendable {
     private var redirectCount = 0
     /// How many redirects the call follows (the request's policy, else the transport's).
     private var redirectLimit = 0
-    /// Whether this hop's response is a redirect the call follows: its body is left behind, and
-    /// no progress is told of it (the next hop's body is the response's).
-    private var leavingBody = false
+    /// Where this hop's response redirects the call, when it is a redirect the call follows
+    /// (decided once its header is in): its body is left behind, and no progress is told of it
+    /// (the next hop's body is the response's).
+    private var followedHop: (url: URL, becomesGET: Bool)?
+    private var leavingBody: Bool { followedHop != nil }
     /// How many bytes of the body left behind were read (and dropped): they count against no
     /// limit of the response's, and past ``leftBodyAllowance`` the hop's connection is closed.
     private var leftBytes: Int64 = 0
@@ -265,7 +267,7 @@ final class CurlCall: @unchecked Sendable {
         self.easy = easy
         let me = Unmanaged.passUnretained(self).toOpaque()
         redirectLimit = (request.redirects ?? settings.configuration.redirects).maxRedirects
-        leavingBody = false
+        followedHop = nil
         leftBytes = 0
         cutLeftBody = false
         responseHeaders.removeAll(keepingCapacity: true)
@@ -804,7 +806,7 @@ final class CurlCall: @unchecked Sendable {
             } catch {
                 return stop(error)
             }
-            leavingBody = followedRedirect(status: status) != nil
+            followedHop = followedRedirect(status: status).map { ($0.url, $0.becomesGET) }
         }
         guard expected >= 0, method != "HEAD" else { return count }
         if status < 200 || (300..<400).contains(status) { return count }
@@ -924,7 +926,7 @@ final class CurlCall: @unchecked Sendable {
         if let jar = settings.cookieJar {
             jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
         }
-        if let (next, _, becomesGET) = followedRedirect(status: status) {
+        if let (next, becomesGET) = followedHop {
             redirectCount += 1
             if becomesGET {
                 method = "GET"
@@ -984,11 +986,18 @@ final class CurlCall: @unchecked Sendable {
         var connectCode = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_CONNECTCODE, &connectCode)
         guard connectCode >= 300 else { return nil }
-        let target =
-            "\(URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost ?? "?"):\(url.port ?? URLParts.defaultPort(forScheme: url.scheme))"
         return TransportFailure(
             kind: connectCode >= 500 ? .cannotConnect : .other,
-            message: "the proxy refused the tunnel to \(target): its answer to CONNECT was \(connectCode)")
+            message: "the proxy refused the tunnel to \(tunnelTarget ?? "?"): its answer to CONNECT was \(connectCode)")
+    }
+
+    /// What libcurl sent the proxy for this hop: `CONNECT host:port` (an IPv6 host in brackets, a
+    /// name past ASCII in IDNA's form, as the URL holds it: `percentEncodedHost` reads it back as
+    /// percent-encoded UTF-8).
+    private var tunnelTarget: String? {
+        URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost.map {
+            "\($0):\(url.port ?? URLParts.defaultPort(forScheme: url.scheme))"
+        }
     }
 
     /// The proxy's `407` to the tunnel's `CONNECT` (an https URL through a proxy), with its
@@ -1005,11 +1014,7 @@ final class CurlCall: @unchecked Sendable {
             redirected: redirectCount > 0, method: method)
         response.credentialsLeftBehind = credentialsLeftBehind
         response.metrics = metrics(easy)
-        // What libcurl sent: `CONNECT host:port` (an IPv6 host in brackets, a name past ASCII in
-        // IDNA's form, as the URL holds it: `percentEncodedHost` reads it back as percent-encoded UTF-8).
-        if let host = URLComponents(url: url, resolvingAgainstBaseURL: false)?.encodedHost {
-            response.tunnelTarget = "\(host):\(url.port ?? URLParts.defaultPort(forScheme: url.scheme))"
-        }
+        response.tunnelTarget = tunnelTarget
         return response
     }
 

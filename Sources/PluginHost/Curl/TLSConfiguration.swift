@@ -109,15 +109,18 @@ struct PreparedTLS: Sendable {
     /// (``SystemTrust/bundleToInclude``).
     /// `systemFile` is the system's CA bundle when libcurl's own is missing (``SystemTrust/substituteFile``).
     init(_ configuration: TLSConfiguration, context: String, systemBundle: Data? = nil, systemFile: String? = nil) throws(CurlTransportError) {
+        /// How errors name `source`: `client private key /etc/app/key.pem`, `CA certificate (PEM bytes)`.
+        func named(_ source: TLSConfiguration.PEMSource, what: String) -> String {
+            if case .file(let path) = source { return "\(what) \(path)" }
+            return "\(what) (PEM bytes)"
+        }
         func read(_ source: TLSConfiguration.PEMSource, what: String, marker: String) throws(CurlTransportError) -> Data {
             let data: Data
-            let name: String
+            let name = named(source, what: what)
             switch source {
             case .pem(let bytes):
                 data = bytes
-                name = "\(what) (PEM bytes)"
             case .file(let path):
-                name = "\(what) \(path)"
                 guard FileManager.default.fileExists(atPath: path) else {
                     throw CurlTransportError(.invalidConfiguration, "\(context): \(name): no such file")
                 }
@@ -131,26 +134,24 @@ struct PreparedTLS: Sendable {
             }
             return data
         }
-        switch configuration.trustRoots {
+        var trustRoots = configuration.trustRoots
+        // Nothing added: the system's store as it is (an empty bundle in memory would replace
+        // libcurl's CA file with nothing, and fail every handshake).
+        if case .systemAnd(let sources) = trustRoots, sources.isEmpty { trustRoots = .system }
+        switch trustRoots {
         case .system:
             caBundle = nil
             excludeSystemStore = false
             self.systemFile = systemFile
-        case .systemAnd(let sources) where sources.isEmpty:
-            // Nothing added: the system's store as it is (an empty bundle in memory would replace
-            // libcurl's CA file with nothing, and fail every handshake).
-            caBundle = nil
-            excludeSystemStore = false
-            self.systemFile = systemFile
         case .systemAnd(let sources), .only(let sources):
-            if case .only = configuration.trustRoots, sources.isEmpty {
+            if case .only = trustRoots, sources.isEmpty {
                 throw CurlTransportError(.invalidConfiguration, "\(context): trustRoots .only([]) trusts nothing; list at least one certificate")
             }
             var bundle = Data()
             // Extra CAs go to libcurl as a bundle in memory, and its OpenSSL backend then leaves
             // its built-in CA *file* aside (a CA *directory* still counts). Without a directory
             // (Fedora, Alpine builds) the system's CAs would be dropped: their file goes first.
-            if case .systemAnd = configuration.trustRoots, let systemFile = systemBundle {
+            if case .systemAnd = trustRoots, let systemFile = systemBundle {
                 bundle.append(systemFile)
                 bundle.append(0x0A)
             }
@@ -159,7 +160,7 @@ struct PreparedTLS: Sendable {
                 bundle.append(0x0A)
             }
             caBundle = bundle
-            if case .only = configuration.trustRoots { excludeSystemStore = true } else { excludeSystemStore = false }
+            if case .only = trustRoots { excludeSystemStore = true } else { excludeSystemStore = false }
             // In memory, the bundle replaces libcurl's CA file (with `.systemAnd`, the system's
             // CAs are in it).
             self.systemFile = nil
@@ -180,9 +181,8 @@ struct PreparedTLS: Sendable {
             if client.passphrase == nil, let text = String(data: key, encoding: .utf8),
                 text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || text.contains("Proc-Type: 4,ENCRYPTED")
             {
-                let name: String
-                if case .file(let path) = client.privateKey { name = "client private key \(path)" } else { name = "client private key (PEM bytes)" }
-                throw CurlTransportError(.invalidConfiguration, "\(context): \(name): encrypted; give its passphrase")
+                throw CurlTransportError(
+                    .invalidConfiguration, "\(context): \(named(client.privateKey, what: "client private key")): encrypted; give its passphrase")
             }
             clientKey = key
             passphrase = client.passphrase
