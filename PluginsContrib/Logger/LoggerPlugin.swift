@@ -269,16 +269,7 @@ public struct LoggerPlugin: ExportablePlugin {
     /// ``redact(url:)``, appending the values of the redacted parameters to `found` (as written
     /// and decoded: a response's `Location` may be repeated in its body).
     func redact(url: String, found: inout [String]) -> String {
-        var url = url
-        if let info = URLParts.userInfoRange(of: url), !info.isEmpty {
-            if let colon = url[info].firstIndex(of: ":"), url.index(after: colon) < info.upperBound {
-                // From the first colon: the password is everything after it (it may hold colons).
-                url.replaceSubrange(url.index(after: colon)..<info.upperBound, with: "<redacted>")
-            } else {
-                // A user without a password is an API key or a token (`https://key@api…`).
-                url.replaceSubrange(info, with: "<redacted>")
-            }
-        }
+        let url = URLParts.redactingUserInfo(url)
         let fragmentStart = url.firstIndex(of: "#")
         let fragment = fragmentStart.map { url[url.index(after: $0)...] }
         let beforeFragment = fragmentStart.map { url[..<$0] } ?? url[...]

@@ -198,6 +198,21 @@ public struct URLParts: Sendable {
         return authority.lastIndex(of: "@").map { start..<$0 }
     }
 
+    /// `url` with its password replaced by `<redacted>` (`http://user:<redacted>@host/`), and a
+    /// user information without a colon, an API key or a token (`https://key@api…`), replaced
+    /// whole; a URL without user information as it is. For URLs that are shown or logged.
+    public static func redactingUserInfo(_ url: String) -> String {
+        guard let info = userInfoRange(of: url), !info.isEmpty else { return url }
+        var url = url
+        if let colon = url[info].firstIndex(of: ":"), url.index(after: colon) < info.upperBound {
+            // From the first colon: the password is everything after it (it may hold colons).
+            url.replaceSubrange(url.index(after: colon)..<info.upperBound, with: "<redacted>")
+        } else {
+            url.replaceSubrange(info, with: "<redacted>")
+        }
+        return url
+    }
+
     /// Whether the string is an absolute http or https URL with a host.
     public static func isAbsoluteHTTP(_ string: String) -> Bool {
         guard let components = URLComponents(string: string),

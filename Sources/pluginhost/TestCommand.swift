@@ -66,6 +66,11 @@ struct RequestOptions {
 
     var target: CLITarget { CLITarget(baseURL: url ?? CLITarget.stubURL, method: method, headers: headers.isEmpty ? nil : headers) }
 
+    /// The request the stub answers (the probes, `--bench`): sent to the stub's own URL whatever
+    /// `--url` says, so that no plugin keeps the stub's answer as the real URL's (a cache whose
+    /// directory the app shares stored it, and the next real request was answered with it).
+    var stubTarget: CLITarget { CLITarget(baseURL: CLITarget.stubURL, method: method, headers: headers.isEmpty ? nil : headers) }
+
     func provider(_ interceptors: [any Interceptor], services: PluginServices, stub: Bool? = nil) -> Provider<CLITarget> {
         for (key, value) in store { services.setValue(value, forKey: key) }
         let stubbed = stub ?? (url == nil)
@@ -114,7 +119,7 @@ enum TestCommand {
             let semaphore = DispatchSemaphore(value: 0)
             let outcome = Locked<Result<Response, NetworkError>?>(nil)
             Task {
-                let result = await provider.request(options.target).result
+                let result = await provider.request(options.stubTarget).result
                 outcome.withLock { $0 = result }
                 semaphore.signal()
             }
@@ -148,7 +153,7 @@ enum TestCommand {
         // Each value joined to its option: a value that begins with `--` (a plugin named `--x`, a
         // `--store=--k=v`) would be read as an option of its own, and the probe fail.
         var childArguments = ["__probe", "--manifest=" + manifest, "--plugin=" + name]
-        for key in ["url", "method"] { if let value = arguments.value(key) { childArguments.append("--\(key)=" + value) } }
+        if let method = arguments.value("method") { childArguments.append("--method=" + method) }
         for key in ["header", "store"] { for value in arguments.all(key) { childArguments.append("--\(key)=" + value) } }
         process.arguments = childArguments
         var environment = ProcessInfo.processInfo.environment
@@ -272,7 +277,7 @@ enum TestCommand {
         let outcome = waitFor { await provider.request(options.target).result }
         subscription.cancel()
         report.chainMethod = options.method.rawValue
-        report.chainURL = options.url?.absoluteString ?? CLITarget.stubURL.absoluteString
+        report.chainURL = URLParts.redactingUserInfo(options.url?.absoluteString ?? CLITarget.stubURL.absoluteString)
         report.offline = options.url == nil
         for (index, plugin) in plugins.enumerated() {
             let trace = traces[index]
@@ -285,7 +290,8 @@ enum TestCommand {
             let request = response.request
             let headers = (request?.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HTTPHeader(name: $0.key, value: $0.value) }
             report.request = .init(
-                method: request?.httpMethod ?? "?", url: request?.url?.absoluteString ?? report.chainURL, headers: headers.map(Traced.show))
+                method: request?.httpMethod ?? "?", url: request?.url.map { URLParts.redactingUserInfo($0.absoluteString) } ?? report.chainURL,
+                headers: headers.map(Traced.show))
             report.response = .init(
                 status: response.statusCode, bytes: response.data.count, xCache: response.value(forHTTPHeaderField: "X-Cache"),
                 metrics: response.metrics)
@@ -302,7 +308,7 @@ enum TestCommand {
                 trace.stopRecording()
                 _ = trace.take()
             }
-            let target = options.target
+            let target = options.stubTarget
             let samples = waitFor { () async -> BenchSamples in
                 var samples = BenchSamples()
                 let pipeline = benchProvider.request(target)

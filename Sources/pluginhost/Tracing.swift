@@ -93,7 +93,8 @@ struct Traced: Interceptor {
             let old = Set(URLParts(beforeURL).queryItems.map { "\($0.name)=\($0.value)" })
             let new = URLParts(request.url).queryItems.map { "\($0.name)=\($0.value)" }
             let added = new.filter { !old.contains($0) }
-            trace.record(added.isEmpty ? "url: \(request.url)" : "query: " + added.map { "+\($0)" }.joined(separator: " "))
+            trace.record(
+                added.isEmpty ? "url: " + URLParts.redactingUserInfo(request.url) : "query: " + added.map { "+\($0)" }.joined(separator: " "))
         }
         if case .respond(let response) = action { trace.record("answered \(response.statusCode) itself (short-circuit: no network)") }
         return action

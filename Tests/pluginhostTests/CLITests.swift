@@ -612,6 +612,48 @@ struct CLITests {
         #endif
     }
 
+    /// The probes and `--bench` are answered by the offline stub, and send their requests to the
+    /// stub's own URL, never to `--url`'s: a cache whose directory the app shares keeps no stub
+    /// answer as the real URL's (the probe stored one there, and the chain's request was then a hit
+    /// that never reached the closed port: exit 0 and `X-Cache: hit`).
+    @Test func aStubAnswerIsNeverKeptAsTheRealURLs() async throws {
+        let workspace = try await Workspace.make(bundling: ["Cache"])
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "cache", "config": {"directory": ""#
+                + workspace.root + #"/cache"}}]}"#)
+        let url = "http://127.0.0.1:9/nothing"
+        let first = try await CLI.run(["test", "--manifest", manifest, "--url", url, "--bench", "3"])
+        #expect(first.status == 5, "\(first.stdout)\(first.stderr)")
+        #expect(first.stdout.contains("request failed: transport failed (cannotConnect)"))
+        #expect(first.stdout.contains("bench  3 requests on the stub transport (µs per request)"))
+        let again = try await CLI.run(["test", "--manifest", manifest, "--url", url])
+        #expect(again.status == 5, "\(again.stdout)\(again.stderr)")
+        #expect(again.stdout.contains("request failed: transport failed (cannotConnect)"))
+        #expect(!again.stdout.contains("X-Cache"))
+    }
+
+    /// A password in `--url` is shown redacted, as the logger plugin shows it: in the chain's line
+    /// and the request's, in text and in JSON (output that ends up in CI logs).
+    @Test func aPasswordInTheURLIsShownRedacted() async throws {
+        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
+            throw CocoaError(
+                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
+        }
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)
+        let url = base.replacingOccurrences(of: "://", with: "://user:s3cret@") + "/anything"
+        let shown = base.replacingOccurrences(of: "://", with: "://user:<redacted>@") + "/anything"
+        let text = try await CLI.run(["test", "--manifest", manifest, "--url", url])
+        #expect(text.status == 0, "\(text.stdout)\(text.stderr)")
+        #expect(!text.stdout.contains("s3cret") && !text.stderr.contains("s3cret"), "\(text.stdout)\(text.stderr)")
+        #expect(text.stdout.contains("chain  GET \(shown)\n") && text.stdout.contains("request  GET \(shown)\n"), "\(text.stdout)")
+        let json = try await CLI.run(["test", "--manifest", manifest, "--url", url, "--json"])
+        #expect(json.status == 0, "\(json.stdout)\(json.stderr)")
+        #expect(!json.stdout.contains("s3cret"), "\(json.stdout)")
+        let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect((document?["request"] as? [String: Any])?["url"] as? String == shown, "\(json.stdout)")
+    }
+
     @Test func bundleRefusesALibraryWithoutADescriptor() async throws {
         let workspace = try await Workspace.make(bundling: [])
         let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
