@@ -1130,7 +1130,7 @@ public struct LoggerPlugin: ExportablePlugin {
         case .host:
             host.log(.info, text)
         case .standardError:
-            sink.exclusively { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+            sink.exclusively { _ = FileDescriptor.writeAll(2, text + "\n") }
         case .file(let fd):
             let data = Array((text + "\n").utf8)
             sink.exclusively { _ = data.withUnsafeBytes { FileDescriptor.writeAll(fd, $0) } }

@@ -86,7 +86,7 @@ public final class PluginServices: Sendable {
     /// Writes `warning` and `error` lines to standard error; the default log handler.
     public static let standardErrorLog: LogHandler = { level, plugin, message in
         guard level >= .warning else { return }
-        FileHandle.standardError.write(Data("[\(level)] \(plugin): \(message)\n".utf8))
+        FileDescriptor.writeAll(2, "[\(level)] \(plugin): \(message)\n")
     }
 
     /// The ``HostServices`` an interceptor named `plugin` sees: these services, with its events

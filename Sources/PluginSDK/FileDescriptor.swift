@@ -54,6 +54,15 @@ public enum FileDescriptor {
         return true
     }
 
+    /// Writes the UTF-8 bytes of `text` to `fd` as the form that takes a buffer
+    /// does; false when a write fails. For log lines: one that cannot be written (standard error
+    /// on a full disk or to a closed pipe) is dropped, where `FileHandle.write` traps.
+    @discardableResult
+    public static func writeAll(_ fd: Int32, _ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { writeAll(fd, UnsafeRawBufferPointer($0)) }
+    }
+
     /// The bytes of the regular file at `path` (a symbolic link is not followed), read with one
     /// `open`, `fstat` and as few `read`s as it takes; nil when it cannot be opened, is not a
     /// regular file, is larger than `limit` bytes, or a read fails.

@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 
 #if canImport(Glibc)
 import Glibc
@@ -12,11 +13,11 @@ enum Terminal {
     static let colour: Bool = isatty(STDOUT_FILENO) != 0 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
 
     static func out(_ text: String = "") {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        FileDescriptor.writeAll(STDOUT_FILENO, text + "\n")
     }
 
     static func error(_ text: String) {
-        FileHandle.standardError.write(Data(("pluginhost: " + text + "\n").utf8))
+        FileDescriptor.writeAll(STDERR_FILENO, "pluginhost: " + text + "\n")
     }
 
     static func green(_ text: String) -> String { paint(text, "32") }

@@ -258,7 +258,7 @@ enum TestCommand {
         // 3. One request through the whole chain of usable plugins.
         let services = PluginServices()
         services.setLogHandler { level, plugin, message in
-            FileHandle.standardError.write(Data("[\(plugin)] \(message)\n".utf8))
+            FileDescriptor.writeAll(2, "[\(plugin)] \(message)\n")
         }
         let plugins: [LoadedPlugin]
         do {

@@ -654,6 +654,28 @@ struct CLITests {
         #expect((document?["request"] as? [String: Any])?["url"] as? String == shown, "\(json.stdout)")
     }
 
+    /// A log line that cannot be written (standard error on a full disk or a closed pipe) is
+    /// dropped: the logger's default output, the host's log handler and the CLI's own messages
+    /// never take the process down (`FileHandle.write` trapped on the write's error).
+    @Test func aLogLineThatCannotBeWrittenIsDropped() async throws {
+        let workspace = try await Workspace.make(bundling: ["Logger"])
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "logger", "config": {"level": "headers"}}]}"#)
+        let output = try await offThePool { () throws -> CLI.Output in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", #"exec "$0" "$@" 2>/dev/full"#, CLI.binDirectory + "/pluginhost", "test", "--manifest", manifest]
+            let stdout = Pipe()
+            process.standardOutput = stdout
+            try process.run()
+            let data = stdout.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return CLI.Output(status: process.terminationStatus, stdout: String(decoding: data, as: UTF8.self), stderr: "")
+        }
+        #expect(output.status == 0, "\(output.stdout)")
+        #expect(output.stdout.contains("probe  logger         ok") && output.stdout.hasSuffix("result ok\n"), "\(output.stdout)")
+    }
+
     @Test func bundleRefusesALibraryWithoutADescriptor() async throws {
         let workspace = try await Workspace.make(bundling: [])
         let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
