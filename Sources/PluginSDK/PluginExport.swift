@@ -529,18 +529,20 @@ extension ExportedInstance {
     }
 }
 
-/// A host's `ph_challenge` as an ``AuthenticationChallenge``, read field by field: an older
-/// host's ends before `is_proxy` (ABI 1.6), which is read only when `struct_size` reaches past it.
-private enum ChallengeReading {
+/// A host's `ph_challenge` as an ``AuthenticationChallenge``, read field by field. `is_proxy`
+/// (ABI 1.6) is read only from a host of 1.6 or later: it sits in what was a 1.5 challenge's tail
+/// padding, and `struct_size` is the same on a 64-bit host of either minor.
+enum ChallengeReading {
     static func field<T>(_ challenge: UnsafePointer<ph_challenge>, _ offset: Int?, as type: T.Type) -> T {
         UnsafeRawPointer(challenge).load(fromByteOffset: offset!, as: type)
     }
 
-    static func question(_ c: UnsafePointer<ph_challenge>) -> AuthenticationChallenge {
+    static func question(_ c: UnsafePointer<ph_challenge>, hostMinor: UInt16) -> AuthenticationChallenge {
         let layout = MemoryLayout<ph_challenge>.self
         let size = Int(field(c, layout.offset(of: \.struct_size), as: UInt32.self))
         let proxyOffset = layout.offset(of: \.is_proxy)!
-        let isProxy = size >= proxyOffset + MemoryLayout<Int32>.size && field(c, proxyOffset, as: Int32.self) != 0
+        let isProxy =
+            hostMinor >= 6 && size >= proxyOffset + MemoryLayout<Int32>.size && field(c, proxyOffset, as: Int32.self) != 0
         func text(_ path: KeyPath<ph_challenge, ph_bytes>) -> String { CBytes.string(field(c, layout.offset(of: path), as: ph_bytes.self)) }
         func number(_ path: KeyPath<ph_challenge, Int32>) -> Int { Int(field(c, layout.offset(of: path), as: Int32.self)) }
         let realm = text(\.realm)
@@ -558,7 +560,7 @@ private let sdkCredential:
     ) -> Int32 = { instance, challenge, context, user, userLength, password, passwordLength, capacity in
         guard let instance, let challenge else { return PH_CREDENTIAL_DEFAULT }
         let box = ExportedInstance.from(instance)
-        let question = ChallengeReading.question(challenge)
+        let question = ChallengeReading.question(challenge, hostMinor: box.api.pointee.abi_minor)
         let answer = box.interceptor.credential(for: question, context: box.context(context))
         guard case .useCredential(let name, let secret) = answer else { return answer.abiCode }
         let nameBytes = Array(name.utf8)

@@ -62,6 +62,26 @@ struct SDKViewRefusalTests {
         }
     }
 
+    /// `ph_challenge.is_proxy` (ABI 1.6) sits in what was the tail padding of a 1.5 challenge:
+    /// `struct_size` is 88 bytes on a 64-bit host of either minor, so the SDK reads it only from a
+    /// host of 1.6 or later (it read the padding of an older host's challenge as `is_proxy`, and a
+    /// server's password could go to a proxy, or a proxy's to a server).
+    @Test func isProxyIsReadOnlyFromAHostThatSetsIt() {
+        let layout = MemoryLayout<ph_challenge>.self
+        let endOf15 = layout.offset(of: \ph_challenge.previous_failure_count)! + 4
+        let sizeOf15 = (endOf15 + layout.alignment - 1) / layout.alignment * layout.alignment
+        #expect(sizeOf15 == layout.size)
+        func isProxy(hostMinor: UInt16, field: Int32) -> Bool {
+            var challenge = ph_challenge()
+            challenge.struct_size = UInt32(layout.size)
+            challenge.is_proxy = field
+            return withUnsafePointer(to: &challenge) { ChallengeReading.question($0, hostMinor: hostMinor).isProxy }
+        }
+        // An older host's padding, whatever it holds, is no proxy.
+        #expect(!isProxy(hostMinor: 5, field: -1) && !isProxy(hostMinor: 5, field: 1) && !isProxy(hostMinor: 0, field: 1))
+        #expect(isProxy(hostMinor: 6, field: 1) && !isProxy(hostMinor: 6, field: 0))
+    }
+
     /// A hook returns `PH_OK`, or `PH_ERROR` with a message (pluginhost.h): a host's refusal of an
     /// answer the SDK finds nothing wrong with was passed through as `PH_INVALID`, without one.
     @Test func aRefusedAnswerIsAnErrorWithAMessage() throws {

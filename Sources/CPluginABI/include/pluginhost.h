@@ -164,7 +164,9 @@ typedef struct ph_challenge {
     ph_bytes realm;             /* empty when the server named none */
     ph_bytes method;            /* "Basic", "Digest", ... */
     int32_t previous_failure_count;
-    /* Added in ABI 1.6 (read it only when struct_size reaches past it): 1 for a proxy's 407
+    /* Added in ABI 1.6 (read it only from a host whose abi_minor is 6 or more: it sits in what
+     * was a 1.5 challenge's tail padding, so struct_size, 88 on a 64-bit host of either minor,
+     * cannot tell them apart; later additions go where they change the size): 1 for a proxy's 407
      * (Proxy-Authenticate; host, port and scheme are then still the request's), 0 for a 401.
      * A plugin that holds server passwords answers no proxy with them. */
     int32_t is_proxy;
