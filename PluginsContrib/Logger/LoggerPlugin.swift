@@ -293,19 +293,25 @@ public struct LoggerPlugin: ExportablePlugin {
     /// One `name=value`, its value replaced when the name is redacted. A route may come before
     /// the name (a fragment's `/callback?access_token=…`): the name starts after its last `?`. A
     /// value may hold a URL with a query (`next=/home?access_token=…`): its parameter is looked at
-    /// too. (A `?` in a value hid every parameter before it.)
+    /// too. (A `?` in a value hid every parameter before it.) One pass: each `?` of a value
+    /// starts the next parameter looked at (a call within a call per `?` overflowed the stack).
     func redact(pair: Substring, found: inout [String]) -> String {
-        guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
-        let head = pair[..<equals]
-        let nameStart = head.lastIndex(of: "?").map { head.index(after: $0) } ?? head.startIndex
-        let name = String(head[nameStart...])
-        let value = pair[pair.index(after: equals)...]
-        if redactedQuery.contains((name.removingPercentEncoding ?? name).lowercased()) {
-            found += [String(value), value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(value)]
-            return head + "=<redacted>"
+        var shown = ""
+        var rest = pair
+        while let equals = rest.firstIndex(of: "=") {
+            let head = rest[..<equals]
+            let nameStart = head.lastIndex(of: "?").map { head.index(after: $0) } ?? head.startIndex
+            let name = String(head[nameStart...])
+            let value = rest[rest.index(after: equals)...]
+            if redactedQuery.contains((name.removingPercentEncoding ?? name).lowercased()) {
+                found += [String(value), value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(value)]
+                return shown + head + "=<redacted>"
+            }
+            guard let mark = value.firstIndex(of: "?") else { break }
+            shown += rest[...mark]
+            rest = value[value.index(after: mark)...]
         }
-        guard let mark = value.firstIndex(of: "?") else { return String(pair) }
-        return head + "=" + value[...mark] + redact(pair: value[value.index(after: mark)...], found: &found)
+        return shown + rest
     }
 
     /// The user and password of a URL (`user:password@host`), as written (percent-encoded); the

@@ -1,4 +1,6 @@
 import Foundation
+import PluginHost
+import PluginSDK
 import Testing
 
 @testable import LoggerPlugin
@@ -34,6 +36,20 @@ struct LoggerEmbeddedRedactionTests {
         let bounded = LoggerPlugin.redactJSONMembers(in: many, names: names, found: &found)
         #expect(bounded.utf8.count <= 2 * many.utf8.count + 1024, "\(many.utf8.count) bytes became \(bounded.utf8.count)")
         #expect(!bounded.contains("token:1"), "\(bounded.prefix(300))")
+    }
+
+    /// A URL's parameter whose value holds a `?` is looked into one after another, not by a call
+    /// within a call: a `Location` or a request URL of 100,000 `=?` (200 KB; a header may hold it)
+    /// nested as many calls, each copying what the next returned (the stack overflowed).
+    @Test func aValueOfManyQuestionMarksIsReadInOnePass() throws {
+        let logger = try LoggerPlugin(
+            configuration: PluginConfiguration(plugin: "logger", values: [:]), host: PluginServices().hostServices(for: "logger"))
+        let marks = String(repeating: "=?", count: 100_000)
+        #expect(logger.redact(url: "http://127.0.0.1/get?x" + marks) == "http://127.0.0.1/get?x" + marks)
+        var found: [String] = []
+        let shown = logger.redact(url: "http://127.0.0.1/get?x" + marks + "access_token=deep-secret&b=1", found: &found)
+        #expect(shown == "http://127.0.0.1/get?x" + marks + "access_token=<redacted>&b=1")
+        #expect(found.contains("deep-secret"))
     }
 
     /// A string Foundation's decoder refuses (a lone surrogate: a string cut inside an emoji)
