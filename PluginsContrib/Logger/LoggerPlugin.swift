@@ -336,16 +336,29 @@ public struct LoggerPlugin: ExportablePlugin {
                 // A value of 8 characters or more: a session, not a preference (`dark`, `200`)
                 // whose every mention would go.
                 if let equals = pair.firstIndex(of: "="), pair.distance(from: pair.index(after: equals), to: pair.endIndex) >= 8 {
-                    found.append(String(pair[pair.index(after: equals)...]).trimmingCharacters(in: .whitespaces))
+                    let value = String(pair[pair.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
+                    found.append(value)
+                    // A quoted value (RFC 6265's `"…"`): a server that parses the cookie echoes it bare.
+                    if value.count > 2, value.hasPrefix("\""), value.hasSuffix("\"") { found.append(String(value.dropFirst().dropLast())) }
                 }
             }
         }
         return found
     }
 
-    /// Secrets worth scrubbing (three characters or more), longest first.
+    /// Secrets worth scrubbing (three characters or more), each also as a JSON string writes it
+    /// (a server that echoes a field in JSON escapes its quotes and backslashes, and some its
+    /// slashes), longest first.
     static func ordered(_ secrets: [String]) -> [String] {
-        Set(secrets.filter { $0.count >= 3 }).sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
+        var all = Set<String>()
+        for secret in secrets where secret.count >= 3 {
+            all.insert(secret)
+            guard secret.utf8.contains(where: { $0 == 0x22 || $0 == 0x5C || $0 == 0x2F || $0 < 0x20 || $0 >= 0x80 }) else { continue }
+            let json = FieldNames.asciiJSON(secret)
+            all.insert(json)
+            all.insert(json.replacingOccurrences(of: "/", with: "\\/"))
+        }
+        return all.sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
     }
 
     /// `line` as one line of the log: a line break in it is indented under it (so every line of

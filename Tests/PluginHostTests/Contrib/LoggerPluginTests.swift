@@ -179,6 +179,34 @@ struct LoggerPluginTests {
         #expect(text.contains("  Content-Location: https://app.test/#/callback?state=2&access_token=<redacted>"))
     }
 
+    /// A secret a server echoes in JSON is scrubbed as JSON writes it too: a quoted cookie value
+    /// (`sid="…"`, which JSON writes `sid=\"…\"`), a Digest answer's quoted fields, a quoted
+    /// `Set-Cookie` value repeated in the body. They were scrubbed only as the field wrote them.
+    @Test func secretsEchoedAsJSONWritesThemAreScrubbed() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([
+            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 100_000])
+        ])
+        let sent: [String: String] = ["Cookie": #"sid="q-secret-12345""#, "Authorization": #"Digest username="ann", response="d-secret-hash-5""#]
+        let echoed = try await provider.request(try Bin("anything", headers: sent)).value
+        #expect(String(decoding: echoed.data, as: UTF8.self).contains(#"sid=\"q-secret-12345\""#))
+        _ = try await provider.request(
+            try Bin(
+                "fixture/respond",
+                task: .requestParameters(
+                    parameters: [
+                        "rot13": "1", "h_Set-Cookie": Self.rot13(#"sid="rs-secret-1234"; Path=/"#),
+                        "body": Self.rot13(#"{"echo": "sid=\"rs-secret-1234\""}"#),
+                    ], encoding: URLEncoding.queryString))
+        ).value
+        let text = log(f)
+        for secret in ["q-secret-12345", "d-secret-hash-5", "rs-secret-1234"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(text.contains("  Cookie: <redacted>") && text.contains("  Set-Cookie: <redacted>"), "\(text)")
+    }
+
     /// Found by a review, each leaked into the log: a user without a password in the URL (an API
     /// key, as `https://key@api…` or `https://key:@api…` send it), and its Basic form echoed; a
     /// `Location`'s redacted parameter repeated in the body; the start of a secret a body's cut at
