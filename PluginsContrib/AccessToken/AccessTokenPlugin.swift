@@ -230,10 +230,14 @@ public struct AccessTokenPlugin: ExportablePlugin {
         let description: String
     }
 
-    /// The current token: host store, then environment, then file.
+    /// The current token: host store, then environment, then file; the last two trimmed (a
+    /// variable made from a file, as a Kubernetes secret is, ends with a line break).
     func token(_ services: any HostServices) -> String? {
         if let stored = services.value(forKey: key), !stored.isEmpty { return stored }
-        if let name = environmentVariable, let value = ProcessInfo.processInfo.environment[name], !value.isEmpty { return value }
+        if let name = environmentVariable, let value = ProcessInfo.processInfo.environment[name] {
+            let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !trimmed.isEmpty { return trimmed }
+        }
         if let file, let text = try? String(contentsOfFile: file, encoding: .utf8) {
             let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
             if !trimmed.isEmpty { return trimmed }

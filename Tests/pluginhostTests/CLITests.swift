@@ -676,6 +676,22 @@ struct CLITests {
         #expect(output.stdout.contains("probe  logger         ok") && output.stdout.hasSuffix("result ok\n"), "\(output.stdout)")
     }
 
+    /// A token from the environment is trimmed as one from a file is: a variable made from a file
+    /// (a Kubernetes secret) ends with a line break, and every request failed on the header's LF.
+    @Test func aTokenFromTheEnvironmentIsTrimmed() async throws {
+        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
+            throw CocoaError(
+                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
+        }
+        let workspace = try await Workspace.make(bundling: ["AccessToken"])
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "access-token", "config": {"env": "PH_TEST_TOKEN", "required": true}}]}"#)
+        let output = try await CLI.run(["test", "--manifest", manifest, "--url", base + "/bearer"], environment: ["PH_TEST_TOKEN": " t0k3n\n"])
+        #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
+        #expect(output.stdout.contains("response  200"), "\(output.stdout)")
+        #expect(output.stdout.contains("  Authorization: <redacted>"), "\(output.stdout)")
+    }
+
     @Test func bundleRefusesALibraryWithoutADescriptor() async throws {
         let workspace = try await Workspace.make(bundling: [])
         let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
