@@ -109,18 +109,32 @@ public struct LoggerPlugin: ExportablePlugin {
             throw configuration.error("redactHeaders[\(bad)] \(headers[bad].debugDescription) is not a header field name")
         }
         redactedHeaders = Self.alwaysRedacted.union(headers.map { $0.lowercased() })
+        // A list replaces the defaults: an entry that can match nothing (empty, white space or a
+        // control character at an end) would turn redaction off unseen.
+        func names(_ key: String, default defaults: [String], what: String, usable: (String) -> Bool) throws -> [String] {
+            let names = try configuration.strings(key, default: defaults)
+            if let bad = names.firstIndex(where: { !usable($0) }) {
+                throw configuration.error("\(key)[\(bad)] \(names[bad].debugDescription) is not \(what)")
+            }
+            return names
+        }
+        func trimmed(_ name: String) -> Bool {
+            guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last else { return false }
+            return !first.properties.isWhitespace && !last.properties.isWhitespace && !name.unicodeScalars.contains { Self.isControl($0) }
+        }
         redactedQuery = Set(
-            try configuration.strings(
+            try names(
                 "redactQuery",
                 default: [
                     "token", "access_token", "refresh_token", "id_token", "client_secret", "api_key", "apikey", "sign", "signature", "x-signature",
                     "password",
-                ]
-            ).map {
-                $0.lowercased()
-            })
-        secretKeys = try configuration.strings("redactStoreKeys", default: ["access_token", "signing_secret"])
-        redactedFields = Set(try configuration.strings("redactFields", default: Self.defaultRedactedFields).map(FieldNames.normalized))
+                ], what: "a parameter name", usable: trimmed
+            ).map { $0.lowercased() })
+        secretKeys = try names("redactStoreKeys", default: ["access_token", "signing_secret"], what: "a store key") { !$0.isEmpty }
+        redactedFields = Set(
+            try names("redactFields", default: Self.defaultRedactedFields, what: "a field name") {
+                trimmed($0) && !FieldNames.normalized($0).isEmpty
+            }.map(FieldNames.normalized))
         maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
         self.host = host
     }

@@ -47,6 +47,12 @@ struct ContribConfigTests {
         ("logger", #"{"redactHeaders": ["X-Api-Key", 7]}"#, "logger: redactHeaders[1] must be a string, not 7"),
         ("logger", #"{"redactHeaders": ["X-Api-Key "]}"#, #"logger: redactHeaders[0] "X-Api-Key " is not a header field name"#),
         ("logger", #"{"redactHeaders": ["X-Token:"]}"#, #"logger: redactHeaders[0] "X-Token:" is not a header field name"#),
+        // A list that replaces the defaults: an entry that matches nothing turned redaction off.
+        ("logger", #"{"redactQuery": ["token", "sig "]}"#, #"logger: redactQuery[1] "sig " is not a parameter name"#),
+        ("logger", #"{"redactQuery": [""]}"#, #"logger: redactQuery[0] "" is not a parameter name"#),
+        ("logger", #"{"redactFields": ["-_"]}"#, #"logger: redactFields[0] "-_" is not a field name"#),
+        ("logger", #"{"redactFields": ["token", " password"]}"#, #"logger: redactFields[1] " password" is not a field name"#),
+        ("logger", #"{"redactStoreKeys": ["access_token", ""]}"#, #"logger: redactStoreKeys[1] "" is not a store key"#),
         ("access-token", #"{"origins": []}"#, "access-token: origins must list at least one origin (leave it out for https and loopback)"),
         (
             "credentials", #"{"credentials": [{"host": "https://api.example.com", "user": "u", "password": "p"}]}"#,
