@@ -354,7 +354,11 @@ final class SessionCall: Sendable {
             stop(LimitFailure.headerBytes(bytes, limit: limits.maxHeaderBytes))
             return false
         }
-        return checkLength(received: 0, expected: response.expectedContentLength)
+        // A 1xx, 204, 304 or other 3xx has no body to count: a 304 may declare the length a 200
+        // would have had (RFC 9110 §8.6), as CurlTransport reads it.
+        let status = response.statusCode
+        let bodiless = status < 200 || status == 204 || (300..<400).contains(status)
+        return checkLength(received: 0, expected: bodiless ? -1 : response.expectedContentLength)
     }
 
     /// Checks a declared length and the bytes received against the body's limit (or the
