@@ -45,19 +45,24 @@ extension Provider {
         _ method: HTTPMethod, _ url: String, parameters: Parameters, encoding: any ParameterEncoding,
         headers: [String: String], pluginOptions: [String: String], limits: RequestLimits?
     ) -> ResponsePipeline<Response> {
-        let resolved = resolve(url)
-        let parts = URLParts(resolved)
-        let info = TargetInfo(
-            method: method.rawValue,
-            baseURL: parts.components.flatMap { c in
-                c.scheme.map { "\($0)://\(c.host ?? "")\(c.port.map { ":\($0)" } ?? "")" }
-            } ?? resolved,
-            path: parts.percentEncodedPath, pluginOptions: pluginOptions)
         let task: RequestTask = parameters.isEmpty ? .requestPlain : .requestParameters(parameters: parameters, encoding: encoding)
-        let endpoint = Endpoint(
-            url: resolved, sampleResponseClosure: { .networkResponse(200, Data()) }, method: method,
-            task: task, httpHeaderFields: headers.isEmpty ? nil : headers)
-        return pipeline(method: method, info: info, validation: .none, limits: limits ?? self.limits, stub: { .never }, endpoint: { endpoint })
+        // Resolved on each consumption, when the server layer's headers are read too: a pipeline
+        // built before a switch of server and consumed after it goes to the new server.
+        let stub: @Sendable () -> StubBehavior = { .never }
+        return pipeline(method: method, validation: .none, limits: limits ?? self.limits, stub: stub) { [self] in
+            let resolved = resolve(url)
+            let parts = URLParts(resolved)
+            let info = TargetInfo(
+                method: method.rawValue,
+                baseURL: parts.components.flatMap { c in
+                    c.scheme.map { "\($0)://\(c.host ?? "")\(c.port.map { ":\($0)" } ?? "")" }
+                } ?? resolved,
+                path: parts.percentEncodedPath, pluginOptions: pluginOptions)
+            let endpoint = Endpoint(
+                url: resolved, sampleResponseClosure: { .networkResponse(200, Data()) }, method: method,
+                task: task, httpHeaderFields: headers.isEmpty ? nil : headers)
+            return (info, endpoint)
+        }
     }
 
     /// `url` against the server layer's base URL, unless it is absolute (`scheme://…`): the

@@ -147,14 +147,18 @@ public final class Provider<Target: TargetType>: Sendable {
 
     /// A pipeline for `target`. Nothing is sent until the pipeline is consumed.
     public func request(_ target: Target) -> ResponsePipeline<Response> {
-        let info = TargetInfo(
-            method: target.method.rawValue, baseURL: target.baseURL.absoluteString, path: target.path,
-            pluginOptions: target.pluginOptions)
-        return pipeline(
-            method: target.method, info: info, validation: target.validationType, redirects: target.redirectPolicy,
+        pipeline(
+            method: target.method, validation: target.validationType, redirects: target.redirectPolicy,
             limits: target.limits ?? limits,
             stub: { [stubClosure] in stubClosure(target) },
-            endpoint: { [endpointClosure] in endpointClosure(target) })
+            endpoint: { [endpointClosure] in
+                // Read on each consumption, as the endpoint is: a base URL that follows a server
+                // layer is the one the request goes to.
+                let info = TargetInfo(
+                    method: target.method.rawValue, baseURL: target.baseURL.absoluteString, path: target.path,
+                    pluginOptions: target.pluginOptions)
+                return (info, endpointClosure(target))
+            })
     }
 
     /// Cancels every request of this provider that is under way: being sent, in its request
@@ -171,11 +175,12 @@ public final class Provider<Target: TargetType>: Sendable {
     /// retry is decided on, its backoff, the next attempt's start), with no gap.
     public var inflightCount: Int { registry.runningCount }
 
-    /// Builds the lazy pipeline shared by targets and ad-hoc calls.
+    /// Builds the lazy pipeline shared by targets and ad-hoc calls. `endpoint` runs on each
+    /// consumption: what interceptors are told of the target, and the endpoint.
     func pipeline(
-        method: HTTPMethod, info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy? = nil, limits: RequestLimits,
+        method: HTTPMethod, validation: ValidationType, redirects: RedirectPolicy? = nil, limits: RequestLimits,
         stub: @escaping @Sendable () -> StubBehavior,
-        endpoint: @escaping @Sendable () -> Endpoint
+        endpoint: @escaping @Sendable () -> (info: TargetInfo, endpoint: Endpoint)
     ) -> ResponsePipeline<Response> {
         ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
             [self] progress async throws(NetworkError) -> Response in
@@ -188,7 +193,8 @@ public final class Provider<Target: TargetType>: Sendable {
             let preparation = registry.beginPreparation()
             var made: CallPlan
             do throws(NetworkError) {
-                made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint())
+                let (info, endpoint) = endpoint()
+                made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint)
             } catch {
                 registry.endPreparation(preparation)
                 throw error

@@ -34,6 +34,42 @@ struct ProviderTests {
         #expect(e.header("X-Server") == "1")
     }
 
+    /// Records the base URL each request's interceptors are told.
+    struct BaseSeer: Interceptor {
+        let seen = Locked<[String]>([])
+        var name: String { "base-seer" }
+        func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+            seen.withLock { $0.append(context.target.baseURL + " " + request.url) }
+            return .proceed
+        }
+    }
+
+    /// An ad-hoc pipeline resolves its relative URL when it is consumed, as it reads the server
+    /// layer's headers then: one built before a switch of server and consumed after it went to
+    /// the old base URL with the new server's headers (a token for one host sent to another),
+    /// and its interceptors were told the old base URL.
+    @Test func anAdHocPipelineResolvesItsURLWhenConsumed() async throws {
+        let one = try TestServer.url()
+        let two = try TestServer.second()
+        let server = ServerConfiguration(baseURL: one)
+        let seer = BaseSeer()
+        let provider = Provider<MultiTarget>(interceptors: [seer], server: server)
+        let pipeline = provider.get("/anything/late?x=1")
+        server.baseURL = two
+        server.setHeader("X-After", "yes")
+        let first = try echo(try await pipeline.value)
+        #expect(first.url == two.absoluteString + "/anything/late?x=1")
+        #expect(first.header("X-After") == "yes")
+        server.baseURL = one
+        let second = try echo(try await pipeline.value)
+        #expect(second.url == one.absoluteString + "/anything/late?x=1")
+        #expect(
+            seer.seen.withLock { $0 } == [
+                two.absoluteString + " " + two.absoluteString + "/anything/late?x=1",
+                one.absoluteString + " " + one.absoluteString + "/anything/late?x=1",
+            ])
+    }
+
     /// A relative ad-hoc URL is joined as a target's is: after the base's path, the base's query
     /// first; a `://` in its query does not make it absolute (it was sent unresolved and failed).
     @Test func adHocRelativeURLsJoinTheBaseAsTargetsDo() {
