@@ -156,7 +156,15 @@ final class CacheStore: Sendable {
     static func prepareDirectory(_ directory: String) throws {
         var info = stat()
         if lstat(directory, &info) != 0 {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // Made 0700 by mkdir itself: FileManager makes it 0777 (less the umask) and then
+            // changes its mode, and another user may enter it in between.
+            let parent = (directory as NSString).deletingLastPathComponent
+            if !parent.isEmpty, lstat(parent, &info) != 0 {
+                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            guard mkdir(directory, 0o700) == 0 || errno == EEXIST else {
+                throw DirectoryError(description: "it cannot be created: " + String(cString: strerror(errno)))
+            }
             guard lstat(directory, &info) == 0 else { throw DirectoryError(description: "it cannot be examined after creating it") }
         }
         if let problem = FileDescriptor.privacyProblem(info, .directory) { throw DirectoryError(description: "it " + problem) }
@@ -494,7 +502,9 @@ final class CacheStore: Sendable {
             var status = stat()
             let byName = Double(now &- file.checkedByName) >= nameCheckInterval * 1e9
             let current = byName ? lstat(directory + "/" + name, &status) == 0 : fstat(file.fd, &status) == 0 && status.st_nlink > 0
-            if current, file.matches(status), let bytes = FileDescriptor.read(file.fd, size: file.size) {
+            if current, file.matches(status), FileDescriptor.privacyProblem(status, .file) == nil,
+                let bytes = FileDescriptor.read(file.fd, size: file.size)
+            {
                 state.openFiles.values[index].used = state.clock
                 if byName { state.openFiles.values[index].checkedByName = now }
                 return bytes
@@ -502,6 +512,14 @@ final class CacheStore: Sendable {
             closeFile(name, &state)
         }
         guard let (fd, status) = FileDescriptor.openRegularFile(directory + "/" + name, limit: limit) else { return nil }
+        // Only a file of the current user that group and others cannot write (the store writes
+        // 0600): another's, planted while the directory was open to others, is not an entry, and
+        // goes (a miss, as a file that is no entry is).
+        if FileDescriptor.privacyProblem(status, .file) != nil {
+            close(fd)
+            unlink(directory + "/" + name)
+            return nil
+        }
         guard let bytes = FileDescriptor.read(fd, size: Int(status.st_size)) else {
             close(fd)
             return nil

@@ -54,6 +54,25 @@ struct CacheSharedDirectoryTests {
         #expect(reader.counts.disk == 1)
     }
 
+    /// An entry file another user could have written (group or others may write it, or another
+    /// user owns it) is not taken for the store's: a miss, and removed. (The directory is checked
+    /// when the store opens it; a file planted while it was open to others, or after it was
+    /// removed and made again by someone else, was served.)
+    @Test func anEntryFileNotPrivateToTheUserIsAMiss() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let writer = try store()
+        let changes: [(String) -> Int32] = [{ chmod($0, 0o644) }, { chmod($0, 0o620) }, { chown($0, 4242, 4242) }]
+        for (index, change) in changes.enumerated() {
+            let key = "GET http://a.test/planted-\(index)"
+            writer.put(entry(key, bytes: 300))
+            let path = directory + "/" + CacheStore.fileName(key)
+            #expect(try store().get(key)?.body.count == 300, "the file as written is read")
+            #expect(change(path) == 0)
+            #expect(try store().get(key) == nil, "\(index)")
+            #expect(!FileManager.default.fileExists(atPath: path), "\(index)")
+        }
+    }
+
     /// Two stores that each write three entries into a directory bounded to about three: the
     /// directory stays within `maxDiskBytes` (each counted only its own files, and the directory
     /// held twice the bound). The files evicted are the least recently used: by this store's use
