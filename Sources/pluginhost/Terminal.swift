@@ -20,6 +20,11 @@ enum Terminal {
         FileDescriptor.writeAll(STDERR_FILENO, "pluginhost: " + text + "\n")
     }
 
+    /// A number of seconds as written: `2`, `0.5`.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
     static func green(_ text: String) -> String { paint(text, "32") }
     static func red(_ text: String) -> String { paint(text, "31") }
     static func yellow(_ text: String) -> String { paint(text, "33") }

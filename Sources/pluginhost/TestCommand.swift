@@ -94,11 +94,14 @@ enum TestCommand {
         flags: requestFlags + [
             FlagSpec(name: "json", value: nil, repeatable: false, help: "print a JSON document"),
             FlagSpec(name: "bench", value: "N", repeatable: false, help: "also run N requests on the stub and print per-plugin cost"),
+            FlagSpec(
+                name: "probe-timeout", value: "SECONDS", repeatable: false,
+                help: "how long a probe may take before it is killed and reported (default 30)"),
         ],
         details: """
             Without --url the request is answered by a built-in offline stub (200, JSON, Cache-Control: max-age=60).
             Exit codes: 0 everything passed; 1 usage; 2 manifest error; 3 a plugin was refused (bundle, digest,
-            permissions, ABI, configuration); 4 a plugin crashed; 5 the request failed.
+            permissions, ABI, configuration); 4 a plugin crashed or its probe timed out; 5 the request failed.
             """)
 
     static let probeSpec = CommandSpec(
@@ -147,7 +150,7 @@ enum TestCommand {
     }
 
     /// Parent side: runs the probe of `name` in a child process.
-    static func runProbe(_ name: String, arguments: ParsedArguments, manifest: String) -> ProbeResult {
+    static func runProbe(_ name: String, arguments: ParsedArguments, manifest: String, timeout: Double) -> ProbeResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: selfPath())
         // Each value joined to its option: a value that begins with `--` (a plugin named `--x`, a
@@ -162,14 +165,32 @@ enum TestCommand {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         do {
             try process.run()
         } catch {
             return ProbeResult(name: name, status: "error", detail: "cannot start a probe: \(error.localizedDescription)", code: .crashed)
         }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // Read meanwhile (a probe that writes more than a pipe holds would wait for us), and
+        // waited for a bounded time: a plugin that never answers must not hang the command.
+        let collected = Locked(Data())
+        let read = DispatchSemaphore(value: 0)
+        let reader = output.fileHandleForReading
+        DispatchQueue.global().async {
+            let data = reader.readDataToEndOfFile()
+            collected.withLock { $0 = data }
+            read.signal()
+        }
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            exited.wait()
+            return ProbeResult(
+                name: name, status: "timed out", detail: "timed out after \(Terminal.seconds(timeout)) s (killed)", code: .crashed)
+        }
+        // A child of the plugin's may hold the pipe open: its output is not waited for long.
+        _ = read.wait(timeout: .now() + 2)
+        let text = String(decoding: collected.withLock { $0 }, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         if process.terminationReason == .uncaughtSignal {
             return ProbeResult(name: name, status: "crashed", detail: "crashed (signal \(process.terminationStatus))", code: .crashed)
         }
@@ -196,8 +217,15 @@ enum TestCommand {
         }
         let options: RequestOptions
         var benchCount = 0
+        var probeTimeout = 30.0
         do {
             options = try RequestOptions(arguments)
+            if let text = arguments.value("probe-timeout") {
+                guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
+                    throw UsageError(description: "--probe-timeout needs a number of seconds above 0 (at most 86400), not '\(text)'")
+                }
+                probeTimeout = seconds
+            }
             if let bench = arguments.value("bench") {
                 guard let count = Int(bench), count > 0 else {
                     throw UsageError(description: "--bench needs a positive number of requests, not '\(bench)'")
@@ -209,7 +237,8 @@ enum TestCommand {
             return .usage
         }
         var report = TestReport(manifest: manifestPath)
-        let exit = collect(into: &report, manifestPath: manifestPath, options: options, arguments: arguments, benchCount: benchCount)
+        let exit = collect(
+            into: &report, manifestPath: manifestPath, options: options, arguments: arguments, benchCount: benchCount, probeTimeout: probeTimeout)
         if arguments.has("json") {
             Terminal.out(Terminal.json(report.json))
         } else {
@@ -220,7 +249,8 @@ enum TestCommand {
 
     /// Runs the checks, filling `report`; returns the exit code.
     static func collect(
-        into report: inout TestReport, manifestPath: String, options: RequestOptions, arguments: ParsedArguments, benchCount: Int
+        into report: inout TestReport, manifestPath: String, options: RequestOptions, arguments: ParsedArguments, benchCount: Int,
+        probeTimeout: Double
     ) -> ExitCode {
         // 1. The manifest, like nginx -t.
         let manifestURL = URL(fileURLWithPath: manifestPath)
@@ -249,7 +279,7 @@ enum TestCommand {
                 report.worsen(.refused)
                 continue
             }
-            let result = runProbe(inventory.name, arguments: arguments, manifest: manifestPath)
+            let result = runProbe(inventory.name, arguments: arguments, manifest: manifestPath, timeout: probeTimeout)
             report.probes.append(.init(name: inventory.name, status: result.status, detail: result.detail, code: result.code))
             if result.code == .ok || result.code == .requestFailed { usable.insert(inventory.name) }
             report.worsen(result.code)

@@ -692,6 +692,31 @@ struct CLITests {
         #expect(output.stdout.contains("  Authorization: <redacted>"), "\(output.stdout)")
     }
 
+    /// A probe that does not end within `--probe-timeout` is killed and reported, its plugin left
+    /// out of the chain, and the command goes on (a plugin whose hook never returned hung it).
+    @Test func aProbeThatNeverEndsIsKilledAndReported() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        let bundle = try await CLI.run(["bundle", CLI.binDirectory + "/libHostileTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
+        #expect(bundle.status == 0, "\(bundle.stderr)")
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "hostile", "config": {"mode": "hang"}}]}"#)
+        let output = try await CLI.run(["test", "--manifest", manifest, "--probe-timeout", "1"])
+        #expect(output.status == 4, "\(output.stdout)\(output.stderr)")
+        #expect(output.stdout.contains("probe  activity       ok"))
+        #expect(output.stdout.contains("probe  hostile        timed out after 1 s (killed)"), "\(output.stdout)")
+        #expect(output.stdout.contains("  1  activity      events: began, ended"), "\(output.stdout)")
+        #expect(!output.stdout.contains("  2  "), "\(output.stdout)")
+        let json = try await CLI.run(["test", "--manifest", manifest, "--probe-timeout=0.5", "--json"])
+        #expect(json.status == 4)
+        try expectSchema(json.stdout, "test.schema.json")
+        #expect(json.stdout.contains(#""status" : "timed out""#), "\(json.stdout)")
+        for bad in ["0", "-1", "soon"] {
+            let refused = try await CLI.run(["test", "--manifest", manifest, "--probe-timeout", bad])
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("--probe-timeout needs a number of seconds above 0 (at most 86400), not '\(bad)'"), "\(refused.stderr)")
+        }
+    }
+
     @Test func bundleRefusesALibraryWithoutADescriptor() async throws {
         let workspace = try await Workspace.make(bundling: [])
         let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])

@@ -4,6 +4,7 @@
  *   repoint-error prepare fails pointing error->data at a message of its own (the host reads
  *                 only its own buffer)
  *   slow          prepare sleeps 1.5 s
+ *   hang          prepare sleeps 300 s (a plugin that never answers, to the tests' patience)
  *   crlf          prepare tries to set a header whose value contains CR/LF (must be refused)
  *   bad-url       prepare tries to set an invalid URL (must be refused)
  *   bad-name      prepare tries to set a header named "X Bad" (must be refused)
@@ -211,6 +212,11 @@ static int32_t prepare(void *opaque, ph_request *request, const ph_context *cont
     }
     if (strcmp(self->mode, "slow") == 0) {
         struct timespec pause = {1, 500000000};
+        nanosleep(&pause, NULL);
+        return PH_OK;
+    }
+    if (strcmp(self->mode, "hang") == 0) {
+        struct timespec pause = {300, 0};
         nanosleep(&pause, NULL);
         return PH_OK;
     }
