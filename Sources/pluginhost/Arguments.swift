@@ -115,6 +115,8 @@ enum ArgumentParser {
                 value = arguments[index]
                 index += 1
             }
+            // No option takes an empty value: `--out="$DIR"` with DIR unset meant the current directory.
+            if value.isEmpty { throw UsageError(description: "option '--\(name)' needs a value (\(flag.value!)), not an empty one") }
             if !flag.repeatable, parsed.values[name] != nil {
                 throw UsageError(description: "option '--\(name)' may be given only once")
             }

@@ -717,6 +717,19 @@ struct CLITests {
         }
     }
 
+    /// An option's value may not be empty: `--out="$DIR"` with DIR unset wrote the project into
+    /// the current directory (or failed there with exit 6, for a reason it did not say).
+    @Test func anEmptyValueIsAUsageError() async throws {
+        let workspace = try await Workspace.make(bundling: [])
+        for arguments in [["new", "empty-out", "--out="], ["new", "empty-out", "--out", ""], ["list", "--manifest="]] {
+            let output = try await CLI.run(arguments, in: workspace.root)
+            #expect(output.status == 1, "\(arguments): \(output.stdout)\(output.stderr)")
+            let flag = arguments.contains { $0.hasPrefix("--out") } ? ("out", "DIR") : ("manifest", "FILE")
+            #expect(output.stderr.contains("option '--\(flag.0)' needs a value (\(flag.1)), not an empty one"), "\(output.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: workspace.root) == ["plugins"])
+    }
+
     @Test func bundleRefusesALibraryWithoutADescriptor() async throws {
         let workspace = try await Workspace.make(bundling: [])
         let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoEntryTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
