@@ -290,11 +290,12 @@ private final class ExportedInstance {
     }
 
     /// Makes `recent.context` the context of `pointer`: kept as it is for the attempt of the hook
-    /// before (most calls: no call made for it), else ``change(_:_:)``.
+    /// before (most calls: no call made for it), else ``change(_:_:)``. The serial is compared
+    /// too: a host may free a context and make the next, of another target, at the same address.
     @inline(__always)
     private func update(_ recent: inout Recent, _ pointer: UnsafePointer<ph_context>?) {
         if let pointer, recent.pointer == pointer, recent.context.requestID == pointer.pointee.request_id,
-            recent.context.attempt == Int(pointer.pointee.attempt)
+            recent.context.attempt == Int(pointer.pointee.attempt), Self.serial(pointer) == recent.serial
         {
             return
         }
@@ -314,7 +315,9 @@ private final class ExportedInstance {
         let attempt = Int(pointer.pointee.attempt)
         let serial = Self.serial(pointer)
         if recent.pointer != nil {
-            if recent.pointer == pointer, recent.context.requestID == requestID, recent.context.attempt == attempt { return }
+            if recent.pointer == pointer, recent.context.requestID == requestID, recent.context.attempt == attempt, serial == recent.serial {
+                return
+            }
             if serial != 0 ? serial == recent.serial : Self.target(pointer, equals: recent.context.target, options: recent.options) {
                 recent.context.requestID = requestID
                 recent.context.attempt = attempt

@@ -94,4 +94,33 @@ struct TargetSerialTests {
         }
         #expect(events.withLock { $0 } == ["a", "a", "c", "b"])
     }
+    /// A context at the address of the last one, of the same request and attempt, but of another
+    /// target (a new serial): the SDK reads it anew (it kept the last context, having compared
+    /// only the address, the request and the attempt; a host may free a lone context, for a
+    /// wrapped plugin, and the next one is made at the same address).
+    @Test func aNewSerialAtTheSameAddressIsReadAnew() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin", defaultConfig: ["event": "sending"])
+        let services = PluginServices()
+        let plugin = try #require(try PluginLoader.load(manifest: try f.manifest([["name": "alpha"]]), services: services).first)
+        let events = Locked<[String]>([])
+        let subscription = services.subscribe { event in events.withLock { $0.append(event.fields["path"] ?? "?") } }
+        defer { subscription.cancel() }
+        let a = CTargetLayout(target("a", [:]))
+        let b = CTargetLayout(target("b", [:]))
+        let pointer = context(a, id: 9, size: MemoryLayout<ph_context>.size, serial: a.serial)
+        defer {
+            pointer.deinitialize(count: 1)
+            pointer.deallocate()
+        }
+        let state = RequestState(URLRequest(url: URL(string: "http://a.invalid/x")!))
+        try withExtendedLifetime((a, b)) {
+            try plugin.willSend(state.handle, UnsafePointer(pointer))
+            pointer.pointee.target_path = b.names[1]
+            pointer.pointee.target_serial = b.serial
+            try plugin.willSend(state.handle, UnsafePointer(pointer))
+        }
+        #expect(events.withLock { $0 } == ["a", "b"])
+    }
 }
