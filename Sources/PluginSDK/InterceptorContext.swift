@@ -54,7 +54,12 @@ public struct InterceptorContext: Sendable {
         // Inlined where it is read: `context.target.pluginOptions["cache"]` then reads the shared
         // target in place, where a call returned a copy of it all (a retain per string).
         @inlinable get { shared.target }
-        set { shared = Shared(target: newValue, services: shared.services) }
+        set {
+            shared = Shared(target: newValue, services: shared.services)
+            // The host's C view was of the target before: a plugin handed this context reads one
+            // made for it.
+            hostAttachment = nil
+        }
     }
     /// A number unique to this request within the process (the same for all its attempts).
     public var requestID: UInt64

@@ -210,6 +210,45 @@ struct PluginLoaderTests {
             ])
     }
 
+    /// Wraps an interceptor, changing the context it hands on.
+    struct Retagging: Interceptor {
+        let inner: any Interceptor
+        var name: String { "retagging" }
+        func willSend(_ request: InterceptorRequest, context: InterceptorContext) throws {
+            var changed = context
+            changed.target.pluginOptions["tag"] = "wrapped"
+            changed.target.path = "rewritten"
+            changed.attempt = context.attempt + 10
+            try inner.willSend(request, context: changed)
+        }
+    }
+
+    /// A loaded plugin called by an interceptor of the app's with a context it changed sees the
+    /// context as changed: the chain's C view, which the context carries, is for the context as
+    /// the chain made it (the plugin saw the original target, number and attempt).
+    @Test func aWrappedPluginSeesTheContextItIsHanded() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin", defaultConfig: ["event": "sending"])
+        try f.bundle("BetaTestPlugin")
+        let services = PluginServices()
+        let loaded = try PluginLoader.load(manifest: try f.manifest([["name": "alpha"], ["name": "beta"]]), services: services)
+        let alpha = try #require(loaded.first { $0.name == "alpha" })
+        let beta = try #require(loaded.first { $0.name == "beta" })
+        let provider = Provider<Bin>(interceptors: [beta, Retagging(inner: alpha)], services: services)
+        let events = Locked<[[String: String]]>([])
+        let subscription = services.subscribe { event in events.withLock { $0.append(event.fields) } }
+        defer { subscription.cancel() }
+        for _ in 0..<2 {
+            let response = try await provider.request(try Bin("get", options: ["tag": "given"])).value
+            #expect(response.statusCode == 200)
+        }
+        let seen = events.withLock { $0 }
+        #expect(seen.map { $0["option"] ?? "?" } == ["wrapped", "wrapped"])
+        #expect(seen.map { $0["path"] ?? "?" } == ["rewritten", "rewritten"])
+        #expect(seen.map { $0["attempt"] ?? "?" } == ["11", "11"])
+    }
+
     @Test func aReusedTargetCarriesEachRequestsOwnNumberAndPath() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
