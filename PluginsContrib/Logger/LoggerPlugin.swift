@@ -109,8 +109,8 @@ public struct LoggerPlugin: ExportablePlugin {
             throw configuration.error("redactHeaders[\(bad)] \(headers[bad].debugDescription) is not a header field name")
         }
         redactedHeaders = Self.alwaysRedacted.union(headers.map { $0.lowercased() })
-        // A list replaces the defaults: an entry that can match nothing (empty, white space or a
-        // control character at an end) would turn redaction off unseen.
+        // A list replaces the defaults: an entry that can match nothing (empty, white space at an
+        // end, a control character anywhere) would turn redaction off unseen.
         func names(_ key: String, default defaults: [String], what: String, usable: (String) -> Bool) throws -> [String] {
             let names = try configuration.strings(key, default: defaults)
             if let bad = names.firstIndex(where: { !usable($0) }) {
@@ -349,12 +349,11 @@ public struct LoggerPlugin: ExportablePlugin {
             for pair in name == "cookie" ? pairs[...] : pairs.prefix(1) {
                 // A value of 8 characters or more: a session, not a preference (`dark`, `200`)
                 // whose every mention would go.
-                if let equals = pair.firstIndex(of: "="), pair.distance(from: pair.index(after: equals), to: pair.endIndex) >= 8 {
-                    let value = String(pair[pair.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
-                    found.append(value)
-                    // A quoted value (RFC 6265's `"…"`): a server that parses the cookie echoes it bare.
-                    if value.count > 2, value.hasPrefix("\""), value.hasSuffix("\"") { found.append(String(value.dropFirst().dropLast())) }
-                }
+                guard let equals = pair.firstIndex(of: "=") else { continue }
+                let value = String(pair[pair.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
+                // A quoted value (RFC 6265's `"…"`): a server that parses the cookie echoes it bare.
+                let bare = value.count > 2 && value.hasPrefix("\"") && value.hasSuffix("\"") ? String(value.dropFirst().dropLast()) : value
+                if bare.count >= 8 { found += bare == value ? [value] : [value, bare] }
             }
         }
         return found
@@ -368,9 +367,12 @@ public struct LoggerPlugin: ExportablePlugin {
         for secret in secrets where secret.count >= 3 {
             all.insert(secret)
             guard secret.utf8.contains(where: { $0 == 0x22 || $0 == 0x5C || $0 == 0x2F || $0 < 0x20 || $0 >= 0x80 }) else { continue }
-            let json = FieldNames.asciiJSON(secret)
-            all.insert(json)
-            all.insert(json.replacingOccurrences(of: "/", with: "\\/"))
+            // As a JSON writer escapes it: non-ASCII as `\u…` (Python's json.dumps) or as it is
+            // (Node, Go, Foundation); each with `/` escaped too (PHP, Foundation).
+            for json in [FieldNames.asciiJSON(secret), FieldNames.escapedJSON(secret)] {
+                all.insert(json)
+                all.insert(json.replacingOccurrences(of: "/", with: "\\/"))
+            }
         }
         return all.sorted { $0.count != $1.count ? $0.count > $1.count : $0 < $1 }
     }

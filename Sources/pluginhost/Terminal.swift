@@ -12,8 +12,15 @@ import Darwin
 enum Terminal {
     static let colour: Bool = isatty(STDOUT_FILENO) != 0 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
 
+    /// Why standard output could not be written, once it could not (results lost: the command
+    /// must not exit 0).
+    static let outputFailure = Locked<String?>(nil)
+
     static func out(_ text: String = "") {
-        FileDescriptor.writeAll(STDOUT_FILENO, text + "\n")
+        if !FileDescriptor.writeAll(STDOUT_FILENO, text + "\n") {
+            let reason = String(cString: strerror(errno))
+            outputFailure.withLock { if $0 == nil { $0 = reason } }
+        }
     }
 
     static func error(_ text: String) {

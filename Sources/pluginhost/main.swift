@@ -58,4 +58,11 @@ func main() -> Int32 {
     }
 }
 
-exit(main())
+let code = main()
+// Results that could not be written are a failure whatever the command found (log lines
+// written to standard error are dropped instead).
+if let reason = Terminal.outputFailure.withLock({ $0 }) {
+    Terminal.error("cannot write to standard output: \(reason)")
+    exit(code == ExitCode.ok.rawValue ? ExitCode.cannotWrite.rawValue : code)
+}
+exit(code)

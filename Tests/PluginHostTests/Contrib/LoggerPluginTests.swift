@@ -185,25 +185,32 @@ struct LoggerPluginTests {
     @Test func secretsEchoedAsJSONWritesThemAreScrubbed() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let provider = try f.provider([
-            ("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 100_000])
-        ])
+        let services = PluginServices()
+        // A token with a quote and a letter outside ASCII, echoed as Node, Go or Foundation write
+        // JSON (the quote escaped, the letter as it is).
+        services.setValue(#"tök"en-secret-7"#, forKey: "access_token")
+        let provider = try f.provider(
+            [("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log", "maxBodyBytes": 100_000])], services: services)
         let sent: [String: String] = ["Cookie": #"sid="q-secret-12345""#, "Authorization": #"Digest username="ann", response="d-secret-hash-5""#]
         let echoed = try await provider.request(try Bin("anything", headers: sent)).value
         #expect(String(decoding: echoed.data, as: UTF8.self).contains(#"sid=\"q-secret-12345\""#))
+        // httpbin's /cookies echoes each value without its quotes.
+        _ = try await provider.request(try Bin("cookies", headers: ["Cookie": #"sid="q-secret-12345"; pref="darker""#])).value
         _ = try await provider.request(
             try Bin(
                 "fixture/respond",
                 task: .requestParameters(
                     parameters: [
                         "rot13": "1", "h_Set-Cookie": Self.rot13(#"sid="rs-secret-1234"; Path=/"#),
-                        "body": Self.rot13(#"{"echo": "sid=\"rs-secret-1234\""}"#),
+                        "body": Self.rot13(#"{"echo": "sid=\"rs-secret-1234\"", "t": "tök\"en-secret-7"}"#),
                     ], encoding: URLEncoding.queryString))
         ).value
         let text = log(f)
-        for secret in ["q-secret-12345", "d-secret-hash-5", "rs-secret-1234"] {
+        for secret in ["q-secret-12345", "d-secret-hash-5", "rs-secret-1234", "en-secret-7"] {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
         }
+        // A value of under 8 characters without its quotes is a preference, not scrubbed everywhere.
+        #expect(text.contains(#""pref": "darker""#), "\(text)")
         #expect(text.contains("  Cookie: <redacted>") && text.contains("  Set-Cookie: <redacted>"), "\(text)")
     }
 
