@@ -19,7 +19,8 @@
   /many-headers?n=N          200 with N header fields
   /big-header?kb=K           200 with one header field of K KiB
   /slow-upload?rate=R        reads the request's body (its Content-Length) at about R bytes a second,
-                             then 200 {"received":N}
+                             then 200 {"received":N}; with extra=1 it then reads what else comes within
+                             0.5 s (bytes past the declared length) and answers {"received":N,"extra":M}
   /early-answer?mode=M       413 with a JSON body and Connection: close before the request's body is read;
                              then stops writing and reads the body away for up to 3 s, as nginx does, or
                              with mode=close closes at once (the unread body makes that a reset)
@@ -191,7 +192,24 @@ class Handler(socketserver.BaseRequestHandler):
                         return
                     got += len(chunk)
                     time.sleep(len(chunk) / rate)
-                body = json.dumps({"received": got}).encode()
+                answer = {"received": min(got, length)}
+                if query.get("extra") == "1":
+                    extra = max(0, got - length)
+                    sock.settimeout(0.1)
+                    until = time.time() + 0.5
+                    while time.time() < until:
+                        try:
+                            chunk = sock.recv(65536)
+                        except socket.timeout:
+                            continue
+                        except OSError:
+                            break
+                        if not chunk:
+                            break
+                        extra += len(chunk)
+                    sock.settimeout(None)
+                    answer["extra"] = extra
+                body = json.dumps(answer).encode()
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
                 sock.close()
             elif path == "/early-answer":

@@ -148,6 +148,10 @@ final class CurlCall: @unchecked Sendable {
     /// The file a download's body goes to while it arrives.
     private var download: PartialDownload?
     private var uploadFD: Int32 = -1
+    /// The upload's declared length (its file's size when the transfer was set up), and how many
+    /// of its bytes were read: the body is that many bytes whatever the file holds by then.
+    private var uploadSize: Int64 = 0
+    private var uploadRead: Int64 = 0
     private var idleTimeout: UInt64 = 0
     private var lastActivity: UInt64 = 0
     private var errorBuffer: UnsafeMutablePointer<CChar>?
@@ -462,6 +466,8 @@ final class CurlCall: @unchecked Sendable {
             uploadFD = fd
             var info = stat()
             let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
+            uploadSize = size
+            uploadRead = 0
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_POST, 1)
             ph_curl_easy_setopt_off(easy, PH_CURLOPT_POSTFIELDSIZE_LARGE, size)
             ph_curl_easy_setopt_data_callback(easy, PH_CURLOPT_READFUNCTION, curlReadCallback)
@@ -851,17 +857,36 @@ final class CurlCall: @unchecked Sendable {
         if applied > 0 { decoder = try ContentDecoder(codings: codings) }
     }
 
+    /// The upload's next bytes, never past its declared length: libcurl before 8.7 sent what a
+    /// file that grew held past it, after the length it declared (a server reads that as the
+    /// next request's start). A file that ends sooner fails the transfer at once, saying so
+    /// (libcurl waited for bytes that never came, to the idle timeout).
     func readBody(_ buffer: UnsafeMutablePointer<CChar>, count: Int) -> Int {
         lastActivity = DispatchTime.now().uptimeNanoseconds
+        let left = uploadSize - uploadRead
+        guard left > 0 else { return 0 }
         while true {
-            let got = read(uploadFD, buffer, count)
-            if got >= 0 { return got }
+            let got = read(uploadFD, buffer, Int(min(Int64(count), left)))
+            if got > 0 {
+                uploadRead += Int64(got)
+                return got
+            }
+            if got == 0 {
+                limitFailure = TransportFailure(
+                    kind: .other,
+                    message: "the upload file ended after \(uploadRead) of the \(uploadSize) bytes it held when the request started: "
+                        + "it changed while it was sent")
+                return Int(PH_CURL_READFUNC_ABORT)
+            }
             if errno != EINTR { return Int(PH_CURL_READFUNC_ABORT) }
         }
     }
 
     func seekBody(offset: Int64, origin: Int32) -> Int32 {
-        lseek(uploadFD, off_t(offset), origin) < 0 ? PH_CURL_SEEKFUNC_FAIL : PH_CURL_SEEKFUNC_OK
+        let at = lseek(uploadFD, off_t(offset), origin)
+        guard at >= 0 else { return PH_CURL_SEEKFUNC_FAIL }
+        uploadRead = Int64(at)
+        return PH_CURL_SEEKFUNC_OK
     }
 
     func progress(uploaded: Int64, total: Int64) -> Int32 {

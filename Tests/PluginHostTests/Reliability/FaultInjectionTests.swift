@@ -129,6 +129,60 @@ struct FaultInjectionTests {
         #expect(try response.mapJSON()["received"]?.intValue == size)
     }
 
+    /// An upload file that changes while it is sent: the body is the length declared when the
+    /// request started, whatever the file holds by then (libcurl before 8.7 sent what grew past
+    /// it after the declared length, which a server reads as the next request's start), and a
+    /// file that ends sooner fails at once, saying so (it waited for the idle timeout).
+    @Test func anUploadFileThatChangesWhileSentIsSentAsDeclared() async throws {
+        // Not a multiple of libcurl's reads: a read that ends past the declared length.
+        let size = (8 << 20) + 1000
+        for change in ["grow", "shrink"] {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("changing-\(UUID().uuidString).bin")
+            try Data(count: size).write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            var parts = URLComponents(url: try Self.fault("").baseURL.appendingPathComponent("slow-upload"), resolvingAgainstBaseURL: false)!
+            parts.queryItems = [URLQueryItem(name: "rate", value: "4000000"), URLQueryItem(name: "extra", value: "1")]
+            var request = URLRequest(url: parts.url!)
+            request.httpMethod = "PUT"
+            request.timeoutInterval = 20
+            let changed = Locked(false)
+            let progress: @Sendable (TransferProgress) -> Void = { step in
+                guard step.direction == .upload, step.completedBytes > 0 else { return }
+                let first = changed.withLock { done in
+                    defer { done = true }
+                    return !done
+                }
+                guard first else { return }
+                if change == "grow", let handle = try? FileHandle(forWritingTo: file) {
+                    _ = try? handle.seekToEnd()
+                    try? handle.write(contentsOf: Data(repeating: 0x78, count: 1 << 20))
+                    try? handle.close()
+                } else {
+                    _ = truncate(file.path, off_t(1 << 20))
+                }
+            }
+            let transport = TransportKind.curl.make()
+            let sending = { try await transport.send(TransportRequest(urlRequest: request, body: .file(file), progress: progress)) }
+            if change == "grow" {
+                let received = try await sending()
+                #expect(received.response.statusCode == 200)
+                let answer = try JSONSerialization.jsonObject(with: received.data) as? [String: Int]
+                #expect(answer == ["received": size, "extra": 0])
+            } else {
+                do {
+                    let received = try await sending()
+                    Issue.record("a file cut to 1 MiB while 8 MiB were declared was sent: \(received.response.statusCode)")
+                } catch let failure as TransportFailure {
+                    #expect(failure.message.hasPrefix("the upload file ended after "), "\(failure)")
+                    #expect(
+                        failure.message.hasSuffix(" of the \(size) bytes it held when the request started: it changed while it was sent"),
+                        "\(failure)")
+                }
+            }
+            #expect(changed.withLock { $0 })
+        }
+    }
+
     /// A server that answers a large upload before reading it (a 413, as a body limit does) and
     /// then reads the rest away, as nginx does: the answer is the result, not a failure to send;
     /// the body inline or streamed from a file. (A server that closes at once instead, `mode=close`,
