@@ -815,7 +815,8 @@ final class CurlCall: @unchecked Sendable {
             followedHop = followedRedirect(status: status).map { ($0.url, $0.becomesGET) }
         }
         guard expected >= 0, method != "HEAD" else { return count }
-        if status < 200 || (300..<400).contains(status) { return count }
+        // No body to count: a 304 may declare the length a 200 would have had (RFC 9110 §8.6).
+        if status < 200 || status == 204 || (300..<400).contains(status) { return count }
         let limit = bodyLimit
         if expected > limit { return stop(LimitFailure.declared(expected, limit: limit, download: download != nil)) }
         return count
