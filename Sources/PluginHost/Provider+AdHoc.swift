@@ -49,8 +49,9 @@ extension Provider {
         // Resolved on each consumption, when the server layer's headers are read too: a pipeline
         // built before a switch of server and consumed after it goes to the new server.
         let stub: @Sendable () -> StubBehavior = { .never }
-        return pipeline(method: method, validation: .none, limits: limits ?? self.limits, stub: stub) { [self] in
-            let resolved = resolve(url)
+        return pipeline(method: method, validation: .none, limits: limits ?? self.limits, stub: stub) { snapshot in
+            // The base URL of the reading the request's default headers come from.
+            let resolved = Self.resolve(url, against: snapshot?.baseURL)
             let parts = URLParts(resolved)
             let info = TargetInfo(
                 method: method.rawValue,
@@ -69,7 +70,12 @@ extension Provider {
     /// path after the base's path, the base's query before the URL's own (`/users` on
     /// `https://h/v1?key=K` is `https://h/v1/users?key=K`, as a target's URL is).
     func resolve(_ url: String) -> String {
-        guard let server, !URLParts.isAbsoluteHTTP(url), !Self.startsWithScheme(url) else { return url }
+        Self.resolve(url, against: server?.baseURL)
+    }
+
+    /// `url` against `base` (none: as it is), as ``resolve(_:)`` says.
+    static func resolve(_ url: String, against base: URL?) -> String {
+        guard let base, !URLParts.isAbsoluteHTTP(url), !startsWithScheme(url) else { return url }
         func split(_ text: String) -> (head: Substring, query: Substring?, fragment: Substring?) {
             let fragmentStart = text.firstIndex(of: "#")
             let beforeFragment = text[..<(fragmentStart ?? text.endIndex)]
@@ -79,11 +85,11 @@ extension Provider {
                 fragmentStart.map { text[text.index(after: $0)...] }
             )
         }
-        let base = split(server.baseURL.absoluteString)
+        let parts = split(base.absoluteString)
         let relative = split(url)
-        var joined = base.head.hasSuffix("/") ? String(base.head.dropLast()) : String(base.head)
+        var joined = parts.head.hasSuffix("/") ? String(parts.head.dropLast()) : String(parts.head)
         joined += relative.head.hasPrefix("/") ? relative.head : "/" + relative.head
-        let queries = [base.query, relative.query].compactMap { $0 }.filter { !$0.isEmpty }
+        let queries = [parts.query, relative.query].compactMap { $0 }.filter { !$0.isEmpty }
         if !queries.isEmpty { joined += "?" + queries.joined(separator: "&") }
         if let fragment = relative.fragment { joined += "#" + fragment }
         return joined

@@ -151,7 +151,7 @@ public final class Provider<Target: TargetType>: Sendable {
             method: target.method, validation: target.validationType, redirects: target.redirectPolicy,
             limits: target.limits ?? limits,
             stub: { [stubClosure] in stubClosure(target) },
-            endpoint: { [endpointClosure] in
+            endpoint: { [endpointClosure] _ in
                 // Read on each consumption, as the endpoint is: a base URL that follows a server
                 // layer is the one the request goes to.
                 let info = TargetInfo(
@@ -176,11 +176,12 @@ public final class Provider<Target: TargetType>: Sendable {
     public var inflightCount: Int { registry.runningCount }
 
     /// Builds the lazy pipeline shared by targets and ad-hoc calls. `endpoint` runs on each
-    /// consumption: what interceptors are told of the target, and the endpoint.
+    /// consumption, given the server layer's values read once for it (the request's defaults
+    /// come from the same reading): what interceptors are told of the target, and the endpoint.
     func pipeline(
         method: HTTPMethod, validation: ValidationType, redirects: RedirectPolicy? = nil, limits: RequestLimits,
         stub: @escaping @Sendable () -> StubBehavior,
-        endpoint: @escaping @Sendable () -> (info: TargetInfo, endpoint: Endpoint)
+        endpoint: @escaping @Sendable (ServerConfiguration.Snapshot?) -> (info: TargetInfo, endpoint: Endpoint)
     ) -> ResponsePipeline<Response> {
         ResponsePipeline(method: method, callbackQueue: callbackQueue, deadline: limits.deadline, registry: registry) {
             [self] progress async throws(NetworkError) -> Response in
@@ -193,8 +194,10 @@ public final class Provider<Target: TargetType>: Sendable {
             let preparation = registry.beginPreparation()
             var made: CallPlan
             do throws(NetworkError) {
-                let (info, endpoint) = endpoint()
-                made = try await makePlan(info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint)
+                let snapshot = server?.snapshot
+                let (info, endpoint) = endpoint(snapshot)
+                made = try await makePlan(
+                    info: info, validation: validation, redirects: redirects, stub: stub(), endpoint: endpoint, snapshot: snapshot)
             } catch {
                 registry.endPreparation(preparation)
                 throw error
@@ -219,13 +222,13 @@ public final class Provider<Target: TargetType>: Sendable {
         }
     }
 
-    private func makePlan(info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy?, stub: StubBehavior, endpoint: Endpoint)
-        async throws(NetworkError) -> CallPlan
-    {
+    private func makePlan(
+        info: TargetInfo, validation: ValidationType, redirects: RedirectPolicy?, stub: StubBehavior, endpoint: Endpoint,
+        snapshot: ServerConfiguration.Snapshot?
+    ) async throws(NetworkError) -> CallPlan {
         var endpoint = endpoint
         var timeout: TimeInterval?
-        if let server {
-            let snapshot = server.snapshot
+        if let snapshot {
             endpoint = endpoint.merging(defaultHeaders: snapshot.headers, defaultParameters: snapshot.parameters)
             timeout = snapshot.timeout
         }
