@@ -178,6 +178,35 @@ struct TaskKindTests {
         #expect(progress.allSatisfy { $0.direction == .download })
     }
 
+    /// Refuses every challenge (the request is cancelled).
+    struct CancellingCredentials: Interceptor {
+        var name: String { "cancelling-credentials" }
+        func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer { .cancel }
+    }
+
+    /// A challenge's body is no download: the chain answers the challenge and the download comes
+    /// then, saved once, where a destination that replaces no file is (CurlTransport saved the
+    /// `401`'s body there first, and the answer's download then failed: the file existed); and a
+    /// challenge the chain cancels leaves the file that was there as it was.
+    @Test(arguments: TransportKind.allCases) func aChallengedDownloadSavesOnlyTheAnswer(_ transport: TransportKind) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dl-auth-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let destination = directory.appendingPathComponent("auth.json")
+        let keeping = DownloadDestination { _, _ in (destination, [.createIntermediateDirectories]) }
+        let target = try Bin("basic-auth/u/p", task: .downloadDestination(keeping))
+        let answered = try await Provider<Bin>(transport: transport.make(), interceptors: [CountingCredentials()]).request(target).value
+        #expect(answered.statusCode == 200)
+        #expect(answered.fileURL == destination)
+        #expect(String(decoding: try Data(contentsOf: destination), as: UTF8.self).contains(#""authenticated": true"#))
+        try Data("previous".utf8).write(to: destination)
+        let cancelled = await Provider<Bin>(transport: transport.make(), interceptors: [CancellingCredentials()]).request(target).result
+        guard case .failure(.cancelled) = cancelled else {
+            Issue.record("a cancelled challenge: \(cancelled)")
+            return
+        }
+        #expect(try Data(contentsOf: destination) == Data("previous".utf8))
+    }
+
     /// `.directory` names the file by the server's `Content-Disposition` only when it is one
     /// plain file name, else by the URL: a server cannot reach outside the directory, replace a
     /// directory, or (Foundation on Linux suggesting "Unknown" when told nothing) make two

@@ -60,7 +60,12 @@ struct CurlResponse: Sendable {
             throw TransportFailure(kind: .badResponse, message: "status \(status) is not an HTTP response", metrics: metrics)
         }
         var fileURL: URL?
-        if let downloadPath, let destination = request.download {
+        // A challenge's body is no download: the chain answers it, and the download comes then
+        // (placed first, it took the destination, or replaced the file there, before the answer).
+        let challenge = status == 401 ? "WWW-Authenticate" : status == 407 ? "Proxy-Authenticate" : nil
+        if let downloadPath, let challenge, headers.contains(where: { HTTPHeader.namesEqual($0.name, challenge) }) {
+            unlink(downloadPath)
+        } else if let downloadPath, let destination = request.download {
             do {
                 fileURL = try destination.place(URL(fileURLWithPath: downloadPath), response: made.response)
             } catch {
