@@ -1,3 +1,4 @@
+import CCurlShim
 import Foundation
 import PluginSDK
 
@@ -155,8 +156,10 @@ final class SpooledBody: @unchecked Sendable {
     /// a name on Linux (`O_TMPFILE`), else made and unlinked at once.
     private static func unnamedFile() throws(TransportFailure) -> Int32 {
         #if os(Linux)
-        // O_TMPFILE (`__O_TMPFILE | O_DIRECTORY`), which the C library's headers hide from Swift.
-        let unnamed = open(NSTemporaryDirectory(), O_RDWR | O_CLOEXEC | 0o20_200_000, 0o600)
+        // O_TMPFILE (`__O_TMPFILE | O_DIRECTORY`), which the C library's headers hide from Swift:
+        // `__O_TMPFILE` is 0o20_000_000 on every Linux architecture, `O_DIRECTORY` is not
+        // (0o200_000 on x86-64, 0o40_000 on arm64), so it is the C library's own.
+        let unnamed = open(NSTemporaryDirectory(), O_RDWR | O_CLOEXEC | 0o20_000_000 | O_DIRECTORY, 0o600)
         if unnamed >= 0 { return unnamed }
         #endif
         let (fd, path) = try temporaryFile()
@@ -173,11 +176,12 @@ final class SpooledBody: @unchecked Sendable {
 
     private static func temporaryFile() throws(TransportFailure) -> (fd: Int32, path: String) {
         var template = Array((NSTemporaryDirectory() + "/pluginhost-body-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        // Closed on `exec` from the start: a child another thread starts meanwhile inherits no
+        // descriptor of the body.
+        let made = template.withUnsafeMutableBufferPointer { ph_mkostemp($0.baseAddress!, O_CLOEXEC) }
         guard made >= 0 else {
             throw TransportFailure(kind: .other, message: "cannot hold the request's body stream: \(String(cString: strerror(errno)))")
         }
-        _ = fcntl(made, F_SETFD, FD_CLOEXEC)
         return (made, template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
     }
 
