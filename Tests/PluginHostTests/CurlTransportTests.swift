@@ -1008,6 +1008,21 @@ struct CurlTransportTests {
             try CurlTransport(configuration: configuration)
         }
     }
+
+    /// A bare name is refused: the dynamic loader searches for it, and the file checked (in the
+    /// current directory) was not the one loaded.
+    @Test func aLibraryPathWithoutASlashIsRefused() {
+        var configuration = CurlTransport.Configuration()
+        configuration.libraryPath = "libcurl-bare-name.so.4"
+        #expect(
+            throws: CurlTransportError(
+                .libraryUnavailable,
+                "cannot load libcurl from libcurl-bare-name.so.4: libraryPath must be a path with a / (a bare name is searched for by the "
+                    + "dynamic loader, not the file in the current directory; write ./libcurl-bare-name.so.4 for that one)")
+        ) {
+            try CurlTransport(configuration: configuration)
+        }
+    }
 }
 
 /// What the loaded libcurl decodes.

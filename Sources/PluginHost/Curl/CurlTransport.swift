@@ -115,7 +115,8 @@ public final class CurlTransport: Transport {
         public var http2 = true
         /// Whether an in-memory cookie jar stores `Set-Cookie` and sends `Cookie`; default false.
         public var cookies = false
-        /// A path to load libcurl from instead of the platform's usual names. The first libcurl
+        /// A path to load libcurl from instead of the platform's usual names: with a `/` (a bare
+        /// name is refused: the dynamic loader would search for it). The first libcurl
         /// loaded serves the whole process: a later transport whose path names another file
         /// (links resolved) fails with ``CurlTransportError/Kind/libraryUnavailable``, naming both.
         public var libraryPath: String?
@@ -283,6 +284,13 @@ struct CurlLibrary: Sendable {
     }
 
     private static func open(path: String?) throws(CurlTransportError) -> CurlLibrary {
+        // A name without a `/` is one the dynamic loader searches for, not the file checked here.
+        if let path, !path.contains("/") {
+            throw CurlTransportError(
+                .libraryUnavailable,
+                "cannot load libcurl from \(path): libraryPath must be a path with a / (a bare name is searched for by the dynamic loader, "
+                    + "not the file in the current directory; write ./\(path) for that one)")
+        }
         if let path, !FileManager.default.fileExists(atPath: path) {
             throw CurlTransportError(.libraryUnavailable, "cannot load libcurl from \(path): no such file")
         }
