@@ -37,7 +37,7 @@ struct RequestOptions {
     init(_ arguments: ParsedArguments) throws {
         if let text = arguments.value("url") {
             guard let url = URL(string: text), URLParts.isAbsoluteHTTP(text) else {
-                throw UsageError(description: "--url must be an absolute http or https URL, not '\(text)'")
+                throw UsageError(description: "--url must be an absolute http or https URL, not '\(URLParts.redactingUserInfo(text))'")
             }
             self.url = url
         }

@@ -650,6 +650,10 @@ struct CLITests {
         let json = try await CLI.run(["test", "--manifest", manifest, "--url", url, "--json"])
         #expect(json.status == 0, "\(json.stdout)\(json.stderr)")
         #expect(!json.stdout.contains("s3cret"), "\(json.stdout)")
+        // Nor in the refusal of a URL that is no http URL.
+        let refused = try await CLI.run(["test", "--manifest", manifest, "--url", "ftp://user:s3cret@127.0.0.1/x"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("--url must be an absolute http or https URL, not 'ftp://user:<redacted>@127.0.0.1/x'"), "\(refused.stderr)")
         let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect((document?["request"] as? [String: Any])?["url"] as? String == shown, "\(json.stdout)")
     }
