@@ -50,6 +50,9 @@ public struct LoggerPlugin: ExportablePlugin {
     let output: Output
     let curl: Bool
     let redactedHeaders: Set<String>
+    /// Names of the query parameters whose values URLs show as `<redacted>`, each as
+    /// ``FieldNames/normalized(_:)`` gives it: matched as body fields are (`accessToken` is
+    /// `access_token`; `X-Amz-Signature` ends with `signature`).
     let redactedQuery: Set<String>
     /// Names of JSON members and form fields whose values a body shows as `<redacted>`, each as
     /// ``FieldNames/normalized(_:)`` gives it.
@@ -128,8 +131,8 @@ public struct LoggerPlugin: ExportablePlugin {
                 default: [
                     "token", "access_token", "refresh_token", "id_token", "client_secret", "api_key", "apikey", "sign", "signature", "x-signature",
                     "password",
-                ], what: "a parameter name", usable: trimmed
-            ).map { $0.lowercased() })
+                ], what: "a parameter name"
+            ) { trimmed($0) && !FieldNames.normalized($0).isEmpty }.map(FieldNames.normalized))
         secretKeys = try names("redactStoreKeys", default: ["access_token", "signing_secret"], what: "a store key") { !$0.isEmpty }
         redactedFields = Set(
             try names("redactFields", default: Self.defaultRedactedFields, what: "a field name") {
@@ -181,7 +184,7 @@ public struct LoggerPlugin: ExportablePlugin {
         let headers = request.headers
         var secrets = secretKeys.compactMap { context.services.value(forKey: $0) }.filter { !$0.isEmpty }
         for header in headers where redactedHeaders.contains(header.name.lowercased()) { secrets += Self.secrets(in: header) }
-        for item in request.queryItems where redactedQuery.contains(item.name.lowercased()) && !item.value.isEmpty {
+        for item in request.queryItems where !item.value.isEmpty && FieldNames.matches(item.name, redactedQuery) {
             secrets.append(item.value)
             secrets.append(RFC3986.escape(item.value))
         }
@@ -317,7 +320,7 @@ public struct LoggerPlugin: ExportablePlugin {
             let nameStart = head.lastIndex(of: "?").map { head.index(after: $0) } ?? head.startIndex
             let name = String(head[nameStart...])
             let value = rest[rest.index(after: equals)...]
-            if redactedQuery.contains((name.removingPercentEncoding ?? name).lowercased()) {
+            if FieldNames.matches(name.removingPercentEncoding ?? name, redactedQuery) {
                 found += [String(value), value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(value)]
                 return shown + head + "=<redacted>"
             }

@@ -50,6 +50,7 @@ struct ContribConfigTests {
         // A list that replaces the defaults: an entry that matches nothing turned redaction off.
         ("logger", #"{"redactQuery": ["token", "sig "]}"#, #"logger: redactQuery[1] "sig " is not a parameter name"#),
         ("logger", #"{"redactQuery": [""]}"#, #"logger: redactQuery[0] "" is not a parameter name"#),
+        ("logger", #"{"redactQuery": ["_-"]}"#, #"logger: redactQuery[0] "_-" is not a parameter name"#),
         ("logger", #"{"redactFields": ["-_"]}"#, #"logger: redactFields[0] "-_" is not a field name"#),
         ("logger", #"{"redactFields": ["token", " password"]}"#, #"logger: redactFields[1] " password" is not a field name"#),
         ("logger", #"{"redactStoreKeys": ["access_token", ""]}"#, #"logger: redactStoreKeys[1] "" is not a store key"#),

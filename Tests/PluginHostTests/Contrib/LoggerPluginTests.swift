@@ -214,6 +214,22 @@ struct LoggerPluginTests {
         #expect(text.contains("  Cookie: <redacted>") && text.contains("  Set-Cookie: <redacted>"), "\(text)")
     }
 
+    /// Query parameters are matched as body fields are: `accessToken` is `access_token`, and an AWS
+    /// presigned URL's `X-Amz-Signature` and `X-Amz-Security-Token` end with `signature` and `token`
+    /// (each was matched by its exact lower-case name, and printed in clear with the defaults).
+    @Test func queryNamesAreMatchedAsFieldNamesAre() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("logger", ["level": "basic", "output": "file", "file": f.root + "/requests.log"])])
+        let parameters: Parameters = ["accessToken": "q-tok-1", "X-Amz-Signature": "q-sig-2", "X-Amz-Security-Token": "q-sts-3", "page": "3"]
+        _ = try await provider.request(try Bin("get", task: .requestParameters(parameters: parameters, encoding: URLEncoding.queryString))).value
+        let text = log(f)
+        for secret in ["q-tok-1", "q-sig-2", "q-sts-3"] { #expect(!text.contains(secret), "\(secret) leaked into the log: \(text)") }
+        for shown in ["accessToken=<redacted>", "X-Amz-Signature=<redacted>", "X-Amz-Security-Token=<redacted>", "page=3"] {
+            #expect(text.contains(shown), "\(text)")
+        }
+    }
+
     /// Found by a review, each leaked into the log: a user without a password in the URL (an API
     /// key, as `https://key@api…` or `https://key:@api…` send it), and its Basic form echoed; a
     /// `Location`'s redacted parameter repeated in the body; the start of a secret a body's cut at
