@@ -250,6 +250,13 @@ int ph_curl_multi_info_read_done(ph_curl_multi *multi, ph_curl_easy **easy, int 
 #define PH_CURL_SEEKFUNC_FAIL 1
 #define PH_CURL_ERROR_SIZE 256
 
+/* Not libcurl's: mkstemp, the file opened with `flags` (O_CLOEXEC: closed on exec from the start,
+ * where mkstemp and a later fcntl left a moment for a child to inherit it), for the transports'
+ * spooled bodies. The C library declares mkostemp only for C code that asks for it (_GNU_SOURCE),
+ * which Swift's Glibc module does not (ph_file.c). Returns the descriptor, or -1 with errno set;
+ * `path_template` ends with XXXXXX, replaced by the name made. */
+int ph_mkostemp(char *path_template, int flags);
+
 #ifdef __cplusplus
 }
 #endif
