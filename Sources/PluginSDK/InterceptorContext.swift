@@ -62,9 +62,14 @@ public struct InterceptorContext: Sendable {
         }
     }
     /// A number unique to this request within the process (the same for all its attempts).
-    public var requestID: UInt64
+    public var requestID: UInt64 {
+        // The host's C view was of the number before (as for `target`).
+        didSet { hostAttachment = nil }
+    }
     /// 1 for the first attempt, 2 for the first retry, and so on.
-    public var attempt: Int
+    public var attempt: Int {
+        didSet { hostAttachment = nil }
+    }
     /// Services of the host: key/value store, events, log, clock, random bytes.
     public var services: any HostServices {
         // Inlined, as `target` is: `context.services.now()` copies no existential.

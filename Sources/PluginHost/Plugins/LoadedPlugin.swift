@@ -292,16 +292,11 @@ final class CContext: @unchecked Sendable {
         self.init(target: CTargetLayout(context.target), requestID: context.requestID, attempt: context.attempt)
     }
 
-    /// The C view `context` carries (the chain's shared one) while it is still of that context,
-    /// else one made for it: an interceptor that hands a loaded plugin a context it changed
-    /// (another target clears the view; a number or an attempt is compared here) is heard.
+    /// The C view `context` carries (the chain's shared one), else one made for it. A context an
+    /// interceptor changed (its target, number or attempt set) carries none: a loaded plugin it
+    /// hands that context to reads the context as changed.
     static func of(_ context: InterceptorContext) -> CContext {
-        if let carried = exactly(context.hostAttachment, CContext.self), carried.pointer.pointee.request_id == context.requestID,
-            carried.pointer.pointee.attempt == Int32(clamping: context.attempt)
-        {
-            return carried
-        }
-        return CContext(context)
+        exactly(context.hostAttachment, CContext.self) ?? CContext(context)
     }
 
     init(target: CTargetLayout, requestID: UInt64, attempt: Int) {
