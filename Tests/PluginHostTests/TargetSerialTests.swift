@@ -56,14 +56,21 @@ struct TargetSerialTests {
         return pointer
     }
 
-    @Test func theSDKTrustsASerialAndComparesBytesWithoutOne() throws {
-        let f = try PluginFixtures()
-        defer { f.remove() }
+    /// Alpha loaded from its bundle, emitting `sending` from `willSend`, and the paths it reports
+    /// (until the subscription is cancelled).
+    func sendingAlpha(_ f: PluginFixtures) throws -> (LoadedPlugin, Locked<[String]>, EventSubscription) {
         try f.bundle("AlphaTestPlugin", defaultConfig: ["event": "sending"])
         let services = PluginServices()
         let plugin = try #require(try PluginLoader.load(manifest: try f.manifest([["name": "alpha"]]), services: services).first)
         let events = Locked<[String]>([])
         let subscription = services.subscribe { event in events.withLock { $0.append(event.fields["path"] ?? "?") } }
+        return (plugin, events, subscription)
+    }
+
+    @Test func theSDKTrustsASerialAndComparesBytesWithoutOne() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let (plugin, events, subscription) = try sendingAlpha(f)
         defer { subscription.cancel() }
         let full = MemoryLayout<ph_context>.size
         let before14 = MemoryLayout<ph_context>.offset(of: \ph_context.target_serial)!
@@ -94,6 +101,7 @@ struct TargetSerialTests {
         }
         #expect(events.withLock { $0 } == ["a", "a", "c", "b"])
     }
+
     /// A context at the address of the last one, of the same request and attempt, but of another
     /// target (a new serial): the SDK reads it anew (it kept the last context, having compared
     /// only the address, the request and the attempt; a host may free a lone context, for a
@@ -101,11 +109,7 @@ struct TargetSerialTests {
     @Test func aNewSerialAtTheSameAddressIsReadAnew() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        try f.bundle("AlphaTestPlugin", defaultConfig: ["event": "sending"])
-        let services = PluginServices()
-        let plugin = try #require(try PluginLoader.load(manifest: try f.manifest([["name": "alpha"]]), services: services).first)
-        let events = Locked<[String]>([])
-        let subscription = services.subscribe { event in events.withLock { $0.append(event.fields["path"] ?? "?") } }
+        let (plugin, events, subscription) = try sendingAlpha(f)
         defer { subscription.cancel() }
         let a = CTargetLayout(target("a", [:]))
         let b = CTargetLayout(target("b", [:]))

@@ -55,19 +55,25 @@ struct CLI {
     @discardableResult
     /// - Parameter umask: the file mode creation mask of the CLI's process (through `sh`), else
     ///   the test process's (which tests running meanwhile share: it is never changed here).
-    static func run(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil, umask: String? = nil) async throws
-        -> Output
-    {
-        try await offThePool { try runBlocking(arguments, environment: environment, in: directory, umask: umask) }
+    /// - Parameter redirection: a redirection `sh` applies to the CLI's process (`2>/dev/full`).
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], in directory: String? = nil, umask: String? = nil,
+        redirection: String? = nil
+    ) async throws -> Output {
+        try await offThePool {
+            try runBlocking(arguments, environment: environment, in: directory, umask: umask, redirection: redirection)
+        }
     }
 
-    static func runBlocking(_ arguments: [String], environment: [String: String] = [:], in directory: String? = nil, umask: String? = nil) throws
-        -> Output
-    {
+    static func runBlocking(
+        _ arguments: [String], environment: [String: String] = [:], in directory: String? = nil, umask: String? = nil,
+        redirection: String? = nil
+    ) throws -> Output {
         let process = Process()
-        if let umask {
+        if umask != nil || redirection != nil {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "umask \(umask) && exec \"$0\" \"$@\"", binDirectory + "/pluginhost"] + arguments
+            let command = (umask.map { "umask \($0) && " } ?? "") + #"exec "$0" "$@""# + (redirection.map { " " + $0 } ?? "")
+            process.arguments = ["-c", command, binDirectory + "/pluginhost"] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: binDirectory + "/pluginhost")
             process.arguments = arguments
@@ -658,25 +664,6 @@ struct CLITests {
         #expect((document?["request"] as? [String: Any])?["url"] as? String == shown, "\(json.stdout)")
     }
 
-    /// Runs the CLI through `sh` with `redirection` (e.g. `2>/dev/full`) applied to it.
-    func runRedirected(_ redirection: String, _ arguments: [String]) async throws -> CLI.Output {
-        try await offThePool { () throws -> CLI.Output in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", #"exec "$0" "$@" "# + redirection, CLI.binDirectory + "/pluginhost"] + arguments
-            let stdout = Pipe()
-            let stderr = Pipe()
-            process.standardOutput = stdout
-            process.standardError = stderr
-            try process.run()
-            let data = stdout.fileHandleForReading.readDataToEndOfFile()
-            let errors = stderr.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return CLI.Output(
-                status: process.terminationStatus, stdout: String(decoding: data, as: UTF8.self), stderr: String(decoding: errors, as: UTF8.self))
-        }
-    }
-
     #if os(Linux)
     /// A log line that cannot be written (standard error on a full disk or a closed pipe) is
     /// dropped: the logger's default output, the host's log handler and the CLI's own messages
@@ -687,11 +674,11 @@ struct CLITests {
         let workspace = try await Workspace.make(bundling: ["Logger"])
         let manifest = try workspace.manifest(
             #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "logger", "config": {"level": "headers"}}]}"#)
-        let output = try await runRedirected("2>/dev/full", ["test", "--manifest", manifest])
+        let output = try await CLI.run(["test", "--manifest", manifest], redirection: "2>/dev/full")
         #expect(output.status == 0, "\(output.stdout)")
         #expect(output.stdout.contains("probe  logger         ok") && output.stdout.hasSuffix("result ok\n"), "\(output.stdout)")
         for arguments in [["test", "--manifest", manifest, "--json"], ["list", "--manifest", manifest, "--json"]] {
-            let results = try await runRedirected(">/dev/full", arguments)
+            let results = try await CLI.run(arguments, redirection: ">/dev/full")
             #expect(results.status == 6, "\(arguments): \(results.stderr)")
             #expect(results.stderr.contains("pluginhost: cannot write to standard output: No space left on device"), "\(results.stderr)")
         }
