@@ -70,6 +70,21 @@ struct BorrowedEditBytesTests {
         }
     }
 
+    /// A failure's message is copied for the plugin once per result: a plugin that asks again
+    /// (the SDK asks in every response hook) gets the same bytes, where each call copied it anew
+    /// into the result's arena (a plugin that polled it grew the request's memory).
+    @Test func aFailuresMessageIsCopiedOnce() {
+        let api = HostTable.template
+        let failure = ResultHandle(response: nil, failure: TransportFailure(kind: .timedOut, message: "timed out"), mayDecide: false)
+        let handle = OpaquePointer(Unmanaged.passUnretained(failure).toOpaque())
+        var first = ph_bytes()
+        var again = ph_bytes()
+        #expect(api.result_failure(handle, &first) == TransportFailureKind.timedOut.abiCode)
+        #expect(api.result_failure(handle, &again) == TransportFailureKind.timedOut.abiCode)
+        #expect(CBytes.string(first) == "timed out" && CBytes.string(again) == "timed out")
+        #expect(first.data == again.data)
+    }
+
     @Test func countsAndLengthsPastIntMaxAreRefused() {
         let (state, pointer) = request()
         let api = HostTable.template

@@ -272,6 +272,9 @@ class ResultHandle {
     unowned(unsafe) var response: ResponseState?
     let failure: TransportFailure?
     lazy var arena = ByteArena()
+    /// The failure's message as the plugin reads it, copied into the arena once (each
+    /// `result_failure` copied it anew: a plugin that asked in a loop grew the request's memory).
+    lazy var failureMessage: ph_bytes = failure.map { arena.bytes($0.message) } ?? ph_bytes()
     /// Whether the hook may replace the result or ask for a retry (`process`); set before each call.
     var mayDecide: Bool
     var replacement: SyntheticResponse?
@@ -471,7 +474,7 @@ final class HostTable: @unchecked Sendable {
         api.result_failure = { result, message in
             ResultHandle.with(result, or: PH_FAILURE_OTHER) { handle in
                 guard let failure = handle.failure else { return PH_FAILURE_NONE }
-                message?.pointee = handle.arena.bytes(failure.message)
+                message?.pointee = handle.failureMessage
                 return failure.kind.abiCode
             }
         }
