@@ -121,9 +121,12 @@ public struct LoggerPlugin: ExportablePlugin {
             }
             return names
         }
-        func trimmed(_ name: String) -> Bool {
+        // A name that may be matched: no white space at an end, no control character, and
+        // something left once normalized (not only `_` and `-`).
+        func matchable(_ name: String) -> Bool {
             guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last else { return false }
             return !first.properties.isWhitespace && !last.properties.isWhitespace && !name.unicodeScalars.contains { Self.isControl($0) }
+                && !FieldNames.normalized(name).isEmpty
         }
         redactedQuery = Set(
             try names(
@@ -131,13 +134,11 @@ public struct LoggerPlugin: ExportablePlugin {
                 default: [
                     "token", "access_token", "refresh_token", "id_token", "client_secret", "api_key", "apikey", "sign", "signature", "x-signature",
                     "password",
-                ], what: "a parameter name"
-            ) { trimmed($0) && !FieldNames.normalized($0).isEmpty }.map(FieldNames.normalized))
+                ], what: "a parameter name", usable: matchable
+            ).map(FieldNames.normalized))
         secretKeys = try names("redactStoreKeys", default: ["access_token", "signing_secret"], what: "a store key") { !$0.isEmpty }
         redactedFields = Set(
-            try names("redactFields", default: Self.defaultRedactedFields, what: "a field name") {
-                trimmed($0) && !FieldNames.normalized($0).isEmpty
-            }.map(FieldNames.normalized))
+            try names("redactFields", default: Self.defaultRedactedFields, what: "a field name", usable: matchable).map(FieldNames.normalized))
         maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
         self.host = host
     }

@@ -702,17 +702,21 @@ final class InterceptorChain: Sendable {
     /// The header field to answer in and the challenge to answer, for a `401` (`WWW-Authenticate`
     /// → `Authorization`) or a `407` (`Proxy-Authenticate` → `Proxy-Authorization`).
     static func challenge(in response: ResponseState) -> (field: String, chosen: ChosenChallenge)? {
-        let challengeField: String
-        let answerField: String
-        switch response.statusCode {
-        case 401: (challengeField, answerField) = ("WWW-Authenticate", "Authorization")
-        case 407: (challengeField, answerField) = ("Proxy-Authenticate", "Proxy-Authorization")
-        default: return nil
-        }
+        guard let fields = challengeFields(status: response.statusCode) else { return nil }
         var values: [String] = []
-        while let value = response.header(named: challengeField, index: values.count) { values.append(value) }
+        while let value = response.header(named: fields.challenge, index: values.count) { values.append(value) }
         guard let chosen = ChosenChallenge.choose(from: values.joined(separator: ", ")) else { return nil }
-        return (answerField, chosen)
+        return (fields.answer, chosen)
+    }
+
+    /// The field a `401` (`WWW-Authenticate`) or a `407` (`Proxy-Authenticate`) challenges in,
+    /// and the field its answer goes in; nil for another status.
+    static func challengeFields(status: Int) -> (challenge: String, answer: String)? {
+        switch status {
+        case 401: ("WWW-Authenticate", "Authorization")
+        case 407: ("Proxy-Authenticate", "Proxy-Authorization")
+        default: nil
+        }
     }
 
     /// The call's result: `outcome`, answering `request` (the last hop's), for a request the chain

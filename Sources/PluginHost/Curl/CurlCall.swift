@@ -62,8 +62,9 @@ struct CurlResponse: Sendable {
         var fileURL: URL?
         // A challenge's body is no download: the chain answers it, and the download comes then
         // (placed first, it took the destination, or replaced the file there, before the answer).
-        let challenge = status == 401 ? "WWW-Authenticate" : status == 407 ? "Proxy-Authenticate" : nil
-        if let downloadPath, let challenge, headers.contains(where: { HTTPHeader.namesEqual($0.name, challenge) }) {
+        if let downloadPath, let challenge = InterceptorChain.challengeFields(status: status)?.challenge,
+            headers.contains(where: { HTTPHeader.namesEqual($0.name, challenge) })
+        {
             unlink(downloadPath)
         } else if let downloadPath, let destination = request.download {
             do {
