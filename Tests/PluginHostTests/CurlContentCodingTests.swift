@@ -95,7 +95,8 @@ struct CurlContentCodingTests {
         #expect(response.response.statusCode == 206)
         #expect(response.response.value(forHTTPHeaderField: "Content-Encoding") == "gzip")
         #expect(response.data == (try await get(transport, "gzip", headers: ["Accept-Encoding": "*"])).data)
-        // A request with its own Range is not given the transport's Accept-Encoding.
+        // A request with its own Range is not given the transport's Accept-Encoding: it asks
+        // for the body as it is (without the field, a server may pick any coding).
         func sent(_ headers: [String: String]) async throws -> String? {
             var request = URLRequest(url: try TestServer.url().appendingPathComponent("headers"))
             for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
@@ -103,12 +104,13 @@ struct CurlContentCodingTests {
             return ((try JSONSerialization.jsonObject(with: echoed.data) as? [String: Any])?["headers"] as? [String: String])?["Accept-Encoding"]
         }
         #expect(try await sent([:]) == "gzip, deflate, br, zstd")
-        #expect(try await sent(["Range": "bytes=0-99"]) == nil)
+        #expect(try await sent(["Range": "bytes=0-99"]) == "identity")
         // Nor through a provider, whose default fields carry the transport's list (it was sent,
         // and not decoded); a list of the caller's own is sent.
         let provider = Provider<Bin>(transport: transport)
         #expect(try echo(try await provider.request(try Bin("anything")).value).header("Accept-Encoding") == "gzip, deflate, br, zstd")
-        #expect(try echo(try await provider.request(try Bin("anything", headers: ["Range": "bytes=0-99"])).value).header("Accept-Encoding") == nil)
+        let ranged = try Bin("anything", headers: ["Range": "bytes=0-99"])
+        #expect(try echo(try await provider.request(ranged).value).header("Accept-Encoding") == "identity")
         let own = try Bin("anything", headers: ["Range": "bytes=0-99", "Accept-Encoding": "gzip"])
         #expect(try echo(try await provider.request(own).value).header("Accept-Encoding") == "gzip")
     }

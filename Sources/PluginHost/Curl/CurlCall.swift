@@ -562,6 +562,10 @@ final class CurlCall: @unchecked Sendable {
                 list = "Accept-Encoding: \(settings.encodings)".withCString { ph_curl_slist_append(list, $0) }
             }
             decoding = settings.decodable
+        } else if !hasAcceptEncoding {
+            // A request without the field accepts any coding (RFC 9110 §12.5.3); what is not
+            // decoded here is asked for as it is.
+            list = ph_curl_slist_append(list, "Accept-Encoding: identity")
         }
         // A file or stream body goes as it is; libcurl would label it a form.
         if !hasContentType, bodyFile != nil || spooledBody != nil { list = ph_curl_slist_append(list, "Content-Type:") }
