@@ -28,6 +28,8 @@ final class CacheStore: Sendable {
         let entry: CacheEntry
         let size: Int
         var used: UInt64
+        /// Read from memory since its file's last use was set (``syncMemoryUse(_:)``).
+        var hitSinceDiskUse = false
         /// The partition of its key (``CacheStore/partition(ofKey:)``); nil for the shared one.
         let partition: String?
 
@@ -275,6 +277,7 @@ final class CacheStore: Sendable {
             let now = DispatchTime.now().uptimeNanoseconds
             guard state.touchedDuringScan == nil, Double(now &- state.lastScan) >= rescanInterval * 1e9 else { return false }
             state.lastScan = now
+            syncMemoryUse(&state)
             state.touchedDuringScan = []
             return true
         }
@@ -298,8 +301,10 @@ final class CacheStore: Sendable {
             mark(key, &state)
             // One hash of the key for a hit: found, marked used and read through its index.
             if let index = state.memory.index(forKey: key) {
-                state.memory.values[index].used = state.clock
-                return state.memory.values[index].entry
+                let resident = state.memory.values[index]
+                resident.used = state.clock
+                resident.hitSinceDiskUse = true
+                return resident.entry
             }
             guard let directory else { return nil }
             let name = state.name(of: key)
@@ -452,6 +457,7 @@ final class CacheStore: Sendable {
     }
 
     private func evictDisk(_ state: inout State) {
+        if state.diskBytes > maxDiskBytes { syncMemoryUse(&state) }
         while state.diskBytes > maxDiskBytes,
             let oldest = Self.evictionIndex(
                 state.disk, state.partitionUse, rank: { use, disk, index in (use.used(ofFile: disk.keys[index]), disk.values[index].used) })
@@ -480,6 +486,34 @@ final class CacheStore: Sendable {
             table.formIndex(after: &index)
         }
         return oldest?.index
+    }
+
+    /// Gives the files of entries read from memory since (in the order they were read) their
+    /// last use: a hit from memory reads no file, and a full disk evicted the hottest entry's file
+    /// before the files read lately; a restart, or a store of another process, then missed it.
+    /// Done before an eviction and a listing (not on each hit: a memory hit stays one hash of its
+    /// key). The file's modification time is set to that use, which the listings of other
+    /// processes (and this one's after a restart) rank by.
+    private func syncMemoryUse(_ state: inout State) {
+        guard let directory else { return }
+        var hits: [Resident] = []
+        for resident in state.memory.values where resident.hitSinceDiskUse {
+            resident.hitSinceDiskUse = false
+            hits.append(resident)
+        }
+        hits.sort { $0.used < $1.used }
+        for resident in hits {
+            let name = state.name(of: resident.entry.key)
+            guard let index = state.disk.index(forKey: name) else { continue }
+            let time = state.diskTime()
+            state.disk.values[index].used = time
+            state.touchedDuringScan?.insert(name)
+            let stamp = timespec(tv_sec: Int(time / 1_000_000_000), tv_nsec: Int(time % 1_000_000_000))
+            let times = [stamp, stamp]
+            // A changed modification time is a changed file to a kept descriptor's check.
+            closeFile(name, &state)
+            _ = utimensat(AT_FDCWD, directory + "/" + name, times, AT_SYMLINK_NOFOLLOW)
+        }
     }
 
     private func removeDisk(_ name: String, _ state: inout State) {

@@ -51,4 +51,25 @@ struct CacheStoreBoundsTests {
         #expect(store.rememberedPartitions <= 2 * 1 + 64 + 1)
         #expect(store.get(kept + " GET http://a.test/")?.body.count == 10)
     }
+
+    /// An entry read from memory is in use on disk too: a full disk evicts the file read least
+    /// lately, not the hot entry whose file was written first (read from memory, its file was
+    /// never touched, and a restart or a sibling process then missed it). The file's modification
+    /// time carries the use to other processes.
+    @Test func aMemoryHitKeepsItsFileOnDisk() throws {
+        let directory = NSTemporaryDirectory() + "pluginhost-cache-bounds-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let size = try #require(CacheStore.encode(entry("GET http://a.test/a", bytes: 1000))).count
+        let store = try CacheStore(maxMemoryEntries: 10, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 2 * size + size / 2)
+        store.put(entry("GET http://a.test/a", bytes: 1000))
+        store.put(entry("GET http://a.test/b", bytes: 1000))
+        #expect(store.get("GET http://a.test/a") != nil)
+        store.put(entry("GET http://a.test/c", bytes: 1000))
+        #expect(store.counts.disk == 2)
+        let files = try #require(CacheStore.entryFiles(in: directory)).map(\.name)
+        #expect(Set(files) == Set(["GET http://a.test/a", "GET http://a.test/c"].map(CacheStore.fileName)))
+        let restarted = try CacheStore(maxMemoryEntries: 10, maxMemoryBytes: 1 << 20, directory: directory, maxDiskBytes: 2 * size + size / 2)
+        #expect(restarted.get("GET http://a.test/a")?.body.count == 1000)
+        #expect(restarted.get("GET http://a.test/b") == nil)
+    }
 }
