@@ -28,8 +28,9 @@ public struct RequestLimits: Sendable, Equatable {
     /// it before decoding); nil (the default): no limit. Passing it fails with
     /// ``TransportFailureKind/responseTooLarge`` and removes the partial file.
     public var maxDownloadBytes: Int64?
-    /// The most bytes of response header fields (names and values, of one response); default
-    /// 256 KiB. Passing it fails with ``TransportFailureKind/badResponse``.
+    /// The most bytes of response header fields (names and values, of one response, with its
+    /// interim `1xx` responses and its trailer fields); default 256 KiB. Passing it fails with
+    /// ``TransportFailureKind/badResponse``.
     public var maxHeaderBytes: Int
     /// The most response header fields; default 1,000. Passing it fails with
     /// ``TransportFailureKind/badResponse``.
@@ -112,6 +113,16 @@ enum LimitFailure {
     static func headerFields(_ count: Int, limit: Int) -> TransportFailure {
         TransportFailure(
             kind: .badResponse, message: "the response has more than maxHeaderFields (\(limit)) header fields: \(count)", limit: Int64(limit))
+    }
+
+    /// libcurl refuses a response's header fields over 300 KiB in all (counting its own way), and
+    /// later versions more than 5,000 of them, before our count passes a larger `maxHeaderBytes`
+    /// or `maxHeaderFields`.
+    static func headerTotal(_ detail: String, limits: RequestLimits) -> TransportFailure {
+        TransportFailure(
+            kind: .badResponse,
+            message: "the response's header fields are more than libcurl accepts, within maxHeaderBytes (\(limits.maxHeaderBytes) bytes) "
+                + "and maxHeaderFields (\(limits.maxHeaderFields)): \(detail)")
     }
 
     /// libcurl refuses one header line over 100 KiB (as "out of memory") before our count of

@@ -26,6 +26,12 @@
                              with mode=close closes at once (the unread body makes that a reset)
   /trailers                  200, chunked, body "ok", then the trailer fields X-Checksum and Set-Cookie
   /trailer-status-line       200, chunked, body "ok", then trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
+  /status-line-field?rounds=R&n=N
+                             200, Content-Type: text/plain, then R times (N fields and a field line
+                             "HTTP/1.1 200: x"), then Content-Length: 2 and the body "ok"
+  /endless-trailers          200, chunked, body "ok", then a 1 KiB trailer field every 5 ms until the
+                             client closes (at most 20 s)
+  /endless-1xx               a "103 Early Hints" response every 5 ms until the client closes (at most 20 s)
   /folded-encoding           200, "Content-Encoding: identity," folded onto " gzip", a gzip body ("folded and decoded")
   /ok                        200 {"ok":true}
 
@@ -239,6 +245,27 @@ class Handler(socketserver.BaseRequestHandler):
                 # asks of a trailer), then a Location and a cookie: none of it starts a new response.
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                              b"2\r\nok\r\n0\r\nHTTP/1.1 302: Found\r\nLocation: /ok\r\nSet-Cookie: t=1\r\n\r\n")
+                sock.close()
+            elif path == "/status-line-field":
+                # Lines that begin like a status line inside one block of fields (libcurl passes
+                # them on as fields): only a block's first line is a status line.
+                rounds, n = int(query.get("rounds", "1")), int(query.get("n", "1"))
+                fields = b"".join(b"X-F-%d: v\r\n" % i for i in range(n)) + b"HTTP/1.1 200: x\r\n"
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + fields * rounds
+                             + b"Content-Length: 2\r\nConnection: close\r\n\r\nok")
+                sock.close()
+            elif path in ("/endless-trailers", "/endless-1xx"):
+                if path == "/endless-trailers":
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+                                 b"Connection: close\r\n\r\n2\r\nok\r\n0\r\n")
+                started, index = time.time(), 0
+                while time.time() - started < 20:
+                    if path == "/endless-trailers":
+                        sock.sendall(b"X-T-%d: " % index + b"t" * 1024 + b"\r\n")
+                    else:
+                        sock.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n")
+                    index += 1
+                    time.sleep(0.005)
                 sock.close()
             elif path == "/folded-encoding":
                 # Content-Encoding folded onto a second line (obsolete line folding): identity, gzip.

@@ -157,6 +157,71 @@ struct CurlContentCodingTests {
         #expect(response.response.url?.path == "/trailer-status-line")
     }
 
+    /// Sends `path` of the fault server through `transport`.
+    func fault(_ transport: CurlTransport, _ path: String, limits: RequestLimits = .default) async throws(TransportFailure) -> TransportResponse {
+        let base = (try? TestServer.url("FAULT_URL"))!
+        var request = TransportRequest(urlRequest: URLRequest(url: URL(string: base.absoluteString + "/" + path)!))
+        request.limits = limits
+        return try await transport.send(request)
+    }
+
+    /// Only the first line of a block of fields is a status line: one in the middle of the block
+    /// (libcurl passes it on as a field) dropped the fields before it and started their count
+    /// anew, and one repeated made a block of fields no limit stopped.
+    @Test func aFieldLineLikeAStatusLineStartsNoResponse() async throws {
+        let transport = try CurlTransport()
+        let response = try await fault(transport, "status-line-field?rounds=1&n=2")
+        #expect(response.response.statusCode == 200)
+        #expect(response.data == Data("ok".utf8))
+        #expect(response.response.value(forHTTPHeaderField: "Content-Type") == "text/plain")
+        #expect(response.response.value(forHTTPHeaderField: "X-F-1") == "v")
+        do {
+            let endless = try await fault(transport, "status-line-field?rounds=50&n=900")
+            Issue.record("expected the field limit, got status \(endless.response.statusCode)")
+        } catch {
+            #expect(error.kind == .badResponse)
+            #expect(error.message.hasPrefix("the response has more than maxHeaderFields (1000) header fields: "), "\(error.message)")
+        }
+    }
+
+    /// Trailer fields, and the fields of interim (1xx) responses, count against the header
+    /// limits: an endless trailer section, or endless 103s, each a line within the idle timeout,
+    /// ran until the server stopped.
+    @Test(arguments: ["endless-trailers", "endless-1xx"])
+    func trailersAndInterimResponsesCountAgainstTheHeaderLimits(_ path: String) async throws {
+        var limits = RequestLimits.default
+        limits.maxHeaderBytes = 16_384
+        let transport = try CurlTransport()
+        do {
+            let response = try await fault(transport, path, limits: limits)
+            Issue.record("\(path): expected the header limit, got status \(response.response.statusCode)")
+        } catch {
+            #expect(error.kind == .badResponse)
+            #expect(error.message.hasPrefix("the response's header fields passed maxHeaderBytes (16384 bytes): "), "\(path): \(error.message)")
+        }
+    }
+
+    /// libcurl's own bounds on all the header fields of a response, under larger limits of ours,
+    /// are the response's fault: passed, they came as a lost connection (which is retried), or
+    /// as one field over 100 KiB.
+    @Test func libcurlsBoundOnAllTheFieldsIsABadResponse() async throws {
+        var limits = RequestLimits.default
+        limits.maxHeaderBytes = 1 << 20
+        limits.maxHeaderFields = 100_000
+        let transport = try CurlTransport()
+        do {
+            let response = try await fault(transport, "many-headers?n=20000", limits: limits)
+            Issue.record("expected libcurl's bound, got status \(response.response.statusCode)")
+        } catch {
+            #expect(error.kind == .badResponse)
+            // 300 KiB in all (7.88 with its fixes, 8.12), or at most 5,000 fields (8.23).
+            let prefix =
+                "the response's header fields are more than libcurl accepts, within maxHeaderBytes (1048576 bytes) and maxHeaderFields (100000): "
+                + "Too "
+            #expect(error.message.hasPrefix(prefix), "\(error.message)")
+        }
+    }
+
     @Test func rawDeflateMayEndWithAChecksumsFourBytes() async throws {
         #expect(try await get(try CurlTransport(), "deflate?raw=1&trailer=4").data == Self.text)
         let failure = await failure(try CurlTransport(), "deflate?raw=1&trailer=5")

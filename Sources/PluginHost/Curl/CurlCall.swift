@@ -183,6 +183,9 @@ final class CurlCall: @unchecked Sendable {
     private var absoluteDeadline: UInt64 = 0
     /// Whether the final response's headers are still being read.
     private var inHeaders = true
+    /// Whether the next header line begins a block (the first of the hop, or one after a blank
+    /// line): only such a line may be a status line.
+    private var atBlockStart = true
 
     init(request: TransportRequest, loop: CurlEventLoop, spooledBody: SpooledBody? = nil) {
         self.request = request
@@ -289,6 +292,7 @@ final class CurlCall: @unchecked Sendable {
         lastUpload = -1
         limitFailure = nil
         inHeaders = true
+        atBlockStart = true
         headerBytes = 0
         headerFields = 0
         answered = false
@@ -766,28 +770,39 @@ final class CurlCall: @unchecked Sendable {
         let line = UnsafeRawBufferPointer(start: bytes, count: count)
         var end = count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
-        // A status line: a new response (after 1xx, or a proxy's CONNECT answer). Not once the
-        // final response's headers are in: a trailer field after a chunked body that begins
-        // with `HTTP/` starts nothing.
-        if inHeaders, end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
-            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
-        {
-            responseHeaders.removeAll(keepingCapacity: true)
-            expected = -1
-            headerBytes = 0
-            headerFields = 0
-            inHeaders = true
-            decoder = nil
-            return count
-        }
-        // Trailer fields (after a chunked body) come through this callback too: they are not
-        // the response's header fields (no `Set-Cookie` or `Location` from them), and are dropped.
-        guard inHeaders else { return count }
-        guard end > 0 else { return endOfHeaders(count) }
+        let startsBlock = atBlockStart
+        atBlockStart = end == 0
+        // The lines of every block of the hop count together: a proxy's CONNECT answer, interim
+        // (1xx) responses, the final response and its trailer fields. Counted anew per block,
+        // endless 103s or an endless trailer section ran within every limit.
         headerBytes += end
         if headerBytes > request.limits.maxHeaderBytes {
             return stop(LimitFailure.headerBytes(headerBytes, limit: request.limits.maxHeaderBytes))
         }
+        // A status line: the first line of a block while the final response's fields are not in
+        // (after 1xx, or a proxy's CONNECT answer), a new response. Not a line inside a block,
+        // which libcurl passes on as a field, nor a trailer field after a chunked body.
+        if startsBlock, inHeaders, end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
+        {
+            responseHeaders.removeAll(keepingCapacity: true)
+            expected = -1
+            decoder = nil
+            return count
+        }
+        // Trailer fields (after a chunked body) come through this callback too: they are not
+        // the response's header fields (no `Set-Cookie` or `Location` from them), and are
+        // counted and dropped.
+        guard inHeaders else {
+            if end > 0, line[0..<end].contains(UInt8(ascii: ":")) {
+                headerFields += 1
+                if headerFields > request.limits.maxHeaderFields {
+                    return stop(LimitFailure.headerFields(headerFields, limit: request.limits.maxHeaderFields))
+                }
+            }
+            return count
+        }
+        guard end > 0 else { return endOfHeaders(count) }
         if line[0] == 0x20 || line[0] == 0x09, !responseHeaders.isEmpty {
             let more = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self).trimmingCharacters(in: .whitespaces)
             responseHeaders[responseHeaders.count - 1].value += " " + more
@@ -948,12 +963,21 @@ final class CurlCall: @unchecked Sendable {
             if let limitFailure { return .finished(.failure(limitFailure)) }
             if let challenged = proxyChallenge(easy) { return .finished(.success(challenged)) }
             if let refused = tunnelRefusal(easy) { return .finished(.failure(refused)) }
+            let detail = errorBuffer.map { String(cString: $0) } ?? ""
+            // libcurl (from 8.3, and fixes carried back) refuses response headers over 300 KiB in
+            // all, and later versions more than 5,000 fields, as a receive error or as too large:
+            // no lost connection, which is retried, but the response's fault.
+            if code == PH_CURLE_RECV_ERROR || code == PH_CURLE_TOO_LARGE, inHeaders,
+                detail.hasPrefix("Too large response headers") || detail.hasPrefix("Too many response headers")
+            {
+                return .finished(.failure(LimitFailure.headerTotal("\(detail) (curl error \(code))", limits: request.limits)))
+            }
             // libcurl before 8.6 refuses an over-long header line as out of memory, 8.6 and later as too large.
             if code == PH_CURLE_OUT_OF_MEMORY || code == PH_CURLE_TOO_LARGE, inHeaders {
                 let reason = code == PH_CURLE_TOO_LARGE ? "too large" : "out of memory"
                 return .finished(.failure(LimitFailure.headerLine("\(reason) (curl error \(code))", limits: request.limits)))
             }
-            return .finished(.failure(Self.failure(code: code, detail: errorBuffer.map { String(cString: $0) } ?? "")))
+            return .finished(.failure(Self.failure(code: code, detail: detail)))
         }
         var status = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
