@@ -122,6 +122,9 @@ extension TransportRequest {
     }
     /// The body, if it is data.
     var httpBody: Data? { deferred.map(\.body) ?? given.httpBody }
+    /// Whether a transport's cookie jar adds its cookies and keeps the ones answers set
+    /// (`httpShouldHandleCookies`).
+    var handlesCookies: Bool { given.httpShouldHandleCookies }
     /// This request as a transport that followed redirects to `url` sent it last, with
     /// `method` when a redirect changed it: the request a challenge of the redirected response
     /// answers, or the redirect ``URLSessionTransport`` follows itself. A method turned into

@@ -27,9 +27,10 @@ struct CookieJarTests {
     }
 
     /// The bodies httpbin answers `/cookies` with: the cookies it was sent.
-    func cookiesSent(_ transport: CurlTransport, _ path: String = "cookies") async throws -> [String: String]? {
-        let url = try TestServer.url().appendingPathComponent(path)
-        let response = try await transport.send(TransportRequest(urlRequest: URLRequest(url: url)))
+    func cookiesSent(_ transport: CurlTransport, _ path: String = "cookies", handlingCookies: Bool = true) async throws -> [String: String]? {
+        var request = URLRequest(url: try TestServer.url().appendingPathComponent(path))
+        request.httpShouldHandleCookies = handlingCookies
+        let response = try await transport.send(TransportRequest(urlRequest: request))
         return (try JSONSerialization.jsonObject(with: response.data) as? [String: Any])?["cookies"] as? [String: String]
     }
 
@@ -50,6 +51,16 @@ struct CookieJarTests {
         components.queryItems = [URLQueryItem(name: "session", value: nil)]
         _ = try await transport.send(TransportRequest(urlRequest: URLRequest(url: try #require(components.url))))
         #expect(try await cookiesSent(transport) == ["other": "1"])
+    }
+
+    /// A request with `httpShouldHandleCookies` false is sent none of the jar's cookies, and the
+    /// cookies its answers set (on each redirect too) are not kept, as URL loading does.
+    @Test func aRequestThatHandlesNoCookiesLeavesTheJarAlone() async throws {
+        let transport = try transport()
+        #expect(try await cookiesSent(transport, "cookies/set/session/abc") == ["session": "abc"])
+        #expect(try await cookiesSent(transport, handlingCookies: false) == [:])
+        #expect(try await cookiesSent(transport, "cookies/set/other/1", handlingCookies: false) == [:])
+        #expect(try await cookiesSent(transport) == ["session": "abc"])
     }
 
     @Test func maxAgeWinsOverExpiresAndZeroOrLessDeletes() {

@@ -573,7 +573,7 @@ final class CurlCall: @unchecked Sendable {
         }
         // A file or stream body goes as it is; libcurl would label it a form.
         if !hasContentType, bodyFile != nil || spooledBody != nil { list = ph_curl_slist_append(list, "Content-Type:") }
-        jarCookie = hasCookie ? nil : settings.cookieJar?.header(for: url)
+        jarCookie = hasCookie || !request.handlesCookies ? nil : settings.cookieJar?.header(for: url)
         if let jarCookie {
             list = "Cookie: \(jarCookie)".withCString { ph_curl_slist_append(list, $0) }
         }
@@ -983,7 +983,7 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
         var version = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_VERSION, &version)
-        if let jar = settings.cookieJar {
+        if let jar = settings.cookieJar, request.handlesCookies {
             jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
         }
         if let (next, becomesGET) = followedHop {

@@ -114,6 +114,7 @@ public final class CurlTransport: Transport {
         /// Whether HTTP/2 is used when the server offers it over TLS; default true.
         public var http2 = true
         /// Whether an in-memory cookie jar stores `Set-Cookie` and sends `Cookie`; default false.
+        /// A request whose `httpShouldHandleCookies` is false is left out of it both ways.
         public var cookies = false
         /// A path to load libcurl from instead of the platform's usual names: with a `/` (a bare
         /// name is refused: the dynamic loader would search for it). The first libcurl
