@@ -63,11 +63,21 @@ package enum HTTPDate {
                 parts = (year, m, d, t)
             }
         }
-        guard let parts, (1...31).contains(parts.day), (0...23).contains(parts.time.0), (0...59).contains(parts.time.1),
-            (0...60).contains(parts.time.2)
+        // A day the month has (31 February was read as 3 March), an hour, minute and second.
+        guard let parts, (1...daysIn(month: parts.month, of: parts.year)).contains(parts.day), (0...23).contains(parts.time.0),
+            (0...59).contains(parts.time.1), (0...60).contains(parts.time.2)
         else { return nil }
         return Double(
             daysFromCivil(year: parts.year, month: parts.month, day: parts.day) * 86_400 + parts.time.0 * 3600 + parts.time.1 * 60 + parts.time.2)
+    }
+
+    /// The days of `month` (1–12) in `year` (proleptic Gregorian).
+    package static func daysIn(month: Int, of year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 
     /// Formats seconds since 1970 as an IMF-fixdate.

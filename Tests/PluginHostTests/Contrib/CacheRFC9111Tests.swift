@@ -61,6 +61,17 @@ struct CacheRFC9111Tests {
         ] {
             #expect(HTTPDate.parse(invalid) == nil, "\(invalid)")
         }
+        // A day the month does not have is no date (it was read as one in the next month); 29
+        // February is one in a leap year only (2000 is one, 2100 is not).
+        for invalid in [
+            "Mon, 31 Feb 2031 00:00:00 GMT", "Sat, 29 Feb 2031 00:00:00 GMT", "Thu, 31 Apr 2031 00:00:00 GMT", "Mon, 29 Feb 2100 00:00:00 GMT",
+            "Monday, 31-Jun-31 00:00:00 GMT", "Mon Sep 31 00:00:00 2031", "Sun, 00 Nov 1994 08:49:37 GMT",
+        ] {
+            #expect(HTTPDate.parse(invalid) == nil, "\(invalid)")
+        }
+        #expect(HTTPDate.parse("Thu, 29 Feb 2024 00:00:00 GMT") == HTTPDate.parse("Thu, 01 Mar 2024 00:00:00 GMT")! - 86_400)
+        #expect(HTTPDate.parse("Tue, 29 Feb 2000 00:00:00 GMT") == HTTPDate.parse("Wed, 01 Mar 2000 00:00:00 GMT")! - 86_400)
+        #expect(HTTPDate.parse("Wed, 31 Dec 2031 23:59:59 GMT") != nil)
         // rfc850's two-digit year: more than 50 years ahead is the last century's.
         let now = HTTPDate.parse("Mon, 23 Nov 2026 00:00:00 GMT")!
         #expect(HTTPDate.parse("Monday, 23-Nov-76 00:00:00 GMT", now: now) == HTTPDate.parse("Mon, 23 Nov 2076 00:00:00 GMT"))
