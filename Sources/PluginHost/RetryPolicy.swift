@@ -8,7 +8,7 @@ import FoundationNetworking
 /// When and how a pipeline's ``ResponsePipeline/retry(_:)`` step sends a request again.
 ///
 /// Defaults: at most 2 retries; exponential backoff of `0.5 s × 2^(n-1)` before retry n
-/// (0.5 s, then 1 s); only idempotent methods (`DELETE`, `GET`, `HEAD`, `OPTIONS`,
+/// (0.5 s, then 1 s), at most ``maximumBackoff`` (60 s); only idempotent methods (`DELETE`, `GET`, `HEAD`, `OPTIONS`,
 /// `PUT`, `TRACE`); status codes 408, 500, 502, 503 and 504 (refused by a filter step, or a
 /// body a mapping step before the retry could not decode); transport failures that
 /// are timeouts, refused or lost connections and malformed responses. Cancellation
@@ -44,6 +44,8 @@ public struct RetryPolicy: Sendable {
     public var exponentialBackoffBase: Double
     /// The backoff scale in seconds.
     public var exponentialBackoffScale: Double
+    /// The longest backoff in seconds, however many retries came before; default 60.
+    public var maximumBackoff: Double
     /// Methods that may be retried.
     public var retryableHTTPMethods: Set<HTTPMethod>
     /// Status codes that are retried.
@@ -65,6 +67,7 @@ public struct RetryPolicy: Sendable {
         retryLimit: Int = 2,
         exponentialBackoffBase: Double = 2,
         exponentialBackoffScale: Double = 0.5,
+        maximumBackoff: Double = 60,
         retryableHTTPMethods: Set<HTTPMethod> = [.delete, .get, .head, .options, .put, .trace],
         retryableStatusCodes: Set<Int> = [408, 500, 502, 503, 504],
         retryableFailureKinds: Set<TransportFailureKind> = [.timedOut, .cannotConnect, .connectionLost, .badResponse],
@@ -75,15 +78,20 @@ public struct RetryPolicy: Sendable {
         self.retryLimit = retryLimit
         self.exponentialBackoffBase = exponentialBackoffBase
         self.exponentialBackoffScale = exponentialBackoffScale
+        self.maximumBackoff = maximumBackoff
         self.retryableHTTPMethods = retryableHTTPMethods
         self.retryableStatusCodes = retryableStatusCodes
         self.retryableFailureKinds = retryableFailureKinds
         self.onRetry = onRetry
     }
 
-    /// The wait before retry `n` (1-based).
+    /// The wait before retry `n` (1-based): `scale × base^(n-1)`, at most ``maximumBackoff``
+    /// (a scale of 0 or less: no wait).
     public func delay(beforeRetry n: Int) -> Double {
-        exponentialBackoffScale * pow(exponentialBackoffBase, Double(n - 1))
+        guard exponentialBackoffScale > 0 else { return 0 }
+        let backoff = exponentialBackoffScale * pow(exponentialBackoffBase, Double(n - 1))
+        let cap = max(0, maximumBackoff)
+        return backoff.isNaN ? cap : min(max(0, backoff), cap)
     }
 
     /// The wait before retry `n` of a request answered with `response`: the backoff, or the

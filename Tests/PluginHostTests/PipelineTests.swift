@@ -215,6 +215,19 @@ struct PipelineTests {
         #expect(policy.retryableFailureKinds == [.timedOut, .cannotConnect, .connectionLost, .badResponse])
     }
 
+    /// The backoff stops growing at `maximumBackoff` (60 s by default): it grew past any wait
+    /// (infinite from about the 1,025th retry of base 2, and `delay: inf` told to `onRetry`), and
+    /// a scale of 0 times that was NaN.
+    @Test func theBackoffIsCapped() {
+        #expect(RetryPolicy.default.maximumBackoff == 60)
+        #expect(RetryPolicy.default.delay(beforeRetry: 8) == 60)
+        #expect(RetryPolicy.default.delay(beforeRetry: 2000) == 60)
+        #expect(RetryPolicy(exponentialBackoffBase: 1e6).delay(beforeRetry: 100) == 60)
+        #expect(RetryPolicy(exponentialBackoffScale: 0).delay(beforeRetry: 2000) == 0)
+        #expect(RetryPolicy(maximumBackoff: 3).delay(beforeRetry: 4) == 3)
+        #expect(RetryPolicy(maximumBackoff: 3).delay(beforeRetry: 3) == 2)
+    }
+
     @Test func completionCallbackDeliversOnce() async throws {
         let provider = Provider<Bin>()
         let calls = LockedCounter()
