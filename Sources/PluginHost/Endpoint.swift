@@ -91,7 +91,8 @@ public struct Endpoint: Sendable {
     /// Builds the `URLRequest`: URL, method, headers, then the task's parameters or body.
     ///
     /// Throws ``NetworkError/requestMapping(_:)`` when ``url`` is not an absolute http(s) URL,
-    /// ``NetworkError/invalidHeader(name:reason:)`` for a header field that cannot be sent,
+    /// ``NetworkError/invalidHeader(name:reason:)`` for a header field that cannot be sent or
+    /// one given in two spellings (`X-Token` and `x-token`),
     /// ``NetworkError/parameterEncoding(_:)`` and ``NetworkError/encodableMapping(_:)`` when
     /// the task cannot be encoded, and ``NetworkError/fileAccess(path:reason:)`` for an
     /// unreadable multipart file.
@@ -106,6 +107,17 @@ public struct Endpoint: Sendable {
             if let refusal = refusal(name: name, value: fields[name]!) { return refusal }
         }
         return nil
+    }
+
+    /// The refusal of a name `fields` holds in two spellings or more (field names are
+    /// case-insensitive), the first such by name; nil when there is none.
+    static func repetition(in fields: [String: String]) -> NetworkError? {
+        var spellings: [String: [String]] = [:]
+        for name in fields.keys { spellings[name.lowercased(), default: []].append(name) }
+        guard let repeated = spellings.filter({ $0.value.count > 1 }).min(by: { $0.key < $1.key }) else { return nil }
+        let names = repeated.value.sorted()
+        let others = names.dropFirst().map(\.debugDescription).joined(separator: " and ")
+        return .invalidHeader(name: names[0], reason: "is given again as \(others) (field names are case-insensitive)")
     }
 
     /// The refusal of one field that cannot be sent; nil when it can be.
@@ -150,9 +162,9 @@ public struct Endpoint: Sendable {
                     throw Self.refusal(of: own) ?? Self.refusal(name: name, value: value)!
                 }
                 let lowered = name.lowercased()
-                if names.contains(lowered), let earlier = fields.keys.first(where: { $0.lowercased() == lowered }) {
-                    fields.removeValue(forKey: earlier)
-                }
+                // One name twice, in two spellings: which value went depended on the dictionary's
+                // order, which changes from one process to the next.
+                if names.contains(lowered) { throw Self.refusal(of: own) ?? Self.repetition(in: own)! }
                 fields[name] = value
                 names.insert(lowered)
             }

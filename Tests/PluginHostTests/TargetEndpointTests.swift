@@ -121,6 +121,31 @@ struct TargetEndpointTests {
         #expect(counting.count == 0)
     }
 
+    /// A field given in two spellings (`X-Token` and `x-token`) is refused by its first spelling:
+    /// the value sent (and the key shared requests were matched by) depended on the dictionary's
+    /// order, which changes from one process to the next.
+    @Test func aFieldGivenInTwoSpellingsIsRefused() async throws {
+        let fields = ["Accept": "*/*", "x-token": "b", "X-Token": "a", "X-TOKEN": "c", "x-zed": "1", "X-Zed": "2"]
+        let endpoint = Endpoint(
+            url: "http://127.0.0.1/x", sampleResponseClosure: { .networkResponse(200, Data()) }, method: .get, task: .requestPlain,
+            httpHeaderFields: fields)
+        let reason = "is given again as \"X-Token\" and \"x-token\" (field names are case-insensitive)"
+        #expect {
+            _ = try endpoint.urlRequest()
+        } throws: { error in
+            guard case .invalidHeader(let name, let why) = error as? NetworkError else { return false }
+            return name == "X-TOKEN" && why == reason
+        }
+        let counting = CountingTransport(StubTransport { _ in .networkResponse(200, Data()) })
+        let result = await Provider<Bin>(transport: counting).request(try Bin("get", headers: ["X-Token": "a", "x-token": "b"])).result
+        guard case .failure(.invalidHeader(let name, let why)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(name == "X-Token" && why == "is given again as \"x-token\" (field names are case-insensitive)")
+        #expect(counting.count == 0)
+    }
+
     /// A provider's own default field that cannot be sent fails every request with its name (it
     /// was dropped as a target's was); with two bad fields the first by name is named, whatever
     /// the dictionary's order.
