@@ -144,8 +144,9 @@ extension TransportRequest {
             if method == "GET" || method == "HEAD" {
                 request.httpBody = nil
                 request.httpBodyStream = nil
-                request.setValue(nil, forHTTPHeaderField: "Content-Type")
-                request.setValue(nil, forHTTPHeaderField: "Content-Length")
+                for name in (request.allHTTPHeaderFields ?? [:]).keys where SessionRouter.isContentField(name) {
+                    request.setValue(nil, forHTTPHeaderField: name)
+                }
                 next.body = .inline
             }
         }

@@ -752,8 +752,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         // §15.4); URL loading drops the body alone.
         let before = task.currentRequest?.httpMethod?.uppercased() ?? "GET"
         if ["GET", "HEAD"].contains(next.httpMethod?.uppercased() ?? "GET"), !["GET", "HEAD"].contains(before) {
-            next.setValue(nil, forHTTPHeaderField: "Content-Type")
-            next.setValue(nil, forHTTPHeaderField: "Content-Length")
+            for name in (next.allHTTPHeaderFields ?? [:]).keys where Self.isContentField(name) { next.setValue(nil, forHTTPHeaderField: name) }
         }
         URLSessionTransport.dropProxyCredentials(&next, proxy: proxy)
         completionHandler(next)
@@ -814,6 +813,16 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let becomesGET = (status == 303 && method != "HEAD") || ((status == 301 || status == 302) && method == "POST")
         return (next, becomesGET ? "GET" : method, becomesGET)
     }
+
+    /// The fields about a request's body, which a redirect that turns the request into a `GET`
+    /// or `HEAD` leaves behind with the body (RFC 9110 §15.4), lower-cased.
+    static let contentFields: Set<String> = [
+        "content-type", "content-length", "content-encoding", "content-language", "content-location", "content-digest", "repr-digest",
+        "digest", "content-md5", "last-modified",
+    ]
+
+    /// Whether `name` is one of ``contentFields``.
+    static func isContentField(_ name: String) -> Bool { contentFields.contains(name.lowercased()) }
 
     /// The request's fields a redirect to another origin leaves behind (the credentials and
     /// cookies set for the first); the chain tells hooks the last hop went without them.

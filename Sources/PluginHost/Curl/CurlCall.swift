@@ -993,7 +993,7 @@ final class CurlCall: @unchecked Sendable {
                 body = nil
                 bodyFile = nil
                 spooledBody = nil
-                headers.removeAll { ["content-type", "content-length"].contains($0.name.lowercased()) }
+                headers.removeAll { SessionRouter.isContentField($0.name) }
             }
             if !SessionRouter.sameOrigin(url, next) {
                 let sameProxy = Self.keepsProxy(from: url, to: next, proxy: settings.configuration.proxy)
