@@ -46,8 +46,10 @@ struct URLSessionFileBodyTests {
         #expect((json?["data"] as? String)?.utf8.count == 256 << 10)
     }
 
-    @Test func aFileThatCannotBeReadIsRefusedNamingIt() async throws {
-        let transport = URLSessionTransport()
+    /// Both transports: CurlTransport opened a FIFO blocking (its event loop waited for a
+    /// writer) and would have sent it as empty.
+    @Test(arguments: TransportKind.allCases) func aFileThatCannotBeReadIsRefusedNamingIt(_ kind: TransportKind) async throws {
+        let transport = kind.make()
         let url = try TestServer.url().appendingPathComponent("anything")
         func failure(_ file: URL) async -> TransportFailure? {
             var request = URLRequest(url: url)

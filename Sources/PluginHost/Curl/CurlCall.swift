@@ -468,14 +468,20 @@ final class CurlCall: @unchecked Sendable {
             return false
         }
         if bodyFile != nil || spooledBody != nil {
-            let fd = spooledBody?.descriptor() ?? open(bodyFile!.path, O_RDONLY | O_CLOEXEC)
+            // An upload file opens without blocking (a FIFO opens at once, and is refused below:
+            // its size says nothing of what it holds, and the open waited for a writer).
+            let fd = spooledBody?.descriptor() ?? open(bodyFile!.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            let what = bodyFile.map { "the upload file \($0.path)" } ?? "the request's body stream"
             guard fd >= 0 else {
-                let what = bodyFile.map { "the upload file \($0.path)" } ?? "the request's body stream"
                 throw TransportFailure(kind: .other, message: "cannot read \(what): \(String(cString: strerror(errno)))")
             }
-            uploadFD = fd
             var info = stat()
-            let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                close(fd)
+                throw TransportFailure(kind: .other, message: "cannot read \(what): not a regular file")
+            }
+            uploadFD = fd
+            let size = Int64(info.st_size)
             uploadSize = size
             uploadRead = 0
             ph_curl_easy_setopt_long(easy, PH_CURLOPT_POST, 1)
