@@ -45,6 +45,9 @@ public final class CancellationSignal: Sendable {
         return id
     }
 
+    /// How many handlers wait for the signal (for tests).
+    var handlerCount: Int { state.withLock { $0.handlers.count } }
+
     /// Forgets a handler that is no longer needed.
     public func removeHandler(_ id: UInt64?) {
         guard let id else { return }
@@ -79,20 +82,26 @@ public final class CancellationSignal: Sendable {
     }
 
     /// Waits `seconds`; returns false (early) when the signal or the calling task is cancelled.
+    /// Ended early, the wait leaves no handler on the signal and its timer is cancelled (a long
+    /// wait cancelled kept both until its end: a signal that outlives many waits grew).
     public func sleep(seconds: Double) async -> Bool {
         guard seconds > 0 else { return !isCancelled && !Task.isCancelled }
         let once = Once<Bool>()
+        let pending = Locked<(handler: UInt64?, timer: DispatchWorkItem)?>(nil)
         let finished: Bool = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 once.set(continuation)
                 let id = onCancel { once.resume(false) }
-                DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
-                    self.removeHandler(id)
-                    once.resume(true)
-                }
+                let timer = DispatchWorkItem { once.resume(true) }
+                pending.withLock { $0 = (id, timer) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
             }
         } onCancel: {
             once.resume(false)
+        }
+        if let (handler, timer) = pending.withLock({ $0 }) {
+            timer.cancel()
+            removeHandler(handler)
         }
         return finished && !isCancelled
     }

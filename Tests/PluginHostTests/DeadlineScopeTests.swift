@@ -272,4 +272,21 @@ struct DeadlineScopeTests {
         try await Task.sleep(nanoseconds: 2_000_000_000)
         #expect(retries.value == 0)
     }
+
+    /// A wait on a signal that ends early (its task cancelled) leaves no handler on the signal:
+    /// each kept one until the wait's end, an hour here, and a signal that outlives many waits
+    /// (a call's, through its retries) grew.
+    @Test func aCancelledWaitLeavesNoHandlerOnTheSignal() async {
+        let signal = CancellationSignal()
+        for _ in 0..<3 {
+            let wait = Task { await signal.sleep(seconds: 3600) }
+            // Until the wait has registered (bounded: 5 s).
+            for _ in 0..<500 where signal.handlerCount == 0 { try? await Task.sleep(nanoseconds: 10_000_000) }
+            wait.cancel()
+            #expect(await wait.value == false)
+        }
+        #expect(signal.handlerCount == 0)
+        #expect(await signal.sleep(seconds: 0.01) == true)
+        #expect(signal.handlerCount == 0)
+    }
 }
