@@ -3,7 +3,8 @@
 
   /reset-before-headers      reads the request, then resets the connection (RST, no response)
   /reset-mid-body            sends headers promising 100000 bytes, 1000 of them, then resets
-  /short-body                sends headers promising 1000 bytes, 10 of them, then closes
+  /short-body                sends headers promising 1000 bytes, 10 of them, then closes (status=S, location=U
+                             as for /sized)
   /silence                   sends headers, then nothing for 30 s
   /drip?n=N&gap=S            sends an N-byte body one byte every S seconds, then completes
   /burst?key=K&fail=N        503 for the first N requests of K, then 200 with the attempt number
@@ -107,7 +108,7 @@ class Handler(socketserver.BaseRequestHandler):
                 time.sleep(0.1)
                 reset(sock)
             elif path == "/short-body":
-                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n" + b"y" * 10)
+                sock.sendall(status_head(query) + b"Content-Length: 1000\r\nConnection: close\r\n\r\n" + b"y" * 10)
                 sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
             elif path == "/silence":

@@ -201,6 +201,19 @@ struct CurlContentCodingTests {
         }
     }
 
+    /// A redirect whose body ends early (the server closes before the length it declared) is
+    /// followed: its fields are whole, and its body is left behind anyway. It failed as a bad
+    /// response.
+    @Test func aRedirectWhoseBodyEndsEarlyIsFollowed() async throws {
+        let transport = try CurlTransport()
+        let response = try await fault(transport, "short-body?status=302&location=/ok")
+        #expect(response.response.statusCode == 200)
+        #expect(response.response.url?.path == "/ok")
+        #expect(response.data == Data(#"{"ok":true}"#.utf8))
+        // A final response whose body ends early still fails.
+        await #expect(throws: TransportFailure.self) { try await fault(transport, "short-body") }
+    }
+
     /// libcurl's own bounds on all the header fields of a response, under larger limits of ours,
     /// are the response's fault: passed, they came as a lost connection (which is retried), or
     /// as one field over 100 KiB.

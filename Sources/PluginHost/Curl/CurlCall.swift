@@ -964,7 +964,10 @@ final class CurlCall: @unchecked Sendable {
 
     private func transferOutcome(code: Int32, settings: CurlSettings) -> Outcome {
         guard let easy else { return .finished(.failure(TransportFailure(kind: .other, message: "no transfer"))) }
-        if code != PH_CURLE_OK, !cutLeftBody {
+        // A followed redirect's body that ended early (its connection closed or reset before
+        // the length it declared) is left behind as one cut is: its fields are whole.
+        let leftEarly = followedHop != nil && limitFailure == nil && (code == PH_CURLE_PARTIAL_FILE || code == PH_CURLE_RECV_ERROR)
+        if code != PH_CURLE_OK, !cutLeftBody, !leftEarly {
             removeDownload()
             if let limitFailure { return .finished(.failure(limitFailure)) }
             if let challenged = proxyChallenge(easy) { return .finished(.success(challenged)) }
