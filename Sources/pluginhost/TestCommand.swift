@@ -505,6 +505,7 @@ struct TestReport {
         if let request, let response {
             document["request"] = ["method": request.method, "url": request.url, "headers": request.headers]
             var received: [String: Any] = ["status": response.status, "bytes": response.bytes]
+            if let xCache = response.xCache { received["xCache"] = xCache }
             if let metrics = response.metrics { received["metrics"] = Self.json(metrics) }
             document["response"] = received
         }

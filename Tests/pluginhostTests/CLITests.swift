@@ -638,6 +638,27 @@ struct CLITests {
         #expect(!again.stdout.contains("X-Cache"))
     }
 
+    /// The response's `X-Cache` (the cache plugin's hit or miss) is in `--json` too, as in text.
+    @Test func theJSONReportTellsACacheHit() async throws {
+        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
+            throw CocoaError(
+                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
+        }
+        let workspace = try await Workspace.make(bundling: ["Cache"])
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "cache", "config": {"directory": ""#
+                + workspace.root + #"/cache"}}]}"#)
+        let url = base + "/cache/60"
+        let first = try await CLI.run(["test", "--manifest", manifest, "--url", url])
+        #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+        #expect(first.stdout.contains(", X-Cache: miss\n"), "\(first.stdout)")
+        let again = try await CLI.run(["test", "--manifest", manifest, "--url", url, "--json"])
+        #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
+        try expectSchema(again.stdout, "test.schema.json")
+        let document = try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any]
+        #expect((document?["response"] as? [String: Any])?["xCache"] as? String == "hit", "\(again.stdout)")
+    }
+
     /// A password in `--url` is shown redacted, as the logger plugin shows it: in the chain's line
     /// and the request's, in text and in JSON (output that ends up in CI logs).
     @Test func aPasswordInTheURLIsShownRedacted() async throws {
