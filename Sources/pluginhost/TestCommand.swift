@@ -294,9 +294,11 @@ enum TestCommand {
         do {
             plugins = try PluginLoader.load(manifest.filtered { $0.enabled && usable.contains($0.name) }, services: services)
         } catch {
+            // Refused, unless a probe already crashed or timed out (exit 4 stands).
             report.loadError = error.description
-            report.exitCode = .refused
-            return .refused
+            report.worsen(.refused)
+            report.exitCode = report.worst
+            return report.worst
         }
         let traces = plugins.map { _ in Trace() }
         let chain: [any Interceptor] = zip(plugins, traces).map { Traced(inner: $0, trace: $1) }
