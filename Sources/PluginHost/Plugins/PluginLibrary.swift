@@ -221,20 +221,29 @@ public final class PluginLibrary: @unchecked Sendable {
 
     private static func validate(_ descriptor: UnsafePointer<ph_plugin_descriptor>, path: String) throws(PluginLoadError) -> PluginInfo {
         // The size first, read alone: a descriptor smaller than the struct may end where the
-        // library's memory ends, and is refused before any other field is read.
-        let size = UnsafeRawPointer(descriptor).load(as: UInt32.self)
+        // library's memory ends, and is refused before any other field is read. Then the
+        // version, the one part every major shares (its first 8 bytes): a plugin of another
+        // major is told as such, whatever the size of its descriptor.
+        let raw = UnsafeRawPointer(descriptor)
+        let size = raw.load(as: UInt32.self)
+        let versionEnd = MemoryLayout<ph_plugin_descriptor>.offset(of: \ph_plugin_descriptor.abi_minor)! + MemoryLayout<UInt16>.size
+        guard Int(size) >= versionEnd else {
+            throw PluginLoadError(
+                .descriptorInvalid, file: path, reason: "descriptor is \(size) bytes; the smallest (ABI 1.0) is \(minimumDescriptorSize)")
+        }
+        let major = raw.load(fromByteOffset: MemoryLayout<ph_plugin_descriptor>.offset(of: \ph_plugin_descriptor.abi_major)!, as: UInt16.self)
+        let minor = raw.load(fromByteOffset: MemoryLayout<ph_plugin_descriptor>.offset(of: \ph_plugin_descriptor.abi_minor)!, as: UInt16.self)
+        let host = "\(hostABI.major).\(hostABI.minor)"
+        guard Int(major) == hostABI.major else {
+            throw PluginLoadError(
+                .abiMismatch, file: path, reason: "the plugin speaks ABI \(major).\(minor), the host speaks \(host) (majors differ)")
+        }
         guard Int(size) >= minimumDescriptorSize else {
             throw PluginLoadError(
                 .descriptorInvalid, file: path,
                 reason: "descriptor is \(size) bytes; the smallest (ABI 1.0) is \(minimumDescriptorSize)")
         }
         let d = descriptor.pointee
-        let host = "\(hostABI.major).\(hostABI.minor)"
-        guard Int(d.abi_major) == hostABI.major else {
-            throw PluginLoadError(
-                .abiMismatch, file: path,
-                reason: "the plugin speaks ABI \(d.abi_major).\(d.abi_minor), the host speaks \(host) (majors differ)")
-        }
         guard Int(d.abi_minor) <= hostABI.minor else {
             throw PluginLoadError(
                 .abiMismatch, file: path,
