@@ -286,7 +286,7 @@ public struct CachePlugin: ExportablePlugin {
         let key = suffix.isEmpty ? key : key + suffix
         guard let partition else { return fetch(key, fields) }
         if authorized == .partition, let own = fetch(partitionedKey(key, in: partition), fields) { return own }
-        guard let shared = fetch(key, fields), shared.directives.has("public") else { return nil }
+        guard let shared = fetch(key, fields), shared.directives.shareable else { return nil }
         return shared
     }
 
@@ -982,7 +982,7 @@ public struct CachePlugin: ExportablePlugin {
         if varyNames.contains("*") { return nil }
         // Where it goes: shared without credentials or when public; else the partition, or nowhere.
         var key = state.key
-        if let partition = state.partition, !directives.has("public") {
+        if let partition = state.partition, !directives.shareable {
             guard authorized == .partition else { return nil }
             key = Self.key(state.key, in: partition)
         }

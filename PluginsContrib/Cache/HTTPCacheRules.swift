@@ -66,6 +66,11 @@ struct CacheDirectives {
 
     func has(_ name: String) -> Bool { index(of: name) != nil }
 
+    /// Whether a response to a request with credentials may be shared with other users: `public`
+    /// (§5.2.2.9), and no unqualified `private` with it (of two conflicting directives the more
+    /// restrictive wins, §4.2.1; a `private="…"` only keeps the fields it lists from being stored).
+    var shareable: Bool { has("public") && !hasUnqualified("private") }
+
     /// Present without an argument: `no-cache`, not `no-cache="Set-Cookie"` (§5.2.2.4, §5.2.2.7).
     func hasUnqualified(_ name: String) -> Bool {
         guard let entry = value(name) else { return false }

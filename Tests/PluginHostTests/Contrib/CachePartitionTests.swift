@@ -82,6 +82,28 @@ struct CachePartitionTests {
         #expect(try await serverHits(publicKey) == 1)
     }
 
+    /// `public` and `private` together: the more restrictive wins (RFC 9111 §4.2.1's rule for
+    /// conflicting directives), and the answer stays in its user's partition. It was stored
+    /// shared, and served to another user and to requests without credentials.
+    @Test func privateWinsOverPublic() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("cache", [:])])
+        let key = counterKey()
+        let both = ["Cache-Control": "public, private, max-age=60"]
+        _ = try await get(provider, try counted(key, headers: both, requestHeaders: ["Authorization": "Bearer alice"]))
+        let bob = try await get(provider, try counted(key, headers: both, requestHeaders: ["Authorization": "Bearer bob"]))
+        #expect(bob.cache == "miss")
+        #expect(try await get(provider, try counted(key, headers: both)).cache == "miss")
+        #expect(try await get(provider, try counted(key, headers: both, requestHeaders: ["Authorization": "Bearer alice"])).cache == "hit")
+        #expect(try await serverHits(key) == 3)
+        // A qualified `private="Set-Cookie"` (those fields are not stored) leaves it shared.
+        let qualified = counterKey()
+        let listed = ["Cache-Control": "public, private=\"Set-Cookie\", max-age=60"]
+        _ = try await get(provider, try counted(qualified, headers: listed, requestHeaders: ["Authorization": "Bearer alice"]))
+        #expect(try await get(provider, try counted(qualified, headers: listed, requestHeaders: ["Authorization": "Bearer bob"])).cache == "hit")
+    }
+
     @Test func theDiskStoreHoldsNoCredentialBytesAndKeepsPartitionsAcrossRestarts() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
