@@ -745,7 +745,7 @@ public struct CachePlugin: ExportablePlugin {
         if status == 304, state.revalidating, !response.isRedirected, let original = state.entry {
             var entry = original
             let fields = response.headers
-            entry.update(from: Self.storedFields(fields, responseDirectives(fields)))
+            entry.update(from: Self.storedFields(fields, responseDirectives(fields)), receivedAt: now)
             entry.requestTime = state.requestTime
             entry.responseTime = now
             if state.ttl != nil { entry.ttl = state.ttl }
@@ -767,7 +767,7 @@ public struct CachePlugin: ExportablePlugin {
             let fields = response.headers
             if Self.validates(fields, original) {
                 var entry = original
-                entry.update(from: Self.storedFields(fields, responseDirectives(fields)))
+                entry.update(from: Self.storedFields(fields, responseDirectives(fields)), receivedAt: now)
                 entry.requestTime = state.requestTime
                 entry.responseTime = now
                 if state.ttl != nil { entry.ttl = state.ttl }
@@ -947,7 +947,7 @@ public struct CachePlugin: ExportablePlugin {
         }
         let original = entry
         let fields = response.headers
-        entry.update(from: Self.storedFields(fields, responseDirectives(fields)))
+        entry.update(from: Self.storedFields(fields, responseDirectives(fields)), receivedAt: now)
         entry.requestTime = state.requestTime
         entry.responseTime = now
         putUpdated(entry, validated: original)

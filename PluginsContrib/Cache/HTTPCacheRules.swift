@@ -303,12 +303,23 @@ struct CacheEntry {
 
     static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
 
-    /// Headers updated from a `304` (RFC 9111 §4.3.4): its fields replace stored ones, except framing.
-    mutating func update(from notModified: [HTTPHeader]) {
+    /// Headers updated from a `304` (or a `HEAD`'s `200`) received at `now` (RFC 9111 §4.3.4):
+    /// its fields replace stored ones, except framing. It validates the stored response now: a
+    /// stored `Age` it does not repeat goes (it was an upstream cache's when the response first
+    /// came, and counted again on top of the new response times), and without a `Date` of its
+    /// own the stored one becomes `now` (a recipient with a clock adds one, RFC 9110 §6.6.1).
+    mutating func update(from notModified: [HTTPHeader], receivedAt now: Double) {
         let skipped: Set<String> = ["content-length", "content-encoding", "transfer-encoding", "content-range"]
         var fields = headers
         for header in notModified where !skipped.contains(header.name.lowercased()) {
             fields.removeAll { HTTPHeader.namesEqual($0.name, header.name) }
+        }
+        if !notModified.contains(where: { HTTPHeader.namesEqual($0.name, "Age") }) {
+            fields.removeAll { HTTPHeader.namesEqual($0.name, "Age") }
+        }
+        if !notModified.contains(where: { HTTPHeader.namesEqual($0.name, "Date") }) {
+            fields.removeAll { HTTPHeader.namesEqual($0.name, "Date") }
+            fields.append(HTTPHeader(name: "Date", value: HTTPDate.format(now)))
         }
         fields += notModified.filter { !skipped.contains($0.name.lowercased()) }
         headerNames = fields.map(\.name)

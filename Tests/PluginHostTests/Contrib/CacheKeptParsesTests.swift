@@ -82,6 +82,31 @@ struct CacheKeptParsesTests {
         #expect(cache.responseDirectives([HTTPHeader(name: "cache-control", value: "private")]).has("private"))
     }
 
+    /// A `304` without `Age` or `Date` validates the stored response now: the stored `Age` (an
+    /// upstream cache's, when it was first received) no longer counts, and its `Date` becomes the
+    /// time the `304` came (RFC 9110 §6.6.1: a cache adds one). Kept, the old `Age` was counted
+    /// again on top of the new response times (an entry with `Age: 100` and `max-age=60` was stale
+    /// right after every revalidation), and the old `Date` made the apparent age the time since
+    /// the first response.
+    @Test func aNotModifiedWithoutAgeOrDateValidatesTheEntryNow() throws {
+        let stored = 1_000_000.0
+        let now = stored + 3600
+        var entry = CacheEntry(
+            key: "GET http://cache.test/x", status: 200, headerNames: ["Cache-Control", "Date", "Age", "ETag"],
+            headerValues: ["max-age=60", HTTPDate.format(stored), "100", "\"e\""], body: [], requestTime: stored, responseTime: stored,
+            vary: [:], ttl: nil, hasQuery: false)
+        entry.update(from: [HTTPHeader(name: "ETag", value: "\"e\"")], receivedAt: now)
+        entry.requestTime = now
+        entry.responseTime = now
+        #expect(entry.header("Age") == nil)
+        #expect(entry.header("Date") == HTTPDate.format(now))
+        #expect(entry.age(at: now + 1) == 1)
+        #expect(entry.freshnessLifetime == 60)
+        // A 304 that carries them: its own are kept.
+        entry.update(from: [HTTPHeader(name: "Age", value: "7"), HTTPHeader(name: "Date", value: HTTPDate.format(now - 2))], receivedAt: now)
+        #expect(entry.header("Age") == "7" && entry.header("Date") == HTTPDate.format(now - 2))
+    }
+
     @Test func anEntrysDateAgeAndMaxAgeAreParsedAnewWhenItsFieldsChange() throws {
         let stored = 1_000_000.0
         var entry = CacheEntry(
@@ -98,10 +123,11 @@ struct CacheKeptParsesTests {
             #expect(entry.parsed === slot)
         }
         // A 304 replaces Cache-Control, Date and Age: what the entry says follows the new fields.
-        entry.update(from: [
-            HTTPHeader(name: "Cache-Control", value: "max-age=300"), HTTPHeader(name: "Date", value: HTTPDate.format(stored - 100)),
-            HTTPHeader(name: "Age", value: "7"),
-        ])
+        entry.update(
+            from: [
+                HTTPHeader(name: "Cache-Control", value: "max-age=300"), HTTPHeader(name: "Date", value: HTTPDate.format(stored - 100)),
+                HTTPHeader(name: "Age", value: "7"),
+            ], receivedAt: stored)
         #expect(entry.freshnessLifetime == 300)
         #expect(entry.age(at: stored) == 100)
         #expect(entry.facts.date == stored - 100 && entry.facts.age == 7)
