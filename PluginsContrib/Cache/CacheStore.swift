@@ -363,7 +363,7 @@ final class CacheStore: Sendable {
                 return
             }
             let temporary = directory + "/" + name + ".tmp-" + SHA256.hex(Array(UUID().uuidString.utf8)).prefix(12)
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
                 removeDisk(name, &state)
                 return

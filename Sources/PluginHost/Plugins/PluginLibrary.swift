@@ -326,9 +326,9 @@ public final class PluginLibrary: @unchecked Sendable {
         let copy = "\(directory)/\(UUID().uuidString)-\((path as NSString).lastPathComponent)"
         // Qualified: `open` alone would name this type's own `open(path:…)`.
         #if canImport(Glibc)
-        let fd = Glibc.open(copy, O_WRONLY | O_CREAT | O_EXCL, 0o500)
+        let fd = Glibc.open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o500)
         #else
-        let fd = Darwin.open(copy, O_WRONLY | O_CREAT | O_EXCL, 0o500)
+        let fd = Darwin.open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o500)
         #endif
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
