@@ -36,6 +36,13 @@ struct CurlTransportTests {
     /// A field whose value is empty, or only spaces and tabs (which are not part of a value, RFC
     /// 9110 §5.5), is sent with an empty value: libcurl left out a field with nothing after its
     /// colon, and for `Accept` its own `*/*` as well.
+    /// A SOCKS proxy's failed handshake (libcurl's `CURLE_PROXY`, from 7.73) is a connection
+    /// that could not be made, as one to an unreachable proxy is (it was `other`, never retried).
+    @Test func aSOCKSHandshakeFailureCannotConnect() {
+        let failure = CurlCall.failure(code: 97, detail: "Can't complete SOCKS5 connection to 10.0.0.1. (5)")
+        #expect(failure == TransportFailure(kind: .cannotConnect, message: "Can't complete SOCKS5 connection to 10.0.0.1. (5) (curl error 97)"))
+    }
+
     @Test func aFieldOfOnlySpacesIsSentEmpty() async throws {
         var request = URLRequest(url: try TestServer.url().appendingPathComponent("anything"))
         request.setValue(" ", forHTTPHeaderField: "X-Blank")

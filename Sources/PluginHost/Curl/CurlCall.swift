@@ -1109,6 +1109,10 @@ final class CurlCall: @unchecked Sendable {
             return TransportFailure(kind: .timedOut, message: text)
         case PH_CURLE_COULDNT_RESOLVE_PROXY, PH_CURLE_COULDNT_RESOLVE_HOST, PH_CURLE_COULDNT_CONNECT:
             return TransportFailure(kind: .cannotConnect, message: text)
+        case PH_CURLE_PROXY:
+            // A SOCKS proxy's handshake failed (it could not reach the host, say: an HTTP proxy's
+            // refusal of a tunnel is read from its answer first, ``tunnelRefusal(_:)``).
+            return TransportFailure(kind: .cannotConnect, message: text)
         case PH_CURLE_SEND_ERROR, PH_CURLE_RECV_ERROR, PH_CURLE_GOT_NOTHING, PH_CURLE_HTTP2_STREAM:
             // A TLS 1.3 server that refuses the client's certificate says so in an alert that
             // arrives after the handshake, as a read error.
