@@ -867,14 +867,24 @@ public struct CachePlugin: ExportablePlugin {
         let modifiedSince = fields.value(named: "If-Modified-Since")
         guard !noneMatch.isEmpty || modifiedSince != nil else { return nil }
         if !noneMatch.isEmpty {
-            guard let etag = entry.header("ETag") else { return nil }
-            let tags = noneMatch.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+            // A list of tags, a comma inside one (`"a,b"`) not separating; `*` holds for any
+            // stored response, one without a tag too (RFC 9110 §13.1.2).
+            var tags: [String] = []
+            for value in noneMatch {
+                Array(value.utf8).withUnsafeBufferPointer { bytes in
+                    CacheDirectives.forEachListItem(bytes[...]) { item in
+                        tags.append(String(decoding: CacheDirectives.trimmed(item, also: nil), as: UTF8.self))
+                    }
+                }
+            }
             func weak(_ tag: String) -> String { tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
-            guard tags.contains(where: { $0 == "*" || weak($0) == weak(etag) }) else { return nil }
+            let etag = entry.header("ETag")
+            guard tags.contains(where: { $0 == "*" || etag.map(weak) == weak($0) }) else { return nil }
         } else if let modifiedSince {
-            guard let since = HTTPDate.parse(modifiedSince), let modified = entry.header("Last-Modified").flatMap({ HTTPDate.parse($0) }),
-                modified <= since
-            else { return nil }
+            // Against Last-Modified, else the response's Date, else when it was received (RFC
+            // 9111 §4.3.2).
+            let modified = entry.header("Last-Modified").flatMap { HTTPDate.parse($0) } ?? entry.facts.date ?? entry.responseTime
+            guard let since = HTTPDate.parse(modifiedSince), modified <= since else { return nil }
         }
         // The fields a 304 carries (RFC 9110 §15.4.5).
         let kept: Set<String> = ["cache-control", "content-location", "date", "etag", "expires", "vary", "last-modified"]
