@@ -88,6 +88,8 @@ public struct CachePlugin: ExportablePlugin {
         var entry: CacheEntry?
         var revalidating = false
         var noStore = false
+        /// Whether the request lets a stale entry answer an error (``staleReplacement(_:now:)``).
+        var staleOnError = true
         var ttl: Double?
         var requestTime: Double
         /// The request's fields as prepare saw them; as sent, once willSend ran (on a host whose
@@ -524,6 +526,11 @@ public struct CachePlugin: ExportablePlugin {
         if cacheControl.isEmpty, fields.values(named: "Pragma").contains(where: { $0.lowercased().contains("no-cache") }) {
             noCache = true
         }
+        // A request that asked for a validated or a fresher answer is not given a stale one for
+        // an error, unless it says it takes staleness (RFC 9111 §4.2.4, RFC 5861 §4).
+        let staleOnError =
+            (!noCache && requestDirectives.value("max-age") == nil && requestDirectives.value("min-fresh") == nil)
+            || requestDirectives.has("stale-if-error") || requestDirectives.has("max-stale")
         // A background revalidation (stale-while-revalidate) always asks the origin.
         if option == "revalidate" { noCache = true }
         let onlyIfCached = requestDirectives.has("only-if-cached") || option == "only-if-cached"
@@ -625,6 +632,7 @@ public struct CachePlugin: ExportablePlugin {
         // here is one more reference to the host's, which an edit after this hook then copies.
         if !responsesCarryRequestHeaders { state.requestHeaders = fields }
         state.noStore = noStore
+        state.staleOnError = staleOnError
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
         state.hasQuery = Self.hasQuery(url)
         if let entry = unserved {
@@ -1062,7 +1070,9 @@ public struct CachePlugin: ExportablePlugin {
 
     /// A stale entry to serve after an error, when allowed.
     func staleReplacement(_ state: Pending, now: Double) -> ProcessAction? {
-        guard state.method == "GET", let entry = state.entry ?? lookup(state.key, partition: state.partition) else { return nil }
+        guard state.method == "GET", state.staleOnError, let entry = state.entry ?? lookup(state.key, partition: state.partition) else {
+            return nil
+        }
         let directives = entry.directives
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
         let staleness = entry.age(at: now) - entry.freshnessLifetime

@@ -655,8 +655,8 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log == ["GET /i", "GET /i"])
     }
 
-    /// `stale-if-error` never serves an entry whose response said `no-cache` (§4.2.4): the
-    /// origin's 503 goes to the caller.
+    /// `stale-if-error` never serves an entry whose response said `no-cache` (§4.2.4), nor one a
+    /// request's own directives refuse: the origin's 503 goes to the caller.
     @Test func staleIfErrorNeverServesANoCacheEntry() async throws {
         final class Failing: Transport, Sendable {
             let failing = Locked(false)
@@ -685,6 +685,18 @@ struct CacheRFC9111Tests {
         let maxAge = try await get(provider, "ma")
         #expect(maxAge.statusCode == 200)
         #expect(maxAge.value(forHTTPHeaderField: "X-Cache") == "stale")
+        // Nor to a request that asked for a validated or a fresher answer (`no-cache`, `Pragma:
+        // no-cache`, `max-age`, `min-fresh`): the error goes to it. One that accepts staleness
+        // (`max-stale`, `stale-if-error`) is served the stale entry. (The first 503 that goes
+        // through is stored: it has a max-age of its own.)
+        for accepting in [["Cache-Control": "max-age=0, stale-if-error=600"], ["Cache-Control": "no-cache, max-stale"]] {
+            #expect(try await get(provider, "ma", headers: accepting).value(forHTTPHeaderField: "X-Cache") == "stale", "\(accepting)")
+        }
+        for refusing in [["Cache-Control": "no-cache"], ["Pragma": "no-cache"], ["Cache-Control": "max-age=0"], ["Cache-Control": "min-fresh=5"]] {
+            let answer = try await get(provider, "ma", headers: refusing)
+            #expect(answer.statusCode == 503, "\(refusing)")
+            #expect(answer.value(forHTTPHeaderField: "X-Cache") == "miss", "\(refusing)")
+        }
     }
 
     @Test func anImmutableFreshEntryIgnoresAReload() async throws {
