@@ -34,6 +34,23 @@ struct PluginRefusalTests {
         #expect(error == PluginLoadError(.unreadable, file: f.root + "/missing.json", reason: "no such file"))
     }
 
+    /// A key that is no identifier is named in brackets (`["a.b"]`): written after a dot, the
+    /// path read as member `b` of member `a`.
+    @Test func aKeyThatIsNoIdentifierIsQuotedInThePath() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let root = try f.manifest([["name": "alpha"]], extra: ["a.b": 1])
+        #expect(load(f, root)?.jsonPath == #"["a.b"]"#)
+        let entry = try f.manifest([["name": "alpha", "col our": "red"]])
+        #expect(load(f, entry)?.jsonPath == #"plugins[0]["col our"]"#)
+        let quoted = try f.manifest([["name": "alpha", #"say "hi"\"#: 1]])
+        #expect(load(f, quoted)?.jsonPath == #"plugins[0]["say \"hi\"\\"]"#)
+        let repeated = try f.manifest(raw: Data(#"{"pluginDirectories": [], "plugins": [], "x.y": 1, "x.y": 2}"#.utf8))
+        #expect(load(f, repeated)?.jsonPath == #"["x.y"]"#)
+        // An identifier stays dotted.
+        #expect(load(f, try f.manifest([["name": "alpha", "colour_2": "red"]]))?.jsonPath == "plugins[0].colour_2")
+    }
+
     @Test func manifestWithAnUnknownKey() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

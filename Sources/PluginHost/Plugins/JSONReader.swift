@@ -37,8 +37,32 @@ struct JSONReader {
     func child(_ key: String) -> String { Self.child(path, key) }
 
     /// The JSON path of member `key` of the object at `path` (`plugins[0]` and `name` make
-    /// `plugins[0].name`; the root's members are their keys).
-    static func child(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+    /// `plugins[0].name`; the root's members are their keys). A key that is no identifier (ASCII
+    /// letters, digits and `_`, not a digit first) is written in brackets as a JSON string
+    /// (`plugins[0]["a.b"]`): after a dot, `a.b` read as two members.
+    static func child(_ path: String, _ key: String) -> String {
+        let isIdentifier =
+            key.utf8.first.map { !(0x30...0x39).contains($0) } ?? false
+            && key.utf8.allSatisfy { ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A || (0x30...0x39).contains($0) || $0 == 0x5F }
+        guard !isIdentifier else { return path.isEmpty ? key : "\(path).\(key)" }
+        var quoted = "[\""
+        for scalar in key.unicodeScalars {
+            switch scalar {
+            case "\"": quoted += "\\\""
+            case "\\": quoted += "\\\\"
+            case "\n": quoted += "\\n"
+            case "\t": quoted += "\\t"
+            case "\r": quoted += "\\r"
+            default:
+                if scalar.value < 0x20 {
+                    quoted += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+                } else {
+                    quoted.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return path + quoted + "\"]"
+    }
 
     /// The members of an object, refusing keys outside `allowed`.
     func object(allowing allowed: Set<String>) throws(PluginLoadError) -> [String: JSONReader] {

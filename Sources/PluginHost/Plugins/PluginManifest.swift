@@ -138,7 +138,9 @@ public struct PluginManifest: Sendable {
             return result()
         }
         for key in object.keys.sorted() where !keys.contains(key) {
-            found.append(root.schemaError("unknown key \(key.debugDescription); expected one of \(keys.sorted().joined(separator: ", "))", at: key))
+            found.append(
+                root.schemaError("unknown key \(key.debugDescription); expected one of \(keys.sorted().joined(separator: ", "))", at: root.child(key))
+            )
         }
         let base = (file as NSString).deletingLastPathComponent
         if let value = object["pluginDirectories"] {
