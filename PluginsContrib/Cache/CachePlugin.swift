@@ -947,7 +947,8 @@ public struct CachePlugin: ExportablePlugin {
         }
         // A URL's variant list is no stored response: a `HEAD` that selected no variant
         // touches none of them (only the response it would have selected, §4.3.5).
-        guard (200..<300).contains(response.statusCode), var entry = state.entry ?? store.get(key).flatMap({ Self.isVariantIndex($0) ? nil : $0 })
+        // Only a 200 tells of the representation (another 2xx, a 203 or 204, does not).
+        guard response.statusCode == 200, var entry = state.entry ?? store.get(key).flatMap({ Self.isVariantIndex($0) ? nil : $0 })
         else { return }
         let etag = response.header("ETag")
         let modified = response.header("Last-Modified")

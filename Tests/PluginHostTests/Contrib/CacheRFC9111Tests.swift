@@ -574,6 +574,20 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log == ["GET /h", "HEAD /h", "GET /g", "HEAD /g", "GET /g"])
     }
 
+    /// Only a `200` to a `HEAD` freshens the stored `GET` (§4.3.5): another 2xx (a `203` from a
+    /// transforming proxy, a `204`) said nothing of the representation, and made it fresh again.
+    @Test(arguments: [203, 204])
+    func aHeadAnsweredWithAnother2xxFreshensNothing(_ status: Int) async throws {
+        let transport = ScriptedTransport([
+            "GET /h2": (200, ["Cache-Control": "max-age=0", "ETag": "\"e1\""]),
+            "HEAD /h2": (status, ["Cache-Control": "max-age=60", "ETag": "\"e1\""]),
+        ])
+        let provider = try provider(transport)
+        _ = try await get(provider, "h2")
+        _ = try await get(provider, "h2", method: .head)
+        #expect(try await get(provider, "h2").value(forHTTPHeaderField: "X-Cache") != "hit")
+    }
+
     @Test func aHeadWithOtherValidatorsMakesTheStoredGetStale() async throws {
         let transport = ScriptedTransport([
             "GET /hv": (200, ["Cache-Control": "max-age=60", "ETag": "\"a\""]),
