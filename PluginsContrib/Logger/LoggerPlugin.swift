@@ -1242,21 +1242,7 @@ enum FieldNames {
 
     /// `value` as a JSON string's contents with only what JSON requires escaped (`"`, `\`, C0
     /// controls): how a redacted string nested in a body is written back.
-    static func escapedJSON(_ value: String) -> String {
-        var out = ""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    static func escapedJSON(_ value: String) -> String { JSONValue.escaped(value) }
 
     /// A JSON string's contents (without its quotes) decoded whatever they hold: a lone
     /// surrogate (`\ud83d`, as a string cut inside an emoji carries) as U+FFFD, an unknown escape

@@ -99,6 +99,24 @@ public enum JSONValue: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether a number `JSONSerialization` produced is a JSON Boolean (the one place that decides).
+    /// `text` as a JSON string's contents with only what JSON requires escaped (`"`, `\`, C0
+    /// controls; `\n`, `\r` and `\t` by their short forms).
+    package static func escaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
     package static func isBoolean(_ number: NSNumber) -> Bool {
         // JSONSerialization gives booleans the ObjC type "c"; it never makes numbers of that type.
         String(cString: number.objCType) == "c"

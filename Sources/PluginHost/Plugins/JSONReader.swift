@@ -1,4 +1,5 @@
 import Foundation
+import PluginSDK
 
 /// Walks parsed JSON, producing ``PluginLoadError``s that name the file and the JSON path.
 struct JSONReader {
@@ -45,23 +46,7 @@ struct JSONReader {
             key.utf8.first.map { !(0x30...0x39).contains($0) } ?? false
             && key.utf8.allSatisfy { ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A || (0x30...0x39).contains($0) || $0 == 0x5F }
         guard !isIdentifier else { return path.isEmpty ? key : "\(path).\(key)" }
-        var quoted = "[\""
-        for scalar in key.unicodeScalars {
-            switch scalar {
-            case "\"": quoted += "\\\""
-            case "\\": quoted += "\\\\"
-            case "\n": quoted += "\\n"
-            case "\t": quoted += "\\t"
-            case "\r": quoted += "\\r"
-            default:
-                if scalar.value < 0x20 {
-                    quoted += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-                } else {
-                    quoted.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return path + quoted + "\"]"
+        return path + "[\"" + JSONValue.escaped(key) + "\"]"
     }
 
     /// The members of an object, refusing keys outside `allowed`.
