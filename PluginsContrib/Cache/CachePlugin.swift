@@ -1016,7 +1016,12 @@ public struct CachePlugin: ExportablePlugin {
         for name in varyNames where !name.isEmpty {
             vary[name] = varyValue(name, requestHeaders.values(named: name))
         }
-        let headers = Self.storedFields(fields, directives)
+        var headers = Self.storedFields(fields, directives)
+        // A response without a Date is stored with one, the time it came (RFC 9110 §6.6.1: a
+        // recipient with a clock that caches it MUST add one); its age counts from then anyway.
+        if !headers.contains(where: { HTTPHeader.namesEqual($0.name, "Date") }) {
+            headers.append(HTTPHeader(name: "Date", value: HTTPDate.format(now)))
+        }
         return CacheEntry(
             key: key, status: status, headerNames: headers.map(\.name), headerValues: headers.map(\.value),
             body: response.body, requestTime: state.requestTime, responseTime: now, vary: vary, ttl: state.ttl,

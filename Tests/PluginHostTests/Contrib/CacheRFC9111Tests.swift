@@ -892,6 +892,29 @@ struct CacheRFC9111ReviewedTests {
         try await provider.request(try Bin(path, base: CacheRFC9111Tests.origin)).value
     }
 
+    /// A response without `Date` is stored with one, the time it came (RFC 9110 §6.6.1: a cache
+    /// with a clock MUST add it): its hits went out without a `Date`, and whoever got them could not
+    /// tell their age.
+    @Test func aResponseWithoutDateIsStoredWithOne() async throws {
+        final class Undated: Transport, Sendable {
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let url = request.urlRequest.url!
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"])!,
+                    data: Data("u".utf8))
+            }
+        }
+        let provider = try provider(Undated())
+        let before = Date().timeIntervalSince1970.rounded(.down)
+        let miss = try await get(provider, "undated")
+        #expect(miss.value(forHTTPHeaderField: "X-Cache") == "miss")
+        let hit = try await get(provider, "undated")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        let date = try #require(hit.value(forHTTPHeaderField: "Date").flatMap { HTTPDate.parse($0) })
+        #expect(date >= before && date <= Date().timeIntervalSince1970)
+        #expect(hit.value(forHTTPHeaderField: "Age") == "0")
+    }
+
     /// A proxy's authentication fields are never stored (§3.1 MUST NOT): a hit replayed them.
     @Test func aProxysAuthenticationFieldsAreNeverStored() async throws {
         let transport = ScriptedTransport([
