@@ -618,15 +618,30 @@ struct CLITests {
         #endif
     }
 
+    /// httpbin's base URL, which `Tests/test` starts and exports; a missing one fails the test
+    /// saying so.
+    static func httpbin() throws -> String {
+        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
+            throw CocoaError(
+                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
+        }
+        return base
+    }
+
+    /// A manifest enabling the cache plugin of `workspace`, with a disk store in it.
+    static func cacheManifest(in workspace: Workspace) throws -> String {
+        try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "cache", "config": {"directory": ""#
+                + workspace.root + #"/cache"}}]}"#)
+    }
+
     /// The probes and `--bench` are answered by the offline stub, and send their requests to the
     /// stub's own URL, never to `--url`'s: a cache whose directory the app shares keeps no stub
     /// answer as the real URL's (the probe stored one there, and the chain's request was then a hit
     /// that never reached the closed port: exit 0 and `X-Cache: hit`).
     @Test func aStubAnswerIsNeverKeptAsTheRealURLs() async throws {
         let workspace = try await Workspace.make(bundling: ["Cache"])
-        let manifest = try workspace.manifest(
-            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "cache", "config": {"directory": ""#
-                + workspace.root + #"/cache"}}]}"#)
+        let manifest = try Self.cacheManifest(in: workspace)
         let url = "http://127.0.0.1:9/nothing"
         let first = try await CLI.run(["test", "--manifest", manifest, "--url", url, "--bench", "3"])
         #expect(first.status == 5, "\(first.stdout)\(first.stderr)")
@@ -640,14 +655,9 @@ struct CLITests {
 
     /// The response's `X-Cache` (the cache plugin's hit or miss) is in `--json` too, as in text.
     @Test func theJSONReportTellsACacheHit() async throws {
-        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
-            throw CocoaError(
-                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
-        }
+        let base = try Self.httpbin()
         let workspace = try await Workspace.make(bundling: ["Cache"])
-        let manifest = try workspace.manifest(
-            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "cache", "config": {"directory": ""#
-                + workspace.root + #"/cache"}}]}"#)
+        let manifest = try Self.cacheManifest(in: workspace)
         let url = base + "/cache/60"
         let first = try await CLI.run(["test", "--manifest", manifest, "--url", url])
         #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
@@ -662,10 +672,7 @@ struct CLITests {
     /// A password in `--url` is shown redacted, as the logger plugin shows it: in the chain's line
     /// and the request's, in text and in JSON (output that ends up in CI logs).
     @Test func aPasswordInTheURLIsShownRedacted() async throws {
-        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
-            throw CocoaError(
-                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
-        }
+        let base = try Self.httpbin()
         let workspace = try await Workspace.make(bundling: ["Activity"])
         let manifest = try workspace.manifest(#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}]}"#)
         let url = base.replacingOccurrences(of: "://", with: "://user:s3cret@") + "/anything"
@@ -709,10 +716,7 @@ struct CLITests {
     /// A token from the environment is trimmed as one from a file is: a variable made from a file
     /// (a Kubernetes secret) ends with a line break, and every request failed on the header's LF.
     @Test func aTokenFromTheEnvironmentIsTrimmed() async throws {
-        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
-            throw CocoaError(
-                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
-        }
+        let base = try Self.httpbin()
         let workspace = try await Workspace.make(bundling: ["AccessToken"])
         let manifest = try workspace.manifest(
             #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "access-token", "config": {"env": "PH_TEST_TOKEN", "required": true}}]}"#)
@@ -829,10 +833,7 @@ struct CLITests {
     }
 
     @Test func liveURLAgainstHTTPBin() async throws {
-        guard let base = ProcessInfo.processInfo.environment["HTTPBIN_URL"] else {
-            throw CocoaError(
-                .featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "HTTPBIN_URL is not set: run Tests/test, which starts httpbin"])
-        }
+        let base = try Self.httpbin()
         let workspace = try await Workspace.make()
         let manifest = try workspace.exampleManifest()
         let output = try await CLI.run([
