@@ -878,8 +878,8 @@ public struct CachePlugin: ExportablePlugin {
             // A list of tags, a comma inside one (`"a,b"`) not separating; `*` holds for any
             // stored response, one without a tag too (RFC 9110 §13.1.2).
             var tags: [String] = []
-            for value in noneMatch {
-                Array(value.utf8).withUnsafeBufferPointer { bytes in
+            for var value in noneMatch {
+                value.withUTF8 { bytes in
                     CacheDirectives.forEachListItem(bytes[...]) { item in
                         tags.append(String(decoding: CacheDirectives.trimmed(item, also: nil), as: UTF8.self))
                     }
