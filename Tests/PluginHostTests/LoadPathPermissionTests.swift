@@ -59,6 +59,47 @@ struct LoadPathPermissionTests {
                     reason: "mode 0777 (writable by group and others), owner \(Self.me), is the plugin directory; \(Self.chmodHint)"))
     }
 
+    /// A plugin directory that does not exist is judged by the nearest directory above it that
+    /// does: in a directory others may write to (sticky or not), whoever made it first would
+    /// decide every later load (refused from then on).
+    @Test func aMissingPluginDirectoryOthersMayMakeIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let shared = f.root + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        chmod(shared, 0o1777)
+        let missing = shared + "/later/plugins"
+        let url = try f.manifest([["name": "alpha"]], extra: ["pluginDirectories": ["plugins", missing]])
+        let expected = PluginLoadError(
+            .insecurePermissions, file: shared,
+            reason: "mode 1777 (writable by group and others), owner \(Self.me), is the nearest directory above the plugin directory "
+                + "\(missing) (which does not exist: who may write here may make it); \(Self.chmodHint)")
+        #expect(load(url) == expected)
+        #expect(PluginLoader.directoryRefusals(of: try PluginManifest.read(url)) == [expected])
+        // Above a directory only its owner may write to, a missing one is no concern.
+        chmod(shared, 0o755)
+        #expect(try PluginLoader.load(manifest: url, services: PluginServices()).map(\.name) == ["alpha"])
+        #expect(PluginLoader.directoryRefusals(of: try PluginManifest.read(url)).isEmpty)
+    }
+
+    /// A plugin directory that is a symbolic link to nothing is refused: whoever makes its target
+    /// decides what is loaded.
+    @Test func aPluginDirectoryLinkedToNothingIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let link = f.root + "/elsewhere"
+        #expect(symlink(f.root + "/not-yet", link) == 0)
+        let url = try f.manifest([["name": "alpha"]], extra: ["pluginDirectories": ["plugins", "elsewhere/plugins"]])
+        #expect(
+            load(url)
+                == PluginLoadError(
+                    .insecurePermissions, file: link,
+                    reason: "a symbolic link to nothing on the path of the plugin directory \(link)/plugins; whoever may make its "
+                        + "target decides what is loaded: remove it or make its target"))
+    }
+
     @Test func aPluginJSONWritableByOthersIsRefused() throws {
         let f = try PluginFixtures()
         defer { f.remove() }

@@ -844,6 +844,36 @@ enum FileSecurity {
             reason: "a symbolic link to nothing \(place); whoever may make its target decides what is loaded: remove it or make its target")
     }
 
+    /// `directory` if it exists, else the nearest directory above it that does; a symbolic link
+    /// to nothing on the way is refused (`place` says where it was met): whoever may make its
+    /// target decides what is found there.
+    static func nearestExisting(_ directory: String, place: String) throws(PluginLoadError) -> String {
+        var existing = directory
+        var info = stat()
+        while stat(existing, &info) != 0 {
+            if lstat(existing, &info) == 0 { throw danglingLink(existing, place) }
+            guard let up = parent(of: existing) else { break }
+            existing = up
+        }
+        return existing
+    }
+
+    /// Checks a plugin directory a manifest names as ``check(path:role:sharedDirectory:)``
+    /// does; one that does not exist (yet) by the nearest directory above it that does, which
+    /// must keep others from making it: a plugin directory someone else made would refuse every
+    /// load from then on (or, were it not checked, decide what code runs).
+    static func checkPluginDirectory(_ directory: String, memo: inout CheckMemo) throws(PluginLoadError) {
+        let existing = try nearestExisting(directory, place: "on the path of the plugin directory \(directory)")
+        if existing == directory {
+            try check(path: directory, role: "the plugin directory", memo: &memo)
+        } else {
+            try check(
+                path: existing,
+                role: "the nearest directory above the plugin directory \(directory) (which does not exist: who may write here may make it)",
+                memo: &memo)
+        }
+    }
+
     /// Checks a directory the loader searches, or the nearest one above it that exists, and each
     /// of `libraries` the loader would find in it; returns the paths of those found.
     fileprivate static func checkSearched(
@@ -856,15 +886,8 @@ enum FileSecurity {
             libraries.removeAll { name in memo.lookups[directory + "\0" + name].map { known += $0 } != nil }
             if libraries.isEmpty { return known }
         }
-        var existing = directory
         var info = stat()
-        while stat(existing, &info) != 0 {
-            if lstat(existing, &info) == 0 {
-                throw danglingLink(existing, "on the path of a directory the loader searches for libraries (\(named))")
-            }
-            guard let up = parent(of: existing) else { break }
-            existing = up
-        }
+        let existing = try nearestExisting(directory, place: "on the path of a directory the loader searches for libraries (\(named))")
         guard existing == directory else {
             try check(
                 path: existing, role: "the nearest directory above \(directory) (\(named), which does not exist: who may write here may make it)",

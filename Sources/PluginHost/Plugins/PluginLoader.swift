@@ -21,15 +21,16 @@ public enum PluginLoader {
         try load(PluginManifest.read(manifest), services: services)
     }
 
-    /// The refusal of each plugin directory of `manifest` that exists and fails the checks a
-    /// load makes of it (``load(_:services:)`` stops at the first), for tools that report them
-    /// all (`pluginhost list`): a directory without bundles is checked too.
+    /// The refusal of each plugin directory of `manifest` that fails the checks a load makes of
+    /// it (``load(_:services:)`` stops at the first), for tools that report them all
+    /// (`pluginhost list`): a directory without bundles is checked too, and one that does not
+    /// exist by the nearest directory above it.
     package static func directoryRefusals(of manifest: PluginManifest) -> [PluginLoadError] {
         var memo = FileSecurity.CheckMemo()
         var refusals: [PluginLoadError] = []
-        for directory in manifest.pluginDirectories where FileManager.default.fileExists(atPath: directory) {
+        for directory in manifest.pluginDirectories {
             do {
-                try FileSecurity.check(path: directory, role: "the plugin directory", memo: &memo)
+                try FileSecurity.checkPluginDirectory(directory, memo: &memo)
             } catch {
                 refusals.append(error)
             }
@@ -41,8 +42,8 @@ public enum PluginLoader {
     public static func load(_ manifest: PluginManifest, services: PluginServices) throws(PluginLoadError) -> [LoadedPlugin] {
         // What the checks found to pass, shared by the libraries of this load.
         var memo = FileSecurity.CheckMemo()
-        for directory in manifest.pluginDirectories where FileManager.default.fileExists(atPath: directory) {
-            try FileSecurity.check(path: directory, role: "the plugin directory", memo: &memo)
+        for directory in manifest.pluginDirectories {
+            try FileSecurity.checkPluginDirectory(directory, memo: &memo)
         }
         var prepared: [(entry: PluginManifest.Entry, library: PluginLibrary, config: Data)] = []
         for entry in manifest.entries where entry.enabled {
