@@ -70,6 +70,48 @@ package final class AtomicCount: @unchecked Sendable {
     package func add(_ delta: Int) { ph_atomic_add_count(slot, delta) }
 }
 
+/// The host calls of one plugin instance's ``HostServices`` under way, and whether the host table
+/// they go through is still valid: the host frees it once `destroy` returns, and a task or thread
+/// the plugin started may still hold the services then (they are `Sendable`). A call counts itself
+/// in while it reads the table; ``close()`` (the instance's `destroy`) shuts out the calls after
+/// it and waits for those under way. One atomic count: the calls, plus ``closedMark`` once closed.
+final class CallGate: @unchecked Sendable {
+    // Safe: the memory is read and written only atomically, and freed by `deinit` alone.
+    private let slot: UnsafeMutablePointer<Int>
+    /// Added to the count by ``close()``: far above any number of calls under way at once.
+    private static let closedMark = 1 << 40
+
+    init() {
+        slot = .allocate(capacity: 1)
+        slot.initialize(to: 0)
+    }
+
+    deinit {
+        _ = ph_atomic_load_count(slot)
+        slot.deallocate()
+    }
+
+    /// Runs `body` counted in, or returns `closed` without running it once the gate is closed.
+    @inline(__always)
+    func pass<T>(closed: @autoclosure () -> T, _ body: () -> T) -> T {
+        guard ph_atomic_add_fetch_count(slot, 1) < Self.closedMark else {
+            ph_atomic_add_count(slot, -1)
+            return closed()
+        }
+        defer { ph_atomic_add_count(slot, -1) }
+        return body()
+    }
+
+    /// Shuts out the calls from now on and waits for those under way to return.
+    func close() {
+        guard ph_atomic_add_fetch_count(slot, Self.closedMark) < 2 * Self.closedMark else { return }
+        while ph_atomic_load_count(slot) % Self.closedMark != 0 { sched_yield() }
+    }
+
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { ph_atomic_load_count(slot) >= Self.closedMark }
+}
+
 /// A value made on first read and the same for every read after it, from any thread, without a
 /// lock: threads that read it first at the same time may each make one, and all of them get the
 /// one stored first (the others are dropped). For values that are cheap to make twice, where a

@@ -2,10 +2,16 @@ import CPluginABI
 import Foundation
 
 /// ``HostServices`` over the host's C API table (the plugin side of the ABI).
-// Safe as @unchecked Sendable: it only holds the host's table pointer, valid and thread-safe for the
-// instance's lifetime by the ABI's contract.
+///
+/// The table is valid until the instance's `destroy` returns; the services may outlive it (a task
+/// the plugin started holds them). Past `destroy` they reach no host: values are nil, events and
+/// log lines go nowhere, clocks and random bytes come from the system.
+// Safe as @unchecked Sendable: it only holds the host's table pointer, valid and thread-safe until
+// `destroy` by the ABI's contract, and read only through `gate` (closed by `destroy`).
 final class CHostServices: HostServices, @unchecked Sendable {
     let api: UnsafePointer<ph_host_api>
+    /// Counts the calls through `api` under way; closed when the instance is destroyed.
+    let gate = CallGate()
 
     init(api: UnsafePointer<ph_host_api>) {
         self.api = api
@@ -16,6 +22,10 @@ final class CHostServices: HostServices, @unchecked Sendable {
     private let lastValue = Locked<(key: String, value: String)?>(nil)
 
     func value(forKey key: String) -> String? {
+        gate.pass(closed: nil) { readValue(forKey: key) }
+    }
+
+    private func readValue(forKey key: String) -> String? {
         CBytes.with(key) { keyBytes -> String? in
             // Most values (tokens, secrets) fit the stack buffer: no allocation but the string.
             let first = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 512) { buffer -> (String?, Int64) in
@@ -38,34 +48,42 @@ final class CHostServices: HostServices, @unchecked Sendable {
     }
 
     func setValue(_ value: String?, forKey key: String) {
-        CBytes.with(key) { keyBytes in
-            CBytes.with(value ?? "") { api.pointee.kv_set(api, keyBytes, $0, value == nil ? 1 : 0) }
+        gate.pass(closed: ()) {
+            CBytes.with(key) { keyBytes in
+                CBytes.with(value ?? "") { api.pointee.kv_set(api, keyBytes, $0, value == nil ? 1 : 0) }
+            }
         }
     }
 
     func emit(_ name: String, fields: [String: String]) {
         let pairs = fields.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        CBytes.with(name) { nameBytes in
-            CBytes.withPairs(pairs) { keys, values, count in api.pointee.emit(api, nameBytes, keys, values, count) }
+        gate.pass(closed: ()) {
+            CBytes.with(name) { nameBytes in
+                CBytes.withPairs(pairs) { keys, values, count in api.pointee.emit(api, nameBytes, keys, values, count) }
+            }
         }
     }
 
     func log(_ level: LogLevel, _ message: String) {
-        CBytes.with(message) { api.pointee.log(api, level.abiCode, $0) }
+        gate.pass(closed: ()) { CBytes.with(message) { api.pointee.log(api, level.abiCode, $0) } }
     }
 
     /// Asks the host (ABI 1.1); a 1.0 host cannot tell, so every event is built.
     var hasSubscribers: Bool {
-        guard api.pointee.abi_minor >= 1, let ask = api.pointee.has_subscribers else { return true }
-        return ask(api) != 0
+        gate.pass(closed: false) {
+            guard api.pointee.abi_minor >= 1, let ask = api.pointee.has_subscribers else { return true }
+            return ask(api) != 0
+        }
     }
 
     /// A 1.3 host answers `result_request_headers`.
-    var responsesCarryRequestHeaders: Bool { api.pointee.abi_minor >= 3 && api.pointee.result_request_headers != nil }
+    var responsesCarryRequestHeaders: Bool {
+        gate.pass(closed: false) { api.pointee.abi_minor >= 3 && api.pointee.result_request_headers != nil }
+    }
 
-    func now() -> Double { api.pointee.now(api) }
+    func now() -> Double { gate.pass(closed: Date().timeIntervalSince1970) { api.pointee.now(api) } }
 
-    func monotonicNanoseconds() -> UInt64 { api.pointee.monotonic_ns(api) }
+    func monotonicNanoseconds() -> UInt64 { gate.pass(closed: DispatchTime.now().uptimeNanoseconds) { api.pointee.monotonic_ns(api) } }
 
     func randomBytes(_ count: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: max(0, count))
@@ -75,7 +93,10 @@ final class CHostServices: HostServices, @unchecked Sendable {
 
     func randomBytes(into buffer: UnsafeMutableRawBufferPointer) {
         guard let base = buffer.baseAddress, !buffer.isEmpty else { return }
-        api.pointee.random_bytes(api, base.assumingMemoryBound(to: UInt8.self), buffer.count)
+        let bytes = base.assumingMemoryBound(to: UInt8.self)
+        gate.pass(closed: RandomBytes.fill(UnsafeMutableBufferPointer(start: bytes, count: buffer.count))) {
+            api.pointee.random_bytes(api, bytes, buffer.count)
+        }
     }
 }
 

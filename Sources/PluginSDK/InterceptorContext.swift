@@ -126,6 +126,10 @@ public enum LogLevel: Int, Sendable, Hashable, Comparable, CaseIterable, CustomS
 }
 
 /// Services the host offers every interceptor. All methods are thread-safe.
+///
+/// A plugin may keep them past its instance (a task it started): once the instance is destroyed
+/// they reach no host, and say so by what they give (no values, events and log lines dropped,
+/// clocks and random bytes from the system).
 public protocol HostServices: Sendable {
     /// A value from the host's key/value store (tokens, secrets), if set.
     func value(forKey key: String) -> String?

@@ -417,13 +417,19 @@ private let sdkCreate: @convention(c) (ph_bytes, UnsafePointer<ph_host_api>?, Un
         return Unmanaged.passRetained(ExportedInstance(interceptor: interceptor, api: api, services: services)).toOpaque()
     } catch {
         CBytes.write(message(of: error), to: errorBuffer)
+        // No instance: the host frees the table when this returns, and no destroy follows.
+        services.gate.close()
         return nil
     }
 }
 
 private let sdkDestroy: @convention(c) (UnsafeMutableRawPointer?) -> Void = { instance in
     guard let instance else { return }
-    Unmanaged<ExportedInstance>.fromOpaque(instance).release()
+    let exported = Unmanaged<ExportedInstance>.fromOpaque(instance)
+    let services = exported.takeUnretainedValue().services
+    // The plugin's own deinit may still call the host; its tasks may hold the services longer.
+    exported.release()
+    services.gate.close()
 }
 
 // The hooks' entry points: the instance is borrowed for the call (the host holds it until

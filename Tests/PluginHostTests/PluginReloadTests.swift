@@ -379,6 +379,35 @@ struct PluginReloadTests {
         #expect(provider.pluginGeneration == 2)
     }
 
+    /// A plugin's host services kept past its instance (by a thread it started as it was
+    /// destroyed) reach no host: the host freed the table they went through when `destroy`
+    /// returned. Values are nil, events and log lines go nowhere, clocks and random bytes still work.
+    @Test func hostServicesKeptPastDestroyReachNoHost() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let report = f.root + "/late.txt"
+        let manifest = try writeManifest(f, generation: 1, extra: ["lateReport": report])
+        let services = PluginServices()
+        services.setValue("v1", forKey: "generation-key")
+        let lines = Locked([String]())
+        services.setLogHandler { _, _, message in lines.withLock { $0.append(message) } }
+        let events = Locked([String]())
+        let subscription = services.subscribe { event in events.withLock { $0.append(event.name) } }
+        defer { subscription.cancel() }
+        do {
+            let provider = try Provider<Bin>(manifest: manifest, services: services)
+            let json = try await provider.request(try Bin("get")).value.mapJSON()
+            #expect(json["headers"]?["X-Generation-Key"]?.stringValue == "v1")
+        }
+        // The provider, its chain and the plugin are gone: destroyed.
+        #expect(await eventually(10) { FileManager.default.fileExists(atPath: report) })
+        #expect(try String(contentsOfFile: report, encoding: .utf8) == "value=nil subscribers=false random=true clock=true")
+        #expect(lines.withLock { $0 }.filter { $0.contains("late") } == [])
+        #expect(!events.withLock { $0 }.contains("late"))
+        #expect(services.value(forKey: "late") == nil)
+    }
+
     @Test func aProviderWithoutAManifestHasNothingToReload() {
         let error = loadError { _ = try Provider<Bin>().reloadPlugins() }
         #expect(error?.kind == .notReloadable)

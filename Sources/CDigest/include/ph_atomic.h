@@ -32,6 +32,9 @@ static inline intptr_t ph_atomic_load_count(const intptr_t *slot) { return __ato
 /* Adds delta to *slot. */
 static inline void ph_atomic_add_count(intptr_t *slot, intptr_t delta) { __atomic_add_fetch(slot, delta, __ATOMIC_ACQ_REL); }
 
+/* Adds delta to *slot and returns the sum. */
+static inline intptr_t ph_atomic_add_fetch_count(intptr_t *slot, intptr_t delta) { return __atomic_add_fetch(slot, delta, __ATOMIC_ACQ_REL); }
+
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -1,3 +1,4 @@
+import Foundation
 import PluginSDK
 
 /// Instances of this plugin alive in the process, and how many were ever made.
@@ -16,12 +17,42 @@ final class LiveToken: Sendable {
     deinit { instances.withLock { $0.live -= 1 } }
 }
 
+/// Calls every host service from a thread of its own 100 ms after the instance that held it was
+/// destroyed, and writes what they gave to `report` (`value=… subscribers=… random=… clock=…`).
+final class LateCaller: Sendable {
+    let host: any HostServices
+    let report: String
+
+    init(host: any HostServices, report: String) {
+        self.host = host
+        self.report = report
+    }
+
+    deinit {
+        let (host, report) = (host, report)
+        Thread.detachNewThread {
+            usleep(100_000)
+            host.log(.error, "late log line")
+            host.emit("late", fields: [:])
+            host.setValue("late", forKey: "late")
+            let value = host.value(forKey: "generation-key") ?? "nil"
+            let random = host.randomBytes(32).contains { $0 != 0 }
+            let clock = host.now() > 1e9 && host.monotonicNanoseconds() > 0
+            let text = "value=\(value) subscribers=\(host.hasSubscribers) random=\(random) clock=\(clock)"
+            FileManager.default.createFile(atPath: report + ".part", contents: Data(text.utf8))
+            rename(report + ".part", report)
+        }
+    }
+}
+
 /// Stamps which instance handled a request (for the reload tests).
 ///
 /// Configuration: `generation` (number), `refuse` (`true`: create fails) and `announce` (`true`:
-/// create emits the event `created` with the field `generation`). `prepare` sets the
-/// request header `X-Instance: g<generation>-<serial>`; `process` sets the response headers
-/// `X-Instance` (its own stamp) and `X-Live-Instances` (instances alive in the process).
+/// create emits the event `created` with the field `generation`), `lateReport` (a path: see
+/// ``LateCaller``). `prepare` sets the request header `X-Instance: g<generation>-<serial>` (and,
+/// with `lateReport`, `X-Generation-Key` to the host's value of `generation-key`); `process` sets
+/// the response headers `X-Instance` (its own stamp) and `X-Live-Instances` (instances alive in
+/// the process).
 public struct GenerationPlugin: ExportablePlugin {
     public static var pluginName: String { "generation" }
     public static var pluginVersion: String { "1.0.0" }
@@ -30,18 +61,21 @@ public struct GenerationPlugin: ExportablePlugin {
 
     let token: LiveToken
     let stamp: String
+    let late: LateCaller?
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["generation", "refuse", "announce"])
+        try configuration.rejectUnknownKeys(["generation", "refuse", "announce", "lateReport"])
         if try configuration.bool("refuse", default: false) { throw configuration.error("refuse is true: this configuration is refused") }
         let generation = try configuration.integer("generation", default: 0)
         token = LiveToken()
         stamp = "g\(generation)-\(token.serial)"
         if try configuration.bool("announce", default: false) { host.emit("created", fields: ["generation": String(generation)]) }
+        late = try configuration.string("lateReport").map { LateCaller(host: host, report: $0) }
     }
 
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         try request.setHeader("X-Instance", stamp)
+        if let late { try request.setHeader("X-Generation-Key", late.host.value(forKey: "generation-key") ?? "nil") }
         return .proceed
     }
 
