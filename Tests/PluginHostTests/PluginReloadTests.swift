@@ -379,6 +379,44 @@ struct PluginReloadTests {
         #expect(provider.pluginGeneration == 2)
     }
 
+    /// A `Task {}` started within a reload (by a subscriber the new plugin's `create` reached)
+    /// inherits the reload's scope; once that reload has returned, its own reload runs.
+    @Test func aTaskStartedDuringAReloadReloadsAfterIt() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let manifest = try writeManifest(f, generation: 1)
+        let provider = try Provider<Bin>(manifest: manifest)
+        let outerDone = Locked(false)
+        let inner = Locked<String?>(nil)
+        let started = Locked(false)
+        let subscription = provider.services.subscribe { event in
+            // The first `created` only (the inner reload's plugin announces itself too).
+            guard event.name == "created" else { return }
+            let first = started.withLock { started in
+                defer { started = true }
+                return !started
+            }
+            guard first else { return }
+            Task {
+                for _ in 0..<200 where !outerDone.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+                do throws(PluginLoadError) {
+                    let report = try provider.reloadPlugins()
+                    inner.withLock { $0 = "generation \(report.generation)" }
+                } catch {
+                    inner.withLock { $0 = "\(error.kind)" }
+                }
+            }
+        }
+        defer { subscription.cancel() }
+        _ = try writeManifest(f, generation: 2, extra: ["announce": true])
+        #expect(try provider.reloadPlugins().generation == 2)
+        outerDone.withLock { $0 = true }
+        #expect(await eventually(10) { inner.withLock { $0 } != nil })
+        #expect(inner.withLock { $0 } == "generation 3")
+        #expect(provider.pluginGeneration == 3)
+    }
+
     /// A plugin's host services kept past its instance (by a thread it started as it was
     /// destroyed) reach no host: the host freed the table they went through when `destroy`
     /// returned. Values are nil, events and log lines go nowhere, clocks and random bytes still work.

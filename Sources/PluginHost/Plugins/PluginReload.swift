@@ -214,7 +214,7 @@ extension Provider {
     /// One reload under `reloading`: the report and the generation it replaced.
     private func reloadSerialized() -> Result<(PluginReloadReport, ChainGeneration), PluginLoadError> {
         let me = ObjectIdentifier(self)
-        if ReloadScope.providers.contains(me) {
+        if ReloadScope.runs.contains(where: { $0.provider == me && $0.isRunning }) {
             return .failure(
                 PluginLoadError(
                     .reloadInProgress, file: current.source?.manifest.path ?? "",
@@ -230,7 +230,9 @@ extension Provider {
                     .notReloadable, file: "", reason: "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
             )
         }
-        let outcome = ReloadScope.$providers.withValue(ReloadScope.providers.union([me])) { () -> Result<[LoadedPlugin], PluginLoadError> in
+        let run = ReloadScope.Run(provider: me)
+        let outcome = ReloadScope.$runs.withValue(ReloadScope.runs + [run]) { () -> Result<[LoadedPlugin], PluginLoadError> in
+            defer { run.end() }
             do throws(PluginLoadError) {
                 return .success(try PluginLoader.load(manifest: source.manifest, services: services))
             } catch {
@@ -258,8 +260,27 @@ extension Provider {
     public var pluginGeneration: Int { current.number }
 }
 
-/// The providers reloading in the current task or thread: a reload asked for from within one
-/// (a plugin's `create` reaching a handler that reloads) is refused, not left waiting for itself.
+/// The reloads the current task or thread runs within: a reload asked for from within one of the
+/// same provider (a plugin's `create` reaching a handler that reloads) is refused, not left
+/// waiting for itself. A `Task {}` started within a reload inherits its runs and may outlive
+/// them: a run counts only while its reload loads.
 enum ReloadScope {
-    @TaskLocal static var providers: Set<ObjectIdentifier> = []
+    /// One reload's load of its manifest.
+    final class Run: Sendable {
+        /// The provider reloading.
+        let provider: ObjectIdentifier
+        private let running = Locked(true)
+
+        init(provider: ObjectIdentifier) {
+            self.provider = provider
+        }
+
+        /// Whether the reload still loads.
+        var isRunning: Bool { running.withLock { $0 } }
+
+        /// The load returned.
+        func end() { running.withLock { $0 = false } }
+    }
+
+    @TaskLocal static var runs: [Run] = []
 }
