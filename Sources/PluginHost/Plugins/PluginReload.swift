@@ -54,10 +54,14 @@ final class ChainPin: Sendable {
 
     /// The consumption returned: nothing is pinned any more, and the chains pinned are let go.
     func end() {
-        state.withLock { state in
+        // Let go after the lock: the last hold on an old generation destroys its plugins, whose
+        // `destroy` must not run while a child consumption waits for this pin.
+        let released = state.withLock { state in
             state.live = false
-            state.pinned.removeAll()
+            defer { state.pinned.removeAll() }
+            return state.pinned
         }
+        _ = consume released
     }
 
     /// The generation `owner` pinned in the consumptions this task runs within (the innermost
