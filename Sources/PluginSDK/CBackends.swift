@@ -128,10 +128,11 @@ final class HeaderMemo: Sendable {
 }
 
 extension HeaderValidation {
-    /// Nothing for `PH_OK`; for the host's refusal of a field, the error a plugin compiled in gets
-    /// for it (a bad name, a bad value), or an invalid value when the check finds nothing wrong.
+    /// Nothing for `PH_OK`; for the host's refusal of a field (`PH_INVALID`, or any other code a
+    /// host answers: the edit was not made), the error a plugin compiled in gets for it (a bad
+    /// name, a bad value), or an invalid value when the check finds nothing wrong.
     static func explain(_ status: Int32, name: String, value: String?) throws {
-        guard status == PH_INVALID else { return }
+        guard status != PH_OK else { return }
         try check(name: name, value: value)
         throw InterceptorError.invalidHeaderValue(name: name)
     }
@@ -445,7 +446,8 @@ final class CResultBackend: ResponseBackend, HandleView {
 
     /// One call (ABI 1.3); nil on an older host.
     var requestHeaders: [HTTPHeader]? {
-        guard let handle else { return [] }
+        // A retired view knows nothing of the request (nil: unknown, not "no fields").
+        guard let handle else { return nil }
         guard api.pointee.abi_minor >= 3, let all = api.pointee.result_request_headers else { return nil }
         return CBytes.snapshot({ all(handle, $0, $1, $2) }, memo: memo?.sent)
     }

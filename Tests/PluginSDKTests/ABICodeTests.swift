@@ -6,6 +6,20 @@ import Testing
 /// The ABI's codes map both ways, and unknown codes from a newer peer land on the safe value.
 @Suite("ABI codes")
 struct ABICodeTests {
+    /// A header edit the host answers with any status but `PH_OK` was not made: the setter
+    /// throws (it took only `PH_INVALID` for a refusal, and lost the edit without a word on another).
+    @Test func aHeaderEditAnsweredWithAnyStatusButOKThrows() {
+        #expect(throws: Never.self) { try HeaderValidation.explain(PH_OK, name: "X-A", value: "v") }
+        for status in [PH_ERROR, PH_INVALID, PH_NOT_FOUND, 99] {
+            #expect(throws: InterceptorError.invalidHeaderValue(name: "X-A"), "status \(status)") {
+                try HeaderValidation.explain(status, name: "X-A", value: "v")
+            }
+            #expect(throws: InterceptorError.invalidHeaderName("X A"), "status \(status)") {
+                try HeaderValidation.explain(status, name: "X A", value: "v")
+            }
+        }
+    }
+
     @Test func failureKindsRoundTrip() {
         // Since ABI 1.1 every kind has its own code.
         for kind in TransportFailureKind.allCases {

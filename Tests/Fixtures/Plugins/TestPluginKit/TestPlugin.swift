@@ -117,7 +117,9 @@ public struct TestPlugin<N: TestPluginName>: ExportablePlugin {
             let findings = [
                 "request: method \(request?.method ?? "-") url \(request?.url ?? "-") headers \(request?.headers.count ?? -1)",
                 "set \(error { try request?.setHeader("X-Late", "1") })",
-                "response: status \(old?.statusCode ?? -1) headers \(old?.headers.count ?? -1) set \(error { try old?.setHeader("X-Late", "1") })",
+                "response: status \(old?.statusCode ?? -1) headers \(old?.headers.count ?? -1) "
+                    + "request headers \(old.map { $0.requestHeaders.map { String($0.count) } ?? "unknown" } ?? "-") "
+                    + "set \(error { try old?.setHeader("X-Late", "1") })",
             ]
             try response.setHeader("X-Kept", findings.joined(separator: "; "))
         }
