@@ -749,6 +749,33 @@ struct LibraryDependencyTests {
         }
     }
 
+    /// A loader's cache that does not exist is judged by the nearest directory above it, as a
+    /// search directory that does not exist is: whoever may make it decides what the loader takes.
+    @Test func aMissingLoaderCacheOthersMayMakeIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let plugin = f.root + "/libnocache.so"
+        try install(try variant(runpath: "$ORIGIN"), at: plugin)
+        let open = try openDirectory()
+        defer { try? FileManager.default.removeItem(atPath: open) }
+        let cache = open + "/etc/ld.so.cache"
+        #expect(
+            try refusal(of: plugin, cache: cache, defaults: [])
+                == Self.writable(
+                    open, mode: "0777",
+                    is: "the nearest directory above the loader's cache \(cache) (which does not exist: who may write here may make it)"))
+        chmod(open, 0o755)
+        #expect(try refusal(of: plugin, cache: cache, defaults: []) == nil)
+        // A symbolic link to nothing in its place is refused: whoever makes its target decides.
+        #expect(symlink(open + "/elsewhere", open + "/etc") == 0)
+        #expect(
+            try refusal(of: plugin, cache: cache, defaults: [])
+                == PluginLoadError(
+                    .insecurePermissions, file: open + "/etc",
+                    reason: "a symbolic link to nothing on the path of the loader's cache \(cache); whoever may make its target "
+                        + "decides what is loaded: remove it or make its target"))
+    }
+
     /// A library no search path finds is taken from the loader's cache, else from its default
     /// directories: what it would find there is checked too, and so is the cache itself.
     @Test func whatTheLoaderTakesFromItsCacheOrDefaultDirectoriesIsChecked() throws {

@@ -617,6 +617,12 @@ enum FileSecurity {
             if let known = memo.caches[cachePath] { return known }
             var info = stat()
             guard stat(cachePath, &info) == 0 else {
+                // None now: whoever may make it decides what the loader takes from it later.
+                let existing = try FileSecurity.nearestExisting(cachePath, place: "on the path of the loader's cache \(cachePath)")
+                try FileSecurity.check(
+                    path: existing,
+                    role: "the nearest directory above the loader's cache \(cachePath) (which does not exist: who may write here may make it)",
+                    memo: &memo)
                 memo.caches[cachePath] = .some(nil)
                 return nil
             }
