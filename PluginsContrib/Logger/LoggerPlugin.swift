@@ -209,9 +209,12 @@ public struct LoggerPlugin: ExportablePlugin {
             // Whole and text: the cURL form sends it (redacted once, for both).
             if curl, shown.count == bytes.count { curlBody = text }
         }
-        secrets = Self.ordered(secrets)
+        // What the URL line shows redacted (a parameter inside another's value, a fragment's, a
+        // `+` read as a space) is scrubbed from the rest too: a server may echo the query.
+        var inURL: [String] = []
+        let url = redact(url: request.url, found: &inURL)
+        secrets = Self.ordered(secrets + inURL)
         started.set((context.services.monotonicNanoseconds(), secrets), for: context.requestID)
-        let url = redact(url: request.url)
         var lines = ["→ \(request.method) \(url) #\(context.requestID)" + (context.attempt > 1 ? " attempt \(context.attempt)" : "")]
         if level.rawValue >= Level.headers.rawValue {
             lines += headers.map { "  \($0.name): \(redact(header: $0))" }

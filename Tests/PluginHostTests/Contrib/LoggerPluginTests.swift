@@ -364,6 +364,32 @@ struct LoggerPluginTests {
         #expect(text.contains("  Location: //u:<redacted>@app.test/next"))
     }
 
+    /// Every value the request's URL line shows redacted is scrubbed from the rest of the log:
+    /// one inside another parameter's value (`next=/cb?access_token=…`), and a `+` in a value as
+    /// the space a server reads (httpbin echoes the query's values in its body).
+    @Test func valuesRedactedInTheRequestURLAreScrubbedFromEchoes() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        /// Sends the request to `url` as written (a target's parameters are escaped).
+        struct RawURL: Interceptor {
+            let url: String
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                try request.setURL(url)
+                return .proceed
+            }
+        }
+        let raw = try TestServer.url().absoluteString + "/anything/echo?next=/cb?access_token=nested-secret-1&signature=plus+secret+2&code=plain-3"
+        let provider = try f.provider(
+            [("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log"])], before: [RawURL(url: raw)])
+        let echoed = try await provider.request(try Bin("get")).value
+        #expect(String(decoding: echoed.data, as: UTF8.self).contains("plus secret 2"))
+        let text = log(f)
+        for secret in ["nested-secret-1", "plus secret 2", "plus+secret+2"] {
+            #expect(!text.contains(secret), "\(secret) leaked into the log")
+        }
+        #expect(text.contains("/anything/echo?next=/cb?access_token=<redacted>&signature=<redacted>&code=plain-3"))
+    }
+
     /// The cURL form is scrubbed before it is quoted (quoting rewrote a secret with `'`, or with
     /// non-ASCII bytes in `$'…'`, and the scrub missed it), sends its body with `--data-raw` (a
     /// body starting with `@` was a file for `--data-binary` to upload) and turns off globbing.
