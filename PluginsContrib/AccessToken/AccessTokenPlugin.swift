@@ -59,13 +59,17 @@ public struct AccessTokenPlugin: ExportablePlugin {
 
         static func == (a: Self, b: Self) -> Bool { UTF8Bytes.equal(a.scheme, b.scheme) && UTF8Bytes.equal(a.token, b.token) }
     }
-    /// Recent refreshes: the token each replaced, and when.
-    private let refreshes = Locked<[(token: String, time: Double)]>([])
+    /// Recent refreshes: the token each replaced, when, and whether it is over with that token
+    /// unchanged (a request retried after it still got a `401` with it): a later `401` with that
+    /// token asks for a refresh of its own, which counts.
+    private let refreshes = Locked<[(token: String, time: Double, settled: Bool)]>([])
 
     struct Carried {
         /// The token sent; nil: the request went without this plugin's token.
         var token: String?
         var retried = false
+        /// The token whose refresh this request's retry waited for (nil: retried without one).
+        var refreshed: String?
     }
 
     /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
@@ -323,8 +327,18 @@ public struct AccessTokenPlugin: ExportablePlugin {
     /// after a refresh unless another request already refreshed the token; excessive refreshes
     /// fail the request.
     public func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
-        guard refreshOnUnauthorized, result.response?.statusCode == 401, let sent = try sent(result, context: context), !sent.retried else {
+        guard refreshOnUnauthorized, result.response?.statusCode == 401, let sent = try sent(result, context: context) else {
             carried.remove(context.requestID)
+            return .proceed
+        }
+        guard !sent.retried else {
+            // Refused again with the token whose refresh it waited for: that refresh is over and
+            // left the token as it was (the refresher gave it back): 401s with it share it no more.
+            if let refreshed = carried.remove(context.requestID)?.refreshed, UTF8Bytes.equal(refreshed, sent.token) {
+                refreshes.withLock { times in
+                    for index in times.indices where UTF8Bytes.equal(times[index].token, refreshed) { times[index].settled = true }
+                }
+            }
             return .proceed
         }
         carried.update(context.requestID, initial: Carried(token: sent.token)) { $0.retried = true }
@@ -340,10 +354,10 @@ public struct AccessTokenPlugin: ExportablePlugin {
         let now = context.services.now()
         let (allowed, recent) = refreshes.withLock { times -> (Bool, Int) in
             times = times.filter { now - $0.time < refreshWindow }
-            let shared = times.contains { UTF8Bytes.equal($0.token, sent.token) }
+            let shared = times.contains { !$0.settled && UTF8Bytes.equal($0.token, sent.token) }
             let allowed = shared || times.count < maxRefreshes
             let recent = times.count
-            if allowed && !shared { times.append((sent.token, now)) }
+            if allowed && !shared { times.append((sent.token, now, false)) }
             return (allowed, recent)
         }
         guard allowed else {
@@ -351,6 +365,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
             throw Failure(
                 description: "access-token: excessive refresh: \(recent) refreshes within \(refreshWindow) s (maxRefreshes \(maxRefreshes))")
         }
+        carried.update(context.requestID, initial: Carried(token: sent.token, retried: true)) { $0.refreshed = sent.token }
         return .retry(refresh: CredentialRefresh(key: key, staleValue: sent.token))
     }
 }

@@ -353,6 +353,31 @@ struct AccessTokenPluginTests {
         #expect(count.value == 1)
     }
 
+    /// A refresh that gave the same token back is over: a later `401` with that token asks for a
+    /// refresh of its own, which counts against `maxRefreshes` (it shared the first for good, and
+    /// only the host's limit stopped the refreshes).
+    @Test func aRefreshThatGaveTheSameTokenBackIsSharedNoMore() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("access-token", ["maxRefreshes": 1, "refreshWindow": 60])], services: PluginServices(maxRefreshes: 100))
+        let count = LockedCounter()
+        provider.services.setValue("bad-0", forKey: "access_token")
+        provider.services.registerRefresher(forKey: "access_token") { _ in
+            count.increment()
+            return "bad-0"
+        }
+        #expect(try await provider.request(try Bin("fixture/token")).value.statusCode == 401)
+        for _ in 0..<2 {
+            let again = await provider.request(try Bin("fixture/token")).result
+            guard case .failure(.interceptor("access-token", .process, let message)) = again else {
+                Issue.record("got \(again)")
+                continue
+            }
+            #expect(message == "access-token: excessive refresh: 1 refreshes within 60.0 s (maxRefreshes 1)")
+        }
+        #expect(count.value == 1)
+    }
+
     /// Without `origins` the token goes to https and to loopback hosts only: a request with a
     /// token over plain http to any other host fails before anything is sent (one without a
     /// token goes: it has nothing to give away). With `origins`, only they get the token (`*.`
