@@ -176,10 +176,16 @@ public struct CredentialsPlugin: ExportablePlugin {
     }
 
     /// Answers a Basic or Digest challenge from a host (port, scheme, realm) credentials are
-    /// configured for, up to `rounds` answers per request; otherwise the default handling.
+    /// configured for, up to `rounds` answers per request; otherwise the default handling. A
+    /// server's Basic challenge to a host a preemptive entry sends credentials to up front has
+    /// had one answer already: that `Authorization`.
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
-        guard HTTPHeader.namesEqual(challenge.method, "Basic") || HTTPHeader.namesEqual(challenge.method, "Digest"),
-            challenge.previousFailureCount < rounds,
+        let basic = HTTPHeader.namesEqual(challenge.method, "Basic")
+        let sentUpFront =
+            basic && !challenge.isProxy
+            && entries.contains { $0.preemptive && !$0.proxy && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme) }
+        guard basic || HTTPHeader.namesEqual(challenge.method, "Digest"),
+            challenge.previousFailureCount + (sentUpFront ? 1 : 0) < rounds,
             let entry = entries.first(where: {
                 $0.proxy == challenge.isProxy
                     && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme) && $0.answers(realm: challenge.realm)

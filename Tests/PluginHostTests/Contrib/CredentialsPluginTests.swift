@@ -47,6 +47,32 @@ struct CredentialsPluginTests {
                     + "the challenge is rejected"), "\(lines.log)")
     }
 
+    /// The `Authorization` a preemptive entry sends up front is its first answer: a wrong
+    /// password goes `rounds` times per attempt, not once more (the server's `401` to it was
+    /// answered again with the same password, one failure more for a server that locks accounts).
+    @Test func aPreemptiveAnswerIsARound() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for rounds in [1, 2] {
+            let key = "preemptive-\(rounds)-\(UUID().uuidString)"
+            let wrong = try entry(preemptive: true, extra: ["password": "wrong"])
+            let provider = try f.provider([("credentials", ["rounds": rounds, "credentials": [wrong]])])
+            let target = try Bin(
+                "fixture/digest", task: .requestParameters(parameters: ["key": key, "offer": "Basic"], encoding: URLEncoding.queryString))
+            let refused = try await provider.request(target).value
+            #expect(refused.statusCode == 401)
+            #expect(try refused.mapJSON()["count"]?.intValue == rounds, "rounds \(rounds)")
+        }
+        // The right password up front: one request.
+        let provider = try f.provider([("credentials", ["rounds": 1, "credentials": [try entry(preemptive: true)]])])
+        let key = "preemptive-right-\(UUID().uuidString)"
+        let target = try Bin(
+            "fixture/digest", task: .requestParameters(parameters: ["key": key, "offer": "Basic"], encoding: URLEncoding.queryString))
+        let answered = try await provider.request(target).value
+        #expect(answered.statusCode == 200)
+        #expect(try answered.mapJSON()["count"]?.intValue == 1)
+    }
+
     /// `"port": null` is any port, as an absent one: it was port 0, and the entry never answered.
     @Test func aNullPortIsAnyPort() async throws {
         let f = try PluginFixtures()
