@@ -1111,14 +1111,18 @@ public struct LoggerPlugin: ExportablePlugin {
         }
         var parts = ["curl", "-X", plainMethod ? request.method : quoted(request.method)]
         for header in request.headers { parts += ["-H", quoted("\(header.name): \(redact(header: header))")] }
-        if let body = request.body, !body.isEmpty {
+        // A body the log does not show is not sent either: a placeholder sent as data (it was
+        // `--data-raw '<7 bytes>'`) is another request. A comment says what is missing.
+        var missing: String?
+        if let count = request.body?.count, count > 0 {
             if let text {
                 parts += ["--data-raw", quoted(text)]
             } else {
-                parts += ["--data-raw", quoted("<\(body.count) bytes>")]
+                missing = "# the body (\(count) bytes) is not shown: " + (level == .body ? "over maxBodyBytes, or not text" : "level body shows it")
             }
         }
         parts += ["--globoff", quoted(url)]
+        if let missing { parts.append(missing) }
         return parts.joined(separator: " ")
     }
 

@@ -415,6 +415,24 @@ struct LoggerPluginTests {
         #expect(!text.contains("--data-binary"))
     }
 
+    /// A body the log does not show (below level `body`, or over `maxBodyBytes`) is not in the
+    /// cURL form either, and a comment says so: the form sent the placeholder `<7 bytes>` as data.
+    @Test func theCURLFormSendsNoBodyTheLogDoesNotShow() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for (level, maxBodyBytes, why) in [("headers", 4096, "level body shows it"), ("body", 4, "over maxBodyBytes, or not text")] {
+            let file = f.root + "/\(level).log"
+            let provider = try f.provider([
+                ("logger", ["level": level, "output": "file", "file": file, "curl": true, "maxBodyBytes": maxBodyBytes])
+            ])
+            let target = try Bin("anything", method: .post, task: .requestData(Data(#"{"a":1}"#.utf8)))
+            _ = try await provider.request(target).value
+            let text = try String(contentsOfFile: file, encoding: .utf8)
+            #expect(!text.contains("--data-raw"), "\(text)")
+            #expect(text.contains("/anything' # the body (7 bytes) is not shown: \(why)\n"), "\(text)")
+        }
+    }
+
     /// The values of password and token fields in bodies (a JSON member at any depth, its name
     /// escaped or not, in any case; a form field) show as `<redacted>`: in a request's body, its
     /// cURL form and a response's body; and a request's are scrubbed from the rest (httpbin
