@@ -94,8 +94,12 @@ public struct SignaturePlugin: ExportablePlugin {
     /// others may read was used as it was).
     static func readSecret(_ path: String) throws -> String? {
         var status = stat()
-        if lstat(path, &status) != 0, errno == ENOENT { return nil }
         func refused(_ why: String) -> Failure { Failure(description: "signature: the secret file \(path) \(why)") }
+        if lstat(path, &status) != 0 {
+            if errno == ENOENT { return nil }
+            // Not a stat of nothing to judge by (it said "is not a regular file").
+            throw refused("cannot be checked: \(String(cString: strerror(errno)))")
+        }
         guard let (fd, opened) = FileDescriptor.openRegularFile(path, limit: maxSecretFileBytes) else {
             if let problem = FileDescriptor.privacyProblem(status, .file) { throw refused(problem) }
             throw refused("cannot be read, or is larger than \(maxSecretFileBytes) bytes")

@@ -242,7 +242,8 @@ struct SignaturePluginTests {
         for (path, why) in [
             (file, "has mode 644: group or others may read or write it; chmod 600 it"), (fifo, "is not a regular file"),
             (large, "cannot be read, or is larger than 65536 bytes"), (link, "is not a regular file"),
-            ("/dev/zero", "is not a regular file"),
+            ("/dev/zero", "is not a regular file"), (file + "/inside", "cannot be checked: Not a directory"),
+            (f.root + "/" + String(repeating: "n", count: 300), "cannot be checked: File name too long"),
         ] {
             let provider = try f.provider([("signature", ["secretFile": path, "secretKey": "pluginhost-no-such-key"])])
             let result = await provider.request(try Bin("get")).result
