@@ -31,6 +31,24 @@ struct ABIMinorTests {
         #expect(response.value(forHTTPHeaderField: "X-Response-Order") == "cplugin,alpha")
     }
 
+    /// A plugin built against 1.0 cannot tell a proxy's `407` from a server's `401` (the
+    /// challenge's host is the request's): it is not asked about a proxy, and so gives it no
+    /// server password. A server's challenge it still answers.
+    @Test func aPluginBuiltBefore1_6IsNotAskedAboutAProxy() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("CPluginTestPlugin")
+        let plugins = try PluginLoader.load(manifest: try f.manifest([["name": "cplugin"]]), services: PluginServices())
+        let proxy = ProxyChallengeTransport()
+        let refused = try await Provider<Bin>(transport: proxy, interceptors: plugins).request(
+            try Bin("through/proxy", base: URL(string: "http://origin.test")!)
+        ).value
+        #expect(refused.statusCode == 407)
+        #expect(proxy.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Proxy-Authorization") } } == [nil])
+        let answered = try await Provider<Bin>(interceptors: plugins).request(try Bin("basic-auth/c-user/c-secret")).value
+        #expect(answered.statusCode == 200)
+    }
+
     @Test func declaredHooksAreTheOnlyOnesCalled() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }

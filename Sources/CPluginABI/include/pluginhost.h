@@ -168,7 +168,8 @@ typedef struct ph_challenge {
      * was a 1.5 challenge's tail padding, so struct_size, 88 on a 64-bit host of either minor,
      * cannot tell them apart; later additions go where they change the size): 1 for a proxy's 407
      * (Proxy-Authenticate; host, port and scheme are then still the request's), 0 for a 401.
-     * A plugin that holds server passwords answers no proxy with them. */
+     * A plugin that holds server passwords answers no proxy with them. A plugin whose descriptor
+     * says a minor below 6 is never asked about a proxy's 407 (it could not tell it from a 401). */
     int32_t is_proxy;
 } ph_challenge;
 

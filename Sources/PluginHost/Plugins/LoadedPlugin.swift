@@ -153,8 +153,12 @@ public final class LoadedPlugin: Interceptor, @unchecked Sendable {
     }
 
     /// Calls the library's `credential` for a challenge.
+    /// A plugin built before ABI 1.6 is not asked about a proxy's `407`: its challenge cannot
+    /// say it is a proxy's (host, port and scheme are the request's), and a plugin that answers
+    /// the server would give the proxy the server's password.
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
         guard activeHooks & PH_HOOK_CREDENTIAL != 0, let hook = descriptor.pointee.credential else { return .performDefault }
+        if challenge.isProxy && library.info.abiMinor < 6 { return .performDefault }
         let arena = ByteArena()
         var c = ph_challenge()
         c.struct_size = UInt32(MemoryLayout<ph_challenge>.size)

@@ -1,6 +1,8 @@
 /* A plugin written in plain C against pluginhost.h (test fixture), as built against ABI 1.0:
  * its descriptor says 1.0 and has the 1.0 size, and it calls nothing 1.1 added.
- * prepare appends "cplugin" to X-Order; process appends it to X-Response-Order.
+ * prepare appends "cplugin" to X-Order; process appends it to X-Response-Order; credential answers
+ * every Basic or Digest challenge with user "c-user", password "c-secret" (a 1.0 challenge does not
+ * tell a proxy's 407 from a server's 401: the host must not ask it about a proxy).
  * Configuration: {} or {"fail": "message"} (create refuses with that message). */
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +86,18 @@ static int32_t process(void *instance, ph_result *result, const ph_context *cont
     return PH_OK;
 }
 
+static ph_credential_answer credential(void *instance, const ph_challenge *challenge, const ph_context *context, uint8_t *user,
+                                       size_t *user_len, uint8_t *password, size_t *password_len, size_t capacity) {
+    (void)instance;
+    (void)context;
+    if (challenge->previous_failure_count > 0 || capacity < 16) return PH_CREDENTIAL_DEFAULT;
+    memcpy(user, "c-user", 6);
+    *user_len = 6;
+    memcpy(password, "c-secret", 8);
+    *password_len = 8;
+    return PH_CREDENTIAL_USE;
+}
+
 static const ph_plugin_descriptor descriptor = {
     .struct_size = PH_DESCRIPTOR_SIZE_V1_0,
     .abi_major = PH_ABI_MAJOR,
@@ -97,6 +111,7 @@ static const ph_plugin_descriptor descriptor = {
     .destroy = destroy,
     .prepare = prepare,
     .process = process,
+    .credential = credential,
 };
 
 const ph_plugin_descriptor *pluginhost_plugin_v1(void) { return &descriptor; }
