@@ -72,7 +72,8 @@ public struct CredentialsPlugin: ExportablePlugin {
         try configuration.rejectUnknownKeys(["credentials", "rounds"])
         rounds = try configuration.integer("rounds", default: 1, in: 1...3)
         guard let list = configuration.values["credentials"]?.arrayValue else {
-            if configuration.values["credentials"] == nil {
+            // `null` is no list, as an absent key (the manifest's way to drop a bundle's default).
+            if configuration.values["credentials"] == nil || configuration.values["credentials"] == .null {
                 entries = []
                 return
             }
@@ -108,7 +109,7 @@ public struct CredentialsPlugin: ExportablePlugin {
                         + "or trailing dot); the port goes in port")
             }
             guard let user = try field({ try entry.string("user") }) else {
-                throw configuration.error("credentials[\(index)].user must be a string")
+                throw configuration.error("credentials[\(index)].user is required: the user name to answer with")
             }
             if user.contains(":") {
                 throw configuration.error("credentials[\(index)].user must not hold a colon: Basic credentials are split at the first one")

@@ -39,6 +39,11 @@ struct ContribConfigTests {
             "credentials: credentials[0].port must be between 1 and 65535"
         ),
         ("credentials", #"{"rounds": 4}"#, "credentials: rounds must be between 1 and 3"),
+        (
+            "credentials", #"{"credentials": [{"host": "h", "password": "p"}]}"#,
+            "credentials: credentials[0].user is required: the user name to answer with"
+        ),
+        ("credentials", #"{"credentials": {"host": "h"}}"#, "credentials: credentials must be a list of objects"),
         ("credentials", #"{"rounds": 1.5}"#, "credentials: rounds must be a whole number"),
         ("activity", #"{"defaultVisibility": "blink"}"#, "activity: defaultVisibility must be one of show, hide"),
         ("logger", #"{"level": "verbose"}"#, "logger: level must be one of off, basic, headers, body"),
@@ -135,6 +140,14 @@ struct ContribConfigTests {
 extension ContribConfigTests {
     /// `null` is an absent key for the logger's `file` too, as for every other key: it was
     /// refused as a file named with another output.
+    /// `"credentials": null` is no entries, as an absent key (every other key reads `null` so).
+    @Test func theCredentialsNullListIsNoEntries() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider: Provider<Bin> = try f.provider([("credentials", ["credentials": NSNull()])])
+        #expect(provider.interceptors.count == 1)
+    }
+
     @Test func theLoggersNullFileIsNoFile() throws {
         let f = try PluginFixtures()
         defer { f.remove() }
