@@ -78,8 +78,9 @@ package final class AtomicCount: @unchecked Sendable {
 final class CallGate: @unchecked Sendable {
     // Safe: the memory is read and written only atomically, and freed by `deinit` alone.
     private let slot: UnsafeMutablePointer<Int>
-    /// Added to the count by ``close()``: far above any number of calls under way at once.
-    private static let closedMark = 1 << 40
+    /// Added to the count by ``close()``: far above any number of calls under way at once (and
+    /// twice it still an `Int`).
+    private static let closedMark = Int.max / 4 + 1
 
     init() {
         slot = .allocate(capacity: 1)
@@ -98,18 +99,27 @@ final class CallGate: @unchecked Sendable {
             ph_atomic_add_count(slot, -1)
             return closed()
         }
-        defer { ph_atomic_add_count(slot, -1) }
+        // This thread is in one more call of this gate (its close() from within does not wait for it).
+        var outerDepth = 0
+        let outer = ph_gate_thread_current(&outerDepth)
+        let me = UnsafeRawPointer(slot)
+        ph_gate_thread_set(me, outer == me ? outerDepth + 1 : 1)
+        defer {
+            ph_gate_thread_set(outer, outerDepth)
+            ph_atomic_add_count(slot, -1)
+        }
         return body()
     }
 
-    /// Shuts out the calls from now on and waits for those under way to return.
+    /// Shuts out the calls from now on and waits for those under way to return, but for the
+    /// ones this thread is in (a host call of the instance that led to its destroy: an event
+    /// handler that reloads, a log handler that lets the provider go).
     func close() {
         guard ph_atomic_add_fetch_count(slot, Self.closedMark) < 2 * Self.closedMark else { return }
-        while ph_atomic_load_count(slot) % Self.closedMark != 0 { sched_yield() }
+        var depth = 0
+        let own = ph_gate_thread_current(&depth) == UnsafeRawPointer(slot) ? depth : 0
+        while ph_atomic_load_count(slot) % Self.closedMark > own { sched_yield() }
     }
-
-    /// Whether ``close()`` was called.
-    var isClosed: Bool { ph_atomic_load_count(slot) >= Self.closedMark }
 }
 
 /// A value made on first read and the same for every read after it, from any thread, without a

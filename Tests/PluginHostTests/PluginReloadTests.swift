@@ -380,8 +380,9 @@ struct PluginReloadTests {
     }
 
     /// A `Task {}` started within a reload (by a subscriber the new plugin's `create` reached)
-    /// inherits the reload's scope; once that reload has returned, its own reload runs.
-    @Test func aTaskStartedDuringAReloadReloadsAfterIt() async throws {
+    /// inherits the reload's scope; once that reload has returned, its own reload runs. One that
+    /// reloads at once, on its own thread, waits for the reload and reloads after it.
+    @Test(arguments: [true, false]) func aTaskStartedDuringAReloadReloadsAfterIt(waits: Bool) async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
         try f.bundle("GenerationTestPlugin")
@@ -399,7 +400,7 @@ struct PluginReloadTests {
             }
             guard first else { return }
             Task {
-                for _ in 0..<200 where !outerDone.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+                if waits { for _ in 0..<200 where !outerDone.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) } }
                 do throws(PluginLoadError) {
                     let report = try provider.reloadPlugins()
                     inner.withLock { $0 = "generation \(report.generation)" }
@@ -444,6 +445,34 @@ struct PluginReloadTests {
         #expect(lines.withLock { $0 }.filter { $0.contains("late") } == [])
         #expect(!events.withLock { $0 }.contains("late"))
         #expect(services.value(forKey: "late") == nil)
+    }
+
+    /// A plugin's host call that leads to its own destroy on the same thread (its thread emits an
+    /// event; the subscriber reloads, and the old instance goes at once) does not wait for
+    /// itself: `destroy` waits for the other threads' calls only.
+    @Test func aHostCallThatDestroysItsOwnInstanceReturns() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("GenerationTestPlugin")
+        let manifest = try writeManifest(f, generation: 1, extra: ["tickAfter": 0.3])
+        let provider = try Provider<Bin>(manifest: manifest)
+        let livesBefore = try await liveInstances(provider)
+        _ = try writeManifest(f, generation: 2)
+        let reloaded = Locked<String?>(nil)
+        let subscription = provider.services.subscribe { event in
+            guard event.name == "tick" else { return }
+            do throws(PluginLoadError) {
+                let report = try provider.reloadPlugins()
+                reloaded.withLock { $0 = "generation \(report.generation), from \(event.fields["generation"] ?? "?")" }
+            } catch {
+                reloaded.withLock { $0 = "\(error)" }
+            }
+        }
+        defer { subscription.cancel() }
+        #expect(await eventually(10) { reloaded.withLock { $0 } != nil })
+        #expect(reloaded.withLock { $0 } == "generation 2, from 1")
+        // The old instance went in the reload (the new one took its place).
+        #expect(try await liveInstances(provider) == livesBefore)
     }
 
     @Test func aProviderWithoutAManifestHasNothingToReload() {

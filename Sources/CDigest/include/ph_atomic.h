@@ -3,8 +3,9 @@
  * (a view no one else holds is pointed at the next request's handle; the hooks that read it run on
  * other threads) and for values made once on first read (`OnceSlot`).
  *
- * Also a count read on every request where a lock would cost more than the read (event subscribers),
- * and, on Linux, the lock of PluginSDK's `Locked` (ph_lock, ph_unlock).
+ * Also a count read on every request where a lock would cost more than the read (event subscribers,
+ * a plugin instance's host calls under way), and, on Linux, the lock of PluginSDK's `Locked`
+ * (ph_lock, ph_unlock).
  *
  * Not part of the plugin ABI (that is pluginhost.h). Acquire and release: a hook that reads the
  * handle a view was pointed at sees it whole, and the thread sanitizer sees two atomic accesses.
@@ -31,6 +32,17 @@ static inline intptr_t ph_atomic_load_count(const intptr_t *slot) { return __ato
 
 /* Adds delta to *slot. */
 static inline void ph_atomic_add_count(intptr_t *slot, intptr_t delta) { __atomic_add_fetch(slot, delta, __ATOMIC_ACQ_REL); }
+
+/* PluginSDK's CallGate (a plugin instance's host calls under way): the gate the current thread
+ * passes through innermost, and how many of its calls this thread is in, so that the gate's close()
+ * (the instance's destroy) reached from within one of them does not wait for itself.
+ * (Thread-local storage in ph_gate.c: Swift emits no storage for one declared in a header.) */
+
+/* The innermost gate of this thread, its depth in *depth. */
+const void *ph_gate_thread_current(intptr_t *depth);
+
+/* Makes gate, at depth, this thread's innermost. */
+void ph_gate_thread_set(const void *gate, intptr_t depth);
 
 /* Adds delta to *slot and returns the sum. */
 static inline intptr_t ph_atomic_add_fetch_count(intptr_t *slot, intptr_t delta) { return __atomic_add_fetch(slot, delta, __ATOMIC_ACQ_REL); }

@@ -218,7 +218,7 @@ extension Provider {
     /// One reload under `reloading`: the report and the generation it replaced.
     private func reloadSerialized() -> Result<(PluginReloadReport, ChainGeneration), PluginLoadError> {
         let me = ObjectIdentifier(self)
-        if ReloadScope.runs.contains(where: { $0.provider == me && $0.isRunning }) {
+        if ReloadScope.runs.contains(where: { $0.provider == me && $0.isRunning && $0.isOnThisThread }) {
             return .failure(
                 PluginLoadError(
                     .reloadInProgress, file: current.source?.manifest.path ?? "",
@@ -265,14 +265,18 @@ extension Provider {
 }
 
 /// The reloads the current task or thread runs within: a reload asked for from within one of the
-/// same provider (a plugin's `create` reaching a handler that reloads) is refused, not left
-/// waiting for itself. A `Task {}` started within a reload inherits its runs and may outlive
-/// them: a run counts only while its reload loads.
+/// same provider (a plugin's `create` reaching a handler that reloads: the same thread, for the
+/// reload is synchronous) is refused, not left waiting for itself. A `Task {}` started within a
+/// reload inherits its runs and runs on another thread, or after the reload: it waits for the
+/// reload, or reloads after it.
 enum ReloadScope {
     /// One reload's load of its manifest.
-    final class Run: Sendable {
+    final class Run: @unchecked Sendable {
+        // Safe: `thread` is never changed, and `running` is behind its lock.
         /// The provider reloading.
         let provider: ObjectIdentifier
+        /// The thread the reload runs on.
+        private let thread = pthread_self()
         private let running = Locked(true)
 
         init(provider: ObjectIdentifier) {
@@ -281,6 +285,9 @@ enum ReloadScope {
 
         /// Whether the reload still loads.
         var isRunning: Bool { running.withLock { $0 } }
+
+        /// Whether the reload runs on the calling thread.
+        var isOnThisThread: Bool { pthread_equal(thread, pthread_self()) != 0 }
 
         /// The load returned.
         func end() { running.withLock { $0 = false } }

@@ -48,7 +48,9 @@ final class LateCaller: Sendable {
 /// Stamps which instance handled a request (for the reload tests).
 ///
 /// Configuration: `generation` (number), `refuse` (`true`: create fails) and `announce` (`true`:
-/// create emits the event `created` with the field `generation`), `lateReport` (a path: see
+/// create emits the event `created` with the field `generation`), `tickAfter` (seconds: a thread
+/// of the plugin's own emits `tick`, with the field `generation`, that long after create),
+/// `lateReport` (a path: see
 /// ``LateCaller``). `prepare` sets the request header `X-Instance: g<generation>-<serial>` (and,
 /// with `lateReport`, `X-Generation-Key` to the host's value of `generation-key`); `process` sets
 /// the response headers `X-Instance` (its own stamp) and `X-Live-Instances` (instances alive in
@@ -64,13 +66,20 @@ public struct GenerationPlugin: ExportablePlugin {
     let late: LateCaller?
 
     public init(configuration: PluginConfiguration, host: any HostServices) throws {
-        try configuration.rejectUnknownKeys(["generation", "refuse", "announce", "lateReport"])
+        try configuration.rejectUnknownKeys(["generation", "refuse", "announce", "lateReport", "tickAfter"])
         if try configuration.bool("refuse", default: false) { throw configuration.error("refuse is true: this configuration is refused") }
         let generation = try configuration.integer("generation", default: 0)
         token = LiveToken()
         stamp = "g\(generation)-\(token.serial)"
         if try configuration.bool("announce", default: false) { host.emit("created", fields: ["generation": String(generation)]) }
         late = try configuration.string("lateReport").map { LateCaller(host: host, report: $0) }
+        let delay = try configuration.number("tickAfter", default: -1, in: -1...10)
+        if delay >= 0 {
+            Thread.detachNewThread {
+                usleep(UInt32(delay * 1_000_000))
+                host.emit("tick", fields: ["generation": String(generation)])
+            }
+        }
     }
 
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
