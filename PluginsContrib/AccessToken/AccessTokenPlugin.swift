@@ -68,8 +68,9 @@ public struct AccessTokenPlugin: ExportablePlugin {
         /// The token sent; nil: the request went without this plugin's token.
         var token: String?
         var retried = false
-        /// The token whose refresh this request's retry waited for (nil: retried without one).
-        var refreshed: String?
+        /// The token whose refresh this request's retry waited for, and when that refresh was
+        /// asked for (nil: retried without one).
+        var refreshed: (token: String, time: Double)?
     }
 
     /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
@@ -334,9 +335,12 @@ public struct AccessTokenPlugin: ExportablePlugin {
         guard !sent.retried else {
             // Refused again with the token whose refresh it waited for: that refresh is over and
             // left the token as it was (the refresher gave it back): 401s with it share it no more.
-            if let refreshed = carried.remove(context.requestID)?.refreshed, UTF8Bytes.equal(refreshed, sent.token) {
+            // Only that refresh: a later one of the same token may still run.
+            if let refreshed = carried.remove(context.requestID)?.refreshed, UTF8Bytes.equal(refreshed.token, sent.token) {
                 refreshes.withLock { times in
-                    for index in times.indices where UTF8Bytes.equal(times[index].token, refreshed) { times[index].settled = true }
+                    for index in times.indices where times[index].time == refreshed.time && UTF8Bytes.equal(times[index].token, refreshed.token) {
+                        times[index].settled = true
+                    }
                 }
             }
             return .proceed
@@ -352,20 +356,20 @@ public struct AccessTokenPlugin: ExportablePlugin {
         if !UTF8Bytes.equal(current, sent.token) { return .retry() }
         // Count refreshes, not requests asking for one: 401s carrying the same token share a refresh.
         let now = context.services.now()
-        let (allowed, recent) = refreshes.withLock { times -> (Bool, Int) in
+        let (allowed, recent, asked) = refreshes.withLock { times -> (Bool, Int, Double) in
             times = times.filter { now - $0.time < refreshWindow }
-            let shared = times.contains { !$0.settled && UTF8Bytes.equal($0.token, sent.token) }
-            let allowed = shared || times.count < maxRefreshes
+            let shared = times.last { !$0.settled && UTF8Bytes.equal($0.token, sent.token) }
+            let allowed = shared != nil || times.count < maxRefreshes
             let recent = times.count
-            if allowed && !shared { times.append((sent.token, now, false)) }
-            return (allowed, recent)
+            if allowed && shared == nil { times.append((sent.token, now, false)) }
+            return (allowed, recent, shared?.time ?? now)
         }
         guard allowed else {
             carried.remove(context.requestID)
             throw Failure(
                 description: "access-token: excessive refresh: \(recent) refreshes within \(refreshWindow) s (maxRefreshes \(maxRefreshes))")
         }
-        carried.update(context.requestID, initial: Carried(token: sent.token, retried: true)) { $0.refreshed = sent.token }
+        carried.update(context.requestID, initial: Carried(token: sent.token, retried: true)) { $0.refreshed = (sent.token, asked) }
         return .retry(refresh: CredentialRefresh(key: key, staleValue: sent.token))
     }
 }
