@@ -178,21 +178,36 @@ public struct CredentialsPlugin: ExportablePlugin {
 
     /// Answers a Basic or Digest challenge from a host (port, scheme, realm) credentials are
     /// configured for, up to `rounds` answers per request; otherwise the default handling. A
-    /// server's Basic challenge to a host a preemptive entry sends credentials to up front has
-    /// had one answer already: that `Authorization`.
+    /// server's Basic challenge that the entry `prepare` sent up front would answer again has had
+    /// one answer already: that `Authorization` (to the target's origin, not a redirect's).
     public func credential(for challenge: AuthenticationChallenge, context: InterceptorContext) -> CredentialAnswer {
         let basic = HTTPHeader.namesEqual(challenge.method, "Basic")
-        let sentUpFront =
-            basic && !challenge.isProxy
-            && entries.contains { $0.preemptive && !$0.proxy && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme) }
         guard basic || HTTPHeader.namesEqual(challenge.method, "Digest"),
-            challenge.previousFailureCount + (sentUpFront ? 1 : 0) < rounds,
-            let entry = entries.first(where: {
+            let index = entries.firstIndex(where: {
                 $0.proxy == challenge.isProxy
                     && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme) && $0.answers(realm: challenge.realm)
-            }),
-            let password = entry.password(context.services)
+            })
         else { return .performDefault }
+        let entry = entries[index]
+        let sentUpFront =
+            basic && entry.preemptive && !entry.proxy && sentByPrepare(to: challenge) == index && Self.isOrigin(of: context.target, challenge)
+        guard challenge.previousFailureCount + (sentUpFront ? 1 : 0) < rounds, let password = entry.password(context.services) else {
+            return .performDefault
+        }
         return .useCredential(user: entry.user, password: password)
+    }
+
+    /// The index of the entry `prepare` sends up front to the challenge's host, if any.
+    func sentByPrepare(to challenge: AuthenticationChallenge) -> Int? {
+        entries.firstIndex { $0.preemptive && !$0.proxy && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme) }
+    }
+
+    /// Whether the challenge comes from the target's own origin (a redirect elsewhere dropped the
+    /// `Authorization` sent up front).
+    static func isOrigin(of target: TargetInfo, _ challenge: AuthenticationChallenge) -> Bool {
+        guard let url = URLComponents(string: target.baseURL), let host = url.host else { return false }
+        let scheme = url.scheme?.lowercased() ?? "http"
+        let port = url.port ?? URLParts.defaultPort(forScheme: scheme)
+        return comparable(host) == comparable(challenge.host) && port == challenge.port && scheme == challenge.scheme.lowercased()
     }
 }

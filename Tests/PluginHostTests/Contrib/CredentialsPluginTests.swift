@@ -63,6 +63,17 @@ struct CredentialsPluginTests {
             #expect(refused.statusCode == 401)
             #expect(try refused.mapJSON()["count"]?.intValue == rounds, "rounds \(rounds)")
         }
+        // A preemptive entry of another realm sent up front: the entry of the challenge's realm
+        // has had no answer yet, and gives one.
+        let otherRealm = try entry(preemptive: true, extra: ["password": "wrong", "realm": "admin"])
+        let challenged = try entry(extra: ["realm": "fixture-digest@127.0.0.1"])
+        let twoEntries = try f.provider([("credentials", ["rounds": 1, "credentials": [otherRealm, challenged]])])
+        let realmKey = "preemptive-realm-\(UUID().uuidString)"
+        let realmTarget = try Bin(
+            "fixture/digest", task: .requestParameters(parameters: ["key": realmKey, "offer": "Basic"], encoding: URLEncoding.queryString))
+        let answeredInRealm = try await twoEntries.request(realmTarget).value
+        #expect(answeredInRealm.statusCode == 200)
+        #expect(try answeredInRealm.mapJSON()["count"]?.intValue == 2)
         // The right password up front: one request.
         let provider = try f.provider([("credentials", ["rounds": 1, "credentials": [try entry(preemptive: true)]])])
         let key = "preemptive-right-\(UUID().uuidString)"
