@@ -53,35 +53,32 @@ struct CredentialsPluginTests {
     @Test func aPreemptiveAnswerIsARound() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
+        /// The status of one request to the fixture's counting Basic endpoint, and how many
+        /// requests the endpoint saw for it.
+        func statusAndRequests(rounds: Int, _ entries: [[String: Any]]) async throws -> (Int, Int?) {
+            let provider = try f.provider([("credentials", ["rounds": rounds, "credentials": entries])])
+            let parameters = ["key": "preemptive-\(UUID().uuidString)", "offer": "Basic"]
+            let target = try Bin("fixture/digest", task: .requestParameters(parameters: parameters, encoding: URLEncoding.queryString))
+            let response = try await provider.request(target).value
+            return (response.statusCode, try response.mapJSON()["count"]?.intValue)
+        }
+        let wrong = try entry(preemptive: true, extra: ["password": "wrong"])
         for rounds in [1, 2] {
-            let key = "preemptive-\(rounds)-\(UUID().uuidString)"
-            let wrong = try entry(preemptive: true, extra: ["password": "wrong"])
-            let provider = try f.provider([("credentials", ["rounds": rounds, "credentials": [wrong]])])
-            let target = try Bin(
-                "fixture/digest", task: .requestParameters(parameters: ["key": key, "offer": "Basic"], encoding: URLEncoding.queryString))
-            let refused = try await provider.request(target).value
-            #expect(refused.statusCode == 401)
-            #expect(try refused.mapJSON()["count"]?.intValue == rounds, "rounds \(rounds)")
+            let (status, requests) = try await statusAndRequests(rounds: rounds, [wrong])
+            #expect(status == 401)
+            #expect(requests == rounds, "rounds \(rounds)")
         }
         // A preemptive entry of another realm sent up front: the entry of the challenge's realm
         // has had no answer yet, and gives one.
         let otherRealm = try entry(preemptive: true, extra: ["password": "wrong", "realm": "admin"])
         let challenged = try entry(extra: ["realm": "fixture-digest@127.0.0.1"])
-        let twoEntries = try f.provider([("credentials", ["rounds": 1, "credentials": [otherRealm, challenged]])])
-        let realmKey = "preemptive-realm-\(UUID().uuidString)"
-        let realmTarget = try Bin(
-            "fixture/digest", task: .requestParameters(parameters: ["key": realmKey, "offer": "Basic"], encoding: URLEncoding.queryString))
-        let answeredInRealm = try await twoEntries.request(realmTarget).value
-        #expect(answeredInRealm.statusCode == 200)
-        #expect(try answeredInRealm.mapJSON()["count"]?.intValue == 2)
+        let (inRealm, inRealmRequests) = try await statusAndRequests(rounds: 1, [otherRealm, challenged])
+        #expect(inRealm == 200)
+        #expect(inRealmRequests == 2)
         // The right password up front: one request.
-        let provider = try f.provider([("credentials", ["rounds": 1, "credentials": [try entry(preemptive: true)]])])
-        let key = "preemptive-right-\(UUID().uuidString)"
-        let target = try Bin(
-            "fixture/digest", task: .requestParameters(parameters: ["key": key, "offer": "Basic"], encoding: URLEncoding.queryString))
-        let answered = try await provider.request(target).value
-        #expect(answered.statusCode == 200)
-        #expect(try answered.mapJSON()["count"]?.intValue == 1)
+        let (right, rightRequests) = try await statusAndRequests(rounds: 1, [try entry(preemptive: true)])
+        #expect(right == 200)
+        #expect(rightRequests == 1)
     }
 
     /// `"port": null` is any port, as an absent one: it was port 0, and the entry never answered.
