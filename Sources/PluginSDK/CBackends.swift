@@ -13,8 +13,13 @@ final class CHostServices: HostServices, @unchecked Sendable {
     /// Counts the calls through `api` under way; closed when the instance is destroyed.
     let gate = CallGate()
 
+    /// Whether a 1.3 host answers `result_request_headers`: read from the table once, at create
+    /// (a constant of the host, asked by every 401 of access-token: no call through the gate).
+    let responsesCarryRequestHeaders: Bool
+
     init(api: UnsafePointer<ph_host_api>) {
         self.api = api
+        responsesCarryRequestHeaders = api.pointee.abi_minor >= 3 && api.pointee.result_request_headers != nil
     }
 
     /// The last value read and its key: a plugin reads the same key (its token, its secret) for
@@ -74,11 +79,6 @@ final class CHostServices: HostServices, @unchecked Sendable {
             guard api.pointee.abi_minor >= 1, let ask = api.pointee.has_subscribers else { return true }
             return ask(api) != 0
         }
-    }
-
-    /// A 1.3 host answers `result_request_headers`.
-    var responsesCarryRequestHeaders: Bool {
-        gate.pass(closed: false) { api.pointee.abi_minor >= 3 && api.pointee.result_request_headers != nil }
     }
 
     func now() -> Double { gate.pass(closed: Date().timeIntervalSince1970) { api.pointee.now(api) } }
