@@ -165,13 +165,11 @@ public struct CredentialsPlugin: ExportablePlugin {
     /// Sends Basic credentials up front to a host whose entry is `preemptive`, unless the request
     /// already carries `Authorization`.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
-        guard entries.contains(where: \.preemptive), let url = URLComponents(string: request.url), let host = url.host else { return .proceed }
-        let scheme = url.scheme?.lowercased() ?? "http"
-        let port = url.port ?? URLParts.defaultPort(forScheme: scheme)
-        guard request.header("Authorization") == nil,
-            let entry = entries.first(where: { $0.preemptive && !$0.proxy && $0.matches(host: host, port: port, scheme: scheme) }),
-            let password = entry.password(context.services)
+        guard entries.contains(where: \.preemptive), let (host, port, scheme) = Self.origin(request.url) else { return .proceed }
+        guard request.header("Authorization") == nil, let index = upFront(host: host, port: port, scheme: scheme),
+            let password = entries[index].password(context.services)
         else { return .proceed }
+        let entry = entries[index]
         try request.setHeader("Authorization", "Basic " + Data("\(entry.user):\(password)".utf8).base64EncodedString())
         return .proceed
     }
@@ -190,24 +188,30 @@ public struct CredentialsPlugin: ExportablePlugin {
         else { return .performDefault }
         let entry = entries[index]
         let sentUpFront =
-            basic && entry.preemptive && !entry.proxy && sentByPrepare(to: challenge) == index && Self.isOrigin(of: context.target, challenge)
+            basic && upFront(host: challenge.host, port: challenge.port, scheme: challenge.scheme) == index
+            && Self.isOrigin(of: context.target, challenge)
         guard challenge.previousFailureCount + (sentUpFront ? 1 : 0) < rounds, let password = entry.password(context.services) else {
             return .performDefault
         }
         return .useCredential(user: entry.user, password: password)
     }
 
-    /// The index of the entry `prepare` sends up front to the challenge's host, if any.
-    func sentByPrepare(to challenge: AuthenticationChallenge) -> Int? {
-        entries.firstIndex { $0.preemptive && !$0.proxy && $0.matches(host: challenge.host, port: challenge.port, scheme: challenge.scheme) }
+    /// The index of the entry `prepare` sends up front to an origin, if any.
+    func upFront(host: String, port: Int, scheme: String) -> Int? {
+        entries.firstIndex { $0.preemptive && !$0.proxy && $0.matches(host: host, port: port, scheme: scheme) }
+    }
+
+    /// A URL's host, port (the scheme's default when none is written) and lower-case scheme.
+    static func origin(_ url: String) -> (host: String, port: Int, scheme: String)? {
+        guard let url = URLComponents(string: url), let host = url.host else { return nil }
+        let scheme = url.scheme?.lowercased() ?? "http"
+        return (host, url.port ?? URLParts.defaultPort(forScheme: scheme), scheme)
     }
 
     /// Whether the challenge comes from the target's own origin (a redirect elsewhere dropped the
     /// `Authorization` sent up front).
     static func isOrigin(of target: TargetInfo, _ challenge: AuthenticationChallenge) -> Bool {
-        guard let url = URLComponents(string: target.baseURL), let host = url.host else { return false }
-        let scheme = url.scheme?.lowercased() ?? "http"
-        let port = url.port ?? URLParts.defaultPort(forScheme: scheme)
+        guard let (host, port, scheme) = origin(target.baseURL) else { return false }
         return comparable(host) == comparable(challenge.host) && port == challenge.port && scheme == challenge.scheme.lowercased()
     }
 }
