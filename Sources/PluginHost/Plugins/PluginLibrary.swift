@@ -618,11 +618,7 @@ enum FileSecurity {
             var info = stat()
             guard stat(cachePath, &info) == 0 else {
                 // None now: whoever may make it decides what the loader takes from it later.
-                let existing = try FileSecurity.nearestExisting(cachePath, place: "on the path of the loader's cache \(cachePath)")
-                try FileSecurity.check(
-                    path: existing,
-                    role: "the nearest directory above the loader's cache \(cachePath) (which does not exist: who may write here may make it)",
-                    memo: &memo)
+                try FileSecurity.checkWhoMayMake(cachePath, described: "the loader's cache \(cachePath)", memo: &memo)
                 memo.caches[cachePath] = .some(nil)
                 return nil
             }
@@ -869,15 +865,21 @@ enum FileSecurity {
     /// must keep others from making it: a plugin directory someone else made would refuse every
     /// load from then on (or, were it not checked, decide what code runs).
     static func checkPluginDirectory(_ directory: String, memo: inout CheckMemo) throws(PluginLoadError) {
-        let existing = try nearestExisting(directory, place: "on the path of the plugin directory \(directory)")
-        if existing == directory {
+        var info = stat()
+        if stat(directory, &info) == 0 {
             try check(path: directory, role: "the plugin directory", memo: &memo)
         } else {
-            try check(
-                path: existing,
-                role: "the nearest directory above the plugin directory \(directory) (which does not exist: who may write here may make it)",
-                memo: &memo)
+            try checkWhoMayMake(directory, described: "the plugin directory \(directory)", memo: &memo)
         }
+    }
+
+    /// Checks what decides who may make `path`, which does not exist: the nearest directory above
+    /// it that does, as ``check(path:role:sharedDirectory:)`` checks a file (a symbolic link to
+    /// nothing on the way is refused). `described` says what `path` is (`the plugin directory /x`).
+    static func checkWhoMayMake(_ path: String, described: String, memo: inout CheckMemo) throws(PluginLoadError) {
+        let existing = try nearestExisting(path, place: "on the path of \(described)")
+        try check(
+            path: existing, role: "the nearest directory above \(described) (which does not exist: who may write here may make it)", memo: &memo)
     }
 
     /// Checks a directory the loader searches, or the nearest one above it that exists, and each
