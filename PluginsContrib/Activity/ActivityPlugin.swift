@@ -64,8 +64,13 @@ public struct ActivityPlugin: ExportablePlugin {
         var inFlight = 0
         /// The attempts in flight, each with whether its `began` went out.
         var open: [Key: Bool] = [:]
-        /// The last event's number: counted with `inFlight`, under the same lock.
-        var sequence: UInt64 = 0
+        /// The last event's number: counted with `inFlight`, under the same lock. A scope made
+        /// anew for known services (their last instance went, then a reload enabled the plugin
+        /// again) or by an upgraded library numbers on past every number an earlier scope gave:
+        /// it starts from the monotonic clock's nanoseconds, which no scope's count of events
+        /// since its own start can reach (it started again from 0, and an indicator that keeps
+        /// the highest number seen ignored the new scope's events until they passed the old).
+        var sequence = DispatchTime.now().uptimeNanoseconds
     }
 
     struct Key: Hashable {

@@ -204,18 +204,29 @@ enum NewCommand {
         let files = plan.language == "c" ? try cFiles(plan) : swiftFiles(plan)
         // Modes set, not left to the umask: the loader refuses a manifest that group or others may
         // write, or one in a directory they may (a umask of 002, common for users, made both).
-        try FileManager.default.createDirectory(at: plan.output, withIntermediateDirectories: true)
-        chmod(plan.output.path, 0o755)
+        try makeDirectories(plan.output)
         for (path, contents) in files {
             let url = plan.output.appendingPathComponent(path)
-            var directory = plan.output
-            for component in path.split(separator: "/").dropLast() {
-                directory.appendPathComponent(String(component))
-                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                chmod(directory.path, 0o755)
-            }
+            try makeDirectories(url.deletingLastPathComponent())
             try contents.write(to: url, atomically: true, encoding: .utf8)
             chmod(url.path, 0o644)
+        }
+    }
+
+    /// Makes `directory` and each missing folder above it, mode 0755 whatever the umask (the
+    /// folders above were left at the umask's mode, and the loader refuses a manifest below a
+    /// folder group or others may write); a folder that exists keeps its mode (an empty
+    /// `--out` made 0700 by its owner was opened to everyone).
+    static func makeDirectories(_ directory: URL) throws {
+        var missing: [String] = []
+        var path = directory.standardizedFileURL.path
+        while !FileManager.default.fileExists(atPath: path), path != "/" {
+            missing.append(path)
+            path = (path as NSString).deletingLastPathComponent
+        }
+        for path in missing.reversed() {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            chmod(path, 0o755)
         }
     }
 

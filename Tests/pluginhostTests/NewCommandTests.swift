@@ -118,13 +118,23 @@ struct NewCommandTests {
     @Test func modesAreSetAndAHeaderlessSDKIsRefusedForC() async throws {
         let dir = try scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let made = try await CLI.run(["new", "stamp", "--out", dir + "/p", "--sdk", CLI.root], umask: "002")
-        #expect(made.status == 0)
-        for (path, mode) in [("", 0o755), ("/Sources", 0o755), ("/Sources/StampPlugin", 0o755), ("/manifest.json", 0o644), ("/Package.swift", 0o644)]
-        {
-            var info = stat()
-            #expect(stat(dir + "/p" + path, &info) == 0)
-            #expect(info.st_mode & 0o777 == mode, "\(path): \(String(info.st_mode & 0o777, radix: 8))")
+        // The folders above the output that `new` makes get the same modes (they kept the umask's,
+        // and the loader refused the manifest below them); an empty output folder that exists
+        // keeps its own (a private 0700 one was opened to everyone).
+        try FileManager.default.createDirectory(atPath: dir + "/own", withIntermediateDirectories: false)
+        chmod(dir + "/own", 0o700)
+        for output in ["/p", "/x/y/p", "/own"] {
+            let made = try await CLI.run(["new", "stamp", "--out", dir + output, "--sdk", CLI.root], umask: "002")
+            #expect(made.status == 0)
+            let modes = [
+                ("", output == "/own" ? 0o700 : 0o755), ("/Sources", 0o755), ("/Sources/StampPlugin", 0o755), ("/manifest.json", 0o644),
+                ("/Package.swift", 0o644),
+            ]
+            for (path, mode) in modes + (output == "/x/y/p" ? [("/..", 0o755), ("/../..", 0o755)] : []) {
+                var info = stat()
+                #expect(stat(dir + output + path, &info) == 0)
+                #expect(info.st_mode & 0o777 == mode, "\(output)\(path): \(String(info.st_mode & 0o777, radix: 8))")
+            }
         }
         let sdk = dir + "/sdk"
         try FileManager.default.createDirectory(atPath: sdk + "/Sources/PluginSDK", withIntermediateDirectories: true)

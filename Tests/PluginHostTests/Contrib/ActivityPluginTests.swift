@@ -83,6 +83,30 @@ struct ActivityPluginTests {
         #expect(events.log == ["began delay/3 1", "began get 2", "ended get 1", "ended delay/3 0"])
     }
 
+    /// A scope made anew for the same services (a reload disabled the plugin, its last instance
+    /// went, another reload enabled it) numbers its events past the old scope's: it counted from
+    /// 1 again, and an indicator keeping the highest `sequence` seen ignored its events.
+    @Test func aScopeMadeAnewNumbersOnPastTheOldOne() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        _ = try f.contrib("Activity")
+        let provider = try Provider<Bin>(manifest: try f.manifest([["name": "activity"]]))
+        let sequences = LockedCounter()
+        let subscription = provider.services.subscribe { event in
+            if event.plugin == "activity" { sequences.append(event.fields["sequence"]!) }
+        }
+        defer { subscription.cancel() }
+        for _ in 0..<3 { _ = try await provider.request(try Bin("get")).value }
+        _ = try f.manifest([["name": "activity", "enabled": false]])
+        #expect(try provider.reloadPlugins().removed == ["activity"])
+        _ = try f.manifest([["name": "activity"]])
+        #expect(try provider.reloadPlugins().added == ["activity"])
+        _ = try await provider.request(try Bin("get")).value
+        let numbers = sequences.log.map { UInt64($0)! }
+        #expect(numbers.count == 8)
+        #expect(numbers == numbers.sorted() && Set(numbers).count == 8, "\(numbers)")
+    }
+
     /// Events of concurrent requests may reach a subscriber out of order (each hook sends its
     /// own after counting); `sequence`, counted with `inFlight`, orders them: replayed by it,
     /// every `inFlight` is the count of the events before, and the last one says 0. Without it a
