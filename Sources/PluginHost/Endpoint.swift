@@ -265,6 +265,8 @@ extension Endpoint {
                 var empty = part
                 empty.source = .data(Data())
                 empty.fileName = part.fileName ?? url.lastPathComponent
+                // A file part's default type (a data part has none), as the request sent would say.
+                empty.mimeType = part.mimeType ?? "application/octet-stream"
                 return empty
             }
         }
@@ -282,13 +284,12 @@ extension Endpoint {
 
     /// A copy with a server's default headers and parameters merged in; the endpoint's own win.
     func merging(defaultHeaders: [String: String], defaultParameters: Parameters) -> Endpoint {
-        var headers = defaultHeaders
-        for (name, value) in httpHeaderFields ?? [:] {
-            if let existing = headers.keys.first(where: { HTTPHeader.namesEqual($0, name) }) {
-                headers.removeValue(forKey: existing)
-            }
-            headers[name] = value
-        }
+        // A server default goes whatever the spelling of the endpoint's field; the endpoint's own
+        // fields all stay, so one name given twice in two spellings is still refused by
+        // `urlRequest` (one of them went, by the dictionary's order, which changes between runs).
+        let own = httpHeaderFields ?? [:]
+        var headers = defaultHeaders.filter { name, _ in !own.keys.contains { HTTPHeader.namesEqual($0, name) } }
+        headers.merge(own) { _, mine in mine }
         var task = self.task
         var extra = extraQueryParameters
         if !defaultParameters.isEmpty {

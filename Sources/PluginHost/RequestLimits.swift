@@ -117,12 +117,15 @@ enum LimitFailure {
 
     /// libcurl refuses a response's header fields over 300 KiB in all (counting its own way), and
     /// later versions more than 5,000 of them, before our count passes a larger `maxHeaderBytes`
-    /// or `maxHeaderFields`.
+    /// or `maxHeaderFields`. The failure's `limit` is libcurl's (5,000 fields, else 300 KiB): a
+    /// `RetryPolicy` does not send again what passes it again (without one, the default policy
+    /// retried it as a bad response).
     static func headerTotal(_ detail: String, limits: RequestLimits) -> TransportFailure {
         TransportFailure(
             kind: .badResponse,
             message: "the response's header fields are more than libcurl accepts, within maxHeaderBytes (\(limits.maxHeaderBytes) bytes) "
-                + "and maxHeaderFields (\(limits.maxHeaderFields)): \(detail)")
+                + "and maxHeaderFields (\(limits.maxHeaderFields)): \(detail)",
+            limit: detail.hasPrefix("Too many") ? 5_000 : 300 << 10)
     }
 
     /// libcurl refuses one header line over 100 KiB (as "out of memory") before our count of

@@ -232,6 +232,10 @@ struct CurlContentCodingTests {
                 "the response's header fields are more than libcurl accepts, within maxHeaderBytes (1048576 bytes) and maxHeaderFields (100000): "
                 + "Too "
             #expect(error.message.hasPrefix(prefix), "\(error.message)")
+            // Sent again, it passes the bound again: the default policy does not retry it (it
+            // did, as a bad response, twice more).
+            #expect(error.limit == (error.message.contains("Too many") ? 5_000 : 300 << 10))
+            #expect(RetryPolicy.default.retryReason(for: .underlying(error, nil), method: .get) == nil)
         }
     }
 

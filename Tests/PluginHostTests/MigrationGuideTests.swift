@@ -83,7 +83,9 @@ struct MigrationGuideTests {
     /// fails as before.
     @Test(arguments: [false, true]) func aStubbedMultipartUploadNeedsNoFile(_ composite: Bool) async throws {
         let missing = URL(fileURLWithPath: "/nonexistent/avatar.png")
-        let parts: [MultipartFormBodyPart] = [.text("x", name: "a"), .file(missing, name: "f", mimeType: "image/png")]
+        // A file part made without a type gets the default a sent one has (it went without any).
+        let untyped = MultipartFormBodyPart(source: .file(URL(fileURLWithPath: "/nonexistent/notes.bin")), name: "g")
+        let parts: [MultipartFormBodyPart] = [.text("x", name: "a"), .file(missing, name: "f", mimeType: "image/png"), untyped]
         let task: RequestTask = composite ? .uploadCompositeMultipart(parts, urlParameters: ["q": "1"]) : .uploadMultipart(parts)
         var target = try Bin("anything", method: .post, task: task)
         target.sample = .networkResponse(201, Data("ok".utf8))
@@ -95,6 +97,9 @@ struct MigrationGuideTests {
             #expect(body.contains(#"Content-Disposition: form-data; name="f"; filename="avatar.png""#), "\(body)")
             #expect(body.contains("Content-Type: image/png"))
             #expect(body.contains(#"name="a""#))
+            #expect(
+                body.contains("Content-Disposition: form-data; name=\"g\"; filename=\"notes.bin\"\r\nContent-Type: application/octet-stream\r\n"),
+                "\(body)")
         }
         let sent = await Provider<Bin>().request(target).result
         guard case .failure(.fileAccess(let path, _)) = sent else {

@@ -144,6 +144,16 @@ struct TargetEndpointTests {
         }
         #expect(name == "X-Token" && why == "is given again as \"x-token\" (field names are case-insensitive)")
         #expect(counting.count == 0)
+        // With a server layer too (its defaults merged in folded the two spellings into one,
+        // whichever the dictionary gave last, and the request went with it).
+        let server = ServerConfiguration(baseURL: URL(string: "http://127.0.0.1:9/")!, headers: ["x-TOKEN": "server", "X-Other": "1"])
+        let served = await Provider<Bin>(transport: counting, server: server).request(try Bin("get", headers: ["X-Token": "a", "x-token": "b"]))
+            .result
+        guard case .failure(.invalidHeader("X-Token", "is given again as \"x-token\" (field names are case-insensitive)")) = served else {
+            Issue.record("got \(served)")
+            return
+        }
+        #expect(counting.count == 0)
     }
 
     /// A provider's own default field that cannot be sent fails every request with its name (it
