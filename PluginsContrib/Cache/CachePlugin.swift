@@ -90,6 +90,9 @@ public struct CachePlugin: ExportablePlugin {
         var noStore = false
         /// Whether the request lets a stale entry answer an error (``staleReplacement(_:now:)``).
         var staleOnError = true
+        /// The request's own bound on that entry's staleness, in seconds: its `max-stale=N`
+        /// (§5.2.1.2; 0 for an argument that is no delta-seconds), else none.
+        var staleLimit = Double.infinity
         var ttl: Double?
         var requestTime: Double
         /// The request's fields as prepare saw them; as sent, once willSend ran (on a host whose
@@ -633,6 +636,9 @@ public struct CachePlugin: ExportablePlugin {
         if !responsesCarryRequestHeaders { state.requestHeaders = fields }
         state.noStore = noStore
         state.staleOnError = staleOnError
+        if case .some(.some) = requestDirectives.value("max-stale") {
+            if case .valid(let limit) = requestDirectives.delta("max-stale") { state.staleLimit = limit } else { state.staleLimit = 0 }
+        }
         state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
         state.hasQuery = Self.hasQuery(url)
         if let entry = unserved {
@@ -796,6 +802,13 @@ public struct CachePlugin: ExportablePlugin {
                 // Stored shared (`public`): the requester's own older entry, which a lookup
                 // finds first, is no longer the most recent response (§4).
                 if let partition = state.partition, entry.key == state.key { removeAll(partitionedKey(state.key, in: partition)) }
+            } else if let stale = state.entry, status != 304, status < 500, !response.isRedirected {
+                // A full response to a request the stored one could not answer (stale, or
+                // `no-cache`) says it is no longer suitable (§4.3.3); not stored itself (`no-store`,
+                // `private`, `Vary: *`), it left the stored one to be served as a hit, or by
+                // `max-stale` or stale-if-error, after the origin sent another. (A `5xx` says
+                // nothing of it: stale-if-error may still need it.)
+                removeAll(stale.key)
             }
         }
         // Age on what the cache hands on too (§4.2.3): an origin whose Date lags behind, or an
@@ -1082,8 +1095,9 @@ public struct CachePlugin: ExportablePlugin {
         let directives = entry.directives
         let allowance = max(staleIfError, directives.seconds("stale-if-error") ?? 0)
         let staleness = entry.age(at: now) - entry.freshnessLifetime
-        // Never past must-revalidate or an unqualified no-cache: both forbid a stale answer (§4.2.4).
-        guard allowance > 0, !directives.has("must-revalidate"), !entry.noCache, staleness <= allowance else {
+        // Never past must-revalidate or an unqualified no-cache: both forbid a stale answer (§4.2.4);
+        // nor past the staleness the request accepts (its `max-stale=5` was given one 300 s stale).
+        guard allowance > 0, !directives.has("must-revalidate"), !entry.noCache, staleness <= min(allowance, state.staleLimit) else {
             return nil
         }
         var response = served(entry, cacheStatus: "stale", age: entry.age(at: now), headOnly: false)

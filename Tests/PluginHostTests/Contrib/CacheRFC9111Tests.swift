@@ -211,6 +211,39 @@ struct CacheRFC9111Tests {
         #expect(forbidding.calls.value == 3)
     }
 
+    /// A full response to a request the stored one could not answer (the client's `no-cache`,
+    /// or a stale entry the cache revalidated) says the stored one is no longer suitable
+    /// (§4.3.3): when it is not stored itself (`no-store`, `Vary: *`), the old entry goes too.
+    /// It stayed, and the next request was a hit with the body the origin had just replaced.
+    @Test(arguments: [["Cache-Control": "no-store"], ["Cache-Control": "max-age=600", "Vary": "*"]])
+    func aFullResponseNotStoredTakesTheEntryItReplacedAway(_ replacement: [String: String]) async throws {
+        final class Replacing: Transport, Sendable {
+            let calls = LockedCounter()
+            let replacement: [String: String]
+            init(_ replacement: [String: String]) { self.replacement = replacement }
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let call = calls.increment()
+                var headers = call == 1 ? ["Cache-Control": "max-age=600", "ETag": "\"v1\""] : replacement
+                headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970)
+                let response = HTTPURLResponse(url: request.urlRequest.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!
+                return TransportResponse(response: response, data: Data("v\(call)".utf8))
+            }
+        }
+        for reload in [["Cache-Control": "no-cache"], ["Cache-Control": "max-age=0"]] {
+            let origin = Replacing(replacement)
+            let provider = try provider(ScriptedTransport([:]))
+            let cached = Provider<Bin>(transport: origin, interceptors: provider.interceptors, services: provider.services)
+            #expect(String(decoding: try await get(cached, "r").data, as: UTF8.self) == "v1")
+            #expect(try await get(cached, "r").value(forHTTPHeaderField: "X-Cache") == "hit")
+            let replaced = try await get(cached, "r", headers: reload)
+            #expect(String(decoding: replaced.data, as: UTF8.self) == "v2" && replaced.value(forHTTPHeaderField: "X-Cache") == "miss")
+            let next = try await get(cached, "r", headers: ["Cache-Control": "max-stale=3600"])
+            #expect(next.value(forHTTPHeaderField: "X-Cache") == "miss", "\(reload)")
+            #expect(String(decoding: next.data, as: UTF8.self) == "v3")
+            #expect(origin.calls.value == 3)
+        }
+    }
+
     /// A `304` validates the stored response whose validator it answers (§4.3.4): when another
     /// response (`"v2"`) was stored under the key while the revalidation of `"v1"` was under
     /// way, the `304` does not put `"v1"` back over it.
@@ -711,6 +744,44 @@ struct CacheRFC9111Tests {
             #expect(answer.statusCode == 503, "\(refusing)")
             #expect(answer.value(forHTTPHeaderField: "X-Cache") == "miss", "\(refusing)")
         }
+    }
+
+    /// A request's `max-stale=N` bounds the staleness of the entry `stale-if-error` answers it
+    /// with (§5.2.1.2, §4.2.4): one 300 s stale does not answer `max-stale=5`; the origin's 503
+    /// goes to it. It was served, the directive read only as "accepts staleness".
+    @Test func staleIfErrorKeepsToTheRequestsMaxStale() async throws {
+        final class Failing: Transport, Sendable {
+            let calls = LockedCounter()
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let first = calls.increment() == 1
+                // Sent 360 s ago with a lifetime of 60 s: 300 s stale.
+                let headers = [
+                    "Cache-Control": first ? "max-age=60" : "no-store", "ETag": "\"v\"",
+                    "Date": HTTPDate.format(Date().timeIntervalSince1970 - (first ? 360 : 0)),
+                ]
+                return TransportResponse(
+                    response: HTTPURLResponse(
+                        url: request.urlRequest.url!, statusCode: first ? 200 : 503, httpVersion: "HTTP/1.1", headerFields: headers)!,
+                    data: Data((first ? "v" : "down").utf8))
+            }
+        }
+        let origin = Failing()
+        let services = PluginServices()
+        let cache = try CachePlugin(
+            configuration: PluginConfiguration(plugin: "cache", values: ["staleIfError": 600]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        _ = try await get(provider, "s")
+        for (directives, served) in [
+            ("max-stale=5", false), ("max-age=10, max-stale=5", false), ("max-stale=x", false), ("max-stale=400", true), ("max-stale", true),
+        ] {
+            let answer = try await get(provider, "s", headers: ["Cache-Control": directives])
+            #expect(answer.statusCode == (served ? 200 : 503), "\(directives)")
+            // (Within it, the stale entry answers without asking the origin.)
+            #expect(answer.value(forHTTPHeaderField: "X-Cache") == (served ? "hit" : "miss"), "\(directives)")
+        }
+        #expect(origin.calls.value == 4)
+        // Without directives of its own, the configured 600 s decide.
+        #expect(try await get(provider, "s").value(forHTTPHeaderField: "X-Cache") == "stale")
     }
 
     @Test func anImmutableFreshEntryIgnoresAReload() async throws {
