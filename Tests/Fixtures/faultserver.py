@@ -34,6 +34,10 @@
                              client closes (at most 20 s)
   /endless-1xx               a "103 Early Hints" response every 5 ms until the client closes (at most 20 s)
   /folded-encoding           200, "Content-Encoding: identity," folded onto " gzip", a gzip body ("folded and decoded")
+  /expect-417?key=K&gzip=G   the first request of K: 417 (X-Hop: first, Set-Cookie: a=417), kept open; the next:
+                             100 Continue when it expects one, its body read, then 200 (X-Hop: final,
+                             Set-Cookie: a=final) with the body "ok" (gzip-coded with gzip=1)
+  /chunked-declared          200, chunked, with Content-Length: 999999999 beside it, body "0123456789"
   /ok                        200 {"ok":true}
 
 usage: faultserver.py PORT
@@ -235,6 +239,56 @@ class Handler(socketserver.BaseRequestHandler):
                                 break
                         except socket.timeout:
                             continue
+                sock.close()
+            elif path == "/expect-417":
+                # A server that refuses Expect: libcurl sends the request again, in the same
+                # transfer, after the 417.
+                key = "417:" + query.get("key", "")
+                with lock:
+                    counts[key] = counts.get(key, 0) + 1
+                    attempt = counts[key]
+                head, _, received = data.partition(b"\r\n\r\n")
+                fields = {}
+                for field in head.split(b"\r\n")[1:]:
+                    name, _, value = field.partition(b":")
+                    fields[name.strip().lower()] = value.strip()
+                if attempt == 1:
+                    # The connection stays open (libcurl does not send again on one the 417 closes):
+                    # the request sent again comes on it, or on a new one.
+                    sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nX-Hop: first\r\nSet-Cookie: a=417\r\n"
+                                 b"Content-Length: 0\r\n\r\n")
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        chunk = sock.recv(65536)
+                        if not chunk:
+                            return
+                        data += chunk
+                    with lock:
+                        counts[key] += 1
+                    head, _, received = data.partition(b"\r\n\r\n")
+                    fields = {}
+                    for field in head.split(b"\r\n")[1:]:
+                        name, _, value = field.partition(b":")
+                        fields[name.strip().lower()] = value.strip()
+                length = int(fields.get(b"content-length", b"0"))
+                if fields.get(b"expect", b"").lower() == b"100-continue":
+                    sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                got = len(received)
+                while got < length:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return
+                    got += len(chunk)
+                body, coding = b"ok", b""
+                if query.get("gzip") == "1":
+                    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+                    body, coding = compressor.compress(b"ok") + compressor.flush(), b"Content-Encoding: gzip\r\n"
+                sock.sendall(b"HTTP/1.1 200 OK\r\nX-Hop: final\r\nSet-Cookie: a=final\r\n" + coding
+                             + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+                sock.close()
+            elif path == "/chunked-declared":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+                             b"Content-Length: 999999999\r\nConnection: close\r\n\r\na\r\n0123456789\r\n0\r\n\r\n")
                 sock.close()
             elif path == "/trailers":
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"

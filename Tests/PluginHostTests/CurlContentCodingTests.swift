@@ -157,6 +157,41 @@ struct CurlContentCodingTests {
         #expect(response.response.url?.path == "/trailer-status-line")
     }
 
+    /// libcurl sends a request again, in the same transfer, after a `417` to its `Expect:
+    /// 100-continue` (on a connection the `417` leaves open): the response is the second answer,
+    /// with its own fields, cookies and coding. The `417`'s were kept (its `X-Hop`, its cookie,
+    /// no coding), and the final answer's fields dropped as trailer fields.
+    @Test(arguments: [false, true]) func aSecondAnswerAfterA417IsTheResponse(_ gzip: Bool) async throws {
+        var configuration = CurlTransport.Configuration()
+        configuration.cookies = true
+        let transport = try CurlTransport(configuration: configuration)
+        let base = try TestServer.url("FAULT_URL")
+        let key = UUID().uuidString
+        var request = URLRequest(url: URL(string: base.absoluteString + "/expect-417?key=\(key)&gzip=\(gzip ? 1 : 0)")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data(repeating: 0x61, count: 2048)
+        request.setValue("100-continue", forHTTPHeaderField: "Expect")
+        request.timeoutInterval = 10
+        let response = try await transport.send(TransportRequest(urlRequest: request))
+        let fields = response.response
+        #expect(fields.statusCode == 200)
+        #expect(fields.value(forHTTPHeaderField: "X-Hop") == "final")
+        #expect(fields.value(forHTTPHeaderField: "Set-Cookie") == "a=final")
+        #expect(response.data == Data("ok".utf8))
+        #expect(transport.loop.settings.cookieJar?.header(for: base) == "a=final")
+    }
+
+    /// A chunked body's length is its chunks' (RFC 9112 §6.3): a `Content-Length` beside
+    /// `Transfer-Encoding: chunked` is no declared length past the limit (the 10 bytes failed as
+    /// 999,999,999 declared).
+    @Test func aChunkedBodysDeclaredLengthIsIgnored() async throws {
+        var limits = RequestLimits.default
+        limits.maxResponseBytes = 1 << 20
+        let response = try await fault(try CurlTransport(), "chunked-declared", limits: limits)
+        #expect(response.response.statusCode == 200)
+        #expect(response.data == Data("0123456789".utf8))
+    }
+
     /// Sends `path` of the fault server through `transport`.
     func fault(_ transport: CurlTransport, _ path: String, limits: RequestLimits = .default) async throws(TransportFailure) -> TransportResponse {
         let base = (try? TestServer.url("FAULT_URL"))!

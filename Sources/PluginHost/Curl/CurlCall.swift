@@ -183,6 +183,11 @@ final class CurlCall: @unchecked Sendable {
     private var absoluteDeadline: UInt64 = 0
     /// Whether the final response's headers are still being read.
     private var inHeaders = true
+    /// The status of the response whose headers ended (0 before): after a `417`, libcurl may
+    /// send the request again in the same transfer, and another response begins.
+    private var finalStatus = 0
+    /// Whether the response being read says `Transfer-Encoding: chunked`.
+    private var chunked = false
     /// Whether the next header line begins a block (the first of the hop, or one after a blank
     /// line): only such a line may be a status line.
     private var atBlockStart = true
@@ -292,6 +297,8 @@ final class CurlCall: @unchecked Sendable {
         lastUpload = -1
         limitFailure = nil
         inHeaders = true
+        finalStatus = 0
+        chunked = false
         atBlockStart = true
         headerBytes = 0
         headerFields = 0
@@ -788,11 +795,29 @@ final class CurlCall: @unchecked Sendable {
         // A status line: the first line of a block while the final response's fields are not in
         // (after 1xx, or a proxy's CONNECT answer), a new response. Not a line inside a block,
         // which libcurl passes on as a field, nor a trailer field after a chunked body.
-        if startsBlock, inHeaders, end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
-            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
-        {
+        let statusLike =
+            startsBlock && end >= 5 && line[0] == UInt8(ascii: "H") && line[1] == UInt8(ascii: "T") && line[2] == UInt8(ascii: "T")
+            && line[3] == UInt8(ascii: "P") && line[4] == UInt8(ascii: "/")
+        if statusLike, !inHeaders, finalStatus == 417 {
+            // libcurl sends the request again, in the same transfer, after a `417`
+            // to its `Expect: 100-continue` (RFC 9110 §10.1.1): this is the new answer's status
+            // line. The `417`'s fields and body are not the response's (its fields, cookies and
+            // coding were kept, and the final answer's fields dropped as trailer fields).
+            if download != nil, received > 0 {
+                return stop(TransportFailure(kind: .badResponse, message: "the server answered again after the body of its 417"))
+            }
+            finalStatus = 0
+            inHeaders = true
+            followedHop = nil
+            leftBytes = 0
+            data.removeAll(keepingCapacity: true)
+            received = 0
+            encodedReceived = 0
+        }
+        if statusLike, inHeaders {
             responseHeaders.removeAll(keepingCapacity: true)
             expected = -1
+            chunked = false
             decoder = nil
             return count
         }
@@ -826,6 +851,7 @@ final class CurlCall: @unchecked Sendable {
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<valueEnd]), as: UTF8.self)
         if name.count == 14, name.lowercased() == "content-length", let length = Int64(value) { expected = length }
+        if name.count == 17, name.lowercased() == "transfer-encoding", value.lowercased().contains("chunked") { chunked = true }
         responseHeaders.append((name: name, value: value))
         return count
     }
@@ -836,8 +862,12 @@ final class CurlCall: @unchecked Sendable {
         guard let easy else { return count }
         var status = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
+        // A chunked body's length is its chunks', whatever a `Content-Length` beside it says
+        // (RFC 9112 §6.3, as libcurl reads it): it failed a small body as declared past the limit.
+        if chunked { expected = -1 }
         if status >= 200 {
             inHeaders = false
+            finalStatus = status
             do {
                 try makeDecoder(status: status)
             } catch {
