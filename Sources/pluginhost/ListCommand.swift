@@ -34,7 +34,14 @@ enum ListCommand {
             do {
                 manifest = try PluginManifest.read(URL(fileURLWithPath: manifestPath))
             } catch {
-                Terminal.error(error.description)
+                // Every problem of the file, as `test` reports them (the first, if it changed since).
+                let problems = PluginManifest.problems(in: URL(fileURLWithPath: manifestPath)).map(\.description)
+                for problem in problems.isEmpty ? [error.description] : problems { Terminal.error(problem) }
+                // The JSON form says so too, as `test --json` does (its output was empty).
+                if arguments.has("json") {
+                    Terminal.out(
+                        Terminal.json(document(manifest: manifestPath, plugins: [], problems: problems.isEmpty ? [error.description] : problems)))
+                }
                 return .manifest
             }
         }
@@ -50,20 +57,27 @@ enum ListCommand {
             guard arguments.has("json") else { return .refused }
         }
         if arguments.has("json") {
-            var document: [String: Any] = [
-                "host": [
-                    "tool": Version.tool, "abi": ["major": PluginLibrary.hostABI.major, "minor": PluginLibrary.hostABI.minor],
-                    "buildSignature": PluginExport.buildSignature,
-                ],
-                "manifest": manifest?.file ?? NSNull(),
-                "plugins": reports.map(\.json),
-            ]
-            if !directoryRefusals.isEmpty { document["problems"] = directoryRefusals.map(\.description) }
-            Terminal.out(Terminal.json(document))
+            Terminal.out(
+                Terminal.json(document(manifest: manifest?.file, plugins: reports.map(\.json), problems: directoryRefusals.map(\.description))))
         } else {
             print(reports)
         }
         return reports.isEmpty || reports.contains { !$0.problems.isEmpty } || !directoryRefusals.isEmpty ? .refused : .ok
+    }
+
+    /// The `--json` document: the host, the manifest's path, the bundles, and the problems
+    /// (left out when there are none).
+    static func document(manifest: String?, plugins: [[String: Any]], problems: [String]) -> [String: Any] {
+        var document: [String: Any] = [
+            "host": [
+                "tool": Version.tool, "abi": ["major": PluginLibrary.hostABI.major, "minor": PluginLibrary.hostABI.minor],
+                "buildSignature": PluginExport.buildSignature,
+            ],
+            "manifest": manifest ?? NSNull(),
+            "plugins": plugins,
+        ]
+        if !problems.isEmpty { document["problems"] = problems }
+        return document
     }
 
     static func print(_ reports: [BundleReport]) {

@@ -273,6 +273,17 @@ struct CLITests {
         #expect(document?["exitCode"] as? Int == 2)
         #expect(document?["manifestOK"] as? Bool == false)
         #expect((document?["problems"] as? [String])?.count == 4)
+        // `list` says the same, on standard error and, with --json, in its document (its standard
+        // output was empty, and it named only the first).
+        let list = try await CLI.run(["list", "--manifest", path])
+        #expect(list.status == 2 && list.stderr == output.stderr)
+        let listJSON = try await CLI.run(["list", "--manifest", path, "--json"])
+        #expect(listJSON.status == 2)
+        try expectSchema(listJSON.stdout, "list.schema.json")
+        let listed = try JSONSerialization.jsonObject(with: Data(listJSON.stdout.utf8)) as? [String: Any]
+        #expect(listed?["manifest"] as? String == path)
+        #expect((listed?["plugins"] as? [Any])?.isEmpty == true)
+        #expect(listed?["problems"] as? [String] == document?["problems"] as? [String])
     }
 
     @Test func directoryWithNoBundles() async throws {
