@@ -63,9 +63,15 @@ enum Inventory {
                 inspect(&report, bundle: bundle, root: root, pin: entry.sha256.map { ($0, entry.index) }, load: !forProbes)
                 report.config = PluginLoader.mergedConfig(defaults: report.config, overrides: entry.configJSON)
             } else if entry.enabled {
-                // The app's load looks for enabled entries only: a disabled one may be absent.
-                report.problems.append("reject: no \(entry.name).plugin in \(manifestDirectories.joined(separator: ", "))")
+                // The app's load looks for enabled entries only: a disabled one may be absent. One
+                // in a `--dir` only is named here, not listed again below as another, usable, bundle.
+                let elsewhere = PluginManifest.bundleDirectory(for: entry.name, in: extra).map {
+                    " (one is in \($0.pluginDirectory), where the manifest does not look)"
+                }
+                report.problems.append("reject: no \(entry.name).plugin in \(manifestDirectories.joined(separator: ", "))\(elsewhere ?? "")")
             }
+            // One report per name: a bundle of this name in another directory is not the entry's.
+            seen.insert(entry.name)
             reports.append(report)
         }
         for directory in directories where !forProbes {

@@ -303,7 +303,15 @@ struct CLITests {
         let manifest = try workspace.manifest(#"{"pluginDirectories": ["empty"], "plugins": [{"name": "activity"}]}"#)
         let output = try await CLI.run(["list", "--manifest", manifest, "--dir", workspace.plugins])
         #expect(output.status != 0)
-        #expect(output.stdout.contains("reject: no activity.plugin in \(empty)"), "\(output.stdout)")
+        #expect(
+            output.stdout.contains("reject: no activity.plugin in \(empty) (one is in \(workspace.plugins), where the manifest does not look)"),
+            "\(output.stdout)")
+        // Listed once: the bundle in the extra directory was listed again, as a bundle the
+        // manifest does not enable, usable.
+        let json = try await CLI.run(["list", "--manifest", manifest, "--dir", workspace.plugins, "--json"])
+        let plugins = (try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])?["plugins"] as? [[String: Any]]
+        #expect(plugins?.compactMap { $0["name"] as? String } == ["activity"])
+        #expect(plugins?.first?["enabled"] as? Bool == true)
     }
 
     @Test func garbageLibraryIsRejected() async throws {
