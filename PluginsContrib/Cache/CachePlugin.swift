@@ -1074,7 +1074,10 @@ public struct CachePlugin: ExportablePlugin {
             removeAll(entry.key)
             return
         }
-        guard let current = store.get(entry.key),
+        // A variant index has no validators either: one stored under the key meanwhile (a response
+        // that varies) is no stored response a `304` selects (§4.3.4); written over, its variants
+        // were left without an index, and the plain entry served whatever the request's values.
+        guard let current = store.get(entry.key), !Self.isVariantIndex(current),
             current.header("ETag") == original.header("ETag") && current.header("Last-Modified") == original.header("Last-Modified")
         else { return }
         // Stored fields the update's own directives name (a `304` that adds no-cache="X-A") go

@@ -211,6 +211,48 @@ struct CacheRFC9111Tests {
         #expect(forbidding.calls.value == 3)
     }
 
+    /// A client's own `304` without validators updates the stored response it validates, never
+    /// a variant index stored under the key meanwhile (an index has no validators either): it was
+    /// written over with the plain entry, and the variants lost their index.
+    @Test func aClients304NeverWritesOverAVariantIndexStoredMeanwhile() async throws {
+        final class Racing: Transport, Sendable {
+            let calls = LockedCounter()
+            let released = Locked(false)
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let url = request.urlRequest.url!
+                let conditional = request.urlRequest.value(forHTTPHeaderField: "If-Modified-Since") != nil
+                let call = calls.increment()
+                var headers = ["Date": HTTPDate.format(Date().timeIntervalSince1970)]
+                if conditional {
+                    // Held until the plain request stored its varying response.
+                    for _ in 0..<500 where !released.withLock({ $0 }) { try? await Task.sleep(nanoseconds: 10_000_000) }
+                    return TransportResponse(
+                        response: HTTPURLResponse(url: url, statusCode: 304, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data())
+                }
+                headers["Cache-Control"] = call == 1 ? "max-age=0" : "max-age=600"
+                if call > 1 { headers["Vary"] = "X-Variant" }
+                return TransportResponse(
+                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!,
+                    data: Data("v\(call)".utf8))
+            }
+        }
+        let origin = Racing()
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        _ = try await get(provider, "ix")
+        let conditional = Task { try await get(provider, "ix", headers: ["If-Modified-Since": HTTPDate.format(Date().timeIntervalSince1970)]) }
+        #expect(await eventually { origin.calls.value == 2 })
+        let varying = try await get(provider, "ix", headers: ["X-Variant": "a"])
+        #expect(String(decoding: varying.data, as: UTF8.self) == "v3")
+        origin.released.withLock { $0 = true }
+        #expect(try await conditional.value.statusCode == 304)
+        #expect(cache.store.get(CachePlugin.getKey("http://cache.test/ix")).map(CachePlugin.isVariantIndex) == true)
+        let hit = try await get(provider, "ix", headers: ["X-Variant": "a"])
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit" && String(decoding: hit.data, as: UTF8.self) == "v3")
+        #expect(try await get(provider, "ix", headers: ["X-Variant": "b"]).value(forHTTPHeaderField: "X-Cache") == "miss")
+    }
+
     /// A full response to a request the stored one could not answer (the client's `no-cache`,
     /// or a stale entry the cache revalidated) says the stored one is no longer suitable
     /// (§4.3.3): when it is not stored itself (`no-store`, `Vary: *`), the old entry goes too.
