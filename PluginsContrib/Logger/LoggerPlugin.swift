@@ -328,11 +328,39 @@ public struct LoggerPlugin: ExportablePlugin {
                 found += [String(value), value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(value)]
                 return shown + head + "=<redacted>"
             }
-            guard let mark = value.firstIndex(of: "?") else { break }
+            guard let mark = value.firstIndex(of: "?") else { return shown + head + "=" + redact(encoded: value, found: &found) }
             shown += rest[...mark]
             rest = value[value.index(after: mark)...]
         }
         return shown + rest
+    }
+
+    /// A value holding a query percent-encoded, as a redirect URL given as a parameter is
+    /// (`next=%2Fcb%3Faccess_token%3D…`): its parameters, separated by an encoded `?` or `&`, are
+    /// looked at as written, and a redacted one's value replaced (it was shown, and not scrubbed).
+    func redact(encoded value: Substring, found: inout [String]) -> String {
+        guard value.range(of: "%3D", options: .caseInsensitive) != nil else { return String(value) }
+        var shown = ""
+        var rest = value
+        while !rest.isEmpty {
+            let separator = [rest.range(of: "%3F", options: .caseInsensitive), rest.range(of: "%26", options: .caseInsensitive)]
+                .compactMap { $0 }.min { $0.lowerBound < $1.lowerBound }
+            let segment = rest[..<(separator?.lowerBound ?? rest.endIndex)]
+            if let equals = segment.range(of: "%3D", options: .caseInsensitive),
+                case let name = segment[..<equals.lowerBound], FieldNames.matches(name.removingPercentEncoding ?? String(name), redactedQuery)
+            {
+                let secret = String(segment[equals.upperBound...])
+                let once = secret.removingPercentEncoding ?? secret
+                found += [secret, once, once.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? once]
+                shown += name + "%3D<redacted>"
+            } else {
+                shown += segment
+            }
+            guard let separator else { break }
+            shown += rest[separator]
+            rest = rest[separator.upperBound...]
+        }
+        return shown
     }
 
     /// The user and password of a URL (`user:password@host`), as written (percent-encoded); the

@@ -378,16 +378,24 @@ struct LoggerPluginTests {
                 return .proceed
             }
         }
-        let raw = try TestServer.url().absoluteString + "/anything/echo?next=/cb?access_token=nested-secret-1&signature=plus+secret+2&code=plain-3"
+        // And one in a query percent-encoded in a value (`next=%2Fcb%3Faccess_token%3D…`, a
+        // redirect URL given as a parameter): it was shown, and not scrubbed.
+        let raw =
+            try TestServer.url().absoluteString
+            + "/anything/echo?next=/cb?access_token=nested-secret-1&signature=plus+secret+2&code=plain-3"
+            + "&back=%2Fcb%3Fx%3D1%26refresh_token%3Dencoded-secret-4%26y%3D2"
         let provider = try f.provider(
             [("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log"])], before: [RawURL(url: raw)])
         let echoed = try await provider.request(try Bin("get")).value
         #expect(String(decoding: echoed.data, as: UTF8.self).contains("plus secret 2"))
         let text = log(f)
-        for secret in ["nested-secret-1", "plus secret 2", "plus+secret+2"] {
+        for secret in ["nested-secret-1", "plus secret 2", "plus+secret+2", "encoded-secret-4"] {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
         }
-        #expect(text.contains("/anything/echo?next=/cb?access_token=<redacted>&signature=<redacted>&code=plain-3"))
+        #expect(
+            text.contains(
+                "/anything/echo?next=/cb?access_token=<redacted>&signature=<redacted>&code=plain-3&back=%2Fcb%3Fx%3D1%26refresh_token%3D<redacted>%26y%3D2"
+            ))
     }
 
     /// The cURL form is scrubbed before it is quoted (quoting rewrote a secret with `'`, or with
