@@ -365,6 +365,16 @@ public struct CachePlugin: ExportablePlugin {
         return store.get(key)
     }
 
+    /// Removes `entry` (and the variants it lists) while it is the one stored under its key: not
+    /// a newer response another request stored meanwhile.
+    func removeIfUnchanged(_ entry: CacheEntry) {
+        changes.lock()
+        defer { changes.unlock() }
+        guard let current = store.get(entry.key), current.responseTime == entry.responseTime, current.header("ETag") == entry.header("ETag")
+        else { return }
+        removeAll(entry.key)
+    }
+
     /// Removes `base` and every variant it lists (invalidation takes them together, §4.4).
     func removeAll(_ base: String) {
         changes.lock()
@@ -802,13 +812,18 @@ public struct CachePlugin: ExportablePlugin {
                 // Stored shared (`public`): the requester's own older entry, which a lookup
                 // finds first, is no longer the most recent response (§4).
                 if let partition = state.partition, entry.key == state.key { removeAll(partitionedKey(state.key, in: partition)) }
-            } else if let stale = state.entry, status != 304, status < 500, !response.isRedirected {
+            } else if let stale = state.entry, status != 304, status < 500, !response.isRedirected,
+                Self.credentials(of: sent()) == state.credentials,
+                !(state.partition != nil && stale.key == state.key && !responseDirectives(fields).shareable)
+            {
                 // A full response to a request the stored one could not answer (stale, or
                 // `no-cache`) says it is no longer suitable (§4.3.3); not stored itself (`no-store`,
-                // `private`, `Vary: *`), it left the stored one to be served as a hit, or by
-                // `max-stale` or stale-if-error, after the origin sent another. (A `5xx` says
-                // nothing of it: stale-if-error may still need it.)
-                removeAll(stale.key)
+                // `Vary: *`), it left the stored one to be served as a hit, or by `max-stale` or
+                // stale-if-error, after the origin sent another. (A `5xx` says nothing of it:
+                // stale-if-error may still need it. Nor does an answer to other credentials than
+                // the entry's, or a requester's own answer not stored for being its own, beside
+                // the shared entry others use.)
+                removeIfUnchanged(stale)
             }
         }
         // Age on what the cache hands on too (§4.2.3): an origin whose Date lags behind, or an

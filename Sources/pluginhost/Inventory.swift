@@ -70,8 +70,9 @@ enum Inventory {
                 }
                 report.problems.append("reject: no \(entry.name).plugin in \(manifestDirectories.joined(separator: ", "))\(elsewhere ?? "")")
             }
-            // One report per name: a bundle of this name in another directory is not the entry's.
-            seen.insert(entry.name)
+            // One report per name: a bundle of this name in another directory is not the enabled
+            // entry's (a disabled one's is listed below, as it was: the entry names no bundle).
+            if entry.enabled { seen.insert(entry.name) }
             reports.append(report)
         }
         for directory in directories where !forProbes {

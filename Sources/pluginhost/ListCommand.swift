@@ -35,13 +35,13 @@ enum ListCommand {
                 manifest = try PluginManifest.read(URL(fileURLWithPath: manifestPath))
             } catch {
                 // Every problem of the file, as `test` reports them (the first, if it changed since).
-                let problems = PluginManifest.problems(in: URL(fileURLWithPath: manifestPath)).map(\.description)
-                for problem in problems.isEmpty ? [error.description] : problems { Terminal.error(problem) }
-                // The JSON form says so too, as `test --json` does (its output was empty).
-                if arguments.has("json") {
-                    Terminal.out(
-                        Terminal.json(document(manifest: manifestPath, plugins: [], problems: problems.isEmpty ? [error.description] : problems)))
-                }
+                let url = URL(fileURLWithPath: manifestPath)
+                let found = PluginManifest.problems(in: url).map(\.description)
+                let problems = found.isEmpty ? [error.description] : found
+                for problem in problems { Terminal.error(problem) }
+                // The JSON form says so too, as `test --json` does (its output was empty), with
+                // the manifest's path as a manifest read names it (absolute).
+                if arguments.has("json") { Terminal.out(Terminal.json(document(manifest: url.path, plugins: [], problems: problems))) }
                 return .manifest
             }
         }

@@ -215,8 +215,9 @@ enum NewCommand {
 
     /// Makes `directory` and each missing folder above it, mode 0755 whatever the umask (the
     /// folders above were left at the umask's mode, and the loader refuses a manifest below a
-    /// folder group or others may write); a folder that exists keeps its mode (an empty
-    /// `--out` made 0700 by its owner was opened to everyone).
+    /// folder group or others may write). An output folder that exists loses only the group's
+    /// and others' write permission (an empty `--out` made 0700 by its owner was opened to
+    /// everyone; one made 0775 under a umask of 002 is refused by the loader as it is).
     static func makeDirectories(_ directory: URL) throws {
         var missing: [String] = []
         var path = directory.standardizedFileURL.path
@@ -224,8 +225,15 @@ enum NewCommand {
             missing.append(path)
             path = (path as NSString).deletingLastPathComponent
         }
+        if missing.isEmpty {
+            var info = stat()
+            if stat(path, &info) == 0, info.st_mode & 0o022 != 0 { chmod(path, info.st_mode & 0o7755) }
+        }
         for path in missing.reversed() {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            // One made meanwhile by another process is as good (its mode is set all the same).
+            if mkdir(path, 0o755) != 0, errno != EEXIST {
+                throw Refusal(message: "cannot make the folder \(path): \(String(cString: strerror(errno)))", code: .cannotWrite)
+            }
             chmod(path, 0o755)
         }
     }

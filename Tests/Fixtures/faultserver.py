@@ -34,9 +34,10 @@
                              client closes (at most 20 s)
   /endless-1xx               a "103 Early Hints" response every 5 ms until the client closes (at most 20 s)
   /folded-encoding           200, "Content-Encoding: identity," folded onto " gzip", a gzip body ("folded and decoded")
-  /expect-417?key=K&gzip=G   the first request of K: 417 (X-Hop: first, Set-Cookie: a=417), kept open; the next:
+  /expect-417?key=K&gzip=G   the first request of K: 417 (X-Hop: first, Set-Cookie: b=417), kept open; the next:
                              100 Continue when it expects one, its body read, then 200 (X-Hop: final,
                              Set-Cookie: a=final) with the body "ok" (gzip-coded with gzip=1)
+  /final-417-trailer         417, chunked, body "no", then the trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
   /chunked-declared          200, chunked, with Content-Length: 999999999 beside it, body "0123456789"
   /ok                        200 {"ok":true}
 
@@ -255,7 +256,7 @@ class Handler(socketserver.BaseRequestHandler):
                 if attempt == 1:
                     # The connection stays open (libcurl does not send again on one the 417 closes):
                     # the request sent again comes on it, or on a new one.
-                    sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nX-Hop: first\r\nSet-Cookie: a=417\r\n"
+                    sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nX-Hop: first\r\nSet-Cookie: b=417\r\n"
                                  b"Content-Length: 0\r\n\r\n")
                     data = b""
                     while b"\r\n\r\n" not in data:
@@ -285,6 +286,10 @@ class Handler(socketserver.BaseRequestHandler):
                     body, coding = compressor.compress(b"ok") + compressor.flush(), b"Content-Encoding: gzip\r\n"
                 sock.sendall(b"HTTP/1.1 200 OK\r\nX-Hop: final\r\nSet-Cookie: a=final\r\n" + coding
                              + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+                sock.close()
+            elif path == "/final-417-trailer":
+                sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+                             b"Connection: close\r\n\r\n2\r\nno\r\n0\r\nHTTP/1.1 302: Found\r\nLocation: /ok\r\nSet-Cookie: t=1\r\n\r\n")
                 sock.close()
             elif path == "/chunked-declared":
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"

@@ -160,7 +160,8 @@ struct CurlContentCodingTests {
     /// libcurl sends a request again, in the same transfer, after a `417` to its `Expect:
     /// 100-continue` (on a connection the `417` leaves open): the response is the second answer,
     /// with its own fields, cookies and coding. The `417`'s were kept (its `X-Hop`, its cookie,
-    /// no coding), and the final answer's fields dropped as trailer fields.
+    /// no coding), and the final answer's fields dropped as trailer fields; now the `417`'s cookie
+    /// is kept beside the final answer's.
     @Test(arguments: [false, true]) func aSecondAnswerAfterA417IsTheResponse(_ gzip: Bool) async throws {
         var configuration = CurlTransport.Configuration()
         configuration.cookies = true
@@ -178,7 +179,19 @@ struct CurlContentCodingTests {
         #expect(fields.value(forHTTPHeaderField: "X-Hop") == "final")
         #expect(fields.value(forHTTPHeaderField: "Set-Cookie") == "a=final")
         #expect(response.data == Data("ok".utf8))
-        #expect(transport.loop.settings.cookieJar?.header(for: base) == "a=final")
+        // The 417's cookie is kept too, as a followed redirect's is.
+        #expect(
+            transport.loop.settings.cookieJar?.header(for: base)?.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.sorted() == [
+                "a=final", "b=417",
+            ])
+        // A final 417 (to no `Expect` of the request, its body come) keeps a trailer line like a
+        // status line a trailer: its body and fields stand.
+        var final = URLRequest(url: base.appendingPathComponent("final-417-trailer"))
+        final.timeoutInterval = 10
+        let refused = try await transport.send(TransportRequest(urlRequest: final))
+        #expect(refused.response.statusCode == 417 && refused.data == Data("no".utf8))
+        #expect(refused.response.value(forHTTPHeaderField: "Location") == nil)
+        #expect(transport.loop.settings.cookieJar?.header(for: base)?.contains("t=1") == false)
     }
 
     /// A chunked body's length is its chunks' (RFC 9112 §6.3): a `Content-Length` beside

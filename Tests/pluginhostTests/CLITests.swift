@@ -284,6 +284,10 @@ struct CLITests {
         #expect(listed?["manifest"] as? String == path)
         #expect((listed?["plugins"] as? [Any])?.isEmpty == true)
         #expect(listed?["problems"] as? [String] == document?["problems"] as? [String])
+        // A relative path is named as a manifest read names it: absolute.
+        let relative = try await CLI.run(["list", "--manifest", (path as NSString).lastPathComponent, "--json"], in: workspace.root)
+        let named = try JSONSerialization.jsonObject(with: Data(relative.stdout.utf8)) as? [String: Any]
+        #expect(named?["manifest"] as? String == path)
     }
 
     @Test func directoryWithNoBundles() async throws {
@@ -312,6 +316,11 @@ struct CLITests {
         let plugins = (try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])?["plugins"] as? [[String: Any]]
         #expect(plugins?.compactMap { $0["name"] as? String } == ["activity"])
         #expect(plugins?.first?["enabled"] as? Bool == true)
+        // A disabled entry names no bundle: the one in the extra directory is listed as well.
+        let disabled = try workspace.manifest(#"{"pluginDirectories": ["empty"], "plugins": [{"name": "activity", "enabled": false}]}"#)
+        let both = try await CLI.run(["list", "--manifest", disabled, "--dir", workspace.plugins, "--json"])
+        let rows = (try JSONSerialization.jsonObject(with: Data(both.stdout.utf8)) as? [String: Any])?["plugins"] as? [[String: Any]]
+        #expect(rows?.map { "\($0["name"] ?? "") \($0["sha256Verdict"] ?? "")" } == ["activity unknown", "activity ok"])
     }
 
     @Test func garbageLibraryIsRejected() async throws {

@@ -123,7 +123,10 @@ struct NewCommandTests {
         // keeps its own (a private 0700 one was opened to everyone).
         try FileManager.default.createDirectory(atPath: dir + "/own", withIntermediateDirectories: false)
         chmod(dir + "/own", 0o700)
-        for output in ["/p", "/x/y/p", "/own"] {
+        // One group may write loses that (the loader refused the manifest in it).
+        try FileManager.default.createDirectory(atPath: dir + "/shared", withIntermediateDirectories: false)
+        chmod(dir + "/shared", 0o775)
+        for output in ["/p", "/x/y/p", "/own", "/shared"] {
             let made = try await CLI.run(["new", "stamp", "--out", dir + output, "--sdk", CLI.root], umask: "002")
             #expect(made.status == 0)
             let modes = [

@@ -188,6 +188,8 @@ final class CurlCall: @unchecked Sendable {
     private var finalStatus = 0
     /// Whether the response being read says `Transfer-Encoding: chunked`.
     private var chunked = false
+    /// Whether the request carries `Expect: 100-continue` (its own: the transport sends none).
+    private var expectsContinue = false
     /// Whether the next header line begins a block (the first of the hop, or one after a blank
     /// line): only such a line may be a status line.
     private var atBlockStart = true
@@ -536,6 +538,7 @@ final class CurlCall: @unchecked Sendable {
         // Known before the fields are listed: the transport's own list is not sent with a range.
         let hasRange = headers.contains { HTTPHeader.namesEqual($0.name, "Range") }
         var hasExpect = false
+        expectsContinue = false
         var hasCookie = false
         var hasContentType = false
         for (name, value) in headers {
@@ -552,7 +555,9 @@ final class CurlCall: @unchecked Sendable {
                     hasTransportsAcceptEncoding = true
                     if hasRange { continue }
                 }
-            case "expect": hasExpect = true
+            case "expect":
+                hasExpect = true
+                expectsContinue = value.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue"
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true
             case "proxy-authorization":
@@ -798,13 +803,15 @@ final class CurlCall: @unchecked Sendable {
         let statusLike =
             startsBlock && end >= 5 && line[0] == UInt8(ascii: "H") && line[1] == UInt8(ascii: "T") && line[2] == UInt8(ascii: "T")
             && line[3] == UInt8(ascii: "P") && line[4] == UInt8(ascii: "/")
-        if statusLike, !inHeaders, finalStatus == 417 {
-            // libcurl sends the request again, in the same transfer, after a `417`
-            // to its `Expect: 100-continue` (RFC 9110 §10.1.1): this is the new answer's status
-            // line. The `417`'s fields and body are not the response's (its fields, cookies and
-            // coding were kept, and the final answer's fields dropped as trailer fields).
-            if download != nil, received > 0 {
-                return stop(TransportFailure(kind: .badResponse, message: "the server answered again after the body of its 417"))
+        if statusLike, !inHeaders, finalStatus == 417, expectsContinue, received == 0, encodedReceived == 0 {
+            // libcurl sends the request again, in the same transfer, after a `417` to the request's
+            // `Expect: 100-continue` (RFC 9110 §10.1.1), and ignores the `417`'s body: this is
+            // the new answer's status line. The `417`'s fields and coding are not the response's
+            // (they were kept, and the final answer's fields dropped as trailer fields); its
+            // cookies are kept, as a followed redirect's are. (A final `417`, whose body came, or
+            // that answered no such request, keeps a trailer line like a status line a trailer.)
+            if let jar = loop.settings.cookieJar, request.handlesCookies {
+                jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
             }
             finalStatus = 0
             inHeaders = true

@@ -80,7 +80,9 @@ public struct RedirectPolicy: Sendable, Equatable, Hashable {
 ///   `no_proxy`, …) by default, as curl does; see ``Configuration/proxy``.
 /// - **Cookies**: none are stored unless ``Configuration/cookies`` is on; then an in-memory jar
 ///   (RFC 6265, with RFC 6265bis's rules for `Secure` and curl's bounds) keeps them.
-/// - `Expect: 100-continue` is never sent (the body goes at once); `SIGPIPE` is ignored; its
+/// - `Expect: 100-continue` is not sent unless the request names it (the body goes at once);
+///   after a `417` to it, libcurl sends the request again in the same transfer, and the second
+///   answer is the response (the `417`'s cookies are kept); `SIGPIPE` is ignored; its
 ///   connections' sockets are close-on-exec (a process the app starts inherits none of them).
 public final class CurlTransport: Transport {
     /// Settings of a transport.

@@ -211,6 +211,34 @@ struct CacheRFC9111Tests {
         #expect(forbidding.calls.value == 3)
     }
 
+    /// A requester's own answer, not stored for being its own (`authorized: refuse`), says nothing
+    /// of the shared entry others use: it stays (the removal of an entry a full response replaced
+    /// must not reach it).
+    @Test func aRequestersOwnAnswerLeavesTheSharedEntry() async throws {
+        final class Answering: Transport, Sendable {
+            let calls = LockedCounter()
+            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+                let call = calls.increment()
+                let headers = [
+                    "Cache-Control": call == 1 ? "public, max-age=600" : "max-age=600", "Date": HTTPDate.format(Date().timeIntervalSince1970),
+                ]
+                let response = HTTPURLResponse(url: request.urlRequest.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!
+                return TransportResponse(response: response, data: Data("v\(call)".utf8))
+            }
+        }
+        let origin = Answering()
+        let services = PluginServices()
+        let cache = try CachePlugin(
+            configuration: PluginConfiguration(plugin: "cache", values: ["authorized": "refuse"]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        _ = try await get(provider, "shared")
+        let own = try await get(provider, "shared", headers: ["Authorization": "Bearer a", "Cache-Control": "no-cache"])
+        #expect(String(decoding: own.data, as: UTF8.self) == "v2")
+        let other = try await get(provider, "shared")
+        #expect(other.value(forHTTPHeaderField: "X-Cache") == "hit" && String(decoding: other.data, as: UTF8.self) == "v1")
+        #expect(origin.calls.value == 2)
+    }
+
     /// A client's own `304` without validators updates the stored response it validates, never
     /// a variant index stored under the key meanwhile (an index has no validators either): it was
     /// written over with the plain entry, and the variants lost their index.
@@ -822,6 +850,14 @@ struct CacheRFC9111Tests {
             #expect(answer.value(forHTTPHeaderField: "X-Cache") == (served ? "hit" : "miss"), "\(directives)")
         }
         #expect(origin.calls.value == 4)
+        // Sent to the origin (`no-cache`), the 503 is answered with the stale entry within the
+        // request's `max-stale` only.
+        for (directives, served) in [("no-cache, max-stale=5", false), ("no-cache, max-stale=400", true)] {
+            let answer = try await get(provider, "s", headers: ["Cache-Control": directives])
+            #expect(answer.statusCode == (served ? 200 : 503), "\(directives)")
+            #expect(answer.value(forHTTPHeaderField: "X-Cache") == (served ? "stale" : "miss"), "\(directives)")
+        }
+        #expect(origin.calls.value == 6)
         // Without directives of its own, the configured 600 s decide.
         #expect(try await get(provider, "s").value(forHTTPHeaderField: "X-Cache") == "stale")
     }
