@@ -26,7 +26,7 @@
                              then stops writing and reads the body away for up to 3 s, as nginx does, or
                              with mode=close closes at once (the unread body makes that a reset)
   /trailers                  200, chunked, body "ok", then the trailer fields X-Checksum and Set-Cookie
-  /trailer-status-line       200, chunked, body "ok", then trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
+  /trailer-status-line       200 (status=S: S), chunked, body "ok", then trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
   /status-line-field?rounds=R&n=N
                              200, Content-Type: text/plain, then R times (N fields and a field line
                              "HTTP/1.1 200: x"), then Content-Length: 2 and the body "ok"
@@ -37,7 +37,6 @@
   /expect-417?key=K&gzip=G   the first request of K: 417 (X-Hop: first, Set-Cookie: b=417), kept open; the next:
                              100 Continue when it expects one, its body read, then 200 (X-Hop: final,
                              Set-Cookie: a=final) with the body "ok" (gzip-coded with gzip=1)
-  /final-417-trailer         417, chunked, body "no", then the trailer lines "HTTP/1.1 302: Found", Location, Set-Cookie
   /chunked-declared          200, chunked, with Content-Length: 999999999 beside it, body "0123456789"
   /ok                        200 {"ok":true}
 
@@ -80,6 +79,28 @@ def status_head(query):
     return head
 
 
+def read_head(sock):
+    """Reads a request up to the end of its header fields (and what came after); None when the
+    connection closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def head_fields(data):
+    """The header fields of a request read by read_head (lowercased names), and the bytes after them."""
+    head, _, received = data.partition(b"\r\n\r\n")
+    fields = {}
+    for field in head.split(b"\r\n")[1:]:
+        name, _, value = field.partition(b":")
+        fields[name.strip().lower()] = value.strip()
+    return fields, received
+
+
 def reset(sock):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
@@ -91,14 +112,11 @@ class Handler(socketserver.BaseRequestHandler):
         sock.settimeout(35)
         # A small receive buffer: a slow reader (/slow-upload) holds the client back at once.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        data = b""
         try:
-            while b"\r\n\r\n" not in data:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
+            data = read_head(sock)
         except OSError:
+            return
+        if data is None:
             return
         line = data.split(b"\r\n", 1)[0].decode("latin-1")
         target = line.split(" ")[1] if len(line.split(" ")) > 1 else "/"
@@ -190,12 +208,8 @@ class Handler(socketserver.BaseRequestHandler):
                 sock.close()
             elif path == "/slow-upload":
                 rate = int(query.get("rate", str(1 << 20)))
-                head, _, received = data.partition(b"\r\n\r\n")
-                length = 0
-                for field in head.split(b"\r\n")[1:]:
-                    name, _, value = field.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value.strip())
+                fields, received = head_fields(data)
+                length = int(fields.get(b"content-length", b"0"))
                 got = len(received)
                 step = max(1, rate // 8)
                 while got < length:
@@ -248,29 +262,18 @@ class Handler(socketserver.BaseRequestHandler):
                 with lock:
                     counts[key] = counts.get(key, 0) + 1
                     attempt = counts[key]
-                head, _, received = data.partition(b"\r\n\r\n")
-                fields = {}
-                for field in head.split(b"\r\n")[1:]:
-                    name, _, value = field.partition(b":")
-                    fields[name.strip().lower()] = value.strip()
+                fields, received = head_fields(data)
                 if attempt == 1:
                     # The connection stays open (libcurl does not send again on one the 417 closes):
                     # the request sent again comes on it, or on a new one.
                     sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nX-Hop: first\r\nSet-Cookie: b=417\r\n"
                                  b"Content-Length: 0\r\n\r\n")
-                    data = b""
-                    while b"\r\n\r\n" not in data:
-                        chunk = sock.recv(65536)
-                        if not chunk:
-                            return
-                        data += chunk
+                    data = read_head(sock)
+                    if data is None:
+                        return
                     with lock:
                         counts[key] += 1
-                    head, _, received = data.partition(b"\r\n\r\n")
-                    fields = {}
-                    for field in head.split(b"\r\n")[1:]:
-                        name, _, value = field.partition(b":")
-                        fields[name.strip().lower()] = value.strip()
+                    fields, received = head_fields(data)
                 length = int(fields.get(b"content-length", b"0"))
                 if fields.get(b"expect", b"").lower() == b"100-continue":
                     sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -287,10 +290,6 @@ class Handler(socketserver.BaseRequestHandler):
                 sock.sendall(b"HTTP/1.1 200 OK\r\nX-Hop: final\r\nSet-Cookie: a=final\r\n" + coding
                              + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
                 sock.close()
-            elif path == "/final-417-trailer":
-                sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
-                             b"Connection: close\r\n\r\n2\r\nno\r\n0\r\nHTTP/1.1 302: Found\r\nLocation: /ok\r\nSet-Cookie: t=1\r\n\r\n")
-                sock.close()
             elif path == "/chunked-declared":
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
                              b"Content-Length: 999999999\r\nConnection: close\r\n\r\na\r\n0123456789\r\n0\r\n\r\n")
@@ -303,7 +302,7 @@ class Handler(socketserver.BaseRequestHandler):
             elif path == "/trailer-status-line":
                 # A trailer field whose name begins like a status line (with a colon, which libcurl
                 # asks of a trailer), then a Location and a cookie: none of it starts a new response.
-                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                sock.sendall(status_head(query) + b"Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                              b"2\r\nok\r\n0\r\nHTTP/1.1 302: Found\r\nLocation: /ok\r\nSet-Cookie: t=1\r\n\r\n")
                 sock.close()
             elif path == "/status-line-field":

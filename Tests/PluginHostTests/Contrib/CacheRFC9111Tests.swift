@@ -33,6 +33,23 @@ final class ScriptedTransport: Transport, Sendable {
     }
 }
 
+/// Answers each call with what `answer` makes of its number (1 for the first) and request: a
+/// status, header fields (and a `Date` of now unless they have one) and a body.
+final class NumberedTransport: Transport, Sendable {
+    typealias Answer = (status: Int, headers: [String: String], body: String)
+    let calls = LockedCounter()
+    let answer: @Sendable (Int, TransportRequest) async -> Answer
+
+    init(_ answer: @escaping @Sendable (Int, TransportRequest) async -> Answer) { self.answer = answer }
+
+    func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
+        var (status, headers, body) = await answer(calls.increment(), request)
+        if headers["Date"] == nil { headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970) }
+        let response = HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+        return TransportResponse(response: response, data: Data(body.utf8))
+    }
+}
+
 /// The cache against RFC 9111 (and RFC 9110 for dates and conditions), section by section.
 @Suite("cache plugin: RFC 9111")
 struct CacheRFC9111Tests {
@@ -42,6 +59,13 @@ struct CacheRFC9111Tests {
         let services = PluginServices()
         let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
         return Provider<Bin>(transport: transport, interceptors: [cache], services: services)
+    }
+
+    /// A provider over `transport` with a cache of configuration `values` in its chain, and the cache.
+    func cached(_ transport: any Transport, _ values: [String: JSONValue] = [:]) throws -> (provider: Provider<Bin>, cache: CachePlugin) {
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: values), host: services.hostServices(for: "cache"))
+        return (Provider<Bin>(transport: transport, interceptors: [cache], services: services), cache)
     }
 
     func get(_ provider: Provider<Bin>, _ path: String, method: HTTPMethod = .get, headers: [String: String]? = nil) async throws -> Response {
@@ -215,22 +239,8 @@ struct CacheRFC9111Tests {
     /// of the shared entry others use: it stays (the removal of an entry a full response replaced
     /// must not reach it).
     @Test func aRequestersOwnAnswerLeavesTheSharedEntry() async throws {
-        final class Answering: Transport, Sendable {
-            let calls = LockedCounter()
-            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-                let call = calls.increment()
-                let headers = [
-                    "Cache-Control": call == 1 ? "public, max-age=600" : "max-age=600", "Date": HTTPDate.format(Date().timeIntervalSince1970),
-                ]
-                let response = HTTPURLResponse(url: request.urlRequest.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!
-                return TransportResponse(response: response, data: Data("v\(call)".utf8))
-            }
-        }
-        let origin = Answering()
-        let services = PluginServices()
-        let cache = try CachePlugin(
-            configuration: PluginConfiguration(plugin: "cache", values: ["authorized": "refuse"]), host: services.hostServices(for: "cache"))
-        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        let origin = NumberedTransport { call, _ in (200, ["Cache-Control": call == 1 ? "public, max-age=600" : "max-age=600"], "v\(call)") }
+        let provider = try cached(origin, ["authorized": "refuse"]).provider
         _ = try await get(provider, "shared")
         let own = try await get(provider, "shared", headers: ["Authorization": "Bearer a", "Cache-Control": "no-cache"])
         #expect(String(decoding: own.data, as: UTF8.self) == "v2")
@@ -243,37 +253,22 @@ struct CacheRFC9111Tests {
     /// a variant index stored under the key meanwhile (an index has no validators either): it was
     /// written over with the plain entry, and the variants lost their index.
     @Test func aClients304NeverWritesOverAVariantIndexStoredMeanwhile() async throws {
-        final class Racing: Transport, Sendable {
-            let calls = LockedCounter()
-            let released = Locked(false)
-            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-                let url = request.urlRequest.url!
-                let conditional = request.urlRequest.value(forHTTPHeaderField: "If-Modified-Since") != nil
-                let call = calls.increment()
-                var headers = ["Date": HTTPDate.format(Date().timeIntervalSince1970)]
-                if conditional {
-                    // Held until the plain request stored its varying response.
-                    for _ in 0..<500 where !released.withLock({ $0 }) { try? await Task.sleep(nanoseconds: 10_000_000) }
-                    return TransportResponse(
-                        response: HTTPURLResponse(url: url, statusCode: 304, httpVersion: "HTTP/1.1", headerFields: headers)!, data: Data())
-                }
-                headers["Cache-Control"] = call == 1 ? "max-age=0" : "max-age=600"
-                if call > 1 { headers["Vary"] = "X-Variant" }
-                return TransportResponse(
-                    response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!,
-                    data: Data("v\(call)".utf8))
+        let released = Locked(false)
+        let origin = NumberedTransport { call, request in
+            if request.urlRequest.value(forHTTPHeaderField: "If-Modified-Since") != nil {
+                // Held until the plain request stored its varying response.
+                for _ in 0..<500 where !released.withLock({ $0 }) { try? await Task.sleep(nanoseconds: 10_000_000) }
+                return (304, [:], "")
             }
+            return (200, call == 1 ? ["Cache-Control": "max-age=0"] : ["Cache-Control": "max-age=600", "Vary": "X-Variant"], "v\(call)")
         }
-        let origin = Racing()
-        let services = PluginServices()
-        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
-        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        let (provider, cache) = try cached(origin)
         _ = try await get(provider, "ix")
         let conditional = Task { try await get(provider, "ix", headers: ["If-Modified-Since": HTTPDate.format(Date().timeIntervalSince1970)]) }
         #expect(await eventually { origin.calls.value == 2 })
         let varying = try await get(provider, "ix", headers: ["X-Variant": "a"])
         #expect(String(decoding: varying.data, as: UTF8.self) == "v3")
-        origin.released.withLock { $0 = true }
+        released.withLock { $0 = true }
         #expect(try await conditional.value.statusCode == 304)
         #expect(cache.store.get(CachePlugin.getKey("http://cache.test/ix")).map(CachePlugin.isVariantIndex) == true)
         let hit = try await get(provider, "ix", headers: ["X-Variant": "a"])
@@ -287,22 +282,11 @@ struct CacheRFC9111Tests {
     /// It stayed, and the next request was a hit with the body the origin had just replaced.
     @Test(arguments: [["Cache-Control": "no-store"], ["Cache-Control": "max-age=600", "Vary": "*"]])
     func aFullResponseNotStoredTakesTheEntryItReplacedAway(_ replacement: [String: String]) async throws {
-        final class Replacing: Transport, Sendable {
-            let calls = LockedCounter()
-            let replacement: [String: String]
-            init(_ replacement: [String: String]) { self.replacement = replacement }
-            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-                let call = calls.increment()
-                var headers = call == 1 ? ["Cache-Control": "max-age=600", "ETag": "\"v1\""] : replacement
-                headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970)
-                let response = HTTPURLResponse(url: request.urlRequest.url!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!
-                return TransportResponse(response: response, data: Data("v\(call)".utf8))
-            }
-        }
         for reload in [["Cache-Control": "no-cache"], ["Cache-Control": "max-age=0"]] {
-            let origin = Replacing(replacement)
-            let provider = try provider(ScriptedTransport([:]))
-            let cached = Provider<Bin>(transport: origin, interceptors: provider.interceptors, services: provider.services)
+            let origin = NumberedTransport { call, _ in
+                (200, call == 1 ? ["Cache-Control": "max-age=600", "ETag": "\"v1\""] : replacement, "v\(call)")
+            }
+            let cached = try cached(origin).provider
             #expect(String(decoding: try await get(cached, "r").data, as: UTF8.self) == "v1")
             #expect(try await get(cached, "r").value(forHTTPHeaderField: "X-Cache") == "hit")
             let replaced = try await get(cached, "r", headers: reload)
@@ -820,26 +804,13 @@ struct CacheRFC9111Tests {
     /// with (§5.2.1.2, §4.2.4): one 300 s stale does not answer `max-stale=5`; the origin's 503
     /// goes to it. It was served, the directive read only as "accepts staleness".
     @Test func staleIfErrorKeepsToTheRequestsMaxStale() async throws {
-        final class Failing: Transport, Sendable {
-            let calls = LockedCounter()
-            func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-                let first = calls.increment() == 1
-                // Sent 360 s ago with a lifetime of 60 s: 300 s stale.
-                let headers = [
-                    "Cache-Control": first ? "max-age=60" : "no-store", "ETag": "\"v\"",
-                    "Date": HTTPDate.format(Date().timeIntervalSince1970 - (first ? 360 : 0)),
-                ]
-                return TransportResponse(
-                    response: HTTPURLResponse(
-                        url: request.urlRequest.url!, statusCode: first ? 200 : 503, httpVersion: "HTTP/1.1", headerFields: headers)!,
-                    data: Data((first ? "v" : "down").utf8))
-            }
+        let origin = NumberedTransport { call, _ in
+            // Sent 360 s ago with a lifetime of 60 s: 300 s stale.
+            call == 1
+                ? (200, ["Cache-Control": "max-age=60", "ETag": "\"v\"", "Date": HTTPDate.format(Date().timeIntervalSince1970 - 360)], "v")
+                : (503, ["Cache-Control": "no-store"], "down")
         }
-        let origin = Failing()
-        let services = PluginServices()
-        let cache = try CachePlugin(
-            configuration: PluginConfiguration(plugin: "cache", values: ["staleIfError": 600]), host: services.hostServices(for: "cache"))
-        let provider = Provider<Bin>(transport: origin, interceptors: [cache], services: services)
+        let provider = try cached(origin, ["staleIfError": 600]).provider
         _ = try await get(provider, "s")
         for (directives, served) in [
             ("max-stale=5", false), ("max-age=10, max-stale=5", false), ("max-stale=x", false), ("max-stale=400", true), ("max-stale", true),
