@@ -162,13 +162,22 @@ public struct CredentialsPlugin: ExportablePlugin {
         return entries.contains(where: \.preemptive) ? nil : [.credential]
     }
 
+    /// The requests to an origin a preemptive entry covers that carried the app's own
+    /// `Authorization` (the entry's went up front to none of them). Rare: an empty table is asked
+    /// without a lock.
+    private let appAuthorized = PerRequestState<Bool>()
+
     /// Sends Basic credentials up front to a host whose entry is `preemptive`, unless the request
     /// already carries `Authorization`.
     public func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
         guard entries.contains(where: \.preemptive), let (host, port, scheme) = Self.origin(request.url) else { return .proceed }
-        guard request.header("Authorization") == nil, let index = upFront(host: host, port: port, scheme: scheme),
-            let password = entries[index].password(context.services)
-        else { return .proceed }
+        guard let index = upFront(host: host, port: port, scheme: scheme) else { return .proceed }
+        if request.header("Authorization") != nil {
+            // The app's own goes instead: a challenge to it has had none of the entry's answers.
+            appAuthorized.set(true, for: context.requestID)
+            return .proceed
+        }
+        guard let password = entries[index].password(context.services) else { return .proceed }
         let entry = entries[index]
         try request.setHeader("Authorization", "Basic " + Data("\(entry.user):\(password)".utf8).base64EncodedString())
         return .proceed
@@ -189,7 +198,7 @@ public struct CredentialsPlugin: ExportablePlugin {
         let entry = entries[index]
         let sentUpFront =
             basic && upFront(host: challenge.host, port: challenge.port, scheme: challenge.scheme) == index
-            && Self.isOrigin(of: context.target, challenge)
+            && Self.isOrigin(of: context.target, challenge) && appAuthorized.get(context.requestID) == nil
         guard challenge.previousFailureCount + (sentUpFront ? 1 : 0) < rounds, let password = entry.password(context.services) else {
             return .performDefault
         }

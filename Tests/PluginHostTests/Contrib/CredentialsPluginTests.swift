@@ -79,6 +79,17 @@ struct CredentialsPluginTests {
         let (right, rightRequests) = try await statusAndRequests(rounds: 1, [try entry(preemptive: true)])
         #expect(right == 200)
         #expect(rightRequests == 1)
+        // The app's own `Authorization` goes instead (the entry sends nothing up front): refused,
+        // it is answered with the entry's credentials. It was counted as the entry's answer, and
+        // with one round the challenge went unanswered.
+        let provider = try f.provider([("credentials", ["rounds": 1, "credentials": [try entry(preemptive: true)]])])
+        let parameters = ["key": "own-\(UUID().uuidString)", "offer": "Basic"]
+        let own = try Bin(
+            "fixture/digest", task: .requestParameters(parameters: parameters, encoding: URLEncoding.queryString),
+            headers: ["Authorization": "Basic " + Data("u:app-wrong".utf8).base64EncodedString()])
+        let answered = try await provider.request(own).value
+        #expect(answered.statusCode == 200)
+        #expect(try answered.mapJSON()["count"]?.intValue == 2)
     }
 
     /// `"port": null` is any port, as an absent one: it was port 0, and the entry never answered.
