@@ -814,7 +814,8 @@ public struct CachePlugin: ExportablePlugin {
                 if let partition = state.partition, entry.key == state.key { removeAll(partitionedKey(state.key, in: partition)) }
             } else if let stale = state.entry, status != 304, status < 500, !response.isRedirected,
                 Self.credentials(of: sent()) == state.credentials,
-                !(state.partition != nil && stale.key == state.key && !responseDirectives(fields).shareable)
+                !(state.partition != nil && (stale.key == state.key || stale.key.hasPrefix(state.key + "\u{1}"))
+                    && !responseDirectives(fields).shareable)
             {
                 // A full response to a request the stored one could not answer (stale, or
                 // `no-cache`) says it is no longer suitable (§4.3.3); not stored itself (`no-store`,

@@ -177,6 +177,8 @@ public struct CredentialsPlugin: ExportablePlugin {
             appAuthorized.set(true, for: context.requestID)
             return .proceed
         }
+        // An attempt before this one may have carried the app's (the same request id).
+        _ = appAuthorized.remove(context.requestID)
         guard let password = entries[index].password(context.services) else { return .proceed }
         let entry = entries[index]
         try request.setHeader("Authorization", "Basic " + Data("\(entry.user):\(password)".utf8).base64EncodedString())

@@ -329,38 +329,59 @@ public struct LoggerPlugin: ExportablePlugin {
                 return shown + head + "=<redacted>"
             }
             guard let mark = value.firstIndex(of: "?") else { return shown + head + "=" + redact(encoded: value, found: &found) }
-            shown += rest[...mark]
+            shown += head + "=" + redact(encoded: value[..<mark], found: &found) + "?"
             rest = value[value.index(after: mark)...]
         }
         return shown + rest
     }
 
     /// A value holding a query percent-encoded, as a redirect URL given as a parameter is
-    /// (`next=%2Fcb%3Faccess_token%3D…`): its parameters, separated by an encoded `?` or `&`, are
-    /// looked at as written, and a redacted one's value replaced (it was shown, and not scrubbed).
+    /// (`next=%2Fcb%3Faccess_token%3D…`): its parameters, separated by an encoded `?`, `&` or `#`,
+    /// are looked at as written, and a redacted one's value replaced (it was shown, and not
+    /// scrubbed). One pass over the bytes: a server's `Location` of many separators costs its length.
     func redact(encoded value: Substring, found: inout [String]) -> String {
-        guard value.range(of: "%3D", options: .caseInsensitive) != nil else { return String(value) }
-        var shown = ""
-        var rest = value
-        while !rest.isEmpty {
-            let separator = [rest.range(of: "%3F", options: .caseInsensitive), rest.range(of: "%26", options: .caseInsensitive)]
-                .compactMap { $0 }.min { $0.lowerBound < $1.lowerBound }
-            let segment = rest[..<(separator?.lowerBound ?? rest.endIndex)]
-            if let equals = segment.range(of: "%3D", options: .caseInsensitive),
-                case let name = segment[..<equals.lowerBound], FieldNames.matches(name.removingPercentEncoding ?? String(name), redactedQuery)
-            {
-                let secret = String(segment[equals.upperBound...])
-                let once = secret.removingPercentEncoding ?? secret
-                found += [secret, once, once.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? once]
-                shown += name + "%3D<redacted>"
-            } else {
-                shown += segment
-            }
-            guard let separator else { break }
-            shown += rest[separator]
-            rest = rest[separator.upperBound...]
+        let bytes = Array(value.utf8)
+        /// The encoded byte at `index` (`%XY`, either case), if any.
+        func encoded(at index: Int) -> UInt8? {
+            guard index + 2 < bytes.count, bytes[index] == UInt8(ascii: "%"),
+                let high = URLParts.hexValue(bytes[index + 1]), let low = URLParts.hexValue(bytes[index + 2])
+            else { return nil }
+            return high << 4 | low
         }
-        return shown
+        guard bytes.indices.contains(where: { encoded(at: $0) == UInt8(ascii: "=") }) else { return String(value) }
+        var shown: [UInt8] = []
+        shown.reserveCapacity(bytes.count)
+        var start = 0
+        var index = 0
+        /// Appends the parameter `bytes[start..<end]`, its value replaced when its name is redacted.
+        func segment(to end: Int) {
+            var equals = start
+            while equals < end, encoded(at: equals) != UInt8(ascii: "=") { equals += 1 }
+            if equals < end {
+                let name = String(decoding: bytes[start..<equals], as: UTF8.self)
+                if FieldNames.matches(name.removingPercentEncoding ?? name, redactedQuery) {
+                    let secret = String(decoding: bytes[(equals + 3)..<end], as: UTF8.self)
+                    let once = secret.removingPercentEncoding ?? secret
+                    found += [secret, once, once.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? once]
+                    shown += bytes[start..<(equals + 3)]
+                    shown += Array("<redacted>".utf8)
+                    return
+                }
+            }
+            shown += bytes[start..<end]
+        }
+        while index < bytes.count {
+            if let byte = encoded(at: index), byte == UInt8(ascii: "?") || byte == UInt8(ascii: "&") || byte == UInt8(ascii: "#") {
+                segment(to: index)
+                shown += bytes[index..<(index + 3)]
+                index += 3
+                start = index
+            } else {
+                index += 1
+            }
+        }
+        segment(to: bytes.count)
+        return String(decoding: shown, as: UTF8.self)
     }
 
     /// The user and password of a URL (`user:password@host`), as written (percent-encoded); the

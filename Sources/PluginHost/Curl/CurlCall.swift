@@ -557,7 +557,8 @@ final class CurlCall: @unchecked Sendable {
                 }
             case "expect":
                 hasExpect = true
-                expectsContinue = value.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue"
+                // libcurl waits for a `100` (and sends again after a `417`) only with a body to send.
+                expectsContinue = hasBody && value.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue"
             case "cookie": hasCookie = true
             case "content-type": hasContentType = true
             case "proxy-authorization":

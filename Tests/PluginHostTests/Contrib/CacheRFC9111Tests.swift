@@ -43,7 +43,8 @@ final class NumberedTransport: Transport, Sendable {
     init(_ answer: @escaping @Sendable (Int, TransportRequest) async -> Answer) { self.answer = answer }
 
     func send(_ request: TransportRequest) async throws(TransportFailure) -> TransportResponse {
-        var (status, headers, body) = await answer(calls.increment(), request)
+        let (status, answered, body) = await answer(calls.increment(), request)
+        var headers = answered
         if headers["Date"] == nil { headers["Date"] = HTTPDate.format(Date().timeIntervalSince1970) }
         let response = HTTPURLResponse(url: request.urlRequest.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
         return TransportResponse(response: response, data: Data(body.utf8))
@@ -238,8 +239,12 @@ struct CacheRFC9111Tests {
     /// A requester's own answer, not stored for being its own (`authorized: refuse`), says nothing
     /// of the shared entry others use: it stays (the removal of an entry a full response replaced
     /// must not reach it).
-    @Test func aRequestersOwnAnswerLeavesTheSharedEntry() async throws {
-        let origin = NumberedTransport { call, _ in (200, ["Cache-Control": call == 1 ? "public, max-age=600" : "max-age=600"], "v\(call)") }
+    @Test(arguments: [false, true]) func aRequestersOwnAnswerLeavesTheSharedEntry(varying: Bool) async throws {
+        // (A shared variant too: its key is the URL's with the selection after it.)
+        let origin = NumberedTransport { call, _ in
+            let control = ["Cache-Control": call == 1 ? "public, max-age=600" : "max-age=600"]
+            return (200, varying ? control.merging(["Vary": "X-Variant"]) { $1 } : control, "v\(call)")
+        }
         let provider = try cached(origin, ["authorized": "refuse"]).provider
         _ = try await get(provider, "shared")
         let own = try await get(provider, "shared", headers: ["Authorization": "Bearer a", "Cache-Control": "no-cache"])

@@ -384,17 +384,19 @@ struct LoggerPluginTests {
             try TestServer.url().absoluteString
             + "/anything/echo?next=/cb?access_token=nested-secret-1&signature=plus+secret+2&code=plain-3"
             + "&back=%2Fcb%3Fx%3D1%26refresh_token%3Dencoded-secret-4%26y%3D2"
+            + "&implicit=%2Fcb%23access_token%3Dencoded-secret-5&more=%2Fcb%3Ftoken%3Dencoded-secret-6?x=1"
         let provider = try f.provider(
             [("logger", ["level": "body", "output": "file", "file": f.root + "/requests.log"])], before: [RawURL(url: raw)])
         let echoed = try await provider.request(try Bin("get")).value
         #expect(String(decoding: echoed.data, as: UTF8.self).contains("plus secret 2"))
         let text = log(f)
-        for secret in ["nested-secret-1", "plus secret 2", "plus+secret+2", "encoded-secret-4"] {
+        for secret in ["nested-secret-1", "plus secret 2", "plus+secret+2", "encoded-secret-4", "encoded-secret-5", "encoded-secret-6"] {
             #expect(!text.contains(secret), "\(secret) leaked into the log")
         }
         #expect(
             text.contains(
                 "/anything/echo?next=/cb?access_token=<redacted>&signature=<redacted>&code=plain-3&back=%2Fcb%3Fx%3D1%26refresh_token%3D<redacted>%26y%3D2"
+                    + "&implicit=%2Fcb%23access_token%3D<redacted>&more=%2Fcb%3Ftoken%3D<redacted>?x=1"
             ))
     }
 
