@@ -344,8 +344,14 @@ public struct CachePlugin: ExportablePlugin {
     /// The key of the variant of `base` selected by these (normalised) header values.
     func variantKey(_ base: String, names: [String], value: (String) -> String) -> String {
         let selection = names.sorted().map { $0 + "=" + value($0) }.joined(separator: "\n")
-        return base + "\u{1}" + SHA256.hex(SHA256.hash(Array(selection.utf8)))
+        return base + Self.variantSeparator + SHA256.hex(SHA256.hash(Array(selection.utf8)))
     }
+
+    /// What stands between a URL's key and a variant's selection in the variant's key.
+    static let variantSeparator = "\u{1}"
+
+    /// Whether `key` is `base`'s own entry or one of its variants.
+    static func isEntry(_ key: String, of base: String) -> Bool { key == base || key.hasPrefix(base + variantSeparator) }
 
     /// The entry stored for `base`, through its variant index when it has one, selected by the
     /// request's `fields` (nil: no request, no variant).
@@ -814,7 +820,7 @@ public struct CachePlugin: ExportablePlugin {
                 if let partition = state.partition, entry.key == state.key { removeAll(partitionedKey(state.key, in: partition)) }
             } else if let stale = state.entry, status != 304, status < 500, !response.isRedirected,
                 Self.credentials(of: sent()) == state.credentials,
-                !(state.partition != nil && (stale.key == state.key || stale.key.hasPrefix(state.key + "\u{1}"))
+                !(state.partition != nil && Self.isEntry(stale.key, of: state.key)
                     && !responseDirectives(fields).shareable)
             {
                 // A full response to a request the stored one could not answer (stale, or

@@ -811,9 +811,7 @@ final class CurlCall: @unchecked Sendable {
             // (they were kept, and the final answer's fields dropped as trailer fields); its
             // cookies are kept, as a followed redirect's are. (A final `417`, whose body came, or
             // that answered no such request, keeps a trailer line like a status line a trailer.)
-            if let jar = loop.settings.cookieJar, request.handlesCookies {
-                jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
-            }
+            storeCookies(in: loop.settings)
             finalStatus = 0
             inHeaders = true
             followedHop = nil
@@ -862,6 +860,14 @@ final class CurlCall: @unchecked Sendable {
         if name.count == 17, name.lowercased() == "transfer-encoding", value.lowercased().contains("chunked") { chunked = true }
         responseHeaders.append((name: name, value: value))
         return count
+    }
+
+    /// Keeps the `Set-Cookie` fields of the response read (a followed redirect's, a `417` libcurl
+    /// answered by sending again, the final one's) in the transport's jar, when it has one and
+    /// the request handles cookies.
+    private func storeCookies(in settings: CurlSettings) {
+        guard let jar = settings.cookieJar, request.handlesCookies else { return }
+        jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
     }
 
     /// The blank line after a response's headers: a declared body above the limit fails here,
@@ -1030,9 +1036,7 @@ final class CurlCall: @unchecked Sendable {
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_RESPONSE_CODE, &status)
         var version = 0
         ph_curl_easy_getinfo_long(easy, PH_CURLINFO_HTTP_VERSION, &version)
-        if let jar = settings.cookieJar, request.handlesCookies {
-            jar.store(setCookie: responseHeaders.filter { HTTPHeader.namesEqual($0.name, "Set-Cookie") }.map(\.value), for: url)
-        }
+        storeCookies(in: settings)
         if let (next, becomesGET) = followedHop {
             redirectCount += 1
             if becomesGET {
