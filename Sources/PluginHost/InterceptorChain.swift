@@ -237,7 +237,7 @@ final class InterceptorChain: Sendable {
             let innermost = answeredBy ?? interceptors.count - 1
             if let error = didReceive(outcome.view, contexts: contexts, from: innermost) { return .failure(error) }
             let retry: RetryRequest?
-            switch process(&outcome, contexts: contexts, from: innermost, url: sending.url) {
+            switch process(&outcome, contexts: contexts, from: innermost, url: sending.url, request: state) {
             case .failure(let error): return .failure(error)
             case .success(let request): retry = request
             }
@@ -440,8 +440,11 @@ final class InterceptorChain: Sendable {
     }
 
     /// `process` from `innermost` outwards: replacements apply to `outcome`; a retry request
-    /// stops the walk and is returned.
-    func process(_ outcome: inout Outcome, contexts: AttemptContexts, from innermost: Int, url: URL?) -> Result<RetryRequest?, NetworkError> {
+    /// stops the walk and is returned. A replacement answers `request` (the request phase's
+    /// state), a replaced failure's too: the hooks outside it read that request's fields.
+    func process(
+        _ outcome: inout Outcome, contexts: AttemptContexts, from innermost: Int, url: URL?, request: RequestState? = nil
+    ) -> Result<RetryRequest?, NetworkError> {
         let context = cContext(contexts)
         // The views of the outcome, made when first needed and again only after a replacement.
         var view: InterceptorResult?
@@ -470,10 +473,11 @@ final class InterceptorChain: Sendable {
             case .proceed:
                 continue
             case .replace(let response):
-                // A replacement answers the same request.
+                // A replacement answers the same request (a failure's too: it had no response to
+                // carry the request, and the hooks outside read no fields where the request had some).
                 let replaced = outcome.response
                 outcome = .response(ResponseState(response, url: url))
-                outcome.response?.sentRequest = replaced?.sentRequest
+                outcome.response?.sentRequest = replaced?.sentRequest ?? request
                 outcome.response?.credentialsLeftBehind = replaced?.credentialsLeftBehind ?? false
                 outcome.response?.challengeAnswer = replaced?.challengeAnswer
                 outcome.response?.jarCookie = replaced?.jarCookie

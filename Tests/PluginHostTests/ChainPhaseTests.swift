@@ -191,6 +191,33 @@ struct ChainPhaseTests {
         #expect(log.log == ["inner sees a failure", "r.process", "outer sees 299"])
     }
 
+    /// A response a `process` hook made in place of a transport failure answers the request sent:
+    /// the hooks outside it read that request's fields (they read none: nil in process, and an
+    /// empty list across the ABI, which a loaded cache took for a request without `Vary` fields).
+    @Test func aFailureReplacedInProcessAnswersTheRequestSent() async throws {
+        final class RequestFieldsSeer: Interceptor, @unchecked Sendable {
+            let seen = Locked<[HTTPHeader]??>(nil)
+            func process(_ result: InterceptorResult, context: InterceptorContext) throws -> ProcessAction {
+                seen.withLock { $0 = .some(result.response?.requestHeaders) }
+                return .proceed
+            }
+        }
+        let seer = RequestFieldsSeer()
+        let replacement = SyntheticResponse(statusCode: 200, headers: [HTTPHeader(name: "Cache-Control", value: "max-age=60")], body: [])
+        let provider = Provider<Bin>(
+            transport: TransportKind.curl.make(),
+            interceptors: [seer, Scripted(name: "fallback", log: log, processAction: .replace(replacement))])
+        // Nothing listens on port 1: the transport fails to connect.
+        let target = try Bin("p", headers: ["Accept-Language": "fr"], base: URL(string: "http://127.0.0.1:1")!)
+        let response = try await provider.request(target).value
+        #expect(response.statusCode == 200)
+        let seen = seer.seen.withLock { $0 }
+        #expect(seen != nil, "the outer hook's process did not run")
+        let fields = seen ?? nil
+        #expect(fields != nil, "the outer hook saw no request fields")
+        #expect(fields?.contains { $0.name == "Accept-Language" && $0.value == "fr" } == true)
+    }
+
     @Test func retriesStopAtTheLimitAndOnCancellation() {
         #expect(InterceptorChain.shouldRetry(attempt: 1, maxRetries: 2, cancelled: false))
         #expect(InterceptorChain.shouldRetry(attempt: 2, maxRetries: 2, cancelled: false))
