@@ -6,8 +6,9 @@ import PluginSDK
 /// `hmac-sha256`: canonical string = METHOD `\n` PATH (percent-encoded as sent) `\n`
 /// CANONICAL_QUERY `\n` TIMESTAMP `\n` NONCE `\n` lower-case hex SHA-256 of the body (of the empty
 /// string when there is none). CANONICAL_QUERY is the query parameters as sent, names and values
-/// percent-encoded per RFC 3986 (only `A–Z a–z 0–9 - . _ ~` kept, `%XX` upper-case), sorted by name
-/// then value, joined as `name=value` with `&`. The signature is the lower-case hex
+/// percent-encoded per RFC 3986 (only `A–Z a–z 0–9 - . _ ~` kept, `%XX` upper-case) once their
+/// escapes are decoded and a literal `+` is read as a space (as servers read a query: `a+b` signs
+/// as `a%20b`, `a%2Bb` as `a%2Bb`), sorted by name then value, joined as `name=value` with `&`. The signature is the lower-case hex
 /// HMAC-SHA256(secret, canonical string), sent in `X-Signature`, with `X-Timestamp` (Unix seconds
 /// from the host clock), `X-Nonce` (32 lower-case hex characters from the host's random bytes) and
 /// `X-Key-Id`; or, with `placement: query`, as the query parameters `x-signature`, `x-timestamp`,
@@ -51,10 +52,10 @@ public struct SignaturePlugin: ExportablePlugin {
 
     /// The last secret seen and its prepared HMAC key (the secret is read per request, so a
     /// rotated secret is used at once; its pads are hashed once per secret, not per request).
-    private let preparedKey = LastAnswer<String, HMACSHA256.Key>()
+    private let preparedKey = LastAnswer<[UInt8], HMACSHA256.Key>()
 
-    func hmacKey(_ secret: String) -> HMACSHA256.Key {
-        preparedKey.answer(for: secret) { HMACSHA256.Key(Array($0.utf8)) }
+    func hmacKey(_ secret: [UInt8]) -> HMACSHA256.Key {
+        preparedKey.answer(for: secret) { HMACSHA256.Key($0) }
     }
 
     /// Reads the configuration (keys in this plugin's README); an unknown key or a bad value throws
@@ -68,16 +69,32 @@ public struct SignaturePlugin: ExportablePlugin {
         secretEnv = try configuration.string("secretEnv")
         secretFile = try configuration.string("secretFile")
         if !HeaderValidation.isValidValue(keyID) { throw configuration.error("keyId must not contain CR, LF or NUL") }
+        // An empty key id went out as an empty `X-Key-Id`; an empty variable or file name was
+        // looked in ("environment variable ," in the error) instead of being refused here.
+        if keyID.isEmpty { throw configuration.error("keyId must not be empty") }
+        if secretEnv?.isEmpty == true { throw configuration.error("secretEnv must name an environment variable, not \"\"") }
+        if secretFile?.isEmpty == true { throw configuration.error("secretFile must name a file, not \"\"") }
+        // md5-sorted puts `sign` where the parameters came from: `placement: query` was ignored.
+        if scheme == .md5, inQuery {
+            throw configuration.error("placement query applies to hmac-sha256 only: md5-sorted adds sign where the parameters came from")
+        }
     }
 
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }
 
-    func secret(_ services: any HostServices) throws -> String {
-        if let stored = services.value(forKey: secretKey), !stored.isEmpty { return stored }
-        if let secretEnv, let value = ProcessInfo.processInfo.environment[secretEnv], !value.isEmpty { return value }
-        if let secretFile, let text = try Self.readSecret(secretFile), !text.isEmpty { return text }
+    /// The secret's bytes: the host store's value, else the environment variable's without white
+    /// space at its ends (a variable set from a file keeps the file's last newline), else the
+    /// file's (``readSecret(_:)``).
+    func secret(_ services: any HostServices) throws -> [UInt8] {
+        if let stored = services.value(forKey: secretKey), !stored.isEmpty { return Array(stored.utf8) }
+        if let secretEnv, let value = ProcessInfo.processInfo.environment[secretEnv]?.trimmingCharacters(in: .whitespacesAndNewlines),
+            !value.isEmpty
+        {
+            return Array(value.utf8)
+        }
+        if let secretFile, let bytes = try Self.readSecret(secretFile), !bytes.isEmpty { return bytes }
         var places = ["host store key \(secretKey.debugDescription)"]
         if let secretEnv { places.append("environment variable \(secretEnv)") }
         if let secretFile { places.append("file \(secretFile)") }
@@ -87,12 +104,15 @@ public struct SignaturePlugin: ExportablePlugin {
     /// The largest secret file read.
     static let maxSecretFileBytes = 64 << 10
 
-    /// The secret in the file at `path`, trimmed; nil when there is no such file. A file that is
+    /// The secret in the file at `path`: a file of UTF-8 text is its text without white space at
+    /// its ends (`echo secret > file` leaves a newline); any other file is its bytes as they are
+    /// (a binary key, `openssl rand 32 > file`: read as text, each byte that is no UTF-8 became
+    /// U+FFFD and two keys could be one). Nil when there is no such file. A file that is
     /// there must be a regular file of the current user that group and others cannot read (mode
     /// 0600 or narrower, as OpenSSH asks of a private key), of at most 64 KiB: else the request
     /// fails saying why (a FIFO waited for a writer, `/dev/zero` read on for good, and a file
     /// others may read was used as it was).
-    static func readSecret(_ path: String) throws -> String? {
+    static func readSecret(_ path: String) throws -> [UInt8]? {
         var status = stat()
         func refused(_ why: String) -> Failure { Failure(description: "signature: the secret file \(path) \(why)") }
         if lstat(path, &status) != 0 {
@@ -107,7 +127,10 @@ public struct SignaturePlugin: ExportablePlugin {
         defer { close(fd) }
         if let problem = FileDescriptor.privacyProblem(opened, .file) { throw refused(problem) }
         guard let bytes = FileDescriptor.read(fd, size: Int(opened.st_size)) else { throw refused("cannot be read") }
-        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // Text when decoding changed no byte (a byte that is no UTF-8 became U+FFFD).
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard text.utf8.elementsEqual(bytes) else { return bytes }
+        return Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }
 
     /// Signs the request with the configured scheme; fails it when there is no secret.
@@ -178,7 +201,7 @@ public struct SignaturePlugin: ExportablePlugin {
                 // Escaped from the bytes the escapes stand for: `%FF` is `%FF` (decoded as text it
                 // became U+FFFD, and `a=%FF` and `a=%FE` were signed alike).
                 var pairs: [(name: String, value: String)] = []
-                for item in parts.escapedQueryItems where !excluding.contains(item.name) {
+                for item in parts.escapedQueryItems(readingPlusAsSpace: true) where !excluding.contains(item.name) {
                     pairs.append(item)
                 }
                 pairs.sort { $0.name != $1.name ? $0.name < $1.name : $0.value < $1.value }
@@ -200,7 +223,7 @@ public struct SignaturePlugin: ExportablePlugin {
         }
     }
 
-    func signHMAC(_ request: InterceptorRequest, secret: String, timestamp: String, nonce: String) throws {
+    func signHMAC(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {
         let names = Self.queryNames
         if inQuery {
             // The names the placement adds: a request's own would go out twice, and be signed over neither.
@@ -229,7 +252,7 @@ public struct SignaturePlugin: ExportablePlugin {
         }
     }
 
-    func signMD5(_ request: InterceptorRequest, secret: String, timestamp: String, nonce: String) throws {
+    func signMD5(_ request: InterceptorRequest, secret: [UInt8], timestamp: String, nonce: String) throws {
         let form = request.header("Content-Type")?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true
         let body = request.body ?? []
         let fromBody = form && !body.isEmpty
@@ -248,7 +271,7 @@ public struct SignaturePlugin: ExportablePlugin {
             $0.name != $1.name ? $0.name.lexicographicallyPrecedes($1.name) : $0.value.lexicographicallyPrecedes($1.value)
         }
         .flatMap { $0.name + $0.value }
-        let sign = SHA256.hex(MD5.hash(text + Array(secret.utf8))).uppercased()
+        let sign = SHA256.hex(MD5.hash(text + secret)).uppercased()
         let added = [("t", timestamp), ("nonce", nonce), ("sign", sign)]
         if fromBody {
             let suffix = added.map { "\(Self.escape($0.0))=\(Self.escape($0.1))" }.joined(separator: "&")

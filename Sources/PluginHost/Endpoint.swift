@@ -174,6 +174,14 @@ public struct Endpoint: Sendable {
             request.allHTTPHeaderFields = fields
         }
         request = try encodeTask(into: request)
+        // URL loading labels a POST's body that has no Content-Type a form (on Darwin and in
+        // swift-corelibs-foundation): labelled here, before the chain, the hooks see the field
+        // and every transport sends it (libcurl labels only what it is told to).
+        if method == .post, request.httpBody?.isEmpty == false || request.httpBodyStream != nil,
+            request.value(forHTTPHeaderField: "Content-Type") == nil
+        {
+            request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        }
         if !extraQueryParameters.isEmpty, let current = request.url {
             request.url = URLEncoding.appendingQuery(URLEncoding.queryString.query(extraQueryParameters), to: current)
         }

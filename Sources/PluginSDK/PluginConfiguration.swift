@@ -61,14 +61,16 @@ public struct PluginConfiguration: Sendable {
     /// One of `allowed`, or `defaultValue` when absent.
     public func oneOf(_ key: String, _ allowed: [String], default defaultValue: String) throws -> String {
         let value = try string(key, default: defaultValue) ?? defaultValue
-        guard allowed.contains(value) else { throw error("\(key) must be one of \(allowed.joined(separator: ", "))") }
+        guard allowed.contains(value) else {
+            throw error("\(key) must be one of \(allowed.joined(separator: ", ")), not \(Self.shown(.string(value)))")
+        }
         return value
     }
 
     /// A Boolean, or `defaultValue` when absent.
     public func bool(_ key: String, default defaultValue: Bool) throws -> Bool {
         guard let value = member(key) else { return defaultValue }
-        guard let bool = value.boolValue else { throw error("\(key) must be true or false") }
+        guard let bool = value.boolValue else { throw error("\(key) must be true or false, not \(Self.shown(value))") }
         return bool
     }
 
@@ -77,9 +79,9 @@ public struct PluginConfiguration: Sendable {
         _ key: String, default defaultValue: Double, in range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude
     ) throws -> Double {
         guard let value = member(key) else { return defaultValue }
-        guard let double = value.doubleValue else { throw error("\(key) must be a number") }
+        guard let double = value.doubleValue else { throw error("\(key) must be a number, not \(Self.shown(value))") }
         guard range.contains(double) else {
-            throw error("\(key) must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound))")
+            throw error("\(key) must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound)), not \(Self.shown(value))")
         }
         return double
     }
@@ -94,8 +96,8 @@ public struct PluginConfiguration: Sendable {
         case .double(let double): whole = Int(exactly: double)
         default: whole = nil
         }
-        guard let int = whole else { throw error("\(key) must be a whole number") }
-        guard range.contains(int) else { throw error("\(key) must be between \(range.lowerBound) and \(range.upperBound)") }
+        guard let int = whole else { throw error("\(key) must be a whole number, not \(Self.shown(value))") }
+        guard range.contains(int) else { throw error("\(key) must be between \(range.lowerBound) and \(range.upperBound), not \(int)") }
         return int
     }
 
@@ -125,6 +127,14 @@ public struct PluginConfiguration: Sendable {
     /// An error for this plugin with `message`.
     public func error(_ message: String) -> PluginConfigurationError {
         PluginConfigurationError(plugin: plugin, message: message)
+    }
+
+    /// A value as a refusal shows it: its JSON, cut after 64 characters (`"verbose"`, `1.5`,
+    /// `{"a":1}`). Only the checks of enumerations, Booleans and numbers show the value; a
+    /// string's type error does not (a secret given as a number would be printed).
+    static func shown(_ value: JSONValue) -> String {
+        let text = value.description
+        return text.count > 64 ? String(text.prefix(64)) + "…" : text
     }
 
     private static func format(_ value: Double) -> String {

@@ -95,11 +95,18 @@ public struct URLParts: Sendable {
     /// Read from the query's bytes as spelled (``percentEncodedQueryBytes``), an awkward string's
     /// too: a `%` without two hex digits is `%25` (`URLComponents` escaped every `%` of such a
     /// query again, `%7e` as `%257e`).
-    public var escapedQueryItems: [(name: String, value: String)] {
+    public var escapedQueryItems: [(name: String, value: String)] { escapedQueryItems(readingPlusAsSpace: false) }
+
+    /// ``escapedQueryItems``; with `readingPlusAsSpace`, a literal `+` is read as a space (`%20`),
+    /// as a form and most servers' query parsers read it: `q=a+b` is `q=a%20b`, and only `%2B` is
+    /// a plus. A signature over the items so read tells `a+b` from `a%2Bb`, which such a server
+    /// reads as two values.
+    public func escapedQueryItems(readingPlusAsSpace: Bool) -> [(name: String, value: String)] {
         func escaped(_ raw: ArraySlice<UInt8>) -> String {
             var out: [UInt8] = []
             out.reserveCapacity(raw.count)
-            RFC3986.escape(Self.decodedBytes(raw), keeping: RFC3986.isUnreserved, into: &out)
+            let spelled = readingPlusAsSpace && raw.contains(UInt8(ascii: "+")) ? ArraySlice(raw.map { $0 == UInt8(ascii: "+") ? 0x20 : $0 }) : raw
+            RFC3986.escape(Self.decodedBytes(spelled), keeping: RFC3986.isUnreserved, into: &out)
             return String(decoding: out, as: UTF8.self)
         }
         let query = percentEncodedQueryBytes

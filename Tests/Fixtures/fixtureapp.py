@@ -120,11 +120,12 @@ def read_body(environ):
 
 
 def raw_query_pairs(query_string):
-    """Query pairs decoded to bytes with unquote_to_bytes (a literal + stays +), as RFC 3986 URLs mean them."""
+    """Query pairs decoded to bytes, a literal + read as a space (as parse_qsl and most servers read
+    a query): the bytes a server's handler gets, whatever they are (no UTF-8 decoding)."""
     pairs = []
     for part in query_string.split("&") if query_string else []:
         name, _, value = part.partition("=")
-        pairs.append((urllib.parse.unquote_to_bytes(name), urllib.parse.unquote_to_bytes(value)))
+        pairs.append((urllib.parse.unquote_to_bytes(name.replace("+", " ")), urllib.parse.unquote_to_bytes(value.replace("+", " "))))
     return pairs
 
 

@@ -216,7 +216,7 @@ struct PluginRefusalTests {
             load(f, url)
                 == PluginLoadError(
                     .createFailed, file: url.path, jsonPath: "plugins[1].config", plugin: "alpha",
-                    reason: "alpha: throwIn must be one of prepare, willSend, didReceive, process"))
+                    reason: #"alpha: throwIn must be one of prepare, willSend, didReceive, process, not "nowhere""#))
         let unknown = try f.manifest([["name": "alpha", "config": ["colour": 1]]], file: "unknown.json")
         #expect(
             load(f, unknown)?.reason
@@ -267,7 +267,7 @@ struct PluginRefusalTests {
         let error = loadError { _ = try Provider<Bin>(manifest: url) }
         #expect(error?.kind == .createFailed)
         #expect(error?.plugin == "beta")
-        #expect(error?.reason == "beta: respond must be between 100 and 599")
+        #expect(error?.reason == "beta: respond must be between 100 and 599, not 7")
     }
 
     // MARK: Libraries

@@ -10,10 +10,38 @@ struct PluginConfigurationTests {
         #expect(try parsed.bool("flag", default: false))
         #expect(try parsed.integer("one", default: 0) == 1)
         #expect(try parsed.number("half", default: 0) == 0.5)
-        #expect(throws: PluginConfigurationError(plugin: "p", message: "flag must be a number")) { try parsed.number("flag", default: 0) }
-        #expect(throws: PluginConfigurationError(plugin: "p", message: "one must be true or false")) { try parsed.bool("one", default: false) }
-        #expect(throws: PluginConfigurationError(plugin: "p", message: "zero must be true or false")) { try parsed.bool("zero", default: true) }
-        #expect(throws: PluginConfigurationError(plugin: "p", message: "half must be a whole number")) { try parsed.integer("half", default: 0) }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "flag must be a number, not true")) { try parsed.number("flag", default: 0) }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "one must be true or false, not 1")) { try parsed.bool("one", default: false) }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "zero must be true or false, not 0")) {
+            try parsed.bool("zero", default: true)
+        }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "half must be a whole number, not 0.5")) {
+            try parsed.integer("half", default: 0)
+        }
+    }
+
+    /// A refusal of an enumeration, a Boolean or a number shows the value given (cut after 64
+    /// characters); a string's type error does not show it (a secret given as a number).
+    @Test func refusalsShowTheValueGiven() throws {
+        let long = String(repeating: "x", count: 80)
+        let parsed = try PluginConfiguration(
+            plugin: "p", json: Array(#"{"mode": "Fast", "wide": "\#(long)", "size": 42, "ratio": 1.5, "name": 12345, "on": "yes"}"#.utf8))
+        #expect(throws: PluginConfigurationError(plugin: "p", message: #"mode must be one of fast, slow, not "Fast""#)) {
+            try parsed.oneOf("mode", ["fast", "slow"], default: "fast")
+        }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: #"wide must be one of fast, slow, not "\#(long.prefix(63))…"#)) {
+            try parsed.oneOf("wide", ["fast", "slow"], default: "fast")
+        }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "size must be between 1 and 10, not 42")) {
+            try parsed.integer("size", default: 1, in: 1...10)
+        }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "ratio must be between 0 and 1, not 1.5")) {
+            try parsed.number("ratio", default: 0, in: 0...1)
+        }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: #"on must be true or false, not "yes""#)) {
+            try parsed.bool("on", default: false)
+        }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "name must be a string")) { try parsed.string("name") }
     }
 
     /// Integers are read as they are: through a `Double`, 2^53 + 1 was rounded to 2^53 and

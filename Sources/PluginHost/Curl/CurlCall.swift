@@ -590,8 +590,11 @@ final class CurlCall: @unchecked Sendable {
             // decoded here is asked for as it is.
             list = ph_curl_slist_append(list, "Accept-Encoding: identity")
         }
-        // A file or stream body goes as it is; libcurl would label it a form.
-        if !hasContentType, bodyFile != nil || spooledBody != nil { list = ph_curl_slist_append(list, "Content-Type:") }
+        // A body goes with the Content-Type it was given or none (the provider labels a POST's as
+        // URL loading does): libcurl would label any body a form, an empty POST's and a PUT's too.
+        if !hasContentType, hasBody || (method != "HEAD" && Self.declaresLength(method)) {
+            list = ph_curl_slist_append(list, "Content-Type:")
+        }
         jarCookie = hasCookie || !request.handlesCookies ? nil : settings.cookieJar?.header(for: url)
         if let jarCookie {
             list = "Cookie: \(jarCookie)".withCString { ph_curl_slist_append(list, $0) }

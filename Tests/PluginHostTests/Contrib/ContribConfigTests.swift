@@ -11,8 +11,8 @@ import Glibc
 @Suite("contrib plugin configuration errors")
 struct ContribConfigTests {
     @Test(arguments: [
-        ("access-token", #"{"required": "yes"}"#, "access-token: required must be true or false"),
-        ("access-token", #"{"maxRefreshes": 0}"#, "access-token: maxRefreshes must be between 1 and 1000"),
+        ("access-token", #"{"required": "yes"}"#, #"access-token: required must be true or false, not "yes""#),
+        ("access-token", #"{"maxRefreshes": 0}"#, "access-token: maxRefreshes must be between 1 and 1000, not 0"),
         ("access-token", #"{"origins": "https://api.example.com"}"#, "access-token: origins must be a list of strings"),
         (
             "access-token", #"{"origins": ["https://api.example.com", "https://api.example.com/v1"]}"#,
@@ -36,17 +36,17 @@ struct ContribConfigTests {
         ),
         (
             "credentials", #"{"credentials": [{"host": "h", "user": "u", "password": "p", "port": 70000}]}"#,
-            "credentials: credentials[0].port must be between 1 and 65535"
+            "credentials: credentials[0].port must be between 1 and 65535, not 70000"
         ),
-        ("credentials", #"{"rounds": 4}"#, "credentials: rounds must be between 1 and 3"),
+        ("credentials", #"{"rounds": 4}"#, "credentials: rounds must be between 1 and 3, not 4"),
         (
             "credentials", #"{"credentials": [{"host": "h", "password": "p"}]}"#,
             "credentials: credentials[0].user is required: the user name to answer with"
         ),
         ("credentials", #"{"credentials": {"host": "h"}}"#, "credentials: credentials must be a list of objects"),
-        ("credentials", #"{"rounds": 1.5}"#, "credentials: rounds must be a whole number"),
-        ("activity", #"{"defaultVisibility": "blink"}"#, "activity: defaultVisibility must be one of show, hide"),
-        ("logger", #"{"level": "verbose"}"#, "logger: level must be one of off, basic, headers, body"),
+        ("credentials", #"{"rounds": 1.5}"#, "credentials: rounds must be a whole number, not 1.5"),
+        ("activity", #"{"defaultVisibility": "blink"}"#, #"activity: defaultVisibility must be one of show, hide, not "blink""#),
+        ("logger", #"{"level": "verbose"}"#, #"logger: level must be one of off, basic, headers, body, not "verbose""#),
         ("logger", #"{"output": "file"}"#, "logger: file must name a file when output is file"),
         ("logger", #"{"level": "body", "file": "/var/log/app/http.log"}"#, "logger: file is used only with output: file (output is stderr)"),
         ("logger", #"{"redactHeaders": ["X-Api-Key", 7]}"#, "logger: redactHeaders[1] must be a string, not 7"),
@@ -111,16 +111,23 @@ struct ContribConfigTests {
             "credentials", #"{"credentials": [{"host": "h", "user": "u", "password": "p", "realm": ""}]}"#,
             "credentials: credentials[0].realm must not be empty: leave it out to answer any realm"
         ),
-        ("signature", #"{"scheme": "sha1"}"#, "signature: scheme must be one of hmac-sha256, md5-sorted"),
-        ("signature", #"{"placement": "body"}"#, "signature: placement must be one of header, query"),
-        ("cache", #"{"staleIfError": -1}"#, "cache: staleIfError must be between 0 and 31536000"),
+        ("signature", #"{"scheme": "sha1"}"#, #"signature: scheme must be one of hmac-sha256, md5-sorted, not "sha1""#),
+        ("signature", #"{"placement": "body"}"#, #"signature: placement must be one of header, query, not "body""#),
+        ("signature", #"{"keyId": ""}"#, "signature: keyId must not be empty"),
+        ("signature", #"{"secretEnv": ""}"#, #"signature: secretEnv must name an environment variable, not """#),
+        ("signature", #"{"secretFile": ""}"#, #"signature: secretFile must name a file, not """#),
+        (
+            "signature", #"{"scheme": "md5-sorted", "placement": "query"}"#,
+            "signature: placement query applies to hmac-sha256 only: md5-sorted adds sign where the parameters came from"
+        ),
+        ("cache", #"{"staleIfError": -1}"#, "cache: staleIfError must be between 0 and 31536000, not -1"),
         ("cache", #"{"directory": "relative/dir"}"#, "cache: directory must be an absolute path"),
-        ("cache", #"{"maxMemoryEntries": -1}"#, "cache: maxMemoryEntries must be between 0 and 1000000"),
+        ("cache", #"{"maxMemoryEntries": -1}"#, "cache: maxMemoryEntries must be between 0 and 1000000, not -1"),
         (
             "cache", #"{"maxMemoryEntries": 0}"#,
             "cache: maxMemoryEntries 0 keeps nothing in memory and needs a directory to keep responses in"
         ),
-        ("cache", #"{"authorized": "share"}"#, "cache: authorized must be one of partition, refuse"),
+        ("cache", #"{"authorized": "share"}"#, #"cache: authorized must be one of partition, refuse, not "share""#),
         (
             "cache", #"{"colour": "red"}"#,
             "cache: unknown key \"colour\"; known keys: authorized, directory, maxDiskBytes, maxMemoryBytes, maxMemoryEntries, staleIfError"

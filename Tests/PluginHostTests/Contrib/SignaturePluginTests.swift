@@ -90,9 +90,26 @@ struct SignaturePluginTests {
     @Test func queryBytesThatAreNoUTF8AreSignedAsTheyAre() async throws {
         let result = try await verdict([:], "fixture/verify-hmac?b=%FE&a=%ff&c=%C3%A9%7e+")
         #expect(result["valid"] == .bool(true), "\(result)")
-        #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "a=%FF&b=%FE&c=%C3%A9~%2B")
+        #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "a=%FF&b=%FE&c=%C3%A9~%20")
         let items = URLParts("http://h/p?a=%FF&a=%FE&x%2Dy&=%41").escapedQueryItems
         #expect(items.map { "\($0.name)=\($0.value)" } == ["a=%FF", "a=%FE", "x-y=", "=A"])
+    }
+
+    /// A literal `+` in the query is signed as the space a server reads it as, and `%2B` as a
+    /// plus: both were signed `%2B`, so a `+` put for a `%2B` on the way (`phone=%2B1555` read as
+    /// `" 1555"`) kept a valid signature.
+    @Test func aPlusInTheQueryIsSignedAsTheSpaceServersRead() async throws {
+        let result = try await verdict([:], "fixture/verify-hmac?q=a+b&r=a%2Bb&s=a%20b")
+        #expect(result["valid"] == .bool(true), "\(result)")
+        #expect(result["canonical"]?.stringValue?.split(separator: "\n", omittingEmptySubsequences: false)[2] == "q=a%20b&r=a%2Bb&s=a%20b")
+        let canonical = { (url: String) -> String in
+            var bytes: [UInt8] = []
+            SignaturePlugin.writeCanonical(method: "GET", url: url, body: nil, timestamp: "1", nonce: "n", excluding: []) { bytes += $0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(canonical("http://h/p?phone=+1555") != canonical("http://h/p?phone=%2B1555"))
+        #expect(canonical("http://h/p?phone=+1555") == canonical("http://h/p?phone=%201555"))
+        #expect(URLParts("http://h/p?a+b=c+d").escapedQueryItems.map { "\($0.name)=\($0.value)" } == ["a%2Bb=c%2Bd"])
     }
 
     @Test func hmacInTheQuery() async throws {
@@ -207,6 +224,19 @@ struct SignaturePluginTests {
         #expect(result["fromBody"] == .bool(true))
     }
 
+    /// A `POST` body without a `Content-Type` goes as a form (URL loading labels it so): the
+    /// plugin sees the label the server sees and signs the body's parameters (it signed the empty
+    /// query, and the server found no `sign` in the form it read).
+    @Test func md5SortedSignsAnUnlabelledPostBodyAsTheFormItGoesAs() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("signature", ["scheme": "md5-sorted"])])
+        provider.services.setValue(Self.secret, forKey: "signing_secret")
+        let result = try await verify(provider, "fixture/verify-md5", method: .post, task: .requestData(Data("uid=42".utf8)))
+        #expect(result["valid"] == .bool(true), "\(result)")
+        #expect(result["fromBody"] == .bool(true))
+    }
+
     @Test func secretFromEnvironmentOrFile() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
@@ -219,6 +249,24 @@ struct SignaturePluginTests {
         chmod(f.root + "/secret", 0o600)
         let fromFile = try f.provider([("signature", ["secretFile": f.root + "/secret"])])
         #expect(try await verify(fromFile, "fixture/verify-hmac")["valid"] == .bool(true))
+        // A variable set from a file (`SECRET=$(cat f)` keeps no newline, an orchestrator's
+        // secret often does) is read without white space at its ends, as the file is.
+        setenv(variable, Self.secret + "\n", 1)
+        #expect(try await verify(fromEnv, "fixture/verify-hmac")["valid"] == .bool(true))
+    }
+
+    /// A secret file that is no UTF-8 text (a binary key) is its bytes as they are: read as text,
+    /// `FF` and `FE` both became U+FFFD (two keys were one), and a key ending in a byte 0A lost it.
+    @Test func aBinarySecretFileIsItsBytes() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for bytes: [UInt8] in [[0xFF, 0x01, 0x20, 0x0A], [0xFE, 0x01, 0x20, 0x0A], Array(" text\n".utf8)] {
+            let path = f.root + "/key"
+            unlink(path)
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o600)
+            #expect(try SignaturePlugin.readSecret(path) == (bytes.first == 0x20 ? Array("text".utf8) : bytes))
+        }
     }
 
     /// A secret file must be the current user's regular file, closed to group and others, of at
