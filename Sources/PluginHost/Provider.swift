@@ -236,7 +236,11 @@ public final class Provider<Target: TargetType>: Sendable {
         // A stub reads no file (as Moya's): see `uploadFile` below.
         if stub != .never { endpoint = endpoint.readingNoFile() }
         var request = try endpoint.urlRequest(defaultHeaders: defaultHeaders)
-        if let timeout { request.timeoutInterval = timeout }
+        if let timeout {
+            request.timeoutInterval = timeout
+        } else if stub == .never, let given = transport.requestTimeout, given != request.timeoutInterval {
+            request.timeoutInterval = given
+        }
         do {
             request = try await requestClosure(endpoint, request)
         } catch let error as NetworkError {

@@ -469,11 +469,19 @@ public protocol Transport: Sendable {
     /// which a provider therefore sends by default (``DefaultHeaders/standard(for:)``); nil when
     /// the transport decodes no content coding.
     var acceptEncoding: String? { get }
+
+    /// The timeout, in seconds, a provider gives a request that has none of its own (no server
+    /// layer's, before its request closure and hooks, which may set another); nil: `URLRequest`'s
+    /// 60 s. ``URLSessionTransport`` answers its configuration's `timeoutIntervalForRequest`.
+    var requestTimeout: TimeInterval? { get }
 }
 
 extension Transport {
     /// No content coding decoded: a transport that does not say otherwise passes bodies through.
     public var acceptEncoding: String? { nil }
+
+    /// None of its own: a request keeps `URLRequest`'s 60 s.
+    public var requestTimeout: TimeInterval? { nil }
 }
 
 extension URL {

@@ -20,12 +20,19 @@ public final class URLSessionTransport: Transport, @unchecked Sendable {
     /// Whether a plain-http request goes through a proxy (``SessionProxy``), read at init.
     let proxy: SessionProxy
 
+    /// The configuration's `timeoutIntervalForRequest`, which a provider gives each request that
+    /// has no timeout of its own: URL loading uses it only for a request whose timeout was never
+    /// set, and a request's timeout is set on the way (the chain takes the time its hooks spent
+    /// off it), so the provider makes it the request's own from the start.
+    public let requestTimeout: TimeInterval?
+
     /// Creates a transport with its own session built from `configuration`.
     ///
     /// On Linux the proxy URL loading uses for plain http (libcurl's `http_proxy`, `all_proxy` and
     /// `no_proxy`: see ``SessionProxy``) is read here from the environment: a request that goes to
     /// the origin directly is sent without `Proxy-Authorization`.
     public init(configuration: URLSessionConfiguration = .default) {
+        requestTimeout = configuration.timeoutIntervalForRequest
         proxy = SessionProxy(environment: ProcessInfo.processInfo.environment)
         let router = SessionRouter(proxy: proxy)
         let queue = OperationQueue()

@@ -108,6 +108,24 @@ struct FaultInjectionTests {
         #expect(kind(try await once(timeout(1, transport), try Self.fault("silence"))) == .timedOut)
     }
 
+    /// A session configuration's `timeoutIntervalForRequest` (as Moya apps set it) holds for a
+    /// request that has no timeout of its own, with hooks that take time: the chain took their
+    /// time off the request's own 60 s, which set it, and URL loading then waited 60 s, not 1.
+    @Test func aSessionConfigurationsTimeoutHoldsThroughSlowHooks() async throws {
+        struct Slow: Interceptor {
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                usleep(5_000)
+                return .proceed
+            }
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 1
+        let transport = URLSessionTransport(configuration: configuration)
+        #expect(transport.requestTimeout == 1)
+        let provider = Provider<Bin>(transport: transport, interceptors: [Slow()])
+        #expect(kind(try await once(provider, try Self.fault("silence"))) == .timedOut)
+    }
+
     @Test(arguments: TransportKind.allCases) func slowDripCompletes(_ transport: TransportKind) async throws {
         let seen = LockedCounter()
         let response = try await timeout(10, transport).request(try Self.fault("drip", query: ["n": 8, "gap": 0.1])).run {
