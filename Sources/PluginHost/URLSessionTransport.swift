@@ -646,6 +646,13 @@ final class SessionCall: Sendable {
         case NSURLErrorBadServerResponse, NSURLErrorCannotParseResponse, NSURLErrorZeroByteResource,
             NSURLErrorCannotDecodeContentData, NSURLErrorCannotDecodeRawData:
             return TransportFailure(kind: .badResponse, message: message)
+        case NSURLErrorServerCertificateUntrusted, NSURLErrorServerCertificateHasBadDate, NSURLErrorServerCertificateHasUnknownRoot,
+            NSURLErrorServerCertificateNotYetValid:
+            return TransportFailure(kind: .serverCertificateUntrusted, message: message)
+        case NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected, NSURLErrorClientCertificateRequired:
+            return TransportFailure(kind: .tlsHandshakeFailed, message: message)
+        case NSURLErrorUnknown where curlKind(message) != nil:
+            return TransportFailure(kind: curlKind(message)!, message: "\(message) (URL error \(nsError.code))")
         default:
             // swift-corelibs-foundation reports a body shorter than its Content-Length as an
             // unknown error with curl's message: "transfer closed with N bytes remaining to read"
@@ -657,6 +664,27 @@ final class SessionCall: Sendable {
             }
             return TransportFailure(kind: .other, message: "\(message) (URL error \(nsError.code))")
         }
+    }
+
+    /// The kind of a failure swift-corelibs-foundation reports as an unknown error with libcurl's
+    /// message (it maps few of libcurl's codes): a certificate libcurl did not trust (code 60:
+    /// "SSL certificate problem: …", "SSL: no alternative certificate subject name matches …"), a
+    /// handshake that failed (35: "OpenSSL SSL_connect: …", "TLS connect error: …"), a connection
+    /// nothing accepted for another reason than a refusal (7: "Failed to connect to …", an
+    /// unreachable host), or one that broke ("Send failure: …", "Recv failure: …"); nil for
+    /// another message.
+    static func curlKind(_ message: String) -> TransportFailureKind? {
+        if message.hasPrefix("SSL certificate problem") || message.hasPrefix("SSL: no alternative certificate subject name")
+            || message.hasPrefix("SSL: certificate subject name") || message.hasPrefix("SSL peer certificate")
+        {
+            return .serverCertificateUntrusted
+        }
+        if message.hasPrefix("OpenSSL SSL_connect") || message.hasPrefix("TLS connect error") || message.hasPrefix("SSL connect error") {
+            return .tlsHandshakeFailed
+        }
+        if message.hasPrefix("Failed to connect to") || message.hasPrefix("Couldn't connect to server") { return .cannotConnect }
+        if message.hasPrefix("Send failure") || message.hasPrefix("Recv failure") { return .connectionLost }
+        return nil
     }
 }
 

@@ -61,6 +61,37 @@ struct CurlTLSTests {
         #expect(failure.message.contains("curl error 60"))
     }
 
+    /// URL loading's refusal of a certificate it does not trust is that kind of failure, as
+    /// libcurl's is (`RetryPolicy` and the hooks tell it from others); on Linux it came as an
+    /// unknown error (`other`), swift-corelibs-foundation mapping few of libcurl's codes.
+    @Test func urlLoadingTellsAnUntrustedCertificate() async throws {
+        let transport = URLSessionTransport()
+        for base in [try Self.env("HTTPBIN_TLS_URL"), try Self.env("HTTPBIN_SELFSIGNED_URL")] {
+            let url = try #require(URL(string: base)).appendingPathComponent("get")
+            do {
+                let response = try await transport.send(TransportRequest(urlRequest: URLRequest(url: url)))
+                Issue.record("\(base): answered \(response.response.statusCode)")
+            } catch {
+                #expect(error.kind == .serverCertificateUntrusted, "\(base): \(error)")
+            }
+        }
+        // libcurl's words for the kinds URL loading on Linux reports as unknown.
+        for (message, kind) in [
+            ("SSL certificate problem: unable to get local issuer certificate", TransportFailureKind.serverCertificateUntrusted),
+            ("SSL: no alternative certificate subject name matches target host name 'a.example'", .serverCertificateUntrusted),
+            ("OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to 127.0.0.1:443", .tlsHandshakeFailed),
+            ("TLS connect error: error:0A000410:SSL routines::sslv3 alert handshake failure", .tlsHandshakeFailed),
+            ("Failed to connect to 10.255.255.1 port 80 after 3 ms: No route to host", .cannotConnect),
+            ("Send failure: Broken pipe", .connectionLost), ("Recv failure: Connection reset by peer", .connectionLost),
+            ("something else", .other),
+        ] {
+            let error = NSError(domain: NSURLErrorDomain, code: NSURLErrorUnknown, userInfo: [NSLocalizedDescriptionKey: message])
+            #expect(SessionCall.failure(for: error, cancelled: false).kind == kind, "\(message)")
+        }
+        let secure = NSError(domain: NSURLErrorDomain, code: NSURLErrorSecureConnectionFailed, userInfo: [NSLocalizedDescriptionKey: "x"])
+        #expect(SessionCall.failure(for: secure, cancelled: false).kind == .tlsHandshakeFailed)
+    }
+
     @Test func trustingThePrivateCAWorksBesideOrInsteadOfTheSystemStore() async throws {
         let ca = try Self.env("TLS_CA_PEM")
         let base = try Self.env("HTTPBIN_TLS_URL")
