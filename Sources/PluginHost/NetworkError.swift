@@ -13,7 +13,10 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
     case parameterEncoding(any Error)
     /// An `Encodable` body could not be encoded.
     case encodableMapping(any Error)
-    /// A file to upload or to download into could not be used.
+    /// A file to upload (or a multipart part's) could not be read, found before the request was
+    /// sent. A download that cannot be saved where its destination says is found by the
+    /// transport once the body is in: ``underlying(_:_:)`` with a failure of kind `other`,
+    /// "cannot save the download: …".
     case fileAccess(path: String, reason: String)
     /// The status code was not accepted by validation or a filter step.
     case statusCode(Response)
