@@ -326,7 +326,7 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
                     let value = try attempt.get()
                     // A `Retry-After` past the policy's limit: the answer is the result.
                     guard retries < policy.retryLimit, let why = reasonForValue(value),
-                        sentMethod(why.response).map(policy.retryableHTTPMethods.contains) ?? true,
+                        sentMethod(why.response).map(policy.retryableHTTPMethods.contains) ?? false,
                         let wait = policy.delay(beforeRetry: retries + 1, answeredWith: why.response)
                     else { return value }
                     // A wait that would end past the consumption's deadline: this answer is the result.

@@ -122,9 +122,11 @@ public struct RetryPolicy: Sendable {
         return max(0, until - sent - (age.flatMap { DeltaSeconds.age([$0]) } ?? 0))
     }
 
-    /// Why `error` should be retried for `method`, or nil.
+    /// Why `error` should be retried for `method`, or nil. An unknown method (a failure no chain
+    /// reported, in a pipeline made from a closure that names none) is not retried: what was sent,
+    /// a `POST` perhaps, is not known to be idempotent.
     func retryReason(for error: NetworkError, method: HTTPMethod?) -> String? {
-        if let method, !retryableHTTPMethods.contains(method) { return nil }
+        guard let method, retryableHTTPMethods.contains(method) else { return nil }
         switch error {
         case .underlying(let failure, _):
             return failure.limit == nil && retryableFailureKinds.contains(failure.kind) ? failure.kind.rawValue : nil

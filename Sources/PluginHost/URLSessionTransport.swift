@@ -10,7 +10,7 @@ import FoundationNetworking
 ///
 /// On a redirect to another scheme, host or port the `Authorization` and `Cookie` headers are
 /// dropped, so credentials never follow a request to a server they were not meant for. A
-/// request's ``TransportRequest/redirects`` policy is honoured up to 20 redirects (URL loading
+/// request's ``TransportRequest/redirects`` policy is honoured up to 20 redirects (on Linux, URL loading
 /// fails the 21st it follows itself, "more than 20 redirects", before the delegate is asked: a
 /// policy allowing more needs ``CurlTransport``); without one, URLSession's own limit applies (20
 /// for the redirects that keep a body, which the transport follows itself).

@@ -192,6 +192,42 @@ struct RetryAfterTests {
 
 /// Each attempt of a retried consumption compares with the consumption's cancellation epoch, so
 /// a `cancelAll()` between a backoff's end and the next attempt's start is not missed.
+/// A pipeline made from a closure that names no method retries only what a chain reported the
+/// method of: a failure or an answer of unknown method (the closure's own, from another
+/// library, say) is not sent again, as a `POST` would not be.
+@Suite("retry: an unknown method")
+struct RetryUnknownMethodTests {
+    @Test func aFailureOfUnknownMethodIsNotRetried() async throws {
+        let attempts = LockedCounter()
+        let failing = ResponsePipeline<Response> { _ async throws(NetworkError) -> Response in
+            attempts.increment()
+            throw .underlying(TransportFailure(kind: .timedOut, message: "sent elsewhere"), nil)
+        }
+        let policy = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01)
+        guard case .failure(.underlying(let failure, _)) = await failing.retry(policy).result else {
+            Issue.record("not the closure's failure")
+            return
+        }
+        #expect(failure.message == "sent elsewhere")
+        #expect(attempts.value == 1)
+        // Named, the method decides: a GET's failure is retried.
+        let named = ResponsePipeline<Response>(method: .get) { _ async throws(NetworkError) -> Response in
+            attempts.increment()
+            throw .underlying(TransportFailure(kind: .timedOut, message: "sent elsewhere"), nil)
+        }
+        _ = await named.retry(policy).result
+        #expect(attempts.value == 4)
+        // An answer the closure made, of unknown method, is not retried either.
+        let answers = LockedCounter()
+        let answering = ResponsePipeline<Response> { _ async throws(NetworkError) -> Response in
+            answers.increment()
+            return Response(statusCode: 503, data: Data())
+        }
+        #expect(try await answering.retry(policy).value.statusCode == 503)
+        #expect(answers.value == 1)
+    }
+}
+
 @Suite("retry: cancellation epoch")
 struct RetryEpochTests {
     /// A `cancelAll()` made after the backoff and before the second attempt's request starts (a
