@@ -154,10 +154,12 @@ public struct TransportFailure: Error, Sendable, Equatable, CustomStringConverti
     /// ``TransportFailureKind/responseTooLarge`` and the header bytes, in fields for the header
     /// count (both ``TransportFailureKind/badResponse``), in bytes for a body stream (`other`).
     /// Nil for any other failure. A failure with a limit is not retried by a `RetryPolicy`:
-    /// sent again, it passes the limit again.
+    /// sent again, it passes the limit again. Nil across the plugin ABI (which carries a
+    /// failure's kind and message): a loaded plugin tells a limit by the kind
+    /// (``TransportFailureKind/responseTooLarge``) and the message.
     public var limit: Int64?
     /// With ``limit``, in bytes: the bytes received (or declared by `Content-Length`, or read
-    /// from a body stream) when the transfer was stopped.
+    /// from a body stream) when the transfer was stopped. Nil across the plugin ABI.
     public var observedBytes: Int64?
     /// How far the attempt got before it failed (``TransferMetrics``: a stage it never reached is
     /// 0), when the transport measured it: the host's `CurlTransport` does for an attempt it had
