@@ -671,7 +671,8 @@ final class SessionCall: Sendable {
     /// The kind of a failure swift-corelibs-foundation reports as an unknown error with libcurl's
     /// message (it maps few of libcurl's codes): a certificate libcurl did not trust (code 60:
     /// "SSL certificate problem: …", "SSL: no alternative certificate subject name matches …"), a
-    /// handshake that failed (35: "OpenSSL SSL_connect: …", "TLS connect error: …"), a connection
+    /// handshake that failed (35: "OpenSSL SSL_connect: …", "TLS connect error: …"; 77, a trust
+    /// store it cannot read), a connection
     /// nothing accepted for another reason than a refusal (7: "Failed to connect to …", an
     /// unreachable host), or one that broke ("Send failure: …", "Recv failure: …"); nil for
     /// another message.
@@ -681,7 +682,11 @@ final class SessionCall: Sendable {
         {
             return .serverCertificateUntrusted
         }
-        if message.hasPrefix("OpenSSL SSL_connect") || message.hasPrefix("TLS connect error") || message.hasPrefix("SSL connect error") {
+        // A trust store libcurl cannot read (code 77: "error setting certificate verify locations",
+        // "error adding trust anchors from file: …") is a TLS setup failure, as ``CurlTransport`` counts it.
+        if message.hasPrefix("OpenSSL SSL_connect") || message.hasPrefix("TLS connect error") || message.hasPrefix("SSL connect error")
+            || message.hasPrefix("error setting certificate verify locations") || message.hasPrefix("error adding trust anchors")
+        {
             return .tlsHandshakeFailed
         }
         if message.hasPrefix("Failed to connect to") || message.hasPrefix("Couldn't connect to server") { return .cannotConnect }
