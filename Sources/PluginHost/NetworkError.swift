@@ -36,7 +36,8 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
     case interceptor(name: String, hook: InterceptorHook, message: String)
     /// A credential refresh asked for by an interceptor failed.
     case credentialRefresh(key: String, message: String)
-    /// A pipeline ``ResponsePipeline/filter(_:)`` step rejected the value.
+    /// A pipeline ``ResponsePipeline/filter(_:)`` step rejected the value: a number or a
+    /// Boolean as it is (`7`), anything else by its type (`a value of type Session`).
     case filtered(String)
     /// A ``ResponsePipeline/tryMap(_:)`` step threw an error of its own.
     case custom(any Error)
@@ -106,7 +107,7 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, LocalizedErr
     public var description: String {
         switch self {
         case .requestMapping(let url):
-            return "cannot make a request: \(url.debugDescription) is not an absolute http or https URL"
+            return "cannot make a request: \(MessageURL.text(url).debugDescription) is not an absolute http or https URL"
         case .parameterEncoding(let error):
             return "cannot encode parameters: \(error)"
         case .encodableMapping(let error):
@@ -191,5 +192,43 @@ extension NetworkError: CustomNSError {
         if let cause { info[NSUnderlyingErrorKey] = cause as NSError }
         if let response { info["statusCode"] = response.statusCode }
         return info
+    }
+}
+
+/// A URL as messages show it: errors are printed, logged and sent to crash reporters, so a
+/// password in the URL and a secret in its query stay out of them.
+enum MessageURL {
+    /// Query parameter names whose values are secrets, compared without case, `_` or `-`.
+    static let secretNames: Set<String> = [
+        "token", "accesstoken", "refreshtoken", "idtoken", "clientsecret", "apikey", "key", "secret", "password", "passwd", "pwd",
+        "sign", "sig", "signature", "xsignature", "auth", "authorization", "session", "sessionid", "sid", "code",
+    ]
+
+    /// Whether a parameter of this name holds a secret: one of ``secretNames``, or a name
+    /// ending in `token`, `secret`, `password`, `signature` or `apikey` (`X-Amz-Signature`, `userToken`).
+    static func isSecret(_ name: String) -> Bool {
+        let folded = String(name.lowercased().unicodeScalars.filter { $0 != "_" && $0 != "-" })
+        return secretNames.contains(folded) || ["token", "secret", "password", "signature", "apikey"].contains { folded.hasSuffix($0) }
+    }
+
+    /// `url` without user, password and fragment, its secret parameters' values `<redacted>`;
+    /// a string that is no URL as it is (the message is about it).
+    static func text(_ url: String) -> String {
+        guard url.contains("@") || url.contains("?") || url.contains("#"), var parts = URLComponents(string: url) else { return url }
+        parts.user = nil
+        parts.password = nil
+        parts.fragment = nil
+        // The query is joined after the rest: `<redacted>` is no valid percent-encoded query
+        // (URLComponents would refuse it, on Darwin with an exception).
+        let query = parts.percentEncodedQuery
+        parts.percentEncodedQuery = nil
+        guard let rest = parts.string else { return url }
+        guard let query else { return rest }
+        return rest + "?"
+            + query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
+                guard let equals = item.firstIndex(of: "=") else { return String(item) }
+                let name = String(item[..<equals])
+                return isSecret(name.removingPercentEncoding ?? name) ? name + "=<redacted>" : String(item)
+            }.joined(separator: "&")
     }
 }

@@ -64,8 +64,9 @@ extension Response {
         failsOnEmptyData: Bool = true
     ) throws(NetworkError) -> D {
         if data.isEmpty && !failsOnEmptyData {
-            // The same with and without a key path, as Moya reads it: null (an optional), else an
-            // empty object (a model whose properties are all optional), else an empty array.
+            // The same with and without a key path: null (an optional), else an empty object (a
+            // model whose properties are all optional), else an empty array. (Moya tries `{}`,
+            // then `[{}]`: README, "What behaves differently".)
             var firstError: (any Error)?
             for empty in ["null", "{}", "[]"] {
                 do {

@@ -79,9 +79,11 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
         }
     }
 
-    /// `METHOD URL` of the request, for messages.
+    /// `METHOD URL` of the request, for messages (``NetworkError/description``, and so logs and
+    /// crash reports): the URL without its user and password, without its fragment, and with the
+    /// values of query parameters named as secrets are (``MessageURL``) as `<redacted>`.
     public var requestLine: String {
-        "\(request?.httpMethod ?? "GET") \(request?.url?.absoluteString ?? "<no URL>")"
+        "\(request?.httpMethod ?? "GET") \(request?.url.map { MessageURL.text($0.absoluteString) } ?? "<no URL>")"
     }
 
     /// `Status Code: N, Data Length: N`.
@@ -89,10 +91,21 @@ public struct Response: Sendable, Equatable, CustomDebugStringConvertible {
         "Status Code: \(statusCode), Data Length: \(data.count)"
     }
 
-    /// Compares status code, body, request and response.
+    /// Compares status code, body, request, file, and the responses' URLs, statuses and header
+    /// fields (names without case): `HTTPURLResponse`'s own `==` compares no field in
+    /// swift-corelibs-foundation (two answers that differed in `ETag` were equal) and identity on Darwin.
     public static func == (lhs: Response, rhs: Response) -> Bool {
         lhs.statusCode == rhs.statusCode && lhs.data == rhs.data && lhs.request == rhs.request
-            && lhs.response == rhs.response && lhs.fileURL == rhs.fileURL
+            && sameAnswer(lhs.response, rhs.response) && lhs.fileURL == rhs.fileURL
+    }
+
+    /// Whether two `HTTPURLResponse`s say the same: URL, status and header fields.
+    private static func sameAnswer(_ lhs: HTTPURLResponse?, _ rhs: HTTPURLResponse?) -> Bool {
+        guard let lhs, let rhs else { return lhs == nil && rhs == nil }
+        func fields(_ response: HTTPURLResponse) -> [String: String] {
+            Dictionary(response.allHeaderFields.map { ("\($0.key)".lowercased(), "\($0.value)") }, uniquingKeysWith: { $0 + ", " + $1 })
+        }
+        return lhs === rhs || (lhs.url == rhs.url && lhs.statusCode == rhs.statusCode && fields(lhs) == fields(rhs))
     }
 }
 

@@ -246,12 +246,25 @@ public struct ResponsePipeline<Value: Sendable>: Sendable {
         }
     }
 
-    /// Keeps values for which `isIncluded` is true; others fail with ``NetworkError/filtered(_:)``.
+    /// Keeps values for which `isIncluded` is true; others fail with ``NetworkError/filtered(_:)``,
+    /// which names a rejected number or Boolean (`7`) and only the type of any other value (`a
+    /// value of type Session`): a value's description may hold a token, and errors are logged.
     public func filter(_ isIncluded: @escaping @Sendable (Value) -> Bool) -> ResponsePipeline<Value> {
         derived { progress async throws(NetworkError) in
             let value = try await body(progress)
-            guard isIncluded(value) else { throw .filtered(String(describing: value)) }
+            guard isIncluded(value) else { throw .filtered(Self.shownInErrors(value)) }
             return value
+        }
+    }
+
+    /// A rejected value as ``NetworkError/filtered(_:)`` names it: a number or a Boolean as it
+    /// is, anything else by its type.
+    static func shownInErrors(_ value: Value) -> String {
+        switch value {
+        case let number as any BinaryInteger: return "\(number)"
+        case let number as any BinaryFloatingPoint: return "\(number)"
+        case let flag as Bool: return "\(flag)"
+        default: return "a value of type \(type(of: value))"
         }
     }
 

@@ -130,6 +130,10 @@ public enum JSONValue: Sendable, Hashable, CustomStringConvertible {
         let text = number.stringValue
         if !text.contains("."), !text.lowercased().contains("e"), let int = Int(text) {
             self = .int(int)
+        } else if let int = Int(exactly: number.doubleValue) {
+            // A whole value spelled with a fraction or an exponent: swift-corelibs-foundation
+            // keeps `10.0` as a Double whose text is "10.0" (Darwin's is "10").
+            self = .int(int)
         } else {
             self = .double(number.doubleValue)
         }

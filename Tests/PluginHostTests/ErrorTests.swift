@@ -16,6 +16,38 @@ struct Slide: Decodable, Sendable {
 struct ErrorTests {
     let provider = Provider<Bin>()
 
+    /// An error's text (printed, logged, sent to a crash reporter through `NSError`) shows the
+    /// request's URL without its password, fragment or secret query values: it showed them all.
+    @Test func anErrorsTextKeepsTheURLsSecretsOut() throws {
+        let url = try #require(URL(string: "https://svc:s3cret@h.example/p?page=2&api_key=K123&X-Amz-Signature=S456&userToken=T789#access_token=F0"))
+        let response = Response(statusCode: 401, data: Data(), request: URLRequest(url: url))
+        #expect(response.requestLine == "GET https://h.example/p?page=2&api_key=<redacted>&X-Amz-Signature=<redacted>&userToken=<redacted>")
+        for error in [NetworkError.statusCode(response), .jsonMapping(response), .requestMapping(url.absoluteString)] {
+            let texts = [error.description, (error as NSError).userInfo[NSLocalizedDescriptionKey] as? String ?? ""]
+            for text in texts {
+                for secret in ["s3cret", "K123", "S456", "T789", "F0"] { #expect(!text.contains(secret), "\(text)") }
+            }
+        }
+        // A URL without anything to hide is shown as it is.
+        let plain = Response(statusCode: 500, data: Data(), request: URLRequest(url: try #require(URL(string: "http://127.0.0.1:8080/views?id=7"))))
+        #expect(plain.requestLine == "GET http://127.0.0.1:8080/views?id=7")
+    }
+
+    /// Two responses are equal when they say the same: their header fields count (URL loading's
+    /// own `==` compared none on Linux, and identity on Darwin).
+    @Test func responsesCompareTheirHeaderFields() throws {
+        let url = try #require(URL(string: "http://127.0.0.1/r"))
+        func response(_ fields: [String: String]) -> Response {
+            Response(
+                statusCode: 200, data: Data("x".utf8), request: URLRequest(url: url),
+                response: HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: fields))
+        }
+        #expect(response(["ETag": "\"a\""]) == response(["ETag": "\"a\""]))
+        #expect(response(["ETag": "\"a\""]) == response(["etag": "\"a\""]))
+        #expect(response(["ETag": "\"a\""]) != response(["ETag": "\"b\""]))
+        #expect(response(["ETag": "\"a\""]) != response([:]))
+    }
+
     @Test func nonJSONBodyIsJSONMapping() async throws {
         let result = await provider.request(try Bin("html")).mapJSON().result
         guard case .failure(.jsonMapping(let response)) = result else {

@@ -195,6 +195,19 @@ struct MigrationGuideTests {
         }
     }
 
+    /// An empty body read with `failsOnEmptyData: false` decodes from `null`, then `{}`, then
+    /// `[]`: an optional is nil and an array empty (Moya tries `{}`, then `[{}]`: an optional
+    /// model came out as a model of nils, an array as one empty element).
+    @Test func anEmptyBodyIsNilForAnOptionalAndEmptyForAnArray() throws {
+        struct Profile: Decodable, Equatable {
+            var name: String?
+        }
+        let empty = Response(statusCode: 204, data: Data())
+        #expect(try empty.map(Profile?.self, failsOnEmptyData: false) == nil)
+        #expect(try empty.map([Profile].self, failsOnEmptyData: false) == [])
+        #expect(try empty.map(Profile.self, failsOnEmptyData: false) == Profile())
+    }
+
     @Test func urlEncodingEscapesSlashAndQuestionMarkInValues() {
         #expect(URLEncoding.default.query(["next": "/cart?step=2"]) == "next=%2Fcart%3Fstep%3D2")
     }

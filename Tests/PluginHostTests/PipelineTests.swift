@@ -44,6 +44,29 @@ struct PipelineTests {
             Issue.record("got \(filtered)")
             return
         }
+        // Any other value is named by its type: its description may hold a secret, and errors
+        // are logged (the whole value was printed, token and all).
+        struct Session: Sendable {
+            let accessToken: String
+        }
+        let session = await pipeline.map { _ in Session(accessToken: "eyJsecret") }.filter { _ in false }.result
+        guard case .failure(let error) = session, case .filtered(let shown) = error else {
+            Issue.record("got \(session)")
+            return
+        }
+        #expect(shown == "a value of type Session")
+        #expect(error.description == "a filter step rejected a value of type Session")
+    }
+
+    /// A whole number spelled with a fraction or an exponent is `.int` on every platform, as
+    /// ``JSONValue`` says: on Linux `10.0` and `1e2` were `.double` (`json["n"] == 10` was false).
+    @Test func aWholeNumberWithAFractionIsAnInt() throws {
+        let json = try Response(statusCode: 200, data: Data(#"{"a":10.0,"b":1e2,"c":1.5,"d":-0.0,"e":1e300}"#.utf8)).mapJSON()
+        #expect(json["a"] == .int(10))
+        #expect(json["b"] == .int(100))
+        #expect(json["c"] == .double(1.5))
+        #expect(json["d"] == .int(0))
+        #expect(json["e"] == .double(1e300))
     }
 
     @Test func mapJSONAndStrings() async throws {
