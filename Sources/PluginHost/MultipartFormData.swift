@@ -97,7 +97,7 @@ public enum MultipartFormData {
     public static let encodingMemoryThreshold: UInt64 = 10_000_000
 
     /// Encodes `parts` with `boundary`; throws ``NetworkError/fileAccess(path:reason:)`` for an
-    /// unreadable file, and ``NetworkError/parameterEncoding(_:)`` with ``InvalidMultipartBoundary``
+    /// unreadable file or a file part whose URL is no `file:` URL, and ``NetworkError/parameterEncoding(_:)`` with ``InvalidMultipartBoundary``
     /// for a `boundary` RFC 2046 does not allow (one with CR or LF would add fields of its own;
     /// the provider's own, ``makeBoundary()``, always is one) or with ``InvalidMultipartContentType``
     /// for a `mimeType` holding CR, LF or NUL (it would add header fields to the part). A file
@@ -189,6 +189,11 @@ public enum MultipartFormData {
             var fileName = part.fileName
             var mimeType = part.mimeType
             if case .file(let url) = part.source {
+                // `Data(contentsOf:)` would fetch an http URL here, outside the transport, its
+                // limits, timeouts and cancellation, and upload what came.
+                guard url.isFileURL else {
+                    throw .fileAccess(path: url.absoluteString, reason: "multipart part \(index) (\(part.name.debugDescription)) is no file URL")
+                }
                 fileName = fileName ?? url.lastPathComponent
                 mimeType = mimeType ?? "application/octet-stream"
             }

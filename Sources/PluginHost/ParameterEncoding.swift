@@ -17,6 +17,9 @@ public enum ParameterEncodingError: Error, Sendable, Equatable, CustomStringConv
     case missingURL
     /// A value JSON cannot represent, with the key path where it was found.
     case invalidJSONValue(keyPath: String, type: String)
+    /// A number a query or form cannot carry (NaN or an infinity, which JSON refuses too), with
+    /// the key path where it was found (`ratio`, `a[b][]`).
+    case invalidQueryValue(keyPath: String, type: String)
     /// JSONSerialization failed.
     case jsonSerializationFailed(String)
 
@@ -27,6 +30,8 @@ public enum ParameterEncodingError: Error, Sendable, Equatable, CustomStringConv
             return "the request has no URL"
         case .invalidJSONValue(let keyPath, let type):
             return "the value at \(keyPath) (of type \(type)) cannot be encoded as JSON"
+        case .invalidQueryValue(let keyPath, let type):
+            return "the value at \(keyPath) (of type \(type)) cannot be encoded in a query or form"
         case .jsonSerializationFailed(let message):
             return "JSON serialization failed: \(message)"
         }
@@ -38,8 +43,10 @@ public enum ParameterEncodingError: Error, Sendable, Equatable, CustomStringConv
 ///
 /// Nested values follow the common convention: `key[sub]=v` for dictionaries and
 /// `key[]=v` (or `key=v`, see ``ArrayEncoding``) for arrays. Keys are sorted, so the same
-/// parameters always give the same bytes. Everything outside RFC 3986's unreserved set
-/// is percent-encoded.
+/// parameters always give the same bytes: a `Set`'s elements are written sorted by their text, a
+/// dictionary's keys that are not strings by theirs. Everything outside RFC 3986's unreserved
+/// set is percent-encoded. A NaN or infinite number fails ``encode(_:with:)`` with
+/// ``ParameterEncodingError/invalidQueryValue(keyPath:type:)``.
 public struct URLEncoding: ParameterEncoding {
     /// Where the encoded pairs go.
     public enum Destination: Sendable, Equatable {
@@ -97,12 +104,12 @@ public struct URLEncoding: ParameterEncoding {
         if encodesInQuery(method: method) {
             guard !parameters.isEmpty else { return request }
             guard let url = request.url else { throw ParameterEncodingError.missingURL }
-            request.url = Self.appendingQuery(query(parameters), to: url)
+            request.url = Self.appendingQuery(try checkedQuery(parameters), to: url)
         } else {
             if request.value(forHTTPHeaderField: "Content-Type") == nil {
                 request.setValue("application/x-www-form-urlencoded; charset=utf-8", forHTTPHeaderField: "Content-Type")
             }
-            request.httpBody = Data(query(parameters).utf8)
+            request.httpBody = Data(try checkedQuery(parameters).utf8)
         }
         return request
     }
@@ -115,26 +122,56 @@ public struct URLEncoding: ParameterEncoding {
         }
     }
 
-    /// The encoded pairs joined with `&`, keys sorted.
+    /// The encoded pairs joined with `&`, keys sorted (a NaN or infinity written as its text:
+    /// ``encode(_:with:)`` refuses it).
     public func query(_ parameters: Parameters) -> String {
+        var invalid: ParameterEncodingError?
+        return query(parameters, invalid: &invalid)
+    }
+
+    /// ``query(_:)``, or the refusal of its first value a query cannot carry.
+    func checkedQuery(_ parameters: Parameters) throws(ParameterEncodingError) -> String {
+        var invalid: ParameterEncodingError?
+        let text = query(parameters, invalid: &invalid)
+        if let invalid { throw invalid }
+        return text
+    }
+
+    private func query(_ parameters: Parameters, invalid: inout ParameterEncodingError?) -> String {
         var pairs: [(String, String)] = []
         for key in parameters.keys.sorted() {
-            components(key: key, value: parameters[key]!, into: &pairs)
+            components(key: key, value: parameters[key]!, into: &pairs, invalid: &invalid)
         }
         return pairs.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
     }
 
-    private func components(key: String, value: Any, into pairs: inout [(String, String)]) {
+    private func components(key: String, value: Any, into pairs: inout [(String, String)], invalid: inout ParameterEncodingError?) {
         let value = OptionalParameter.unwrapped(value)
         switch value {
         case let dictionary as [String: Any]:
             for nested in dictionary.keys.sorted() {
-                components(key: "\(key)[\(nested)]", value: dictionary[nested]!, into: &pairs)
+                components(key: "\(key)[\(nested)]", value: dictionary[nested]!, into: &pairs, invalid: &invalid)
+            }
+        case let dictionary as [AnyHashable: Any]:
+            // Keys that are not strings (`[Int: T]`), in the order of their text.
+            for (text, nested) in dictionary.map({ ("\($0.key.base)", $0.value) }).sorted(by: { $0.0 < $1.0 }) {
+                components(key: "\(key)[\(text)]", value: nested, into: &pairs, invalid: &invalid)
             }
         case let array as [Any]:
             for element in array {
-                components(key: arrayEncoding == .brackets ? "\(key)[]" : key, value: element, into: &pairs)
+                components(key: arrayEncoding == .brackets ? "\(key)[]" : key, value: element, into: &pairs, invalid: &invalid)
             }
+        case let set as any SetAlgebra & Sequence:
+            // A set's order changes from one process to the next: its elements by their text.
+            for element in Self.elements(of: set).sorted(by: { "\($0)" < "\($1)" }) {
+                components(key: arrayEncoding == .brackets ? "\(key)[]" : key, value: element, into: &pairs, invalid: &invalid)
+            }
+        case let double as Double where !double.isFinite:
+            if invalid == nil { invalid = .invalidQueryValue(keyPath: key, type: "Double (\(double))") }
+            pairs.append((Self.escape(key), Self.escape("\(double)")))
+        case let float as Float where !float.isFinite:
+            if invalid == nil { invalid = .invalidQueryValue(keyPath: key, type: "Float (\(float))") }
+            pairs.append((Self.escape(key), Self.escape("\(float)")))
         case let number as NSNumber where type(of: value) is NSNumber.Type && !JSONValue.isBoolean(number):
             // A number `JSONSerialization` made: 0 and 1 match `as Bool` too, and are numbers.
             pairs.append((Self.escape(key), Self.escape("\(number)")))
@@ -150,6 +187,9 @@ public struct URLEncoding: ParameterEncoding {
 
     /// Percent-encodes everything but RFC 3986 unreserved characters.
     public static func escape(_ string: String) -> String { RFC3986.escape(string) }
+
+    /// The elements of a sequence whose type is known only at run time.
+    private static func elements(of sequence: some Sequence) -> [Any] { sequence.map { $0 as Any } }
 
     static func appendingQuery(_ query: String, to url: URL) -> URL {
         guard !query.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
@@ -199,7 +239,8 @@ public struct JSONEncoding: ParameterEncoding {
         case let dictionary as [String: Any]:
             var object: [String: Any] = [:]
             object.reserveCapacity(dictionary.count)
-            for (key, nested) in dictionary { object[key] = try jsonObject(nested, path: "\(path).\(key)") }
+            // By name: the refusal names the first bad value by name, whatever the dictionary's order.
+            for key in dictionary.keys.sorted() { object[key] = try jsonObject(dictionary[key]!, path: "\(path).\(key)") }
             return object
         case let array as [Any]:
             return try array.enumerated().map { index, nested in try jsonObject(nested, path: "\(path)[\(index)]") }

@@ -116,7 +116,9 @@ public final class Provider<Target: TargetType>: Sendable {
                 chain: InterceptorChain(interceptors: interceptors, services: services, maxRetries: maxInterceptorRetries),
                 number: 1, source: nil))
         self.defaultHeaders = defaultHeaders ?? DefaultHeaders.standard(for: self.transport)
-        self.defaultHeadersRefusal = Endpoint.refusal(of: self.defaultHeaders)
+        // Two spellings of one name (`h["accept"]` beside the standard `Accept`) went out as two
+        // fields, in the dictionary's order: refused, as a target's own are.
+        self.defaultHeadersRefusal = Endpoint.refusal(of: self.defaultHeaders) ?? Endpoint.repetition(in: self.defaultHeaders)
         self.limits = limits
     }
 
@@ -255,6 +257,7 @@ public final class Provider<Target: TargetType>: Sendable {
         let body: TransportRequest.Body
         switch endpoint.task {
         case .uploadFile(let url):
+            guard url.isFileURL else { throw .fileAccess(path: url.absoluteString, reason: "the file to upload is no file URL") }
             // A stub reads no file (as Moya's): a fixture path need not exist where tests run.
             guard stub != .never || FileManager.default.isReadableFile(atPath: url.path) else {
                 throw .fileAccess(path: url.path, reason: "the file to upload does not exist or cannot be read")

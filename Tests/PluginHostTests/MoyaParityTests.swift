@@ -135,6 +135,33 @@ struct MoyaParityTests {
 
     /// Numbers `JSONSerialization` made are numbers, 0 and 1 included (they match `as Bool`
     /// too); only Booleans are encoded as Booleans.
+
+    /// `URLEncoding` writes the same bytes for the same parameters: a `Set`'s elements sorted by
+    /// their text, keys that are not strings likewise (a set went in the order of the process's
+    /// hash seed, as Swift's text of the whole set); a NaN or infinity is refused naming its key
+    /// path, as JSON refuses it (it went as `nan`).
+    @Test func urlEncodingIsTheSameBytesForASetAndRefusesNaN() throws {
+        #expect(URLEncoding.default.query(["ids": Set([3, 1, 2])]) == "ids%5B%5D=1&ids%5B%5D=2&ids%5B%5D=3")
+        #expect(URLEncoding.default.query(["m": [2: "b", 1: "a"] as [Int: String]]) == "m%5B1%5D=a&m%5B2%5D=b")
+        let request = URLRequest(url: try #require(URL(string: "http://127.0.0.1/q")))
+        let refusals: [(Parameters, String, String)] = [
+            (["ratio": Double.nan], "ratio", "Double (nan)"), (["a": ["b": [1.0, -Double.infinity]]], "a[b][]", "Double (-inf)"),
+        ]
+        for (parameters, path, type) in refusals {
+            #expect(throws: ParameterEncodingError.invalidQueryValue(keyPath: path, type: type)) {
+                _ = try URLEncoding.default.encode(request, with: parameters)
+            }
+        }
+    }
+
+    /// `JSONEncoding` names the first bad value by key, whatever the dictionary's order.
+    @Test func jsonEncodingNamesTheFirstBadValueByKey() throws {
+        let request = URLRequest(url: try #require(URL(string: "http://127.0.0.1/q")))
+        let parameters = Dictionary(uniqueKeysWithValues: (10..<30).map { ("k\($0)", Date() as any Sendable) })
+        #expect(throws: ParameterEncodingError.invalidJSONValue(keyPath: "$.k10", type: "Date")) {
+            _ = try JSONEncoding.default.encode(request, with: parameters)
+        }
+    }
     @Test func urlEncodingTellsNumbersFromBooleans() throws {
         let decoded = try JSONSerialization.jsonObject(with: Data(#"{"count":1,"ratio":1.5,"zero":0,"flag":true,"off":false}"#.utf8))
         let parameters = try #require(decoded as? [String: any Sendable])

@@ -105,6 +105,26 @@ struct MultipartStreamingTests {
     /// The provider's request: a body with a file, over the threshold, is a stream (no body in
     /// memory); one at most the threshold is data, and so is one over it of data parts alone (a
     /// stream of bytes in memory would save nothing).
+    /// A file part, or a file to upload, whose URL is no `file:` URL is refused before anything
+    /// is read: `Data(contentsOf:)` fetched an http URL while the request was made, outside the
+    /// transport and its limits, and uploaded what came.
+    @Test func aFilePartThatIsNoFileURLIsRefused() async throws {
+        let counting = CountingTransport()
+        let provider = Provider<Bin>(transport: counting)
+        let remote = try TestServer.url().appendingPathComponent("bytes/16")
+        let parts = [MultipartFormBodyPart(source: .file(remote), name: "f")]
+        for task in [RequestTask.uploadMultipart(parts), .uploadFile(remote)] {
+            let result = await provider.request(try Bin("post", method: .post, task: task)).result
+            guard case .failure(.fileAccess(let path, let reason)) = result else {
+                Issue.record("got \(result)")
+                continue
+            }
+            #expect(path == remote.absoluteString)
+            #expect(reason == #"multipart part 0 ("f") is no file URL"# || reason == "the file to upload is no file URL")
+        }
+        #expect(counting.count == 0)
+    }
+
     @Test func overTheThresholdTheRequestCarriesAStream() throws {
         let threshold = Int(MultipartFormData.encodingMemoryThreshold)
         let large = try Self.file(threshold)

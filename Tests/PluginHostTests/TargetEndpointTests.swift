@@ -159,6 +159,22 @@ struct TargetEndpointTests {
     /// A provider's own default field that cannot be sent fails every request with its name (it
     /// was dropped as a target's was); with two bad fields the first by name is named, whatever
     /// the dictionary's order.
+    /// A provider's default field in two spellings (`h["accept"]` beside the standard `Accept`)
+    /// is refused, as a target's is: both went out, in the dictionary's order.
+    @Test func aDefaultFieldInTwoSpellingsFailsEveryRequest() async throws {
+        let counting = CountingTransport(StubTransport { _ in .networkResponse(200, Data()) })
+        var headers = DefaultHeaders.standard(for: counting)
+        headers["accept"] = "application/json"
+        let provider = Provider<Bin>(transport: counting, defaultHeaders: headers)
+        let result = await provider.request(try Bin("get")).result
+        guard case .failure(.invalidHeader(let name, let reason)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(name == "Accept" && reason == #"is given again as "accept" (field names are case-insensitive)"#)
+        #expect(counting.count == 0)
+    }
+
     @Test func aDefaultFieldThatCannotBeSentFailsEveryRequest() async throws {
         let counting = CountingTransport(StubTransport { _ in .networkResponse(200, Data()) })
         let provider = Provider<Bin>(transport: counting, defaultHeaders: ["Accept": "*/*", "X-Trace": "1\r\n2"])
