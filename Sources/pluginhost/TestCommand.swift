@@ -13,6 +13,9 @@ struct CLITarget: TargetType {
     let method: HTTPMethod
     let headers: [String: String]?
     var path: String { "" }
+    /// The request's deadline: the chain's request in `test` is bounded as each probe is.
+    var deadline: TimeInterval?
+    var limits: RequestLimits? { deadline.map { RequestLimits(deadline: $0) } }
 
     /// The embedded offline answer: works with no network and no server.
     static let stubBody = Data(#"{"ok":true,"from":"pluginhost offline stub"}"#.utf8)
@@ -109,7 +112,12 @@ enum TestCommand {
         positionals: [], flags: requestFlags + [FlagSpec(name: "plugin", value: "NAME", repeatable: false, help: "")],
         details: "", hidden: true)
 
-    /// Child side: exit 0 ok, 3 refused (message on stdout), 5 request failed.
+    /// The line a probe prints last when its request went through: its exit status alone does
+    /// not say so (a plugin that ends the process with status 0 in `create` was counted as passed,
+    /// then ran in the parent, which ended with it, printing nothing).
+    static let probePassed = "pluginhost-probe-passed"
+
+    /// Child side: exit 0 ok (``probePassed`` printed last), 3 refused (message on stdout), 5 request failed.
     static func probe(_ arguments: ParsedArguments) -> ExitCode {
         guard let path = arguments.value("manifest"), let name = arguments.value("plugin") else { return .usage }
         do {
@@ -131,6 +139,7 @@ enum TestCommand {
                 Terminal.out(error.description)
                 return .requestFailed
             }
+            Terminal.out(probePassed)
             return .ok
         } catch let error as PluginLoadError {
             // As `list` words it: a permission problem may be a directory above the library, named.
@@ -195,7 +204,11 @@ enum TestCommand {
             return ProbeResult(name: name, status: "crashed", detail: "crashed (signal \(process.terminationStatus))", code: .crashed)
         }
         switch process.terminationStatus {
-        case 0: return ProbeResult(name: name, status: "ok", detail: "ok", code: .ok)
+        case 0 where text.hasSuffix(probePassed): return ProbeResult(name: name, status: "ok", detail: "ok", code: .ok)
+        case 0:
+            return ProbeResult(
+                name: name, status: "error", detail: "the probe ended (status 0) before its request went through: the plugin ended the process",
+                code: .crashed)
         case ExitCode.refused.rawValue: return ProbeResult(name: name, status: "refused", detail: "reject: \(text)", code: .refused)
         case ExitCode.requestFailed.rawValue:
             return ProbeResult(name: name, status: "failed", detail: "request failed: \(text)", code: .requestFailed)
@@ -306,7 +319,12 @@ enum TestCommand {
             if let index = plugins.firstIndex(where: { $0.name == event.plugin }) { traces[index].event(event.name) }
         }
         let provider = options.provider(chain, services: services)
-        let outcome = waitFor { await provider.request(options.target).result }
+        // Bounded as each probe is (`--probe-timeout`): a plugin that hangs on the real answer,
+        // which its probe never saw, does not hang the command.
+        var target = options.target
+        target.deadline = probeTimeout
+        let chainTarget = target
+        let outcome = waitFor { await provider.request(chainTarget).result }
         subscription.cancel()
         report.chainMethod = options.method.rawValue
         report.chainURL = URLParts.redactingUserInfo(options.url?.absoluteString ?? CLITarget.stubURL.absoluteString)

@@ -596,6 +596,36 @@ struct CLITests {
         #expect(output.stdout.contains("result failed (exit 4)"))
     }
 
+    /// A plugin that ends the process with status 0 in `create` fails its probe (exit 4) and is
+    /// not run in the command's own process: its probe was counted as passed by its status alone,
+    /// and the command then created it itself, and ended with it, printing nothing.
+    @Test func aPluginThatExitsInCreateFailsItsProbe() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "exit"}}]}"#)
+        let output = try await CLI.run(["test", "--manifest", manifest])
+        #expect(output.status == 4)
+        #expect(output.stdout.contains("probe  activity       ok"))
+        #expect(output.stdout.contains("probe  trap           the probe ended (status 0) before its request went through: the plugin ended the process"))
+        #expect(output.stdout.contains("result failed (exit 4)"))
+    }
+
+    /// The request through the whole chain is bounded by `--probe-timeout` as each probe is: a
+    /// plugin that hangs on a real answer (its probe, on the stub, passed) made the command wait
+    /// for it.
+    @Test func theChainsRequestIsBoundedByTheProbeTimeout() async throws {
+        let workspace = try await Workspace.make(bundling: ["Activity"])
+        try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
+        let manifest = try workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "hangOffStub"}}]}"#)
+        let url = try Self.httpbin() + "/get"
+        let output = try await CLI.run(["test", "--manifest", manifest, "--url", url, "--probe-timeout", "2"])
+        #expect(output.status == 5, "\(output.stdout)\(output.stderr)")
+        #expect(output.stdout.contains("probe  trap           ok"))
+        #expect(output.stdout.contains("timedOut") || output.stdout.contains("timed out"), "\(output.stdout)")
+    }
+
     /// A library that aborts when loaded takes only its own probe down; one the manifest does
     /// not enable (or does not list) is never loaded. `test` used to load every bundle of the
     /// plugin directories in its own process first, and died with it.
