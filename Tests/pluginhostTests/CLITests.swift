@@ -607,7 +607,8 @@ struct CLITests {
         let output = try await CLI.run(["test", "--manifest", manifest])
         #expect(output.status == 4)
         #expect(output.stdout.contains("probe  activity       ok"))
-        #expect(output.stdout.contains("probe  trap           the probe ended (status 0) before its request went through: the plugin ended the process"))
+        #expect(
+            output.stdout.contains("probe  trap           the probe ended (status 0) before its request went through: the plugin ended the process"))
         #expect(output.stdout.contains("result failed (exit 4)"))
     }
 
