@@ -189,6 +189,25 @@ struct LoadPathPermissionTests {
                         + "\(f.root)/conf/../plugins (a symbolic link); \(Self.chmodHint)"))
     }
 
+    /// The same, with a sound directory where the kernel finds it and none beside the link: the
+    /// plugins load. The directories above the path with its `..` folded away (`plugins` beside the
+    /// link, which the kernel never visits) were judged too, and a missing one refused the load.
+    @Test func aPluginDirectoryThroughASymlinkAndDotDotIsNotJudgedWhereTheKernelDoesNotGo() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        try f.bundle("AlphaTestPlugin")
+        let deep = f.root + "/deep"
+        try FileManager.default.createDirectory(atPath: deep + "/conf", withIntermediateDirectories: true)
+        chmod(deep, 0o755)
+        chmod(deep + "/conf", 0o755)
+        try FileManager.default.moveItem(atPath: f.plugins, toPath: deep + "/plugins")
+        try FileManager.default.createSymbolicLink(atPath: f.root + "/conf", withDestinationPath: deep + "/conf")
+        let url = try f.manifest(
+            raw: JSONSerialization.data(withJSONObject: ["pluginDirectories": ["conf/../plugins"], "plugins": [["name": "alpha"]]]))
+        let plugins = try PluginLoader.load(manifest: url, services: PluginServices())
+        #expect(plugins.map(\.name) == ["alpha"])
+    }
+
     /// `app -> deploy/current -> releases/7`: `deploy`, which holds the link `current`, is on
     /// neither the path as written nor the path resolved, and whoever may write in it may point
     /// `current` elsewhere. It is judged too.

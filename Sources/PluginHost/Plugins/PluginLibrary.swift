@@ -457,7 +457,11 @@ enum FileSecurity {
                 .insecurePermissions, file: linked ? real : path,
                 reason: "\(describe(info))\(problem), is \(linked ? "the target of \(role) \(path) (a symbolic link)" : role); \(remedy(info))")
         }
-        for chain in [absolute, real] {
+        // The path with its `..` folded away is no path the kernel walks when a `..` follows a
+        // symlink: its directories are judged only for a path without `..` (the hops of the path
+        // as written, and the resolved chain, cover what the kernel visits).
+        let hasDotDot = asWritten.split(separator: "/").contains("..")
+        for chain in hasDotDot ? [real] : [absolute, real] {
             var directory = parent(of: chain)
             while let current = directory {
                 // Kept as passed once it has (a memo reused after a refusal holds no failed one).
