@@ -464,6 +464,38 @@ struct LibraryDependencyTests {
     }
     #endif
 
+    #if os(Linux)
+    /// A memory file closed by code of the app's ("close every descriptor above 2") leaves its
+    /// number's name loaded: the next library's memory file, given that number, loads its own
+    /// bytes (`dlopen` returned the first library for the name, and its descriptor was read).
+    @Test func aMemoryFileNumberWhoseNameIsLoadedIsNotUsed() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        func fresh(_ product: String, _ file: String) throws -> String {
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: try PluginFixtures.library(product)))
+            let entry = try #require(try ELFDependencies.read(bytes)?.searchPaths.first)
+            let runpath = Array("$ORIGIN:/opt/\(UUID().uuidString.prefix(8))".utf8)
+            bytes.replaceSubrange(entry.offset..<(entry.offset + runpath.count), with: runpath)
+            bytes[entry.offset + runpath.count] = 0
+            let path = f.root + "/" + file
+            try bytes.write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o755)
+            return path
+        }
+        let alpha = try PluginLibrary.open(path: try fresh("AlphaTestPlugin", "libalpha-closed.so"))
+        #expect(alpha.info.name == "alpha")
+        // Its memory file, found by its label, closed behind the loader's back.
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap(Int32.init)
+        let memory = descriptors.filter { fd in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"))?.contains("pluginhost:libalpha-closed.so") == true
+        }
+        try #require(memory.count == 1)
+        close(memory[0])
+        let beta = try PluginLibrary.open(path: try fresh("BetaTestPlugin", "libbeta-after.so"))
+        #expect(beta.info.name == "beta")
+    }
+    #endif
+
     /// `$ORIGIN` alone, or below it, is the verified copy's private directory: accepted, and the
     /// library loads.
     @Test func originItselfIsAccepted() throws {

@@ -376,11 +376,21 @@ enum MemoryFile {
         guard let create else { return nil }
         // A label of at most 249 bytes, or the call fails.
         let label = "pluginhost:" + String(decoding: Array((name as NSString).lastPathComponent.utf8.prefix(200)), as: UTF8.self)
-        let fd = create(label, closeOnExec | allowSealing)
+        var fd = create(label, closeOnExec | allowSealing)
         guard fd >= 0 else { return nil }
         // A name no other code opens a library by (`/proc/self/fd/N` is the usual spelling): the
         // loader returns the library already loaded under a name asked for again, and the number
-        // may have named another's memory file once.
+        // may have named another's memory file once. A number whose name is loaded already (its
+        // memory file closed by code of the app's, "close every descriptor above 2") is left for
+        // the next free one that names nothing: `dlopen` gave the first library for the second.
+        for _ in 0..<64 {
+            guard let loaded = dlopen("/proc/self/./fd/\(fd)", RTLD_LAZY | RTLD_NOLOAD) else { break }
+            dlclose(loaded)
+            let moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1)
+            close(fd)
+            guard moved >= 0 else { return nil }
+            fd = moved
+        }
         let path = "/proc/self/./fd/\(fd)"
         guard bytes.withUnsafeBytes({ FileDescriptor.writeAll(fd, $0) }), fcntl(fd, addSeals, allSeals) == 0, access(path, R_OK) == 0 else {
             close(fd)
