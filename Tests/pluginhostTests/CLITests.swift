@@ -582,11 +582,18 @@ struct CLITests {
         }
     }
 
-    @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
+    /// A workspace of the activity plugin's and the trap fixture's bundles (removed when it
+    /// goes), and a manifest of both, the trap configured with `trapIn`.
+    static func activityAndTrap(trapIn: String) async throws -> (Workspace, String) {
         let workspace = try await Workspace.make(bundling: ["Activity"])
         try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
-        let manifest = try workspace.manifest(
-            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "create"}}]}"#)
+        return try (workspace, workspace.manifest(
+            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "\#(trapIn)"}}]}"#))
+    }
+
+    @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
+        let (workspace, manifest) = try await Self.activityAndTrap(trapIn: "create")
+        defer { withExtendedLifetime(workspace) {} }
         let output = try await CLI.run(["test", "--manifest", manifest])
         #expect(output.status == 4)
         #expect(output.stdout.contains("probe  activity       ok"))
@@ -600,10 +607,8 @@ struct CLITests {
     /// not run in the command's own process: its probe was counted as passed by its status alone,
     /// and the command then created it itself, and ended with it, printing nothing.
     @Test func aPluginThatExitsInCreateFailsItsProbe() async throws {
-        let workspace = try await Workspace.make(bundling: ["Activity"])
-        try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
-        let manifest = try workspace.manifest(
-            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "exit"}}]}"#)
+        let (workspace, manifest) = try await Self.activityAndTrap(trapIn: "exit")
+        defer { withExtendedLifetime(workspace) {} }
         let output = try await CLI.run(["test", "--manifest", manifest])
         #expect(output.status == 4)
         #expect(output.stdout.contains("probe  activity       ok"))
@@ -616,10 +621,8 @@ struct CLITests {
     /// plugin that hangs on a real answer (its probe, on the stub, passed) made the command wait
     /// for it.
     @Test func theChainsRequestIsBoundedByTheProbeTimeout() async throws {
-        let workspace = try await Workspace.make(bundling: ["Activity"])
-        try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
-        let manifest = try workspace.manifest(
-            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "hangOffStub"}}]}"#)
+        let (workspace, manifest) = try await Self.activityAndTrap(trapIn: "hangOffStub")
+        defer { withExtendedLifetime(workspace) {} }
         let url = try Self.httpbin() + "/get"
         let output = try await CLI.run(["test", "--manifest", manifest, "--url", url, "--probe-timeout", "2"])
         #expect(output.status == 5, "\(output.stdout)\(output.stderr)")
