@@ -587,8 +587,11 @@ struct CLITests {
     static func activityAndTrap(trapIn: String) async throws -> (Workspace, String) {
         let workspace = try await Workspace.make(bundling: ["Activity"])
         try await CLI.run(["bundle", CLI.binDirectory + "/libTrapTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
-        return try (workspace, workspace.manifest(
-            #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "\#(trapIn)"}}]}"#))
+        return try (
+            workspace,
+            workspace.manifest(
+                #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "activity"}, {"name": "trap", "config": {"trapIn": "\#(trapIn)"}}]}"#)
+        )
     }
 
     @Test func aPluginThatTrapsIsReportedAsCrashedAndTheOthersAreStillTested() async throws {
