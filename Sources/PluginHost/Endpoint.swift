@@ -177,15 +177,26 @@ public struct Endpoint: Sendable {
         // URL loading labels a POST's body that has no Content-Type a form (on Darwin and in
         // swift-corelibs-foundation): labelled here, before the chain, the hooks see the field
         // and every transport sends it (libcurl labels only what it is told to).
-        if method == .post, request.httpBody?.isEmpty == false || request.httpBodyStream != nil,
+        Self.labelForm(&request)
+        if !extraQueryParameters.isEmpty, let current = request.url {
+            do {
+                request.url = URLEncoding.appendingQuery(try URLEncoding.queryString.checkedQuery(extraQueryParameters), to: current)
+            } catch {
+                throw .parameterEncoding(error)
+            }
+        }
+        return request
+    }
+
+    /// Gives a `POST` whose body in memory has no `Content-Type` the form's, as URL loading does
+    /// (the provider calls it again after the request closure, which may set a body). A body
+    /// stream, like a file, goes as it is: both transports send it from a file.
+    static func labelForm(_ request: inout URLRequest) {
+        if request.httpMethod?.uppercased() == "POST", request.httpBody?.isEmpty == false,
             request.value(forHTTPHeaderField: "Content-Type") == nil
         {
             request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         }
-        if !extraQueryParameters.isEmpty, let current = request.url {
-            request.url = URLEncoding.appendingQuery(URLEncoding.queryString.query(extraQueryParameters), to: current)
-        }
-        return request
     }
 
     private func encodeTask(into request: URLRequest) throws(NetworkError) -> URLRequest {

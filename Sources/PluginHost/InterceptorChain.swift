@@ -212,8 +212,10 @@ final class InterceptorChain: Sendable {
                     break
                 case .remaining(let seconds):
                     sending.timeoutInterval = seconds
-                case .exhausted(let failure):
+                case .exhausted(var failure):
                     _ = didReceive(.failure(failure), contexts: contexts, from: sendingThrough - 1)
+                    // Its method, as a transport's failure carries it: a retry policy judges by it.
+                    failure.attemptMethod = state.method
                     return .failure(.underlying(failure, nil))
                 }
             }

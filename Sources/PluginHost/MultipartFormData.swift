@@ -192,7 +192,8 @@ public enum MultipartFormData {
                 // `Data(contentsOf:)` would fetch an http URL here, outside the transport, its
                 // limits, timeouts and cancellation, and upload what came.
                 guard url.isFileURL else {
-                    throw .fileAccess(path: url.absoluteString, reason: "multipart part \(index) (\(part.name.debugDescription)) is no file URL")
+                    throw .fileAccess(
+                        path: MessageURL.text(url.absoluteString), reason: "multipart part \(index) (\(part.name.debugDescription)) is no file URL")
                 }
                 fileName = fileName ?? url.lastPathComponent
                 mimeType = mimeType ?? "application/octet-stream"

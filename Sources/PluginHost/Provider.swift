@@ -254,10 +254,14 @@ public final class Provider<Target: TargetType>: Sendable {
             throw Task.isCancelled ? .cancelled : .custom(error)
         }
         if Task.isCancelled { throw .cancelled }
+        // A body the request closure set is labelled as the endpoint's is (hooks see the field).
+        Endpoint.labelForm(&request)
         let body: TransportRequest.Body
         switch endpoint.task {
         case .uploadFile(let url):
-            guard url.isFileURL else { throw .fileAccess(path: url.absoluteString, reason: "the file to upload is no file URL") }
+            guard url.isFileURL else {
+                throw .fileAccess(path: MessageURL.text(url.absoluteString), reason: "the file to upload is no file URL")
+            }
             // A stub reads no file (as Moya's): a fixture path need not exist where tests run.
             guard stub != .never || FileManager.default.isReadableFile(atPath: url.path) else {
                 throw .fileAccess(path: url.path, reason: "the file to upload does not exist or cannot be read")

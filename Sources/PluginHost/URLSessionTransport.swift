@@ -674,7 +674,8 @@ final class SessionCall: Sendable {
     /// handshake that failed (35: "OpenSSL SSL_connect: …", "TLS connect error: …"; 77, a trust
     /// store it cannot read), a connection
     /// nothing accepted for another reason than a refusal (7: "Failed to connect to …", an
-    /// unreachable host), or one that broke ("Send failure: …", "Recv failure: …"); nil for
+    /// unreachable host), or one that broke (55, 56: "Send failure: …", "Recv failure: …",
+    /// "OpenSSL SSL_read: …", "OpenSSL SSL_write: …"); nil for
     /// another message.
     static func curlKind(_ message: String) -> TransportFailureKind? {
         if message.hasPrefix("SSL certificate problem") || message.hasPrefix("SSL: no alternative certificate subject name")
@@ -690,7 +691,12 @@ final class SessionCall: Sendable {
             return .tlsHandshakeFailed
         }
         if message.hasPrefix("Failed to connect to") || message.hasPrefix("Couldn't connect to server") { return .cannotConnect }
-        if message.hasPrefix("Send failure") || message.hasPrefix("Recv failure") { return .connectionLost }
+        if message.hasPrefix("Send failure") || message.hasPrefix("Recv failure") || message.hasPrefix("OpenSSL SSL_read")
+            || message.hasPrefix("OpenSSL SSL_write") || message.hasPrefix("Failure when receiving data from the peer")
+            || message.hasPrefix("Failed sending data to the peer")
+        {
+            return .connectionLost
+        }
         return nil
     }
 }

@@ -62,7 +62,9 @@ public struct PluginConfiguration: Sendable {
     public func oneOf(_ key: String, _ allowed: [String], default defaultValue: String) throws -> String {
         let value = try string(key, default: defaultValue) ?? defaultValue
         guard allowed.contains(value) else {
-            throw error("\(key) must be one of \(allowed.joined(separator: ", ")), not \(Self.shown(.string(value)))")
+            // An enumeration's choice is no secret: shown as given.
+            let given = value.count > 64 ? String(value.prefix(63)) + "…" : value
+            throw error("\(key) must be one of \(allowed.joined(separator: ", ")), not \(given.debugDescription)")
         }
         return value
     }
@@ -129,12 +131,16 @@ public struct PluginConfiguration: Sendable {
         PluginConfigurationError(plugin: plugin, message: message)
     }
 
-    /// A value as a refusal shows it: its JSON, cut after 64 characters (`"verbose"`, `1.5`,
-    /// `{"a":1}`). Only the checks of enumerations, Booleans and numbers show the value; a
-    /// string's type error does not (a secret given as a number would be printed).
+    /// A value as a refusal of its type shows it: a number, Boolean or null as it is (`1.5`), a
+    /// string, list or object by its kind only (`a string`): a secret put under the wrong key
+    /// (a proxy URL with its password where a Boolean goes) is not printed.
     static func shown(_ value: JSONValue) -> String {
-        let text = value.description
-        return text.count > 64 ? String(text.prefix(64)) + "…" : text
+        switch value {
+        case .string: return "a string"
+        case .array: return "a list"
+        case .object: return "an object"
+        default: return value.description
+        }
     }
 
     private static func format(_ value: Double) -> String {

@@ -116,6 +116,8 @@ enum TestCommand {
     /// not say so (a plugin that ends the process with status 0 in `create` was counted as passed,
     /// then ran in the parent, which ended with it, printing nothing).
     static let probePassed = "pluginhost-probe-passed"
+    /// The line a probe prints first when its request failed (status 5), for the same reason.
+    static let probeRequestFailed = "pluginhost-probe-request-failed"
 
     /// Child side: exit 0 ok (``probePassed`` printed last), 3 refused (message on stdout), 5 request failed.
     static func probe(_ arguments: ParsedArguments) -> ExitCode {
@@ -136,6 +138,7 @@ enum TestCommand {
             }
             semaphore.wait()
             if case .failure(let error) = outcome.withLock({ $0 }) {
+                Terminal.out(probeRequestFailed)
                 Terminal.out(error.description)
                 return .requestFailed
             }
@@ -203,15 +206,19 @@ enum TestCommand {
         if process.terminationReason == .uncaughtSignal {
             return ProbeResult(name: name, status: "crashed", detail: "crashed (signal \(process.terminationStatus))", code: .crashed)
         }
+        // Each marker is a line of its own, wherever the plugin's own output puts it.
+        let lines = text.split(whereSeparator: \.isNewline).map(String.init)
         switch process.terminationStatus {
-        case 0 where text.hasSuffix(probePassed): return ProbeResult(name: name, status: "ok", detail: "ok", code: .ok)
-        case 0:
+        case 0 where lines.contains(probePassed): return ProbeResult(name: name, status: "ok", detail: "ok", code: .ok)
+        case ExitCode.requestFailed.rawValue where lines.contains(probeRequestFailed):
+            let message = lines.filter { $0 != probeRequestFailed }.joined(separator: "\n")
+            return ProbeResult(name: name, status: "failed", detail: "request failed: \(message)", code: .requestFailed)
+        case 0, ExitCode.requestFailed.rawValue:
             return ProbeResult(
-                name: name, status: "error", detail: "the probe ended (status 0) before its request went through: the plugin ended the process",
+                name: name, status: "error",
+                detail: "the probe ended (status \(process.terminationStatus)) before its request went through: the plugin ended the process",
                 code: .crashed)
         case ExitCode.refused.rawValue: return ProbeResult(name: name, status: "refused", detail: "reject: \(text)", code: .refused)
-        case ExitCode.requestFailed.rawValue:
-            return ProbeResult(name: name, status: "failed", detail: "request failed: \(text)", code: .requestFailed)
         default: return ProbeResult(name: name, status: "error", detail: "probe exited with \(process.terminationStatus): \(text)", code: .crashed)
         }
     }

@@ -87,6 +87,8 @@ struct CurlTLSTests {
             ("error adding trust anchors from file: /etc/pki/tls/certs/ca-bundle.crt", .tlsHandshakeFailed),
             ("Failed to connect to 10.255.255.1 port 80 after 3 ms: No route to host", .cannotConnect),
             ("Send failure: Broken pipe", .connectionLost), ("Recv failure: Connection reset by peer", .connectionLost),
+            ("OpenSSL SSL_read: Connection reset by peer, errno 104", .connectionLost),
+            ("Failure when receiving data from the peer", .connectionLost),
             ("something else", .other),
         ] {
             let error = NSError(domain: NSURLErrorDomain, code: NSURLErrorUnknown, userInfo: [NSLocalizedDescriptionKey: message])

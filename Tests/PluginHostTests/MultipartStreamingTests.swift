@@ -123,6 +123,15 @@ struct MultipartStreamingTests {
             #expect(reason == #"multipart part 0 ("f") is no file URL"# || reason == "the file to upload is no file URL")
         }
         #expect(counting.count == 0)
+        // The URL the refusal names keeps its secrets out, as errors' URLs do.
+        let signed = try #require(URL(string: "https://u:pw123@h.example/x?X-Amz-Signature=SIG123"))
+        let refusal = await provider.request(try Bin("post", method: .post, task: .uploadFile(signed))).result
+        guard case .failure(let error) = refusal, case .fileAccess(let path, _) = error else {
+            Issue.record("got \(refusal)")
+            return
+        }
+        #expect(path == "https://h.example/x?X-Amz-Signature=<redacted>")
+        #expect(!error.description.contains("pw123") && !error.description.contains("SIG123"))
     }
 
     @Test func overTheThresholdTheRequestCarriesAStream() throws {

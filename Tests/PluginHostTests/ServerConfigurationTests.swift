@@ -82,6 +82,20 @@ struct ServerConfigurationTests {
         #expect(plain.args?["page"] == .string("1"))
     }
 
+    /// A server layer's default parameter that a query cannot carry (NaN) fails the request as a
+    /// target's own does (it went as `r=nan` on a task the defaults are added to the query of).
+    @Test func aDefaultParameterAQueryCannotCarryIsRefused() async throws {
+        let server = ServerConfiguration(baseURL: try TestServer.url(), parameters: ["r": Double.nan])
+        let provider = Provider<ServerTarget>(stubClosure: { _ in .immediate }, server: server)
+        // A task whose defaults go in the query beside a body of its own.
+        let result = await provider.request(ServerTarget(server: server, task: .requestData(Data("x".utf8)))).result
+        guard case .failure(.parameterEncoding(let error)) = result else {
+            Issue.record("got \(result)")
+            return
+        }
+        #expect(error as? ParameterEncodingError == .invalidQueryValue(keyPath: "r", type: "Double (nan)"))
+    }
+
     @Test func defaultTimeoutApplies() async throws {
         let server = ServerConfiguration(baseURL: try TestServer.url(), timeout: 0.5)
         let provider = Provider<ServerTarget>(server: server)

@@ -465,6 +465,16 @@ struct TransportTests {
             #expect(echoed?["method"]?.stringValue == method.rawValue)
             #expect(echoed?["headers"]?["Content-Type"] == nil, "\(method.rawValue): \(String(describing: echoed?["headers"]))")
         }
+        // A body the request closure set is labelled as the endpoint's is (libcurl's label was
+        // taken away for every body, and only URL loading labelled it).
+        let closing = transport.provider(requestClosure: { _, request in
+            var request = request
+            request.httpBody = Data("uid=7".utf8)
+            return request
+        })
+        let closure = try await closing.request(try Bin("anything", method: .post)).filterSuccessfulStatusCodes().mapJSON().value
+        #expect(closure["headers"]?["Content-Type"]?.stringValue == "application/x-www-form-urlencoded")
+        #expect(closure["form"]?["uid"]?.stringValue == "7")
     }
 
     /// A `POST` a `303` turns into a `GET` leaves its body's fields behind (RFC 9110 §15.4): URL

@@ -20,8 +20,10 @@ struct PluginConfigurationTests {
         }
     }
 
-    /// A refusal of an enumeration, a Boolean or a number shows the value given (cut after 64
-    /// characters); a string's type error does not show it (a secret given as a number).
+    /// A refusal of an enumeration shows the choice given (cut after 64 characters), one of a
+    /// Boolean or a number the number given; a string, list or object where a Boolean or number
+    /// goes is shown by its kind only (a proxy URL with its password put under the wrong key),
+    /// and a string's type error shows nothing of the value (a secret given as a number).
     @Test func refusalsShowTheValueGiven() throws {
         let long = String(repeating: "x", count: 80)
         let parsed = try PluginConfiguration(
@@ -29,7 +31,7 @@ struct PluginConfigurationTests {
         #expect(throws: PluginConfigurationError(plugin: "p", message: #"mode must be one of fast, slow, not "Fast""#)) {
             try parsed.oneOf("mode", ["fast", "slow"], default: "fast")
         }
-        #expect(throws: PluginConfigurationError(plugin: "p", message: #"wide must be one of fast, slow, not "\#(long.prefix(63))…"#)) {
+        #expect(throws: PluginConfigurationError(plugin: "p", message: #"wide must be one of fast, slow, not "\#(long.prefix(63))…""#)) {
             try parsed.oneOf("wide", ["fast", "slow"], default: "fast")
         }
         #expect(throws: PluginConfigurationError(plugin: "p", message: "size must be between 1 and 10, not 42")) {
@@ -38,10 +40,15 @@ struct PluginConfigurationTests {
         #expect(throws: PluginConfigurationError(plugin: "p", message: "ratio must be between 0 and 1, not 1.5")) {
             try parsed.number("ratio", default: 0, in: 0...1)
         }
-        #expect(throws: PluginConfigurationError(plugin: "p", message: #"on must be true or false, not "yes""#)) {
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "on must be true or false, not a string")) {
             try parsed.bool("on", default: false)
         }
         #expect(throws: PluginConfigurationError(plugin: "p", message: "name must be a string")) { try parsed.string("name") }
+        let secret = try PluginConfiguration(plugin: "p", json: Array(#"{"proxy": "http://u:s3cret@proxy:3128", "n": [1]}"#.utf8))
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "proxy must be true or false, not a string")) {
+            try secret.bool("proxy", default: false)
+        }
+        #expect(throws: PluginConfigurationError(plugin: "p", message: "n must be a number, not a list")) { try secret.number("n", default: 0) }
     }
 
     /// Integers are read as they are: through a `Double`, 2^53 + 1 was rounded to 2^53 and

@@ -590,9 +590,12 @@ final class CurlCall: @unchecked Sendable {
             // decoded here is asked for as it is.
             list = ph_curl_slist_append(list, "Accept-Encoding: identity")
         }
-        // A body goes with the Content-Type it was given or none (the provider labels a POST's as
-        // URL loading does): libcurl would label any body a form, an empty POST's and a PUT's too.
-        if !hasContentType, hasBody || (method != "HEAD" && Self.declaresLength(method)) {
+        // A body goes with the Content-Type it was given, or as URL loading sends it: a POST's
+        // body in memory labelled a form (libcurl's own label, the one the provider gives it before
+        // the chain; here too for a body a hook set), any other none: libcurl would label every
+        // body a form, an empty POST's, a PUT's, a file's and a stream's too.
+        let labelled = method == "POST" && hasBody && bodyFile == nil && spooledBody == nil
+        if !hasContentType, !labelled, hasBody || (method != "HEAD" && Self.declaresLength(method)) {
             list = ph_curl_slist_append(list, "Content-Type:")
         }
         jarCookie = hasCookie || !request.handlesCookies ? nil : settings.cookieJar?.header(for: url)

@@ -11,7 +11,7 @@ import Glibc
 @Suite("contrib plugin configuration errors")
 struct ContribConfigTests {
     @Test(arguments: [
-        ("access-token", #"{"required": "yes"}"#, #"access-token: required must be true or false, not "yes""#),
+        ("access-token", #"{"required": "yes"}"#, "access-token: required must be true or false, not a string"),
         ("access-token", #"{"maxRefreshes": 0}"#, "access-token: maxRefreshes must be between 1 and 1000, not 0"),
         ("access-token", #"{"origins": "https://api.example.com"}"#, "access-token: origins must be a list of strings"),
         (
