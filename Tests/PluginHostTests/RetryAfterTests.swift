@@ -225,6 +225,32 @@ struct RetryUnknownMethodTests {
         }
         #expect(try await answering.retry(policy).value.statusCode == 503)
         #expect(answers.value == 1)
+
+        // A request whose timeout ran out in its hooks, within such a pipeline, is the provider's
+        // own and carries its method: a GET is retried (its failure carried none, and was not).
+        struct Slow: Interceptor {
+            let hooks: LockedCounter
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                hooks.increment()
+                usleep(60_000)
+                return .proceed
+            }
+        }
+        let hooks = LockedCounter()
+        let provider = Provider<Bin>(
+            requestClosure: { _, request in
+                var request = request
+                request.timeoutInterval = 0.05
+                return request
+            }, transport: StubTransport { _ in .networkResponse(200, Data()) }, interceptors: [Slow(hooks: hooks)])
+        let target = try Bin("get")
+        let timed = ResponsePipeline<Response> { _ async throws(NetworkError) -> Response in try await provider.request(target).value }
+        guard case .failure(.underlying(let timeout, _)) = await timed.retry(policy).result else {
+            Issue.record("not the hooks' timeout")
+            return
+        }
+        #expect(timeout.kind == .timedOut)
+        #expect(hooks.value == 3)
     }
 }
 
