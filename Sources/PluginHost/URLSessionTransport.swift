@@ -684,9 +684,11 @@ final class SessionCall: Sendable {
             return .serverCertificateUntrusted
         }
         // A trust store libcurl cannot read (code 77: "error setting certificate verify locations",
-        // "error adding trust anchors from file: …") is a TLS setup failure, as ``CurlTransport`` counts it.
+        // "error adding trust anchors from file: …", libcurl 8.12's "error setting certificate
+        // file: …") is a TLS setup failure, as ``CurlTransport`` counts it.
         if message.hasPrefix("OpenSSL SSL_connect") || message.hasPrefix("TLS connect error") || message.hasPrefix("SSL connect error")
             || message.hasPrefix("error setting certificate verify locations") || message.hasPrefix("error adding trust anchors")
+            || message.hasPrefix("error setting certificate file")
         {
             return .tlsHandshakeFailed
         }
