@@ -51,11 +51,11 @@ public struct LoggerPlugin: ExportablePlugin {
     let curl: Bool
     let redactedHeaders: Set<String>
     /// Names of the query parameters whose values URLs show as `<redacted>`, each as
-    /// ``FieldNames/normalized(_:)`` gives it: matched as body fields are (`accessToken` is
+    /// ``SecretNames/normalized(_:)`` gives it: matched as body fields are (`accessToken` is
     /// `access_token`; `X-Amz-Signature` ends with `signature`).
     let redactedQuery: Set<String>
     /// Names of JSON members and form fields whose values a body shows as `<redacted>`, each as
-    /// ``FieldNames/normalized(_:)`` gives it.
+    /// ``SecretNames/normalized(_:)`` gives it.
     let redactedFields: Set<String>
     let secretKeys: [String]
     let maxBodyBytes: Int
@@ -126,7 +126,7 @@ public struct LoggerPlugin: ExportablePlugin {
         func matchable(_ name: String) -> Bool {
             guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last else { return false }
             return !first.properties.isWhitespace && !last.properties.isWhitespace && !name.unicodeScalars.contains { Self.isControl($0) }
-                && !FieldNames.normalized(name).isEmpty
+                && !SecretNames.normalized(name).isEmpty
         }
         redactedQuery = Set(
             try names(
@@ -135,10 +135,10 @@ public struct LoggerPlugin: ExportablePlugin {
                     "token", "access_token", "refresh_token", "id_token", "client_secret", "api_key", "apikey", "sign", "signature", "x-signature",
                     "password",
                 ], what: "a parameter name", usable: matchable
-            ).map(FieldNames.normalized))
+            ).map(SecretNames.normalized))
         secretKeys = try names("redactStoreKeys", default: ["access_token", "signing_secret"], what: "a store key") { !$0.isEmpty }
         redactedFields = Set(
-            try names("redactFields", default: Self.defaultRedactedFields, what: "a field name", usable: matchable).map(FieldNames.normalized))
+            try names("redactFields", default: Self.defaultRedactedFields, what: "a field name", usable: matchable).map(SecretNames.normalized))
         maxBodyBytes = try configuration.integer("maxBodyBytes", default: 4096, in: 0...(64 << 20))
         self.host = host
     }
@@ -185,7 +185,7 @@ public struct LoggerPlugin: ExportablePlugin {
         let headers = request.headers
         var secrets = secretKeys.compactMap { context.services.value(forKey: $0) }.filter { !$0.isEmpty }
         for header in headers where redactedHeaders.contains(header.name.lowercased()) { secrets += Self.secrets(in: header) }
-        for item in request.queryItems where !item.value.isEmpty && FieldNames.matches(item.name, redactedQuery) {
+        for item in request.queryItems where !item.value.isEmpty && SecretNames.matches(item.name, redactedQuery) {
             secrets.append(item.value)
             secrets.append(RFC3986.escape(item.value))
         }
@@ -324,7 +324,7 @@ public struct LoggerPlugin: ExportablePlugin {
             let nameStart = head.lastIndex(of: "?").map { head.index(after: $0) } ?? head.startIndex
             let name = String(head[nameStart...])
             let value = rest[rest.index(after: equals)...]
-            if FieldNames.matches(name.removingPercentEncoding ?? name, redactedQuery) {
+            if SecretNames.matches(name.removingPercentEncoding ?? name, redactedQuery) {
                 found += [String(value), value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(value)]
                 return shown + head + "=<redacted>"
             }
@@ -359,7 +359,7 @@ public struct LoggerPlugin: ExportablePlugin {
             while equals < end, encoded(at: equals) != UInt8(ascii: "=") { equals += 1 }
             if equals < end {
                 let name = String(decoding: bytes[start..<equals], as: UTF8.self)
-                if FieldNames.matches(name.removingPercentEncoding ?? name, redactedQuery) {
+                if SecretNames.matches(name.removingPercentEncoding ?? name, redactedQuery) {
                     let secret = String(decoding: bytes[(equals + 3)..<end], as: UTF8.self)
                     let once = secret.removingPercentEncoding ?? secret
                     found += [secret, once, once.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? once]
@@ -541,7 +541,7 @@ public struct LoggerPlugin: ExportablePlugin {
                 index += 1
             }
             guard let headersEnd, let name = partName(String(decoding: bytes[pieceStart..<headersEnd], as: UTF8.self)),
-                FieldNames.matches(name, names)
+                SecretNames.matches(name, names)
             else {
                 out += bytes[pieceStart..<end]
                 continue
@@ -630,7 +630,7 @@ public struct LoggerPlugin: ExportablePlugin {
             guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
             let name = pair[..<equals]
             let decoded = name.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(name)
-            guard FieldNames.matches(decoded, names) else { return String(pair) }
+            guard SecretNames.matches(decoded, names) else { return String(pair) }
             // The last value of a cut body may be cut too: redacted here alone (its start,
             // scrubbed everywhere, would maim the log and leave the rest in an echo).
             if whole || index < pairs.count - 1 {
@@ -709,7 +709,7 @@ public struct LoggerPlugin: ExportablePlugin {
                 next += 1
             }
             index = next
-            guard FieldNames.matches(name, names), next < count else { continue }
+            guard SecretNames.matches(name, names), next < count else { continue }
             var valueEnd = next
             if bytes[next] == UInt8(ascii: "{") || bytes[next] == UInt8(ascii: "[") {
                 // An object or an array under a secret's name (`"password": {"old": …, "new": …}`,
@@ -931,7 +931,7 @@ public struct LoggerPlugin: ExportablePlugin {
             var valueStart = nameEnd
             while valueStart < count, isSpace(bytes[valueStart]) { valueStart += 1 }
             guard valueStart < count, bytes[valueStart] == UInt8(ascii: ":"), index == 0 || bytes[index - 1] != UInt8(ascii: "$"),
-                FieldNames.matches(String(decoding: bytes[index..<nameEnd], as: UTF8.self), names)
+                SecretNames.matches(String(decoding: bytes[index..<nameEnd], as: UTF8.self), names)
             else {
                 index = nameEnd
                 continue
@@ -1098,8 +1098,8 @@ public struct LoggerPlugin: ExportablePlugin {
                 let after = skippingSpaces(from: end)
                 let definition = after < count && bytes[after] == UInt8(ascii: ":")
                 if end > index + 1, !definition, secretValue || inSecret {
-                    // As `FieldNames.matches` reads a member's name: normalized, without the digits it ends with.
-                    variables.insert(FieldNames.unnumbered(FieldNames.normalized(String(decoding: bytes[(index + 1)..<end], as: UTF8.self))))
+                    // As `SecretNames.matches` reads a member's name: normalized, without the digits it ends with.
+                    variables.insert(SecretNames.unnumbered(SecretNames.normalized(String(decoding: bytes[(index + 1)..<end], as: UTF8.self))))
                 }
                 secretValue = false
                 index = definition ? after + 1 : end
@@ -1130,7 +1130,7 @@ public struct LoggerPlugin: ExportablePlugin {
                 while end < count, isNameByte(bytes[end]) { end += 1 }
                 let after = skippingSpaces(from: end)
                 if after < count, bytes[after] == UInt8(ascii: ":") {
-                    secretValue = FieldNames.matches(String(decoding: bytes[index..<end], as: UTF8.self), names)
+                    secretValue = SecretNames.matches(String(decoding: bytes[index..<end], as: UTF8.self), names)
                     index = after + 1
                 } else {
                     secretValue = false
@@ -1233,69 +1233,9 @@ public struct LoggerPlugin: ExportablePlugin {
     }
 }
 
-/// How the logger names the body fields it redacts.
+/// How the logger writes the names and values it redacts back into JSON (matching names is
+/// ``SecretNames``'s).
 enum FieldNames {
-    /// `name` in lower case without `_` and `-`: `access_token`, `accessToken` and `Access-Token`
-    /// are one name.
-    static func normalized(_ name: String) -> String {
-        String(name.lowercased().unicodeScalars.filter { $0 != "_" && $0 != "-" })
-    }
-
-    /// Whether the field `name` is one of `names` (normalized): the whole name, or its last one
-    /// or two words (`new_password`, `currentPassword`, `AuthenticationResult`'s `IdToken`), or,
-    /// for a form's nested name, its last bracketed part (`user[password]`).
-    static func matches(_ name: String, _ names: Set<String>) -> Bool {
-        if names.contains(unnumbered(normalized(name))) { return true }
-        var name = Substring(name)
-        if name.hasSuffix("]"), let open = name.lastIndex(of: "[") {
-            name = name[name.index(after: open)..<name.index(before: name.endIndex)]
-            if names.contains(normalized(String(name))) { return true }
-        }
-        // Words: split at `_`, `-`, `.`, and where a lower-case letter or digit meets an upper-case one.
-        var words: [String] = []
-        var word = ""
-        var previousIsLowerOrDigit = false
-        let characters = Array(name)
-        for (position, character) in characters.enumerated() {
-            let next = position + 1 < characters.count ? characters[position + 1] : nil
-            if character == "_" || character == "-" || character == "." {
-                if !word.isEmpty { words.append(word) }
-                word = ""
-                previousIsLowerOrDigit = false
-                continue
-            }
-            // A new word at a capital after a lower-case letter or digit (`dbPassword`), and at
-            // the last capital of a run when a lower-case letter follows (`DB|Password`, `XApi|Key`).
-            let endsRun = character.isUppercase && word.last?.isUppercase == true && next?.isLowercase == true
-            if character.isUppercase && (previousIsLowerOrDigit || endsRun), !word.isEmpty {
-                words.append(word)
-                word = ""
-            }
-            word.append(character)
-            previousIsLowerOrDigit = character.isLowercase || character.isNumber
-        }
-        if !word.isEmpty { words.append(word) }
-        guard words.count > 1 else { return false }
-        let last = unnumbered(normalized(words[words.count - 1]))
-        if names.contains(last) || names.contains(normalized(words[words.count - 2]) + last) { return true }
-        // A word that names nothing but a secret, wherever it stands (`SecretAccessKey`, `secret_key`,
-        // `password_hash`), when it is one of `names`.
-        return words.contains { word in
-            let word = unnumbered(normalized(word))
-            return secretWords.contains(word) && names.contains(word)
-        }
-    }
-
-    /// The words that make any field name they are part of a secret's, when they are redacted.
-    static let secretWords: Set<String> = ["password", "passwd", "secret"]
-
-    /// `name` without the digits it ends with: `password1` and `password2` (a sign-up form's
-    /// repeat) are `password`.
-    static func unnumbered(_ name: String) -> String {
-        let trimmed = name.reversed().drop { $0.isASCII && $0.isNumber }
-        return trimmed.isEmpty ? name : String(trimmed.reversed())
-    }
-
     /// `value` as a JSON string's contents with only what JSON requires escaped (`"`, `\`, C0
     /// controls): how a redacted string nested in a body is written back.
     static func escapedJSON(_ value: String) -> String { JSONValue.escaped(value) }

@@ -204,11 +204,16 @@ enum MessageURL {
         "sign", "sig", "signature", "xsignature", "auth", "authorization", "session", "sessionid", "sid", "code",
     ]
 
-    /// Whether a parameter of this name holds a secret: one of ``secretNames``, or a name
-    /// ending in `token`, `secret`, `password`, `signature` or `apikey` (`X-Amz-Signature`, `userToken`).
+    /// Whether a parameter of this name holds a secret: one of ``secretNames`` as the logger
+    /// matches its redacted names (``SecretNames/matches(_:_:)``: the whole name, its last words
+    /// as in `X-Amz-Signature` or `secret_key`, the last bracketed part of `user[password]`,
+    /// `password2`), or a name ending in `token`, `secret`, `password`, `signature` or `apikey`
+    /// (`usertoken`). A name that merely ends in a word of the list (`country_code`) is hidden
+    /// too: a message loses a value rather than show a secret.
     static func isSecret(_ name: String) -> Bool {
-        let folded = String(name.lowercased().unicodeScalars.filter { $0 != "_" && $0 != "-" })
-        return secretNames.contains(folded) || ["token", "secret", "password", "signature", "apikey"].contains { folded.hasSuffix($0) }
+        if SecretNames.matches(name, secretNames) { return true }
+        let folded = SecretNames.normalized(name)
+        return ["token", "secret", "password", "signature", "apikey"].contains { folded.hasSuffix($0) }
     }
 
     /// `url` without user, password and fragment, its secret parameters' values `<redacted>`;

@@ -653,9 +653,10 @@ final class SessionCall: Sendable {
             return TransportFailure(kind: .serverCertificateUntrusted, message: message)
         case NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected, NSURLErrorClientCertificateRequired:
             return TransportFailure(kind: .tlsHandshakeFailed, message: message)
-        case NSURLErrorUnknown where curlKind(message) != nil:
-            return TransportFailure(kind: curlKind(message)!, message: "\(message) (URL error \(nsError.code))")
         default:
+            if nsError.code == NSURLErrorUnknown, let kind = curlKind(message) {
+                return TransportFailure(kind: kind, message: "\(message) (URL error \(nsError.code))")
+            }
             // swift-corelibs-foundation reports a body shorter than its Content-Length as an
             // unknown error with curl's message: "transfer closed with N bytes remaining to read"
             // (libcurl 7), "end of response with N bytes missing" (libcurl 8).

@@ -33,6 +33,19 @@ struct ErrorTests {
         #expect(plain.requestLine == "GET http://127.0.0.1:8080/views?id=7")
     }
 
+    /// An error's text hides a secret query value whose name the logger would hide: a form's
+    /// nested name, a numbered repeat, a name whose last words are a secret's. The two matched
+    /// names apart, and an error showed `user[password]`, `password2` and `secret_key`.
+    @Test func anErrorsTextHidesTheNamesTheLoggerHides() throws {
+        let url = try #require(
+            URL(string: "https://h.example/p?user%5Bpassword%5D=P1&password2=P2&secret_key=K3&AuthenticationResult.IdToken=T4&page=2"))
+        let response = Response(statusCode: 403, data: Data(), request: URLRequest(url: url))
+        #expect(
+            response.requestLine
+                == "GET https://h.example/p?user%5Bpassword%5D=<redacted>&password2=<redacted>&secret_key=<redacted>&AuthenticationResult.IdToken=<redacted>&page=2"
+        )
+    }
+
     /// Two responses are equal when they say the same: their header fields count (URL loading's
     /// own `==` compared none on Linux, and identity on Darwin).
     @Test func responsesCompareTheirHeaderFields() throws {
