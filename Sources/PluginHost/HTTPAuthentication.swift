@@ -48,8 +48,11 @@ struct HTTPChallenge: Equatable, Sendable {
                     scanner.skip { $0 == .space || $0 == .tab }
                     if first, scanner.atEnd || scanner.peek == .comma || scanner.peek == .equals {
                         // `abc=` or `abc==` ends the item: a token68, not a parameter without a value.
+                        // Its padding: the `=` read, and those that follow (not the white space
+                        // before a comma, `abc= ,`).
+                        let padding = scanner.position
                         scanner.skip { $0 == .equals }
-                        challenge.token68 = name + String(repeating: "=", count: scanner.position - mark - name.utf8.count)
+                        challenge.token68 = name + String(repeating: "=", count: 1 + scanner.position - padding)
                         break
                     }
                     challenge.parameters[name.lowercased()] = scanner.peek == .quote ? scanner.quoted() : scanner.tokenValue()

@@ -70,6 +70,14 @@ struct DigestUnitTests {
                     HTTPChallenge(scheme: "Basic"),
                     HTTPChallenge(scheme: "Bearer", parameters: ["realm": "x"]),
                 ])
+        // White space before the comma that ends a token68 is no padding (it was counted as `=`).
+        #expect(
+            HTTPChallenge.parse("Negotiate abc= , NTLM  abc==  , Basic realm=\"r\"")
+                == [
+                    HTTPChallenge(scheme: "Negotiate", token68: "abc="),
+                    HTTPChallenge(scheme: "NTLM", token68: "abc=="),
+                    HTTPChallenge(scheme: "Basic", parameters: ["realm": "r"]),
+                ])
         #expect(
             HTTPChallenge.parse("  ,, Digest  REALM = \"r\" ,NONCE=abc") == [
                 HTTPChallenge(scheme: "Digest", parameters: ["realm": "r", "nonce": "abc"])
