@@ -4,7 +4,7 @@ import PackageDescription
 // Test fixtures: plugin libraries the tests load with dlopen. Three Swift plugins sharing a
 // kit, a plugin written in C, and deliberately broken C libraries for the loader's refusals.
 let swiftTestPlugins = ["Alpha", "Beta", "Gamma"]
-let cTestPlugins = ["CPlugin", "Abort", "BadMajor", "BadName", "NewerMinor", "SmallDescriptor", "NoEntry", "Hostile"]
+let cTestPlugins = ["CPlugin", "Abort", "BadMajor", "BadName", "NewerMinor", "NoVersion", "SmallDescriptor", "NoEntry", "Hostile"]
 
 // The contrib plugins: each a dynamic library (lib<Name>Plugin.so) depending on PluginSDK only.
 let contribPlugins = ["AccessToken", "Credentials", "Activity", "Logger", "Signature", "Cache"]

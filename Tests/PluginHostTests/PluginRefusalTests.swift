@@ -171,6 +171,84 @@ struct PluginRefusalTests {
         #expect(PluginManifest.problems(in: fine).isEmpty)
     }
 
+    /// A comma after the last element or member is refused as JSON refuses it, naming where:
+    /// Foundation's parser took it, where `jq` and Python do not, and the file passed as valid.
+    @Test func aTrailingCommaIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let cases: [(String, String, String)] = [
+            (#"{"pluginDirectories": ["plugins",], "plugins": []}"#, "pluginDirectories", "element of an array"),
+            (#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "alpha" , }]}"#, "plugins[0]", "member of an object"),
+            (#"{"pluginDirectories": ["plugins"], "plugins": [{"name": "alpha"}],}"#, "$", "member of an object"),
+            (
+                #"{"pluginDirectories": ["plugins"], "plugins": [{"name": "a", "config": {"k": [1, 2 ,]}}]}"#, "plugins[0].config.k",
+                "element of an array"
+            ),
+        ]
+        for (index, (json, path, what)) in cases.enumerated() {
+            let url = try f.manifest(raw: Data(json.utf8), file: "trailing\(index).json")
+            #expect(
+                PluginManifest.problems(in: url)
+                    == [PluginLoadError(.notJSON, file: url.path, jsonPath: path, reason: "not valid JSON (a comma after the last \(what))")],
+                "\(json)")
+        }
+        // In `plugin.json` too.
+        let bundle = try f.handBundle(name: "alpha", source: try PluginFixtures.library("AlphaTestPlugin"))
+        let pluginJSON = bundle + "/plugin.json"
+        var text = try String(contentsOfFile: pluginJSON, encoding: .utf8)
+        text = String(text.dropLast(text.hasSuffix("\n") ? 2 : 1)) + ", }"
+        try text.write(toFile: pluginJSON, atomically: false, encoding: .utf8)
+        #expect(
+            load(f, try f.manifest([["name": "alpha"]]))
+                == PluginLoadError(
+                    .notJSON, file: pluginJSON, jsonPath: "$", plugin: "alpha", reason: "not valid JSON (a comma after the last member of an object)")
+        )
+    }
+
+    /// A manifest's `comment`, at the top and in an entry, is a string: another value is a schema
+    /// error naming where (it was accepted unread).
+    @Test func aManifestCommentOfAnotherTypeIsRefused() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let url = try f.manifest([["name": "alpha", "comment": 42]], extra: ["comment": [1]])
+        #expect(
+            PluginManifest.problems(in: url) == [
+                PluginLoadError(.schema, file: url.path, jsonPath: "comment", reason: "must be a string"),
+                PluginLoadError(.schema, file: url.path, jsonPath: "plugins[0].comment", reason: "must be a string"),
+            ])
+        let fine = try f.manifest([["name": "alpha", "comment": "the first"]], extra: ["comment": "ours"], file: "fine.json")
+        #expect(PluginManifest.problems(in: fine).isEmpty)
+    }
+
+    /// `abi` numbers are read exactly: a whole number past `Double`'s precision is not rounded,
+    /// one past `Int` is out of range, and a fraction hidden past 17 digits is no whole number.
+    @Test func pluginJSONNumbersAreReadExactly() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        func bundle(major number: String) throws -> String {
+            let directory = try f.handBundle(name: "alpha", source: try PluginFixtures.library("AlphaTestPlugin"))
+            let pluginJSON = directory + "/plugin.json"
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: pluginJSON))) as? [String: Any])
+            object["abi"] = ["major": "MAJOR", "minor": 0]
+            var text = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            text = text.replacingOccurrences(of: #""MAJOR""#, with: number)
+            try text.write(toFile: pluginJSON, atomically: false, encoding: .utf8)
+            return directory
+        }
+        let exact = try PluginBundle.read(directory: try bundle(major: "9007199254740993"), pluginDirectory: f.plugins)
+        #expect(exact.abi.major == 9_007_199_254_740_993)
+        #expect(try PluginBundle.read(directory: try bundle(major: "1.0e0"), pluginDirectory: f.plugins).abi.major == 1)
+        let range = "must be a whole number from \(Int.min) to \(Int.max) (it is out of range)"
+        for (number, reason) in [
+            ("9223372036854775808", range), ("1e19", range), ("1.00000000000000000001", "must be a whole number"), ("1.5", "must be a whole number"),
+        ] {
+            let directory = try bundle(major: number)
+            #expect(
+                loadError { _ = try PluginBundle.read(directory: directory, pluginDirectory: f.plugins) }
+                    == PluginLoadError(.schema, file: directory + "/plugin.json", jsonPath: "abi.major", reason: reason), "\(number)")
+        }
+    }
+
     /// A manifest path that names no regular file (a FIFO would block the read) is refused
     /// before anything reads it.
     @Test func aManifestThatIsNoRegularFileIsRefusedUnread() throws {
@@ -383,6 +461,17 @@ struct PluginRefusalTests {
                 == PluginLoadError(
                     .descriptorInvalid, file: bundle + "/libplugin.so", plugin: "evil",
                     reason: #"the descriptor's name "../evil" is not a plugin name (one path component, without "/" and not starting with ".")"#))
+    }
+
+    /// A descriptor without a version is refused (a bundle of it would have a `plugin.json`
+    /// every load refuses); so is a name of white space only.
+    @Test func descriptorWithoutAVersion() throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let bundle = try f.handBundle(name: "noversion", source: try PluginFixtures.library("NoVersionTestPlugin"))
+        #expect(
+            load(f, try f.manifest([["name": "noversion"]]))
+                == PluginLoadError(.descriptorInvalid, file: bundle + "/libplugin.so", plugin: "noversion", reason: "the descriptor has no version"))
     }
 
     @Test func descriptorWithANewerMinor() throws {

@@ -479,6 +479,8 @@ struct PluginReloadTests {
         let error = loadError { _ = try Provider<Bin>().reloadPlugins() }
         #expect(error?.kind == .notReloadable)
         #expect(error?.reason == "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
+        // No file: the text starts with the reason (it read `: this provider …`).
+        #expect(error?.description == "this provider was not created from a manifest (Provider(manifest:)); it has nothing to reload")
     }
 
     /// The same library bytes under another path (a bundle copied elsewhere) are not loaded twice.

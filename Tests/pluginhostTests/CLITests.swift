@@ -384,6 +384,17 @@ struct CLITests {
         #expect(!FileManager.default.fileExists(atPath: parent + "/evil.plugin"))
     }
 
+    /// A descriptor without a version is refused at bundle time: `bundle` wrote a `plugin.json`
+    /// with an empty version, and said so, which every load then refused.
+    @Test func bundleRefusesADescriptorWithoutAVersion() async throws {
+        let workspace = try await Workspace.make(bundling: [])
+        let output = try await CLI.run(["bundle", CLI.binDirectory + "/libNoVersionTestPlugin.\(CLI.librarySuffix)", "--out", workspace.plugins])
+        #expect(output.status == 3)
+        #expect(
+            output.stderr == "pluginhost: refusing \(CLI.binDirectory)/libNoVersionTestPlugin.\(CLI.librarySuffix): the descriptor has no version\n")
+        #expect(!FileManager.default.fileExists(atPath: workspace.plugins + "/noversion.plugin"))
+    }
+
     /// A value that begins with `--` reaches the probe as a value (it was passed to the child
     /// as an argument of its own, read there as an option, and the probe reported as a crash).
     @Test func aValueBeginningWithTwoDashesReachesTheProbe() async throws {

@@ -24,8 +24,16 @@ struct JSONReader {
             let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
             throw PluginLoadError(.notJSON, file: file, reason: "not valid JSON" + (detail.map { " (\($0))" } ?? ""))
         }
-        if let repeated = DuplicateKeys.first(in: data) {
-            throw PluginLoadError(.schema, file: file, jsonPath: repeated.path, reason: "duplicate key \(repeated.key.debugDescription)")
+        switch DuplicateKeys.first(in: data) {
+        case .repeatedKey(let path, let key)?:
+            throw PluginLoadError(.schema, file: file, jsonPath: path, reason: "duplicate key \(key.debugDescription)")
+        case .trailingComma(let path, let container)?:
+            // Foundation's parser takes `[1,]` and `{"a": 1,}`; JSON (and jq, and Python) does not.
+            throw PluginLoadError(
+                .notJSON, file: file, jsonPath: path.isEmpty ? "$" : path,
+                reason: "not valid JSON (a comma after the last \(container == "[" ? "element of an array" : "member of an object"))")
+        case nil:
+            break
         }
         return JSONReader(file: file, value: value, path: "")
     }
@@ -83,10 +91,37 @@ struct JSONReader {
         throw schemaError("must be true or false")
     }
 
+    /// A whole number, read exactly: `9007199254740993` is not rounded to an even neighbour,
+    /// a whole number past `Int` is refused as out of range, and `1.00000000000000000001`
+    /// (more digits than a `Double` holds) is no whole number.
     func int() throws(PluginLoadError) -> Int {
-        guard let number = value as? NSNumber, !JSONValue.isBoolean(number),
-            let int = Int(exactly: number.doubleValue)
-        else { throw schemaError("must be a whole number") }
+        guard let number = value as? NSNumber, !JSONValue.isBoolean(number) else { throw schemaError("must be a whole number") }
+        if let decimal = number as? NSDecimalNumber {
+            // Foundation's parser gives a number with more digits than a `Double` holds as a decimal.
+            var exact = decimal.decimalValue
+            var whole = Decimal()
+            NSDecimalRound(&whole, &exact, 0, .plain)
+            guard whole == exact else { throw schemaError("must be a whole number") }
+            guard let int = Int(exactly: NSDecimalNumber(decimal: whole).int64Value), NSDecimalNumber(value: int).decimalValue == whole else {
+                throw schemaError("must be a whole number from \(Int.min) to \(Int.max) (it is out of range)")
+            }
+            return int
+        }
+        // An integer Foundation read as one (`Int64`, or `UInt64` past `Int64.max`) is exact as it
+        // is; a number with a fraction or an exponent is a `Double`.
+        let type = String(cString: number.objCType)
+        if ["q", "l", "i", "s", "c"].contains(type) { return number.intValue }
+        if ["Q", "L", "I", "S", "C"].contains(type) {
+            guard let int = Int(exactly: number.uint64Value) else {
+                throw schemaError("must be a whole number from \(Int.min) to \(Int.max) (it is out of range)")
+            }
+            return int
+        }
+        let double = number.doubleValue
+        guard double.isFinite, double.rounded() == double else { throw schemaError("must be a whole number") }
+        guard let int = Int(exactly: double) else {
+            throw schemaError("must be a whole number from \(Int.min) to \(Int.max) (it is out of range)")
+        }
         return int
     }
 
@@ -118,10 +153,19 @@ func mergeJSON(_ base: [String: Any], _ overlay: [String: Any]) -> [String: Any]
     return merged
 }
 
-/// Finds the first key an object of a JSON text repeats, for text `JSONSerialization` accepted.
+/// Finds the first key an object of a JSON text repeats, or the first comma after a last
+/// element, for text `JSONSerialization` accepted.
 enum DuplicateKeys {
-    /// The repeated key and its path (`plugins[0].enabled`), or nil.
-    static func first(in data: Data) -> (path: String, key: String)? {
+    /// What a JSON text that Foundation's parser took has that JSON does not allow.
+    enum Finding: Equatable {
+        /// An object repeats `key`, at `path` (`plugins[0].enabled`).
+        case repeatedKey(path: String, key: String)
+        /// The array (`container` `[`) or object (`{`) at `path` (empty: the root) ends in a comma.
+        case trailingComma(path: String, container: Character)
+    }
+
+    /// The first repeated key or trailing comma, or nil.
+    static func first(in data: Data) -> Finding? {
         let bytes = [UInt8](data)
         // UTF-8 only (``JSONReader/parse(_:file:)`` refuses other text first), after any byte order mark.
         guard !bytes.contains(0) else { return nil }
@@ -134,7 +178,7 @@ enum DuplicateKeys {
     }
 
     /// Scans the value at `position`, leaving `position` after it.
-    private static func value(_ bytes: [UInt8], _ position: inout Int, path: String) -> (path: String, key: String)? {
+    private static func value(_ bytes: [UInt8], _ position: inout Int, path: String) -> Finding? {
         skipSpace(bytes, &position)
         guard position < bytes.count else { return nil }
         switch bytes[position] {
@@ -146,10 +190,12 @@ enum DuplicateKeys {
                 guard position < bytes.count, bytes[position] != UInt8(ascii: "}") else { break }
                 if bytes[position] == UInt8(ascii: ",") {
                     position += 1
+                    skipSpace(bytes, &position)
+                    if position < bytes.count, bytes[position] == UInt8(ascii: "}") { return .trailingComma(path: path, container: "{") }
                     continue
                 }
                 let key = string(bytes, &position)
-                if !keys.insert(key).inserted { return (JSONReader.child(path, key), key) }
+                if !keys.insert(key).inserted { return .repeatedKey(path: JSONReader.child(path, key), key: key) }
                 skipSpace(bytes, &position)
                 position += 1  // the colon
                 if let found = value(bytes, &position, path: JSONReader.child(path, key)) { return found }
@@ -163,6 +209,8 @@ enum DuplicateKeys {
                 guard position < bytes.count, bytes[position] != UInt8(ascii: "]") else { break }
                 if bytes[position] == UInt8(ascii: ",") {
                     position += 1
+                    skipSpace(bytes, &position)
+                    if position < bytes.count, bytes[position] == UInt8(ascii: "]") { return .trailingComma(path: path, container: "[") }
                     index += 1
                     continue
                 }

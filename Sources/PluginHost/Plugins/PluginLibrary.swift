@@ -263,6 +263,10 @@ public final class PluginLibrary: @unchecked Sendable {
         guard d.create != nil, d.destroy != nil else {
             throw PluginLoadError(.descriptorInvalid, file: path, plugin: name, reason: "the descriptor lacks create or destroy")
         }
+        // `plugin.json` needs a version: a bundle made without one would be refused at every load.
+        guard let version = d.version.map({ String(cString: $0) }), !version.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw PluginLoadError(.descriptorInvalid, file: path, plugin: name, reason: "the descriptor has no version")
+        }
         var hooks: [InterceptorHook] = []
         if d.prepare != nil { hooks.append(.prepare) }
         if d.will_send != nil { hooks.append(.willSend) }
@@ -271,7 +275,7 @@ public final class PluginLibrary: @unchecked Sendable {
         if d.credential != nil { hooks.append(.credential) }
         func text(_ pointer: UnsafePointer<CChar>?) -> String { pointer.map { String(cString: $0) } ?? "" }
         return PluginInfo(
-            name: name, version: text(d.version), summary: text(d.summary), license: text(d.license),
+            name: name, version: version, summary: text(d.summary), license: text(d.license),
             buildSignature: text(d.build_signature), abiMajor: Int(d.abi_major), abiMinor: Int(d.abi_minor),
             hooks: hooks)
     }

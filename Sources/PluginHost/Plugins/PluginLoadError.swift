@@ -63,7 +63,7 @@ public struct PluginLoadError: Error, Sendable, Equatable, CustomStringConvertib
 
     /// `file: jsonPath: plugin "name": reason`, leaving out what is unknown.
     public var description: String {
-        var parts = [file]
+        var parts = file.isEmpty ? [] : [file]
         if let jsonPath { parts.append(jsonPath) }
         if let plugin { parts.append("plugin \(plugin.debugDescription)") }
         parts.append(reason)

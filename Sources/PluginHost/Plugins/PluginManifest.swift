@@ -62,9 +62,9 @@ public struct PluginManifest: Sendable {
     }
 
     /// Whether `name` can name a plugin (and its bundle, `<name>.plugin`): one path component,
-    /// without `/` or NUL, not starting with `.`.
+    /// without `/` or NUL, not starting with `.`, not only white space.
     static func isPluginName(_ name: String) -> Bool {
-        !name.isEmpty && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0) && !name.hasPrefix(".")
+        !name.trimmingCharacters(in: .whitespaces).isEmpty && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0) && !name.hasPrefix(".")
     }
 
     /// Refuses a path that is no regular file before anything reads it (a FIFO would block the
@@ -142,6 +142,10 @@ public struct PluginManifest: Sendable {
                 root.schemaError("unknown key \(key.debugDescription); expected one of \(keys.sorted().joined(separator: ", "))", at: root.child(key))
             )
         }
+        // A comment is read by people only, but it is a string: another value was taken for one.
+        if let value = object["comment"] {
+            check { () throws(PluginLoadError) in _ = try JSONReader(file: file, value: value, path: "comment").string() }
+        }
         let base = (file as NSString).deletingLastPathComponent
         if let value = object["pluginDirectories"] {
             check { () throws(PluginLoadError) in
@@ -213,6 +217,7 @@ public struct PluginManifest: Sendable {
                 }
             }
             if let value = member("sha256") { check { () throws(PluginLoadError) in pin = try value.sha256() } }
+            if let value = member("comment") { check { () throws(PluginLoadError) in _ = try value.string() } }
             if found.count == before {
                 entries.append(Entry(name: name, enabled: enabled, configJSON: configJSON, sha256: pin, index: index))
             }
