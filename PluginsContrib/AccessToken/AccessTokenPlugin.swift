@@ -195,7 +195,7 @@ public struct AccessTokenPlugin: ExportablePlugin {
             guard let ascii = asciiHost(parts), !ascii.contains("%") else { return .skip }
             return origins.contains { $0.admits(scheme: scheme, host: ascii, port: port) } ? .send : .skip
         }
-        if scheme == "https" || (scheme == "http" && isLoopback(host)) { return .send }
+        if scheme == "https" || (scheme == "http" && URLParts.isLoopback(host)) { return .send }
         guard scheme == "http" else { return .refuse("access-token: the token is not sent over \(scheme): only http and https requests carry it") }
         let named = "\(scheme)://\(host)" + (parts.port.map { ":\($0)" } ?? "")
         return .refuse(
@@ -215,20 +215,6 @@ public struct AccessTokenPlugin: ExportablePlugin {
             URLParts.holdsNoDelimiter(decoded)
         else { return host }
         return URLParts.lookupHost(decoded)
-    }
-
-    /// Whether `host` (in lower case, as written in a URL) is a loopback host as libcurl reaches
-    /// it without asking DNS: `localhost` and names under it (RFC 6761; not `localhost.`, which
-    /// libcurl resolves), `127.0.0.0/8` written as four decimal parts without leading zeros
-    /// (`127.0.0.09` is no address to libcurl, and goes to DNS), `[::1]`.
-    static func isLoopback(_ host: String) -> Bool {
-        if host == "localhost" || host.hasSuffix(".localhost") || host == "[::1]" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127"
-            && parts.allSatisfy { part in
-                (1...3).contains(part.count) && part.allSatisfy({ ("0"..."9").contains($0) }) && Int(part)! <= 255
-                    && (part.count == 1 || part.first != "0")
-            }
     }
 
     struct Failure: Error, CustomStringConvertible {

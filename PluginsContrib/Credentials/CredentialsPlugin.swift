@@ -16,7 +16,8 @@ import Darwin
 /// one that follows `rounds` failed answers for the same request (default 1). A proxy's `407` is
 /// answered only from an entry marked `proxy: true` (for requests to its `host`), and a server's
 /// `401` never from one: a server's password never goes to a proxy.
-/// On a redirect to another scheme, host or port the transport drops `Authorization`.
+/// On a redirect to another scheme, host or port the transport drops `Authorization`. An entry
+/// that names no scheme answers over https, and over plain http for a loopback host only.
 public struct CredentialsPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "credentials" }
@@ -44,15 +45,27 @@ public struct CredentialsPlugin: ExportablePlugin {
         func password(_ services: any HostServices) -> String? {
             if let password { return password }
             if let passwordKey, let stored = services.value(forKey: passwordKey) { return stored }
-            if let passwordEnv { return ProcessInfo.processInfo.environment[passwordEnv] }
+            if let passwordEnv, var value = ProcessInfo.processInfo.environment[passwordEnv] {
+                // A variable made from a file (a Kubernetes secret) ends with a line break, which
+                // is no part of the password; an empty one names none.
+                while value.hasSuffix("\n") || value.hasSuffix("\r") { value.removeLast() }
+                return value.isEmpty ? nil : value
+            }
             return nil
         }
 
         /// Whether the entry is for `scheme://host:port` (a name past ASCII in either form:
-        /// `bücher.example` is `xn--bcher-kva.example`, the form a URL's host reads in).
+        /// `bücher.example` is `xn--bcher-kva.example`, the form a URL's host reads in). An entry
+        /// that names no scheme is for https, and for plain http to a loopback host only: its
+        /// password does not cross a network in clear (Basic) or open to offline guessing (Digest)
+        /// unless the entry says `"scheme": "http"`. A proxy entry is for any scheme (the proxy
+        /// is reached as it is configured).
         func matches(host: String, port: Int, scheme: String) -> Bool {
-            self.host == CredentialsPlugin.comparable(host) && (self.port == nil || self.port == port)
-                && (self.scheme == nil || self.scheme == scheme.lowercased())
+            let host = CredentialsPlugin.comparable(host)
+            guard self.host == host, self.port == nil || self.port == port else { return false }
+            let scheme = scheme.lowercased()
+            if let named = self.scheme { return named == scheme }
+            return proxy || scheme == "https" || URLParts.isLoopback(host)
         }
 
         /// Whether the entry answers a challenge of `realm`: any, unless the entry names one; then
@@ -128,11 +141,16 @@ public struct CredentialsPlugin: ExportablePlugin {
             if realm?.isEmpty == true {
                 throw configuration.error("credentials[\(index)].realm must not be empty: leave it out to answer any realm")
             }
+            let preemptive = try field { try entry.bool("preemptive", default: false) }
+            let proxy = try field { try entry.bool("proxy", default: false) }
+            if preemptive && proxy {
+                // Nothing is sent to a proxy up front: it was accepted, and did nothing.
+                throw configuration.error(
+                    "credentials[\(index)]: a proxy entry is not preemptive (its credentials answer the proxy's 407); leave out one of the two")
+            }
             return Entry(
                 host: lookedUp, port: port, scheme: scheme, realm: realm, user: user,
-                password: password, passwordKey: passwordKey, passwordEnv: passwordEnv,
-                preemptive: try field { try entry.bool("preemptive", default: false) },
-                proxy: try field { try entry.bool("proxy", default: false) })
+                password: password, passwordKey: passwordKey, passwordEnv: passwordEnv, preemptive: preemptive, proxy: proxy)
         }
     }
 

@@ -187,7 +187,6 @@ public struct LoggerPlugin: ExportablePlugin {
         for header in headers where redactedHeaders.contains(header.name.lowercased()) { secrets += Self.secrets(in: header) }
         for item in request.queryItems where !item.value.isEmpty && SecretNames.matches(item.name, redactedQuery) {
             secrets.append(item.value)
-            secrets.append(RFC3986.escape(item.value))
         }
         // A password in the URL goes as Basic credentials (libcurl makes the field itself); a
         // user without one (`https://key@api…`, `https://key:@api…`) is the credential itself.
@@ -1191,11 +1190,68 @@ public struct LoggerPlugin: ExportablePlugin {
         return text.dropLast(longest) + "<redacted>"
     }
 
-    /// `text` with every secret replaced by `<redacted>` (longest first: `ordered`).
+    /// `text` with every secret replaced by `<redacted>` (longest first: `ordered`); a secret
+    /// with a byte a URL escapes, also where it stands percent-encoded (``scrubbingEncoded(_:secret:)``).
     static func scrub(_ text: String, secrets: [String]) -> String {
         var text = text
-        for secret in secrets { text = text.replacingOccurrences(of: secret, with: "<redacted>") }
+        for secret in secrets {
+            if secret.utf8.allSatisfy(RFC3986.isUnreserved) {
+                text = text.replacingOccurrences(of: secret, with: "<redacted>")
+            } else {
+                text = scrubbingEncoded(text, secret: Array(secret.utf8))
+            }
+        }
         return text
+    }
+
+    /// `text` with `secret` replaced by `<redacted>` wherever it stands with any of its bytes
+    /// percent-encoded (either case of hex) and a space also as `+`: a URL, a form body and a
+    /// server's echo of them each encode it their own way (`tok+en/x=` as `tok%2Ben%2Fx%3D`,
+    /// `tok%2ben%2fx%3d`, or `tok%2Ben/x%3D`), and it was scrubbed only as it is.
+    static func scrubbingEncoded(_ text: String, secret: [UInt8]) -> String {
+        let bytes = Array(text.utf8)
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        // Where the secret read from `start` ends, or nil.
+        func end(from start: Int) -> Int? {
+            var index = start
+            for wanted in secret {
+                guard index < bytes.count else { return nil }
+                let byte = bytes[index]
+                if byte == wanted || (wanted == 0x20 && byte == UInt8(ascii: "+")) {
+                    index += 1
+                } else if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]),
+                    high << 4 | low == wanted
+                {
+                    index += 3
+                } else {
+                    return nil
+                }
+            }
+            return index
+        }
+        guard let first = secret.first else { return text }
+        var out: [UInt8] = []
+        var index = 0
+        var found = false
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == first || byte == UInt8(ascii: "%") || byte == UInt8(ascii: "+"), let stop = end(from: index) {
+                out += Array("<redacted>".utf8)
+                index = stop
+                found = true
+            } else {
+                out.append(byte)
+                index += 1
+            }
+        }
+        return found ? String(decoding: out, as: UTF8.self) : text
     }
 
     /// `text` quoted for a POSIX shell: in single quotes; in `$'…'` with escapes when it holds

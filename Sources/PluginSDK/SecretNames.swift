@@ -10,13 +10,19 @@ package enum SecretNames {
 
     /// Whether the field `name` is one of `names` (normalized): the whole name, or its last one
     /// or two words (`new_password`, `currentPassword`, `AuthenticationResult`'s `IdToken`), or,
-    /// for a form's nested name, its last bracketed part (`user[password]`).
+    /// for a form's nested name, its last bracketed part (`user[password]`, `user[password2]`);
+    /// a list's elements are named as the list (`password[]`, `token[0]`).
     package static func matches(_ name: String, _ names: Set<String>) -> Bool {
-        if names.contains(unnumbered(normalized(name))) { return true }
         var name = Substring(name)
+        while name.hasSuffix("]"), let open = name.lastIndex(of: "["),
+            name[name.index(after: open)..<name.index(before: name.endIndex)].allSatisfy({ $0.isASCII && $0.isNumber })
+        {
+            name = name[..<open]
+        }
+        if names.contains(unnumbered(normalized(String(name)))) { return true }
         if name.hasSuffix("]"), let open = name.lastIndex(of: "[") {
             name = name[name.index(after: open)..<name.index(before: name.endIndex)]
-            if names.contains(normalized(String(name))) { return true }
+            if names.contains(unnumbered(normalized(String(name)))) { return true }
         }
         // Words: split at `_`, `-`, `.`, and where a lower-case letter or digit meets an upper-case one.
         var words: [String] = []

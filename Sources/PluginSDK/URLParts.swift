@@ -160,6 +160,21 @@ public struct URLParts: Sendable {
     /// The port a URL of `scheme` uses when it names none: 443 for `https` (any case), else 80.
     public static func defaultPort(forScheme scheme: String?) -> Int { scheme?.lowercased() == "https" ? 443 : 80 }
 
+    /// Whether `host` (in lower case, as written in a URL) is a loopback host as libcurl reaches
+    /// it without asking DNS: `localhost` and names under it (RFC 6761; not `localhost.`, which
+    /// libcurl resolves), `127.0.0.0/8` written as four decimal parts without leading zeros
+    /// (`127.0.0.09` is no address to libcurl, and goes to DNS), `[::1]` (`::1` as a challenge
+    /// names it, without brackets).
+    package static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "[::1]" || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127"
+            && parts.allSatisfy { part in
+                (1...3).contains(part.count) && part.allSatisfy({ ("0"..."9").contains($0) }) && Int(part)! <= 255
+                    && (part.count == 1 || part.first != "0")
+            }
+    }
+
     /// `host` (a name as configured, or a URL's host as `URL` or `URLComponents` reads it) in lower
     /// case, a name past ASCII in IDNA's form (`bücher.example` is `xn--bcher-kva.example`, the
     /// name DNS is asked for and the form a URL holds), so that a name configured in either form

@@ -45,6 +45,10 @@ struct ContribConfigTests {
         ),
         ("credentials", #"{"credentials": {"host": "h"}}"#, "credentials: credentials must be a list of objects"),
         ("credentials", #"{"rounds": 1.5}"#, "credentials: rounds must be a whole number, not 1.5"),
+        (
+            "credentials", #"{"credentials": [{"host": "h", "user": "u", "password": "p", "proxy": true, "preemptive": true}]}"#,
+            "credentials: credentials[0]: a proxy entry is not preemptive (its credentials answer the proxy's 407); leave out one of the two"
+        ),
         ("activity", #"{"defaultVisibility": "blink"}"#, #"activity: defaultVisibility must be one of show, hide, not "blink""#),
         ("logger", #"{"level": "verbose"}"#, #"logger: level must be one of off, basic, headers, body, not "verbose""#),
         ("logger", #"{"output": "file"}"#, "logger: file must name a file when output is file"),

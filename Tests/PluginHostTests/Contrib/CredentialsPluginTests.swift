@@ -145,7 +145,7 @@ struct CredentialsPluginTests {
     @Test func anEntryForOneRealmAnswersNoChallengeWithoutIt() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
-        let entry: [String: Any] = ["host": "origin.test", "realm": "API", "user": "u", "password": "p"]
+        let entry: [String: Any] = ["host": "origin.test", "scheme": "http", "realm": "API", "user": "u", "password": "p"]
         for (challenge, answered) in [(#"Basic realm="API""#, true), ("Basic", false), (#"Basic realm="""#, false), (#"Basic realm="Other""#, false)]
         {
             let transport = ScriptedChallenges([(401, ["WWW-Authenticate": challenge])])
@@ -156,8 +156,57 @@ struct CredentialsPluginTests {
         }
         // An entry without a realm answers any.
         let any = ScriptedChallenges([(401, ["WWW-Authenticate": "Basic"])])
-        let provider = try f.provider([("credentials", ["credentials": [["host": "origin.test", "user": "u", "password": "p"]]])], transport: any)
+        let provider = try f.provider(
+            [("credentials", ["credentials": [["host": "origin.test", "scheme": "http", "user": "u", "password": "p"]]])], transport: any)
         #expect(try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value.statusCode == 200)
+    }
+
+    /// An entry that names no scheme answers over https, and over plain http only for a loopback
+    /// host: its password went in clear to any listed host over http, up front and in answers.
+    /// `"scheme": "http"` says plain http is meant.
+    @Test func anEntryWithoutASchemeSendsNoPasswordOverPlainHTTPToANetworkHost() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        for preemptive in [false, true] {
+            let entry: [String: Any] = ["host": "origin.test", "user": "u", "password": "p", "preemptive": preemptive]
+            let transport = ScriptedChallenges([(401, ["WWW-Authenticate": #"Basic realm="API""#])])
+            let provider = try f.provider([("credentials", ["credentials": [entry]])], transport: transport)
+            let plain = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+            #expect(plain.statusCode == 401, "preemptive \(preemptive)")
+            #expect(transport.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Authorization") } } == [nil], "preemptive \(preemptive)")
+            let secure = try await provider.request(try Bin("x", base: URL(string: "https://origin.test")!)).value
+            #expect(secure.statusCode == 200, "preemptive \(preemptive)")
+            var named = entry
+            named["scheme"] = "http"
+            let chosen = ScriptedChallenges([(401, ["WWW-Authenticate": #"Basic realm="API""#])])
+            let meant = try f.provider([("credentials", ["credentials": [named]])], transport: chosen)
+            // Up front, the password is the one answer the scripted `401` gets (a round).
+            let answered = try await meant.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
+            #expect(answered.statusCode == (preemptive ? 401 : 200))
+            #expect(
+                chosen.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Authorization") } }
+                    == (preemptive ? ["Basic dTpw"] : [nil, "Basic dTpw"]))
+        }
+    }
+
+    /// A password from the environment loses the line break a variable made from a file ends
+    /// with (it was sent with it, and refused); an empty variable gives no password.
+    @Test func aPasswordFromTheEnvironmentLosesItsLineBreak() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let variable = "PLUGINHOST_TEST_CREDENTIALS_" + UUID().uuidString.prefix(8).uppercased()
+        setenv(variable, "p\n", 1)
+        defer { unsetenv(variable) }
+        var fromEnvironment = try entry(extra: ["passwordEnv": variable])
+        fromEnvironment["password"] = nil
+        let provider = try f.provider([("credentials", ["credentials": [fromEnvironment]])])
+        #expect(try await provider.request(try Bin("basic-auth/u/p")).value.statusCode == 200)
+        setenv(variable, "", 1)
+        let transport = ScriptedChallenges([(401, ["WWW-Authenticate": #"Basic realm="API""#])])
+        let empty = try f.provider(
+            [("credentials", ["credentials": [["host": "origin.test", "user": "u", "passwordEnv": variable]]])], transport: transport)
+        #expect(try await empty.request(try Bin("x", base: URL(string: "https://origin.test")!)).value.statusCode == 401)
+        #expect(transport.sent.withLock { $0.count } == 1)
     }
 
     /// A host past ASCII is listed in either form (its own, any case, or IDNA's `xn--`), and both
