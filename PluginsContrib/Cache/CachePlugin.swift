@@ -629,11 +629,13 @@ public struct CachePlugin: ExportablePlugin {
             }
             // RFC 5861 §3: within stale-while-revalidate, serve the stale entry now and revalidate
             // it in a background exchange (the host runs it; its result is stored as usual).
+            // only-if-cached asks the origin nothing (§5.2.1.7), in the background either: the
+            // stale entry the window allows is served as it is.
             if option != "revalidate", !noCache, !mustRevalidate, age >= lifetime,
                 let window = responseDirectives.seconds("stale-while-revalidate"), age - lifetime <= window,
                 requestDirectives.value("max-age") == nil, requestDirectives.value("min-fresh") == nil,
                 fields.value(named: "If-None-Match") == nil, fields.value(named: "If-Modified-Since") == nil, fields.value(named: "Range") == nil,
-                revalidateInBackground(Self.revalidationKey(key, in: partition), request, now: now)
+                onlyIfCached || revalidateInBackground(Self.revalidationKey(key, in: partition), request, now: now)
             {
                 markServed(context)
                 return .respond(served(entry, cacheStatus: "stale", age: age, headOnly: method == "HEAD"))
@@ -655,7 +657,9 @@ public struct CachePlugin: ExportablePlugin {
         if case .some(.some) = requestDirectives.value("max-stale") {
             if case .valid(let limit) = requestDirectives.delta("max-stale") { state.staleLimit = limit } else { state.staleLimit = 0 }
         }
-        state.ttl = option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
+        // The background revalidation's option is "revalidate": the target's time to live is the
+        // stored entry's (its `200` was stored by its headers again).
+        state.ttl = option == "revalidate" ? unserved?.ttl : option.flatMap(Double.init).flatMap { $0 >= 0 ? $0 : nil }
         state.hasQuery = Self.hasQuery(url)
         if let entry = unserved {
             state.entry = entry
@@ -779,8 +783,13 @@ public struct CachePlugin: ExportablePlugin {
             entry.requestTime = state.requestTime
             entry.responseTime = now
             if state.ttl != nil { entry.ttl = state.ttl }
-            putUpdated(entry, validated: original)
-            return .replace(served(entry, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
+            putUpdated(entry, validated: original, state: state, sent: response.requestHeaders ?? state.requestHeaders)
+            // The client gets the fields a qualified no-cache="…" or private="…" names, which are
+            // not stored: they must not be reused without a validation (§5.2.2.4, §5.2.2.7), and
+            // this answer is one (a rotated `Set-Cookie` was lost).
+            var answer = entry
+            answer.update(from: Self.storedFields(fields, CacheDirectives([])), receivedAt: now)
+            return .replace(served(answer, cacheStatus: "revalidated", age: entry.age(at: now), headOnly: state.method == "HEAD"))
         }
         if status == 304, state.revalidating, response.isRedirected {
             // The cache's condition followed a redirect, and the place it led to answered it: the
@@ -801,7 +810,7 @@ public struct CachePlugin: ExportablePlugin {
                 entry.requestTime = state.requestTime
                 entry.responseTime = now
                 if state.ttl != nil { entry.ttl = state.ttl }
-                putUpdated(entry, validated: original)
+                putUpdated(entry, validated: original, state: state, sent: response.requestHeaders ?? state.requestHeaders)
             }
         }
         if state.method == "HEAD", !response.isRedirected { freshen(fromHead: response, state: state, now: now) }
@@ -880,6 +889,8 @@ public struct CachePlugin: ExportablePlugin {
             URLParts.lookupHost(host) == base.host.map(URLParts.lookupHost), port(url) == port(base)
         else { return [] }
         guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return [url.absoluteString] }
+        // A fragment is no part of what is requested (`/items/5#top` is `/items/5`'s entry).
+        parts.fragment = nil
         // The key is the URL as requests spell it: without a default port written out (any
         // other port stays).
         if url.port != nil, url.port == defaultPort(url) { parts.port = nil }
@@ -1004,7 +1015,7 @@ public struct CachePlugin: ExportablePlugin {
         entry.update(from: Self.storedFields(fields, responseDirectives(fields)), receivedAt: now)
         entry.requestTime = state.requestTime
         entry.responseTime = now
-        putUpdated(entry, validated: original)
+        putUpdated(entry, validated: original, state: state, sent: response.requestHeaders ?? state.requestHeaders)
     }
 
     /// The status codes a stale entry may answer for (RFC 5861 §4), besides a transport failure.
@@ -1086,7 +1097,16 @@ public struct CachePlugin: ExportablePlugin {
     /// stored under its key meanwhile, with other validators (§4.3.4: a `304` updates only the
     /// stored response its validator selects; an older one must not come back over it), or the
     /// entry went meanwhile (an unsafe method invalidated it, §4.4: it must not come back).
-    func putUpdated(_ entry: CacheEntry, validated original: CacheEntry) {
+    ///
+    /// A shared entry (others' requests get it) is updated by the answer to a request of
+    /// `state`, `sent` as its fields, only when that request carried the credentials its lookup
+    /// saw (none added on the way: the answer may be a user's) and, when it carried any, the
+    /// updated response is still `public` (§3.5, §5.2.2.7: a `private` answer to a user, with
+    /// its `Set-Cookie`, went to every other requester).
+    func putUpdated(_ entry: CacheEntry, validated original: CacheEntry, state: Pending, sent: [HTTPHeader]) {
+        if Self.isEntry(entry.key, of: state.key) {
+            guard Self.credentials(of: sent) == state.credentials, state.partition == nil || entry.directives.shareable else { return }
+        }
         changes.lock()
         defer { changes.unlock() }
         let directives = entry.directives

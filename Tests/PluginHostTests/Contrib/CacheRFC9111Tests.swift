@@ -236,6 +236,119 @@ struct CacheRFC9111Tests {
         #expect(forbidding.calls.value == 3)
     }
 
+    /// A user's `304` that makes the response `private` (with the user's `Set-Cookie`) leaves the
+    /// shared entry as it was: it was merged into it, and the next anonymous request got the
+    /// user's cookie as a hit (§3.5, §5.2.2.7). So does a `304` to a request whose credentials
+    /// were added after the lookup, and a user's `HEAD`.
+    @Test func aUsersAnswerNeverUpdatesTheSharedEntryForOthers() async throws {
+        let origin = NumberedTransport { call, request in
+            if call == 1 { return (200, ["Cache-Control": "public, max-age=0", "ETag": "\"v\""], "v1") }
+            if request.urlRequest.value(forHTTPHeaderField: "Authorization") != nil {
+                return (
+                    request.urlRequest.httpMethod == "HEAD" ? 200 : 304,
+                    ["Cache-Control": "private, max-age=600", "ETag": "\"v\"", "Set-Cookie": "sid=alice"], ""
+                )
+            }
+            return (304, ["Cache-Control": "public, max-age=0", "ETag": "\"v\""], "")
+        }
+        let provider = try cached(origin).provider
+        _ = try await get(provider, "a")
+        let alice = try await get(provider, "a", headers: ["Authorization": "Bearer alice"])
+        #expect(alice.value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(alice.value(forHTTPHeaderField: "Set-Cookie") == "sid=alice")
+        _ = try await get(provider, "a", method: .head, headers: ["Authorization": "Bearer alice"])
+        let anonymous = try await get(provider, "a")
+        #expect(anonymous.value(forHTTPHeaderField: "Set-Cookie") == nil)
+        #expect(anonymous.value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(String(decoding: anonymous.data, as: UTF8.self) == "v1")
+        #expect(origin.calls.value == 4)
+    }
+
+    /// The fields a `304`'s qualified no-cache="…" names reach the client of that revalidation
+    /// (it is the validation they need), and are not stored: a rotated `Set-Cookie` was dropped.
+    @Test func fieldsA304NamesInNoCacheReachItsClientButAreNotStored() async throws {
+        let origin = NumberedTransport { call, _ in
+            call == 1
+                ? (200, ["Cache-Control": "max-age=0", "ETag": "\"v\""], "v1")
+                : (304, ["Cache-Control": "max-age=60, no-cache=\"Set-Cookie\"", "ETag": "\"v\"", "Set-Cookie": "sid=rotated"], "")
+        }
+        let provider = try cached(origin).provider
+        _ = try await get(provider, "c")
+        let revalidated = try await get(provider, "c")
+        #expect(revalidated.value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(revalidated.value(forHTTPHeaderField: "Set-Cookie") == "sid=rotated")
+        let hit = try await get(provider, "c")
+        #expect(hit.value(forHTTPHeaderField: "X-Cache") == "hit")
+        #expect(hit.value(forHTTPHeaderField: "Set-Cookie") == nil)
+        #expect(origin.calls.value == 2)
+    }
+
+    /// A background revalidation's new response keeps the target's time to live: its option is
+    /// "revalidate", and the `200` was stored by its headers (here lifetime 0, revalidated again
+    /// on every request).
+    @Test func aBackgroundRevalidationKeepsTheTargetsTimeToLive() async throws {
+        let origin = NumberedTransport { call, _ in
+            let old = HTTPDate.format(Date().timeIntervalSince1970 - 100)
+            return (
+                200,
+                [
+                    "Cache-Control": "max-age=0, stale-while-revalidate=300", "ETag": "\"v\(call)\"",
+                    "Date": call == 1 ? old : HTTPDate.format(Date().timeIntervalSince1970),
+                ],
+                "v\(call)"
+            )
+        }
+        let provider = try cached(origin).provider
+        func get() async throws -> Response {
+            try await provider.request(try Bin("ttl", options: ["cache": "60"], base: Self.origin)).value
+        }
+        _ = try await get()
+        #expect(try await get().value(forHTTPHeaderField: "X-Cache") == "stale")
+        #expect(await eventually(10) { origin.calls.value == 2 })
+        var last: String?
+        for _ in 0..<100 {
+            let next = try await get()
+            last = next.value(forHTTPHeaderField: "X-Cache")
+            if last == "hit" {
+                #expect(String(decoding: next.data, as: UTF8.self) == "v2")
+                break
+            }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        #expect(last == "hit")
+        #expect(origin.calls.value == 2)
+    }
+
+    /// only-if-cached asks the origin nothing, in the background either: a stale entry within
+    /// stale-while-revalidate is served as it is (it started a background exchange).
+    @Test func onlyIfCachedStartsNoBackgroundRevalidation() async throws {
+        let origin = NumberedTransport { call, _ in (200, ["Cache-Control": "max-age=0, stale-while-revalidate=300", "ETag": "\"v\""], "v\(call)") }
+        let provider = try cached(origin).provider
+        _ = try await get(provider, "o")
+        let option = try await provider.request(try Bin("o", options: ["cache": "only-if-cached"], base: Self.origin)).value
+        let header = try await get(provider, "o", headers: ["Cache-Control": "only-if-cached"])
+        for answer in [option, header] {
+            #expect(answer.statusCode == 200 && answer.value(forHTTPHeaderField: "X-Cache") == "stale")
+            #expect(String(decoding: answer.data, as: UTF8.self) == "v1")
+        }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(origin.calls.value == 1)
+    }
+
+    /// A `Location` with a fragment invalidates the entry of the URL without it (§4.4).
+    @Test func aLocationWithAFragmentInvalidatesItsURL() async throws {
+        let origin = NumberedTransport { call, request in
+            request.urlRequest.httpMethod == "POST"
+                ? (201, ["Location": "/items/5#top"], "")
+                : (200, ["Cache-Control": "max-age=600"], "v\(call)")
+        }
+        let provider = try cached(origin).provider
+        _ = try await get(provider, "items/5")
+        #expect(try await get(provider, "items/5").value(forHTTPHeaderField: "X-Cache") == "hit")
+        _ = try await get(provider, "items", method: .post)
+        #expect(try await get(provider, "items/5").value(forHTTPHeaderField: "X-Cache") == "miss")
+    }
+
     /// A requester's own answer, not stored for being its own (`authorized: refuse`), says nothing
     /// of the shared entry others use: it stays (the removal of an entry a full response replaced
     /// must not reach it).
