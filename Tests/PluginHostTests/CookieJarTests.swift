@@ -110,6 +110,47 @@ struct CookieJarTests {
         #expect(CookieJar.defaultPath("") == "/")
     }
 
+    /// The path matched and defaulted to is the path libcurl sends: `.` and `..` resolved, and a
+    /// URL relative to a base resolved against it (`/admin/../public` matched `Path=/admin`, and
+    /// a relative URL's path `y` matched no cookie).
+    @Test func thePathIsThePathAsSent() throws {
+        let cookies = jar(["adm=1; Path=/admin", "v1=2"], from: "https://ex.test/v1/x")
+        #expect(sent(cookies, to: "https://ex.test/admin/../public") == nil)
+        #expect(sent(cookies, to: "https://ex.test/public/../admin/./x") == "adm=1")
+        let relative = try #require(URL(string: "y", relativeTo: URL(string: "https://ex.test/v1/")))
+        #expect(cookies.header(for: relative, now: now) == "v1=2")
+        // Set through a relative URL and a dotted path: the directory as sent.
+        let set = CookieJar()
+        set.store(setCookie: ["r=1"], for: try #require(URL(string: "a/page", relativeTo: URL(string: "https://ex.test/v2/"))), now: now)
+        set.store(setCookie: ["d=1"], for: try #require(URL(string: "https://ex.test/admin/../pub/page")), now: now)
+        #expect(set.all(at: now).map(\.path).sorted() == ["/pub", "/v2/a"])
+    }
+
+    /// A cookie's name, value and attributes are split at the bytes `;` and `=` (§5.2): a `;`
+    /// before a combining mark kept `; Secure` in the value (the cookie then went over http),
+    /// and `=` before one left no `=` (the cookie was dropped). Names are compared byte for byte.
+    @Test func aCookieIsSplitAtBytesAndNamedByThem() {
+        let cookies = jar(["a=\u{0600}; Secure", "b=\u{301}x", "café=1", "cafe\u{301}=2"])
+        #expect(sent(cookies, to: "http://example.test/a/b/page") == "b=\u{301}x; café=1; cafe\u{301}=2")
+        #expect(cookies.all(at: now).first { $0.name == "a" }?.secure == true)
+        #expect(cookies.all(at: now).count == 4)
+    }
+
+    /// Eviction drops the least recently *used* cookie (§5.3: the earliest last access, which a
+    /// `Cookie` header updates, §5.4): a session cookie sent on every request went first once
+    /// its host set 50 more.
+    @Test func evictionGoesByLastUse() {
+        let cookies = jar(["sid=1; Path=/"])
+        for index in 0..<CookieJar.maxCookiesPerDomain {
+            #expect(sent(cookies, to: "https://example.test/api")?.hasPrefix("sid=1") == true)
+            cookies.store(setCookie: ["c\(index)=x; Path=/static"], for: URL(string: "https://example.test/")!, now: now)
+        }
+        let names = Set(cookies.all(at: now).map(\.name))
+        #expect(names.contains("sid"))
+        #expect(!names.contains("c0"))
+        #expect(names.count == CookieJar.maxCookiesPerDomain)
+    }
+
     @Test func domainsAndHostOnlyCookies() {
         let cookies = jar(
             ["host=1", "wide=2; Domain=.Example.TEST", "empty=3; Domain=", "other=4; Domain=elsewhere.test", "tld=5; Domain=test"],
@@ -230,6 +271,8 @@ struct CookieJarTests {
         }
         let cookies = try #require(try await cookiesSent(transport))
         #expect(cookies.count == 2, "two cookies of 3 kB fit in 8,190 bytes, three do not")
-        #expect(cookies.keys.sorted() == ["flood250", "flood251"])
+        // The two sent with every request are the most recently used: they stay (§5.3), and the
+        // jar's 50 are them and the last 48 set.
+        #expect(cookies.keys.sorted() == ["flood0", "flood1"])
     }
 }

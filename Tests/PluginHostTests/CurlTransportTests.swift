@@ -447,6 +447,15 @@ struct CurlTransportTests {
         #expect(
             refusal(TLSConfiguration(trustRoots: .only([.file(notPEM.path)])))
                 == CurlTransportError(.invalidConfiguration, "tls: CA certificate \(notPEM.path): not PEM (no -----BEGIN CERTIFICATE block)"))
+        // A FIFO (which would block the read for good) and a device are no PEM file.
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("fifo-\(UUID().uuidString).pem").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        for path in [fifo, "/dev/zero"] {
+            #expect(
+                refusal(TLSConfiguration(trustRoots: .only([.file(path)])))
+                    == CurlTransportError(.invalidConfiguration, "tls: CA certificate \(path): not a regular file"))
+        }
         #expect(
             refusal(TLSConfiguration(pinnedPublicKeys: ["md5//abc"]))
                 == CurlTransportError(
@@ -897,6 +906,9 @@ struct CurlTransportTests {
             }
         }
         #expect(try await send(SystemTrust(caFile: ca, caDirectory: nil)) == .success(200))
+        // A libcurl that names neither (it asks its TLS library): the system's bundle goes with
+        // the extra CA (the bundle held the extra CA alone, and every public server failed).
+        #expect(try await send(SystemTrust(caFile: nil, caDirectory: nil, knownBundles: ["/nonexistent/ca.pem", ca])) == .success(200))
         // With a directory, the file is left to libcurl: the bundle is the extra CA alone, and
         // the test's CA (in no system store) is not trusted.
         guard case .failure(let refused) = try await send(SystemTrust(caFile: ca, caDirectory: "/nonexistent")) else {

@@ -22,7 +22,7 @@ import PluginSDK
 ///   whose value is over 1,024 bytes is ignored; a name beginning `__Secure-` (any case) needs
 ///   `Secure`, one beginning `__Host-` needs `Secure`, no `Domain` and `Path=/`.
 /// - Bounds: name and value of at most 4,096 bytes together, 50 cookies per domain and 3,000 in
-///   all (the least recently set goes first), 400 days at most (RFC 6265bis §5.5), and a `Cookie`
+///   all (the least recently used, set or sent, goes first), 400 days at most (RFC 6265bis §5.5), and a `Cookie`
 ///   header of at most 150 cookies and 8,190 bytes (longest paths first, as §5.4 orders them).
 final class CookieJar: Sendable {
     /// One stored cookie (§5.3).
@@ -39,7 +39,7 @@ final class CookieJar: Sendable {
         var expires: Date?
         /// Order of creation (kept when a cookie is replaced), for §5.4's order.
         var created: UInt64
-        /// Order of the last change, for eviction.
+        /// Order of the last access (set, or sent: §5.4 step 3), for eviction (§5.3).
         var updated: UInt64
     }
 
@@ -82,7 +82,7 @@ final class CookieJar: Sendable {
                 state.clock += 1
                 cookie.created = state.clock
                 cookie.updated = state.clock
-                if let old = state.cookies.firstIndex(where: { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }) {
+                if let old = state.cookies.firstIndex(where: { Self.same($0, cookie) }) {
                     cookie.created = state.cookies[old].created
                     state.cookies.remove(at: old)
                 }
@@ -98,23 +98,31 @@ final class CookieJar: Sendable {
         guard let host = url.host?.lowercased() else { return nil }
         let path = Self.requestPath(of: url)
         let secure = url.scheme?.lowercased() == "https"
-        let matching = state.withLock { state in
-            state.cookies.filter { cookie in
-                (cookie.hostOnly ? host == cookie.domain : Self.domain(cookie.domain, isFor: host))
+        return state.withLock { state -> String? in
+            let matching = state.cookies.indices.filter { index in
+                let cookie = state.cookies[index]
+                return (cookie.hostOnly ? host == cookie.domain : Self.domain(cookie.domain, isFor: host))
                     && Self.path(path, matches: cookie.path) && (!cookie.secure || secure) && (cookie.expires.map { $0 > now } ?? true)
             }
+            .sorted {
+                let (first, second) = (state.cookies[$0], state.cookies[$1])
+                return first.path.utf8.count != second.path.utf8.count
+                    ? first.path.utf8.count > second.path.utf8.count : first.created < second.created
+            }
+            var header = ""
+            var count = 0
+            for index in matching {
+                let pair = state.cookies[index].name + "=" + state.cookies[index].value
+                let added = (header.isEmpty ? 0 : 2) + pair.utf8.count
+                if count == Self.maxCookiesSent || header.utf8.count + added > Self.maxHeaderBytes { break }
+                header += (header.isEmpty ? "" : "; ") + pair
+                count += 1
+                // Sent: its last access (§5.4 step 3), which eviction goes by (§5.3).
+                state.clock += 1
+                state.cookies[index].updated = state.clock
+            }
+            return header.isEmpty ? nil : header
         }
-        .sorted { $0.path.utf8.count != $1.path.utf8.count ? $0.path.utf8.count > $1.path.utf8.count : $0.created < $1.created }
-        var header = ""
-        var count = 0
-        for cookie in matching {
-            let pair = cookie.name + "=" + cookie.value
-            let added = (header.isEmpty ? 0 : 2) + pair.utf8.count
-            if count == Self.maxCookiesSent || header.utf8.count + added > Self.maxHeaderBytes { break }
-            header += (header.isEmpty ? "" : "; ") + pair
-            count += 1
-        }
-        return header.isEmpty ? nil : header
     }
 
     /// Whether a cookie's `domain` (a leading dot ignored) may be set by, and sent to, `host`:
@@ -145,10 +153,13 @@ final class CookieJar: Sendable {
             || requestPath.utf8.dropFirst(cookiePath.utf8.count).first == UInt8(ascii: "/")
     }
 
-    /// The URL's path as sent (percent-encoded, trailing slash kept); `/` when it has none.
+    /// The URL's path as sent (percent-encoded, trailing slash kept, `.` and `..` segments
+    /// resolved as libcurl resolves them, and a URL relative to a base resolved against it);
+    /// `/` when it has none. (The path as written matched `Path=/admin` for `/admin/../public`,
+    /// and a relative URL's `a/b` no cookie.)
     static func requestPath(of url: URL) -> String {
-        let path = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
-        return path.isEmpty ? "/" : path
+        let path = URLComponents(url: url.absoluteURL, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.absoluteURL.path
+        return path.hasPrefix("/") ? URLParts.removingDotSegments(path) : "/"
     }
 
     /// The default path of a cookie set by a request to `requestPath` (§5.1.4): its directory.
@@ -157,16 +168,22 @@ final class CookieJar: Sendable {
         return String(requestPath[..<last])
     }
 
+    /// Whether `a` and `b` are one cookie (§5.3 step 11): the same name, domain and path, byte
+    /// for byte (`café` and `cafe\u{301}` are two names, as a server reads them).
+    static func same(_ a: Cookie, _ b: Cookie) -> Bool {
+        a.name.utf8.elementsEqual(b.name.utf8) && a.domain.utf8.elementsEqual(b.domain.utf8) && a.path.utf8.elementsEqual(b.path.utf8)
+    }
+
     /// Whether `new`, set over http, would replace or shadow the secure `old` (RFC 6265bis §5.7
     /// step 16): same name, domains that match one way or the other, and `new`'s path at or
     /// below `old`'s.
     static func shadows(_ new: Cookie, _ old: Cookie) -> Bool {
-        old.secure && old.name == new.name && (domain(old.domain, isFor: new.domain) || domain(new.domain, isFor: old.domain))
+        old.secure && old.name.utf8.elementsEqual(new.name.utf8) && (domain(old.domain, isFor: new.domain) || domain(new.domain, isFor: old.domain))
             && path(new.path, matches: old.path)
     }
 
-    /// Drops the least recently set cookies past the bounds: for `domain`, then in all; expired
-    /// ones first.
+    /// Drops the least recently used cookies (set or sent) past the bounds: for `domain`, then in
+    /// all; expired ones first.
     static func evict(_ cookies: inout [Cookie], domain: String, now: Date) {
         if cookies.count > maxCookies || cookies.lazy.filter({ $0.domain == domain }).count > maxCookiesPerDomain {
             cookies.removeAll { $0.expires.map { $0 <= now } ?? false }
@@ -187,10 +204,12 @@ final class CookieJar: Sendable {
     /// or a name prefix whose conditions the cookie does not meet.
     static func parse(_ field: String, host: String, requestPath: String, secureScheme: Bool, now: Date) -> Cookie? {
         guard !field.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) else { return nil }
-        let parts = field.split(separator: ";", omittingEmptySubsequences: false)
-        guard let pair = parts.first, let equals = pair.firstIndex(of: "=") else { return nil }
+        // Split at the bytes `;` and `=` (§5.2), not at characters: a `;` that a combining mark
+        // follows is one character with it, and kept `; Secure` in the value.
+        let parts = field.utf8.split(separator: UInt8(ascii: ";"), omittingEmptySubsequences: false).map { Substring($0) }
+        guard let pair = parts.first, let equals = pair.utf8.firstIndex(of: UInt8(ascii: "=")) else { return nil }
         let name = trimmed(pair[..<equals])
-        let value = trimmed(pair[pair.index(after: equals)...])
+        let value = trimmed(pair[pair.utf8.index(after: equals)...])
         guard !name.isEmpty, name.utf8.count + value.utf8.count <= maxCookieBytes else { return nil }
         var expires: Date?
         var maxAge: Date?
@@ -198,9 +217,9 @@ final class CookieJar: Sendable {
         var path: String?
         var secure = false
         for attribute in parts.dropFirst() {
-            let equals = attribute.firstIndex(of: "=")
+            let equals = attribute.utf8.firstIndex(of: UInt8(ascii: "="))
             let key = trimmed(attribute[..<(equals ?? attribute.endIndex)]).lowercased()
-            let argument = equals.map { trimmed(attribute[attribute.index(after: $0)...]) } ?? ""
+            let argument = equals.map { trimmed(attribute[attribute.utf8.index(after: $0)...]) } ?? ""
             guard argument.utf8.count <= maxAttributeValueBytes else { continue }
             switch key {
             case "expires":

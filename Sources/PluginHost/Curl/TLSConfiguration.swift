@@ -90,6 +90,9 @@ public struct TLSConfiguration: Sendable, Equatable {
 
 /// A ``TLSConfiguration`` checked and read into memory: what each transfer hands to libcurl.
 struct PreparedTLS: Sendable {
+    /// The most bytes of a PEM file read (a system's CA bundle is about 200 KB).
+    static let maxPEMBytes = 16 << 20
+
     /// PEM bytes of the extra trusted certificates, or nil.
     let caBundle: Data?
     /// Whether the system store is left out.
@@ -123,6 +126,18 @@ struct PreparedTLS: Sendable {
             case .file(let path):
                 guard FileManager.default.fileExists(atPath: path) else {
                     throw CurlTransportError(.invalidConfiguration, "\(context): \(name): no such file")
+                }
+                // A FIFO or a device is no PEM file (a read of it may wait, or never end); nor is a
+                // file too large for one, read whole into memory.
+                var info = stat()
+                guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                    throw CurlTransportError(.invalidConfiguration, "\(context): \(name): not a regular file")
+                }
+                guard info.st_size <= PreparedTLS.maxPEMBytes else {
+                    throw CurlTransportError(
+                        .invalidConfiguration,
+                        "\(context): \(name): \(info.st_size) bytes, more than a PEM file of certificates or a key holds (\(PreparedTLS.maxPEMBytes))"
+                    )
                 }
                 guard let contents = FileManager.default.contents(atPath: path) else {
                     throw CurlTransportError(.invalidConfiguration, "\(context): \(name): cannot be read")
@@ -226,10 +241,14 @@ struct SystemTrust: Sendable {
 
     /// The built-in CA file's contents (or its ``substituteFile``'s), to put before extra CAs
     /// given in memory: only when libcurl has no CA directory, which would still be read beside them.
+    /// When libcurl names neither a file nor a directory, the system's bundle (the first of
+    /// ``knownBundles`` there): a bundle in memory stops libcurl asking its TLS library for the
+    /// system's store, and held the extra CAs alone.
     var bundleToInclude: Data? {
         if let substituteFile { return FileManager.default.contents(atPath: substituteFile) }
-        guard caDirectory == nil, let caFile else { return nil }
-        return FileManager.default.contents(atPath: caFile)
+        guard caDirectory == nil else { return nil }
+        guard let file = caFile ?? knownBundles.first(where: { FileManager.default.fileExists(atPath: $0) }) else { return nil }
+        return FileManager.default.contents(atPath: file)
     }
 
     /// The loaded libcurl's defaults (none known before 7.84).
