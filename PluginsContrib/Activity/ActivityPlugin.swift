@@ -118,7 +118,9 @@ public struct ActivityPlugin: ExportablePlugin {
     }
 
     /// Counts the attempt out (once, whatever its outcome); emits `ended` with the outcome when
-    /// someone subscribes.
+    /// someone subscribes, or `count` when its `began` went to nobody (a subscriber that came
+    /// in between learns the count from it: without it, the attempts begun before it ended
+    /// unseen, and an indicator stayed on with the last count it saw).
     public func didReceive(_ result: InterceptorResult, context: InterceptorContext) throws {
         let key = Key(request: context.requestID, attempt: context.attempt)
         let (began, count, sequence) = state.withLock { state -> (Bool, Int, UInt64) in
@@ -127,13 +129,13 @@ public struct ActivityPlugin: ExportablePlugin {
             state.sequence += 1
             return (began, state.inFlight, state.sequence)
         }
-        // No `ended` without its `began`: a subscriber that came in between got one unpaired.
-        guard began, context.services.hasSubscribers else { return }
+        guard sequence != 0, context.services.hasSubscribers else { return }
         var fields = fields(context, inFlight: count, sequence: sequence)
         switch result {
         case .response(let response): fields["outcome"] = String(response.statusCode)
         case .failure(let failure): fields["outcome"] = failure.kind.rawValue
         }
-        context.services.emit("ended", fields: fields)
+        // No `ended` without its `began`: a subscriber that came in between got one unpaired.
+        context.services.emit(began ? "ended" : "count", fields: fields)
     }
 }

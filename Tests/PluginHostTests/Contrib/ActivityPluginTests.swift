@@ -46,7 +46,8 @@ struct ActivityPluginTests {
     }
 
     /// A subscriber that comes while an attempt is in flight gets no `ended` for it (its `began`
-    /// went to nobody): it got one unpaired, and an indicator counting them went below zero.
+    /// went to nobody): it got one unpaired, and an indicator counting them went below zero. It
+    /// gets a `count` instead, with the new count (see the next test).
     @Test func noEndedWithoutItsBegan() async throws {
         let f = try PluginFixtures()
         defer { f.remove() }
@@ -59,7 +60,29 @@ struct ActivityPluginTests {
         defer { subscription.cancel() }
         _ = try await task.value
         _ = try await provider.request(try Bin("get")).value
-        #expect(events.log == ["began 1", "ended 0"])
+        #expect(events.log == ["count 0", "began 1", "ended 0"])
+    }
+
+    /// Requests begun before anyone subscribed, ending after one that began and ended since:
+    /// their ends tell the count (`count`), down to 0. They ended unseen, and an indicator that
+    /// keeps the highest sequence's count stayed on with the 1 the later request's `ended` said.
+    @Test func theEndsOfUnseenAttemptsTellTheCount() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("activity", [:])])
+        let slow = Task { try await provider.request(try Bin("delay/2")).value }
+        #expect(await eventually { provider.inflightCount == 1 })
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let events = Locked([(name: String, inFlight: Int, sequence: UInt64)]())
+        let subscription = provider.services.subscribe { event in
+            guard event.plugin == "activity" else { return }
+            events.withLock { $0.append((event.name, Int(event.fields["inFlight"]!)!, UInt64(event.fields["sequence"]!)!)) }
+        }
+        defer { subscription.cancel() }
+        _ = try await provider.request(try Bin("get")).value
+        _ = try await slow.value
+        #expect(events.withLock { $0.map { "\($0.name) \($0.inFlight)" } } == ["began 2", "ended 1", "count 0"])
+        #expect(events.withLock { $0.max { $0.sequence < $1.sequence }?.inFlight } == 0)
     }
 
     /// The count is the provider's: after a reload, the new instance counts on from the requests
