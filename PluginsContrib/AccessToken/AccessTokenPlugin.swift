@@ -341,7 +341,9 @@ public struct AccessTokenPlugin: ExportablePlugin {
         // Compared as bytes: a token of other bytes is another token, though equal as a string.
         if !UTF8Bytes.equal(current, sent.token) { return .retry() }
         // Count refreshes, not requests asking for one: 401s carrying the same token share a refresh.
-        let now = context.services.now()
+        // On the monotonic clock: a wall clock set back kept every refresh "recent", and each
+        // later one failed as excessive until it caught up.
+        let now = Double(context.services.monotonicNanoseconds()) / 1e9
         let (allowed, recent, asked) = refreshes.withLock { times -> (Bool, Int, Double) in
             times = times.filter { now - $0.time < refreshWindow }
             let shared = times.last { !$0.settled && UTF8Bytes.equal($0.token, sent.token) }
