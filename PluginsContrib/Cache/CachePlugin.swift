@@ -783,7 +783,7 @@ public struct CachePlugin: ExportablePlugin {
             entry.requestTime = state.requestTime
             entry.responseTime = now
             if state.ttl != nil { entry.ttl = state.ttl }
-            putUpdated(entry, validated: original, state: state, sent: response.requestHeaders ?? state.requestHeaders)
+            putUpdated(entry, validated: original, state: state, sent: { response.requestHeaders ?? state.requestHeaders })
             // The client gets the fields a qualified no-cache="…" or private="…" names, which are
             // not stored: they must not be reused without a validation (§5.2.2.4, §5.2.2.7), and
             // this answer is one (a rotated `Set-Cookie` was lost).
@@ -810,7 +810,7 @@ public struct CachePlugin: ExportablePlugin {
                 entry.requestTime = state.requestTime
                 entry.responseTime = now
                 if state.ttl != nil { entry.ttl = state.ttl }
-                putUpdated(entry, validated: original, state: state, sent: response.requestHeaders ?? state.requestHeaders)
+                putUpdated(entry, validated: original, state: state, sent: { response.requestHeaders ?? state.requestHeaders })
             }
         }
         if state.method == "HEAD", !response.isRedirected { freshen(fromHead: response, state: state, now: now) }
@@ -1015,7 +1015,7 @@ public struct CachePlugin: ExportablePlugin {
         entry.update(from: Self.storedFields(fields, responseDirectives(fields)), receivedAt: now)
         entry.requestTime = state.requestTime
         entry.responseTime = now
-        putUpdated(entry, validated: original, state: state, sent: response.requestHeaders ?? state.requestHeaders)
+        putUpdated(entry, validated: original, state: state, sent: { response.requestHeaders ?? state.requestHeaders })
     }
 
     /// The status codes a stale entry may answer for (RFC 5861 §4), besides a transport failure.
@@ -1103,19 +1103,23 @@ public struct CachePlugin: ExportablePlugin {
     /// saw (none added on the way: the answer may be a user's) and, when it carried any, the
     /// updated response is still `public` (§3.5, §5.2.2.7: a `private` answer to a user, with
     /// its `Set-Cookie`, went to every other requester).
-    func putUpdated(_ entry: CacheEntry, validated original: CacheEntry, state: Pending, sent: [HTTPHeader]) {
-        if Self.isEntry(entry.key, of: state.key) {
-            guard Self.credentials(of: sent) == state.credentials, state.partition == nil || entry.directives.shareable else { return }
-        }
-        changes.lock()
-        defer { changes.unlock() }
+    func putUpdated(_ entry: CacheEntry, validated original: CacheEntry, state: Pending, sent: () -> [HTTPHeader]) {
         let directives = entry.directives
         // no-store, unless must-understand for a status this cache understands, which stored
-        // the response in spite of it (§5.2.2.3).
+        // the response in spite of it (§5.2.2.3); whoever's answer says so: the entry goes.
         if directives.has("no-store") && !(directives.has("must-understand") && Self.understoodStatus.contains(entry.status)) {
+            changes.lock()
+            defer { changes.unlock() }
             removeAll(entry.key)
             return
         }
+        // The request's fields as sent are read only for a shared entry, outside the lock (a
+        // loaded plugin's read crosses into the host).
+        if Self.isEntry(entry.key, of: state.key) {
+            guard state.partition == nil || directives.shareable, Self.credentials(of: sent()) == state.credentials else { return }
+        }
+        changes.lock()
+        defer { changes.unlock() }
         // A variant index has no validators either: one stored under the key meanwhile (a response
         // that varies) is no stored response a `304` selects (§4.3.4); written over, its variants
         // were left without an index, and the plain entry served whatever the request's values.

@@ -22,7 +22,7 @@ public struct CredentialsPlugin: ExportablePlugin {
     /// The name manifests and bundles know this plugin by.
     public static var pluginName: String { "credentials" }
     /// This plugin's version.
-    public static var pluginVersion: String { "1.2.0" }
+    public static var pluginVersion: String { "1.3.0" }
     /// One line saying what this plugin does (`plugin.json`'s `summary`, `pluginhost list --json`).
     public static var pluginSummary: String { "Answers Basic and Digest authentication challenges for listed hosts" }
     /// The hooks this plugin implements (the others are not exported).
@@ -48,7 +48,8 @@ public struct CredentialsPlugin: ExportablePlugin {
             if let passwordEnv, var value = ProcessInfo.processInfo.environment[passwordEnv] {
                 // A variable made from a file (a Kubernetes secret) ends with a line break, which
                 // is no part of the password; an empty one names none.
-                while value.hasSuffix("\n") || value.hasSuffix("\r") { value.removeLast() }
+                // By scalars: `\r\n` is one character, which neither `\n` nor `\r` ends.
+                while let last = value.unicodeScalars.last, last == "\n" || last == "\r" { value.unicodeScalars.removeLast() }
                 return value.isEmpty ? nil : value
             }
             return nil

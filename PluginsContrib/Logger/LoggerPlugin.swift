@@ -186,7 +186,9 @@ public struct LoggerPlugin: ExportablePlugin {
         var secrets = secretKeys.compactMap { context.services.value(forKey: $0) }.filter { !$0.isEmpty }
         for header in headers where redactedHeaders.contains(header.name.lowercased()) { secrets += Self.secrets(in: header) }
         for item in request.queryItems where !item.value.isEmpty && SecretNames.matches(item.name, redactedQuery) {
+            // Escaped too, as a body cut inside it may end with its start (`redactingCutSecret`).
             secrets.append(item.value)
+            secrets.append(RFC3986.escape(item.value))
         }
         // A password in the URL goes as Basic credentials (libcurl makes the field itself); a
         // user without one (`https://key@api…`, `https://key:@api…`) is the credential itself.
@@ -1209,49 +1211,60 @@ public struct LoggerPlugin: ExportablePlugin {
     /// server's echo of them each encode it their own way (`tok+en/x=` as `tok%2Ben%2Fx%3D`,
     /// `tok%2ben%2fx%3d`, or `tok%2Ben/x%3D`), and it was scrubbed only as it is.
     static func scrubbingEncoded(_ text: String, secret: [UInt8]) -> String {
-        let bytes = Array(text.utf8)
-        func hex(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        // Where the secret read from `start` ends, or nil.
-        func end(from start: Int) -> Int? {
-            var index = start
-            for wanted in secret {
-                guard index < bytes.count else { return nil }
-                let byte = bytes[index]
-                if byte == wanted || (wanted == 0x20 && byte == UInt8(ascii: "+")) {
-                    index += 1
-                } else if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]),
-                    high << 4 | low == wanted
-                {
-                    index += 3
-                } else {
-                    return nil
+        guard let first = secret.first else { return text }
+        var text = text
+        // The line's own bytes (no copy); a new string only where the secret stands.
+        let scrubbed = text.withUTF8 { bytes -> String? in
+            func hex(_ byte: UInt8) -> UInt8? {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+                default: nil
                 }
             }
-            return index
-        }
-        guard let first = secret.first else { return text }
-        var out: [UInt8] = []
-        var index = 0
-        var found = false
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == first || byte == UInt8(ascii: "%") || byte == UInt8(ascii: "+"), let stop = end(from: index) {
-                out += Array("<redacted>".utf8)
-                index = stop
-                found = true
-            } else {
-                out.append(byte)
-                index += 1
+            // Where the secret read from `start` ends, or nil.
+            func end(from start: Int) -> Int? {
+                var index = start
+                for wanted in secret {
+                    guard index < bytes.count else { return nil }
+                    let byte = bytes[index]
+                    if byte == wanted || (wanted == 0x20 && byte == UInt8(ascii: "+")) {
+                        index += 1
+                    } else if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]),
+                        let low = hex(bytes[index + 2]), high << 4 | low == wanted
+                    {
+                        index += 3
+                    } else {
+                        return nil
+                    }
+                }
+                return index
             }
+            var found: [Range<Int>] = []
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == first || byte == UInt8(ascii: "%") || byte == UInt8(ascii: "+"), let stop = end(from: index) {
+                    found.append(index..<stop)
+                    index = stop
+                } else {
+                    index += 1
+                }
+            }
+            guard !found.isEmpty else { return nil }
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes.count)
+            var copied = 0
+            for range in found {
+                out += bytes[copied..<range.lowerBound]
+                out += "<redacted>".utf8
+                copied = range.upperBound
+            }
+            out += bytes[copied...]
+            return String(decoding: out, as: UTF8.self)
         }
-        return found ? String(decoding: out, as: UTF8.self) : text
+        return scrubbed ?? text
     }
 
     /// `text` quoted for a POSIX shell: in single quotes; in `$'…'` with escapes when it holds

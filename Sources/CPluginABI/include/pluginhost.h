@@ -349,7 +349,7 @@ typedef struct ph_plugin_descriptor {
     uint16_t abi_major;                 /* PH_ABI_MAJOR the plugin was built against */
     uint16_t abi_minor;
     const char *name;                   /* NUL-terminated, e.g. "logger"; must match the bundle */
-    const char *version;                /* e.g. "1.0.0" */
+    const char *version;                /* e.g. "1.0.0"; required (NULL or blank: refused) */
     const char *summary;
     const char *license;                /* SPDX identifier, e.g. "MIT" */
     const char *build_signature;        /* compiler and target, shown by tools */

@@ -238,8 +238,7 @@ struct CacheRFC9111Tests {
 
     /// A user's `304` that makes the response `private` (with the user's `Set-Cookie`) leaves the
     /// shared entry as it was: it was merged into it, and the next anonymous request got the
-    /// user's cookie as a hit (§3.5, §5.2.2.7). So does a `304` to a request whose credentials
-    /// were added after the lookup, and a user's `HEAD`.
+    /// user's cookie as a hit (§3.5, §5.2.2.7). So does a user's `HEAD`.
     @Test func aUsersAnswerNeverUpdatesTheSharedEntryForOthers() async throws {
         let origin = NumberedTransport { call, request in
             if call == 1 { return (200, ["Cache-Control": "public, max-age=0", "ETag": "\"v\""], "v1") }
@@ -262,6 +261,45 @@ struct CacheRFC9111Tests {
         #expect(anonymous.value(forHTTPHeaderField: "X-Cache") == "revalidated")
         #expect(String(decoding: anonymous.data, as: UTF8.self) == "v1")
         #expect(origin.calls.value == 4)
+    }
+
+    /// A `304` to a request whose credentials were added after the cache's lookup (an
+    /// interceptor inside it) is that user's answer: it updates no shared entry, though `public`.
+    /// A user's `304` that says `no-store` removes the shared entry as anyone's does.
+    @Test func credentialsAddedAfterTheLookupUpdateNoSharedEntryAndNoStoreRemovesIt() async throws {
+        struct AddsAuthorization: Interceptor {
+            var name: String { "adds-authorization" }
+            func prepare(_ request: InterceptorRequest, context: InterceptorContext) throws -> PrepareAction {
+                if context.target.pluginOptions["late"] == "1" { try request.setHeader("Authorization", "Bearer late") }
+                return .proceed
+            }
+        }
+        let seen = Locked(Set<String>())
+        let origin = NumberedTransport { call, request in
+            let path = request.urlRequest.url!.path
+            if seen.withLock({ $0.insert(path).inserted }) { return (200, ["Cache-Control": "public, max-age=0", "ETag": "\"v\""], "v1") }
+            switch request.urlRequest.value(forHTTPHeaderField: "Authorization") {
+            case "Bearer late"?: return (304, ["Cache-Control": "public, max-age=600", "ETag": "\"v\"", "Set-Cookie": "sid=late"], "")
+            case "Bearer alice"?: return (304, ["Cache-Control": "no-store", "ETag": "\"v\""], "")
+            default: return (304, ["Cache-Control": "public, max-age=0", "ETag": "\"v\""], "")
+            }
+        }
+        let services = PluginServices()
+        let cache = try CachePlugin(configuration: PluginConfiguration(plugin: "cache", values: [:]), host: services.hostServices(for: "cache"))
+        let provider = Provider<Bin>(transport: origin, interceptors: [cache, AddsAuthorization()], services: services)
+        _ = try await get(provider, "l")
+        let late = try await provider.request(try Bin("l", options: ["late": "1"], base: Self.origin)).value
+        #expect(late.value(forHTTPHeaderField: "Set-Cookie") == "sid=late")
+        let anonymous = try await get(provider, "l")
+        #expect(anonymous.value(forHTTPHeaderField: "X-Cache") == "revalidated")
+        #expect(anonymous.value(forHTTPHeaderField: "Set-Cookie") == nil)
+        #expect(origin.calls.value == 3)
+        // Alice's `no-store`: the shared entry goes (it was left, and served stale to others).
+        _ = try await get(provider, "n")
+        _ = try await get(provider, "n", headers: ["Authorization": "Bearer alice"])
+        let next = try await get(provider, "n", headers: ["Cache-Control": "max-stale=600"])
+        #expect(next.value(forHTTPHeaderField: "X-Cache") == "miss")
+        #expect(origin.calls.value == 6)
     }
 
     /// The fields a `304`'s qualified no-cache="…" names reach the client of that revalidation

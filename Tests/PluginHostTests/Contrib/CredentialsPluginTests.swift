@@ -109,7 +109,7 @@ struct CredentialsPluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let origin = URL(string: "http://origin.test")!
-        let server: [String: Any] = ["host": "origin.test", "user": "svc", "password": "server-secret"]
+        let server: [String: Any] = ["host": "origin.test", "scheme": "http", "user": "svc", "password": "server-secret"]
         let proxy = ProxyChallengeTransport()
         let serverOnly = try f.provider([("credentials", ["credentials": [server]])], transport: proxy)
         let refused = try await serverOnly.request(try Bin("through/proxy", base: origin)).value
@@ -174,8 +174,13 @@ struct CredentialsPluginTests {
             let plain = try await provider.request(try Bin("x", base: URL(string: "http://origin.test")!)).value
             #expect(plain.statusCode == 401, "preemptive \(preemptive)")
             #expect(transport.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Authorization") } } == [nil], "preemptive \(preemptive)")
-            let secure = try await provider.request(try Bin("x", base: URL(string: "https://origin.test")!)).value
-            #expect(secure.statusCode == 200, "preemptive \(preemptive)")
+            // Over https the entry answers (up front too).
+            let challenging = ScriptedChallenges([(401, ["WWW-Authenticate": #"Basic realm="API""#])])
+            let overTLS = try f.provider([("credentials", ["credentials": [entry]])], transport: challenging)
+            _ = try await overTLS.request(try Bin("x", base: URL(string: "https://origin.test")!)).value
+            #expect(
+                challenging.sent.withLock { $0.map { $0.value(forHTTPHeaderField: "Authorization") } }
+                    == (preemptive ? ["Basic dTpw"] : [nil, "Basic dTpw"]), "preemptive \(preemptive)")
             var named = entry
             named["scheme"] = "http"
             let chosen = ScriptedChallenges([(401, ["WWW-Authenticate": #"Basic realm="API""#])])
@@ -195,7 +200,7 @@ struct CredentialsPluginTests {
         let f = try PluginFixtures()
         defer { f.remove() }
         let variable = "PLUGINHOST_TEST_CREDENTIALS_" + UUID().uuidString.prefix(8).uppercased()
-        setenv(variable, "p\n", 1)
+        setenv(variable, "p\r\n", 1)
         defer { unsetenv(variable) }
         var fromEnvironment = try entry(extra: ["passwordEnv": variable])
         fromEnvironment["password"] = nil
