@@ -1168,8 +1168,17 @@ public struct CachePlugin: ExportablePlugin {
         _ entry: CacheEntry, offset: Int, size: Int, range: String, ifRange: String?, age: Double
     ) -> SyntheticResponse? {
         if let ifRange {
-            // A strong entity tag or the Last-Modified date must match exactly.
-            guard ifRange == entry.header("ETag") && !ifRange.hasPrefix("W/") || ifRange == entry.header("Last-Modified") else { return nil }
+            // A strong entity tag, or the Last-Modified date when it is strong: the same, and one
+            // second or more before the stored response's Date (RFC 9110 §13.1.5, §8.8.2.2: within
+            // the second it was made, the representation may have changed again, and a resumed
+            // download would mix two of them).
+            let tag = ifRange == entry.header("ETag") && !ifRange.hasPrefix("W/")
+            let date =
+                ifRange == entry.header("Last-Modified")
+                && HTTPDate.parse(ifRange).map { modified in
+                    entry.header("Date").flatMap { HTTPDate.parse($0) }.map { $0 - modified >= 1 } ?? false
+                } ?? false
+            guard tag || date else { return nil }
         }
         let spec = range.trimmingCharacters(in: .whitespaces)
         guard spec.lowercased().hasPrefix("bytes="), !spec.contains(",") else { return nil }

@@ -132,7 +132,8 @@ public struct LoggerPlugin: ExportablePlugin {
             try names(
                 "redactQuery",
                 default: [
-                    "token", "access_token", "refresh_token", "id_token", "client_secret", "api_key", "apikey", "sign", "signature", "x-signature",
+                    "token", "access_token", "refresh_token", "id_token", "client_secret", "api_key", "apikey", "sign", "sig", "signature",
+                    "x-signature",
                     "password",
                 ], what: "a parameter name", usable: matchable
             ).map(SecretNames.normalized))

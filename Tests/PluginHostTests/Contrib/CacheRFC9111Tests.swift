@@ -1097,6 +1097,26 @@ struct CacheRFC9111Tests {
         #expect(transport.calls.log == ["GET /r"])
     }
 
+    /// An `If-Range` date matches only a strong `Last-Modified`: one second or more before the
+    /// stored response's `Date` (RFC 9110 §13.1.5). A date equal to `Date` matched, and a resumed
+    /// download could mix two versions made within that second.
+    @Test func anIfRangeDateMatchesOnlyAStrongLastModified() async throws {
+        let modified = HTTPDate.format(Date().timeIntervalSince1970 - 100)
+        let transport = ScriptedTransport([
+            "/weak": (200, ["Cache-Control": "max-age=600", "Last-Modified": modified, "Date": modified]),
+            "/strong": (
+                200, ["Cache-Control": "max-age=600", "Last-Modified": modified, "Date": HTTPDate.format(Date().timeIntervalSince1970 - 90)]
+            ),
+        ])
+        let provider = try provider(transport)
+        for path in ["weak", "strong"] { _ = try await get(provider, path) }
+        let weak = try await get(provider, "weak", headers: ["Range": "bytes=1-", "If-Range": modified])
+        #expect(weak.statusCode == 200 && weak.data == Data("body".utf8))
+        let strong = try await get(provider, "strong", headers: ["Range": "bytes=1-", "If-Range": modified])
+        #expect(strong.statusCode == 206 && strong.data == Data("ody".utf8))
+        #expect(transport.calls.log == ["GET /weak", "GET /strong"])
+    }
+
     // MARK: §4.2.3 Age
 
     @Test func everyResponseTheCacheHandsOnCarriesItsAge() async throws {

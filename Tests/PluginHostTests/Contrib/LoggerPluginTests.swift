@@ -128,6 +128,22 @@ struct LoggerPluginTests {
         #expect(text.contains("session=<redacted>"), "\(text)")
     }
 
+    /// A shared access signature's `sig` (Azure's SAS URLs) is redacted by default: it is the
+    /// credential of the URL, and was printed.
+    @Test func aSharedAccessSignatureIsRedactedByDefault() async throws {
+        let f = try PluginFixtures()
+        defer { f.remove() }
+        let provider = try f.provider([("logger", ["level": "basic", "output": "file", "file": f.root + "/requests.log"])])
+        let signature = "sas" + String(UUID().uuidString.prefix(12))
+        _ = try await provider.request(
+            try Bin("get", task: .requestParameters(parameters: ["sv": "2020-08-04", "sig": signature], encoding: URLEncoding.queryString))
+        ).value
+        let text = log(f)
+        #expect(!text.contains(signature))
+        #expect(text.contains("sig=<redacted>"), "\(text)")
+        #expect(text.contains("sv=2020-08-04"))
+    }
+
     /// ROT13, as `/fixture/respond?rot13=1` reads its body and fields: the request carries no
     /// secret the response then shows.
     static func rot13(_ text: String) -> String {
