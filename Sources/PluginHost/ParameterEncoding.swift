@@ -38,6 +38,22 @@ public enum ParameterEncodingError: Error, Sendable, Equatable, CustomStringConv
     }
 }
 
+/// A NaN or an infinity, which neither JSON nor a query or form can carry: how the encodings'
+/// refusals name it (`Double (nan)`), and its text.
+struct NonFiniteNumber {
+    let type: String
+    let text: String
+
+    /// Nil for any value but a `Double` or `Float` that is not finite.
+    init?(_ value: Any) {
+        switch value {
+        case let double as Double where !double.isFinite: (type, text) = ("Double (\(double))", "\(double)")
+        case let float as Float where !float.isFinite: (type, text) = ("Float (\(float))", "\(float)")
+        default: return nil
+        }
+    }
+}
+
 /// Encodes parameters as `application/x-www-form-urlencoded` pairs, into the query string
 /// or the body.
 ///
@@ -147,6 +163,11 @@ public struct URLEncoding: ParameterEncoding {
 
     private func components(key: String, value: Any, into pairs: inout [(String, String)], invalid: inout ParameterEncodingError?) {
         let value = OptionalParameter.unwrapped(value)
+        if let number = NonFiniteNumber(value) {
+            if invalid == nil { invalid = .invalidQueryValue(keyPath: key, type: number.type) }
+            pairs.append((Self.escape(key), Self.escape(number.text)))
+            return
+        }
         switch value {
         case let dictionary as [String: Any]:
             for nested in dictionary.keys.sorted() {
@@ -166,12 +187,6 @@ public struct URLEncoding: ParameterEncoding {
             for element in Self.elements(of: set).sorted(by: { "\($0)" < "\($1)" }) {
                 components(key: arrayEncoding == .brackets ? "\(key)[]" : key, value: element, into: &pairs, invalid: &invalid)
             }
-        case let double as Double where !double.isFinite:
-            if invalid == nil { invalid = .invalidQueryValue(keyPath: key, type: "Double (\(double))") }
-            pairs.append((Self.escape(key), Self.escape("\(double)")))
-        case let float as Float where !float.isFinite:
-            if invalid == nil { invalid = .invalidQueryValue(keyPath: key, type: "Float (\(float))") }
-            pairs.append((Self.escape(key), Self.escape("\(float)")))
         case let number as NSNumber where type(of: value) is NSNumber.Type && !JSONValue.isBoolean(number):
             // A number `JSONSerialization` made: 0 and 1 match `as Bool` too, and are numbers.
             pairs.append((Self.escape(key), Self.escape("\(number)")))
@@ -235,6 +250,7 @@ public struct JSONEncoding: ParameterEncoding {
     /// ``ParameterEncodingError/invalidJSONValue(keyPath:type:)`` at the first value JSON cannot hold.
     static func jsonObject(_ value: Any, path: String) throws -> Any {
         let value = OptionalParameter.unwrapped(value)
+        if let number = NonFiniteNumber(value) { throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: number.type) }
         switch value {
         case let dictionary as [String: Any]:
             var object: [String: Any] = [:]
@@ -244,10 +260,6 @@ public struct JSONEncoding: ParameterEncoding {
             return object
         case let array as [Any]:
             return try array.enumerated().map { index, nested in try jsonObject(nested, path: "\(path)[\(index)]") }
-        case let double as Double where !double.isFinite:
-            throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Double (\(double))")
-        case let float as Float where !float.isFinite:
-            throw ParameterEncodingError.invalidJSONValue(keyPath: path, type: "Float (\(float))")
         case is String, is Bool, is Int, is Int8, is Int16, is Int32, is Int64, is UInt, is UInt8, is UInt16,
             is UInt32, is UInt64, is Double, is Float, is NSNull, is NSNumber:
             return value
